@@ -1,0 +1,5 @@
+//! Example fleets, written as a consumer of `infra-core` would write them.
+//!
+//! Each module builds one fleet; the binaries in `src/bin/` run them.
+
+pub mod shop;

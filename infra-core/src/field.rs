@@ -1,0 +1,172 @@
+//! `Field`: what every field of a spec provides, so specs derive their behaviour.
+//!
+//! A spec is a struct of fields; `#[derive(Spec)]` builds the struct's refinement,
+//! merge, dependency list, settling and serialisation out of its fields' own. The field
+//! types are: [`Expr<T>`] (a required value), [`Partial<F>`] (optional, "not said" by
+//! default), [`Option<F>`] ("said: none" is a value), [`Key<K>`] (a reference),
+//! `Vec<F>`, `BTreeMap<String, F>`, and any other `Spec` struct.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::{Dep, Env, Expr, Handle, Key, Kind, Merge, NotYet, Partial, Refines, Value};
+
+/// A field of a spec: refinable, mergeable, serialisable, and settled into a value a
+/// backend can use.
+pub trait Field: Refines + Merge + Clone + Serialize + Send + Sync + 'static {
+    /// The field after settling.
+    type Settled: Clone + fmt::Debug + PartialEq + Serialize + Send + Sync + 'static;
+
+    /// Appends every dependency the field reads: references and expression reads.
+    fn deps(&self, out: &mut Vec<Dep>);
+
+    /// Settles the field, or lists what it still waits for.
+    fn settle(&self, env: &dyn Env) -> Result<Self::Settled, NotYet>;
+
+    /// Whether the field was not said (and is left out of the serialised spec).
+    fn is_unsaid(&self) -> bool {
+        false
+    }
+
+    /// Whether a settled value was not said.
+    fn settled_is_unsaid(_settled: &Self::Settled) -> bool {
+        false
+    }
+}
+
+impl<T: Value> Field for Expr<T> {
+    type Settled = T;
+
+    fn deps(&self, out: &mut Vec<Dep>) {
+        out.extend_from_slice(Expr::deps(self));
+    }
+
+    fn settle(&self, env: &dyn Env) -> Result<T, NotYet> {
+        self.eval(env)
+    }
+}
+
+impl<F: Field> Field for Partial<F> {
+    type Settled = Partial<F::Settled>;
+
+    fn deps(&self, out: &mut Vec<Dep>) {
+        if let Partial::Known(f) = self {
+            f.deps(out);
+        }
+    }
+
+    fn settle(&self, env: &dyn Env) -> Result<Self::Settled, NotYet> {
+        match self {
+            Partial::Unknown => Ok(Partial::Unknown),
+            Partial::Known(f) => f.settle(env).map(Partial::Known),
+        }
+    }
+
+    fn is_unsaid(&self) -> bool {
+        self.is_unknown()
+    }
+
+    fn settled_is_unsaid(settled: &Self::Settled) -> bool {
+        settled.is_unknown()
+    }
+}
+
+impl<F: Field> Field for Option<F> {
+    type Settled = Option<F::Settled>;
+
+    fn deps(&self, out: &mut Vec<Dep>) {
+        if let Some(f) = self {
+            f.deps(out);
+        }
+    }
+
+    fn settle(&self, env: &dyn Env) -> Result<Self::Settled, NotYet> {
+        self.as_ref().map(|f| f.settle(env)).transpose()
+    }
+}
+
+impl<K: Kind> Field for Key<K> {
+    type Settled = Handle<K>;
+
+    fn deps(&self, out: &mut Vec<Dep>) {
+        out.push(Dep::Handle(self.id()));
+    }
+
+    fn settle(&self, env: &dyn Env) -> Result<Handle<K>, NotYet> {
+        env.handle(self.id())
+            .map(Handle::new)
+            .ok_or_else(|| NotYet::one(Dep::Handle(self.id())))
+    }
+}
+
+impl<F: Field> Field for Vec<F> {
+    type Settled = Vec<F::Settled>;
+
+    fn deps(&self, out: &mut Vec<Dep>) {
+        for f in self {
+            f.deps(out);
+        }
+    }
+
+    fn settle(&self, env: &dyn Env) -> Result<Self::Settled, NotYet> {
+        let mut not_yet = NotYet::default();
+        let settled: Vec<Option<F::Settled>> =
+            self.iter().map(|f| not_yet.take(f.settle(env))).collect();
+        if not_yet.is_empty() {
+            Ok(settled.into_iter().flatten().collect())
+        } else {
+            Err(not_yet)
+        }
+    }
+}
+
+impl<F: Field> Field for BTreeMap<String, F> {
+    type Settled = BTreeMap<String, F::Settled>;
+
+    fn deps(&self, out: &mut Vec<Dep>) {
+        for f in self.values() {
+            f.deps(out);
+        }
+    }
+
+    fn settle(&self, env: &dyn Env) -> Result<Self::Settled, NotYet> {
+        let mut not_yet = NotYet::default();
+        let settled: Vec<(String, Option<F::Settled>)> = self
+            .iter()
+            .map(|(k, f)| (k.clone(), not_yet.take(f.settle(env))))
+            .collect();
+        if not_yet.is_empty() {
+            Ok(settled
+                .into_iter()
+                .filter_map(|(k, v)| v.map(|v| (k, v)))
+                .collect())
+        } else {
+            Err(not_yet)
+        }
+    }
+}
+
+/// How a difference in one field is repaired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Mutability {
+    /// The cloud can change the field in place: an update.
+    Mutable,
+    /// The field cannot change once created: a replace.
+    ForcesReplace,
+}
+
+/// One row of a kind's divergence table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FieldInfo {
+    /// The field's name as serialised (camelCase).
+    pub name: &'static str,
+    /// How a difference is repaired.
+    pub mutability: Mutability,
+    /// An unsaid (or empty) target is "I did not choose", not "there must be none", and
+    /// is not compared: the cloud may fill the field in (a subnet, a VPC).
+    pub compare_if_set: bool,
+}

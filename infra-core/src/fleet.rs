@@ -1,0 +1,728 @@
+//! Fleets: the finite set of resources a declaration names, each placed in a region.
+//!
+//! A fleet is declared through [`FleetBuilder`]: one mention per resource (its region,
+//! its name and its spec), and the typed [`Key`] it returns is how other resources refer
+//! to it. [`FleetBuilder::build`] runs every check that needs no network call and is the
+//! only way to obtain a [`Fleet`], so a fleet value has unique names, no cycles, and
+//! only references into itself.
+//!
+//! ```
+//! use infra_core::{AwsRegion, Expr, Fleet, Partial, kinds::*};
+//!
+//! let mut fleet = Fleet::builder("shop");
+//! let paris = AwsRegion::EuWest3;
+//! let web = fleet.declare(paris, "web", SecurityGroup {
+//!     description: "web servers".into(),
+//!     vpc_id: Partial::Unknown,
+//!     ingress: Expr::lit([Rule::tcp(443, "0.0.0.0/0")].into()),
+//!     egress: Partial::Unknown,
+//!     tags: Partial::Unknown,
+//! });
+//! fleet.declare(paris, "app", AwsInstance::new(
+//!     Image::Latest,
+//!     InstanceType::T3(BurstableSize::Micro),
+//!     web,
+//! ));
+//! let fleet = fleet.build().expect("a sound fleet");
+//! assert_eq!(fleet.len(), 2);
+//! ```
+
+use std::any::Any;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+use crate::key::{FleetId, KeyId, with_names};
+use crate::{
+    Conflict, Dep, FieldInfo, Key, Kind, Merge, Provider, Refines, Region, ResourceRef, Status,
+    Supports, default_name_rule,
+};
+
+/// A spec with its kind erased, as the fleet and the plan hold it.
+pub(crate) trait ErasedSpec: Any + Send + Sync {
+    fn deps(&self) -> Vec<Dep>;
+    fn to_json(&self) -> serde_json::Value;
+    fn check(&self, problems: &mut Vec<String>);
+    fn as_any(&self) -> &dyn Any;
+    fn refines_dyn(&self, other: &dyn ErasedSpec) -> bool;
+    fn merge_dyn(&self, other: &dyn ErasedSpec) -> Result<Arc<dyn ErasedSpec>, Conflict>;
+}
+
+impl<K: Kind> ErasedSpec for K {
+    fn deps(&self) -> Vec<Dep> {
+        let mut out = Vec::new();
+        crate::Field::deps(self, &mut out);
+        out
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    fn check(&self, problems: &mut Vec<String>) {
+        Kind::check(self, problems);
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn refines_dyn(&self, other: &dyn ErasedSpec) -> bool {
+        other
+            .as_any()
+            .downcast_ref::<K>()
+            .is_some_and(|o| self.refines(o))
+    }
+
+    fn merge_dyn(&self, other: &dyn ErasedSpec) -> Result<Arc<dyn ErasedSpec>, Conflict> {
+        match other.as_any().downcast_ref::<K>() {
+            Some(o) => Ok(Arc::new(self.merge(o)?)),
+            None => Err(Conflict::rendered(
+                format!("a spec of kind {}", K::ID),
+                "a spec of another kind".into(),
+            )),
+        }
+    }
+}
+
+/// A spec of any kind, shared. Refines and merges as the kind's own spec does.
+#[derive(Clone)]
+pub(crate) struct DynSpec(pub(crate) Arc<dyn ErasedSpec>);
+
+impl Refines for DynSpec {
+    fn refines(&self, other: &Self) -> bool {
+        self.0.refines_dyn(&*other.0)
+    }
+}
+
+impl Merge for DynSpec {
+    fn merge(&self, other: &Self) -> Result<Self, Conflict> {
+        self.0.merge_dyn(&*other.0).map(DynSpec)
+    }
+}
+
+impl Serialize for DynSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.to_json().serialize(s)
+    }
+}
+
+/// What the engine needs to know about a kind without its type.
+#[derive(Clone, Copy)]
+pub struct KindMeta {
+    /// The kind's id.
+    pub id: &'static str,
+    /// The kind's divergence table.
+    pub fields: &'static [FieldInfo],
+    check_name: fn(&str) -> Result<(), String>,
+}
+
+impl KindMeta {
+    /// The metadata of kind `K`.
+    pub fn of<K: Kind>() -> KindMeta {
+        KindMeta {
+            id: K::ID,
+            fields: K::FIELDS,
+            check_name: K::check_name,
+        }
+    }
+}
+
+impl fmt::Debug for KindMeta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id)
+    }
+}
+
+pub(crate) struct Declared {
+    pub(crate) reference: ResourceRef,
+    pub(crate) region: &'static str,
+    pub(crate) kind: KindMeta,
+    pub(crate) target: Status<DynSpec>,
+}
+
+/// A resource released from the fleet's records without touching the cloud.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Released {
+    /// The provider, kind and name of the released resource.
+    pub resource: ResourceRef,
+}
+
+pub(crate) struct FleetInner {
+    pub(crate) id: FleetId,
+    pub(crate) name: String,
+    pub(crate) resources: Vec<Declared>,
+    pub(crate) names: Arc<[ResourceRef]>,
+    pub(crate) forgets: Vec<Released>,
+    /// Dependencies of each resource, by index, without repeats.
+    pub(crate) deps: Vec<Vec<usize>>,
+    /// A build order: every resource after what it depends on.
+    pub(crate) order: Vec<usize>,
+}
+
+/// A checked declaration: every resource, its placement and its target.
+#[derive(Clone)]
+pub struct Fleet {
+    pub(crate) inner: Arc<FleetInner>,
+}
+
+impl fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fleet")
+            .field("name", &self.inner.name)
+            .field("resources", &self.inner.names)
+            .finish()
+    }
+}
+
+static NEXT_FLEET: AtomicU64 = AtomicU64::new(1);
+
+impl Fleet {
+    /// Starts declaring a fleet. The name identifies the fleet in ownership markers and
+    /// records: lowercase letters, digits and `-`.
+    pub fn builder(name: impl Into<String>) -> FleetBuilder {
+        FleetBuilder {
+            id: NEXT_FLEET.fetch_add(1, Ordering::Relaxed),
+            name: name.into(),
+            slots: Vec::new(),
+            forgets: Vec::new(),
+            misuse: Vec::new(),
+        }
+    }
+
+    /// The fleet's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// How many resources the fleet declares.
+    pub fn len(&self) -> usize {
+        self.inner.resources.len()
+    }
+
+    /// Whether the fleet declares nothing.
+    pub fn is_empty(&self) -> bool {
+        self.inner.resources.is_empty()
+    }
+
+    /// The declared resources, in declaration order.
+    pub fn resources(&self) -> impl ExactSizeIterator<Item = ResourceView<'_>> {
+        self.inner
+            .resources
+            .iter()
+            .enumerate()
+            .map(|(index, d)| ResourceView {
+                index,
+                declared: d,
+                deps: &self.inner.deps[index],
+            })
+    }
+
+    /// The resource a key names, if the key belongs to this fleet.
+    pub fn resource<K>(&self, key: Key<K>) -> Option<ResourceView<'_>> {
+        self.index_of(key.id())
+            .and_then(|index| self.resources().nth(index))
+    }
+
+    /// The names of each (provider, kind) pair's keys: the finite key sets of the fleet.
+    pub fn keys(&self) -> BTreeMap<(&'static str, &'static str), Vec<&str>> {
+        let mut out: BTreeMap<_, Vec<&str>> = BTreeMap::new();
+        for d in &self.inner.resources {
+            out.entry((d.reference.provider, d.reference.kind))
+                .or_default()
+                .push(d.reference.name.as_str());
+        }
+        out
+    }
+
+    /// Every region the fleet places something in, per provider.
+    pub fn regions(&self) -> BTreeMap<&'static str, Vec<&'static str>> {
+        let mut out: BTreeMap<_, Vec<&'static str>> = BTreeMap::new();
+        for d in &self.inner.resources {
+            let regions = out.entry(d.reference.provider).or_default();
+            if !regions.contains(&d.region) {
+                regions.push(d.region);
+            }
+        }
+        for regions in out.values_mut() {
+            regions.sort_unstable();
+        }
+        out
+    }
+
+    /// The resources released by `forget`.
+    pub fn forgets(&self) -> &[Released] {
+        &self.inner.forgets
+    }
+
+    /// A build order of resource indices: each after everything it depends on.
+    /// Tearing down runs it backwards.
+    pub fn build_order(&self) -> &[usize] {
+        &self.inner.order
+    }
+
+    pub(crate) fn index_of(&self, key: KeyId) -> Option<usize> {
+        (key.fleet == self.inner.id && key.index() < self.inner.resources.len())
+            .then_some(key.index())
+    }
+
+    /// Runs `f` with this fleet's names in scope, so that keys serialise by name.
+    pub(crate) fn with_names<R>(&self, f: impl FnOnce() -> R) -> R {
+        with_names(self.inner.id, Arc::clone(&self.inner.names), f)
+    }
+
+    /// The fleet's declared target for every key.
+    pub fn plan(&self) -> crate::Plan {
+        crate::Plan::declared(self)
+    }
+}
+
+/// One declared resource, seen through its fleet.
+#[derive(Clone, Copy)]
+pub struct ResourceView<'a> {
+    index: usize,
+    declared: &'a Declared,
+    deps: &'a [usize],
+}
+
+impl<'a> ResourceView<'a> {
+    /// The resource's position in the declaration.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Provider, kind and name.
+    pub fn reference(&self) -> &'a ResourceRef {
+        &self.declared.reference
+    }
+
+    /// The region code it is placed in.
+    pub fn region(&self) -> &'static str {
+        self.declared.region
+    }
+
+    /// Its kind's metadata.
+    pub fn kind(&self) -> KindMeta {
+        self.declared.kind
+    }
+
+    /// Its declared status: `present`, `absent` or `unmanaged`.
+    pub fn status(&self) -> &'static str {
+        self.declared.target.name()
+    }
+
+    /// The indices of the resources it depends on.
+    pub fn deps(&self) -> &'a [usize] {
+        self.deps
+    }
+
+    /// Its declared spec, if present and of kind `K`.
+    pub fn spec<K: Kind>(&self) -> Option<&'a K> {
+        self.declared
+            .target
+            .present()
+            .and_then(|s| s.0.as_any().downcast_ref::<K>())
+    }
+}
+
+enum Slot {
+    Reserved,
+    Defined(Status<DynSpec>),
+}
+
+struct PendingResource {
+    reference: ResourceRef,
+    region: &'static str,
+    kind: KindMeta,
+    slot: Slot,
+}
+
+/// Declares a fleet, one resource at a time. See the [module](self) documentation.
+pub struct FleetBuilder {
+    id: FleetId,
+    name: String,
+    slots: Vec<PendingResource>,
+    forgets: Vec<Released>,
+    misuse: Vec<Problem>,
+}
+
+impl fmt::Debug for FleetBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FleetBuilder")
+            .field("name", &self.name)
+            .field("resources", &self.slots.len())
+            .finish()
+    }
+}
+
+impl FleetBuilder {
+    fn push<R: Region, K: Kind>(&mut self, region: R, name: String, slot: Slot) -> Key<K> {
+        let index = u32::try_from(self.slots.len()).expect("fewer than 2^32 resources");
+        self.slots.push(PendingResource {
+            reference: ResourceRef {
+                provider: <R::Provider as Provider>::ID,
+                kind: K::ID,
+                name,
+            },
+            region: region.code(),
+            kind: KindMeta::of::<K>(),
+            slot,
+        });
+        Key::new(KeyId {
+            fleet: self.id,
+            index,
+        })
+    }
+
+    /// Declares a resource that must exist, refining `spec`, placed in `region`. The
+    /// region's type names the provider, which must realise the kind.
+    pub fn declare<R, K>(&mut self, region: R, name: impl Into<String>, spec: K) -> Key<K>
+    where
+        R: Region,
+        K: Kind,
+        R::Provider: Supports<K>,
+    {
+        let slot = Slot::Defined(Status::Present(DynSpec(Arc::new(spec))));
+        self.push(region, name.into(), slot)
+    }
+
+    /// Declares a resource that must not exist: the apply deletes it if it is there and
+    /// carries this fleet's ownership marker.
+    pub fn declare_absent<R, K>(&mut self, region: R, name: impl Into<String>) -> Key<K>
+    where
+        R: Region,
+        K: Kind,
+        R::Provider: Supports<K>,
+    {
+        self.push(region, name.into(), Slot::Defined(Status::Absent))
+    }
+
+    /// Declares a resource whose spec is given later with [`define`](Self::define), so
+    /// that a resource declared earlier can refer to it.
+    pub fn reserve<R, K>(&mut self, region: R, name: impl Into<String>) -> Key<K>
+    where
+        R: Region,
+        K: Kind,
+        R::Provider: Supports<K>,
+    {
+        self.push(region, name.into(), Slot::Reserved)
+    }
+
+    /// Gives the spec of a reserved resource.
+    pub fn define<K: Kind>(&mut self, key: Key<K>, spec: K) {
+        let id = key.id();
+        match self
+            .slots
+            .get_mut(id.index())
+            .filter(|_| id.fleet == self.id)
+        {
+            None => self.misuse.push(Problem::ForeignKey {
+                resource: None,
+                detail: "`define` was given a key of another fleet".into(),
+            }),
+            Some(pending) => match pending.slot {
+                Slot::Reserved => {
+                    pending.slot = Slot::Defined(Status::Present(DynSpec(Arc::new(spec))))
+                }
+                Slot::Defined(_) => self.misuse.push(Problem::DefinedTwice {
+                    resource: pending.reference.clone(),
+                }),
+            },
+        }
+    }
+
+    /// Releases a resource from the fleet's records without touching the cloud: its
+    /// ledger row is dropped, and it is no longer deleted as an orphan.
+    pub fn forget<P, K>(&mut self, name: impl Into<String>)
+    where
+        P: Provider + Supports<K>,
+        K: Kind,
+    {
+        self.forgets.push(Released {
+            resource: ResourceRef {
+                provider: P::ID,
+                kind: K::ID,
+                name: name.into(),
+            },
+        });
+    }
+
+    /// Checks the declaration and returns the fleet, or every problem found.
+    ///
+    /// Nothing here touches a network. The checks: the fleet's and each resource's name;
+    /// names unique per provider and kind; every reserved resource defined; every
+    /// reference into this fleet; no cycle of references; each kind's own checks (a
+    /// composed secret that reads nothing, a capacity range upside down, …); and no
+    /// `forget` of a resource that is still declared.
+    pub fn build(self) -> Result<Fleet, CheckReport> {
+        let mut problems = self.misuse;
+        if let Err(why) = default_name_rule(&self.name) {
+            problems.push(Problem::FleetName {
+                name: self.name.clone(),
+                why,
+            });
+        }
+
+        let mut seen: HashMap<ResourceRef, &'static str> = HashMap::new();
+        for p in &self.slots {
+            if let Err(why) = (p.kind.check_name)(&p.reference.name) {
+                problems.push(Problem::BadName {
+                    resource: p.reference.clone(),
+                    why,
+                });
+            }
+            if let Some(first) = seen.insert(p.reference.clone(), p.region) {
+                problems.push(Problem::DuplicateName {
+                    resource: p.reference.clone(),
+                    regions: [first, p.region],
+                });
+            }
+        }
+
+        let mut resources = Vec::with_capacity(self.slots.len());
+        for p in self.slots {
+            let target = match p.slot {
+                Slot::Defined(target) => target,
+                Slot::Reserved => {
+                    problems.push(Problem::NeverDefined {
+                        resource: p.reference.clone(),
+                    });
+                    Status::Unmanaged
+                }
+            };
+            resources.push(Declared {
+                reference: p.reference,
+                region: p.region,
+                kind: p.kind,
+                target,
+            });
+        }
+
+        let names: Arc<[ResourceRef]> = resources.iter().map(|d| d.reference.clone()).collect();
+        let deps = resolve_deps(self.id, &resources, &mut problems);
+
+        for d in &resources {
+            if let Status::Present(spec) = &d.target {
+                let mut found = Vec::new();
+                with_names(self.id, Arc::clone(&names), || spec.0.check(&mut found));
+                problems.extend(found.into_iter().map(|detail| Problem::Invalid {
+                    resource: d.reference.clone(),
+                    detail,
+                }));
+            }
+        }
+
+        let order = match crate::graph::topological_order(&deps) {
+            Ok(order) => order,
+            Err(cycle) => {
+                problems.push(Problem::Cycle {
+                    path: cycle.iter().map(|&i| names[i].clone()).collect(),
+                });
+                Vec::new()
+            }
+        };
+
+        for released in &self.forgets {
+            if seen.contains_key(&released.resource) {
+                problems.push(Problem::ForgetStillDeclared {
+                    resource: released.resource.clone(),
+                });
+            }
+        }
+
+        if !problems.is_empty() {
+            return Err(CheckReport {
+                fleet: self.name,
+                problems,
+            });
+        }
+        let mut forgets = self.forgets;
+        forgets.sort();
+        forgets.dedup();
+        Ok(Fleet {
+            inner: Arc::new(FleetInner {
+                id: self.id,
+                name: self.name,
+                resources,
+                names,
+                forgets,
+                deps,
+                order,
+            }),
+        })
+    }
+}
+
+/// Each resource's dependencies as indices; references to another fleet are problems.
+fn resolve_deps(
+    fleet: FleetId,
+    resources: &[Declared],
+    problems: &mut Vec<Problem>,
+) -> Vec<Vec<usize>> {
+    resources
+        .iter()
+        .map(|d| match &d.target {
+            Status::Present(spec) => {
+                let mut out: Vec<usize> = Vec::new();
+                for dep in spec.0.deps() {
+                    let key = dep.key();
+                    if key.fleet != fleet || key.index() >= resources.len() {
+                        problems.push(Problem::ForeignKey {
+                            resource: Some(d.reference.clone()),
+                            detail: "it refers to a resource of another fleet".into(),
+                        });
+                    } else if !out.contains(&key.index()) {
+                        out.push(key.index());
+                    }
+                }
+                out
+            }
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// Something the checks before any network call refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "problem")]
+pub enum Problem {
+    /// The fleet's own name is not acceptable.
+    FleetName {
+        /// The name given.
+        name: String,
+        /// Why not.
+        why: String,
+    },
+    /// A resource's name is not acceptable for its kind.
+    BadName {
+        /// The resource.
+        resource: ResourceRef,
+        /// Why not.
+        why: String,
+    },
+    /// Two resources of one provider and kind share a name.
+    DuplicateName {
+        /// The name, with its provider and kind.
+        resource: ResourceRef,
+        /// Where the first and the second are placed.
+        regions: [&'static str; 2],
+    },
+    /// A resource was reserved and never defined.
+    NeverDefined {
+        /// The resource.
+        resource: ResourceRef,
+    },
+    /// A reserved resource was defined twice.
+    DefinedTwice {
+        /// The resource.
+        resource: ResourceRef,
+    },
+    /// A key of another fleet was used.
+    ForeignKey {
+        /// The resource whose spec holds it, when there is one.
+        resource: Option<ResourceRef>,
+        /// What happened.
+        detail: String,
+    },
+    /// References form a cycle: no order can create them.
+    Cycle {
+        /// The resources around the cycle; each depends on the next, and the last on
+        /// the first.
+        path: Vec<ResourceRef>,
+    },
+    /// A kind's own check refused a spec.
+    Invalid {
+        /// The resource.
+        resource: ResourceRef,
+        /// What is wrong, naming the field, and what to do.
+        detail: String,
+    },
+    /// A resource is both declared and released with `forget`.
+    ForgetStillDeclared {
+        /// The resource.
+        resource: ResourceRef,
+    },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::FleetName { name, why } => {
+                write!(f, "fleet name {name:?} {why}")
+            }
+            Problem::BadName { resource, why } => {
+                write!(f, "{resource}: the name {why}")
+            }
+            Problem::DuplicateName { resource, regions } => write!(
+                f,
+                "{resource}: declared twice (in {} and in {}); names are unique per provider \
+                 and kind, so rename one",
+                regions[0], regions[1]
+            ),
+            Problem::NeverDefined { resource } => write!(
+                f,
+                "{resource}: reserved but never defined; give its spec with `define`"
+            ),
+            Problem::DefinedTwice { resource } => {
+                write!(f, "{resource}: defined twice; keep one `define`")
+            }
+            Problem::ForeignKey {
+                resource: Some(r),
+                detail,
+            } => write!(
+                f,
+                "{r}: {detail}; use the keys this fleet's builder returned"
+            ),
+            Problem::ForeignKey {
+                resource: None,
+                detail,
+            } => write!(f, "{detail}; use the keys this fleet's builder returned"),
+            Problem::Cycle { path } => {
+                write!(f, "references form a cycle: ")?;
+                for r in path {
+                    write!(f, "{r} → ")?;
+                }
+                match path.first() {
+                    Some(first) => write!(f, "{first}")?,
+                    None => f.write_str("(empty)")?,
+                }
+                f.write_str("; break it by removing one reference")
+            }
+            Problem::Invalid { resource, detail } => write!(f, "{resource}: {detail}"),
+            Problem::ForgetStillDeclared { resource } => write!(
+                f,
+                "{resource}: released with `forget` but still declared; remove one of the two"
+            ),
+        }
+    }
+}
+
+/// Every problem the checks found in one fleet.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CheckReport {
+    /// The fleet's name.
+    pub fleet: String,
+    /// The problems, in the order the checks ran.
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.problems.len();
+        write!(
+            f,
+            "fleet `{}` has {n} problem{}:",
+            self.fleet,
+            if n == 1 { "" } else { "s" }
+        )?;
+        for p in &self.problems {
+            write!(f, "\n  - {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CheckReport {}

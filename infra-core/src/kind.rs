@@ -1,0 +1,63 @@
+//! Kinds: the nominal axis. Which sort of thing a resource is.
+//!
+//! The set of kinds is open: a kind is any type implementing [`Kind`], usually by
+//! `#[derive(Spec)]` with `#[spec(kind = "…", observed = …)]`, and a provider declares
+//! which kinds it realises with [`Supports`](crate::Supports). A custom provider crate
+//! adds kinds without touching this crate.
+
+use serde::de::DeserializeOwned;
+
+use crate::{Field, FieldInfo, Value};
+
+/// A struct of spec fields, with its divergence table.
+pub trait Spec: Field {
+    /// Every field, in declaration order, with how a difference in it is repaired.
+    const FIELDS: &'static [FieldInfo];
+}
+
+/// A kind of resource. The type is the kind's authoring spec.
+pub trait Kind: Spec {
+    /// The kind's id, camelCase, unique among the kinds in use (`objectStore`).
+    const ID: &'static str;
+
+    /// What the cloud computes and reports about a resource of this kind (an ARN, an
+    /// endpoint). It is cached between runs, so it must never hold a secret value.
+    type Observed: Value + DeserializeOwned;
+
+    /// Checks what the type cannot hold, before any network call. Each problem is a
+    /// sentence naming the field and what to do.
+    fn check(&self, problems: &mut Vec<String>) {
+        let _ = problems;
+    }
+
+    /// Whether `name` is acceptable for a resource of this kind.
+    fn check_name(name: &str) -> Result<(), String> {
+        default_name_rule(name)
+    }
+}
+
+/// The name rule shared by most kinds: 1 to 63 characters of lowercase ASCII letters,
+/// digits and `-`, starting with a letter and not ending with `-`.
+pub fn default_name_rule(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 63 {
+        return Err(format!(
+            "must be 1 to 63 characters long (it has {})",
+            name.len()
+        ));
+    }
+    if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        return Err("must start with a lowercase letter".into());
+    }
+    if name.ends_with('-') {
+        return Err("must not end with `-`".into());
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    {
+        return Err(format!(
+            "may hold only lowercase letters, digits and `-` (found {bad:?})"
+        ));
+    }
+    Ok(())
+}

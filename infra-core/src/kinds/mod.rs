@@ -1,0 +1,75 @@
+//! The kinds this crate declares, and which provider realises which.
+//!
+//! Seven portable kinds that every cloud realises its own way ([`Iam`],
+//! [`ObjectStore`], [`Compute`], [`Queues`], [`Secrets`], [`ImageRegistry`],
+//! [`Postgres`]), and provider-local ones: [`S3Bucket`], [`SecurityGroup`] and
+//! [`AwsInstance`] on AWS; [`FunctionNamespace`], [`Function`], [`ContainerNamespace`]
+//! and [`Container`] on Scaleway.
+//!
+//! In every spec, a required field is a plain [`Expr`](crate::Expr) or
+//! [`Key`](crate::Key); an optional one is [`Partial`](crate::Partial) ("not said" unless
+//! given); and a field where "none" is itself a choice holds an `Option`.
+//!
+//! ```compile_fail
+//! use infra_core::{Expr, kinds::ObjectStore};
+//! // `ObjectStore` has no field for a region: placement is the fleet's business.
+//! let _ = ObjectStore { region: Expr::lit("eu-west-3".to_string()), ..ObjectStore::new() };
+//! ```
+//!
+//! ```compile_fail
+//! use infra_core::kinds::AwsInstance;
+//! // A required field cannot be left out: an instance names its security group.
+//! let _ = AwsInstance { image: infra_core::kinds::Image::Latest.into(),
+//!     instance_type: infra_core::kinds::InstanceType::T3(infra_core::kinds::BurstableSize::Micro).into(),
+//!     subnet_id: Default::default(), key_name: Default::default(),
+//!     user_data: Default::default(), tags: Default::default() };
+//! ```
+
+mod aws;
+mod instance_type;
+mod portable;
+mod scaleway;
+
+pub use aws::*;
+pub use instance_type::*;
+pub use portable::*;
+pub use scaleway::*;
+
+use std::collections::BTreeMap;
+
+use crate::{Aws, Gcp, Scaleway, Supports};
+
+/// Key-value labels attached to a resource. Compared as a set of pairs.
+pub type Tags = BTreeMap<String, String>;
+
+/// Environment variables of a function or container. Compared as a set of pairs.
+pub type EnvVars = BTreeMap<String, String>;
+
+macro_rules! supports {
+    ($provider:ty: $($kind:ty),* $(,)?) => {
+        $( impl Supports<$kind> for $provider {} )*
+    };
+}
+
+supports!(Aws: Iam, ObjectStore, Compute, Queues, Secrets, ImageRegistry, Postgres, S3Bucket, SecurityGroup, AwsInstance);
+supports!(Gcp: Iam, ObjectStore, Compute, Queues, Secrets, ImageRegistry, Postgres);
+supports!(Scaleway: Iam, ObjectStore, Compute, Queues, Secrets, ImageRegistry, Postgres,
+    FunctionNamespace, Function, ContainerNamespace, Container);
+
+/// Pushes a problem when a known literal lies outside `range`.
+pub(crate) fn check_range(
+    problems: &mut Vec<String>,
+    field: &str,
+    value: &crate::Partial<crate::Expr<u32>>,
+    range: std::ops::RangeInclusive<u32>,
+) {
+    if let Some(v) = value.known().and_then(|e| e.as_lit())
+        && !range.contains(v)
+    {
+        problems.push(format!(
+            "`{field}` is {v}, outside {}..={}",
+            range.start(),
+            range.end()
+        ));
+    }
+}

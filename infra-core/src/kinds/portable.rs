@@ -1,0 +1,572 @@
+//! The portable kinds: one spec each, realised by every cloud its own way.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Conflict, Dep, Env, Expr, Field, Key, Merge, NotYet, Partial, Refines, SecretString};
+
+#[cfg(any(test, feature = "testing"))]
+use infra_derive::Sample;
+use infra_derive::Spec;
+
+use super::{EnvVars, Tags, check_range};
+
+/// An identity that workloads run as, with the permissions it is granted: an AWS IAM
+/// role, a GCP service account, a Scaleway IAM application.
+#[derive(Clone, Debug, PartialEq, Spec)]
+#[cfg_attr(any(test, feature = "testing"), derive(Sample))]
+#[spec(kind = "iam", observed = IamObserved)]
+pub struct Iam {
+    /// Policies granted, by the provider's identifier (an ARN, a role name). A set.
+    pub policies: Expr<BTreeSet<String>>,
+    /// Services allowed to act as this identity (`lambda.amazonaws.com`). A set.
+    pub assumed_by: Expr<BTreeSet<String>>,
+    /// A human description.
+    pub description: Partial<Expr<String>>,
+    /// Labels.
+    pub tags: Partial<Expr<Tags>>,
+}
+
+/// What the cloud reports about an [`Iam`] identity.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IamObserved {
+    /// The identity's id (an ARN, an email, an application id).
+    pub id: String,
+}
+
+/// A bucket of objects: S3, Cloud Storage, Scaleway Object Storage.
+#[derive(Clone, Debug, PartialEq, Spec)]
+#[cfg_attr(any(test, feature = "testing"), derive(Sample))]
+#[spec(kind = "objectStore", observed = ObjectStoreObserved, name_rule = bucket_name)]
+pub struct ObjectStore {
+    /// Keep every version of every object.
+    pub versioning: Partial<Expr<bool>>,
+    /// Delete objects this many days after creation; `None` says "never".
+    pub expire_after_days: Partial<Expr<Option<u32>>>,
+    /// Labels.
+    pub tags: Partial<Expr<Tags>>,
+}
+
+impl ObjectStore {
+    /// A bucket with nothing said beyond its existence.
+    pub fn new() -> Self {
+        ObjectStore {
+            versioning: Partial::Unknown,
+            expire_after_days: Partial::Unknown,
+            tags: Partial::Unknown,
+        }
+    }
+}
+
+impl Default for ObjectStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What the cloud reports about an [`ObjectStore`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ObjectStoreObserved {
+    /// The bucket's id (its name, or an ARN).
+    pub id: String,
+    /// Where objects are reached, when the cloud says.
+    pub endpoint: Partial<String>,
+}
+
+/// Bucket names: 3 to 63 characters of lowercase letters, digits, `-` and `.`, starting
+/// and ending with a letter or digit.
+pub fn bucket_name(name: &str) -> Result<(), String> {
+    if !(3..=63).contains(&name.len()) {
+        return Err(format!(
+            "must be 3 to 63 characters long (it has {})",
+            name.len()
+        ));
+    }
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    if !name.starts_with(alnum) || !name.ends_with(alnum) {
+        return Err("must start and end with a lowercase letter or a digit".into());
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(alnum(*c) || *c == '-' || *c == '.'))
+    {
+        return Err(format!(
+            "may hold only lowercase letters, digits, `-` and `.` (found {bad:?})"
+        ));
+    }
+    if name.contains("..") {
+        return Err("must not hold two adjacent periods".into());
+    }
+    Ok(())
+}
+
+/// A serverless function: Lambda, Cloud Run functions, Scaleway Functions.
+#[derive(Clone, Debug, PartialEq, Spec)]
+#[cfg_attr(any(test, feature = "testing"), derive(Sample))]
+#[spec(kind = "compute", observed = ComputeObserved, check = Compute::check_fields)]
+pub struct Compute {
+    /// The language runtime (`python3.12`, `nodejs22.x`).
+    pub runtime: Expr<String>,
+    /// The entry point (`app.handler`).
+    pub handler: Expr<String>,
+    /// Where the code artifact is (an object URL, an image reference).
+    pub code: Expr<String>,
+    /// Memory in MiB (128 to 10240).
+    pub memory_mb: Partial<Expr<u32>>,
+    /// Longest run in seconds (1 to 900).
+    pub timeout_seconds: Partial<Expr<u32>>,
+    /// Plain environment variables.
+    pub environment: Partial<Expr<EnvVars>>,
+    /// Environment variables whose values are this fleet's secrets, passed by reference.
+    pub secret_environment: Partial<BTreeMap<String, Key<Secrets>>>,
+    /// The identity the function runs as; `None` says "the provider's default".
+    pub role: Option<Key<Iam>>,
+    /// Labels.
+    pub tags: Partial<Expr<Tags>>,
+}
+
+impl Compute {
+    fn check_fields(&self, problems: &mut Vec<String>) {
+        check_range(problems, "memoryMb", &self.memory_mb, 128..=10240);
+        check_range(problems, "timeoutSeconds", &self.timeout_seconds, 1..=900);
+    }
+}
+
+/// What the cloud reports about a [`Compute`] function.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ComputeObserved {
+    /// The function's id (an ARN, a name).
+    pub id: String,
+    /// Its invocation URL, when it has one.
+    pub url: Partial<String>,
+    /// The deployed version, when the cloud versions functions.
+    pub version: Partial<String>,
+}
+
+/// A message queue: SQS, Pub/Sub, Scaleway Queues.
+#[derive(Clone, Debug, PartialEq, Spec)]
+#[cfg_attr(any(test, feature = "testing"), derive(Sample))]
+#[spec(kind = "queues", observed = QueuesObserved, check = Queues::check_fields, name_rule = queue_name)]
+pub struct Queues {
+    /// First-in-first-out delivery. Cannot change after creation.
+    #[spec(replace)]
+    pub fifo: Expr<bool>,
+    /// Seconds a received message stays invisible to other consumers (0 to 43200).
+    pub visibility_timeout_seconds: Partial<Expr<u32>>,
+    /// Seconds a message is kept (60 to 1209600).
+    pub retention_seconds: Partial<Expr<u32>>,
+    /// Where messages go after too many receives; `None` says "nowhere".
+    pub dead_letter: Partial<Option<Key<Queues>>>,
+    /// Receives before a message moves to the dead-letter queue (1 to 1000).
+    pub max_receive_count: Partial<Expr<u32>>,
+    /// Labels.
+    pub tags: Partial<Expr<Tags>>,
+}
+
+impl Queues {
+    fn check_fields(&self, problems: &mut Vec<String>) {
+        check_range(
+            problems,
+            "visibilityTimeoutSeconds",
+            &self.visibility_timeout_seconds,
+            0..=43_200,
+        );
+        check_range(
+            problems,
+            "retentionSeconds",
+            &self.retention_seconds,
+            60..=1_209_600,
+        );
+        check_range(
+            problems,
+            "maxReceiveCount",
+            &self.max_receive_count,
+            1..=1000,
+        );
+    }
+}
+
+/// Queue names: 1 to 80 characters of letters, digits, `-` and `_`.
+pub fn queue_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 80 {
+        return Err(format!(
+            "must be 1 to 80 characters long (it has {})",
+            name.len()
+        ));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        return Err(format!(
+            "may hold only letters, digits, `-` and `_` (found {bad:?})"
+        ));
+    }
+    Ok(())
+}
+
+/// What the cloud reports about a [`Queues`] queue.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueuesObserved {
+    /// The queue's id (its URL on SQS).
+    pub id: String,
+    /// Its ARN or resource name, when the cloud has one.
+    pub arn: Partial<String>,
+}
+
+/// Where a secret's value comes from. Exactly one of two sources, so "both" and
+/// "neither" cannot be written.
+#[derive(Clone, Debug)]
+pub enum SecretSource {
+    /// Read from this environment variable of the process that applies, at apply time.
+    FromEnv(String),
+    /// Composed from other secrets and observed values of the fleet
+    /// ([`compose_secret!`](crate::compose_secret)).
+    Composed(Expr<SecretString>),
+}
+
+/// A [`SecretSource`] after settling.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SecretSourceSettled {
+    /// The environment variable to read at apply time.
+    FromEnv(String),
+    /// The composed value.
+    Composed(SecretString),
+}
+
+impl Serialize for SecretSource {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(1))?;
+        match self {
+            SecretSource::FromEnv(var) => map.serialize_entry("fromEnv", var)?,
+            SecretSource::Composed(expr) => map.serialize_entry("composed", expr)?,
+        }
+        map.end()
+    }
+}
+
+impl Refines for SecretSource {
+    fn refines(&self, other: &Self) -> bool {
+        match (self, other) {
+            (SecretSource::FromEnv(a), SecretSource::FromEnv(b)) => a == b,
+            (SecretSource::Composed(a), SecretSource::Composed(b)) => a.refines(b),
+            _ => false,
+        }
+    }
+}
+
+impl PartialEq for SecretSource {
+    fn eq(&self, other: &Self) -> bool {
+        self.refines(other)
+    }
+}
+
+impl Merge for SecretSource {
+    fn merge(&self, other: &Self) -> Result<Self, Conflict> {
+        if self.refines(other) {
+            Ok(self.clone())
+        } else {
+            Err(Conflict::between(self, other))
+        }
+    }
+}
+
+impl Field for SecretSource {
+    type Settled = SecretSourceSettled;
+
+    fn deps(&self, out: &mut Vec<Dep>) {
+        if let SecretSource::Composed(expr) = self {
+            out.extend_from_slice(expr.deps());
+        }
+    }
+
+    fn settle(&self, env: &dyn Env) -> Result<SecretSourceSettled, NotYet> {
+        match self {
+            SecretSource::FromEnv(var) => Ok(SecretSourceSettled::FromEnv(var.clone())),
+            SecretSource::Composed(expr) => expr.eval(env).map(SecretSourceSettled::Composed),
+        }
+    }
+}
+
+/// A secret held by the cloud's secret manager. Its value is never read back, cached or
+/// shown: a composed secret is written on create and not compared afterwards.
+#[derive(Clone, Debug, PartialEq, Spec)]
+#[cfg_attr(any(test, feature = "testing"), derive(Sample))]
+#[spec(kind = "secrets", observed = SecretsObserved, check = Secrets::check_source, name_rule = secret_name)]
+pub struct Secrets {
+    /// Where the value comes from.
+    pub value_from: SecretSource,
+    /// A human description.
+    pub description: Partial<Expr<String>>,
+    /// Labels.
+    pub tags: Partial<Expr<Tags>>,
+}
+
+impl Secrets {
+    /// A secret whose value is read from an environment variable at apply time.
+    pub fn from_env(var: impl Into<String>) -> Self {
+        Secrets {
+            value_from: SecretSource::FromEnv(var.into()),
+            description: Partial::Unknown,
+            tags: Partial::Unknown,
+        }
+    }
+
+    /// A secret composed from the fleet's other secrets and observed values.
+    pub fn composed(value: Expr<SecretString>) -> Self {
+        Secrets {
+            value_from: SecretSource::Composed(value),
+            description: Partial::Unknown,
+            tags: Partial::Unknown,
+        }
+    }
+
+    fn check_source(&self, problems: &mut Vec<String>) {
+        match &self.value_from {
+            SecretSource::Composed(expr) if expr.deps().is_empty() => problems.push(
+                "`valueFrom` is composed from nothing in the fleet: it is a plaintext constant \
+                 written into the declaration. Read it from the environment with \
+                 `SecretSource::FromEnv`, or compose it from other secrets with `Expr::secret`"
+                    .into(),
+            ),
+            SecretSource::FromEnv(var)
+                if var.is_empty()
+                    || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    || var.starts_with(|c: char| c.is_ascii_digit()) =>
+            {
+                problems.push(format!(
+                    "`valueFrom` names the environment variable {var:?}, which is not a valid \
+                     variable name (letters, digits and `_`, not starting with a digit)"
+                ))
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Secret names: 1 to 128 characters of letters, digits and `-_/.`.
+pub fn secret_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 128 {
+        return Err(format!(
+            "must be 1 to 128 characters long (it has {})",
+            name.len()
+        ));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-_/.".contains(*c)))
+    {
+        return Err(format!(
+            "may hold only letters, digits and `-_/.` (found {bad:?})"
+        ));
+    }
+    Ok(())
+}
+
+/// What the cloud reports about a [`Secrets`] secret: a handle and a version, never a
+/// value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SecretsObserved {
+    /// The secret's id (an ARN, a resource name).
+    pub id: String,
+    /// The current version's id, when the cloud versions secrets.
+    pub version: Partial<String>,
+}
+
+/// A container image registry: ECR, Artifact Registry, Scaleway Container Registry.
+#[derive(Clone, Debug, PartialEq, Spec)]
+#[cfg_attr(any(test, feature = "testing"), derive(Sample))]
+#[spec(kind = "imageRegistry", observed = ImageRegistryObserved)]
+pub struct ImageRegistry {
+    /// Scan each image when it is pushed.
+    pub scan_on_push: Partial<Expr<bool>>,
+    /// Refuse to overwrite a tag.
+    pub immutable_tags: Partial<Expr<bool>>,
+    /// Labels.
+    pub tags: Partial<Expr<Tags>>,
+}
+
+/// What the cloud reports about an [`ImageRegistry`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImageRegistryObserved {
+    /// The registry's id.
+    pub id: String,
+    /// Where images are pushed (`123.dkr.ecr.eu-west-3.amazonaws.com/app`).
+    pub uri: String,
+}
+
+/// Aurora Serverless v2 capacity units, counted in halves (the finest step).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(any(test, feature = "testing"), derive(Sample))]
+pub struct Acu(u16);
+
+impl Acu {
+    /// `n` whole capacity units.
+    pub const fn whole(n: u16) -> Acu {
+        Acu(n * 2)
+    }
+
+    /// `n` half capacity units (`Acu::halves(1)` is 0.5 ACU).
+    pub const fn halves(n: u16) -> Acu {
+        Acu(n)
+    }
+
+    /// The capacity in half units.
+    pub fn in_halves(&self) -> u16 {
+        self.0
+    }
+}
+
+impl fmt::Display for Acu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 % 2 == 0 {
+            write!(f, "{}", self.0 / 2)
+        } else {
+            write!(f, "{}.5", self.0 / 2)
+        }
+    }
+}
+
+impl Serialize for Acu {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(f64::from(self.0) / 2.0)
+    }
+}
+
+/// How a PostgreSQL database is sized: a fixed instance class, or a serverless capacity
+/// range. One of the two, by construction.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "shape")]
+#[cfg_attr(any(test, feature = "testing"), derive(Sample))]
+pub enum Capacity {
+    /// A provisioned instance of this class (`db.t4g.micro`, `DB-DEV-S`).
+    Classic {
+        /// The instance class.
+        instance_class: String,
+    },
+    /// A serverless cluster scaling between two capacities.
+    #[serde(rename_all = "camelCase")]
+    Serverless {
+        /// Lowest capacity.
+        min_capacity: Acu,
+        /// Highest capacity.
+        max_capacity: Acu,
+    },
+}
+
+/// A managed PostgreSQL database: RDS/Aurora, Cloud SQL, Scaleway Managed Databases.
+#[derive(Clone, Debug, PartialEq, Spec)]
+#[cfg_attr(any(test, feature = "testing"), derive(Sample))]
+#[spec(kind = "postgres", observed = PostgresObserved, check = Postgres::check_fields)]
+pub struct Postgres {
+    /// The major version (`16`).
+    pub engine_version: Expr<String>,
+    /// How it is sized. Moving between a classic and a serverless shape is a replace;
+    /// changing the class or the range within one shape is an update.
+    pub capacity: Expr<Capacity>,
+    /// Allocated storage in GiB, for the classic shape (20 to 65536).
+    pub storage_gb: Partial<Expr<u32>>,
+    /// The administrator's user name. Cannot change after creation.
+    #[spec(replace)]
+    pub master_username: Expr<String>,
+    /// The administrator's password: one of this fleet's secrets, by reference.
+    pub master_password: Key<Secrets>,
+    /// Days of automated backups (0 to 35).
+    pub backup_retention_days: Partial<Expr<u32>>,
+    /// Labels.
+    pub tags: Partial<Expr<Tags>>,
+}
+
+impl Postgres {
+    /// A provisioned database of an instance class.
+    pub fn classic(
+        engine_version: impl Into<String>,
+        instance_class: impl Into<String>,
+        master_username: impl Into<String>,
+        master_password: Key<Secrets>,
+    ) -> Self {
+        Postgres {
+            engine_version: Expr::lit(engine_version.into()),
+            capacity: Expr::lit(Capacity::Classic {
+                instance_class: instance_class.into(),
+            }),
+            storage_gb: Partial::Unknown,
+            master_username: Expr::lit(master_username.into()),
+            master_password,
+            backup_retention_days: Partial::Unknown,
+            tags: Partial::Unknown,
+        }
+    }
+
+    /// A serverless database scaling between two capacities.
+    pub fn serverless(
+        engine_version: impl Into<String>,
+        min_capacity: Acu,
+        max_capacity: Acu,
+        master_username: impl Into<String>,
+        master_password: Key<Secrets>,
+    ) -> Self {
+        Postgres {
+            engine_version: Expr::lit(engine_version.into()),
+            capacity: Expr::lit(Capacity::Serverless {
+                min_capacity,
+                max_capacity,
+            }),
+            storage_gb: Partial::Unknown,
+            master_username: Expr::lit(master_username.into()),
+            master_password,
+            backup_retention_days: Partial::Unknown,
+            tags: Partial::Unknown,
+        }
+    }
+
+    fn check_fields(&self, problems: &mut Vec<String>) {
+        match self.capacity.as_lit() {
+            Some(Capacity::Serverless {
+                min_capacity,
+                max_capacity,
+            }) => {
+                if min_capacity > max_capacity {
+                    problems.push(format!(
+                        "`capacity` ranges from {min_capacity} down to {max_capacity} ACU: \
+                         the minimum must not exceed the maximum"
+                    ));
+                }
+                if min_capacity.in_halves() == 0 {
+                    problems.push("`capacity` has a minimum of 0 ACU; the least is 0.5".into());
+                }
+                if *max_capacity > Acu::whole(256) {
+                    problems.push(format!(
+                        "`capacity` has a maximum of {max_capacity} ACU; the most is 256"
+                    ));
+                }
+            }
+            Some(Capacity::Classic { instance_class }) if instance_class.trim().is_empty() => {
+                problems.push("`capacity` names an empty instance class".into());
+            }
+            _ => {}
+        }
+        check_range(problems, "storageGb", &self.storage_gb, 20..=65_536);
+        check_range(
+            problems,
+            "backupRetentionDays",
+            &self.backup_retention_days,
+            0..=35,
+        );
+    }
+}
+
+/// What the cloud reports about a [`Postgres`] database.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PostgresObserved {
+    /// The database's id.
+    pub id: String,
+    /// The host name clients connect to.
+    pub endpoint: String,
+    /// The port clients connect to.
+    pub port: u16,
+}

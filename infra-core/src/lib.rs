@@ -1,0 +1,44 @@
+#![doc = include_str!("../README.md")]
+
+// The derive macros name this crate as `::infra_core`, including from inside it.
+extern crate self as infra_core;
+
+pub mod expr;
+pub mod field;
+pub mod fleet;
+pub mod graph;
+pub mod key;
+pub mod kind;
+pub mod kinds;
+pub mod merge;
+pub mod partial;
+pub mod plan;
+pub mod provider;
+pub mod refine;
+pub mod secret;
+pub mod settle;
+pub mod status;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
+pub use expr::{Dep, Expr, Value};
+pub use field::{Field, FieldInfo, Mutability};
+pub use fleet::{CheckReport, Fleet, FleetBuilder, KindMeta, Problem, Released, ResourceView};
+pub use infra_derive::Spec;
+pub use key::{Handle, Key, KeyId, ResourceRef};
+pub use kind::{Kind, Spec, default_name_rule};
+pub use merge::{Conflict, Merge, Side, WriterConflict, merge_writers};
+pub use partial::Partial;
+pub use plan::{ForeignKey, Plan, PlanConflict};
+pub use provider::{
+    Aws, AwsRegion, Gcp, GcpRegion, Provider, Region, Scaleway, ScalewayRegion, Supports,
+};
+pub use refine::Refines;
+pub use secret::SecretString;
+pub use settle::{Env, MapEnv, NotYet, Nothing, settle};
+pub use status::Status;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use serde;
+}

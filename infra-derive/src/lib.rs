@@ -1,0 +1,449 @@
+#![doc = include_str!("../README.md")]
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as Tokens};
+use quote::{format_ident, quote};
+use syn::{
+    Attribute, Data, DeriveInput, Fields, GenericArgument, Ident, LitStr, Path, PathArguments,
+    Type, parse_macro_input, spanned::Spanned,
+};
+
+/// Derives `Refines`, `Merge`, `Field`, `Serialize` and a settled struct for a spec
+/// struct, and `Kind` when `#[spec(kind = "…", observed = Type)]` is given.
+#[proc_macro_derive(Spec, attributes(spec))]
+pub fn derive_spec(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    match spec(&input) {
+        Ok(tokens) => tokens.into(),
+        Err(err) => err.to_compile_error().into(),
+    }
+}
+
+/// Derives `infra_core::testing::Sample`: a proptest strategy over a small domain.
+#[proc_macro_derive(Sample)]
+pub fn derive_sample(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    match sample(&input) {
+        Ok(tokens) => tokens.into(),
+        Err(err) => err.to_compile_error().into(),
+    }
+}
+
+#[derive(Default)]
+struct StructAttrs {
+    kind: Option<LitStr>,
+    observed: Option<Type>,
+    check: Option<Path>,
+    name_rule: Option<Path>,
+}
+
+#[derive(Default)]
+struct FieldAttrs {
+    replace: bool,
+    if_set: bool,
+}
+
+fn struct_attrs(attrs: &[Attribute]) -> syn::Result<StructAttrs> {
+    let mut out = StructAttrs::default();
+    for attr in attrs.iter().filter(|a| a.path().is_ident("spec")) {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("kind") {
+                out.kind = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("observed") {
+                out.observed = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("check") {
+                out.check = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("name_rule") {
+                out.name_rule = Some(meta.value()?.parse()?);
+            } else {
+                return Err(meta.error(
+                    "expected one of `kind = \"…\"`, `observed = Type`, `check = path`, `name_rule = path`",
+                ));
+            }
+            Ok(())
+        })?;
+    }
+    if out.kind.is_some() != out.observed.is_some() {
+        return Err(syn::Error::new(
+            Span::call_site(),
+            "a kind needs both `kind = \"…\"` and `observed = Type`",
+        ));
+    }
+    Ok(out)
+}
+
+fn field_attrs(attrs: &[Attribute]) -> syn::Result<FieldAttrs> {
+    let mut out = FieldAttrs::default();
+    for attr in attrs.iter().filter(|a| a.path().is_ident("spec")) {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("replace") {
+                out.replace = true;
+            } else if meta.path.is_ident("if_set") {
+                out.if_set = true;
+            } else {
+                return Err(meta.error("expected `replace` or `if_set`"));
+            }
+            Ok(())
+        })?;
+    }
+    Ok(out)
+}
+
+fn docs(attrs: &[Attribute]) -> Vec<&Attribute> {
+    attrs.iter().filter(|a| a.path().is_ident("doc")).collect()
+}
+
+/// `image_id` → `imageId`.
+fn camel(ident: &Ident) -> String {
+    let raw = ident.to_string();
+    let raw = raw.strip_prefix("r#").unwrap_or(&raw);
+    let mut out = String::with_capacity(raw.len());
+    let mut upper = false;
+    for ch in raw.chars() {
+        if ch == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(ch.to_uppercase());
+            upper = false;
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+/// The settled type of a field type, spelled the way a reader expects where the shape
+/// is known (`Expr<T>` → `T`, `Key<K>` → `Handle<K>`, through `Partial`, `Option`,
+/// `Vec` and `BTreeMap`), and as the `Field::Settled` projection otherwise. The settle
+/// function assigns the projection into this type, so a wrong guess fails to compile.
+fn settled_type(ty: &Type) -> Tokens {
+    if let Type::Path(tp) = ty
+        && tp.qself.is_none()
+        && let Some(last) = tp.path.segments.last()
+        && let PathArguments::AngleBracketed(args) = &last.arguments
+    {
+        let types: Vec<&Type> = args
+            .args
+            .iter()
+            .filter_map(|a| match a {
+                GenericArgument::Type(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        let name = last.ident.to_string();
+        match (name.as_str(), types.as_slice()) {
+            ("Expr", [inner]) => return quote!(#inner),
+            ("Key", [inner]) => return quote!(::infra_core::Handle<#inner>),
+            ("Partial", [inner]) => {
+                let inner = settled_type(inner);
+                return quote!(::infra_core::Partial<#inner>);
+            }
+            ("Option", [inner]) => {
+                let inner = settled_type(inner);
+                return quote!(::core::option::Option<#inner>);
+            }
+            ("Vec", [inner]) => {
+                let inner = settled_type(inner);
+                return quote!(::std::vec::Vec<#inner>);
+            }
+            ("BTreeMap", [k, v]) => {
+                let v = settled_type(v);
+                return quote!(::std::collections::BTreeMap<#k, #v>);
+            }
+            _ => {}
+        }
+    }
+    quote!(<#ty as ::infra_core::Field>::Settled)
+}
+
+struct NamedField<'a> {
+    ident: &'a Ident,
+    ty: &'a Type,
+    wire: String,
+    attrs: FieldAttrs,
+    docs: Vec<&'a Attribute>,
+}
+
+fn named_fields(input: &DeriveInput) -> syn::Result<Vec<NamedField<'_>>> {
+    let Data::Struct(data) = &input.data else {
+        return Err(syn::Error::new(
+            input.span(),
+            "`Spec` derives for structs with named fields",
+        ));
+    };
+    let Fields::Named(fields) = &data.fields else {
+        return Err(syn::Error::new(
+            input.span(),
+            "`Spec` derives for structs with named fields",
+        ));
+    };
+    fields
+        .named
+        .iter()
+        .map(|f| {
+            let ident = f.ident.as_ref().expect("named field");
+            Ok(NamedField {
+                ident,
+                ty: &f.ty,
+                wire: camel(ident),
+                attrs: field_attrs(&f.attrs)?,
+                docs: docs(&f.attrs),
+            })
+        })
+        .collect()
+}
+
+fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
+    if !input.generics.params.is_empty() {
+        return Err(syn::Error::new(
+            input.generics.span(),
+            "`Spec` does not support generic structs",
+        ));
+    }
+    let attrs = struct_attrs(&input.attrs)?;
+    let fields = named_fields(input)?;
+    let name = &input.ident;
+    let vis = &input.vis;
+    let settled = format_ident!("{}Settled", name);
+    let settled_doc = format!(
+        "[`{name}`] after settling: every expression evaluated and every reference \
+         replaced by the handle the cloud assigned. This is what a backend receives."
+    );
+
+    let idents: Vec<&Ident> = fields.iter().map(|f| f.ident).collect();
+    let types: Vec<&Type> = fields.iter().map(|f| f.ty).collect();
+    let wires: Vec<&String> = fields.iter().map(|f| &f.wire).collect();
+    let settled_types: Vec<Tokens> = fields.iter().map(|f| settled_type(f.ty)).collect();
+    let field_docs: Vec<Tokens> = fields
+        .iter()
+        .map(|f| {
+            let d = &f.docs;
+            if d.is_empty() {
+                let text = format!("Settled `{}`.", f.wire);
+                quote!(#[doc = #text])
+            } else {
+                quote!(#(#d)*)
+            }
+        })
+        .collect();
+    let infos: Vec<Tokens> = fields
+        .iter()
+        .map(|f| {
+            let wire = &f.wire;
+            let repair = if f.attrs.replace {
+                quote!(::infra_core::Mutability::ForcesReplace)
+            } else {
+                quote!(::infra_core::Mutability::Mutable)
+            };
+            let if_set = f.attrs.if_set;
+            quote!(::infra_core::FieldInfo { name: #wire, mutability: #repair, compare_if_set: #if_set },)
+        })
+        .collect();
+
+    let refines_body = if idents.is_empty() {
+        quote!(true)
+    } else {
+        quote!(#( ::infra_core::Refines::refines(&self.#idents, &other.#idents) )&&*)
+    };
+
+    let core = quote! {
+        #[doc = #settled_doc]
+        #[derive(Clone, Debug, PartialEq)]
+        #vis struct #settled {
+            #( #field_docs pub #idents: #settled_types, )*
+        }
+
+        impl ::infra_core::__private::serde::Serialize for #settled {
+            fn serialize<S>(&self, serializer: S) -> ::core::result::Result<S::Ok, S::Error>
+            where
+                S: ::infra_core::__private::serde::Serializer,
+            {
+                use ::infra_core::__private::serde::ser::SerializeMap as _;
+                let mut map = serializer.serialize_map(::core::option::Option::None)?;
+                #(
+                    if !<#types as ::infra_core::Field>::settled_is_unsaid(&self.#idents) {
+                        map.serialize_entry(#wires, &self.#idents)?;
+                    }
+                )*
+                map.end()
+            }
+        }
+
+        impl ::infra_core::__private::serde::Serialize for #name {
+            fn serialize<S>(&self, serializer: S) -> ::core::result::Result<S::Ok, S::Error>
+            where
+                S: ::infra_core::__private::serde::Serializer,
+            {
+                use ::infra_core::__private::serde::ser::SerializeMap as _;
+                let mut map = serializer.serialize_map(::core::option::Option::None)?;
+                #(
+                    if !::infra_core::Field::is_unsaid(&self.#idents) {
+                        map.serialize_entry(#wires, &self.#idents)?;
+                    }
+                )*
+                map.end()
+            }
+        }
+
+        impl ::infra_core::Refines for #name {
+            fn refines(&self, other: &Self) -> bool {
+                #refines_body
+            }
+        }
+
+        impl ::infra_core::Merge for #name {
+            fn merge(&self, other: &Self) -> ::core::result::Result<Self, ::infra_core::Conflict> {
+                ::core::result::Result::Ok(Self {
+                    #(
+                        #idents: ::infra_core::Merge::merge(&self.#idents, &other.#idents)
+                            .map_err(|c| c.within(#wires))?,
+                    )*
+                })
+            }
+        }
+
+        impl ::infra_core::Field for #name {
+            type Settled = #settled;
+
+            fn deps(&self, out: &mut ::std::vec::Vec<::infra_core::Dep>) {
+                #( ::infra_core::Field::deps(&self.#idents, out); )*
+                let _ = out;
+            }
+
+            fn settle(
+                &self,
+                env: &dyn ::infra_core::Env,
+            ) -> ::core::result::Result<#settled, ::infra_core::NotYet> {
+                let mut not_yet = ::infra_core::NotYet::default();
+                #( let #idents = not_yet.take(::infra_core::Field::settle(&self.#idents, env)); )*
+                let ( #( ::core::option::Option::Some(#idents), )* ) = ( #( #idents, )* ) else {
+                    return ::core::result::Result::Err(not_yet);
+                };
+                let _ = env;
+                ::core::result::Result::Ok(#settled { #( #idents, )* })
+            }
+        }
+
+        impl ::infra_core::Spec for #name {
+            const FIELDS: &'static [::infra_core::FieldInfo] = &[ #( #infos )* ];
+        }
+    };
+
+    let kind = match (&attrs.kind, &attrs.observed) {
+        (Some(kind), Some(observed)) => {
+            let check = attrs
+                .check
+                .as_ref()
+                .map(|p| quote!(#p(self, problems);))
+                .unwrap_or_default();
+            let name_rule = attrs
+                .name_rule
+                .as_ref()
+                .map(|p| quote!(fn check_name(name: &str) -> ::core::result::Result<(), ::std::string::String> { #p(name) }))
+                .unwrap_or_default();
+            quote! {
+                impl ::infra_core::Kind for #name {
+                    const ID: &'static str = #kind;
+                    type Observed = #observed;
+
+                    fn check(&self, problems: &mut ::std::vec::Vec<::std::string::String>) {
+                        #check
+                        let _ = problems;
+                    }
+
+                    #name_rule
+                }
+            }
+        }
+        _ => Tokens::new(),
+    };
+
+    Ok(quote!(#core #kind))
+}
+
+fn sample_fields(fields: &Fields, build: Tokens) -> Tokens {
+    let types: Vec<&Type> = fields.iter().map(|f| &f.ty).collect();
+    let bindings: Vec<Ident> = (0..types.len()).map(|i| format_ident!("f{}", i)).collect();
+    if types.is_empty() {
+        let ctor = match fields {
+            Fields::Named(_) => quote!(#build {}),
+            Fields::Unnamed(_) => quote!(#build()),
+            Fields::Unit => quote!(#build),
+        };
+        return quote!(::infra_core::testing::proptest::strategy::Strategy::boxed(
+            ::infra_core::testing::proptest::strategy::Just(#ctor)
+        ));
+    }
+    // Tuples of strategies stop at twelve; nest in chunks of six.
+    let chunks: Vec<Tokens> = types
+        .chunks(6)
+        .map(|chunk| {
+            let s = chunk
+                .iter()
+                .map(|t| quote!(<#t as ::infra_core::testing::Sample>::sample()));
+            quote!(( #( #s, )* ))
+        })
+        .collect();
+    let pats: Vec<Tokens> = bindings
+        .chunks(6)
+        .map(|chunk| quote!(( #( #chunk, )* )))
+        .collect();
+    let ctor = match fields {
+        Fields::Named(named) => {
+            let names = named.named.iter().map(|f| f.ident.as_ref().expect("named"));
+            quote!(#build { #( #names: #bindings, )* })
+        }
+        Fields::Unnamed(_) => quote!(#build( #( #bindings, )* )),
+        Fields::Unit => quote!(#build),
+    };
+    quote! {
+        ::infra_core::testing::proptest::strategy::Strategy::boxed(
+            ::infra_core::testing::proptest::strategy::Strategy::prop_map(
+                ( #( #chunks, )* ),
+                |( #( #pats, )* )| #ctor,
+            )
+        )
+    }
+}
+
+fn sample(input: &DeriveInput) -> syn::Result<Tokens> {
+    if !input.generics.params.is_empty() {
+        return Err(syn::Error::new(
+            input.generics.span(),
+            "`Sample` does not support generic types",
+        ));
+    }
+    let name = &input.ident;
+    let body = match &input.data {
+        Data::Struct(data) => sample_fields(&data.fields, quote!(#name)),
+        Data::Enum(data) => {
+            if data.variants.is_empty() {
+                return Err(syn::Error::new(input.span(), "`Sample` needs a variant"));
+            }
+            let arms = data.variants.iter().map(|v| {
+                let ident = &v.ident;
+                sample_fields(&v.fields, quote!(#name::#ident))
+            });
+            quote! {
+                ::infra_core::testing::proptest::strategy::Strategy::boxed(
+                    ::infra_core::testing::proptest::strategy::Union::new(
+                        ::std::vec![ #( #arms, )* ]
+                    )
+                )
+            }
+        }
+        Data::Union(_) => {
+            return Err(syn::Error::new(
+                input.span(),
+                "`Sample` does not derive for unions",
+            ));
+        }
+    };
+    Ok(quote! {
+        impl ::infra_core::testing::Sample for #name {
+            fn sample() -> ::infra_core::testing::proptest::strategy::BoxedStrategy<Self> {
+                #body
+            }
+        }
+    })
+}

@@ -1,0 +1,9 @@
+#![doc = include_str!("../README.md")]
+
+/// Law checkers for `Refines` and `Merge`, and the small-domain strategies they draw
+/// from.
+pub mod laws {
+    pub use infra_core::testing::{
+        Sample, check_merge_laws, check_refines_laws, merge_laws, refines_laws,
+    };
+}
