@@ -42,3 +42,6 @@ pub use status::Status;
 pub mod __private {
     pub use serde;
 }
+
+#[cfg(test)]
+mod tests;

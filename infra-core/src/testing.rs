@@ -28,9 +28,17 @@ use crate::kinds::SecretSource;
 use crate::{Expr, Key, Merge, Partial, Refines, SecretString, Status, Value};
 
 /// A proptest strategy over a small domain of values of the type.
-pub trait Sample: Sized + Debug {
+pub trait Sample: Sized + Debug + Clone + 'static {
     /// The strategy.
     fn sample() -> BoxedStrategy<Self>;
+
+    /// Values this one refines: the same value with some of what it says forgotten
+    /// (a known field made unknown, a present status made unmanaged). Two weakenings of
+    /// one value always have an upper bound, the value itself, so merging them must
+    /// succeed and stay below it. Ground values have nothing to forget.
+    fn weaken(&self) -> BoxedStrategy<Self> {
+        Just(self.clone()).boxed()
+    }
 }
 
 macro_rules! small_ints {
@@ -67,27 +75,41 @@ impl Sample for String {
     }
 }
 
-impl<T: Sample + 'static> Sample for Partial<T> {
+impl<T: Sample> Sample for Partial<T> {
     fn sample() -> BoxedStrategy<Self> {
         prop_oneof![
-            1 => proptest::strategy::LazyJust::new(|| Partial::Unknown),
+            1 => Just(Partial::Unknown),
             2 => T::sample().prop_map(Partial::Known),
         ]
         .boxed()
     }
-}
 
-impl<T: Sample + 'static> Sample for Option<T> {
-    fn sample() -> BoxedStrategy<Self> {
-        prop_oneof![
-            1 => proptest::strategy::LazyJust::new(|| None),
-            2 => T::sample().prop_map(Some),
-        ]
-        .boxed()
+    fn weaken(&self) -> BoxedStrategy<Self> {
+        match self {
+            Partial::Unknown => Just(Partial::Unknown).boxed(),
+            Partial::Known(v) => prop_oneof![
+                1 => Just(Partial::Unknown),
+                2 => v.weaken().prop_map(Partial::Known),
+            ]
+            .boxed(),
+        }
     }
 }
 
-impl<T: Sample + Clone + 'static> Sample for Status<T> {
+impl<T: Sample> Sample for Option<T> {
+    fn sample() -> BoxedStrategy<Self> {
+        prop_oneof![1 => Just(None), 2 => T::sample().prop_map(Some)].boxed()
+    }
+
+    fn weaken(&self) -> BoxedStrategy<Self> {
+        match self {
+            None => Just(None).boxed(),
+            Some(v) => v.weaken().prop_map(Some).boxed(),
+        }
+    }
+}
+
+impl<T: Sample> Sample for Status<T> {
     fn sample() -> BoxedStrategy<Self> {
         prop_oneof![
             1 => Just(Status::Unmanaged),
@@ -96,23 +118,48 @@ impl<T: Sample + Clone + 'static> Sample for Status<T> {
         ]
         .boxed()
     }
-}
 
-impl<T: Sample + 'static> Sample for Vec<T> {
-    fn sample() -> BoxedStrategy<Self> {
-        prop::collection::vec(T::sample(), 0..3).boxed()
+    fn weaken(&self) -> BoxedStrategy<Self> {
+        match self {
+            Status::Unmanaged => Just(Status::Unmanaged).boxed(),
+            Status::Absent => prop_oneof![Just(Status::Unmanaged), Just(Status::Absent)].boxed(),
+            Status::Present(v) => prop_oneof![
+                1 => Just(Status::Unmanaged),
+                2 => v.weaken().prop_map(Status::Present),
+            ]
+            .boxed(),
+        }
     }
 }
 
-impl<T: Sample + Ord + 'static> Sample for BTreeSet<T> {
+impl<T: Sample> Sample for Vec<T> {
+    fn sample() -> BoxedStrategy<Self> {
+        prop::collection::vec(T::sample(), 0..3).boxed()
+    }
+
+    fn weaken(&self) -> BoxedStrategy<Self> {
+        self.iter().map(Sample::weaken).collect::<Vec<_>>().boxed()
+    }
+}
+
+impl<T: Sample + Ord> Sample for BTreeSet<T> {
     fn sample() -> BoxedStrategy<Self> {
         prop::collection::btree_set(T::sample(), 0..3).boxed()
     }
 }
 
-impl<V: Sample + 'static> Sample for BTreeMap<String, V> {
+impl<V: Sample> Sample for BTreeMap<String, V> {
     fn sample() -> BoxedStrategy<Self> {
         prop::collection::btree_map(String::sample(), V::sample(), 0..3).boxed()
+    }
+
+    fn weaken(&self) -> BoxedStrategy<Self> {
+        let keys: Vec<String> = self.keys().cloned().collect();
+        self.values()
+            .map(Sample::weaken)
+            .collect::<Vec<_>>()
+            .prop_map(move |values| keys.iter().cloned().zip(values).collect())
+            .boxed()
     }
 }
 
@@ -223,7 +270,7 @@ pub fn merge_laws<T: Merge + PartialEq + Debug>(a: &T, b: &T, u: &T) -> Result<(
     })
 }
 
-fn run<T: Sample + 'static>(cases: u32, check: impl Fn(&T, &T, &T) -> Result<(), TestCaseError>) {
+fn run<T: Sample>(cases: u32, check: impl Fn(&T, &T, &T) -> Result<(), TestCaseError>) {
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
@@ -235,16 +282,39 @@ fn run<T: Sample + 'static>(cases: u32, check: impl Fn(&T, &T, &T) -> Result<(),
     }
 }
 
-/// Runs [`refines_laws`] over `cases` random triples of `T`. Panics with the smallest
-/// counterexample found.
-pub fn check_refines_laws<T: Sample + Refines + PartialEq + 'static>(cases: u32) {
-    run::<T>(cases, refines_laws);
+/// Triples `(a, b, top)` where `a` and `b` are weakenings of `top`: compatible by
+/// construction, with `top` an upper bound of both.
+fn weakened<T: Sample>() -> impl Strategy<Value = (T, T, T)> {
+    T::sample().prop_flat_map(|top| (top.weaken(), top.weaken(), Just(top)))
 }
 
-/// Runs [`merge_laws`] over `cases` random triples of `T`, trying as upper bounds the
-/// third value and the merges of it with either input (which are upper bounds whenever
-/// they exist). Panics with the smallest counterexample found.
-pub fn check_merge_laws<T: Sample + Merge + PartialEq + 'static>(cases: u32) {
+/// Runs [`refines_laws`] over `cases` random triples of `T`, and over as many triples
+/// of a value and two weakenings of it (where refinement holds by construction, so
+/// transitivity and antisymmetry are exercised). Panics with the smallest counterexample.
+pub fn check_refines_laws<T: Sample + Refines + PartialEq>(cases: u32) {
+    run::<T>(cases, refines_laws);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&weakened::<T>(), |(a, b, top)| {
+        law(a.refines(&top) && b.refines(&top), || {
+            format!("a weakening of {top:?} does not refine it: {a:?} or {b:?}")
+        })?;
+        refines_laws(&a, &b, &top)?;
+        refines_laws(&top, &a, &b)
+    });
+    if let Err(e) = result {
+        panic!("{} laws fail: {e}", std::any::type_name::<T>());
+    }
+}
+
+/// Runs [`merge_laws`] over `cases` random triples of `T` (trying as upper bounds the
+/// third value and its merges with either input), and over as many pairs of weakenings
+/// of one value, which must merge to something below that value. Panics with the
+/// smallest counterexample found.
+pub fn check_merge_laws<T: Sample + Merge + PartialEq>(cases: u32) {
     run::<T>(cases, |a, b, c| {
         merge_laws(a, b, c)?;
         for bound in [a.merge(c), b.merge(c)].into_iter().flatten() {
@@ -255,4 +325,18 @@ pub fn check_merge_laws<T: Sample + Merge + PartialEq + 'static>(cases: u32) {
         }
         Ok(())
     });
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&weakened::<T>(), |(a, b, top)| {
+        law(a.merge(&b).is_ok(), || {
+            format!("{a:?} and {b:?} conflict although {top:?} is above both")
+        })?;
+        merge_laws(&a, &b, &top)
+    });
+    if let Err(e) = result {
+        panic!("{} laws fail: {e}", std::any::type_name::<T>());
+    }
 }

@@ -406,6 +406,48 @@ fn sample_fields(fields: &Fields, build: Tokens) -> Tokens {
     }
 }
 
+/// Field by field: each field weakened on its own (a struct is below another when each
+/// field is).
+fn weaken_fields(fields: &Fields, name: &Ident) -> Tokens {
+    let members: Vec<Tokens> = fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| match &f.ident {
+            Some(ident) => quote!(#ident),
+            None => {
+                let index = syn::Index::from(i);
+                quote!(#index)
+            }
+        })
+        .collect();
+    let bindings: Vec<Ident> = (0..members.len())
+        .map(|i| format_ident!("f{}", i))
+        .collect();
+    let chunks: Vec<Tokens> = members
+        .chunks(6)
+        .map(|chunk| {
+            let s = chunk
+                .iter()
+                .map(|m| quote!(::infra_core::testing::Sample::weaken(&self.#m)));
+            quote!(( #( #s, )* ))
+        })
+        .collect();
+    let pats: Vec<Tokens> = bindings
+        .chunks(6)
+        .map(|chunk| quote!(( #( #chunk, )* )))
+        .collect();
+    quote! {
+        fn weaken(&self) -> ::infra_core::testing::proptest::strategy::BoxedStrategy<Self> {
+            ::infra_core::testing::proptest::strategy::Strategy::boxed(
+                ::infra_core::testing::proptest::strategy::Strategy::prop_map(
+                    ( #( #chunks, )* ),
+                    |( #( #pats, )* )| #name { #( #members: #bindings, )* },
+                )
+            )
+        }
+    }
+}
+
 fn sample(input: &DeriveInput) -> syn::Result<Tokens> {
     if !input.generics.params.is_empty() {
         return Err(syn::Error::new(
@@ -439,11 +481,17 @@ fn sample(input: &DeriveInput) -> syn::Result<Tokens> {
             ));
         }
     };
+    let weaken = match &input.data {
+        Data::Struct(data) if !data.fields.is_empty() => weaken_fields(&data.fields, name),
+        _ => Tokens::new(),
+    };
     Ok(quote! {
         impl ::infra_core::testing::Sample for #name {
             fn sample() -> ::infra_core::testing::proptest::strategy::BoxedStrategy<Self> {
                 #body
             }
+
+            #weaken
         }
     })
 }

@@ -1,0 +1,3 @@
+//! Tests that need this crate's `testing` module (compiled only for tests).
+
+mod laws;
