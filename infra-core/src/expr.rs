@@ -7,6 +7,12 @@
 //! `bind`: a value that is unknown until apply can flow into a field, but never into how
 //! many resources exist, so the dependency graph is known before anything runs.
 //!
+//! ```
+//! use infra_core::Expr;
+//! let e: Expr<u32> = Expr::lit(1u32).map(|n| n + 1);
+//! assert_eq!(e.as_lit(), Some(&2));
+//! ```
+//!
 //! ```compile_fail
 //! use infra_core::Expr;
 //! // No bind: an expression cannot choose another expression from a value.
@@ -315,15 +321,24 @@ impl From<&str> for Expr<String> {
     }
 }
 
+type WriteHole = dyn Fn(&dyn Env, &mut String) -> Option<()> + Send + Sync;
+
 /// One hole of a template: an expression whose value is written into the text.
 pub struct Hole {
     deps: Vec<Dep>,
     shape: Shape,
-    write: Box<dyn Fn(&dyn Env, &mut String) -> Option<()> + Send + Sync>,
+    write: Box<WriteHole>,
 }
 
 /// An expression that may fill a hole of [`interp!`](crate::interp): any displayable
 /// value, but not a secret, whose plaintext must not reach an ordinary field.
+///
+/// ```
+/// use infra_core::{compose_secret, Expr, Key, SecretString, kinds::Secrets};
+/// fn kept_secret(pw: Key<Secrets>) -> Expr<SecretString> {
+///     compose_secret!("password={}", Expr::secret(pw))
+/// }
+/// ```
 ///
 /// ```compile_fail
 /// use infra_core::{interp, Expr, Key, kinds::Secrets};
@@ -461,6 +476,11 @@ pub fn __compose_secret(text: &'static str, holes: Vec<Hole>) -> Expr<SecretStri
 ///     let host = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());
 ///     interp!("https://{}/health", host)
 /// }
+/// ```
+///
+/// ```
+/// use infra_core::{interp, Expr};
+/// let _ = interp!("{}:{}", Expr::lit(1u32), Expr::lit(2u32));
 /// ```
 ///
 /// ```compile_fail

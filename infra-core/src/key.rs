@@ -39,6 +39,14 @@ impl KeyId {
 /// it cannot dangle, and its kind is part of its type, so it cannot point at a resource
 /// of another kind.
 ///
+/// ```
+/// use infra_core::{Key, kinds::{AwsInstance, SecurityGroup}};
+/// fn needs_group(_: Key<SecurityGroup>) {}
+/// fn typed(group: Key<SecurityGroup>) {
+///     needs_group(group);
+/// }
+/// ```
+///
 /// ```compile_fail
 /// use infra_core::{Key, kinds::{AwsInstance, SecurityGroup}};
 /// fn needs_group(_: Key<SecurityGroup>) {}
@@ -47,10 +55,33 @@ impl KeyId {
 /// }
 /// ```
 ///
+/// A name is not a reference, and a key cannot be made up: there is no conversion from
+/// a string and no public constructor.
+///
 /// ```compile_fail
 /// use infra_core::{Key, kinds::SecurityGroup};
-/// // A name is not a reference: there is no conversion from a string.
 /// let _: Key<SecurityGroup> = "web".into();
+/// ```
+///
+/// ```compile_fail
+/// use infra_core::{Key, KeyId, kinds::SecurityGroup};
+/// let _: Key<SecurityGroup> = Key::new(KeyId { fleet: 1, index: 0 });
+/// ```
+///
+/// A reference field holds a key, never an expression: a reference cannot be computed
+/// from a value known only after apply.
+///
+/// ```
+/// use infra_core::{Key, kinds::*};
+/// fn instance(group: Key<SecurityGroup>) -> AwsInstance {
+///     AwsInstance::new(Image::Latest, InstanceType::T3(BurstableSize::Micro), group)
+/// }
+/// ```
+///
+/// ```compile_fail
+/// use infra_core::{Expr, kinds::*};
+/// let group_id: Expr<String> = Expr::lit("sg-0123".to_owned());
+/// let _ = AwsInstance::new(Image::Latest, InstanceType::T3(BurstableSize::Micro), group_id);
 /// ```
 pub struct Key<K> {
     pub(crate) id: KeyId,

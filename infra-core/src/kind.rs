@@ -3,7 +3,52 @@
 //! The set of kinds is open: a kind is any type implementing [`Kind`], usually by
 //! `#[derive(Spec)]` with `#[spec(kind = "…", observed = …)]`, and a provider declares
 //! which kinds it realises with [`Supports`](crate::Supports). A custom provider crate
-//! adds kinds without touching this crate.
+//! adds kinds without touching this crate:
+//!
+//! ```
+//! use infra_core::{Expr, Fleet, Partial, Provider, Region, Spec, Supports};
+//!
+//! // A provider of its own, with its own regions...
+//! #[derive(Clone, Copy, Debug, Default)]
+//! pub struct Acme;
+//! #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+//! pub enum AcmeRegion { Moon }
+//! impl Provider for Acme { const ID: &'static str = "acme"; type Region = AcmeRegion; }
+//! impl Region for AcmeRegion {
+//!     type Provider = Acme;
+//!     fn code(&self) -> &'static str { "moon-1" }
+//!     fn all() -> &'static [Self] { &[AcmeRegion::Moon] }
+//! }
+//!
+//! // ...and a kind of its own.
+//! #[derive(Clone, Debug, PartialEq, Spec)]
+//! #[spec(kind = "rocket", observed = RocketObserved)]
+//! pub struct Rocket {
+//!     #[spec(replace)]
+//!     pub stages: Expr<u32>,
+//!     pub payload: Partial<Expr<String>>,
+//! }
+//! #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+//! pub struct RocketObserved { pub serial: String }
+//! impl Supports<Rocket> for Acme {}
+//!
+//! let mut fleet = Fleet::builder("space");
+//! fleet.declare(AcmeRegion::Moon, "saturn", Rocket { stages: 3.into(), payload: Partial::Unknown });
+//! assert_eq!(fleet.build().unwrap().keys().len(), 1);
+//! ```
+//!
+//! A kind is a spec: every behaviour a kind needs (refinement, merge, dependencies,
+//! settling, its divergence table) must exist, or the kind does not compile.
+//!
+//! ```compile_fail
+//! use infra_core::Kind;
+//! #[derive(Clone, Debug)]
+//! struct Rocket;
+//! impl Kind for Rocket {
+//!     const ID: &'static str = "rocket";
+//!     type Observed = String;
+//! }
+//! ```
 
 use serde::de::DeserializeOwned;
 

@@ -18,6 +18,16 @@
 //! assert_eq!(teardown.status(assets).map(|s| s.name()), Some("absent"));
 //! assert!(Plan::unmanaged(&fleet).does_nothing());
 //! ```
+//!
+//! A plan cannot be assembled from a partial list of keys: it is made from a fleet, with
+//! every key, and changed one key at a time.
+//!
+//! ```compile_fail
+//! use infra_core::{Fleet, Plan};
+//! fn partial(fleet: Fleet) -> Plan {
+//!     Plan { fleet, targets: Vec::new() }
+//! }
+//! ```
 
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
@@ -62,7 +72,7 @@ pub struct PlanConflict {
     /// The resource both writers set.
     pub resource: ResourceRef,
     /// The field and both writers' values.
-    pub conflict: WriterConflict,
+    pub conflict: Box<WriterConflict>,
 }
 
 impl Plan {
@@ -246,7 +256,7 @@ impl Plan {
                 .with_names(|| merge_writers(&per_key))
                 .map_err(|conflict| PlanConflict {
                     resource: fleet.inner.names[index].clone(),
-                    conflict,
+                    conflict: Box::new(conflict),
                 })?;
             targets.push(merged.expect("at least one writer"));
         }

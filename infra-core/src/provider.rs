@@ -3,17 +3,33 @@
 //! A region is a value of its provider's own enum, so a region of one cloud cannot be
 //! given to another, and a region that does not exist cannot be written:
 //!
+//! ```
+//! use infra_core::{Fleet, AwsRegion, ScalewayRegion, kinds::{ObjectStore, SecurityGroup}};
+//! fn place(fleet: &mut infra_core::FleetBuilder, group: SecurityGroup) {
+//!     fleet.declare(AwsRegion::EuWest3, "web", group);
+//!     fleet.declare(ScalewayRegion::PlWaw, "assets", ObjectStore::new());
+//! }
+//! ```
+//!
 //! ```compile_fail
 //! use infra_core::{Fleet, ScalewayRegion, kinds::SecurityGroup};
-//! # fn group() -> SecurityGroup { todo!() }
-//! let mut fleet = Fleet::builder("shop");
-//! // `securityGroup` is an AWS kind; a Scaleway region places it on Scaleway.
-//! fleet.declare(ScalewayRegion::FrPar, "web", group());
+//! fn place(fleet: &mut infra_core::FleetBuilder, group: SecurityGroup) {
+//!     // `securityGroup` is an AWS kind; a Scaleway region places it on Scaleway.
+//!     fleet.declare(ScalewayRegion::FrPar, "web", group);
+//! }
 //! ```
 //!
 //! ```compile_fail
 //! use infra_core::AwsRegion;
 //! let _ = AwsRegion::PlWaw; // AWS has no Warsaw region
+//! ```
+//!
+//! Every resource is placed: `declare` has no form without a region.
+//!
+//! ```compile_fail
+//! use infra_core::{Fleet, kinds::ObjectStore};
+//! let mut fleet = Fleet::builder("shop");
+//! fleet.declare("assets", ObjectStore::new());
 //! ```
 
 use std::fmt;

@@ -11,6 +11,11 @@ use crate::{Conflict, Merge, Refines};
 /// (a create or an update). There is no top: an inconsistent target is not a value one
 /// can hold, it only appears as a [`Conflict`] when two writers' statuses are merged.
 ///
+/// ```
+/// use infra_core::Status;
+/// let _ = [Status::<u32>::Unmanaged, Status::Absent, Status::Present(3)];
+/// ```
+///
 /// ```compile_fail
 /// use infra_core::Status;
 /// // There is no "conflicting" status to write down.

@@ -1,5 +1,10 @@
 //! EC2 instance types, as a family and a size that family actually comes in.
 //!
+//! ```
+//! use infra_core::kinds::{Gen6Size, InstanceType};
+//! let _ = InstanceType::M6i(Gen6Size::X32large);
+//! ```
+//!
 //! ```compile_fail
 //! use infra_core::kinds::{InstanceType, BurstableSize};
 //! // t3 has no 32xlarge: the size enum of a burstable family does not list it.

@@ -10,19 +10,53 @@
 //! [`Key`](crate::Key); an optional one is [`Partial`](crate::Partial) ("not said" unless
 //! given); and a field where "none" is itself a choice holds an `Option`.
 //!
-//! ```compile_fail
-//! use infra_core::{Expr, kinds::ObjectStore};
-//! // `ObjectStore` has no field for a region: placement is the fleet's business.
-//! let _ = ObjectStore { region: Expr::lit("eu-west-3".to_string()), ..ObjectStore::new() };
+//! A resource's region is its placement in the fleet; no spec has a region field that
+//! could disagree with it.
+//!
+//! ```
+//! use infra_core::{Expr, Partial, kinds::ObjectStore};
+//! let _ = ObjectStore { versioning: Partial::Known(Expr::lit(true)), ..ObjectStore::new() };
 //! ```
 //!
 //! ```compile_fail
-//! use infra_core::kinds::AwsInstance;
-//! // A required field cannot be left out: an instance names its security group.
-//! let _ = AwsInstance { image: infra_core::kinds::Image::Latest.into(),
-//!     instance_type: infra_core::kinds::InstanceType::T3(infra_core::kinds::BurstableSize::Micro).into(),
-//!     subnet_id: Default::default(), key_name: Default::default(),
-//!     user_data: Default::default(), tags: Default::default() };
+//! use infra_core::{Expr, kinds::ObjectStore};
+//! let _ = ObjectStore { region: Expr::lit("eu-west-3".to_string()), ..ObjectStore::new() };
+//! ```
+//!
+//! A required field cannot be left out: an instance names its security group.
+//!
+//! ```
+//! use infra_core::{Key, kinds::*};
+//! fn instance(group: Key<SecurityGroup>) -> AwsInstance {
+//!     AwsInstance { image: Image::Latest.into(),
+//!         instance_type: InstanceType::T3(BurstableSize::Micro).into(),
+//!         security_group: group,
+//!         subnet_id: Default::default(), key_name: Default::default(),
+//!         user_data: Default::default(), tags: Default::default() }
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use infra_core::{Key, kinds::*};
+//! fn instance(group: Key<SecurityGroup>) -> AwsInstance {
+//!     AwsInstance { image: Image::Latest.into(),
+//!         instance_type: InstanceType::T3(BurstableSize::Micro).into(),
+//!         subnet_id: Default::default(), key_name: Default::default(),
+//!         user_data: Default::default(), tags: Default::default() }
+//! }
+//! ```
+//!
+//! A secret has exactly one source: an environment variable, or a composition.
+//!
+//! ```
+//! use infra_core::kinds::{SecretSource, Secrets};
+//! let s = Secrets::from_env("DB_PASSWORD");
+//! assert!(matches!(s.value_from, SecretSource::FromEnv(_)));
+//! ```
+//!
+//! ```compile_fail
+//! use infra_core::kinds::SecretSource;
+//! let _ = SecretSource::Both("DB_PASSWORD".into());
 //! ```
 
 mod aws;
