@@ -189,6 +189,7 @@ impl Fleet {
             name: name.into(),
             slots: Vec::new(),
             forgets: Vec::new(),
+            limits: Vec::new(),
             misuse: Vec::new(),
         }
     }
@@ -346,6 +347,7 @@ pub struct FleetBuilder {
     name: String,
     slots: Vec<PendingResource>,
     forgets: Vec<Released>,
+    limits: Vec<(&'static str, &'static str, usize)>,
     misuse: Vec<Problem>,
 }
 
@@ -450,13 +452,25 @@ impl FleetBuilder {
         });
     }
 
+    /// Caps how many resources of kind `K` the fleet may declare on provider `P` (a
+    /// quota of the account, or a budget of the team). Exceeding it is a problem found
+    /// by [`build`](Self::build).
+    pub fn limit<P, K>(&mut self, most: usize)
+    where
+        P: Provider + Supports<K>,
+        K: Kind,
+    {
+        self.limits.push((P::ID, K::ID, most));
+    }
+
     /// Checks the declaration and returns the fleet, or every problem found.
     ///
     /// Nothing here touches a network. The checks: the fleet's and each resource's name;
     /// names unique per provider and kind; every reserved resource defined; every
     /// reference into this fleet; no cycle of references; each kind's own checks (a
     /// composed secret that reads nothing, a capacity range upside down, …); and no
-    /// `forget` of a resource that is still declared.
+    /// `forget` of a resource that is still declared; and the limits set with
+    /// [`limit`](Self::limit).
     pub fn build(self) -> Result<Fleet, CheckReport> {
         let mut problems = self.misuse;
         if let Err(why) = default_name_rule(&self.name) {
@@ -524,6 +538,21 @@ impl FleetBuilder {
                 Vec::new()
             }
         };
+
+        for &(provider, kind, most) in &self.limits {
+            let count = resources
+                .iter()
+                .filter(|d| d.reference.provider == provider && d.reference.kind == kind)
+                .count();
+            if count > most {
+                problems.push(Problem::OverLimit {
+                    provider,
+                    kind,
+                    count,
+                    most,
+                });
+            }
+        }
 
         for released in &self.forgets {
             if seen.contains_key(&released.resource) {
@@ -640,6 +669,17 @@ pub enum Problem {
         /// What is wrong, naming the field, and what to do.
         detail: String,
     },
+    /// More resources of one provider and kind than the fleet's limit allows.
+    OverLimit {
+        /// The provider.
+        provider: &'static str,
+        /// The kind.
+        kind: &'static str,
+        /// How many are declared.
+        count: usize,
+        /// The limit.
+        most: usize,
+    },
     /// A resource is both declared and released with `forget`.
     ForgetStillDeclared {
         /// The resource.
@@ -692,6 +732,16 @@ impl fmt::Display for Problem {
                 f.write_str("; break it by removing one reference")
             }
             Problem::Invalid { resource, detail } => write!(f, "{resource}: {detail}"),
+            Problem::OverLimit {
+                provider,
+                kind,
+                count,
+                most,
+            } => write!(
+                f,
+                "{provider}/{kind}: {count} declared, over the fleet's limit of {most}; \
+                 declare fewer or raise the limit"
+            ),
             Problem::ForgetStillDeclared { resource } => write!(
                 f,
                 "{resource}: released with `forget` but still declared; remove one of the two"

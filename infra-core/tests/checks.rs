@@ -147,6 +147,7 @@ fn every_problem_is_reported_at_once_and_names_its_resource() {
     );
     f.reserve::<_, Queues>(here, "never");
     f.forget::<infra_core::Aws, SecurityGroup>("web");
+    f.limit::<infra_core::Aws, Secrets>(3);
 
     let report = f.build().expect_err("problems");
     insta::assert_snapshot!(report.to_string());
