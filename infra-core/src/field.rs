@@ -169,4 +169,7 @@ pub struct FieldInfo {
     /// An unsaid (or empty) target is "I did not choose", not "there must be none", and
     /// is not compared: the cloud may fill the field in (a subnet, a VPC).
     pub compare_if_set: bool,
+    /// A target equal to this string is an instruction carried out on create (`latest`
+    /// image), not a value: it matches whatever the cloud reports.
+    pub instruction: Option<&'static str>,
 }

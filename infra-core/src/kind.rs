@@ -50,14 +50,27 @@
 //! }
 //! ```
 
+use std::fmt;
+
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{Field, FieldInfo, Value};
+use crate::{Env, Field, FieldInfo, Value};
 
 /// A struct of spec fields, with its divergence table.
 pub trait Spec: Field {
     /// Every field, in declaration order, with how a difference in it is repaired.
     const FIELDS: &'static [FieldInfo];
+
+    /// The configuration a cloud reports: the settled fields, each `Unknown` unless
+    /// said. A backend's `read` fills it in; the differ compares it with the target.
+    type Reported: Clone + fmt::Debug + Default + PartialEq + Serialize + Send + Sync + 'static;
+
+    /// Settles what can be settled now, leaving `Unknown` every field that waits for
+    /// something (a handle not assigned yet, a secret only the apply path reads). The
+    /// differ compares this against what the cloud reports: an unknown target field is
+    /// not compared.
+    fn settle_lenient(&self, env: &dyn Env) -> Self::Reported;
 }
 
 /// A kind of resource. The type is the kind's authoring spec.

@@ -3,6 +3,10 @@
 // The derive macros name this crate as `::infra_core`, including from inside it.
 extern crate self as infra_core;
 
+pub mod apply_result;
+pub mod backend;
+pub mod clock;
+pub mod error;
 pub mod expr;
 pub mod field;
 pub mod fleet;
@@ -21,6 +25,15 @@ pub mod status;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+pub use apply_result::{
+    Applied, ApplyResult, Change, Failed, NotAttempted, NotAttemptedReason, Pruned, Step, Subject,
+};
+pub use backend::{
+    Backend, Backends, Capabilities, LEGACY_MARKER_VALUE, Listed, MARKER_KEY, Marker, Ownership,
+    RawTags, RetryPolicy, SettledSpec, Sighting, Unreachable, with_retries,
+};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{BackendError, ErrorKind};
 pub use expr::{Dep, Expr, Value};
 pub use field::{Field, FieldInfo, Mutability};
 pub use fleet::{CheckReport, Fleet, FleetBuilder, KindMeta, Problem, Released, ResourceView};

@@ -41,6 +41,7 @@ struct StructAttrs {
 struct FieldAttrs {
     replace: bool,
     if_set: bool,
+    instruction: Option<LitStr>,
 }
 
 fn struct_attrs(attrs: &[Attribute]) -> syn::Result<StructAttrs> {
@@ -80,8 +81,12 @@ fn field_attrs(attrs: &[Attribute]) -> syn::Result<FieldAttrs> {
                 out.replace = true;
             } else if meta.path.is_ident("if_set") {
                 out.if_set = true;
+            } else if meta.path.is_ident("instruction") {
+                out.instruction = Some(meta.value()?.parse()?);
             } else {
-                return Err(meta.error("expected `replace` or `if_set`"));
+                return Err(meta.error(
+                    "expected `replace`, `if_set` or `instruction = \"…\"`",
+                ));
             }
             Ok(())
         })?;
@@ -156,6 +161,12 @@ fn settled_type(ty: &Type) -> Tokens {
     quote!(<#ty as ::infra_core::Field>::Settled)
 }
 
+/// Whether a field type is `Partial<…>` (its settled form is already optional).
+fn is_partial(ty: &Type) -> bool {
+    matches!(ty, Type::Path(tp) if tp.qself.is_none()
+        && tp.path.segments.last().is_some_and(|s| s.ident == "Partial"))
+}
+
 struct NamedField<'a> {
     ident: &'a Ident,
     ty: &'a Type,
@@ -214,6 +225,37 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
     let types: Vec<&Type> = fields.iter().map(|f| f.ty).collect();
     let wires: Vec<&String> = fields.iter().map(|f| &f.wire).collect();
     let settled_types: Vec<Tokens> = fields.iter().map(|f| settled_type(f.ty)).collect();
+    let reported = format_ident!("{}Reported", name);
+    let reported_doc = format!(
+        "What a cloud reports of a [`{name}`]'s configuration: every field `Unknown` \
+         unless the cloud said it. Never a sentinel: a field the cloud did not report \
+         stays `Unknown`, and an unknown field is never drift."
+    );
+    let reported_types: Vec<Tokens> = fields
+        .iter()
+        .zip(&settled_types)
+        .map(|(f, settled)| {
+            if is_partial(f.ty) {
+                settled.clone()
+            } else {
+                quote!(::infra_core::Partial<#settled>)
+            }
+        })
+        .collect();
+    let lenient: Vec<Tokens> = fields
+        .iter()
+        .map(|f| {
+            let ident = f.ident;
+            if is_partial(f.ty) {
+                quote!(::infra_core::Field::settle(&self.#ident, env).unwrap_or_default())
+            } else {
+                quote!(match ::infra_core::Field::settle(&self.#ident, env) {
+                    ::core::result::Result::Ok(v) => ::infra_core::Partial::Known(v),
+                    ::core::result::Result::Err(_) => ::infra_core::Partial::Unknown,
+                })
+            }
+        })
+        .collect();
     let field_docs: Vec<Tokens> = fields
         .iter()
         .map(|f| {
@@ -236,7 +278,16 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
                 quote!(::infra_core::Mutability::Mutable)
             };
             let if_set = f.attrs.if_set;
-            quote!(::infra_core::FieldInfo { name: #wire, mutability: #repair, compare_if_set: #if_set },)
+            let instruction = match &f.attrs.instruction {
+                Some(lit) => quote!(::core::option::Option::Some(#lit)),
+                None => quote!(::core::option::Option::None),
+            };
+            quote!(::infra_core::FieldInfo {
+                name: #wire,
+                mutability: #repair,
+                compare_if_set: #if_set,
+                instruction: #instruction,
+            },)
         })
         .collect();
 
@@ -262,6 +313,28 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
                 let mut map = serializer.serialize_map(::core::option::Option::None)?;
                 #(
                     if !<#types as ::infra_core::Field>::settled_is_unsaid(&self.#idents) {
+                        map.serialize_entry(#wires, &self.#idents)?;
+                    }
+                )*
+                map.end()
+            }
+        }
+
+        #[doc = #reported_doc]
+        #[derive(Clone, Debug, Default, PartialEq)]
+        #vis struct #reported {
+            #( #field_docs pub #idents: #reported_types, )*
+        }
+
+        impl ::infra_core::__private::serde::Serialize for #reported {
+            fn serialize<S>(&self, serializer: S) -> ::core::result::Result<S::Ok, S::Error>
+            where
+                S: ::infra_core::__private::serde::Serializer,
+            {
+                use ::infra_core::__private::serde::ser::SerializeMap as _;
+                let mut map = serializer.serialize_map(::core::option::Option::None)?;
+                #(
+                    if !self.#idents.is_unknown() {
                         map.serialize_entry(#wires, &self.#idents)?;
                     }
                 )*
@@ -326,6 +399,12 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
 
         impl ::infra_core::Spec for #name {
             const FIELDS: &'static [::infra_core::FieldInfo] = &[ #( #infos )* ];
+            type Reported = #reported;
+
+            fn settle_lenient(&self, env: &dyn ::infra_core::Env) -> #reported {
+                let _ = env;
+                #reported { #( #idents: #lenient, )* }
+            }
         }
     };
 

@@ -190,8 +190,9 @@ impl Serialize for Image {
 #[cfg_attr(any(test, feature = "testing"), derive(Sample))]
 #[spec(kind = "awsInstance", observed = AwsInstanceObserved)]
 pub struct AwsInstance {
-    /// The machine image.
-    #[spec(replace)]
+    /// The machine image. `Image::Latest` is resolved on create and then matches the
+    /// image the instance reports.
+    #[spec(replace, instruction = "latest")]
     pub image: Expr<Image>,
     /// The instance type: a family and a size it comes in.
     #[spec(replace)]

@@ -237,6 +237,23 @@ pub enum SecretSourceSettled {
     Composed(SecretString),
 }
 
+impl SecretSourceSettled {
+    /// The secret's value: read from the apply process's environment, or the composed
+    /// value. Backends call this in the create or update that writes the secret, and
+    /// nowhere else.
+    pub fn resolve(&self) -> Result<SecretString, crate::BackendError> {
+        match self {
+            SecretSourceSettled::Composed(value) => Ok(value.clone()),
+            SecretSourceSettled::FromEnv(var) => std::env::var(var).map(SecretString::new).map_err(|_| {
+                crate::BackendError::invalid(format!(
+                    "the environment variable {var} that holds this secret's value is not set \
+                     (or not valid UTF-8) in the process that applies"
+                ))
+            }),
+        }
+    }
+}
+
 impl Serialize for SecretSource {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;

@@ -1,0 +1,243 @@
+//! The result of an apply: every resource handed in, accounted for exactly once.
+//!
+//! Three verdicts keep their meaning — **applied** (a provider was called, or had no
+//! need to be, and the resource converged), **pruned** (owned, no longer declared,
+//! deleted) and **not attempted** (no provider call was made, for one reason of a closed
+//! set) — and a fourth bucket, **failed**, holds every resource the apply could not
+//! bring to its target, with the error that stopped it. A failure is kept out of the
+//! three verdicts on purpose: folding it into "applied" would make "applied" stop
+//! meaning "converged", and folding it into "not attempted" would hide that a call was
+//! made, perhaps halfway. Every resource is in exactly one of the four.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{BackendError, ErrorKind};
+
+/// What an applied resource needed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Change {
+    /// It did not exist and was created.
+    Created,
+    /// It was changed in place.
+    Updated,
+    /// It was deleted and created again (a field that cannot change in place).
+    Replaced,
+    /// It was already right.
+    Unchanged,
+}
+
+/// Why no provider call was made for a resource. A closed set: callers match on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NotAttemptedReason {
+    /// The backend does not realise this kind.
+    UnsupportedKind,
+    /// The provider's credentials were not loaded.
+    NoCredentials,
+    /// No backend was given for the provider at all.
+    NoBinding,
+    /// Something it depends on failed earlier in the same apply.
+    DependencyFailed,
+    /// Left out by the caller's `--target`/`--exclude`.
+    Filtered,
+    /// An owned orphan of a kind whose ownership cannot be read, so it cannot be
+    /// deleted safely.
+    NotPrunable,
+}
+
+impl fmt::Display for NotAttemptedReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NotAttemptedReason::UnsupportedKind => "unsupported-kind",
+            NotAttemptedReason::NoCredentials => "no-credentials",
+            NotAttemptedReason::NoBinding => "no-binding",
+            NotAttemptedReason::DependencyFailed => "dependency-failed",
+            NotAttemptedReason::Filtered => "filtered",
+            NotAttemptedReason::NotPrunable => "not-prunable",
+        })
+    }
+}
+
+/// The identity of one resource in a result: provider, kind, name and region.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Subject {
+    /// The provider's id.
+    pub provider: String,
+    /// The kind's id.
+    pub kind: String,
+    /// The resource's name.
+    pub name: String,
+    /// The region it is (or was) in.
+    pub region: String,
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{} ({})", self.provider, self.kind, self.name, self.region)
+    }
+}
+
+/// An applied resource.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    /// Which resource.
+    pub resource: Subject,
+    /// What it needed.
+    pub change: Change,
+}
+
+/// A pruned resource.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pruned {
+    /// Which resource.
+    pub resource: Subject,
+    /// It was already gone when the apply came to delete it: only its record was
+    /// dropped.
+    pub already_absent: bool,
+}
+
+/// A resource for which no provider call was made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotAttempted {
+    /// Which resource.
+    pub resource: Subject,
+    /// Why not.
+    pub reason: NotAttemptedReason,
+}
+
+/// What the apply was doing to a resource when it failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Step {
+    /// Observing it (listing, reading, checking its ownership).
+    Observe,
+    /// Creating it.
+    Create,
+    /// Updating it.
+    Update,
+    /// Replacing it.
+    Replace,
+    /// Deleting it.
+    Delete,
+    /// Deciding whether it may be touched at all (it exists and is not this fleet's).
+    Claim,
+}
+
+/// A resource the apply could not bring to its target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failed {
+    /// Which resource.
+    pub resource: Subject,
+    /// What the apply was doing.
+    pub step: Step,
+    /// The provider's error, or the engine's refusal.
+    pub error: BackendError,
+}
+
+/// Every resource handed to an apply, in exactly one bucket.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyResult {
+    /// Converged: created, updated, replaced or already right.
+    pub applied: Vec<Applied>,
+    /// Owned, no longer declared, deleted.
+    pub pruned: Vec<Pruned>,
+    /// No provider call made, for a closed reason.
+    pub not_attempted: Vec<NotAttempted>,
+    /// Not brought to its target, with the error that stopped it.
+    pub failed: Vec<Failed>,
+}
+
+/// A result in which some resource appears twice.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{resource} appears more than once in the apply result")]
+pub struct NotDisjoint {
+    /// The resource.
+    pub resource: Subject,
+}
+
+impl ApplyResult {
+    /// Every resource in the result, with the bucket it is in.
+    pub fn subjects(&self) -> impl Iterator<Item = (&Subject, &'static str)> {
+        self.applied
+            .iter()
+            .map(|a| (&a.resource, "applied"))
+            .chain(self.pruned.iter().map(|p| (&p.resource, "pruned")))
+            .chain(self.not_attempted.iter().map(|n| (&n.resource, "notAttempted")))
+            .chain(self.failed.iter().map(|f| (&f.resource, "failed")))
+    }
+
+    /// Checks that no resource is in two buckets (or twice in one).
+    pub fn check_disjoint(&self) -> Result<(), NotDisjoint> {
+        let mut seen = BTreeSet::new();
+        for (subject, _) in self.subjects() {
+            if !seen.insert(subject) {
+                return Err(NotDisjoint {
+                    resource: subject.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The resources in the result, as a set.
+    pub fn subject_set(&self) -> BTreeSet<Subject> {
+        self.subjects().map(|(s, _)| s.clone()).collect()
+    }
+
+    /// Whether every resource converged or was pruned (nothing failed). Resources not
+    /// attempted for a reason the caller chose (`Filtered`) do not count against it;
+    /// any other reason does.
+    pub fn is_success(&self) -> bool {
+        self.failed.is_empty()
+            && self
+                .not_attempted
+                .iter()
+                .all(|n| n.reason == NotAttemptedReason::Filtered)
+    }
+
+    /// Whether the apply changed anything in any cloud.
+    pub fn changed_anything(&self) -> bool {
+        !self.pruned.iter().all(|p| p.already_absent)
+            || self.applied.iter().any(|a| a.change != Change::Unchanged)
+    }
+
+    /// Sorts every bucket by resource, so that the result reads (and serialises) the
+    /// same whatever order the calls finished in.
+    pub fn sort(&mut self) {
+        self.applied.sort_by(|a, b| a.resource.cmp(&b.resource));
+        self.pruned.sort_by(|a, b| a.resource.cmp(&b.resource));
+        self.not_attempted.sort_by(|a, b| a.resource.cmp(&b.resource));
+        self.failed.sort_by(|a, b| a.resource.cmp(&b.resource));
+    }
+
+    /// The versioned JSON envelope: `{"apply": "v1", …}`.
+    pub fn to_envelope(&self) -> serde_json::Value {
+        let mut value = serde_json::json!({ "apply": "v1" });
+        if let (Some(map), Ok(serde_json::Value::Object(body))) =
+            (value.as_object_mut(), serde_json::to_value(self))
+        {
+            map.extend(body);
+        }
+        value
+    }
+
+    /// Reads the versioned envelope back.
+    pub fn from_envelope(value: &serde_json::Value) -> Result<ApplyResult, String> {
+        match value.get("apply").and_then(|v| v.as_str()) {
+            Some("v1") => serde_json::from_value(value.clone()).map_err(|e| e.to_string()),
+            Some(other) => Err(format!("apply result version {other:?} is not supported (v1 is)")),
+            None => Err("not an apply result: no \"apply\" version".into()),
+        }
+    }
+
+    /// The failures whose error is of `kind`.
+    pub fn failures_of(&self, kind: ErrorKind) -> impl Iterator<Item = &Failed> {
+        self.failed.iter().filter(move |f| f.error.kind == kind)
+    }
+}

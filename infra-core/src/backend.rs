@@ -1,0 +1,555 @@
+//! The `Backend` SDK: what a provider implements so the engine can reach its cloud.
+//!
+//! A backend serves one provider, in any of its regions: every call names the kind and
+//! the region. The engine calls `list` and `read` to observe, `ownership` before it
+//! claims or deletes anything, and `create`, `update` and `delete` to act. Specs reach a
+//! backend settled and typed ([`SettledSpec::get`]); what it reads comes back typed too
+//! ([`Sighting::of`]). Types are erased only between the two.
+//!
+//! Every method's documentation has a **Behavior** section: those sentences are what the
+//! conformance suite of `infra-testkit` checks a backend against.
+
+use std::any::Any;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::{BackendError, Clock, ErrorKind, Kind, SecretString};
+
+/// Raw tags (labels) of a resource, as the cloud holds them.
+pub type RawTags = BTreeMap<String, String>;
+
+/// The key of the ownership marker tag written on every resource the engine creates.
+pub const MARKER_KEY: &str = "managed-by-infra";
+
+/// The marker value written before fleets had names. It matches every fleet, for ever:
+/// the alternative would turn a whole estate foreign the day its fleet is named.
+pub const LEGACY_MARKER_VALUE: &str = "true";
+
+/// The ownership marker of one fleet: `managed-by-infra = <fleet name>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Marker {
+    fleet: String,
+}
+
+/// What a resource's tags say about who owns it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase", tag = "owner")]
+pub enum Ownership {
+    /// It carries this fleet's marker (or the legacy value).
+    Ours,
+    /// It carries the marker of another fleet.
+    OtherFleet {
+        /// The other fleet's name.
+        fleet: String,
+    },
+    /// It carries no marker: nothing says this tool created it.
+    Unmarked,
+}
+
+impl Marker {
+    /// The marker of the fleet named `fleet`.
+    pub fn new(fleet: impl Into<String>) -> Self {
+        Marker {
+            fleet: fleet.into(),
+        }
+    }
+
+    /// The tag key (`managed-by-infra`).
+    pub fn key(&self) -> &'static str {
+        MARKER_KEY
+    }
+
+    /// The tag value: the fleet's name.
+    pub fn value(&self) -> &str {
+        &self.fleet
+    }
+
+    /// The marker as a single `key=value` string, for clouds whose tags are plain
+    /// strings.
+    pub fn as_string_tag(&self) -> String {
+        format!("{MARKER_KEY}={}", self.fleet)
+    }
+
+    /// Who owns a resource carrying `tags`.
+    pub fn verdict(&self, tags: &RawTags) -> Ownership {
+        match tags.get(MARKER_KEY) {
+            None => Ownership::Unmarked,
+            Some(v) if v == &self.fleet || v == LEGACY_MARKER_VALUE => Ownership::Ours,
+            Some(other) => Ownership::OtherFleet {
+                fleet: other.clone(),
+            },
+        }
+    }
+}
+
+/// Removes the ownership marker from a reported configuration, so that bookkeeping
+/// never reaches the comparison with a declaration: from a `tags` map, and from a `tags`
+/// list of `key=value` strings.
+pub fn strip_marker(reported: &mut serde_json::Map<String, serde_json::Value>) {
+    use serde_json::Value;
+    match reported.get_mut("tags") {
+        Some(Value::Object(tags)) => {
+            tags.remove(MARKER_KEY);
+        }
+        Some(Value::Array(tags)) => tags.retain(|t| {
+            !t.as_str().is_some_and(|s| {
+                s == MARKER_KEY || s.starts_with(&format!("{MARKER_KEY}=")) || s.starts_with(&format!("{MARKER_KEY}:"))
+            })
+        }),
+        _ => {}
+    }
+}
+
+/// One resource a `list` found.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Listed {
+    /// The name it is known by (the name a fleet declares).
+    pub name: String,
+    /// The handle to read, update and delete it by.
+    pub handle: String,
+}
+
+/// One read of one resource: its handle, what the cloud computed (the kind's
+/// `Observed`), and the configuration in force (the kind's `Reported`).
+#[derive(Clone)]
+pub struct Sighting {
+    /// The resource's handle.
+    pub handle: String,
+    observed: Arc<dyn Any + Send + Sync>,
+    observed_json: serde_json::Value,
+    reported: serde_json::Map<String, serde_json::Value>,
+}
+
+impl fmt::Debug for Sighting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sighting")
+            .field("handle", &self.handle)
+            .field("observed", &self.observed_json)
+            .field("reported", &self.reported)
+            .finish()
+    }
+}
+
+impl Sighting {
+    /// A sighting of a resource of kind `K`.
+    pub fn of<K: Kind>(handle: impl Into<String>, observed: K::Observed, reported: K::Reported) -> Self {
+        let observed_json = serde_json::to_value(&observed).unwrap_or(serde_json::Value::Null);
+        let reported = match serde_json::to_value(&reported) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
+        Sighting {
+            handle: handle.into(),
+            observed: Arc::new(observed),
+            observed_json,
+            reported,
+        }
+    }
+
+    /// A sighting of a resource of kind `K` from JSON: the observed state as the kind's
+    /// `Observed` type serialises, and the reported configuration as a map of camelCase
+    /// field names to values (a field left out was not reported). For backends that
+    /// hold their state as JSON.
+    pub fn from_json<K: Kind>(
+        handle: impl Into<String>,
+        observed: serde_json::Value,
+        reported: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, BackendError> {
+        let typed: K::Observed = serde_json::from_value(observed.clone()).map_err(|e| {
+            BackendError::invalid(format!("observed state of a {} does not fit its type: {e}", K::ID))
+        })?;
+        Ok(Sighting {
+            handle: handle.into(),
+            observed: Arc::new(typed),
+            observed_json: observed,
+            reported,
+        })
+    }
+
+    /// The observed state, if the sighting is of kind `K`.
+    pub fn observed<K: Kind>(&self) -> Option<&K::Observed> {
+        self.observed.downcast_ref()
+    }
+
+    /// The observed state, type-erased (for settling other resources' expressions).
+    pub fn observed_any(&self) -> &(dyn Any + Send + Sync) {
+        &*self.observed
+    }
+
+    /// The observed state as JSON (what the cache records).
+    pub fn observed_json(&self) -> &serde_json::Value {
+        &self.observed_json
+    }
+
+    /// The reported configuration as JSON: only the fields the cloud said, camelCase.
+    pub fn reported(&self) -> &serde_json::Map<String, serde_json::Value> {
+        &self.reported
+    }
+
+    /// The same sighting with the ownership marker stripped from its reported tags.
+    pub(crate) fn without_marker(mut self) -> Self {
+        strip_marker(&mut self.reported);
+        self
+    }
+}
+
+/// A settled spec handed to `create` or `update`, of the kind the call names.
+#[derive(Clone, Copy)]
+pub struct SettledSpec<'a> {
+    kind: &'static str,
+    value: &'a (dyn Any + Send + Sync),
+    to_json: fn(&(dyn Any + Send + Sync)) -> serde_json::Value,
+}
+
+fn settled_json<K: Kind>(value: &(dyn Any + Send + Sync)) -> serde_json::Value {
+    value
+        .downcast_ref::<K::Settled>()
+        .and_then(|v| serde_json::to_value(v).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+impl fmt::Debug for SettledSpec<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SettledSpec({})", self.kind)
+    }
+}
+
+impl<'a> SettledSpec<'a> {
+    /// Wraps a settled spec of kind `K`.
+    pub fn new<K: Kind>(settled: &'a K::Settled) -> Self {
+        SettledSpec {
+            kind: K::ID,
+            value: settled,
+            to_json: settled_json::<K>,
+        }
+    }
+
+    /// The settled spec as JSON (camelCase, unsaid fields left out, handles as
+    /// strings, secret values redacted).
+    pub fn to_json(&self) -> serde_json::Value {
+        (self.to_json)(self.value)
+    }
+
+    /// The kind's id.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// The typed settled spec; `Invalid` if the spec is of another kind.
+    pub fn get<K: Kind>(&self) -> Result<&'a K::Settled, BackendError> {
+        self.value.downcast_ref().ok_or_else(|| {
+            BackendError::invalid(format!(
+                "a {} spec was handed to a call for kind {}",
+                self.kind,
+                K::ID
+            ))
+        })
+    }
+}
+
+/// What a backend can do, per kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Kinds the backend realises. Any other kind ends `NotAttempted(UnsupportedKind)`.
+    pub kinds: BTreeSet<&'static str>,
+    /// Kinds whose tags the backend can read, so that ownership can be checked. An
+    /// owned orphan of another kind cannot be safely deleted (`NotPrunable`).
+    pub ownership: BTreeSet<&'static str>,
+    /// Kinds whose names need not be unique in a region, so that a replace may create
+    /// the new resource before deleting the old one.
+    pub duplicate_names: BTreeSet<&'static str>,
+}
+
+impl Capabilities {
+    /// Capabilities covering `kinds`, with ownership readable for all of them and no
+    /// duplicate names.
+    pub fn with_kinds(kinds: impl IntoIterator<Item = &'static str>) -> Self {
+        let kinds: BTreeSet<_> = kinds.into_iter().collect();
+        Capabilities {
+            ownership: kinds.clone(),
+            kinds,
+            duplicate_names: BTreeSet::new(),
+        }
+    }
+}
+
+/// A provider's access to its cloud.
+///
+/// Implementations must be cheap to share (`Arc<dyn Backend>`) and safe to call
+/// concurrently: the engine keeps several calls in flight.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// The provider this backend serves (`aws`).
+    fn provider(&self) -> &'static str;
+
+    /// What the backend can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// `Some(why)` when the backend cannot reach its cloud at all (no credentials were
+    /// loaded): the engine then refuses an apply that would have to touch it.
+    ///
+    /// # Behavior
+    /// - A backend that can make calls answers `None`, including a test double.
+    /// - A backend standing in for missing credentials answers `Some`, with a sentence
+    ///   naming what is missing.
+    fn unreachable(&self) -> Option<String> {
+        None
+    }
+
+    /// The account (project, organisation) the credentials act in.
+    ///
+    /// # Behavior
+    /// - Answers the same id on every call.
+    async fn account(&self) -> Result<String, BackendError>;
+
+    /// Everything of `kind` in `region`.
+    ///
+    /// # Behavior
+    /// - Lists resources whatever their owner; ownership is a separate question.
+    /// - An empty region answers an empty list, not `NotFound`.
+    /// - A denied listing is `Denied`, never an empty list.
+    /// - May miss a resource created moments ago (eventual consistency).
+    async fn list(&self, kind: &'static str, region: &str) -> Result<Vec<Listed>, BackendError>;
+
+    /// One resource's observed state and reported configuration.
+    ///
+    /// # Behavior
+    /// - A resource that does not exist is `NotFound`, recognised from a curated list
+    ///   of the provider's codes; a permission error is `Denied`, never `NotFound`.
+    /// - A field the cloud does not report is `Unknown` in the reported configuration,
+    ///   never a sentinel (`""`, `0`, a blank handle).
+    /// - The reported tags include the ownership marker; the engine strips it.
+    /// - A secret's value is never read here.
+    async fn read(&self, kind: &'static str, region: &str, handle: &str) -> Result<Sighting, BackendError>;
+
+    /// Creates a resource named `name` and returns a read of it.
+    ///
+    /// # Behavior
+    /// - Writes the ownership marker as part of the creating call itself where the API
+    ///   allows, so that no crash can leave an unmarked resource behind.
+    /// - Fills in what the cloud assigns (ids, endpoints) and resolves instructions
+    ///   (an image of `latest`).
+    /// - A name already taken is `Conflict`.
+    /// - A timeout or lost response is an error with `may_have_been_sent`.
+    async fn create(
+        &self,
+        kind: &'static str,
+        region: &str,
+        name: &str,
+        spec: SettledSpec<'_>,
+        marker: &Marker,
+    ) -> Result<Sighting, BackendError>;
+
+    /// Brings a resource's configuration to `spec` in place and returns a read of it.
+    ///
+    /// # Behavior
+    /// - Keeps the ownership marker.
+    /// - A resource that does not exist is `NotFound`.
+    /// - Idempotent: the same update twice leaves the same state.
+    async fn update(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+        spec: SettledSpec<'_>,
+    ) -> Result<Sighting, BackendError>;
+
+    /// Deletes a resource.
+    ///
+    /// # Behavior
+    /// - A resource something else still depends on is `DependencyViolation`, and is
+    ///   left as it was.
+    /// - A resource that does not exist is `NotFound`.
+    async fn delete(&self, kind: &'static str, region: &str, handle: &str) -> Result<(), BackendError>;
+
+    /// A resource's raw tags, marker included, for the ownership check.
+    ///
+    /// # Behavior
+    /// - Returns the tags as stored, without stripping anything.
+    /// - A resource that does not exist is `NotFound`.
+    async fn ownership(&self, kind: &'static str, region: &str, handle: &str) -> Result<RawTags, BackendError>;
+
+    /// The value of a secret of this fleet: the only way plaintext enters the engine.
+    /// It is used for one create or update and never stored.
+    ///
+    /// # Behavior
+    /// - Reads the current version's value of a `secrets` resource.
+    async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError>;
+}
+
+/// How transient failures of idempotent calls are retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included.
+    pub attempts: u32,
+    /// Wait before the first retry; doubled each time.
+    pub base: Duration,
+    /// Longest wait between two attempts.
+    pub cap: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 5,
+            base: Duration::from_millis(200),
+            cap: Duration::from_secs(5),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// No retries at all.
+    pub fn none() -> Self {
+        RetryPolicy {
+            attempts: 1,
+            ..Self::default()
+        }
+    }
+
+    /// The wait before retry number `n` (0-based).
+    pub fn delay(&self, n: u32) -> Duration {
+        self.base
+            .saturating_mul(2u32.saturating_pow(n))
+            .min(self.cap)
+    }
+}
+
+/// Runs `call`, retrying `Throttled` and `Unavailable` failures with exponential backoff
+/// on the injected clock, when `idempotent`. A call that is not idempotent (a create)
+/// is tried once: a retry after a lost response would make a twin.
+pub async fn with_retries<T, F, Fut>(
+    clock: &dyn Clock,
+    policy: RetryPolicy,
+    idempotent: bool,
+    mut call: F,
+) -> Result<T, BackendError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, BackendError>>,
+{
+    let mut attempt = 0;
+    loop {
+        match call().await {
+            Err(e) if idempotent && e.kind.is_transient() && attempt + 1 < policy.attempts => {
+                tracing::debug!(error = %e, attempt, "retrying a transient failure");
+                clock.sleep(policy.delay(attempt)).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The backends of a fleet's providers, by provider id.
+#[derive(Clone, Default)]
+pub struct Backends {
+    by_provider: BTreeMap<&'static str, Arc<dyn Backend>>,
+}
+
+impl fmt::Debug for Backends {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.by_provider.keys()).finish()
+    }
+}
+
+impl Backends {
+    /// No backends.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a backend for its provider (replacing any earlier one).
+    pub fn with(mut self, backend: Arc<dyn Backend>) -> Self {
+        self.by_provider.insert(backend.provider(), backend);
+        self
+    }
+
+    /// Adds a backend for its provider (replacing any earlier one).
+    pub fn insert(&mut self, backend: Arc<dyn Backend>) {
+        self.by_provider.insert(backend.provider(), backend);
+    }
+
+    /// The backend of a provider: for a declared resource (routed by its placement's
+    /// region) and for an orphan (routed by the region its ledger row recorded) alike,
+    /// since every call names its region.
+    pub fn get(&self, provider: &str) -> Option<&Arc<dyn Backend>> {
+        self.by_provider.get(provider)
+    }
+
+    /// The providers with a backend.
+    pub fn providers(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.by_provider.keys().copied()
+    }
+}
+
+/// A backend for a provider whose credentials were not loaded: every call fails, and
+/// [`Backend::unreachable`] says why, so that the engine refuses to act on the
+/// provider rather than read its silence as agreement.
+#[derive(Clone, Debug)]
+pub struct Unreachable {
+    provider: &'static str,
+    why: String,
+}
+
+impl Unreachable {
+    /// A stand-in for `provider`, unreachable for the reason given.
+    pub fn new(provider: &'static str, why: impl Into<String>) -> Self {
+        Unreachable {
+            provider,
+            why: why.into(),
+        }
+    }
+
+    fn refuse(&self) -> BackendError {
+        BackendError::new(ErrorKind::Denied, format!("{} is unreachable: {}", self.provider, self.why))
+    }
+}
+
+#[async_trait]
+impl Backend for Unreachable {
+    fn provider(&self) -> &'static str {
+        self.provider
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+    fn unreachable(&self) -> Option<String> {
+        Some(self.why.clone())
+    }
+    async fn account(&self) -> Result<String, BackendError> {
+        Err(self.refuse())
+    }
+    async fn list(&self, _: &'static str, _: &str) -> Result<Vec<Listed>, BackendError> {
+        Err(self.refuse())
+    }
+    async fn read(&self, _: &'static str, _: &str, _: &str) -> Result<Sighting, BackendError> {
+        Err(self.refuse())
+    }
+    async fn create(
+        &self,
+        _: &'static str,
+        _: &str,
+        _: &str,
+        _: SettledSpec<'_>,
+        _: &Marker,
+    ) -> Result<Sighting, BackendError> {
+        Err(self.refuse())
+    }
+    async fn update(&self, _: &'static str, _: &str, _: &str, _: SettledSpec<'_>) -> Result<Sighting, BackendError> {
+        Err(self.refuse())
+    }
+    async fn delete(&self, _: &'static str, _: &str, _: &str) -> Result<(), BackendError> {
+        Err(self.refuse())
+    }
+    async fn ownership(&self, _: &'static str, _: &str, _: &str) -> Result<RawTags, BackendError> {
+        Err(self.refuse())
+    }
+    async fn secret_value(&self, _: &str, _: &str) -> Result<SecretString, BackendError> {
+        Err(self.refuse())
+    }
+}
