@@ -77,7 +77,11 @@ pub struct Subject {
 
 impl fmt::Display for Subject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}/{} ({})", self.provider, self.kind, self.name, self.region)
+        write!(
+            f,
+            "{}/{}/{} ({})",
+            self.provider, self.kind, self.name, self.region
+        )
     }
 }
 
@@ -168,7 +172,11 @@ impl ApplyResult {
             .iter()
             .map(|a| (&a.resource, "applied"))
             .chain(self.pruned.iter().map(|p| (&p.resource, "pruned")))
-            .chain(self.not_attempted.iter().map(|n| (&n.resource, "notAttempted")))
+            .chain(
+                self.not_attempted
+                    .iter()
+                    .map(|n| (&n.resource, "notAttempted")),
+            )
             .chain(self.failed.iter().map(|f| (&f.resource, "failed")))
     }
 
@@ -212,7 +220,8 @@ impl ApplyResult {
     pub fn sort(&mut self) {
         self.applied.sort_by(|a, b| a.resource.cmp(&b.resource));
         self.pruned.sort_by(|a, b| a.resource.cmp(&b.resource));
-        self.not_attempted.sort_by(|a, b| a.resource.cmp(&b.resource));
+        self.not_attempted
+            .sort_by(|a, b| a.resource.cmp(&b.resource));
         self.failed.sort_by(|a, b| a.resource.cmp(&b.resource));
     }
 
@@ -231,7 +240,9 @@ impl ApplyResult {
     pub fn from_envelope(value: &serde_json::Value) -> Result<ApplyResult, String> {
         match value.get("apply").and_then(|v| v.as_str()) {
             Some("v1") => serde_json::from_value(value.clone()).map_err(|e| e.to_string()),
-            Some(other) => Err(format!("apply result version {other:?} is not supported (v1 is)")),
+            Some(other) => Err(format!(
+                "apply result version {other:?} is not supported (v1 is)"
+            )),
             None => Err("not an apply result: no \"apply\" version".into()),
         }
     }

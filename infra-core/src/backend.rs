@@ -97,7 +97,9 @@ pub fn strip_marker(reported: &mut serde_json::Map<String, serde_json::Value>) {
         }
         Some(Value::Array(tags)) => tags.retain(|t| {
             !t.as_str().is_some_and(|s| {
-                s == MARKER_KEY || s.starts_with(&format!("{MARKER_KEY}=")) || s.starts_with(&format!("{MARKER_KEY}:"))
+                s == MARKER_KEY
+                    || s.starts_with(&format!("{MARKER_KEY}="))
+                    || s.starts_with(&format!("{MARKER_KEY}:"))
             })
         }),
         _ => {}
@@ -136,7 +138,11 @@ impl fmt::Debug for Sighting {
 
 impl Sighting {
     /// A sighting of a resource of kind `K`.
-    pub fn of<K: Kind>(handle: impl Into<String>, observed: K::Observed, reported: K::Reported) -> Self {
+    pub fn of<K: Kind>(
+        handle: impl Into<String>,
+        observed: K::Observed,
+        reported: K::Reported,
+    ) -> Self {
         let observed_json = serde_json::to_value(&observed).unwrap_or(serde_json::Value::Null);
         let reported = match serde_json::to_value(&reported) {
             Ok(serde_json::Value::Object(map)) => map,
@@ -160,7 +166,10 @@ impl Sighting {
         reported: serde_json::Map<String, serde_json::Value>,
     ) -> Result<Self, BackendError> {
         let typed: K::Observed = serde_json::from_value(observed.clone()).map_err(|e| {
-            BackendError::invalid(format!("observed state of a {} does not fit its type: {e}", K::ID))
+            BackendError::invalid(format!(
+                "observed state of a {} does not fit its type: {e}",
+                K::ID
+            ))
         })?;
         Ok(Sighting {
             handle: handle.into(),
@@ -324,7 +333,12 @@ pub trait Backend: Send + Sync {
     ///   never a sentinel (`""`, `0`, a blank handle).
     /// - The reported tags include the ownership marker; the engine strips it.
     /// - A secret's value is never read here.
-    async fn read(&self, kind: &'static str, region: &str, handle: &str) -> Result<Sighting, BackendError>;
+    async fn read(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+    ) -> Result<Sighting, BackendError>;
 
     /// Creates a resource named `name` and returns a read of it.
     ///
@@ -364,14 +378,24 @@ pub trait Backend: Send + Sync {
     /// - A resource something else still depends on is `DependencyViolation`, and is
     ///   left as it was.
     /// - A resource that does not exist is `NotFound`.
-    async fn delete(&self, kind: &'static str, region: &str, handle: &str) -> Result<(), BackendError>;
+    async fn delete(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+    ) -> Result<(), BackendError>;
 
     /// A resource's raw tags, marker included, for the ownership check.
     ///
     /// # Behavior
     /// - Returns the tags as stored, without stripping anything.
     /// - A resource that does not exist is `NotFound`.
-    async fn ownership(&self, kind: &'static str, region: &str, handle: &str) -> Result<RawTags, BackendError>;
+    async fn ownership(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+    ) -> Result<RawTags, BackendError>;
 
     /// The value of a secret of this fleet: the only way plaintext enters the engine.
     /// It is used for one create or update and never stored.
@@ -506,7 +530,10 @@ impl Unreachable {
     }
 
     fn refuse(&self) -> BackendError {
-        BackendError::new(ErrorKind::Denied, format!("{} is unreachable: {}", self.provider, self.why))
+        BackendError::new(
+            ErrorKind::Denied,
+            format!("{} is unreachable: {}", self.provider, self.why),
+        )
     }
 }
 
@@ -540,7 +567,13 @@ impl Backend for Unreachable {
     ) -> Result<Sighting, BackendError> {
         Err(self.refuse())
     }
-    async fn update(&self, _: &'static str, _: &str, _: &str, _: SettledSpec<'_>) -> Result<Sighting, BackendError> {
+    async fn update(
+        &self,
+        _: &'static str,
+        _: &str,
+        _: &str,
+        _: SettledSpec<'_>,
+    ) -> Result<Sighting, BackendError> {
         Err(self.refuse())
     }
     async fn delete(&self, _: &'static str, _: &str, _: &str) -> Result<(), BackendError> {

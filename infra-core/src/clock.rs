@@ -22,7 +22,10 @@ pub struct SystemClock {
 
 impl SystemClock {
     /// A clock whose origin is now.
-    #[allow(clippy::disallowed_methods, reason = "the one place the real time is read")]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the one place the real time is read"
+    )]
     pub fn new() -> Self {
         SystemClock {
             origin: tokio::time::Instant::now(),

@@ -18,6 +18,7 @@ pub mod merge;
 pub mod partial;
 pub mod plan;
 pub mod provider;
+pub mod records;
 pub mod refine;
 pub mod secret;
 pub mod settle;
@@ -45,6 +46,9 @@ pub use partial::Partial;
 pub use plan::{ForeignKey, Plan, PlanConflict};
 pub use provider::{
     Aws, AwsRegion, Gcp, GcpRegion, Provider, Region, Scaleway, ScalewayRegion, Supports,
+};
+pub use records::{
+    CacheEntry, FileStore, Ledger, LedgerRow, MemoryStore, RecordError, RecordStore,
 };
 pub use refine::Refines;
 pub use secret::SecretString;

@@ -84,9 +84,7 @@ fn field_attrs(attrs: &[Attribute]) -> syn::Result<FieldAttrs> {
             } else if meta.path.is_ident("instruction") {
                 out.instruction = Some(meta.value()?.parse()?);
             } else {
-                return Err(meta.error(
-                    "expected `replace`, `if_set` or `instruction = \"…\"`",
-                ));
+                return Err(meta.error("expected `replace`, `if_set` or `instruction = \"…\"`"));
             }
             Ok(())
         })?;

@@ -244,12 +244,14 @@ impl SecretSourceSettled {
     pub fn resolve(&self) -> Result<SecretString, crate::BackendError> {
         match self {
             SecretSourceSettled::Composed(value) => Ok(value.clone()),
-            SecretSourceSettled::FromEnv(var) => std::env::var(var).map(SecretString::new).map_err(|_| {
-                crate::BackendError::invalid(format!(
-                    "the environment variable {var} that holds this secret's value is not set \
+            SecretSourceSettled::FromEnv(var) => {
+                std::env::var(var).map(SecretString::new).map_err(|_| {
+                    crate::BackendError::invalid(format!(
+                        "the environment variable {var} that holds this secret's value is not set \
                      (or not valid UTF-8) in the process that applies"
-                ))
-            }),
+                    ))
+                })
+            }
         }
     }
 }
