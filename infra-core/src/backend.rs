@@ -184,6 +184,10 @@ impl Sighting {
         self.observed.downcast_ref()
     }
 
+    pub(crate) fn observed_arc(&self) -> Arc<dyn Any + Send + Sync> {
+        Arc::clone(&self.observed)
+    }
+
     /// The observed state, type-erased (for settling other resources' expressions).
     pub fn observed_any(&self) -> &(dyn Any + Send + Sync) {
         &*self.observed
@@ -214,7 +218,7 @@ pub struct SettledSpec<'a> {
     to_json: fn(&(dyn Any + Send + Sync)) -> serde_json::Value,
 }
 
-fn settled_json<K: Kind>(value: &(dyn Any + Send + Sync)) -> serde_json::Value {
+pub(crate) fn settled_json<K: Kind>(value: &(dyn Any + Send + Sync)) -> serde_json::Value {
     value
         .downcast_ref::<K::Settled>()
         .and_then(|v| serde_json::to_value(v).ok())
@@ -241,6 +245,19 @@ impl<'a> SettledSpec<'a> {
     /// strings, secret values redacted).
     pub fn to_json(&self) -> serde_json::Value {
         (self.to_json)(self.value)
+    }
+
+    /// A settled spec whose kind was erased by the engine.
+    pub(crate) fn erased(
+        kind: &'static str,
+        value: &'a (dyn Any + Send + Sync),
+        to_json: fn(&(dyn Any + Send + Sync)) -> serde_json::Value,
+    ) -> Self {
+        SettledSpec {
+            kind,
+            value,
+            to_json,
+        }
     }
 
     /// The kind's id.

@@ -28,7 +28,7 @@
 //! ```
 
 use std::any::Any;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,13 +37,19 @@ use serde::Serialize;
 
 use crate::key::{FleetId, KeyId, with_names};
 use crate::{
-    Conflict, Dep, FieldInfo, Key, Kind, Merge, Provider, Refines, Region, ResourceRef, Status,
-    Supports, default_name_rule,
+    Conflict, Dep, Env, FieldInfo, Key, Kind, Merge, NotYet, Provider, Refines, Region,
+    ResourceRef, Status, Supports, default_name_rule,
 };
 
 /// A spec with its kind erased, as the fleet and the plan hold it.
 pub(crate) trait ErasedSpec: Any + Send + Sync {
     fn deps(&self) -> Vec<Dep>;
+    /// Settles fully (the apply path), or says what is missing.
+    fn settle_dyn(&self, env: &dyn Env) -> Result<Box<dyn Any + Send + Sync>, NotYet>;
+    /// Serialises a value produced by `settle_dyn`.
+    fn settled_json_fn(&self) -> fn(&(dyn Any + Send + Sync)) -> serde_json::Value;
+    /// Settles what can be settled now, as the JSON of the kind's `Reported` type.
+    fn lenient_json(&self, env: &dyn Env) -> serde_json::Map<String, serde_json::Value>;
     fn to_json(&self) -> serde_json::Value;
     fn check(&self, problems: &mut Vec<String>);
     fn as_any(&self) -> &dyn Any;
@@ -52,6 +58,21 @@ pub(crate) trait ErasedSpec: Any + Send + Sync {
 }
 
 impl<K: Kind> ErasedSpec for K {
+    fn settle_dyn(&self, env: &dyn Env) -> Result<Box<dyn Any + Send + Sync>, NotYet> {
+        crate::Field::settle(self, env).map(|s| Box::new(s) as Box<dyn Any + Send + Sync>)
+    }
+
+    fn settled_json_fn(&self) -> fn(&(dyn Any + Send + Sync)) -> serde_json::Value {
+        crate::backend::settled_json::<K>
+    }
+
+    fn lenient_json(&self, env: &dyn Env) -> serde_json::Map<String, serde_json::Value> {
+        match serde_json::to_value(crate::Spec::settle_lenient(self, env)) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        }
+    }
+
     fn deps(&self) -> Vec<Dep> {
         let mut out = Vec::new();
         crate::Field::deps(self, &mut out);
@@ -157,6 +178,7 @@ pub(crate) struct FleetInner {
     pub(crate) resources: Vec<Declared>,
     pub(crate) names: Arc<[ResourceRef]>,
     pub(crate) forgets: Vec<Released>,
+    pub(crate) accounts: BTreeMap<&'static str, BTreeSet<String>>,
     /// Dependencies of each resource, by index, without repeats.
     pub(crate) deps: Vec<Vec<usize>>,
     /// A build order: every resource after what it depends on.
@@ -190,6 +212,7 @@ impl Fleet {
             slots: Vec::new(),
             forgets: Vec::new(),
             limits: Vec::new(),
+            accounts: BTreeMap::new(),
             misuse: Vec::new(),
         }
     }
@@ -252,6 +275,20 @@ impl Fleet {
             regions.sort_unstable();
         }
         out
+    }
+
+    /// The accounts the fleet may touch, per provider (empty: not restricted).
+    pub fn accounts(&self) -> &BTreeMap<&'static str, BTreeSet<String>> {
+        &self.inner.accounts
+    }
+
+    /// The providers the fleet declares resources on.
+    pub fn providers(&self) -> BTreeSet<&'static str> {
+        self.inner
+            .resources
+            .iter()
+            .map(|d| d.reference.provider)
+            .collect()
     }
 
     /// The resources released by `forget`.
@@ -348,6 +385,7 @@ pub struct FleetBuilder {
     slots: Vec<PendingResource>,
     forgets: Vec<Released>,
     limits: Vec<(&'static str, &'static str, usize)>,
+    accounts: BTreeMap<&'static str, BTreeSet<String>>,
     misuse: Vec<Problem>,
 }
 
@@ -450,6 +488,13 @@ impl FleetBuilder {
                 name: name.into(),
             },
         });
+    }
+
+    /// Names an account (project, organisation) of provider `P` this fleet may touch.
+    /// Once a provider has one, a backend authenticated in any other account is refused
+    /// before anything is listed.
+    pub fn account<P: Provider>(&mut self, id: impl Into<String>) {
+        self.accounts.entry(P::ID).or_default().insert(id.into());
     }
 
     /// Caps how many resources of kind `K` the fleet may declare on provider `P` (a
@@ -578,6 +623,7 @@ impl FleetBuilder {
                 resources,
                 names,
                 forgets,
+                accounts: self.accounts,
                 deps,
                 order,
             }),

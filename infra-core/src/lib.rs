@@ -5,7 +5,11 @@ extern crate self as infra_core;
 
 pub mod apply_result;
 pub mod backend;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod clock;
+pub mod diverge;
+pub mod engine;
 pub mod error;
 pub mod expr;
 pub mod field;
@@ -34,6 +38,8 @@ pub use backend::{
     RawTags, RetryPolicy, SettledSpec, Sighting, Unreachable, with_retries,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use diverge::{Divergence, Repair, divergence, repair_of};
+pub use engine::{ApplyError, Engine, Options, Outcome, PlanReport, PlannedChange};
 pub use error::{BackendError, ErrorKind};
 pub use expr::{Dep, Expr, Value};
 pub use field::{Field, FieldInfo, Mutability};

@@ -41,8 +41,8 @@ use crate::{Fleet, Key, Kind, Problem, Refines, ResourceRef, Status};
 /// A target for every key of a fleet.
 #[derive(Clone)]
 pub struct Plan {
-    fleet: Fleet,
-    targets: Vec<Status<DynSpec>>,
+    pub(crate) fleet: Fleet,
+    pub(crate) targets: Vec<Status<DynSpec>>,
 }
 
 impl fmt::Debug for Plan {

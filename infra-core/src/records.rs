@@ -636,7 +636,7 @@ mod tests {
             observed: serde_json::json!({"arn": "arn:aws:s3:::logs", "region": "eu-west-3"}),
         };
         store
-            .save_cache("shop", "aws", "s3Bucket", &[entry.clone()])
+            .save_cache("shop", "aws", "s3Bucket", std::slice::from_ref(&entry))
             .unwrap();
         assert_eq!(
             store.load_cache("shop", "aws", "s3Bucket").unwrap(),
