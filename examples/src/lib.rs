@@ -2,4 +2,5 @@
 //!
 //! Each module builds one fleet; the binaries in `src/bin/` run them.
 
+pub mod quickstart;
 pub mod shop;

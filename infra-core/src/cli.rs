@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
+pub use crate::engine::Progress;
 use crate::{
     ApplyResult, Backends, CheckReport, Engine, FileStore, Fleet, Options, Plan, PlanReport,
 };
@@ -248,7 +249,19 @@ where
         return 0;
     }
     let store = Arc::new(FileStore::new(&args.state_dir));
-    let engine = Engine::new(backends(&fleet), store);
+    let mut engine = Engine::new(backends(&fleet), store);
+    if console.interactive {
+        // A progress line on standard error, rewritten in place.
+        engine = engine.with_progress(|p| {
+            eprint!(
+                "\r\x1b[2K[{}/{}] {} {}",
+                p.done, p.total, p.what, p.resource
+            );
+            if p.done == p.total {
+                eprintln!();
+            }
+        });
+    }
     match args.verb {
         Verb::Check => unreachable!("handled above"),
         Verb::Refresh => match engine.refresh(&fleet.plan()).await {
@@ -408,6 +421,9 @@ async fn apply(
     }
     match engine.apply(plan, options).await {
         Ok(outcome) => {
+            if !json {
+                let _ = writeln!(console.out);
+            }
             print_result(console, &outcome.result, json);
             if outcome.result.is_success() { 0 } else { 1 }
         }
@@ -434,16 +450,23 @@ fn print_plan(console: &mut Console, report: &PlanReport, json: bool) {
 /// The result as text for people.
 pub fn render_result(result: &ApplyResult) -> String {
     use std::fmt::Write as _;
+    let width = result
+        .subjects()
+        .map(|(s, _)| s.to_string().len())
+        .max()
+        .unwrap_or(0);
     let mut out = String::new();
+    let mut line = |mark: char, subject: &crate::Subject, what: String| {
+        let _ = writeln!(out, "  {mark} {:<width$}  {what}", subject.to_string());
+    };
     for a in &result.applied {
-        let change = format!("{:?}", a.change).to_lowercase();
         let mark = match a.change {
             crate::Change::Created => '+',
             crate::Change::Updated => '~',
             crate::Change::Replaced => '±',
             crate::Change::Unchanged => ' ',
         };
-        let _ = writeln!(out, "  {mark} {}  {change}", a.resource);
+        line(mark, &a.resource, format!("{:?}", a.change).to_lowercase());
     }
     for p in &result.pruned {
         let how = if p.already_absent {
@@ -451,14 +474,14 @@ pub fn render_result(result: &ApplyResult) -> String {
         } else {
             "pruned"
         };
-        let _ = writeln!(out, "  - {}  {how}", p.resource);
+        line('-', &p.resource, how.to_owned());
     }
     for n in &result.not_attempted {
-        let _ = writeln!(out, "  · {}  not attempted: {}", n.resource, n.reason);
+        line('·', &n.resource, format!("not attempted: {}", n.reason));
     }
     for f in &result.failed {
         let step = format!("{:?}", f.step).to_lowercase();
-        let _ = writeln!(out, "  ! {}  failed to {step}: {}", f.resource, f.error);
+        line('!', &f.resource, format!("failed to {step}: {}", f.error));
     }
     let count = |c: crate::Change| result.applied.iter().filter(|a| a.change == c).count();
     let _ = writeln!(

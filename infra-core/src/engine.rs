@@ -24,7 +24,7 @@
 //!   provider's `DependencyViolation`.
 
 use std::any::Any;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
 
@@ -348,6 +348,21 @@ pub struct Outcome {
     pub result: ApplyResult,
 }
 
+/// One step of an apply's progress, for a progress line.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress<'a> {
+    /// Resources finished so far.
+    pub done: usize,
+    /// Resources with work in this apply.
+    pub total: usize,
+    /// The resource that just finished.
+    pub resource: &'a Subject,
+    /// What happened to it (`created`, `failed`, …).
+    pub what: &'static str,
+}
+
+type ProgressHook = Arc<dyn Fn(Progress<'_>) + Send + Sync>;
+
 /// Observes clouds and brings them to a plan. Cheap to clone.
 #[derive(Clone)]
 pub struct Engine {
@@ -355,6 +370,7 @@ pub struct Engine {
     store: Arc<dyn RecordStore>,
     clock: Arc<dyn Clock>,
     retry: RetryPolicy,
+    progress: Option<ProgressHook>,
 }
 
 impl fmt::Debug for Engine {
@@ -442,7 +458,14 @@ impl Engine {
             store,
             clock: Arc::new(SystemClock::new()),
             retry: RetryPolicy::default(),
+            progress: None,
         }
+    }
+
+    /// The same engine, reporting each finished resource of an apply to `hook`.
+    pub fn with_progress(mut self, hook: impl Fn(Progress<'_>) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(hook));
+        self
     }
 
     /// The same engine on another clock (tests use a manual one).
@@ -1280,19 +1303,28 @@ impl Engine {
                 (None, _) => (2, s),
             }
         };
-        let mut ready: Vec<usize> = (0..n)
+        // The ready set is ordered, so that one call at a time runs exactly the build
+        // order, and deletes exactly its reverse.
+        let mut ready: BTreeSet<((u8, usize), usize)> = (0..n)
             .filter(|&s| matches!(state[s], NodeState::Waiting) && remaining[s] == 0)
+            .map(|s| (priority(s), s))
             .collect();
-        ready.sort_by_key(|&s| priority(s));
-        let mut ready: VecDeque<usize> = ready.into();
         let mut deferred: Vec<(usize, BackendError)> = Vec::new();
         let parallelism = options.parallelism.max(1);
         let mut in_flight: FuturesUnordered<BoxFuture<'_, (usize, Done)>> = FuturesUnordered::new();
+        let with_work = state
+            .iter()
+            .filter(|s| matches!(s, NodeState::Waiting))
+            .count();
+        let mut finished = 0;
 
         loop {
             while in_flight.len() < parallelism
-                && let Some(s) = ready.pop_front()
+                && let Some((_, s)) = ready.pop_first()
             {
+                if !matches!(state[s], NodeState::Waiting) {
+                    continue;
+                }
                 state[s] = NodeState::Running;
                 let job = self.job(plan, &observation.slots[s], &world, &marker);
                 in_flight.push(Box::pin(async move { (s, job.await) }));
@@ -1301,6 +1333,15 @@ impl Engine {
                 break;
             };
             let slot = &observation.slots[s];
+            finished += 1;
+            if let Some(hook) = &self.progress {
+                hook(Progress {
+                    done: finished,
+                    total: with_work,
+                    resource: &slot.subject,
+                    what: done.describe(),
+                });
+            }
             match &done {
                 Done::Built { sighting, .. } => {
                     if let (Some(i), Some(sighting)) = (slot.index, sighting) {
@@ -1329,17 +1370,14 @@ impl Engine {
             let succeeded = matches!(done, Done::Built { .. } | Done::Pruned { .. });
             state[s] = NodeState::Done(done);
             if succeeded {
-                let mut newly: Vec<usize> = Vec::new();
                 for &d in &dependants[s] {
                     if matches!(state[d], NodeState::Waiting) {
                         remaining[d] -= 1;
                         if remaining[d] == 0 {
-                            newly.push(d);
+                            ready.insert((priority(d), d));
                         }
                     }
                 }
-                newly.sort_by_key(|&d| priority(d));
-                ready.extend(newly);
             } else {
                 for &d in &dependants[s] {
                     fail_downstream(d, &dependants, &mut state);
@@ -1743,6 +1781,32 @@ enum Done {
     },
     NotAttempted(NotAttemptedReason),
     Failed(Step, BackendError),
+}
+
+impl Done {
+    fn describe(&self) -> &'static str {
+        match self {
+            Done::Built {
+                change: Change::Created,
+                ..
+            } => "created",
+            Done::Built {
+                change: Change::Updated,
+                ..
+            } => "updated",
+            Done::Built {
+                change: Change::Replaced,
+                ..
+            } => "replaced",
+            Done::Built {
+                change: Change::Unchanged,
+                ..
+            } => "unchanged",
+            Done::Pruned { .. } => "deleted",
+            Done::NotAttempted(_) => "not attempted",
+            Done::Failed(..) => "failed",
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -402,7 +402,14 @@ impl FileStore {
 
     fn remove(path: &Path) -> Result<(), RecordError> {
         match std::fs::remove_file(path) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                // A provider's directory goes with its last file; one still holding
+                // something stays.
+                if let Some(dir) = path.parent() {
+                    let _ = std::fs::remove_dir(dir);
+                }
+                Ok(())
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(source) => Err(RecordError::Io {
                 path: path.to_owned(),

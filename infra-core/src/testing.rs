@@ -207,6 +207,7 @@ impl Sample for SecretSource {
         prop_oneof![
             String::sample().prop_map(SecretSource::FromEnv),
             Expr::<SecretString>::sample().prop_map(SecretSource::Composed),
+            (8u16..10).prop_map(|length| SecretSource::Generated { length }),
         ]
         .boxed()
     }

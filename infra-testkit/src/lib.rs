@@ -7,3 +7,5 @@ pub mod laws {
         Sample, check_merge_laws, check_refines_laws, merge_laws, refines_laws,
     };
 }
+
+pub mod sim;

@@ -46,7 +46,8 @@
 //! }
 //! ```
 //!
-//! A secret has exactly one source: an environment variable, or a composition.
+//! A secret has exactly one source: an environment variable, a composition, or the
+//! provider's generator.
 //!
 //! ```
 //! use infra_core::kinds::{SecretSource, Secrets};

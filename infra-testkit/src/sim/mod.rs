@@ -1,0 +1,772 @@
+//! A simulated cloud: AWS, GCP and Scaleway in one process, behind the `Backend` trait.
+//!
+//! A [`SimCloud`] holds one world shared by the three providers; [`SimCloud::backend`]
+//! gives each provider's [`Backend`]. The simulator behaves like a cloud rather than
+//! echoing what it is given:
+//!
+//! - **Regions.** Resources live per (provider, kind, region), and `list` answers one
+//!   region. Names are unique per (provider, kind, region), except `awsInstance`; bucket
+//!   names, and names of kinds whose handle does not hold the region (AWS IAM roles; GCP
+//!   service accounts, topics, secrets and Cloud SQL instances), are unique across the
+//!   provider's regions. On AWS, `objectStore` and `s3Bucket` share one bucket namespace.
+//! - **Server-side values.** `create` assigns a handle in the provider's format
+//!   (`sg-…`, `i-…`, `arn:aws:s3:::…`, an SQS queue URL, `projects/…/secrets/…`, UUIDs on
+//!   Scaleway), fills the kind's observed state (endpoints, ports, ids, addresses),
+//!   fills in what the cloud decides when the spec is silent (a security group's VPC and
+//!   default egress rule, an instance's subnet, a bucket's versioning, a queue's
+//!   retention, …) and resolves an image of `latest` to the region's newest AMI.
+//! - **Markers.** The ownership marker is written into the raw tags by `create` itself.
+//!   `read` reports the tags with the marker (a map, or `managed-by-infra=<fleet>` in a
+//!   Scaleway string list); `ownership` returns the raw tags.
+//! - **Secrets.** A secret's value is resolved at create and update and kept in the
+//!   world; a secret the provider generates is drawn (from the seed) on create and kept
+//!   by later updates. `read` never reports the value (`valueFrom` is left out);
+//!   `secret_value` returns it.
+//! - **References.** A resource whose configuration holds another resource's handle
+//!   depends on it: deleting the referenced one is `DependencyViolation`, naming the
+//!   dependant, and changes nothing. Handles are matched across the whole world, so a
+//!   Scaleway function holding an AWS bucket's handle also protects the bucket.
+//! - **Errors.** A missing handle is `NotFound` with the provider's code
+//!   (`InvalidGroup.NotFound`, `NOT_FOUND`, `not_found`, …); a denied scope
+//!   ([`SimCloud::deny`]) is `Denied`, for `list` too.
+//! - **Time.** Every call first sleeps its latency on the injected [`Clock`] (zero unless
+//!   configured); with a [`ManualClock`] nothing waits for real.
+//! - **Faults** ([`SimCloud::fail_nth`], [`SimCloud::lose_response_nth`],
+//!   [`SimCloud::throttle_next`], [`SimCloud::crash_after`], [`FaultPlan`]), eventual
+//!   consistency ([`SimCloud::set_list_lag`]) and a call log ([`SimCloud::calls`]).
+//!
+//! Everything random comes from the seed: two worlds built from the same seed and given
+//! the same calls assign the same handles and answer the same way.
+//!
+//! ## Persistence
+//!
+//! [`SimCloud::open`] keeps the world in a JSON file (its own schema, versioned), saved
+//! after every write, so that separate processes can apply, plan and destroy against the
+//! same simulated estate. **The file plays the cloud's own storage: it holds secret
+//! values in plaintext**, as a secret manager would. Keep it out of version control.
+//! Faults, denials, latency, eventual-consistency lag and the call log belong to the
+//! test run and are not saved. A direct edit of the world (`insert_foreign`,
+//! `set_field`, …) that cannot be saved panics: it is test set-up, and a test should not
+//! carry on with a world its file does not hold.
+//!
+//! ```
+//! use infra_core::{Backend, ErrorKind};
+//! use infra_testkit::sim::SimCloud;
+//! # let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! # runtime.block_on(async {
+//! let cloud = SimCloud::new(7);
+//! let aws = cloud.backend("aws");
+//! assert_eq!(aws.account().await.unwrap(), "sim-aws-000000000000");
+//! assert!(aws.list("securityGroup", "eu-west-3").await.unwrap().is_empty());
+//! let err = aws.read("securityGroup", "eu-west-3", "sg-0123").await.unwrap_err();
+//! assert_eq!(err.kind, ErrorKind::NotFound);
+//! assert_eq!(err.code.as_deref(), Some("InvalidGroup.NotFound"));
+//! assert_eq!(cloud.calls().len(), 3);
+//! # });
+//! ```
+
+mod faults;
+mod kinds;
+mod rng;
+mod world;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use infra_core::kinds::Secrets;
+use infra_core::{
+    Backend, BackendError, Backends, Capabilities, Clock, ErrorKind, Listed, ManualClock, Marker,
+    RawTags, SecretString, SettledSpec, Sighting,
+};
+use serde_json::{Map, Value};
+
+pub use faults::{CallFilter, CallRecord, Fault, FaultPlan, FaultRule, Op, Outcome};
+pub use world::WorldFileError;
+
+use world::{Prepared, SecretInput, Stored, World};
+
+/// One resource of the simulated world, as a test sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimResource {
+    /// The provider (`aws`).
+    pub provider: String,
+    /// The kind's id (`securityGroup`).
+    pub kind: String,
+    /// The region's code.
+    pub region: String,
+    /// The name it was created with.
+    pub name: String,
+    /// The handle the cloud assigned.
+    pub handle: String,
+    /// The raw tags, marker included.
+    pub raw_tags: RawTags,
+    /// The configuration in force (camelCase; tags and secret values left out).
+    pub config: Map<String, Value>,
+    /// The observed state, as the kind's `Observed` type serialises.
+    pub observed: Value,
+}
+
+impl SimResource {
+    fn of(stored: &Stored) -> Self {
+        SimResource {
+            provider: stored.provider.clone(),
+            kind: stored.kind.clone(),
+            region: stored.region.clone(),
+            name: stored.name.clone(),
+            handle: stored.handle.clone(),
+            raw_tags: stored.tags.clone(),
+            config: stored.config.clone(),
+            observed: stored.observed.clone(),
+        }
+    }
+}
+
+struct Inner {
+    world: Mutex<World>,
+    clock: Arc<dyn Clock>,
+}
+
+/// A handle on one simulated world, shared by its three providers. Cloning it is
+/// cheap, and every clone sees the same world.
+#[derive(Clone)]
+pub struct SimCloud {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for SimCloud {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("SimCloud").field(&*self.world()).finish()
+    }
+}
+
+impl SimCloud {
+    /// An empty world, its randomness fixed by `seed`, on a [`ManualClock`].
+    pub fn new(seed: u64) -> Self {
+        Self::with_clock(seed, Arc::new(ManualClock::new()))
+    }
+
+    /// An empty world on the given clock (latency is slept on it).
+    pub fn with_clock(seed: u64, clock: Arc<dyn Clock>) -> Self {
+        Self::from_world(World::new(seed), clock)
+    }
+
+    fn from_world(world: World, clock: Arc<dyn Clock>) -> Self {
+        SimCloud {
+            inner: Arc::new(Inner {
+                world: Mutex::new(world),
+                clock,
+            }),
+        }
+    }
+
+    /// The world saved in the JSON file at `path`, or an empty one (seed 0) if there is
+    /// no such file; either way it is saved there after every write. A file that is not
+    /// a world is refused with its path, line and column, and left untouched.
+    ///
+    /// The file holds secret values in plaintext (see the module documentation).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, WorldFileError> {
+        Self::open_with_clock(path, Arc::new(ManualClock::new()))
+    }
+
+    /// [`SimCloud::open`], on the given clock.
+    pub fn open_with_clock(
+        path: impl AsRef<Path>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, WorldFileError> {
+        let path = path.as_ref();
+        let world = match World::load(path)? {
+            Some(world) => world,
+            None => {
+                let mut world = World::new(0);
+                world.path = Some(path.to_path_buf());
+                world
+            }
+        };
+        Ok(Self::from_world(world, clock))
+    }
+
+    /// Saves the world to its file now (it is saved after every write anyway). Does
+    /// nothing for a world without a file.
+    pub fn save(&self) -> Result<(), WorldFileError> {
+        self.world().persist()
+    }
+
+    /// The file the world is saved in, if any.
+    pub fn path(&self) -> Option<PathBuf> {
+        self.world().path.clone()
+    }
+
+    /// The seed the world was built from.
+    pub fn seed(&self) -> u64 {
+        self.world().seed
+    }
+
+    /// The clock latency is slept on.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.inner.clock)
+    }
+
+    fn world(&self) -> MutexGuard<'_, World> {
+        self.inner
+            .world
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the world, then saves it if it changed something.
+    fn mutate<T>(&self, f: impl FnOnce(&mut World) -> (T, bool)) -> T {
+        let mut world = self.world();
+        let (value, changed) = f(&mut world);
+        if changed {
+            // Direct edits are test set-up: a failure to save them is the test's to see.
+            if let Err(e) = world.persist() {
+                panic!("the simulated cloud could not save its world: {e}");
+            }
+        }
+        value
+    }
+
+    /// The backend of `provider` (`aws`, `gcp` or `scaleway`).
+    ///
+    /// # Panics
+    /// For any other provider.
+    pub fn backend(&self, provider: &'static str) -> Arc<dyn Backend> {
+        Arc::new(self.sim_backend(provider))
+    }
+
+    /// The backend of `provider` as its concrete type.
+    ///
+    /// # Panics
+    /// For a provider other than `aws`, `gcp` and `scaleway`.
+    pub fn sim_backend(&self, provider: &str) -> SimBackend {
+        let provider = kinds::provider_id(provider).unwrap_or_else(|| {
+            panic!(
+                "the simulated cloud has no provider {provider:?} (it has aws, gcp and scaleway)"
+            )
+        });
+        SimBackend {
+            provider,
+            cloud: self.clone(),
+        }
+    }
+
+    /// The backends of all three providers.
+    pub fn backends(&self) -> Backends {
+        kinds::PROVIDERS
+            .iter()
+            .fold(Backends::new(), |b, p| b.with(self.backend(p)))
+    }
+
+    // ---- accounts and behaviour ----
+
+    /// The account id `provider`'s backend answers.
+    pub fn account(&self, provider: &str) -> String {
+        self.world().account(provider)
+    }
+
+    /// Sets the account id `provider`'s backend answers (handles already assigned keep
+    /// the account they were made in).
+    pub fn set_account(&self, provider: &str, account: impl Into<String>) {
+        let account = account.into();
+        self.mutate(|w| {
+            w.accounts.insert(provider.to_string(), account);
+            ((), true)
+        });
+    }
+
+    /// Eventual consistency: a resource created from now on is missing from the next
+    /// `calls` `list` calls of its provider, kind and region. Zero (the default) lists
+    /// it at once.
+    pub fn set_list_lag(&self, calls: u32) {
+        self.world().list_lag = calls;
+    }
+
+    /// Every call sleeps this long on the clock before it reaches the world.
+    pub fn set_latency(&self, latency: Duration) {
+        let mut world = self.world();
+        world.latency = latency;
+        world.latency_by_op.clear();
+    }
+
+    /// Calls of `op` sleep this long (overriding [`SimCloud::set_latency`] for them).
+    pub fn set_latency_for(&self, op: Op, latency: Duration) {
+        self.world().latency_by_op.insert(op, latency);
+    }
+
+    // ---- faults ----
+
+    /// The `n`th call from now (1-based, any provider, any operation) fails with an
+    /// error of `kind`, not applied.
+    pub fn fail_nth(&self, n: u64, kind: ErrorKind, may_have_been_sent: bool) {
+        self.fail_nth_matching(CallFilter::any(), n, kind, may_have_been_sent);
+    }
+
+    /// The `n`th call from now that matches `filter` fails with an error of `kind`, not
+    /// applied.
+    pub fn fail_nth_matching(
+        &self,
+        filter: CallFilter,
+        n: u64,
+        kind: ErrorKind,
+        may_have_been_sent: bool,
+    ) {
+        self.inject(FaultRule {
+            nth: n,
+            filter,
+            fault: Fault::Fail {
+                kind,
+                may_have_been_sent,
+            },
+        });
+    }
+
+    /// The `n`th call from now is applied, then its response is lost: the caller sees
+    /// `Unavailable` with `may_have_been_sent`.
+    pub fn lose_response_nth(&self, n: u64) {
+        self.lose_response_nth_matching(CallFilter::any(), n);
+    }
+
+    /// The `n`th call from now that matches `filter` is applied, and its response lost.
+    pub fn lose_response_nth_matching(&self, filter: CallFilter, n: u64) {
+        self.inject(FaultRule {
+            nth: n,
+            filter,
+            fault: Fault::LoseResponse,
+        });
+    }
+
+    /// Installs one fault rule.
+    pub fn inject(&self, rule: FaultRule) {
+        self.world().faults.arm(rule);
+    }
+
+    /// Installs a whole fault plan.
+    pub fn install(&self, plan: &FaultPlan) {
+        self.world().faults.install(plan);
+    }
+
+    /// The next `calls` calls are throttled, not applied.
+    pub fn throttle_next(&self, calls: u64) {
+        self.world().faults.throttle_next(calls);
+    }
+
+    /// Each call is throttled with probability `rate` (0 to 1), drawn from the seed.
+    pub fn set_throttle_rate(&self, rate: f64) {
+        self.world().faults.set_throttle_rate(rate);
+    }
+
+    /// Removes every fault not yet fired, throttling and any pending crash point. A
+    /// world that has crashed stays crashed: see [`SimCloud::revive`].
+    pub fn clear_faults(&self) {
+        self.world().faults.clear();
+    }
+
+    /// A crash point: the next `calls` calls are served, and every call after them is
+    /// refused with an `Other` error saying the process crashed (not applied), as if
+    /// the applying process had been killed. Zero crashes at once.
+    pub fn crash_after(&self, calls: u64) {
+        self.world().faults.crash_after(calls);
+    }
+
+    /// Crashes now: every call is refused until [`SimCloud::revive`].
+    pub fn crash_now(&self) {
+        self.world().faults.crash_now();
+    }
+
+    /// Accepts calls again after a crash (the next run), and drops any pending crash
+    /// point.
+    pub fn revive(&self) {
+        self.world().faults.revive();
+    }
+
+    /// Whether the world has crashed.
+    pub fn is_crashed(&self) -> bool {
+        self.world().faults.is_crashed()
+    }
+
+    /// Calls to `provider` naming `kind` (any when `None`) in `region` (any when
+    /// `None`) fail with `Denied`, never `NotFound`. With both `None`, `account` is
+    /// denied too.
+    pub fn deny(&self, provider: &str, kind: Option<&str>, region: Option<&str>) {
+        self.world().deny(provider, kind, region);
+    }
+
+    /// Lifts one denial, given exactly as it was made.
+    pub fn allow(&self, provider: &str, kind: Option<&str>, region: Option<&str>) {
+        self.world().allow(provider, kind, region);
+    }
+
+    /// Lifts every denial.
+    pub fn allow_all(&self) {
+        self.world().allow_all();
+    }
+
+    // ---- the call log ----
+
+    /// Every call received since the last [`SimCloud::clear_calls`], in order.
+    pub fn calls(&self) -> Vec<CallRecord> {
+        self.world().calls().to_vec()
+    }
+
+    /// The `create`, `update` and `delete` calls that reached the world and changed it
+    /// (lost responses included: they were applied).
+    pub fn writes(&self) -> Vec<CallRecord> {
+        self.world()
+            .calls()
+            .iter()
+            .filter(|c| c.is_write() && c.applied)
+            .cloned()
+            .collect()
+    }
+
+    /// Every `create`, `update` and `delete` call received, whatever became of it.
+    pub fn write_attempts(&self) -> Vec<CallRecord> {
+        self.world()
+            .calls()
+            .iter()
+            .filter(|c| c.is_write())
+            .cloned()
+            .collect()
+    }
+
+    /// Forgets the calls logged so far.
+    pub fn clear_calls(&self) {
+        self.world().clear_calls();
+    }
+
+    // ---- the world, directly ----
+
+    /// Puts a resource into the world as if someone else had made it, with the given
+    /// raw tags (no marker unless they hold one) and only what the cloud fills in as
+    /// its configuration. Returns its handle.
+    pub fn insert_foreign(
+        &self,
+        provider: &str,
+        kind: &str,
+        region: &str,
+        name: &str,
+        raw_tags: RawTags,
+    ) -> Result<String, BackendError> {
+        self.insert_foreign_with(provider, kind, region, name, Map::new(), raw_tags)
+    }
+
+    /// [`SimCloud::insert_foreign`] with a configuration (camelCase fields, as a settled
+    /// spec serialises; a `tags` field is ignored in favour of `raw_tags`).
+    pub fn insert_foreign_with(
+        &self,
+        provider: &str,
+        kind: &str,
+        region: &str,
+        name: &str,
+        config: Map<String, Value>,
+        raw_tags: RawTags,
+    ) -> Result<String, BackendError> {
+        self.mutate(|w| {
+            let prepared = Prepared {
+                config,
+                secret: None,
+            };
+            let result = w.insert(provider, kind, region, name, prepared, raw_tags);
+            let changed = result.is_ok();
+            (result, changed)
+        })
+    }
+
+    /// Every resource, in creation order.
+    pub fn resources(&self) -> Vec<SimResource> {
+        self.world().resources().map(SimResource::of).collect()
+    }
+
+    /// The resource with this handle.
+    pub fn resource(&self, handle: &str) -> Option<SimResource> {
+        self.world().by_handle(handle).map(SimResource::of)
+    }
+
+    /// The resources of a provider's kind with this name, in any region.
+    pub fn find(&self, provider: &str, kind: &str, name: &str) -> Vec<SimResource> {
+        self.world()
+            .resources()
+            .filter(|s| s.provider == provider && s.kind == kind && s.name == name)
+            .map(SimResource::of)
+            .collect()
+    }
+
+    /// How many resources the world holds.
+    pub fn len(&self) -> usize {
+        self.world().resources().count()
+    }
+
+    /// Whether the world holds no resource.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many resources of a provider's kind the world holds, in every region.
+    pub fn count(&self, provider: &str, kind: &str) -> usize {
+        self.world()
+            .resources()
+            .filter(|s| s.provider == provider && s.kind == kind)
+            .count()
+    }
+
+    /// Deletes a resource behind the engine's back, ignoring what depends on it.
+    /// Returns whether it existed.
+    pub fn remove(&self, handle: &str) -> bool {
+        self.mutate(|w| {
+            let removed = w.remove(handle).is_some();
+            (removed, removed)
+        })
+    }
+
+    /// Drift: sets one field of a resource's stored configuration (camelCase; `tags`
+    /// is [`SimCloud::set_raw_tags`]). Returns whether the resource exists.
+    pub fn set_field(&self, handle: &str, field: &str, value: Value) -> bool {
+        self.mutate(|w| {
+            let Some(stored) = w.by_handle_mut(handle) else {
+                return (false, false);
+            };
+            stored.config.insert(field.to_string(), value);
+            w.relink(handle);
+            (true, true)
+        })
+    }
+
+    /// Drift: removes one field from a resource's stored configuration, so that `read`
+    /// no longer reports it. Returns whether the resource exists.
+    pub fn remove_field(&self, handle: &str, field: &str) -> bool {
+        self.mutate(|w| {
+            let Some(stored) = w.by_handle_mut(handle) else {
+                return (false, false);
+            };
+            stored.config.remove(field);
+            w.relink(handle);
+            (true, true)
+        })
+    }
+
+    /// Replaces a resource's raw tags (a marker removed or forged, a label added).
+    /// Returns whether the resource exists.
+    pub fn set_raw_tags(&self, handle: &str, tags: RawTags) -> bool {
+        self.mutate(|w| match w.by_handle_mut(handle) {
+            Some(stored) => {
+                stored.tags = tags;
+                (true, true)
+            }
+            None => (false, false),
+        })
+    }
+
+    /// The value a secret holds, as the cloud stores it.
+    pub fn stored_secret(&self, handle: &str) -> Option<SecretString> {
+        self.world()
+            .by_handle(handle)
+            .and_then(|s| s.secret.clone())
+            .map(SecretString::new)
+    }
+
+    /// The AMI an AWS image of `latest` resolves to in `region`.
+    pub fn latest_ami(&self, region: &str) -> String {
+        kinds::latest_ami(self.seed(), region)
+    }
+
+    /// The id of the default VPC of an AWS region.
+    pub fn default_vpc(&self, region: &str) -> String {
+        kinds::default_vpc(self.seed(), region)
+    }
+
+    /// The id of the default subnet of an AWS region.
+    pub fn default_subnet(&self, region: &str) -> String {
+        kinds::default_subnet(self.seed(), region)
+    }
+
+    // ---- serving ----
+
+    async fn serve<T>(
+        &self,
+        call: CallRecord,
+        act: impl FnOnce(&mut World, &mut CallRecord) -> Result<T, BackendError> + Send,
+    ) -> Result<T, BackendError> {
+        let latency = self.world().latency(call.op);
+        if !latency.is_zero() {
+            self.inner.clock.sleep(latency).await;
+        }
+        self.world().serve(call, act)
+    }
+}
+
+/// Turns a settled spec into what the world stores, before the call waits: its JSON,
+/// and a secret's value, resolved here and nowhere else (or, for a secret the provider
+/// generates, how long a value to draw).
+fn prepare(kind: &str, spec: SettledSpec<'_>) -> Result<Prepared, BackendError> {
+    if spec.kind() != kind {
+        return Err(BackendError::invalid(format!(
+            "a {} spec was handed to a call for kind {kind}",
+            spec.kind()
+        )));
+    }
+    let mut config = kinds::settled_json(kind, spec)?;
+    let secret = if kind == "secrets" {
+        config.remove("valueFrom");
+        let source = &spec.get::<Secrets>()?.value_from;
+        match source.generated_length() {
+            // The cloud draws the value itself, on create.
+            Some(length) => Some(SecretInput::Generate(usize::from(length).min(4096))),
+            None => Some(SecretInput::Value(source.resolve()?.expose().to_string())),
+        }
+    } else {
+        None
+    };
+    Ok(Prepared { config, secret })
+}
+
+/// One provider's backend on a [`SimCloud`].
+#[derive(Clone, Debug)]
+pub struct SimBackend {
+    provider: &'static str,
+    cloud: SimCloud,
+}
+
+impl SimBackend {
+    /// The world it serves.
+    pub fn cloud(&self) -> &SimCloud {
+        &self.cloud
+    }
+
+    fn call(
+        &self,
+        op: Op,
+        kind: Option<&'static str>,
+        region: Option<&str>,
+        name: Option<&str>,
+        handle: Option<&str>,
+    ) -> CallRecord {
+        CallRecord {
+            seq: 0,
+            provider: self.provider,
+            op,
+            kind,
+            region: region.map(str::to_string),
+            name: name.map(str::to_string),
+            handle: handle.map(str::to_string),
+            outcome: Outcome::Ok,
+            applied: false,
+        }
+    }
+}
+
+#[async_trait]
+impl Backend for SimBackend {
+    fn provider(&self) -> &'static str {
+        self.provider
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let kinds = kinds::kinds_of(self.provider).iter().copied();
+        let mut caps = Capabilities::with_kinds(kinds);
+        if caps.kinds.contains("awsInstance") {
+            caps.duplicate_names.insert("awsInstance");
+        }
+        caps
+    }
+
+    async fn account(&self) -> Result<String, BackendError> {
+        let call = self.call(Op::Account, None, None, None, None);
+        let provider = self.provider;
+        self.cloud
+            .serve(call, move |w, _| Ok(w.account(provider)))
+            .await
+    }
+
+    async fn list(&self, kind: &'static str, region: &str) -> Result<Vec<Listed>, BackendError> {
+        let call = self.call(Op::List, Some(kind), Some(region), None, None);
+        let provider = self.provider;
+        self.cloud
+            .serve(call, move |w, _| w.list(provider, kind, region))
+            .await
+    }
+
+    async fn read(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+    ) -> Result<Sighting, BackendError> {
+        let call = self.call(Op::Read, Some(kind), Some(region), None, Some(handle));
+        self.cloud
+            .serve(call, move |w, c| w.read(c, kind, region, handle))
+            .await
+    }
+
+    async fn create(
+        &self,
+        kind: &'static str,
+        region: &str,
+        name: &str,
+        spec: SettledSpec<'_>,
+        marker: &Marker,
+    ) -> Result<Sighting, BackendError> {
+        let call = self.call(Op::Create, Some(kind), Some(region), Some(name), None);
+        let prepared = prepare(kind, spec);
+        self.cloud
+            .serve(call, move |w, c| {
+                w.create(c, kind, region, name, prepared, marker)
+            })
+            .await
+    }
+
+    async fn update(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+        spec: SettledSpec<'_>,
+    ) -> Result<Sighting, BackendError> {
+        let call = self.call(Op::Update, Some(kind), Some(region), None, Some(handle));
+        let prepared = prepare(kind, spec);
+        self.cloud
+            .serve(call, move |w, c| {
+                w.update(c, kind, region, handle, prepared)
+            })
+            .await
+    }
+
+    async fn delete(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+    ) -> Result<(), BackendError> {
+        let call = self.call(Op::Delete, Some(kind), Some(region), None, Some(handle));
+        self.cloud
+            .serve(call, move |w, c| w.delete(c, kind, region, handle))
+            .await
+    }
+
+    async fn ownership(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+    ) -> Result<RawTags, BackendError> {
+        let call = self.call(Op::Ownership, Some(kind), Some(region), None, Some(handle));
+        self.cloud
+            .serve(call, move |w, c| w.ownership(c, kind, region, handle))
+            .await
+    }
+
+    async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError> {
+        let call = self.call(
+            Op::SecretValue,
+            Some("secrets"),
+            Some(region),
+            None,
+            Some(handle),
+        );
+        self.cloud
+            .serve(call, move |w, c| w.secret_value(c, region, handle))
+            .await
+    }
+}
