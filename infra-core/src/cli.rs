@@ -397,7 +397,7 @@ async fn apply(
     }
     if !report.has_changes() {
         if json {
-            print_result(console, &ApplyResult::default(), true);
+            print_result(console, &ApplyResult::default(), true, verb);
         }
         return if report.has_failures() { 1 } else { 0 };
     }
@@ -424,7 +424,7 @@ async fn apply(
             if !json {
                 let _ = writeln!(console.out);
             }
-            print_result(console, &outcome.result, json);
+            print_result(console, &outcome.result, json, verb);
             if outcome.result.is_success() { 0 } else { 1 }
         }
         Err(e) => refuse(console, &e),
@@ -449,6 +449,10 @@ fn print_plan(console: &mut Console, report: &PlanReport, json: bool) {
 
 /// The result as text for people.
 pub fn render_result(result: &ApplyResult) -> String {
+    render_result_titled(result, "Apply")
+}
+
+fn render_result_titled(result: &ApplyResult, verb: &str) -> String {
     use std::fmt::Write as _;
     let width = result
         .subjects()
@@ -486,11 +490,12 @@ pub fn render_result(result: &ApplyResult) -> String {
     let count = |c: crate::Change| result.applied.iter().filter(|a| a.change == c).count();
     let _ = writeln!(
         out,
-        "{}: {} created, {} updated, {} replaced, {} unchanged, {} pruned, {} not attempted, {} failed.",
+        "{} {}: {} created, {} updated, {} replaced, {} unchanged, {} pruned, {} not attempted, {} failed.",
+        verb,
         if result.is_success() {
-            "Apply complete"
+            "complete"
         } else {
-            "Apply incomplete"
+            "incomplete"
         },
         count(crate::Change::Created),
         count(crate::Change::Updated),
@@ -503,7 +508,7 @@ pub fn render_result(result: &ApplyResult) -> String {
     out
 }
 
-fn print_result(console: &mut Console, result: &ApplyResult, json: bool) {
+fn print_result(console: &mut Console, result: &ApplyResult, json: bool, verb: &str) {
     if json {
         let _ = writeln!(
             console.out,
@@ -511,10 +516,15 @@ fn print_result(console: &mut Console, result: &ApplyResult, json: bool) {
             serde_json::to_string_pretty(&result.to_envelope()).expect("JSON")
         );
     } else {
+        let title = if verb == "destroy" {
+            "Destroy"
+        } else {
+            "Apply"
+        };
         let _ = write!(
             console.out,
             "{}",
-            colour_plan(console.colour, &render_result(result))
+            colour_plan(console.colour, &render_result_titled(result, title))
         );
     }
 }

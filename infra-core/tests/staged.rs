@@ -5,7 +5,7 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use infra_core::{Change, Fleet, Options, Plan, RecordStore};
+use infra_core::{Fleet, Options, Plan, RecordStore};
 use infra_testkit::sim::{CallRecord, Op, SimCloud};
 use support::{Stage, assert_total_and_disjoint, staged};
 
@@ -218,7 +218,6 @@ async fn destroy_ends_where_the_empty_stage_ends_with_dependants_deleted_first()
     assert!(cloud.is_empty(), "{:#?}", cloud.resources());
     // And the records of what was seen are gone with them.
     assert!(store.cached_pairs("staged").unwrap().is_empty());
-    let _ = Change::Created;
 }
 
 #[tokio::test]

@@ -1,0 +1,521 @@
+//! The safety gates and the membership rules, each with the case that must still pass.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use infra_core::kinds::*;
+use infra_core::{
+    ApplyError, Aws, AwsRegion, Backend, BackendError, Backends, Capabilities, ErrorKind, Expr,
+    Fleet, Listed, Marker, NotAttemptedReason, Options, Partial, Plan, RawTags, RecordStore,
+    ScalewayRegion, SecretString, SettledSpec, Sighting, Step, Unreachable,
+};
+use infra_testkit::sim::Op;
+
+fn small(accounts: &[&str]) -> Fleet {
+    let mut f = Fleet::builder("gates");
+    for a in accounts {
+        f.account::<Aws>(*a);
+    }
+    let here = AwsRegion::EuWest3;
+    let group = f.declare(
+        here,
+        "web",
+        SecurityGroup {
+            description: "web".into(),
+            vpc_id: Partial::Unknown,
+            ingress: Expr::lit([Rule::tcp(443, "0.0.0.0/0")].into()),
+            egress: Partial::Unknown,
+            tags: Partial::Unknown,
+        },
+    );
+    f.declare(
+        here,
+        "app",
+        AwsInstance::new(Image::Latest, InstanceType::T3(BurstableSize::Micro), group),
+    );
+    f.declare(here, "gates-assets", ObjectStore::new());
+    f.build().unwrap()
+}
+
+#[tokio::test]
+async fn a_backend_in_another_account_is_refused_before_anything_is_listed() {
+    let cloud = support::cloud(1);
+    let (engine, _) = support::engine_in_memory(&cloud);
+    let fleet = small(&["111111111111"]);
+    match engine.apply(&fleet.plan(), &Options::default()).await {
+        Err(ApplyError::WrongAccount {
+            provider, found, ..
+        }) => {
+            assert_eq!(provider, "aws");
+            assert_eq!(found, cloud.account("aws"));
+        }
+        other => panic!(
+            "expected the account refusal, got {:?}",
+            other.map(|o| o.result)
+        ),
+    }
+    assert!(
+        cloud.calls().iter().all(|c| c.op == Op::Account),
+        "{:#?}",
+        cloud.calls()
+    );
+
+    // The account the fleet names passes.
+    cloud.set_account("aws", "111111111111");
+    let outcome = engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(outcome.result.is_success());
+}
+
+#[tokio::test]
+async fn an_unreachable_provider_with_records_is_refused_and_a_test_double_is_not() {
+    let cloud = support::cloud(2);
+    let (engine, store) = support::engine_in_memory(&cloud);
+    let fleet = small(&[]);
+    engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+
+    // The same records, and no AWS credentials: refused, naming the provider.
+    let blind = infra_core::Engine::new(
+        Backends::new().with(Arc::new(Unreachable::new(
+            "aws",
+            "no AWS credentials were found",
+        ))),
+        store.clone(),
+    );
+    cloud.clear_calls();
+    for plan in [fleet.plan(), Plan::absent(&fleet)] {
+        match blind.apply(&plan, &Options::default()).await {
+            Err(e @ ApplyError::Unreachable { .. }) => {
+                assert!(e.to_string().contains("aws"), "{e}")
+            }
+            other => panic!(
+                "expected the unreachable refusal, got {:?}",
+                other.map(|o| o.result)
+            ),
+        }
+    }
+    assert_eq!(
+        store.load_ledger("gates").unwrap().len(),
+        3,
+        "the records are untouched"
+    );
+
+    // A backend with no rows at all is refused as unbound.
+    let unbound = infra_core::Engine::new(Backends::new(), store.clone());
+    assert!(matches!(
+        unbound.plan(&fleet.plan(), &Options::default()).await,
+        Err(ApplyError::NoBinding { rows: 3, .. })
+    ));
+
+    // A stand-in used deliberately (the simulator answers that it is reachable) works.
+    let (double, _) = support::engine_in_memory(&cloud);
+    let outcome = double
+        .apply(&Plan::absent(&fleet), &Options::default())
+        .await
+        .unwrap();
+    assert!(outcome.result.is_success());
+}
+
+#[tokio::test]
+async fn declared_resources_of_an_unreachable_provider_without_records_are_not_attempted() {
+    let cloud = support::cloud(3);
+    let mut f = Fleet::builder("partial");
+    f.declare(AwsRegion::EuWest3, "partial-aws", ObjectStore::new());
+    f.declare(ScalewayRegion::FrPar, "partial-scw", ObjectStore::new());
+    let fleet = f.build().unwrap();
+    let backends = Backends::new()
+        .with(Arc::new(Unreachable::new(
+            "aws",
+            "no AWS credentials were found",
+        )))
+        .with(cloud.backend("scaleway"));
+    let engine = infra_core::Engine::new(backends, Arc::new(infra_core::MemoryStore::new()));
+    let outcome = engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    assert_eq!(outcome.result.not_attempted.len(), 1);
+    assert_eq!(
+        outcome.result.not_attempted[0].reason,
+        NotAttemptedReason::NoCredentials
+    );
+    assert_eq!(outcome.result.applied.len(), 1);
+    assert!(
+        !outcome.result.is_success(),
+        "a resource left undone is not a success"
+    );
+}
+
+#[tokio::test]
+async fn a_permission_error_is_never_read_as_absent() {
+    let cloud = support::cloud(4);
+    let (engine, _) = support::engine_in_memory(&cloud);
+    let fleet = small(&[]);
+    engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    cloud.deny("aws", Some("objectStore"), None);
+    cloud.clear_calls();
+    let outcome = engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    let failed = &outcome.result.failed;
+    assert_eq!(failed.len(), 1, "{:#?}", outcome.result);
+    assert_eq!(failed[0].step, Step::Observe);
+    assert_eq!(failed[0].error.kind, ErrorKind::Denied);
+    assert!(
+        cloud.writes().is_empty(),
+        "a denied read led to a write: {:#?}",
+        cloud.writes()
+    );
+}
+
+#[tokio::test]
+async fn a_declared_resource_that_is_not_ours_is_reported_and_left_alone() {
+    let cloud = support::cloud(5);
+    let (engine, store) = support::engine_in_memory(&cloud);
+    let handle = cloud
+        .insert_foreign(
+            "aws",
+            "objectStore",
+            "eu-west-3",
+            "gates-assets",
+            RawTags::new(),
+        )
+        .unwrap();
+    let fleet = small(&[]);
+    let outcome = engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    let failed = &outcome.result.failed;
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].step, Step::Claim);
+    assert!(
+        failed[0]
+            .error
+            .message
+            .contains("does not carry the `managed-by-infra` marker")
+    );
+    assert!(
+        cloud
+            .writes()
+            .iter()
+            .all(|c| c.handle.as_deref() != Some(handle.as_str()))
+    );
+    let rows = store.load_ledger("gates").unwrap();
+    assert!(
+        rows.rows.iter().all(|r| r.name != "gates-assets"),
+        "never adopted by name"
+    );
+
+    // And a teardown leaves it standing.
+    engine
+        .apply(&Plan::absent(&fleet), &Options::default())
+        .await
+        .unwrap();
+    assert!(cloud.resource(&handle).is_some());
+}
+
+#[tokio::test]
+async fn forget_drops_the_record_and_touches_nothing() {
+    let cloud = support::cloud(6);
+    let (engine, store) = support::engine_in_memory(&cloud);
+    engine
+        .apply(&small(&[]).plan(), &Options::default())
+        .await
+        .unwrap();
+
+    let mut f = Fleet::builder("gates");
+    let here = AwsRegion::EuWest3;
+    let group = f.declare(
+        here,
+        "web",
+        SecurityGroup {
+            description: "web".into(),
+            vpc_id: Partial::Unknown,
+            ingress: Expr::lit([Rule::tcp(443, "0.0.0.0/0")].into()),
+            egress: Partial::Unknown,
+            tags: Partial::Unknown,
+        },
+    );
+    f.declare(
+        here,
+        "app",
+        AwsInstance::new(Image::Latest, InstanceType::T3(BurstableSize::Micro), group),
+    );
+    f.forget::<Aws, ObjectStore>("gates-assets");
+    let fleet = f.build().unwrap();
+    cloud.clear_calls();
+    let outcome = engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(outcome.result.is_success());
+    assert!(cloud.writes().is_empty());
+    assert_eq!(cloud.find("aws", "objectStore", "gates-assets").len(), 1);
+    let names: BTreeSet<String> = store
+        .load_ledger("gates")
+        .unwrap()
+        .rows
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(names, ["app".to_owned(), "web".to_owned()].into());
+}
+
+#[tokio::test]
+async fn drift_is_repaired_in_place_and_a_forces_replace_field_replaces() {
+    let cloud = support::cloud(7);
+    let (engine, _) = support::engine_in_memory(&cloud);
+    let fleet = small(&[]);
+    engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    let group = cloud.find("aws", "securityGroup", "web").remove(0);
+    cloud.set_field(
+        &group.handle,
+        "ingress",
+        serde_json::json!([{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidr": "0.0.0.0/0"}]),
+    );
+    let report = engine
+        .plan(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    let change = report
+        .changes
+        .iter()
+        .find(|c| c.resource.name == "web")
+        .unwrap();
+    assert_eq!(
+        (change.action, change.fields.as_slice()),
+        ("update", &["ingress"][..])
+    );
+    engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(
+        !engine
+            .plan(&fleet.plan(), &Options::default())
+            .await
+            .unwrap()
+            .has_changes()
+    );
+
+    // A changed instance type cannot be changed in place.
+    let mut f = Fleet::builder("gates");
+    let here = AwsRegion::EuWest3;
+    let g = f.declare(
+        here,
+        "web",
+        SecurityGroup {
+            description: "web".into(),
+            vpc_id: Partial::Unknown,
+            ingress: Expr::lit([Rule::tcp(443, "0.0.0.0/0")].into()),
+            egress: Partial::Unknown,
+            tags: Partial::Unknown,
+        },
+    );
+    f.declare(
+        here,
+        "app",
+        AwsInstance::new(Image::Latest, InstanceType::T3(BurstableSize::Small), g),
+    );
+    f.declare(here, "gates-assets", ObjectStore::new());
+    let bigger = f.build().unwrap();
+    let outcome = engine
+        .apply(&bigger.plan(), &Options::default())
+        .await
+        .unwrap();
+    let replaced: Vec<_> = outcome
+        .result
+        .applied
+        .iter()
+        .filter(|a| a.change == infra_core::Change::Replaced)
+        .collect();
+    assert_eq!(replaced.len(), 1);
+    assert_eq!(replaced[0].resource.name, "app");
+    assert_eq!(
+        cloud.find("aws", "awsInstance", "app").len(),
+        1,
+        "the old instance is gone"
+    );
+}
+
+#[tokio::test]
+async fn a_list_that_lags_a_create_makes_no_twin() {
+    let cloud = support::cloud(8);
+    let (engine, _) = support::engine_in_memory(&cloud);
+    let fleet = small(&[]);
+    cloud.set_list_lag(2);
+    engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    assert_eq!(cloud.find("aws", "awsInstance", "app").len(), 1);
+}
+
+#[tokio::test]
+async fn target_takes_dependencies_along_and_exclude_leaves_dependants_out() {
+    let cloud = support::cloud(9);
+    let (engine, _) = support::engine_in_memory(&cloud);
+    let fleet = small(&[]);
+    let only_app = Options {
+        targets: vec!["app".into()],
+        ..Options::default()
+    };
+    let outcome = engine.apply(&fleet.plan(), &only_app).await.unwrap();
+    let created: BTreeSet<&str> = outcome
+        .result
+        .applied
+        .iter()
+        .map(|a| a.resource.name.as_str())
+        .collect();
+    assert_eq!(created, ["app", "web"].into());
+    assert_eq!(
+        outcome.result.not_attempted[0].resource.name,
+        "gates-assets"
+    );
+    assert_eq!(
+        outcome.result.not_attempted[0].reason,
+        NotAttemptedReason::Filtered
+    );
+    assert!(
+        outcome.result.is_success(),
+        "filtered resources are the caller's choice"
+    );
+
+    let cloud = support::cloud(10);
+    let (engine, _) = support::engine_in_memory(&cloud);
+    let without_web = Options {
+        excludes: vec!["aws/securityGroup/web".into()],
+        ..Options::default()
+    };
+    let outcome = engine.apply(&fleet.plan(), &without_web).await.unwrap();
+    let filtered: BTreeSet<&str> = outcome
+        .result
+        .not_attempted
+        .iter()
+        .map(|n| n.resource.name.as_str())
+        .collect();
+    assert_eq!(filtered, ["app", "web"].into());
+}
+
+/// A backend that forwards to another but does not realise one kind.
+struct Without {
+    inner: Arc<dyn Backend>,
+    kind: &'static str,
+}
+
+#[async_trait]
+impl Backend for Without {
+    fn provider(&self) -> &'static str {
+        self.inner.provider()
+    }
+    fn capabilities(&self) -> Capabilities {
+        let mut caps = self.inner.capabilities();
+        caps.kinds.remove(self.kind);
+        caps.ownership.remove(self.kind);
+        caps
+    }
+    async fn account(&self) -> Result<String, BackendError> {
+        self.inner.account().await
+    }
+    async fn list(&self, kind: &'static str, region: &str) -> Result<Vec<Listed>, BackendError> {
+        self.inner.list(kind, region).await
+    }
+    async fn read(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+    ) -> Result<Sighting, BackendError> {
+        self.inner.read(kind, region, handle).await
+    }
+    async fn create(
+        &self,
+        kind: &'static str,
+        region: &str,
+        name: &str,
+        spec: SettledSpec<'_>,
+        marker: &Marker,
+    ) -> Result<Sighting, BackendError> {
+        self.inner.create(kind, region, name, spec, marker).await
+    }
+    async fn update(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+        spec: SettledSpec<'_>,
+    ) -> Result<Sighting, BackendError> {
+        self.inner.update(kind, region, handle, spec).await
+    }
+    async fn delete(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+    ) -> Result<(), BackendError> {
+        self.inner.delete(kind, region, handle).await
+    }
+    async fn ownership(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+    ) -> Result<RawTags, BackendError> {
+        self.inner.ownership(kind, region, handle).await
+    }
+    async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError> {
+        self.inner.secret_value(region, handle).await
+    }
+}
+
+#[tokio::test]
+async fn a_kind_the_backend_lacks_is_not_attempted_and_its_dependants_wait() {
+    let cloud = support::cloud(11);
+    let backends = Backends::new().with(Arc::new(Without {
+        inner: cloud.backend("aws"),
+        kind: "securityGroup",
+    }));
+    let engine = infra_core::Engine::new(backends, Arc::new(infra_core::MemoryStore::new()));
+    let outcome = engine
+        .apply(&small(&[]).plan(), &Options::default())
+        .await
+        .unwrap();
+    let reasons: Vec<(&str, NotAttemptedReason)> = outcome
+        .result
+        .not_attempted
+        .iter()
+        .map(|n| (n.resource.name.as_str(), n.reason))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("app", NotAttemptedReason::DependencyFailed),
+            ("web", NotAttemptedReason::UnsupportedKind)
+        ]
+    );
+    assert_eq!(
+        outcome.result.applied.len(),
+        1,
+        "the independent bucket still goes ahead"
+    );
+}
