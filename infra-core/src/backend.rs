@@ -603,3 +603,91 @@ impl Backend for Unreachable {
         Err(self.refuse())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    async fn count_calls(
+        idempotent: bool,
+        failures: u32,
+        kind: ErrorKind,
+    ) -> (Result<u32, BackendError>, u32, Duration) {
+        let clock = ManualClock::new();
+        let calls = AtomicU32::new(0);
+        let result = with_retries(&clock, RetryPolicy::default(), idempotent, || {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n < failures {
+                    Err(BackendError::new(kind, "scripted"))
+                } else {
+                    Ok(n)
+                }
+            }
+        })
+        .await;
+        (result, calls.load(Ordering::SeqCst), clock.now())
+    }
+
+    #[tokio::test]
+    async fn transient_failures_of_idempotent_calls_are_retried_with_growing_waits() {
+        let (result, calls, waited) = count_calls(true, 2, ErrorKind::Throttled).await;
+        assert_eq!(result.unwrap(), 2);
+        assert_eq!(calls, 3);
+        assert_eq!(waited, Duration::from_millis(200 + 400));
+    }
+
+    #[tokio::test]
+    async fn retries_stop_after_the_policy_attempts() {
+        let (result, calls, _) = count_calls(true, 10, ErrorKind::Unavailable).await;
+        assert_eq!(result.unwrap_err().kind, ErrorKind::Unavailable);
+        assert_eq!(calls, RetryPolicy::default().attempts);
+    }
+
+    #[tokio::test]
+    async fn a_call_that_is_not_idempotent_is_tried_once() {
+        let (result, calls, waited) = count_calls(false, 1, ErrorKind::Unavailable).await;
+        assert!(result.is_err());
+        assert_eq!((calls, waited), (1, Duration::ZERO));
+    }
+
+    #[tokio::test]
+    async fn a_permanent_failure_is_not_retried() {
+        for kind in [
+            ErrorKind::Denied,
+            ErrorKind::NotFound,
+            ErrorKind::Invalid,
+            ErrorKind::Conflict,
+        ] {
+            let (_, calls, _) = count_calls(true, 1, kind).await;
+            assert_eq!(calls, 1, "{kind} was retried");
+        }
+    }
+
+    #[test]
+    fn the_marker_names_the_fleet_and_the_legacy_value_matches_any() {
+        let marker = Marker::new("shop");
+        let tags = |v: &str| RawTags::from([(MARKER_KEY.to_owned(), v.to_owned())]);
+        assert_eq!(marker.verdict(&tags("shop")), Ownership::Ours);
+        assert_eq!(marker.verdict(&tags(LEGACY_MARKER_VALUE)), Ownership::Ours);
+        assert_eq!(
+            marker.verdict(&tags("blog")),
+            Ownership::OtherFleet {
+                fleet: "blog".into()
+            }
+        );
+        assert_eq!(marker.verdict(&RawTags::new()), Ownership::Unmarked);
+    }
+
+    #[test]
+    fn the_marker_is_stripped_from_reported_tags_as_a_map_or_a_list() {
+        let mut map = serde_json::json!({"tags": {"managed-by-infra": "shop", "team": "web"}});
+        strip_marker(map.as_object_mut().unwrap());
+        assert_eq!(map, serde_json::json!({"tags": {"team": "web"}}));
+        let mut list = serde_json::json!({"tags": ["managed-by-infra=shop", "team"]});
+        strip_marker(list.as_object_mut().unwrap());
+        assert_eq!(list, serde_json::json!({"tags": ["team"]}));
+    }
+}

@@ -1217,6 +1217,12 @@ impl Engine {
         let is_build =
             |s: &Slot| matches!(s.decision, Decision::Create | Decision::Existing { .. });
         let is_kill = |s: &Slot| matches!(s.decision, Decision::Delete | Decision::Prune);
+        let mut declared_dependants: Vec<Vec<usize>> = vec![Vec::new(); deps.len()];
+        for (j, dj) in deps.iter().enumerate() {
+            for &i in dj {
+                declared_dependants[i].push(j);
+            }
+        }
         let mut waits_on: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (s, slot) in observation.slots.iter().enumerate() {
             let Some(i) = slot.index else { continue };
@@ -1228,9 +1234,8 @@ impl Engine {
                 }
             } else if is_kill(slot) {
                 // A delete waits for the deletes of what depends on it.
-                for (j, dj) in deps.iter().enumerate() {
-                    if dj.contains(&i)
-                        && let Some(&js) = slot_of_index.get(&j)
+                for j in &declared_dependants[i] {
+                    if let Some(&js) = slot_of_index.get(j)
                         && is_kill(&observation.slots[js])
                     {
                         waits_on[s].push(js);

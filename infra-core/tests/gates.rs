@@ -519,3 +519,40 @@ async fn a_kind_the_backend_lacks_is_not_attempted_and_its_dependants_wait() {
         "the independent bucket still goes ahead"
     );
 }
+
+#[tokio::test]
+async fn discover_rebuilds_a_lost_ledger_from_markers_and_only_from_them() {
+    let cloud = support::cloud(12);
+    let (engine, store) = support::engine_in_memory(&cloud);
+    let fleet = small(&[]);
+    engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    let before = store.load_ledger("gates").unwrap();
+    cloud
+        .insert_foreign(
+            "aws",
+            "objectStore",
+            "eu-west-3",
+            "not-ours",
+            RawTags::new(),
+        )
+        .unwrap();
+    cloud
+        .insert_foreign(
+            "aws",
+            "queues",
+            "eu-west-3",
+            "other-fleet",
+            [("managed-by-infra".to_owned(), "another".to_owned())].into(),
+        )
+        .unwrap();
+
+    // The records are lost.
+    let (fresh, fresh_store) = support::engine_in_memory(&cloud);
+    let rebuilt = fresh.discover(&fleet.plan()).await.unwrap();
+    assert_eq!(rebuilt, before);
+    assert_eq!(fresh_store.load_ledger("gates").unwrap(), before);
+    assert!(cloud.writes().iter().all(|c| c.op != Op::Delete));
+}
