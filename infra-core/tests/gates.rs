@@ -556,3 +556,17 @@ async fn discover_rebuilds_a_lost_ledger_from_markers_and_only_from_them() {
     assert_eq!(fresh_store.load_ledger("gates").unwrap(), before);
     assert!(cloud.writes().iter().all(|c| c.op != Op::Delete));
 }
+
+#[test]
+fn the_engine_can_be_spawned_its_futures_are_send() {
+    fn send<T: Send>(_: &T) {}
+    let cloud = support::cloud(13);
+    let (engine, _) = support::engine_in_memory(&cloud);
+    let fleet = small(&[]);
+    let plan = fleet.plan();
+    let options = Options::default();
+    send(&engine.plan(&plan, &options));
+    send(&engine.apply(&plan, &options));
+    send(&engine.refresh(&plan));
+    send(&engine.discover(&plan));
+}

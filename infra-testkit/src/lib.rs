@@ -8,4 +8,9 @@ pub mod laws {
     };
 }
 
+pub mod check;
+pub mod conformance;
 pub mod sim;
+pub mod strategy;
+
+pub use check::{FleetCheck, check_fleet};

@@ -1,0 +1,55 @@
+//! The example fleet (a bucket on AWS, two records in the DNS service) from the command
+//! line, with no credentials and no network: the bucket lives in the simulated cloud
+//! (`.infra/simulated-cloud.json`, or the file `INFRA_SIM_WORLD` names) and the records
+//! in the DNS service's file (`.infra/dns-service.json`, or `INFRA_DNS_SERVICE`), so that
+//! `apply`, `plan` and `destroy` can follow one another across runs.
+//!
+//! ```sh
+//! cargo run -p custom-provider --example dns_demo -- apply --yes
+//! cargo run -p custom-provider --example dns_demo -- plan --detailed-exitcode
+//! cargo run -p custom-provider --example dns_demo -- destroy --yes
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use custom_provider::{DnsBackend, DnsService, example_fleet};
+use infra_core::{Backends, Provider, Unreachable};
+use infra_testkit::sim::SimCloud;
+
+fn file(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(default))
+}
+
+fn main() -> ExitCode {
+    let world = file("INFRA_SIM_WORLD", ".infra/simulated-cloud.json");
+    let records = file("INFRA_DNS_SERVICE", ".infra/dns-service.json");
+    infra_core::cli::run(example_fleet(), |_fleet| {
+        // Each stand-in that cannot open its file is unreachable, and says why.
+        let mut backends = match SimCloud::open(&world) {
+            Ok(cloud) => cloud.backends(),
+            Err(e) => {
+                let why = format!(
+                    "the simulated cloud could not open {}: {e}",
+                    world.display()
+                );
+                ["aws", "gcp", "scaleway"]
+                    .into_iter()
+                    .fold(Backends::new(), |b, p| {
+                        b.with(Arc::new(Unreachable::new(p, why.clone())))
+                    })
+            }
+        };
+        match DnsService::open(&records) {
+            Ok(service) => backends.insert(Arc::new(DnsBackend::new(service))),
+            Err(e) => backends.insert(Arc::new(Unreachable::new(
+                custom_provider::Dns::ID,
+                format!("the DNS service could not open its records: {e}"),
+            ))),
+        }
+        backends
+    })
+}

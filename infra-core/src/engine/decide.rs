@@ -1,0 +1,313 @@
+//! Decisions and the plan report.
+
+use super::*;
+
+impl Engine {
+    /// Decides every slot, in a world of what was observed (no secrets).
+    pub(super) fn decide(&self, plan: &Plan, observation: &mut Observation) {
+        let mut world = World::default();
+        for slot in &observation.slots {
+            if let (Some(i), Seen::Present { sighting, .. }) = (slot.index, &slot.seen) {
+                world.record(key_id(plan, i), sighting);
+            }
+        }
+        let order = plan
+            .build_order()
+            .unwrap_or_else(|_| (0..plan.len()).collect());
+        let slot_of: HashMap<usize, usize> = observation
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(s, slot)| slot.index.map(|i| (i, s)))
+            .collect();
+        let deps = plan.dependencies();
+        // Resources whose handle or state will change in this run.
+        let mut moving: BTreeSet<usize> = BTreeSet::new();
+        let mut visit: Vec<usize> = order
+            .iter()
+            .filter_map(|i| slot_of.get(i).copied())
+            .collect();
+        visit
+            .extend((0..observation.slots.len()).filter(|s| observation.slots[*s].index.is_none()));
+        for s in visit {
+            let slot = &observation.slots[s];
+            let decision = match (&slot.target, &slot.seen) {
+                (_, Seen::Unobserved(Unobserved::Reason(r))) => Decision::Skip(*r),
+                (_, Seen::Unobserved(Unobserved::Error(e))) => {
+                    Decision::Fail(Step::Observe, e.clone())
+                }
+                (Target::Present(_), Seen::Absent) => Decision::Create,
+                (Target::Present(spec), Seen::Present { sighting, owner }) => {
+                    match claim(owner, slot) {
+                        Err(e) => Decision::Fail(Step::Claim, e),
+                        Ok(()) => {
+                            let target = spec.0.lenient_json(&world);
+                            let kind_fields = plan.fleet().inner.resources
+                                [slot.index.expect("declared")]
+                            .kind
+                            .fields;
+                            let fields = divergence(kind_fields, &target, sighting.reported());
+                            let pending = slot
+                                .index
+                                .is_some_and(|i| deps[i].iter().any(|d| moving.contains(d)));
+                            Decision::Existing {
+                                repair: repair_of(&fields),
+                                fields,
+                                pending,
+                                replace: None,
+                                because: None,
+                            }
+                        }
+                    }
+                }
+                (Target::Absent, Seen::Absent) | (Target::Orphan, Seen::Absent) => {
+                    Decision::AlreadyAbsent
+                }
+                (Target::Absent, Seen::Present { owner, .. }) => match claim(owner, slot) {
+                    Err(e) => Decision::Fail(Step::Claim, e),
+                    Ok(()) => Decision::Delete,
+                },
+                (Target::Orphan, Seen::Present { owner, .. }) => match owner {
+                    Owner::Unreadable { .. } => Decision::Skip(NotAttemptedReason::NotPrunable),
+                    _ => match claim(owner, slot) {
+                        Err(e) => Decision::Fail(Step::Claim, e),
+                        Ok(()) => Decision::Prune,
+                    },
+                },
+            };
+            if let Some(i) = slot.index
+                && matches!(
+                    decision,
+                    Decision::Create
+                        | Decision::Existing {
+                            repair: Repair::Replace | Repair::Update,
+                            ..
+                        }
+                )
+            {
+                moving.insert(i);
+            }
+            observation.slots[s].decision = decision;
+        }
+        self.cascade(plan, observation, &world, &slot_of, &deps);
+    }
+
+    /// Orders every planned replace, and replaces with it what cannot outlive it: a
+    /// dependant of a resource that must be deleted first (it holds the old one), and a
+    /// dependant that reads the replaced resource's handle in a field that cannot
+    /// change in place.
+    fn cascade(
+        &self,
+        plan: &Plan,
+        observation: &mut Observation,
+        world: &World,
+        slot_of: &HashMap<usize, usize>,
+        deps: &[Vec<usize>],
+    ) {
+        let mut dependants: Vec<Vec<usize>> = vec![Vec::new(); deps.len()];
+        for (j, dj) in deps.iter().enumerate() {
+            for &i in dj {
+                dependants[i].push(j);
+            }
+        }
+        let create_first = |slot: &Slot| {
+            self.backends
+                .get(slot.provider)
+                .is_some_and(|b| b.capabilities().duplicate_names.contains(slot.kind))
+        };
+        let mut queue: std::collections::VecDeque<usize> = (0..observation.slots.len())
+            .filter(|&s| {
+                matches!(
+                    observation.slots[s].decision,
+                    Decision::Existing {
+                        repair: Repair::Replace,
+                        ..
+                    }
+                )
+            })
+            .collect();
+        while let Some(x) = queue.pop_front() {
+            // A replace forced by a delete-first one is delete-first itself: it must be
+            // gone before what it holds can go.
+            let order = match observation.slots[x].replace_order() {
+                Some(forced) => forced,
+                None if create_first(&observation.slots[x]) => ReplaceOrder::CreateFirst,
+                None => ReplaceOrder::DeleteFirst,
+            };
+            if let Decision::Existing { replace, .. } = &mut observation.slots[x].decision {
+                *replace = Some(order);
+            }
+            let Some(xi) = observation.slots[x].index else {
+                continue;
+            };
+            let x_name = observation.slots[x].subject.to_string();
+            for &j in &dependants[xi] {
+                let Some(&ds) = slot_of.get(&j) else { continue };
+                let slot = &observation.slots[ds];
+                let already = slot.replace_order();
+                let cascades = match &slot.decision {
+                    Decision::Existing {
+                        repair: Repair::Replace,
+                        ..
+                    } => {
+                        // Already replaced: only its order may have to change.
+                        order == ReplaceOrder::DeleteFirst
+                            && already != Some(ReplaceOrder::DeleteFirst)
+                    }
+                    Decision::Existing { .. } => {
+                        order == ReplaceOrder::DeleteFirst
+                            || reads_in_place_only(plan, slot, xi, world)
+                    }
+                    _ => false,
+                };
+                if !cascades {
+                    continue;
+                }
+                if let Decision::Existing {
+                    repair,
+                    because,
+                    replace,
+                    ..
+                } = &mut observation.slots[ds].decision
+                {
+                    *repair = Repair::Replace;
+                    if because.is_none() {
+                        *because = Some(x_name.clone());
+                    }
+                    *replace =
+                        (order == ReplaceOrder::DeleteFirst).then_some(ReplaceOrder::DeleteFirst);
+                    queue.push_back(ds);
+                }
+            }
+        }
+    }
+
+    /// The plan report, in execution order: builds in dependency order, then deletes in
+    /// reverse, then orphans.
+    pub(super) fn report(&self, plan: &Plan, observation: &Observation) -> PlanReport {
+        let order = plan
+            .build_order()
+            .unwrap_or_else(|_| (0..plan.len()).collect());
+        let position: HashMap<usize, usize> =
+            order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
+        let mut builds = Vec::new();
+        let mut kills = Vec::new();
+        let mut orphans = Vec::new();
+        for slot in &observation.slots {
+            let (action, fields, detail): (&'static str, Vec<&'static str>, Option<String>) =
+                match &slot.decision {
+                    Decision::Create => ("create", vec![], None),
+                    Decision::Existing {
+                        repair,
+                        fields,
+                        pending,
+                        because,
+                        ..
+                    } => {
+                        let names = fields.iter().map(|d| d.field).collect();
+                        let note = match because {
+                            Some(x) => Some(format!("replaced with {x}, which it cannot outlive")),
+                            None => pending.then(|| {
+                                "may change once what it depends on is applied".to_owned()
+                            }),
+                        };
+                        match repair {
+                            Repair::Nothing => ("unchanged", names, note),
+                            Repair::Update => ("update", names, note),
+                            _ => ("replace", names, note),
+                        }
+                    }
+                    Decision::Delete => ("delete", vec![], None),
+                    Decision::Prune => ("prune", vec![], Some("no longer declared".to_owned())),
+                    Decision::AlreadyAbsent => match slot.target {
+                        Target::Orphan => (
+                            "prune",
+                            vec![],
+                            Some("already gone; the record is dropped".to_owned()),
+                        ),
+                        _ => ("unchanged", vec![], Some("absent, as declared".to_owned())),
+                    },
+                    Decision::Skip(reason) => ("not-attempted", vec![], Some(reason.to_string())),
+                    Decision::Fail(_, e) => ("failed", vec![], Some(e.to_string())),
+                };
+            let change = PlannedChange {
+                resource: slot.subject.clone(),
+                action,
+                fields,
+                detail,
+            };
+            match (slot.index, &slot.target) {
+                (None, _) => orphans.push(change),
+                (Some(i), Target::Absent) => {
+                    kills.push((position.get(&i).copied().unwrap_or(i), change))
+                }
+                (Some(i), _) => builds.push((position.get(&i).copied().unwrap_or(i), change)),
+            }
+        }
+        builds.sort_by_key(|(p, _)| *p);
+        kills.sort_by_key(|(p, _)| std::cmp::Reverse(*p));
+        orphans.sort_by(|a, b| a.resource.cmp(&b.resource));
+        PlanReport {
+            fleet: plan.fleet().name().to_owned(),
+            changes: builds
+                .into_iter()
+                .map(|(_, c)| c)
+                .chain(kills.into_iter().map(|(_, c)| c))
+                .chain(orphans)
+                .collect(),
+            forgotten: observation
+                .forgotten
+                .iter()
+                .map(|r| r.to_string())
+                .collect(),
+        }
+    }
+}
+
+/// Whether a present resource may be touched.
+fn claim(owner: &Owner, slot: &Slot) -> Result<(), BackendError> {
+    match owner {
+        Owner::Ours | Owner::Unreadable { in_ledger: true } => Ok(()),
+        Owner::Unreadable { in_ledger: false } => Err(BackendError::new(
+            ErrorKind::Conflict,
+            format!(
+                "{} exists, its tags cannot be read to prove it is this fleet's, and the ledger \
+                 does not list it: left alone. Delete it, or import it by hand",
+                slot.subject
+            ),
+        )),
+        Owner::Not(Ownership::OtherFleet { fleet }) => Err(BackendError::new(
+            ErrorKind::Conflict,
+            format!(
+                "{} is declared and exists, but carries the marker of fleet `{fleet}`: left alone. \
+                 Rename it here, or release it from the other fleet",
+                slot.subject
+            ),
+        )),
+        Owner::Not(_) => Err(BackendError::new(
+            ErrorKind::Conflict,
+            format!(
+                "{} is declared and exists, but does not carry the `managed-by-infra` marker, so \
+                 it is not this fleet's: it will not be created, changed or deleted. Delete it and \
+                 let the fleet create it, or rename the declaration",
+                slot.subject
+            ),
+        )),
+    }
+}
+
+/// Whether `slot` reads the handle of declared resource `x` in a field that forces a
+/// replace: its target, settled with `x`'s handle changed, differs in such a field.
+fn reads_in_place_only(plan: &Plan, slot: &Slot, x: usize, world: &World) -> bool {
+    let (Target::Present(spec), Some(i)) = (&slot.target, slot.index) else {
+        return false;
+    };
+    let key = key_id(plan, x);
+    let mut moved = world.clone();
+    moved.handles.insert(key, "\u{1}a new handle".to_owned());
+    let before = spec.0.lenient_json(world);
+    let after = spec.0.lenient_json(&moved);
+    plan.fleet().inner.resources[i].kind.fields.iter().any(|f| {
+        f.mutability == crate::Mutability::ForcesReplace && before.get(f.name) != after.get(f.name)
+    })
+}

@@ -1,0 +1,238 @@
+//! Observation: list, match, read.
+
+use super::*;
+
+/// A provider, a kind and a region: what one `list` covers.
+type Scope = (&'static str, &'static str, String);
+
+/// One read to make, with everything it needs owned.
+struct Read {
+    slot: usize,
+    backend: Arc<dyn Backend>,
+    kind: &'static str,
+    region: String,
+    handle: String,
+    readable: bool,
+    in_ledger: bool,
+    marker: Marker,
+}
+
+impl Engine {
+    /// Lists each (provider, kind, region) in play once, matches names, and reads every
+    /// match (and its ownership), with reads in flight bounded.
+    pub(super) async fn observe(
+        &self,
+        fleet: &str,
+        slots: &mut [Slot],
+        ledger: &Ledger,
+        included: &[bool],
+    ) {
+        let marker = Marker::new(fleet);
+        // Which slots each (provider, kind, region) must answer for.
+        let mut scopes: BTreeMap<(&'static str, &'static str, String), Vec<usize>> =
+            BTreeMap::new();
+        for (i, slot) in slots.iter_mut().enumerate() {
+            if !included[i] {
+                slot.seen = Seen::Unobserved(Unobserved::Reason(NotAttemptedReason::Filtered));
+                continue;
+            }
+            let Some(backend) = self.backends.get(slot.provider) else {
+                slot.seen = Seen::Unobserved(Unobserved::Reason(NotAttemptedReason::NoBinding));
+                continue;
+            };
+            if backend.unreachable().is_some() {
+                slot.seen = Seen::Unobserved(Unobserved::Reason(NotAttemptedReason::NoCredentials));
+                continue;
+            }
+            if !backend.capabilities().kinds.contains(slot.kind) {
+                slot.seen =
+                    Seen::Unobserved(Unobserved::Reason(NotAttemptedReason::UnsupportedKind));
+                continue;
+            }
+            scopes
+                .entry((slot.provider, slot.kind, slot.subject.region.clone()))
+                .or_default()
+                .push(i);
+        }
+
+        // List every scope, in flight together.
+        // Owned inputs first: the futures below must not borrow through closures, so
+        // that the whole apply stays `Send` for callers who spawn it.
+        let jobs: Vec<(Scope, Arc<dyn Backend>, Vec<String>)> = scopes
+            .iter()
+            .map(|(scope, members)| {
+                let backend = Arc::clone(self.backends.get(scope.0).expect("checked above"));
+                let expected: Vec<String> = members
+                    .iter()
+                    .filter(|&&i| ledger.rows.contains(&row_of(&slots[i].subject)))
+                    .map(|&i| slots[i].subject.name.clone())
+                    .collect();
+                (scope.clone(), backend, expected)
+            })
+            .collect();
+        let lists: Vec<_> = jobs
+            .into_iter()
+            .map(|(scope, backend, expected)| self.list_scope(scope, backend, expected))
+            .collect();
+        let lists = futures::stream::iter(lists)
+            .buffer_unordered(16)
+            .collect::<Vec<_>>()
+            .await;
+
+        let mut reads = Vec::new();
+        for (scope, result) in lists {
+            let members = &scopes[&scope];
+            match result {
+                Err(e) => {
+                    for &i in members {
+                        slots[i].seen = Seen::Unobserved(Unobserved::Error(e.clone()));
+                    }
+                }
+                Ok(listed) => {
+                    let by_name: HashMap<&str, &str> = listed
+                        .iter()
+                        .map(|l| (l.name.as_str(), l.handle.as_str()))
+                        .collect();
+                    for &i in members {
+                        match by_name.get(slots[i].subject.name.as_str()) {
+                            None => slots[i].seen = Seen::Absent,
+                            Some(handle) => reads.push((i, (*handle).to_owned())),
+                        }
+                    }
+                }
+            }
+        }
+
+        let ownership_kinds: HashMap<&'static str, BTreeSet<&'static str>> = self
+            .backends
+            .providers()
+            .filter_map(|p| {
+                self.backends
+                    .get(p)
+                    .map(|b| (p, b.capabilities().ownership))
+            })
+            .collect();
+        let reads: Vec<Read> = reads
+            .into_iter()
+            .map(|(i, handle)| {
+                let slot = &slots[i];
+                Read {
+                    slot: i,
+                    backend: Arc::clone(self.backends.get(slot.provider).expect("checked above")),
+                    kind: slot.kind,
+                    region: slot.subject.region.clone(),
+                    handle,
+                    readable: ownership_kinds
+                        .get(slot.provider)
+                        .is_some_and(|k| k.contains(slot.kind)),
+                    in_ledger: ledger.rows.contains(&row_of(&slot.subject)),
+                    marker: marker.clone(),
+                }
+            })
+            .collect();
+        let observed: Vec<_> = reads
+            .into_iter()
+            .map(|read| self.read_scope(read))
+            .collect();
+        let observed = futures::stream::iter(observed)
+            .buffer_unordered(16)
+            .collect::<Vec<_>>()
+            .await;
+        for (i, seen) in observed {
+            slots[i].seen = seen;
+        }
+    }
+
+    async fn list_scope(
+        &self,
+        scope: Scope,
+        backend: Arc<dyn Backend>,
+        expected: Vec<String>,
+    ) -> (Scope, Result<Vec<crate::Listed>, BackendError>) {
+        let result = self
+            .list_settled(&*backend, scope.1, &scope.2, &expected)
+            .await;
+        (scope, result)
+    }
+
+    async fn read_scope(&self, read: Read) -> (usize, Seen) {
+        let seen = self
+            .read_one(
+                &*read.backend,
+                read.kind,
+                &read.region,
+                &read.handle,
+                read.readable,
+                read.in_ledger,
+                &read.marker,
+            )
+            .await;
+        (read.slot, seen)
+    }
+
+    /// Lists one scope. A resource the ledger says exists but the list does not show is
+    /// listed again a few times before it is believed gone: a list may lag a create.
+    async fn list_settled(
+        &self,
+        backend: &dyn Backend,
+        kind: &'static str,
+        region: &str,
+        expected: &[String],
+    ) -> Result<Vec<crate::Listed>, BackendError> {
+        let mut listed = with_retries(&*self.clock, self.retry, true, || {
+            backend.list(kind, region)
+        })
+        .await?;
+        for attempt in 0..3 {
+            let names: HashMap<&str, ()> = listed.iter().map(|l| (l.name.as_str(), ())).collect();
+            if expected.iter().all(|n| names.contains_key(n.as_str())) {
+                break;
+            }
+            self.clock.sleep(self.retry.delay(attempt)).await;
+            listed = with_retries(&*self.clock, self.retry, true, || {
+                backend.list(kind, region)
+            })
+            .await?;
+        }
+        Ok(listed)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn read_one(
+        &self,
+        backend: &dyn Backend,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+        readable: bool,
+        in_ledger: bool,
+        marker: &Marker,
+    ) -> Seen {
+        let sighting = match with_retries(&*self.clock, self.retry, true, || {
+            backend.read(kind, region, handle)
+        })
+        .await
+        {
+            Ok(s) => s.without_marker(),
+            Err(e) if e.kind == ErrorKind::NotFound => return Seen::Absent,
+            Err(e) => return Seen::Unobserved(Unobserved::Error(e)),
+        };
+        let owner = if readable {
+            match with_retries(&*self.clock, self.retry, true, || {
+                backend.ownership(kind, region, handle)
+            })
+            .await
+            {
+                Ok(tags) => match marker.verdict(&tags) {
+                    Ownership::Ours => Owner::Ours,
+                    other => Owner::Not(other),
+                },
+                Err(e) if e.kind == ErrorKind::NotFound => return Seen::Absent,
+                Err(e) => return Seen::Unobserved(Unobserved::Error(e)),
+            }
+        } else {
+            Owner::Unreadable { in_ledger }
+        };
+        Seen::Present { sighting, owner }
+    }
+}

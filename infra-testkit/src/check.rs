@@ -1,0 +1,632 @@
+//! Fleet properties: a user's real declaration, run against the simulated cloud under
+//! random faults, orders and interruptions, with every guarantee of the engine checked.
+//!
+//! ```
+//! use infra_core::{AwsRegion, Fleet, kinds::ObjectStore};
+//!
+//! let mut fleet = Fleet::builder("shop");
+//! fleet.declare(AwsRegion::EuWest3, "shop-assets", ObjectStore::new());
+//! let fleet = fleet.build().unwrap();
+//!
+//! infra_testkit::check_fleet(&fleet); // panics with the seed and the faults on a failure
+//! ```
+//!
+//! Each case draws a seed, a fault schedule (throttling, unavailability, timeouts that
+//! may have been sent, lost responses), a point at which the applying process dies, and
+//! a parallelism, then checks, in order:
+//!
+//! 1. a dry run makes no write;
+//! 2. an apply under those faults accounts for every resource exactly once;
+//! 3. after the faults stop (and the "process" restarts from the records it left), an
+//!    apply converges: every resource applied, none twice in the cloud, and a second
+//!    plan empty;
+//! 4. no secret value reaches a record;
+//! 5. prune is owned-only, on the calls made: with a foreign resource and an owned
+//!    orphan in one scope, exactly one delete, of the orphan;
+//! 6. the brake holds: with more owned orphans than declared resources, the apply is
+//!    refused and writes nothing;
+//! 7. teardown deletes every resource after everything that depends on it, and leaves
+//!    nothing of the fleet behind.
+//!
+//! Call it from a plain `#[test]`: it runs its own async runtime.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use infra_core::{
+    ApplyError, ApplyResult, Backend, Backends, CacheEntry, Engine, Fleet, Ledger, LedgerRow,
+    MARKER_KEY, ManualClock, MemoryStore, Options, Plan, RawTags, RecordError, RecordStore,
+    RetryPolicy, Subject,
+};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use crate::sim::{FaultPlan, Op, SimCloud};
+
+static CASES: AtomicU64 = AtomicU64::new(0);
+
+/// How many fleet × fault cases this process has run so far.
+pub fn cases_run() -> u64 {
+    CASES.load(Ordering::Relaxed)
+}
+
+/// Counts one fleet × fault case.
+pub(crate) fn count_case() {
+    CASES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The circumstances of one case: what the world does while the fleet is applied.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// The simulated world's seed (handles, fault draws).
+    pub seed: u64,
+    /// The fault schedule installed for the first apply.
+    pub faults: FaultPlan,
+    /// The call after which the applying process dies, if it does.
+    pub crash_after: Option<u64>,
+    /// Provider calls in flight at once.
+    pub parallelism: usize,
+}
+
+/// Scenarios: faults at up to `max_rate` of the calls, a crash in half of them.
+pub fn scenario(max_rate: f64) -> impl Strategy<Value = Scenario> {
+    (
+        any::<u64>(),
+        0.0..=max_rate,
+        prop::option::weighted(0.5, 1u64..200),
+        prop::sample::select(vec![1usize, 2, 4, 16]),
+    )
+        .prop_map(|(seed, rate, crash_after, parallelism)| Scenario {
+            seed,
+            faults: FaultPlan::random(seed, 400, rate),
+            crash_after,
+            parallelism,
+        })
+}
+
+/// Records that stop changing once the simulated process has died: what a killed
+/// process leaves on disk.
+pub struct CrashStore {
+    inner: MemoryStore,
+    cloud: SimCloud,
+}
+
+impl fmt::Debug for CrashStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CrashStore")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+impl CrashStore {
+    /// Records in memory that freeze when `cloud` crashes.
+    pub fn new(cloud: &SimCloud) -> Self {
+        CrashStore {
+            inner: MemoryStore::new(),
+            cloud: cloud.clone(),
+        }
+    }
+
+    /// Every record of `fleet`, as text (to search for what must not be there).
+    pub fn text(&self, fleet: &str) -> String {
+        let mut text = format!("{:?}", self.inner.load_ledger(fleet));
+        for (provider, kind) in self.inner.cached_pairs(fleet).unwrap_or_default() {
+            let entries = self
+                .inner
+                .load_cache(fleet, &provider, &kind)
+                .unwrap_or_default();
+            text.push_str(&serde_json::to_string(&entries).unwrap_or_default());
+        }
+        text
+    }
+}
+
+impl RecordStore for CrashStore {
+    fn load_ledger(&self, fleet: &str) -> Result<Ledger, RecordError> {
+        self.inner.load_ledger(fleet)
+    }
+    fn save_ledger(&self, fleet: &str, ledger: &Ledger) -> Result<(), RecordError> {
+        if self.cloud.is_crashed() {
+            return Ok(());
+        }
+        self.inner.save_ledger(fleet, ledger)
+    }
+    fn load_cache(
+        &self,
+        fleet: &str,
+        provider: &str,
+        kind: &str,
+    ) -> Result<Vec<CacheEntry>, RecordError> {
+        self.inner.load_cache(fleet, provider, kind)
+    }
+    fn save_cache(
+        &self,
+        fleet: &str,
+        provider: &str,
+        kind: &str,
+        entries: &[CacheEntry],
+    ) -> Result<(), RecordError> {
+        if self.cloud.is_crashed() {
+            return Ok(());
+        }
+        self.inner.save_cache(fleet, provider, kind, entries)
+    }
+    fn cached_pairs(&self, fleet: &str) -> Result<Vec<(String, String)>, RecordError> {
+        self.inner.cached_pairs(fleet)
+    }
+}
+
+/// A property that did not hold, with everything needed to replay it.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    /// Which property.
+    pub property: &'static str,
+    /// What was seen.
+    pub detail: String,
+    /// The circumstances (seed, fault schedule, crash point, parallelism), shrunk.
+    pub scenario: Scenario,
+    /// The change made to the fleet before the failing step, if any.
+    pub mutation: Option<String>,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "property failed: {}", self.property)?;
+        writeln!(f, "  {}", self.detail)?;
+        writeln!(f, "  seed: {}", self.scenario.seed)?;
+        writeln!(f, "  parallelism: {}", self.scenario.parallelism)?;
+        writeln!(f, "  crash after call: {:?}", self.scenario.crash_after)?;
+        writeln!(f, "  fault schedule: {:?}", self.scenario.faults)?;
+        if let Some(m) = &self.mutation {
+            writeln!(f, "  mutation: {m}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the fleet properties over many scenarios. See the [module](self) docs.
+#[derive(Clone)]
+pub struct FleetCheck {
+    cases: u32,
+    max_fault_rate: f64,
+    extra: Vec<Arc<dyn Backend>>,
+}
+
+impl fmt::Debug for FleetCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FleetCheck")
+            .field("cases", &self.cases)
+            .field("max_fault_rate", &self.max_fault_rate)
+            .field("extra_backends", &self.extra.len())
+            .finish()
+    }
+}
+
+impl Default for FleetCheck {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Checks `fleet` with the default options; panics with a replayable report on failure.
+pub fn check_fleet(fleet: &Fleet) {
+    FleetCheck::new().assert(fleet);
+}
+
+impl FleetCheck {
+    /// 64 cases (or `INFRA_CHECK_CASES`), faults on up to 20% of calls.
+    pub fn new() -> Self {
+        let cases = std::env::var("INFRA_CHECK_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(64);
+        FleetCheck {
+            cases,
+            max_fault_rate: 0.2,
+            extra: Vec::new(),
+        }
+    }
+
+    /// How many scenarios to run.
+    pub fn cases(mut self, cases: u32) -> Self {
+        self.cases = cases;
+        self
+    }
+
+    /// The highest share of calls hit by a fault (0 for none).
+    pub fn max_fault_rate(mut self, rate: f64) -> Self {
+        self.max_fault_rate = rate.clamp(0.0, 1.0);
+        self
+    }
+
+    /// A backend for a provider the simulated cloud does not serve (a custom one).
+    pub fn backend(mut self, backend: Arc<dyn Backend>) -> Self {
+        self.extra.push(backend);
+        self
+    }
+
+    /// Runs every case; the first failure (shrunk to its simplest scenario) comes back.
+    pub fn run(&self, fleet: &Fleet) -> Result<u32, Box<Failure>> {
+        let mut runner = TestRunner::new(Config {
+            cases: self.cases,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let last: Mutex<Option<Failure>> = Mutex::new(None);
+        let result = runner.run(&scenario(self.max_fault_rate), |scenario| {
+            match run_case(fleet, &scenario, &self.extra) {
+                Ok(()) => Ok(()),
+                Err(failure) => {
+                    let message = failure.to_string();
+                    *last.lock().expect("lock") = Some(*failure);
+                    Err(TestCaseError::fail(message))
+                }
+            }
+        });
+        match result {
+            Ok(()) => Ok(self.cases),
+            Err(_) => Err(Box::new(
+                last.into_inner()
+                    .expect("lock")
+                    .expect("a failing case recorded its failure"),
+            )),
+        }
+    }
+
+    /// Runs every case and panics with the failure's report.
+    pub fn assert(&self, fleet: &Fleet) {
+        if let Err(failure) = self.run(fleet) {
+            panic!("fleet `{}`: {failure}", fleet.name());
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime")
+}
+
+/// The simulated world's providers.
+const SIMULATED: [&str; 3] = ["aws", "gcp", "scaleway"];
+
+fn engine(cloud: &SimCloud, store: Arc<dyn RecordStore>, extra: &[Arc<dyn Backend>]) -> Engine {
+    let mut backends: Backends = cloud.backends();
+    for b in extra {
+        backends.insert(Arc::clone(b));
+    }
+    Engine::new(backends, store)
+        .with_clock(cloud.clock())
+        .with_retry(RetryPolicy {
+            attempts: 4,
+            base: std::time::Duration::from_millis(50),
+            cap: std::time::Duration::from_secs(1),
+        })
+}
+
+/// The subjects a plan hands to an apply, orphans aside.
+pub fn declared_subjects(fleet: &Fleet) -> BTreeSet<Subject> {
+    fleet
+        .resources()
+        .filter(|r| r.status() != "unmanaged")
+        .map(|r| Subject {
+            provider: r.reference().provider.to_owned(),
+            kind: r.reference().kind.to_owned(),
+            name: r.reference().name.clone(),
+            region: r.region().to_owned(),
+        })
+        .collect()
+}
+
+/// Checks that a result accounts for `expected` (and perhaps orphans) exactly once.
+pub fn total_and_disjoint(
+    result: &ApplyResult,
+    expected: &BTreeSet<Subject>,
+) -> Result<(), String> {
+    result.check_disjoint().map_err(|e| e.to_string())?;
+    let got = result.subject_set();
+    if let Some(missing) = expected.iter().find(|s| !got.contains(*s)) {
+        return Err(format!(
+            "{missing} was handed in and is missing from the result"
+        ));
+    }
+    Ok(())
+}
+
+/// Resources of the simulated world carrying `fleet`'s marker, by provider, kind and
+/// name, with how many of each there are.
+pub fn marked(cloud: &SimCloud, fleet: &str) -> BTreeMap<(String, String, String), usize> {
+    let mut out = BTreeMap::new();
+    for r in cloud.resources() {
+        if r.raw_tags.get(MARKER_KEY).map(String::as_str) == Some(fleet) {
+            *out.entry((r.provider, r.kind, r.name)).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// Every secret value the simulated world holds.
+pub fn secret_values(cloud: &SimCloud) -> Vec<String> {
+    cloud
+        .resources()
+        .iter()
+        .filter(|r| r.kind == "secrets")
+        .filter_map(|r| cloud.stored_secret(&r.handle))
+        .map(|s| s.expose().to_owned())
+        .collect()
+}
+
+/// One case: every property, in order, for `fleet` in `scenario`.
+pub fn run_case(
+    fleet: &Fleet,
+    scenario: &Scenario,
+    extra: &[Arc<dyn Backend>],
+) -> Result<(), Box<Failure>> {
+    count_case();
+    let fail = |property: &'static str, detail: String| {
+        Box::new(Failure {
+            property,
+            detail,
+            scenario: scenario.clone(),
+            mutation: None,
+        })
+    };
+    runtime().block_on(async {
+        let cloud = SimCloud::with_clock(scenario.seed, Arc::new(ManualClock::new()));
+        let store = Arc::new(CrashStore::new(&cloud));
+        let options = Options {
+            parallelism: scenario.parallelism,
+            ..Options::default()
+        };
+        let plan = fleet.plan();
+        let expected = declared_subjects(fleet);
+
+        // 1. A dry run makes no write.
+        let engine0 = engine(&cloud, store.clone(), extra);
+        engine0
+            .plan(&plan, &options)
+            .await
+            .map_err(|e| fail("a dry run succeeds", e.to_string()))?;
+        if !cloud.writes().is_empty() {
+            return Err(fail(
+                "a dry run makes no write",
+                format!("{:?}", cloud.writes()),
+            ));
+        }
+
+        // 2. Under faults (and perhaps a crash), the result is still total and disjoint.
+        cloud.install(&scenario.faults);
+        if let Some(n) = scenario.crash_after {
+            cloud.crash_after(n);
+        }
+        if let Ok(outcome) = engine0.apply(&plan, &options).await
+            && !cloud.is_crashed()
+        {
+            total_and_disjoint(&outcome.result, &expected)
+                .map_err(|e| fail("the result is total and disjoint under faults", e))?;
+        }
+        cloud.clear_faults();
+        cloud.revive();
+
+        // 3. A new process, from the records the old one left, converges.
+        let engine1 = engine(&cloud, store.clone(), extra);
+        let outcome = engine1
+            .apply(&plan, &options)
+            .await
+            .map_err(|e| fail("a clean apply after faults succeeds", e.to_string()))?;
+        total_and_disjoint(&outcome.result, &expected)
+            .map_err(|e| fail("the result is total and disjoint", e))?;
+        if !outcome.result.is_success() {
+            return Err(fail(
+                "the apply converges",
+                format!("{:#?}", outcome.result),
+            ));
+        }
+        let again = engine1
+            .plan(&plan, &options)
+            .await
+            .map_err(|e| fail("a second plan succeeds", e.to_string()))?;
+        if again.has_changes() {
+            return Err(fail("a second plan is empty", again.render()));
+        }
+        let ours = marked(&cloud, fleet.name());
+        if let Some((twin, n)) = ours.iter().find(|(_, n)| **n > 1) {
+            return Err(fail(
+                "no twin after an interrupted apply",
+                format!("{twin:?} exists {n} times"),
+            ));
+        }
+        for s in expected
+            .iter()
+            .filter(|s| SIMULATED.contains(&s.provider.as_str()))
+        {
+            if !ours.contains_key(&(s.provider.clone(), s.kind.clone(), s.name.clone())) {
+                return Err(fail(
+                    "every declared resource exists",
+                    format!("{s} is missing"),
+                ));
+            }
+        }
+
+        // 4. No secret value in any record.
+        let records = store.text(fleet.name());
+        if secret_values(&cloud)
+            .iter()
+            .any(|v| records.contains(v.as_str()))
+        {
+            return Err(fail(
+                "no secret value reaches a record",
+                "a secret value is in the records".into(),
+            ));
+        }
+
+        // 5. Prune is owned-only, on the calls made.
+        if let Some(scope) = expected
+            .iter()
+            .find(|s| SIMULATED.contains(&s.provider.as_str()))
+        {
+            let foreign = cloud
+                .insert_foreign(
+                    &scope.provider,
+                    &scope.kind,
+                    &scope.region,
+                    "zz-foreign-res",
+                    RawTags::new(),
+                )
+                .map_err(|e| fail("a foreign resource can be placed", e.to_string()))?;
+            let orphan = cloud
+                .insert_foreign(
+                    &scope.provider,
+                    &scope.kind,
+                    &scope.region,
+                    "zz-orphan-res",
+                    [(MARKER_KEY.to_owned(), fleet.name().to_owned())].into(),
+                )
+                .map_err(|e| fail("an owned orphan can be placed", e.to_string()))?;
+            let mut ledger = store.load_ledger(fleet.name()).expect("memory records");
+            ledger.rows.insert(LedgerRow {
+                provider: scope.provider.clone(),
+                kind: scope.kind.clone(),
+                name: "zz-orphan-res".into(),
+                region: scope.region.clone(),
+            });
+            store
+                .save_ledger(fleet.name(), &ledger)
+                .expect("memory records");
+            cloud.clear_calls();
+            let outcome = engine1
+                .apply(
+                    &plan,
+                    &Options {
+                        force: true,
+                        ..options.clone()
+                    },
+                )
+                .await
+                .map_err(|e| fail("an apply with an orphan succeeds", e.to_string()))?;
+            let deletes: Vec<String> = cloud
+                .calls()
+                .iter()
+                .filter(|c| c.op == Op::Delete)
+                .filter_map(|c| c.handle.clone())
+                .collect();
+            if deletes != [orphan.clone()] || cloud.resource(&foreign).is_none() {
+                return Err(fail(
+                    "prune deletes exactly the owned orphan",
+                    format!("deletes {deletes:?}; orphan {orphan}; foreign {foreign}"),
+                ));
+            }
+            if outcome.result.pruned.len() != 1 {
+                return Err(fail(
+                    "the orphan is reported pruned",
+                    format!("{:#?}", outcome.result),
+                ));
+            }
+            cloud.remove(&foreign);
+        }
+
+        // 6. The brake holds.
+        if let Some(scope) = expected
+            .iter()
+            .find(|s| SIMULATED.contains(&s.provider.as_str()))
+        {
+            let mut ledger = store.load_ledger(fleet.name()).expect("memory records");
+            for i in 0..=expected.len() {
+                let name = format!("zz-brake-{i:03}");
+                cloud
+                    .insert_foreign(
+                        &scope.provider,
+                        &scope.kind,
+                        &scope.region,
+                        &name,
+                        [(MARKER_KEY.to_owned(), fleet.name().to_owned())].into(),
+                    )
+                    .map_err(|e| fail("an owned orphan can be placed", e.to_string()))?;
+                ledger.rows.insert(LedgerRow {
+                    provider: scope.provider.clone(),
+                    kind: scope.kind.clone(),
+                    name,
+                    region: scope.region.clone(),
+                });
+            }
+            store
+                .save_ledger(fleet.name(), &ledger)
+                .expect("memory records");
+            cloud.clear_calls();
+            match engine1.apply(&plan, &options).await {
+                Err(ApplyError::Brake { .. }) => {}
+                other => {
+                    return Err(fail(
+                        "the brake refuses to delete most of the ledger",
+                        format!("{:?}", other.map(|o| o.result)),
+                    ));
+                }
+            }
+            if !cloud.writes().is_empty() {
+                return Err(fail(
+                    "the brake lets no write through",
+                    format!("{:?}", cloud.writes()),
+                ));
+            }
+            engine1
+                .apply(
+                    &plan,
+                    &Options {
+                        force: true,
+                        ..options.clone()
+                    },
+                )
+                .await
+                .map_err(|e| fail("a forced apply succeeds", e.to_string()))?;
+        }
+
+        // 7. Teardown: dependants first, nothing left.
+        cloud.clear_calls();
+        let outcome = engine1
+            .apply(&Plan::absent(fleet), &options)
+            .await
+            .map_err(|e| fail("a teardown succeeds", e.to_string()))?;
+        if !outcome.result.is_success() {
+            return Err(fail(
+                "the teardown converges",
+                format!("{:#?}", outcome.result),
+            ));
+        }
+        let deleted: BTreeMap<String, u64> = cloud
+            .calls()
+            .iter()
+            .filter(|c| c.op == Op::Delete && c.outcome.is_ok())
+            .filter_map(|c| c.name.clone().map(|n| (n, c.seq)))
+            .collect();
+        let names: Vec<&str> = fleet
+            .resources()
+            .map(|r| r.reference().name.as_str())
+            .collect();
+        for r in fleet.resources() {
+            for &d in r.deps() {
+                if let (Some(a), Some(b)) =
+                    (deleted.get(&r.reference().name), deleted.get(names[d]))
+                    && a > b
+                {
+                    return Err(fail(
+                        "teardown deletes dependants first",
+                        format!(
+                            "{} was deleted after {}, which it depends on",
+                            r.reference().name,
+                            names[d]
+                        ),
+                    ));
+                }
+            }
+        }
+        let left = marked(&cloud, fleet.name());
+        if !left.is_empty() {
+            return Err(fail("teardown leaves nothing behind", format!("{left:?}")));
+        }
+        Ok(())
+    })
+}
