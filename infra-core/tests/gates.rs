@@ -570,3 +570,59 @@ fn the_engine_can_be_spawned_its_futures_are_send() {
     send(&engine.refresh(&plan));
     send(&engine.discover(&plan));
 }
+
+#[tokio::test]
+async fn two_resources_of_one_name_resolve_by_marker_or_are_a_conflict() {
+    let cloud = support::cloud(14);
+    let (engine, _) = support::engine_in_memory(&cloud);
+    let fleet = small(&[]);
+    engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+
+    // Someone else's instance with the same name: ours is still told apart.
+    cloud
+        .insert_foreign("aws", "awsInstance", "eu-west-3", "app", RawTags::new())
+        .unwrap();
+    let report = engine
+        .plan(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(
+        !report.has_changes() && !report.has_failures(),
+        "{}",
+        report.render()
+    );
+
+    // A second one carrying our marker: a person must decide.
+    cloud
+        .insert_foreign(
+            "aws",
+            "awsInstance",
+            "eu-west-3",
+            "app",
+            [("managed-by-infra".to_owned(), "gates".to_owned())].into(),
+        )
+        .unwrap();
+    cloud.clear_calls();
+    let outcome = engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    let failed = &outcome.result.failed;
+    assert_eq!(failed.len(), 1, "{:#?}", outcome.result);
+    assert_eq!(
+        (failed[0].step, failed[0].error.kind),
+        (Step::Observe, ErrorKind::Conflict)
+    );
+    assert!(
+        failed[0]
+            .error
+            .message
+            .contains("3 resources are named \"app\""),
+        "{}",
+        failed[0].error
+    );
+    assert!(cloud.writes().is_empty());
+}

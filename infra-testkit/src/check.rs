@@ -192,8 +192,11 @@ impl fmt::Display for Failure {
 pub struct FleetCheck {
     cases: u32,
     max_fault_rate: f64,
-    extra: Vec<Arc<dyn Backend>>,
+    extra: Vec<BackendFactory>,
 }
+
+/// Makes a fresh backend for one case (from the case's seed).
+type BackendFactory = Arc<dyn Fn(u64) -> Arc<dyn Backend> + Send + Sync>;
 
 impl fmt::Debug for FleetCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -242,9 +245,13 @@ impl FleetCheck {
         self
     }
 
-    /// A backend for a provider the simulated cloud does not serve (a custom one).
-    pub fn backend(mut self, backend: Arc<dyn Backend>) -> Self {
-        self.extra.push(backend);
+    /// A backend for a provider the simulated cloud does not serve (a custom one),
+    /// made afresh for every case from the case's seed, so that cases share no state.
+    pub fn backend(
+        mut self,
+        make: impl Fn(u64) -> Arc<dyn Backend> + Send + Sync + 'static,
+    ) -> Self {
+        self.extra.push(Arc::new(make));
         self
     }
 
@@ -257,7 +264,9 @@ impl FleetCheck {
         });
         let last: Mutex<Option<Failure>> = Mutex::new(None);
         let result = runner.run(&scenario(self.max_fault_rate), |scenario| {
-            match run_case(fleet, &scenario, &self.extra) {
+            let extra: Vec<Arc<dyn Backend>> =
+                self.extra.iter().map(|make| make(scenario.seed)).collect();
+            match run_case(fleet, &scenario, &extra) {
                 Ok(()) => Ok(()),
                 Err(failure) => {
                     let message = failure.to_string();

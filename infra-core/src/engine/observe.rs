@@ -11,7 +11,10 @@ struct Read {
     backend: Arc<dyn Backend>,
     kind: &'static str,
     region: String,
-    handle: String,
+    name: String,
+    /// Every handle listed under the resource's name (more than one where a kind lets
+    /// names repeat).
+    handles: Vec<String>,
     readable: bool,
     in_ledger: bool,
     marker: Marker,
@@ -89,14 +92,17 @@ impl Engine {
                     }
                 }
                 Ok(listed) => {
-                    let by_name: HashMap<&str, &str> = listed
-                        .iter()
-                        .map(|l| (l.name.as_str(), l.handle.as_str()))
-                        .collect();
+                    let mut by_name: HashMap<&str, Vec<String>> = HashMap::new();
+                    for l in &listed {
+                        by_name
+                            .entry(l.name.as_str())
+                            .or_default()
+                            .push(l.handle.clone());
+                    }
                     for &i in members {
                         match by_name.get(slots[i].subject.name.as_str()) {
                             None => slots[i].seen = Seen::Absent,
-                            Some(handle) => reads.push((i, (*handle).to_owned())),
+                            Some(handles) => reads.push((i, handles.clone())),
                         }
                     }
                 }
@@ -114,14 +120,15 @@ impl Engine {
             .collect();
         let reads: Vec<Read> = reads
             .into_iter()
-            .map(|(i, handle)| {
+            .map(|(i, handles)| {
                 let slot = &slots[i];
                 Read {
                     slot: i,
+                    name: slot.subject.name.clone(),
                     backend: Arc::clone(self.backends.get(slot.provider).expect("checked above")),
                     kind: slot.kind,
                     region: slot.subject.region.clone(),
-                    handle,
+                    handles,
                     readable: ownership_kinds
                         .get(slot.provider)
                         .is_some_and(|k| k.contains(slot.kind)),
@@ -156,18 +163,66 @@ impl Engine {
     }
 
     async fn read_scope(&self, read: Read) -> (usize, Seen) {
+        let handle = match read.handles.as_slice() {
+            [one] => one.clone(),
+            many => match self.ours_among(&read, many).await {
+                Ok(handle) => handle,
+                Err(e) => return (read.slot, Seen::Unobserved(Unobserved::Error(e))),
+            },
+        };
         let seen = self
             .read_one(
                 &*read.backend,
                 read.kind,
                 &read.region,
-                &read.handle,
+                &handle,
                 read.readable,
                 read.in_ledger,
                 &read.marker,
             )
             .await;
         (read.slot, seen)
+    }
+
+    /// Several resources share the declared name: the one carrying this fleet's marker
+    /// is the declared one. None of them ours: the first (which the claim then refuses).
+    /// More than one ours, or no way to tell: a conflict for a person to resolve.
+    async fn ours_among(&self, read: &Read, handles: &[String]) -> Result<String, BackendError> {
+        let conflict = |why: String| {
+            BackendError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "{} resources are named {:?} in {} ({}): {why}; delete or rename the extra ones",
+                    handles.len(),
+                    read.name,
+                    read.region,
+                    handles.join(", ")
+                ),
+            )
+        };
+        if !read.readable {
+            return Err(conflict(
+                "their tags cannot be read to tell which is this fleet's".into(),
+            ));
+        }
+        let mut ours = Vec::new();
+        for handle in handles {
+            let tags = with_retries(&*self.clock, self.retry, true, || {
+                read.backend.ownership(read.kind, &read.region, handle)
+            })
+            .await?;
+            if read.marker.verdict(&tags) == Ownership::Ours {
+                ours.push(handle.clone());
+            }
+        }
+        match ours.as_slice() {
+            [] => Ok(handles[0].clone()),
+            [one] => Ok(one.clone()),
+            _ => Err(conflict(format!(
+                "{} of them carry this fleet's marker",
+                ours.len()
+            ))),
+        }
     }
 
     /// Lists one scope. A resource the ledger says exists but the list does not show is

@@ -91,8 +91,9 @@ supports!(Gcp: Iam, ObjectStore, Compute, Queues, Secrets, ImageRegistry, Postgr
 supports!(Scaleway: Iam, ObjectStore, Compute, Queues, Secrets, ImageRegistry, Postgres,
     FunctionNamespace, Function, ContainerNamespace, Container);
 
-/// Pushes a problem when a known literal lies outside `range`.
-pub(crate) fn check_range(
+/// Pushes a problem when a field's known literal lies outside `range`: the check every
+/// numeric field of a kind makes (custom kinds use it too).
+pub fn check_range(
     problems: &mut Vec<String>,
     field: &str,
     value: &crate::Partial<crate::Expr<u32>>,
