@@ -14,23 +14,23 @@ use infra_core::{
 };
 use infra_testkit::sim::Op;
 
+fn web_group() -> SecurityGroup {
+    SecurityGroup {
+        description: "web".into(),
+        vpc_id: Partial::Unknown,
+        ingress: Expr::lit([Rule::tcp(443, "0.0.0.0/0")].into()),
+        egress: Partial::Unknown,
+        tags: Partial::Unknown,
+    }
+}
+
 fn small(accounts: &[&str]) -> Fleet {
     let mut f = Fleet::builder("gates");
     for a in accounts {
         f.account::<Aws>(*a);
     }
     let here = AwsRegion::EuWest3;
-    let group = f.declare(
-        here,
-        "web",
-        SecurityGroup {
-            description: "web".into(),
-            vpc_id: Partial::Unknown,
-            ingress: Expr::lit([Rule::tcp(443, "0.0.0.0/0")].into()),
-            egress: Partial::Unknown,
-            tags: Partial::Unknown,
-        },
-    );
+    let group = f.declare(here, "web", web_group());
     f.declare(
         here,
         "app",
@@ -238,17 +238,7 @@ async fn forget_drops_the_record_and_touches_nothing() {
 
     let mut f = Fleet::builder("gates");
     let here = AwsRegion::EuWest3;
-    let group = f.declare(
-        here,
-        "web",
-        SecurityGroup {
-            description: "web".into(),
-            vpc_id: Partial::Unknown,
-            ingress: Expr::lit([Rule::tcp(443, "0.0.0.0/0")].into()),
-            egress: Partial::Unknown,
-            tags: Partial::Unknown,
-        },
-    );
+    let group = f.declare(here, "web", web_group());
     f.declare(
         here,
         "app",
@@ -317,17 +307,7 @@ async fn drift_is_repaired_in_place_and_a_forces_replace_field_replaces() {
     // A changed instance type cannot be changed in place.
     let mut f = Fleet::builder("gates");
     let here = AwsRegion::EuWest3;
-    let g = f.declare(
-        here,
-        "web",
-        SecurityGroup {
-            description: "web".into(),
-            vpc_id: Partial::Unknown,
-            ingress: Expr::lit([Rule::tcp(443, "0.0.0.0/0")].into()),
-            egress: Partial::Unknown,
-            tags: Partial::Unknown,
-        },
-    );
+    let g = f.declare(here, "web", web_group());
     f.declare(
         here,
         "app",
