@@ -1,1 +1,206 @@
 #![doc = include_str!("../README.md")]
+
+mod clients;
+mod error;
+mod ops;
+#[cfg(feature = "ec2")]
+mod ec2;
+#[cfg(feature = "ecr")]
+mod ecr;
+#[cfg(feature = "iam")]
+mod iam;
+#[cfg(feature = "lambda")]
+mod lambda;
+#[cfg(feature = "rds")]
+mod rds;
+#[cfg(feature = "s3")]
+mod s3;
+#[cfg(feature = "secretsmanager")]
+mod secrets;
+#[cfg(feature = "sqs")]
+mod sqs;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use aws_types::SdkConfig;
+use infra_core::{
+    Backend, BackendError, Capabilities, ErrorKind, Listed, Marker, RawTags, SecretString,
+    SettledSpec, Sighting, Unreachable,
+};
+
+use clients::Clients;
+use ops::KindOps;
+
+/// The AWS backend: every kind this build's features enable, in any region.
+pub struct AwsBackend {
+    clients: Clients,
+    kinds: BTreeMap<&'static str, Box<dyn KindOps>>,
+}
+
+impl std::fmt::Debug for AwsBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsBackend")
+            .field("kinds", &self.kinds.keys().collect::<Vec<_>>())
+            .field("endpoint", &self.clients.base().endpoint_url())
+            .finish()
+    }
+}
+
+impl AwsBackend {
+    /// A backend on an SDK configuration (credentials, endpoint, retry settings). The
+    /// region of each call is the resource's own; the configuration's is only a default.
+    pub fn new(config: SdkConfig) -> Self {
+        let mut kinds: BTreeMap<&'static str, Box<dyn KindOps>> = BTreeMap::new();
+        let mut add = |ops: Box<dyn KindOps>| {
+            kinds.insert(ops.kind(), ops);
+        };
+        #[cfg(feature = "s3")]
+        {
+            add(Box::new(s3::S3BucketOps));
+            add(Box::new(s3::ObjectStoreOps));
+        }
+        #[cfg(feature = "ec2")]
+        ec2::register(&mut add);
+        #[cfg(feature = "iam")]
+        iam::register(&mut add);
+        #[cfg(feature = "sqs")]
+        sqs::register(&mut add);
+        #[cfg(feature = "secretsmanager")]
+        secrets::register(&mut add);
+        #[cfg(feature = "ecr")]
+        ecr::register(&mut add);
+        #[cfg(feature = "rds")]
+        rds::register(&mut add);
+        #[cfg(feature = "lambda")]
+        lambda::register(&mut add);
+        let _ = &mut add;
+        AwsBackend {
+            clients: Clients::new(config),
+            kinds,
+        }
+    }
+
+    /// A backend from the standard sources: `aws-config`'s default chain
+    /// (`AWS_PROFILE`, `AWS_REGION`, `AWS_ENDPOINT_URL`, the environment's keys, SSO,
+    /// instance roles). When no credentials can be found, the backend returned is
+    /// [`Unreachable`] and says why, so that the engine refuses to act on AWS rather than
+    /// read its silence as agreement.
+    pub async fn from_env() -> Arc<dyn Backend> {
+        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let why = match config.credentials_provider() {
+            None => Some("no AWS credentials provider is configured".to_owned()),
+            Some(provider) => {
+                use aws_credential_types::provider::ProvideCredentials as _;
+                provider
+                    .provide_credentials()
+                    .await
+                    .err()
+                    .map(|e| format!("no AWS credentials could be loaded ({e})"))
+            }
+        };
+        match why {
+            Some(why) => Arc::new(Unreachable::new("aws", why)),
+            None => Arc::new(AwsBackend::new(config)),
+        }
+    }
+
+    fn ops(&self, kind: &str) -> Result<&dyn KindOps, BackendError> {
+        self.kinds.get(kind).map(|k| &**k).ok_or_else(|| {
+            BackendError::new(
+                ErrorKind::Invalid,
+                format!("this build of infra-aws does not realise kind {kind}; enable its feature"),
+            )
+        })
+    }
+}
+
+#[async_trait]
+impl Backend for AwsBackend {
+    fn provider(&self) -> &'static str {
+        "aws"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let mut caps = Capabilities::with_kinds(self.kinds.keys().copied());
+        caps.duplicate_names = self
+            .kinds
+            .values()
+            .filter(|k| k.duplicate_names())
+            .map(|k| k.kind())
+            .collect();
+        caps
+    }
+
+    async fn account(&self) -> Result<String, BackendError> {
+        let region = self
+            .clients
+            .base()
+            .region()
+            .map(|r| r.to_string())
+            .unwrap_or_else(|| "us-east-1".to_owned());
+        let clients = self.clients.region(&region);
+        let identity = clients
+            .sts()
+            .get_caller_identity()
+            .send()
+            .await
+            .map_err(|e| error::classify("sts:GetCallerIdentity", e, &[]))?;
+        identity
+            .account()
+            .map(str::to_owned)
+            .ok_or_else(|| BackendError::new(ErrorKind::Other, "sts:GetCallerIdentity named no account"))
+    }
+
+    async fn list(&self, kind: &'static str, region: &str) -> Result<Vec<Listed>, BackendError> {
+        self.ops(kind)?.list(&self.clients.region(region)).await
+    }
+
+    async fn read(&self, kind: &'static str, region: &str, handle: &str) -> Result<Sighting, BackendError> {
+        self.ops(kind)?.read(&self.clients.region(region), handle).await
+    }
+
+    async fn create(
+        &self,
+        kind: &'static str,
+        region: &str,
+        name: &str,
+        spec: SettledSpec<'_>,
+        marker: &Marker,
+    ) -> Result<Sighting, BackendError> {
+        self.ops(kind)?
+            .create(&self.clients.region(region), name, spec, marker)
+            .await
+    }
+
+    async fn update(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+        spec: SettledSpec<'_>,
+    ) -> Result<Sighting, BackendError> {
+        self.ops(kind)?.update(&self.clients.region(region), handle, spec).await
+    }
+
+    async fn delete(&self, kind: &'static str, region: &str, handle: &str) -> Result<(), BackendError> {
+        self.ops(kind)?.delete(&self.clients.region(region), handle).await
+    }
+
+    async fn ownership(&self, kind: &'static str, region: &str, handle: &str) -> Result<RawTags, BackendError> {
+        self.ops(kind)?.ownership(&self.clients.region(region), handle).await
+    }
+
+    async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError> {
+        #[cfg(feature = "secretsmanager")]
+        if self.kinds.contains_key("secrets") {
+            return secrets::secret_value(&self.clients.region(region), handle).await;
+        }
+        let _ = (region, handle);
+        Err(BackendError::new(
+            ErrorKind::Invalid,
+            "this build of infra-aws does not realise kind secrets; enable the secretsmanager feature",
+        ))
+    }
+}

@@ -1,0 +1,456 @@
+//! S3: the `s3Bucket` and `objectStore` kinds.
+//!
+//! What read reports when S3 does not say:
+//! - `versioning`: S3 always answers; a bucket never versioned has no status, which is
+//!   the truth `false`. An answer the SDK cannot read (a stand-in's quirk) is `Unknown`.
+//! - `objectLock`: "no configuration" is the truth `false`.
+//! - `blockPublicAccess`: "no configuration" is the truth `false`; `true` only when all
+//!   four switches are on.
+//! - `expireAfterDays`: "no lifecycle" is the truth `None`; a lifecycle without our rule
+//!   is `None` too (our rule is the one the field manages).
+//! - `tags`: "no tag set" is the truth, an empty map. The marker is included; the engine
+//!   strips it.
+//!
+//! The marker is part of `CreateBucket` itself (its configuration carries tags), and
+//! written again at once with `PutBucketTagging` for stand-ins that drop tags on create.
+
+use async_trait::async_trait;
+use aws_sdk_s3::types::{
+    BucketLifecycleConfiguration, BucketLocationConstraint, BucketVersioningStatus,
+    CreateBucketConfiguration, ExpirationStatus, LifecycleExpiration, LifecycleRule,
+    LifecycleRuleFilter, ObjectLockEnabled, PublicAccessBlockConfiguration, Tag, Tagging,
+    VersioningConfiguration,
+};
+use infra_core::kinds::{
+    ObjectStore, ObjectStoreObserved, ObjectStoreReported, ObjectStoreSettled, S3Bucket,
+    S3BucketObserved, S3BucketReported, S3BucketSettled,
+};
+use infra_core::{BackendError, Listed, Marker, Partial, RawTags, SettledSpec, Sighting};
+
+use crate::clients::RegionClients;
+use crate::error::classify;
+use crate::ops::{KindOps, keep_marker, with_marker};
+
+/// Codes that mean the bucket does not exist.
+const NO_BUCKET: &[&str] = &["NoSuchBucket", "NotFound"];
+/// The id of the lifecycle rule `expireAfterDays` manages.
+const EXPIRE_RULE: &str = "infra-expire";
+
+fn region_of(constraint: Option<&BucketLocationConstraint>) -> String {
+    match constraint.map(|c| c.as_str()) {
+        None | Some("") => "us-east-1".to_owned(),
+        Some("EU") => "eu-west-1".to_owned(),
+        Some(other) => other.to_owned(),
+    }
+}
+
+/// Buckets are global: listing a region asks each bucket where it lives.
+async fn list_region(c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+    let s3 = c.s3();
+    let out = s3
+        .list_buckets()
+        .send()
+        .await
+        .map_err(|e| classify("s3:ListBuckets", e, &[]))?;
+    let mut listed = Vec::new();
+    for bucket in out.buckets() {
+        let Some(name) = bucket.name() else { continue };
+        let region = match bucket.bucket_region() {
+            Some(r) => r.to_owned(),
+            None => match s3.get_bucket_location().bucket(name).send().await {
+                Ok(loc) => region_of(loc.location_constraint()),
+                // Deleted between the list and now: not in any region.
+                Err(e) => match classify("s3:GetBucketLocation", e, NO_BUCKET) {
+                    e if e.kind == infra_core::ErrorKind::NotFound => continue,
+                    e => return Err(e),
+                },
+            },
+        };
+        if region == c.region {
+            listed.push(Listed {
+                name: name.to_owned(),
+                handle: name.to_owned(),
+            });
+        }
+    }
+    Ok(listed)
+}
+
+async fn tags(c: &RegionClients, bucket: &str) -> Result<RawTags, BackendError> {
+    match c.s3().get_bucket_tagging().bucket(bucket).send().await {
+        Ok(out) => Ok(out
+            .tag_set()
+            .iter()
+            .map(|t| (t.key().to_owned(), t.value().to_owned()))
+            .collect()),
+        Err(e) => {
+            let e = classify("s3:GetBucketTagging", e, NO_BUCKET);
+            if e.code.as_deref() == Some("NoSuchTagSet") {
+                Ok(RawTags::new())
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+async fn put_tags(c: &RegionClients, bucket: &str, tags: &RawTags) -> Result<(), BackendError> {
+    let set: Vec<Tag> = tags
+        .iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build().expect("key and value are set"))
+        .collect();
+    let tagging = Tagging::builder()
+        .set_tag_set(Some(set))
+        .build()
+        .expect("the tag set is set");
+    c.s3()
+        .put_bucket_tagging()
+        .bucket(bucket)
+        .tagging(tagging)
+        .send()
+        .await
+        .map_err(|e| classify("s3:PutBucketTagging", e, NO_BUCKET))?;
+    Ok(())
+}
+
+/// What every bucket reports, whichever kind declares it.
+struct BucketState {
+    region: String,
+    versioning: Partial<bool>,
+    object_lock: bool,
+    block_public_access: bool,
+    expire_after_days: Option<u32>,
+    tags: RawTags,
+}
+
+async fn state(c: &RegionClients, bucket: &str) -> Result<BucketState, BackendError> {
+    let s3 = c.s3();
+    let loc = s3
+        .get_bucket_location()
+        .bucket(bucket)
+        .send()
+        .await
+        .map_err(|e| classify("s3:GetBucketLocation", e, NO_BUCKET))?;
+    let region = region_of(loc.location_constraint());
+    if region != c.region {
+        return Err(BackendError::not_found(format!(
+            "bucket {bucket} is in {region}, not in {}",
+            c.region
+        ))
+        .with_code("NoSuchBucket"));
+    }
+    // A bucket never versioned answers with no status: the truth `false`. Some stand-ins
+    // answer that case with a document the SDK cannot read; then the field is unknown
+    // (and so not compared), never a guess.
+    let versioning = match s3.get_bucket_versioning().bucket(bucket).send().await {
+        Ok(out) => Partial::Known(out.status() == Some(&BucketVersioningStatus::Enabled)),
+        Err(e) => {
+            let e = classify("s3:GetBucketVersioning", e, NO_BUCKET);
+            if e.code.as_deref() == Some("") && e.message.ends_with("(HTTP 200)") {
+                Partial::Unknown
+            } else {
+                return Err(e);
+            }
+        }
+    };
+    let object_lock = match s3.get_object_lock_configuration().bucket(bucket).send().await {
+        Ok(out) => out
+            .object_lock_configuration()
+            .and_then(|c| c.object_lock_enabled())
+            == Some(&ObjectLockEnabled::Enabled),
+        Err(e) => {
+            let e = classify("s3:GetObjectLockConfiguration", e, NO_BUCKET);
+            if e.code.as_deref() == Some("ObjectLockConfigurationNotFoundError") {
+                false
+            } else {
+                return Err(e);
+            }
+        }
+    };
+    let block_public_access = match s3.get_public_access_block().bucket(bucket).send().await {
+        Ok(out) => out.public_access_block_configuration().is_some_and(|c| {
+            c.block_public_acls() == Some(true)
+                && c.ignore_public_acls() == Some(true)
+                && c.block_public_policy() == Some(true)
+                && c.restrict_public_buckets() == Some(true)
+        }),
+        Err(e) => {
+            let e = classify("s3:GetPublicAccessBlock", e, NO_BUCKET);
+            if e.code.as_deref() == Some("NoSuchPublicAccessBlockConfiguration") {
+                false
+            } else {
+                return Err(e);
+            }
+        }
+    };
+    let expire_after_days = match s3.get_bucket_lifecycle_configuration().bucket(bucket).send().await {
+        Ok(out) => out
+            .rules()
+            .iter()
+            .find(|r| r.id() == Some(EXPIRE_RULE))
+            .and_then(|r| r.expiration())
+            .and_then(|e| e.days())
+            .and_then(|d| u32::try_from(d).ok()),
+        Err(e) => {
+            let e = classify("s3:GetBucketLifecycleConfiguration", e, NO_BUCKET);
+            if e.code.as_deref() == Some("NoSuchLifecycleConfiguration") {
+                None
+            } else {
+                return Err(e);
+            }
+        }
+    };
+    Ok(BucketState {
+        region,
+        versioning,
+        object_lock,
+        block_public_access,
+        expire_after_days,
+        tags: tags(c, bucket).await?,
+    })
+}
+
+async fn create_bucket(
+    c: &RegionClients,
+    name: &str,
+    object_lock: bool,
+    tags: &RawTags,
+) -> Result<(), BackendError> {
+    let tag_list: Vec<Tag> = tags
+        .iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build().expect("key and value are set"))
+        .collect();
+    let mut configuration = CreateBucketConfiguration::builder().set_tags(Some(tag_list));
+    if c.region != "us-east-1" {
+        configuration = configuration.location_constraint(BucketLocationConstraint::from(c.region.as_str()));
+    }
+    c.s3()
+        .create_bucket()
+        .bucket(name)
+        .create_bucket_configuration(configuration.build())
+        .object_lock_enabled_for_bucket(object_lock)
+        .send()
+        .await
+        .map_err(|e| classify("s3:CreateBucket", e, &[]))?;
+    // Again, for stand-ins that drop tags given at creation; the same set, so idempotent.
+    put_tags(c, name, tags).await
+}
+
+async fn set_versioning(c: &RegionClients, bucket: &str, on: bool) -> Result<(), BackendError> {
+    let status = if on {
+        BucketVersioningStatus::Enabled
+    } else {
+        BucketVersioningStatus::Suspended
+    };
+    c.s3()
+        .put_bucket_versioning()
+        .bucket(bucket)
+        .versioning_configuration(VersioningConfiguration::builder().status(status).build())
+        .send()
+        .await
+        .map_err(|e| classify("s3:PutBucketVersioning", e, NO_BUCKET))?;
+    Ok(())
+}
+
+async fn set_public_access_block(c: &RegionClients, bucket: &str, on: bool) -> Result<(), BackendError> {
+    c.s3()
+        .put_public_access_block()
+        .bucket(bucket)
+        .public_access_block_configuration(
+            PublicAccessBlockConfiguration::builder()
+                .block_public_acls(on)
+                .ignore_public_acls(on)
+                .block_public_policy(on)
+                .restrict_public_buckets(on)
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| classify("s3:PutPublicAccessBlock", e, NO_BUCKET))?;
+    Ok(())
+}
+
+async fn set_expiry(c: &RegionClients, bucket: &str, days: Option<u32>) -> Result<(), BackendError> {
+    let s3 = c.s3();
+    match days {
+        None => {
+            s3.delete_bucket_lifecycle()
+                .bucket(bucket)
+                .send()
+                .await
+                .map_err(|e| classify("s3:DeleteBucketLifecycle", e, NO_BUCKET))?;
+        }
+        Some(days) => {
+            let rule = LifecycleRule::builder()
+                .id(EXPIRE_RULE)
+                .status(ExpirationStatus::Enabled)
+                .filter(LifecycleRuleFilter::builder().prefix("").build())
+                .expiration(LifecycleExpiration::builder().days(i32::try_from(days).unwrap_or(i32::MAX)).build())
+                .build()
+                .map_err(|e| BackendError::invalid(format!("lifecycle rule: {e}")))?;
+            let config = BucketLifecycleConfiguration::builder()
+                .rules(rule)
+                .build()
+                .map_err(|e| BackendError::invalid(format!("lifecycle configuration: {e}")))?;
+            s3.put_bucket_lifecycle_configuration()
+                .bucket(bucket)
+                .lifecycle_configuration(config)
+                .send()
+                .await
+                .map_err(|e| classify("s3:PutBucketLifecycleConfiguration", e, NO_BUCKET))?;
+        }
+    }
+    Ok(())
+}
+
+async fn delete_bucket(c: &RegionClients, bucket: &str) -> Result<(), BackendError> {
+    c.s3()
+        .delete_bucket()
+        .bucket(bucket)
+        .send()
+        .await
+        .map_err(|e| classify("s3:DeleteBucket", e, NO_BUCKET))?;
+    Ok(())
+}
+
+/// `s3Bucket`.
+pub(crate) struct S3BucketOps;
+
+fn s3_sighting(bucket: &str, s: BucketState) -> Sighting {
+    Sighting::of::<S3Bucket>(
+        bucket,
+        S3BucketObserved {
+            arn: format!("arn:aws:s3:::{bucket}"),
+            region: s.region,
+        },
+        S3BucketReported {
+            versioning: s.versioning,
+            object_lock: Partial::Known(s.object_lock),
+            block_public_access: Partial::Known(s.block_public_access),
+            tags: Partial::Known(s.tags),
+        },
+    )
+}
+
+#[async_trait]
+impl KindOps for S3BucketOps {
+    fn kind(&self) -> &'static str {
+        "s3Bucket"
+    }
+
+    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+        list_region(c).await
+    }
+
+    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError> {
+        Ok(s3_sighting(handle, state(c, handle).await?))
+    }
+
+    async fn create(&self, c: &RegionClients, name: &str, spec: SettledSpec<'_>, marker: &Marker) -> Result<Sighting, BackendError> {
+        let spec: &S3BucketSettled = spec.get::<S3Bucket>()?;
+        let tags = with_marker(spec.tags.known(), marker);
+        create_bucket(c, name, spec.object_lock.known() == Some(&true), &tags).await?;
+        apply_s3(c, name, spec).await?;
+        self.read(c, name).await
+    }
+
+    async fn update(&self, c: &RegionClients, handle: &str, spec: SettledSpec<'_>) -> Result<Sighting, BackendError> {
+        let spec: &S3BucketSettled = spec.get::<S3Bucket>()?;
+        if let Some(declared) = spec.tags.known() {
+            let current = tags(c, handle).await?;
+            put_tags(c, handle, &keep_marker(Some(declared), &current)).await?;
+        }
+        apply_s3(c, handle, spec).await?;
+        self.read(c, handle).await
+    }
+
+    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError> {
+        delete_bucket(c, handle).await
+    }
+
+    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
+        tags(c, handle).await
+    }
+}
+
+/// The settings of an `s3Bucket` that change in place (tags aside).
+async fn apply_s3(c: &RegionClients, bucket: &str, spec: &S3BucketSettled) -> Result<(), BackendError> {
+    if let Some(&on) = spec.versioning.known() {
+        set_versioning(c, bucket, on).await?;
+    }
+    if let Some(&on) = spec.block_public_access.known() {
+        set_public_access_block(c, bucket, on).await?;
+    }
+    Ok(())
+}
+
+/// `objectStore`, realised as an S3 bucket.
+pub(crate) struct ObjectStoreOps;
+
+fn store_sighting(bucket: &str, s: BucketState) -> Sighting {
+    let endpoint = format!("https://{bucket}.s3.{}.amazonaws.com", s.region);
+    Sighting::of::<ObjectStore>(
+        bucket,
+        ObjectStoreObserved {
+            id: bucket.to_owned(),
+            endpoint: Partial::Known(endpoint),
+        },
+        ObjectStoreReported {
+            versioning: s.versioning,
+            expire_after_days: Partial::Known(s.expire_after_days),
+            tags: Partial::Known(s.tags),
+        },
+    )
+}
+
+#[async_trait]
+impl KindOps for ObjectStoreOps {
+    fn kind(&self) -> &'static str {
+        "objectStore"
+    }
+
+    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+        list_region(c).await
+    }
+
+    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError> {
+        Ok(store_sighting(handle, state(c, handle).await?))
+    }
+
+    async fn create(&self, c: &RegionClients, name: &str, spec: SettledSpec<'_>, marker: &Marker) -> Result<Sighting, BackendError> {
+        let spec: &ObjectStoreSettled = spec.get::<ObjectStore>()?;
+        let tags = with_marker(spec.tags.known(), marker);
+        create_bucket(c, name, false, &tags).await?;
+        apply_store(c, name, spec).await?;
+        self.read(c, name).await
+    }
+
+    async fn update(&self, c: &RegionClients, handle: &str, spec: SettledSpec<'_>) -> Result<Sighting, BackendError> {
+        let spec: &ObjectStoreSettled = spec.get::<ObjectStore>()?;
+        if let Some(declared) = spec.tags.known() {
+            let current = tags(c, handle).await?;
+            put_tags(c, handle, &keep_marker(Some(declared), &current)).await?;
+        }
+        apply_store(c, handle, spec).await?;
+        self.read(c, handle).await
+    }
+
+    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError> {
+        delete_bucket(c, handle).await
+    }
+
+    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
+        tags(c, handle).await
+    }
+}
+
+async fn apply_store(c: &RegionClients, bucket: &str, spec: &ObjectStoreSettled) -> Result<(), BackendError> {
+    if let Some(&on) = spec.versioning.known() {
+        set_versioning(c, bucket, on).await?;
+    }
+    if let Some(&days) = spec.expire_after_days.known() {
+        set_expiry(c, bucket, days).await?;
+    }
+    Ok(())
+}
+
