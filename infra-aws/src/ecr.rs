@@ -1,8 +1,286 @@
-//! (Being written.) Registers nothing yet: a kind is offered only once it is realised.
+//! ECR: the `imageRegistry` kind, one private repository per registry.
+//!
+//! The handle and the name are the repository's name.
+//!
+//! What read reports when ECR does not say:
+//! - `scanOnPush`: `DescribeRepositories` always answers the repository's scanning
+//!   configuration, whether or not the declaration set it: the truth. An answer without
+//!   one is `Unknown`.
+//! - `immutableTags`: `IMMUTABLE` is `true` and `MUTABLE` is `false`, whether or not
+//!   the declaration set it. A setting with exclusion filters (`*_WITH_EXCLUSION`, some
+//!   tags one way and the rest the other) is neither, and is `Unknown`, as is a setting
+//!   this SDK does not know.
+//! - `tags`: `ListTagsForResource` (by the repository's ARN); "no tags" is the truth, an
+//!   empty map. The marker is included; the engine strips it.
+//!
+//! The marker is part of `CreateRepository` itself (its `tags`).
 
-use crate::ops::KindOps;
+use async_trait::async_trait;
+use aws_sdk_ecr::types::{ImageScanningConfiguration, ImageTagMutability, Repository, Tag};
+use infra_core::kinds::{
+    ImageRegistry, ImageRegistryObserved, ImageRegistryReported, ImageRegistrySettled,
+};
+use infra_core::{
+    BackendError, ErrorKind, Listed, MARKER_KEY, Marker, Partial, RawTags, SettledSpec, Sighting,
+};
+
+use crate::clients::RegionClients;
+use crate::error::classify;
+use crate::ops::{KindOps, keep_marker, with_marker};
+
+/// Codes that mean the repository does not exist.
+const NO_REPOSITORY: &[&str] = &["RepositoryNotFoundException"];
 
 /// Adds this module's kinds.
 pub(crate) fn register(add: &mut dyn FnMut(Box<dyn KindOps>)) {
-    let _ = add;
+    add(Box::new(ImageRegistryOps));
+}
+
+/// The repository named `name`, or `NotFound`.
+async fn describe(c: &RegionClients, name: &str) -> Result<Repository, BackendError> {
+    let out = c
+        .ecr()
+        .describe_repositories()
+        .repository_names(name)
+        .send()
+        .await
+        .map_err(|e| classify("ecr:DescribeRepositories", e, NO_REPOSITORY))?;
+    out.repositories()
+        .iter()
+        .find(|r| r.repository_name() == Some(name))
+        .cloned()
+        .ok_or_else(|| {
+            BackendError::not_found(format!(
+                "ecr:DescribeRepositories answered without repository {name}"
+            ))
+            .with_code("RepositoryNotFoundException")
+        })
+}
+
+fn arn_of(repo: &Repository, name: &str) -> Result<String, BackendError> {
+    repo.repository_arn().map(str::to_owned).ok_or_else(|| {
+        BackendError::new(
+            ErrorKind::Other,
+            format!("ecr:DescribeRepositories named no ARN for repository {name}"),
+        )
+    })
+}
+
+async fn tags(c: &RegionClients, arn: &str) -> Result<RawTags, BackendError> {
+    let out = c
+        .ecr()
+        .list_tags_for_resource()
+        .resource_arn(arn)
+        .send()
+        .await
+        .map_err(|e| classify("ecr:ListTagsForResource", e, NO_REPOSITORY))?;
+    Ok(out
+        .tags()
+        .iter()
+        .map(|t| (t.key().to_owned(), t.value().to_owned()))
+        .collect())
+}
+
+fn tag_list(tags: &RawTags) -> Result<Vec<Tag>, BackendError> {
+    tags.iter()
+        .map(|(k, v)| {
+            Tag::builder()
+                .key(k)
+                .value(v)
+                .build()
+                .map_err(|e| BackendError::invalid(format!("tag {k}: {e}")))
+        })
+        .collect()
+}
+
+fn immutable(mutability: Option<&ImageTagMutability>) -> Partial<bool> {
+    match mutability {
+        Some(ImageTagMutability::Immutable) => Partial::Known(true),
+        Some(ImageTagMutability::Mutable) => Partial::Known(false),
+        _ => Partial::Unknown,
+    }
+}
+
+fn mutability(immutable: bool) -> ImageTagMutability {
+    if immutable {
+        ImageTagMutability::Immutable
+    } else {
+        ImageTagMutability::Mutable
+    }
+}
+
+fn scanning(on: bool) -> ImageScanningConfiguration {
+    ImageScanningConfiguration::builder()
+        .scan_on_push(on)
+        .build()
+}
+
+/// Brings the repository's tags to `declared`, keeping the marker as it is.
+async fn set_tags(c: &RegionClients, arn: &str, declared: &RawTags) -> Result<(), BackendError> {
+    let current = tags(c, arn).await?;
+    let declared: RawTags = declared
+        .iter()
+        .filter(|(k, _)| k.as_str() != MARKER_KEY)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let wanted = keep_marker(Some(&declared), &current);
+    let stale: Vec<String> = current
+        .keys()
+        .filter(|k| !wanted.contains_key(*k))
+        .cloned()
+        .collect();
+    let fresh: RawTags = wanted
+        .into_iter()
+        .filter(|(k, v)| current.get(k) != Some(v))
+        .collect();
+    if !stale.is_empty() {
+        c.ecr()
+            .untag_resource()
+            .resource_arn(arn)
+            .set_tag_keys(Some(stale))
+            .send()
+            .await
+            .map_err(|e| classify("ecr:UntagResource", e, NO_REPOSITORY))?;
+    }
+    if !fresh.is_empty() {
+        c.ecr()
+            .tag_resource()
+            .resource_arn(arn)
+            .set_tags(Some(tag_list(&fresh)?))
+            .send()
+            .await
+            .map_err(|e| classify("ecr:TagResource", e, NO_REPOSITORY))?;
+    }
+    Ok(())
+}
+
+/// `imageRegistry`, realised as an ECR repository.
+pub(crate) struct ImageRegistryOps;
+
+#[async_trait]
+impl KindOps for ImageRegistryOps {
+    fn kind(&self) -> &'static str {
+        "imageRegistry"
+    }
+
+    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+        let mut listed = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let out = c
+                .ecr()
+                .describe_repositories()
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| classify("ecr:DescribeRepositories", e, &[]))?;
+            for repo in out.repositories() {
+                if let Some(name) = repo.repository_name() {
+                    listed.push(Listed {
+                        name: name.to_owned(),
+                        handle: name.to_owned(),
+                    });
+                }
+            }
+            match out.next_token() {
+                Some(next) if !next.is_empty() => token = Some(next.to_owned()),
+                _ => break,
+            }
+        }
+        Ok(listed)
+    }
+
+    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError> {
+        let repo = describe(c, handle).await?;
+        let arn = arn_of(&repo, handle)?;
+        let uri = repo.repository_uri().map(str::to_owned).ok_or_else(|| {
+            BackendError::new(
+                ErrorKind::Other,
+                format!("ecr:DescribeRepositories named no URI for repository {handle}"),
+            )
+        })?;
+        let tags = tags(c, &arn).await?;
+        Ok(Sighting::of::<ImageRegistry>(
+            handle,
+            ImageRegistryObserved { id: arn, uri },
+            ImageRegistryReported {
+                scan_on_push: repo
+                    .image_scanning_configuration()
+                    .map_or(Partial::Unknown, |s| Partial::Known(s.scan_on_push())),
+                immutable_tags: immutable(repo.image_tag_mutability()),
+                tags: Partial::Known(tags),
+            },
+        ))
+    }
+
+    async fn create(
+        &self,
+        c: &RegionClients,
+        name: &str,
+        spec: SettledSpec<'_>,
+        marker: &Marker,
+    ) -> Result<Sighting, BackendError> {
+        let spec: &ImageRegistrySettled = spec.get::<ImageRegistry>()?;
+        let tags = with_marker(spec.tags.known(), marker);
+        c.ecr()
+            .create_repository()
+            .repository_name(name)
+            .set_tags(Some(tag_list(&tags)?))
+            .set_image_scanning_configuration(spec.scan_on_push.known().map(|&on| scanning(on)))
+            .set_image_tag_mutability(spec.immutable_tags.known().map(|&on| mutability(on)))
+            .send()
+            .await
+            .map_err(|e| classify("ecr:CreateRepository", e, &[]))?;
+        self.read(c, name).await
+    }
+
+    async fn update(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        spec: SettledSpec<'_>,
+    ) -> Result<Sighting, BackendError> {
+        let spec: &ImageRegistrySettled = spec.get::<ImageRegistry>()?;
+        let repo = describe(c, handle).await?;
+        if let Some(&on) = spec.scan_on_push.known() {
+            c.ecr()
+                .put_image_scanning_configuration()
+                .repository_name(handle)
+                .image_scanning_configuration(scanning(on))
+                .send()
+                .await
+                .map_err(|e| classify("ecr:PutImageScanningConfiguration", e, NO_REPOSITORY))?;
+        }
+        if let Some(&on) = spec.immutable_tags.known() {
+            c.ecr()
+                .put_image_tag_mutability()
+                .repository_name(handle)
+                .image_tag_mutability(mutability(on))
+                .send()
+                .await
+                .map_err(|e| classify("ecr:PutImageTagMutability", e, NO_REPOSITORY))?;
+        }
+        if let Some(declared) = spec.tags.known() {
+            set_tags(c, &arn_of(&repo, handle)?, declared).await?;
+        }
+        self.read(c, handle).await
+    }
+
+    /// Never forced: a repository that still holds images is refused
+    /// (`RepositoryNotEmptyException`, a dependency violation) and left as it was.
+    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError> {
+        c.ecr()
+            .delete_repository()
+            .repository_name(handle)
+            .force(false)
+            .send()
+            .await
+            .map_err(|e| classify("ecr:DeleteRepository", e, NO_REPOSITORY))?;
+        Ok(())
+    }
+
+    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
+        let repo = describe(c, handle).await?;
+        tags(c, &arn_of(&repo, handle)?).await
+    }
 }

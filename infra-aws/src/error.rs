@@ -68,7 +68,12 @@ const CONFLICT: &[&str] = &[
     "IncorrectInstanceState",
 ];
 
-const DEPENDENCY: &[&str] = &["DependencyViolation", "DeleteConflict", "BucketNotEmpty", "RepositoryNotEmptyException"];
+const DEPENDENCY: &[&str] = &[
+    "DependencyViolation",
+    "DeleteConflict",
+    "BucketNotEmpty",
+    "RepositoryNotEmptyException",
+];
 
 const INVALID: &[&str] = &[
     "ValidationError",
@@ -111,14 +116,22 @@ pub(crate) fn kind_of(code: &str, not_found: &[&str]) -> ErrorKind {
 
 /// An SDK error as a [`BackendError`]. `what` says which call failed (it is part of
 /// the message); `not_found` is the call's curated list of not-found codes.
-pub(crate) fn classify<E>(what: &str, err: SdkError<E, HttpResponse>, not_found: &[&str]) -> BackendError
+pub(crate) fn classify<E>(
+    what: &str,
+    err: SdkError<E, HttpResponse>,
+    not_found: &[&str],
+) -> BackendError
 where
     E: ProvideErrorMetadata + StdError + Send + Sync + 'static,
 {
     match &err {
-        SdkError::ConstructionFailure(_) => {
-            BackendError::new(ErrorKind::Invalid, format!("{what}: the request could not be built: {}", source_text(&err)))
-        }
+        SdkError::ConstructionFailure(_) => BackendError::new(
+            ErrorKind::Invalid,
+            format!(
+                "{what}: the request could not be built: {}",
+                source_text(&err)
+            ),
+        ),
         SdkError::TimeoutError(_) => {
             BackendError::new(ErrorKind::Unavailable, format!("{what}: timed out")).maybe_sent()
         }
@@ -129,27 +142,35 @@ where
         .maybe_sent(),
         SdkError::ResponseError(_) => BackendError::new(
             ErrorKind::Other,
-            format!("{what}: the answer could not be read: {}", source_text(&err)),
+            format!(
+                "{what}: the answer could not be read: {}",
+                source_text(&err)
+            ),
         )
         .maybe_sent(),
         SdkError::ServiceError(service) => {
             let e = service.err();
             let code = e.code().unwrap_or("").to_owned();
-            let status = Some(service.raw().status().as_u16());
+            let status = service.raw().status().as_u16();
             // A HEAD answers without a body: its 404 has no code.
-            let code = if code.is_empty() && status == Some(404) { "NotFound".to_owned() } else { code };
+            let code = if code.is_empty() && status == 404 {
+                "NotFound".to_owned()
+            } else {
+                code
+            };
             let kind = kind_of(&code, not_found);
             let message = match e.message() {
                 Some(m) => m.to_owned(),
-                None => format!("{e} (HTTP {})", status.unwrap_or_default()),
+                None => format!("{e} (HTTP {status})"),
             };
             let mut out = BackendError::new(kind, format!("{what}: {message}")).with_code(code);
-            if kind == ErrorKind::Unavailable || status.is_some_and(|s| s >= 500) {
+            if kind == ErrorKind::Unavailable || status >= 500 {
                 out = out.maybe_sent();
             }
             out
         }
-        _ => BackendError::new(ErrorKind::Other, format!("{what}: {}", source_text(&err))).maybe_sent(),
+        _ => BackendError::new(ErrorKind::Other, format!("{what}: {}", source_text(&err)))
+            .maybe_sent(),
     }
 }
 
@@ -170,12 +191,21 @@ mod tests {
 
     #[test]
     fn not_found_is_only_what_the_call_lists() {
-        assert_eq!(kind_of("NoSuchBucket", &["NoSuchBucket"]), ErrorKind::NotFound);
+        assert_eq!(
+            kind_of("NoSuchBucket", &["NoSuchBucket"]),
+            ErrorKind::NotFound
+        );
         assert_eq!(kind_of("NoSuchBucket", &[]), ErrorKind::Other);
-        assert_eq!(kind_of("AccessDenied", &["NoSuchBucket"]), ErrorKind::Denied);
+        assert_eq!(
+            kind_of("AccessDenied", &["NoSuchBucket"]),
+            ErrorKind::Denied
+        );
         assert_eq!(kind_of("UnauthorizedOperation", &[]), ErrorKind::Denied);
         assert_eq!(kind_of("RequestLimitExceeded", &[]), ErrorKind::Throttled);
-        assert_eq!(kind_of("DependencyViolation", &[]), ErrorKind::DependencyViolation);
+        assert_eq!(
+            kind_of("DependencyViolation", &[]),
+            ErrorKind::DependencyViolation
+        );
         assert_eq!(kind_of("SomethingNew", &[]), ErrorKind::Other);
     }
 }

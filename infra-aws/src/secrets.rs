@@ -1,17 +1,361 @@
-//! (Being written.) Registers nothing yet: a kind is offered only once it is realised.
+//! Secrets Manager: the `secrets` kind.
+//!
+//! The handle is the secret's ARN; the name is the secret's name.
+//!
+//! What read reports when Secrets Manager does not say:
+//! - `valueFrom`: never read. `read` calls only `DescribeSecret`, which holds no value,
+//!   so the field is always `Unknown` (and so never drift). The value is read by
+//!   [`secret_value`] alone, for the one create or update that needs it.
+//! - `description`: Secrets Manager leaves an empty description out of its answer;
+//!   that is the truth, the empty description, never a guess.
+//! - `tags`: "no tags" is the truth, an empty map. The marker is included; the engine
+//!   strips it.
+//! - The observed `version` is the id of the version staged `AWSCURRENT`, `Unknown`
+//!   when the answer names none.
+//!
+//! A secret scheduled for deletion (by someone else: this module deletes without a
+//! recovery window) is absent: it cannot be read nor used, and `ListSecrets` leaves it
+//! out. Its name stays taken until the window ends, so a create under that name is a
+//! `Conflict` that says so.
+//!
+//! The marker is part of `CreateSecret` itself (its `Tags`).
+//!
+//! The value is resolved (from the apply process's environment, or the composed value)
+//! or generated (by Secrets Manager's own `GetRandomPassword`) in the create or update
+//! that writes it, held in a [`SecretString`] for that one call, and never stored,
+//! logged or put in an error message.
 
-use crate::ops::KindOps;
+use async_trait::async_trait;
+use aws_sdk_secretsmanager::operation::describe_secret::DescribeSecretOutput;
+use aws_sdk_secretsmanager::types::Tag;
+use infra_core::kinds::{Secrets, SecretsObserved, SecretsReported, SecretsSettled};
+use infra_core::{
+    BackendError, ErrorKind, Listed, MARKER_KEY, Marker, Partial, RawTags, SecretString,
+    SettledSpec, Sighting,
+};
+
+use crate::clients::RegionClients;
+use crate::error::classify;
+use crate::ops::{KindOps, keep_marker, with_marker};
+
+/// Codes that mean the secret does not exist.
+const NO_SECRET: &[&str] = &["ResourceNotFoundException"];
+
+/// The staging label of a secret's current version.
+const CURRENT: &str = "AWSCURRENT";
+
+/// Characters a generated value never holds: RDS refuses `/`, `"`, `@` and spaces in a
+/// master password (the first use of a generated secret), and quotes and backslashes
+/// break the connection strings a value is composed into.
+const EXCLUDED: &str = "/\"@'\\` ";
 
 /// Adds this module's kinds.
 pub(crate) fn register(add: &mut dyn FnMut(Box<dyn KindOps>)) {
-    let _ = add;
+    add(Box::new(SecretsOps));
 }
 
 /// The current value of a secret (Secrets Manager's `GetSecretValue`).
 pub(crate) async fn secret_value(
-    c: &crate::clients::RegionClients,
+    c: &RegionClients,
     handle: &str,
-) -> Result<infra_core::SecretString, infra_core::BackendError> {
-    let _ = (c, handle);
-    Err(infra_core::BackendError::invalid("secrets are not realised yet"))
+) -> Result<SecretString, BackendError> {
+    let out = c
+        .secrets()
+        .get_secret_value()
+        .secret_id(handle)
+        .send()
+        .await
+        .map_err(|e| classify("secretsmanager:GetSecretValue", e, NO_SECRET))?;
+    match out.secret_string {
+        Some(value) => Ok(SecretString::new(value)),
+        None => Err(BackendError::invalid(format!(
+            "secret {handle} holds a binary value, not a string"
+        ))),
+    }
+}
+
+/// The secret's description, or `NotFound` when it does not exist or is scheduled for
+/// deletion.
+async fn describe(c: &RegionClients, handle: &str) -> Result<DescribeSecretOutput, BackendError> {
+    let out = c
+        .secrets()
+        .describe_secret()
+        .secret_id(handle)
+        .send()
+        .await
+        .map_err(|e| classify("secretsmanager:DescribeSecret", e, NO_SECRET))?;
+    if out.deleted_date().is_some() {
+        return Err(
+            BackendError::not_found(format!("secret {handle} is scheduled for deletion"))
+                .with_code("ResourceNotFoundException"),
+        );
+    }
+    Ok(out)
+}
+
+fn tags_of(out: &DescribeSecretOutput) -> RawTags {
+    out.tags()
+        .iter()
+        .filter_map(|t| {
+            Some((
+                t.key()?.to_owned(),
+                t.value().unwrap_or_default().to_owned(),
+            ))
+        })
+        .collect()
+}
+
+fn tag_list(tags: &RawTags) -> Vec<Tag> {
+    tags.iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build())
+        .collect()
+}
+
+fn sighting(handle: &str, out: &DescribeSecretOutput) -> Sighting {
+    let version = out
+        .version_ids_to_stages()
+        .and_then(|versions| {
+            versions
+                .iter()
+                .find(|(_, stages)| stages.iter().any(|s| s == CURRENT))
+                .map(|(id, _)| id.clone())
+        })
+        .map_or(Partial::Unknown, Partial::Known);
+    Sighting::of::<Secrets>(
+        handle,
+        SecretsObserved {
+            id: out.arn().unwrap_or(handle).to_owned(),
+            version,
+        },
+        SecretsReported {
+            value_from: Partial::Unknown,
+            description: Partial::Known(out.description().unwrap_or_default().to_owned()),
+            tags: Partial::Known(tags_of(out)),
+        },
+    )
+}
+
+/// The same error without the value, should the service have quoted it.
+fn scrub(mut e: BackendError, value: &SecretString) -> BackendError {
+    let plain = value.expose();
+    if !plain.is_empty() && e.message.contains(plain) {
+        e.message = e.message.replace(plain, "<redacted>");
+    }
+    e
+}
+
+/// A value of `length` characters drawn by Secrets Manager.
+async fn generate(c: &RegionClients, length: u16) -> Result<SecretString, BackendError> {
+    let out = c
+        .secrets()
+        .get_random_password()
+        .password_length(i64::from(length))
+        .exclude_characters(EXCLUDED)
+        .send()
+        .await
+        .map_err(|e| classify("secretsmanager:GetRandomPassword", e, &[]))?;
+    out.random_password.map(SecretString::new).ok_or_else(|| {
+        BackendError::new(
+            ErrorKind::Other,
+            "secretsmanager:GetRandomPassword answered no password",
+        )
+    })
+}
+
+/// The value a create or update writes: `None` for a generated secret on update (its
+/// value is Secrets Manager's, drawn once, on create).
+fn declared_value(spec: &SecretsSettled) -> Result<Option<SecretString>, BackendError> {
+    match spec.value_from.generated_length() {
+        Some(_) => Ok(None),
+        None => spec.value_from.resolve().map(Some),
+    }
+}
+
+/// Brings the secret's tags to `declared`, keeping the marker as it is.
+async fn set_tags(
+    c: &RegionClients,
+    handle: &str,
+    declared: &RawTags,
+    current: &RawTags,
+) -> Result<(), BackendError> {
+    let declared: RawTags = declared
+        .iter()
+        .filter(|(k, _)| k.as_str() != MARKER_KEY)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let wanted = keep_marker(Some(&declared), current);
+    let stale: Vec<String> = current
+        .keys()
+        .filter(|k| !wanted.contains_key(*k))
+        .cloned()
+        .collect();
+    let fresh: RawTags = wanted
+        .into_iter()
+        .filter(|(k, v)| current.get(k) != Some(v))
+        .collect();
+    if !stale.is_empty() {
+        c.secrets()
+            .untag_resource()
+            .secret_id(handle)
+            .set_tag_keys(Some(stale))
+            .send()
+            .await
+            .map_err(|e| classify("secretsmanager:UntagResource", e, NO_SECRET))?;
+    }
+    if !fresh.is_empty() {
+        c.secrets()
+            .tag_resource()
+            .secret_id(handle)
+            .set_tags(Some(tag_list(&fresh)))
+            .send()
+            .await
+            .map_err(|e| classify("secretsmanager:TagResource", e, NO_SECRET))?;
+    }
+    Ok(())
+}
+
+/// `secrets`, realised as a Secrets Manager secret.
+pub(crate) struct SecretsOps;
+
+#[async_trait]
+impl KindOps for SecretsOps {
+    fn kind(&self) -> &'static str {
+        "secrets"
+    }
+
+    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+        let mut listed = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let out = c
+                .secrets()
+                .list_secrets()
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| classify("secretsmanager:ListSecrets", e, &[]))?;
+            for entry in out.secret_list() {
+                if let (Some(name), Some(arn)) = (entry.name(), entry.arn()) {
+                    listed.push(Listed {
+                        name: name.to_owned(),
+                        handle: arn.to_owned(),
+                    });
+                }
+            }
+            match out.next_token() {
+                Some(next) if !next.is_empty() => token = Some(next.to_owned()),
+                _ => break,
+            }
+        }
+        Ok(listed)
+    }
+
+    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError> {
+        Ok(sighting(handle, &describe(c, handle).await?))
+    }
+
+    async fn create(
+        &self,
+        c: &RegionClients,
+        name: &str,
+        spec: SettledSpec<'_>,
+        marker: &Marker,
+    ) -> Result<Sighting, BackendError> {
+        let spec: &SecretsSettled = spec.get::<Secrets>()?;
+        let value = match spec.value_from.generated_length() {
+            Some(length) => generate(c, length).await?,
+            None => spec.value_from.resolve()?,
+        };
+        let tags = with_marker(spec.tags.known(), marker);
+        let sent = c
+            .secrets()
+            .create_secret()
+            .name(name)
+            .secret_string(value.expose())
+            .set_description(spec.description.known().cloned())
+            .set_tags(Some(tag_list(&tags)))
+            .send()
+            .await;
+        let out = match sent {
+            Ok(out) => out,
+            Err(e) => {
+                let e = scrub(classify("secretsmanager:CreateSecret", e, &[]), &value);
+                // A name whose secret waits out its recovery window is taken.
+                let pending = e.code.as_deref() == Some("InvalidRequestException")
+                    && e.message.contains("scheduled for deletion");
+                return Err(if pending {
+                    BackendError {
+                        kind: ErrorKind::Conflict,
+                        ..e
+                    }
+                } else {
+                    e
+                });
+            }
+        };
+        drop(value);
+        let handle = out.arn().ok_or_else(|| {
+            BackendError::new(
+                ErrorKind::Other,
+                format!("secretsmanager:CreateSecret answered no ARN for {name}"),
+            )
+            .maybe_sent()
+        })?;
+        self.read(c, handle).await
+    }
+
+    async fn update(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        spec: SettledSpec<'_>,
+    ) -> Result<Sighting, BackendError> {
+        let spec: &SecretsSettled = spec.get::<Secrets>()?;
+        let current = describe(c, handle).await?;
+        let value = declared_value(spec)?;
+        let description = spec.description.known().cloned();
+        if description.is_some() || value.is_some() {
+            c.secrets()
+                .update_secret()
+                .secret_id(handle)
+                .set_description(description)
+                .set_secret_string(value.as_ref().map(|v| v.expose().to_owned()))
+                .send()
+                .await
+                .map_err(|e| {
+                    let e = classify("secretsmanager:UpdateSecret", e, NO_SECRET);
+                    match &value {
+                        Some(v) => scrub(e, v),
+                        None => e,
+                    }
+                })?;
+        }
+        drop(value);
+        if let Some(declared) = spec.tags.known() {
+            set_tags(c, handle, declared, &tags_of(&current)).await?;
+        }
+        self.read(c, handle).await
+    }
+
+    /// Deletes without a recovery window: a name scheduled for deletion cannot be taken
+    /// again for the 7 to 30 days of the window, which would make a replace (delete,
+    /// then create under the same name) and a re-create after a teardown impossible.
+    ///
+    /// A forced delete of a secret that does not exist succeeds, so the secret is
+    /// described first: an absent one is `NotFound`.
+    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError> {
+        describe(c, handle).await?;
+        c.secrets()
+            .delete_secret()
+            .secret_id(handle)
+            .force_delete_without_recovery(true)
+            .send()
+            .await
+            .map_err(|e| classify("secretsmanager:DeleteSecret", e, NO_SECRET))?;
+        Ok(())
+    }
+
+    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
+        Ok(tags_of(&describe(c, handle).await?))
+    }
 }

@@ -17,19 +17,27 @@ use infra_testkit::conformance::{Conformance, KindSample, Variant, samples};
 
 /// A backend on the moto server named by `AWS_ENDPOINT_URL`, or `None` after a loud skip.
 async fn moto() -> Option<Arc<AwsBackend>> {
-    let Some(endpoint) = std::env::var("AWS_ENDPOINT_URL").ok().filter(|e| !e.is_empty()) else {
+    let Some(endpoint) = std::env::var("AWS_ENDPOINT_URL")
+        .ok()
+        .filter(|e| !e.is_empty())
+    else {
         let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
         eprintln!("\n==================== SKIPPED ====================");
         eprintln!("AWS_ENDPOINT_URL is not set: no moto server to test the AWS backend against.");
         eprintln!("Start one (see .ci/run) and set AWS_ENDPOINT_URL to run these tests.");
         eprintln!("=================================================\n");
-        assert!(!ci, "CI=true and AWS_ENDPOINT_URL is not set: the AWS suite did not run");
+        assert!(
+            !ci,
+            "CI=true and AWS_ENDPOINT_URL is not set: the AWS suite did not run"
+        );
         return None;
     };
     let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .endpoint_url(endpoint)
         .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_credential_types::Credentials::new("test", "test", None, None, "moto"))
+        .credentials_provider(aws_credential_types::Credentials::new(
+            "test", "test", None, None, "moto",
+        ))
         .load()
         .await;
     Some(Arc::new(AwsBackend::new(config)))
@@ -43,7 +51,12 @@ fn aws_samples() -> Vec<KindSample> {
     let tags = |v: Variant| {
         Partial::Known(Expr::lit(BTreeMap::from([(
             "stage".to_owned(),
-            if v == Variant::Mutable { "changed" } else { "base" }.to_owned(),
+            if v == Variant::Mutable {
+                "changed"
+            } else {
+                "base"
+            }
+            .to_owned(),
         )])))
     };
     let mut out: Vec<KindSample> = samples::builtin_for("aws")
@@ -52,22 +65,30 @@ fn aws_samples() -> Vec<KindSample> {
         .collect();
     out.push(
         KindSample::new::<infra_core::Aws, ObjectStore>(move |f, region, name, v| {
-            f.declare(region, name, ObjectStore {
-                versioning: Partial::Known(Expr::lit(true)),
-                expire_after_days: Partial::Known(Expr::lit(Some(30))),
-                tags: tags(v),
-            });
+            f.declare(
+                region,
+                name,
+                ObjectStore {
+                    versioning: Partial::Known(Expr::lit(true)),
+                    expire_after_days: Partial::Known(Expr::lit(Some(30))),
+                    tags: tags(v),
+                },
+            );
         })
         .mutable(true),
     );
     out.push(
         KindSample::new::<infra_core::Aws, S3Bucket>(move |f, region, name, v| {
-            f.declare(region, name, S3Bucket {
-                versioning: Partial::Known(Expr::lit(true)),
-                object_lock: Partial::Known(Expr::lit(v == Variant::Replace)),
-                block_public_access: Partial::Known(Expr::lit(true)),
-                tags: tags(v),
-            });
+            f.declare(
+                region,
+                name,
+                S3Bucket {
+                    versioning: Partial::Known(Expr::lit(true)),
+                    object_lock: Partial::Known(Expr::lit(v == Variant::Replace)),
+                    block_public_access: Partial::Known(Expr::lit(true)),
+                    tags: tags(v),
+                },
+            );
         })
         .mutable(true)
         .replace(true),
@@ -88,7 +109,8 @@ async fn the_aws_backend_passes_the_conformance_suite_on_moto() {
     // Every kind this build realises was exercised.
     for kind in kinds {
         assert!(
-            report.outcomes.iter().any(|o| o.kind == Some(kind) && matches!(o.verdict, infra_testkit::conformance::Verdict::Pass)),
+            report.outcomes.iter().any(|o| o.kind == Some(kind)
+                && matches!(o.verdict, infra_testkit::conformance::Verdict::Pass)),
             "{kind} was not exercised"
         );
     }
@@ -104,36 +126,62 @@ fn staged(prefix: &str, kinds: &std::collections::BTreeSet<&'static str>, stage:
     }
     let here = AwsRegion::EuWest3;
     let n = |s: &str| format!("{prefix}{s}");
-    let tags = |t: &str| Partial::Known(Expr::lit(BTreeMap::from([("stage".to_owned(), t.to_owned())])));
+    let tags = |t: &str| {
+        Partial::Known(Expr::lit(BTreeMap::from([(
+            "stage".to_owned(),
+            t.to_owned(),
+        )])))
+    };
     let label = if stage == 0 { "full" } else { "changed" };
     let has = |k: &str| kinds.contains(k);
     if has("s3Bucket") && stage != 2 {
-        f.declare(here, n("artifacts"), S3Bucket {
-            versioning: Partial::Known(Expr::lit(true)),
-            object_lock: Partial::Unknown,
-            block_public_access: Partial::Known(Expr::lit(true)),
-            tags: tags(label),
-        });
+        f.declare(
+            here,
+            n("artifacts"),
+            S3Bucket {
+                versioning: Partial::Known(Expr::lit(true)),
+                object_lock: Partial::Unknown,
+                block_public_access: Partial::Known(Expr::lit(true)),
+                tags: tags(label),
+            },
+        );
     }
     if has("objectStore") {
-        f.declare(here, n("assets"), ObjectStore { tags: tags(label), ..ObjectStore::new() });
+        f.declare(
+            here,
+            n("assets"),
+            ObjectStore {
+                tags: tags(label),
+                ..ObjectStore::new()
+            },
+        );
         if stage == 2 {
             f.declare(here, n("logs"), ObjectStore::new());
         }
     }
     if has("securityGroup") {
-        let group = f.declare(here, n("web"), SecurityGroup {
-            description: "staged web".into(),
-            vpc_id: Partial::Unknown,
-            ingress: Expr::lit([Rule::tcp(if stage == 0 { 443 } else { 8443 }, "10.0.0.0/8")].into()),
-            egress: Partial::Unknown,
-            tags: tags(label),
-        });
-        if has("awsInstance") && stage != 2 {
-            f.declare(here, n("web-1"), AwsInstance {
+        let group = f.declare(
+            here,
+            n("web"),
+            SecurityGroup {
+                description: "staged web".into(),
+                vpc_id: Partial::Unknown,
+                ingress: Expr::lit(
+                    [Rule::tcp(if stage == 0 { 443 } else { 8443 }, "10.0.0.0/8")].into(),
+                ),
+                egress: Partial::Unknown,
                 tags: tags(label),
-                ..AwsInstance::new(Image::Latest, InstanceType::T3(BurstableSize::Micro), group)
-            });
+            },
+        );
+        if has("awsInstance") && stage != 2 {
+            f.declare(
+                here,
+                n("web-1"),
+                AwsInstance {
+                    tags: tags(label),
+                    ..AwsInstance::new(Image::Latest, InstanceType::T3(BurstableSize::Micro), group)
+                },
+            );
         }
     }
     if has("queues") {
@@ -147,36 +195,60 @@ fn staged(prefix: &str, kinds: &std::collections::BTreeSet<&'static str>, stage:
         };
         let dead = f.declare(here, n("jobs-dead"), queue(None, 30));
         if stage != 2 {
-            f.declare(here, n("jobs"), queue(Some(dead), if stage == 0 { 30 } else { 60 }));
+            f.declare(
+                here,
+                n("jobs"),
+                queue(Some(dead), if stage == 0 { 30 } else { 60 }),
+            );
         }
     }
     if has("secrets") {
         let password = f.declare(here, n("db-password"), Secrets::generated(24));
-        f.declare(here, n("token"), Secrets {
-            description: Partial::Known(Expr::lit(format!("stage {label}"))),
-            ..Secrets::composed(compose_secret!("token:{}", Expr::secret(password)))
-        });
+        f.declare(
+            here,
+            n("token"),
+            Secrets {
+                description: Partial::Known(Expr::lit(format!("stage {label}"))),
+                ..Secrets::composed(compose_secret!("token:{}", Expr::secret(password)))
+            },
+        );
         if has("postgres") {
-            f.declare(here, n("db"), Postgres {
-                backup_retention_days: Partial::Known(Expr::lit(if stage == 0 { 7 } else { 14 })),
-                ..Postgres::classic("16", "db.t4g.micro", "app", password)
-            });
+            f.declare(
+                here,
+                n("db"),
+                Postgres {
+                    backup_retention_days: Partial::Known(Expr::lit(if stage == 0 {
+                        7
+                    } else {
+                        14
+                    })),
+                    ..Postgres::classic("16", "db.t4g.micro", "app", password)
+                },
+            );
         }
     }
     if has("imageRegistry") {
-        f.declare(here, n("images"), ImageRegistry {
-            scan_on_push: Partial::Known(Expr::lit(stage != 0)),
-            immutable_tags: Partial::Known(Expr::lit(true)),
-            tags: Partial::Unknown,
-        });
+        f.declare(
+            here,
+            n("images"),
+            ImageRegistry {
+                scan_on_push: Partial::Known(Expr::lit(stage != 0)),
+                immutable_tags: Partial::Known(Expr::lit(true)),
+                tags: Partial::Unknown,
+            },
+        );
     }
     if has("iam") {
-        f.declare(here, n("runner"), Iam {
-            policies: Expr::lit(["AWSLambdaBasicExecutionRole".to_owned()].into()),
-            assumed_by: Expr::lit(["lambda.amazonaws.com".to_owned()].into()),
-            description: Partial::Known(Expr::lit(format!("stage {label}"))),
-            tags: Partial::Unknown,
-        });
+        f.declare(
+            here,
+            n("runner"),
+            Iam {
+                policies: Expr::lit(["AWSLambdaBasicExecutionRole".to_owned()].into()),
+                assumed_by: Expr::lit(["lambda.amazonaws.com".to_owned()].into()),
+                description: Partial::Known(Expr::lit(format!("stage {label}"))),
+                tags: Partial::Unknown,
+            },
+        );
     }
     f.build().expect("the staged fleet is sound")
 }
@@ -202,24 +274,62 @@ async fn the_staged_scenario_runs_on_moto_and_leaves_nothing_behind() {
     let kinds = backend.capabilities().kinds;
     let prefix = infra_testkit::conformance::fresh_prefix(&infra_core::SystemClock::new());
     let store = Arc::new(MemoryStore::new());
-    let engine = Engine::new(infra_core::Backends::new().with(backend.clone()), store.clone());
+    let engine = Engine::new(
+        infra_core::Backends::new().with(backend.clone()),
+        store.clone(),
+    );
     for stage in 0..4 {
         let fleet = staged(&prefix, &kinds, stage);
         let outcome = engine
-            .apply(&fleet.plan(), &Options { force: true, ..Options::default() })
+            .apply(
+                &fleet.plan(),
+                &Options {
+                    force: true,
+                    ..Options::default()
+                },
+            )
             .await
             .unwrap_or_else(|e| panic!("stage {stage}: {e}"));
-        assert!(outcome.result.is_success(), "stage {stage}: {:#?}", outcome.result);
-        let created = outcome.result.applied.iter().filter(|a| a.change == infra_core::Change::Created).count();
-        let updated = outcome.result.applied.iter().filter(|a| a.change == infra_core::Change::Updated).count();
+        assert!(
+            outcome.result.is_success(),
+            "stage {stage}: {:#?}",
+            outcome.result
+        );
+        let created = outcome
+            .result
+            .applied
+            .iter()
+            .filter(|a| a.change == infra_core::Change::Created)
+            .count();
+        let updated = outcome
+            .result
+            .applied
+            .iter()
+            .filter(|a| a.change == infra_core::Change::Updated)
+            .count();
         match stage {
             0 => assert_eq!(created, fleet.len(), "stage 0 creates everything"),
-            1 => assert!(updated > 0 && created == 0, "stage 1 updates in place: {:#?}", outcome.result),
-            2 => assert!(created >= 1 && !outcome.result.pruned.is_empty(), "stage 2 adds and prunes: {:#?}", outcome.result),
+            1 => assert!(
+                updated > 0 && created == 0,
+                "stage 1 updates in place: {:#?}",
+                outcome.result
+            ),
+            2 => assert!(
+                created >= 1 && !outcome.result.pruned.is_empty(),
+                "stage 2 adds and prunes: {:#?}",
+                outcome.result
+            ),
             _ => assert!(outcome.result.applied.is_empty(), "stage 3 only prunes"),
         }
-        let again = engine.plan(&fleet.plan(), &Options::default()).await.expect("plan");
-        assert!(!again.has_changes(), "stage {stage}: a second plan is not empty:\n{}", again.render());
+        let again = engine
+            .plan(&fleet.plan(), &Options::default())
+            .await
+            .expect("plan");
+        assert!(
+            !again.has_changes(),
+            "stage {stage}: a second plan is not empty:\n{}",
+            again.render()
+        );
         assert_eq!(
             store.load_ledger(fleet.name()).unwrap().len(),
             fleet.len(),
