@@ -12,6 +12,7 @@ pub(crate) struct RegionClients {
     /// The region's code.
     pub(crate) region: String,
     config: SdkConfig,
+    #[cfg_attr(not(feature = "s3"), allow(dead_code))]
     endpoint_overridden: bool,
     #[cfg(feature = "s3")]
     s3: OnceLock<aws_sdk_s3::Client>,
@@ -36,14 +37,18 @@ macro_rules! client {
     ($feature:literal, $field:ident, $krate:ident) => {
         #[cfg(feature = $feature)]
         pub(crate) fn $field(&self) -> &$krate::Client {
-            self.$field.get_or_init(|| $krate::Client::new(&self.config))
+            self.$field
+                .get_or_init(|| $krate::Client::new(&self.config))
         }
     };
 }
 
 impl RegionClients {
     fn new(region: &str, base: &SdkConfig) -> Self {
-        let config = base.to_builder().region(Region::new(region.to_owned())).build();
+        let config = base
+            .to_builder()
+            .region(Region::new(region.to_owned()))
+            .build();
         RegionClients {
             region: region.to_owned(),
             endpoint_overridden: config.endpoint_url().is_some(),
@@ -89,7 +94,8 @@ impl RegionClients {
     client!("lambda", lambda, aws_sdk_lambda);
 
     pub(crate) fn sts(&self) -> &aws_sdk_sts::Client {
-        self.sts.get_or_init(|| aws_sdk_sts::Client::new(&self.config))
+        self.sts
+            .get_or_init(|| aws_sdk_sts::Client::new(&self.config))
     }
 }
 

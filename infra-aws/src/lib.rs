@@ -1,16 +1,16 @@
 #![doc = include_str!("../README.md")]
 
 mod clients;
-mod error;
-mod ops;
 #[cfg(feature = "ec2")]
 mod ec2;
 #[cfg(feature = "ecr")]
 mod ecr;
+mod error;
 #[cfg(feature = "iam")]
 mod iam;
 #[cfg(feature = "lambda")]
 mod lambda;
+mod ops;
 #[cfg(feature = "rds")]
 mod rds;
 #[cfg(feature = "s3")]
@@ -147,18 +147,24 @@ impl Backend for AwsBackend {
             .send()
             .await
             .map_err(|e| error::classify("sts:GetCallerIdentity", e, &[]))?;
-        identity
-            .account()
-            .map(str::to_owned)
-            .ok_or_else(|| BackendError::new(ErrorKind::Other, "sts:GetCallerIdentity named no account"))
+        identity.account().map(str::to_owned).ok_or_else(|| {
+            BackendError::new(ErrorKind::Other, "sts:GetCallerIdentity named no account")
+        })
     }
 
     async fn list(&self, kind: &'static str, region: &str) -> Result<Vec<Listed>, BackendError> {
         self.ops(kind)?.list(&self.clients.region(region)).await
     }
 
-    async fn read(&self, kind: &'static str, region: &str, handle: &str) -> Result<Sighting, BackendError> {
-        self.ops(kind)?.read(&self.clients.region(region), handle).await
+    async fn read(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+    ) -> Result<Sighting, BackendError> {
+        self.ops(kind)?
+            .read(&self.clients.region(region), handle)
+            .await
     }
 
     async fn create(
@@ -181,15 +187,31 @@ impl Backend for AwsBackend {
         handle: &str,
         spec: SettledSpec<'_>,
     ) -> Result<Sighting, BackendError> {
-        self.ops(kind)?.update(&self.clients.region(region), handle, spec).await
+        self.ops(kind)?
+            .update(&self.clients.region(region), handle, spec)
+            .await
     }
 
-    async fn delete(&self, kind: &'static str, region: &str, handle: &str) -> Result<(), BackendError> {
-        self.ops(kind)?.delete(&self.clients.region(region), handle).await
+    async fn delete(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+    ) -> Result<(), BackendError> {
+        self.ops(kind)?
+            .delete(&self.clients.region(region), handle)
+            .await
     }
 
-    async fn ownership(&self, kind: &'static str, region: &str, handle: &str) -> Result<RawTags, BackendError> {
-        self.ops(kind)?.ownership(&self.clients.region(region), handle).await
+    async fn ownership(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+    ) -> Result<RawTags, BackendError> {
+        self.ops(kind)?
+            .ownership(&self.clients.region(region), handle)
+            .await
     }
 
     async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError> {

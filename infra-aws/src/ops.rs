@@ -24,7 +24,12 @@ pub(crate) trait KindOps: Send + Sync {
         spec: SettledSpec<'_>,
         marker: &Marker,
     ) -> Result<Sighting, BackendError>;
-    async fn update(&self, c: &RegionClients, handle: &str, spec: SettledSpec<'_>) -> Result<Sighting, BackendError>;
+    async fn update(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        spec: SettledSpec<'_>,
+    ) -> Result<Sighting, BackendError>;
     async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError>;
     async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError>;
 }

@@ -97,7 +97,13 @@ async fn tags(c: &RegionClients, bucket: &str) -> Result<RawTags, BackendError> 
 async fn put_tags(c: &RegionClients, bucket: &str, tags: &RawTags) -> Result<(), BackendError> {
     let set: Vec<Tag> = tags
         .iter()
-        .map(|(k, v)| Tag::builder().key(k).value(v).build().expect("key and value are set"))
+        .map(|(k, v)| {
+            Tag::builder()
+                .key(k)
+                .value(v)
+                .build()
+                .expect("key and value are set")
+        })
         .collect();
     let tagging = Tagging::builder()
         .set_tag_set(Some(set))
@@ -153,11 +159,17 @@ async fn state(c: &RegionClients, bucket: &str) -> Result<BucketState, BackendEr
             }
         }
     };
-    let object_lock = match s3.get_object_lock_configuration().bucket(bucket).send().await {
-        Ok(out) => out
-            .object_lock_configuration()
-            .and_then(|c| c.object_lock_enabled())
-            == Some(&ObjectLockEnabled::Enabled),
+    let object_lock = match s3
+        .get_object_lock_configuration()
+        .bucket(bucket)
+        .send()
+        .await
+    {
+        Ok(out) => {
+            out.object_lock_configuration()
+                .and_then(|c| c.object_lock_enabled())
+                == Some(&ObjectLockEnabled::Enabled)
+        }
         Err(e) => {
             let e = classify("s3:GetObjectLockConfiguration", e, NO_BUCKET);
             if e.code.as_deref() == Some("ObjectLockConfigurationNotFoundError") {
@@ -183,7 +195,12 @@ async fn state(c: &RegionClients, bucket: &str) -> Result<BucketState, BackendEr
             }
         }
     };
-    let expire_after_days = match s3.get_bucket_lifecycle_configuration().bucket(bucket).send().await {
+    let expire_after_days = match s3
+        .get_bucket_lifecycle_configuration()
+        .bucket(bucket)
+        .send()
+        .await
+    {
         Ok(out) => out
             .rules()
             .iter()
@@ -218,11 +235,18 @@ async fn create_bucket(
 ) -> Result<(), BackendError> {
     let tag_list: Vec<Tag> = tags
         .iter()
-        .map(|(k, v)| Tag::builder().key(k).value(v).build().expect("key and value are set"))
+        .map(|(k, v)| {
+            Tag::builder()
+                .key(k)
+                .value(v)
+                .build()
+                .expect("key and value are set")
+        })
         .collect();
     let mut configuration = CreateBucketConfiguration::builder().set_tags(Some(tag_list));
     if c.region != "us-east-1" {
-        configuration = configuration.location_constraint(BucketLocationConstraint::from(c.region.as_str()));
+        configuration =
+            configuration.location_constraint(BucketLocationConstraint::from(c.region.as_str()));
     }
     c.s3()
         .create_bucket()
@@ -252,7 +276,11 @@ async fn set_versioning(c: &RegionClients, bucket: &str, on: bool) -> Result<(),
     Ok(())
 }
 
-async fn set_public_access_block(c: &RegionClients, bucket: &str, on: bool) -> Result<(), BackendError> {
+async fn set_public_access_block(
+    c: &RegionClients,
+    bucket: &str,
+    on: bool,
+) -> Result<(), BackendError> {
     c.s3()
         .put_public_access_block()
         .bucket(bucket)
@@ -270,7 +298,11 @@ async fn set_public_access_block(c: &RegionClients, bucket: &str, on: bool) -> R
     Ok(())
 }
 
-async fn set_expiry(c: &RegionClients, bucket: &str, days: Option<u32>) -> Result<(), BackendError> {
+async fn set_expiry(
+    c: &RegionClients,
+    bucket: &str,
+    days: Option<u32>,
+) -> Result<(), BackendError> {
     let s3 = c.s3();
     match days {
         None => {
@@ -285,7 +317,11 @@ async fn set_expiry(c: &RegionClients, bucket: &str, days: Option<u32>) -> Resul
                 .id(EXPIRE_RULE)
                 .status(ExpirationStatus::Enabled)
                 .filter(LifecycleRuleFilter::builder().prefix("").build())
-                .expiration(LifecycleExpiration::builder().days(i32::try_from(days).unwrap_or(i32::MAX)).build())
+                .expiration(
+                    LifecycleExpiration::builder()
+                        .days(i32::try_from(days).unwrap_or(i32::MAX))
+                        .build(),
+                )
                 .build()
                 .map_err(|e| BackendError::invalid(format!("lifecycle rule: {e}")))?;
             let config = BucketLifecycleConfiguration::builder()
@@ -346,7 +382,13 @@ impl KindOps for S3BucketOps {
         Ok(s3_sighting(handle, state(c, handle).await?))
     }
 
-    async fn create(&self, c: &RegionClients, name: &str, spec: SettledSpec<'_>, marker: &Marker) -> Result<Sighting, BackendError> {
+    async fn create(
+        &self,
+        c: &RegionClients,
+        name: &str,
+        spec: SettledSpec<'_>,
+        marker: &Marker,
+    ) -> Result<Sighting, BackendError> {
         let spec: &S3BucketSettled = spec.get::<S3Bucket>()?;
         let tags = with_marker(spec.tags.known(), marker);
         create_bucket(c, name, spec.object_lock.known() == Some(&true), &tags).await?;
@@ -354,7 +396,12 @@ impl KindOps for S3BucketOps {
         self.read(c, name).await
     }
 
-    async fn update(&self, c: &RegionClients, handle: &str, spec: SettledSpec<'_>) -> Result<Sighting, BackendError> {
+    async fn update(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        spec: SettledSpec<'_>,
+    ) -> Result<Sighting, BackendError> {
         let spec: &S3BucketSettled = spec.get::<S3Bucket>()?;
         if let Some(declared) = spec.tags.known() {
             let current = tags(c, handle).await?;
@@ -374,7 +421,11 @@ impl KindOps for S3BucketOps {
 }
 
 /// The settings of an `s3Bucket` that change in place (tags aside).
-async fn apply_s3(c: &RegionClients, bucket: &str, spec: &S3BucketSettled) -> Result<(), BackendError> {
+async fn apply_s3(
+    c: &RegionClients,
+    bucket: &str,
+    spec: &S3BucketSettled,
+) -> Result<(), BackendError> {
     if let Some(&on) = spec.versioning.known() {
         set_versioning(c, bucket, on).await?;
     }
@@ -417,7 +468,13 @@ impl KindOps for ObjectStoreOps {
         Ok(store_sighting(handle, state(c, handle).await?))
     }
 
-    async fn create(&self, c: &RegionClients, name: &str, spec: SettledSpec<'_>, marker: &Marker) -> Result<Sighting, BackendError> {
+    async fn create(
+        &self,
+        c: &RegionClients,
+        name: &str,
+        spec: SettledSpec<'_>,
+        marker: &Marker,
+    ) -> Result<Sighting, BackendError> {
         let spec: &ObjectStoreSettled = spec.get::<ObjectStore>()?;
         let tags = with_marker(spec.tags.known(), marker);
         create_bucket(c, name, false, &tags).await?;
@@ -425,7 +482,12 @@ impl KindOps for ObjectStoreOps {
         self.read(c, name).await
     }
 
-    async fn update(&self, c: &RegionClients, handle: &str, spec: SettledSpec<'_>) -> Result<Sighting, BackendError> {
+    async fn update(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        spec: SettledSpec<'_>,
+    ) -> Result<Sighting, BackendError> {
         let spec: &ObjectStoreSettled = spec.get::<ObjectStore>()?;
         if let Some(declared) = spec.tags.known() {
             let current = tags(c, handle).await?;
@@ -444,7 +506,11 @@ impl KindOps for ObjectStoreOps {
     }
 }
 
-async fn apply_store(c: &RegionClients, bucket: &str, spec: &ObjectStoreSettled) -> Result<(), BackendError> {
+async fn apply_store(
+    c: &RegionClients,
+    bucket: &str,
+    spec: &ObjectStoreSettled,
+) -> Result<(), BackendError> {
     if let Some(&on) = spec.versioning.known() {
         set_versioning(c, bucket, on).await?;
     }
@@ -453,4 +519,3 @@ async fn apply_store(c: &RegionClients, bucket: &str, spec: &ObjectStoreSettled)
     }
     Ok(())
 }
-

@@ -47,7 +47,7 @@ async fn moto() -> Option<Arc<AwsBackend>> {
 /// show a bucket whose versioning was never enabled (it answers GetBucketVersioning with
 /// a document the SDK refuses, which the backend reports as unknown), so a change of
 /// versioning alone would be invisible there.
-fn aws_samples() -> Vec<KindSample> {
+fn aws_samples(code_bucket: &str) -> Vec<KindSample> {
     let tags = |v: Variant| {
         Partial::Known(Expr::lit(BTreeMap::from([(
             "stage".to_owned(),
@@ -61,8 +61,69 @@ fn aws_samples() -> Vec<KindSample> {
     };
     let mut out: Vec<KindSample> = samples::builtin_for("aws")
         .into_iter()
-        .filter(|s| s.kind != "objectStore" && s.kind != "s3Bucket")
+        .filter(|s| !matches!(s.kind, "objectStore" | "s3Bucket" | "iam" | "compute"))
         .collect();
+    // Lambda needs a role and code it can fetch: the sample declares a role beside the
+    // function, and points at an archive the test uploaded first.
+    let code = format!("s3://{code_bucket}/app.zip");
+    out.push(
+        KindSample::new::<infra_core::Aws, Compute>(move |f, region, name, v| {
+            let role = f.declare(
+                region,
+                format!("{name}-role"),
+                Iam {
+                    policies: Expr::lit(["AWSLambdaBasicExecutionRole".to_owned()].into()),
+                    assumed_by: Expr::lit(["lambda.amazonaws.com".to_owned()].into()),
+                    description: Partial::Unknown,
+                    tags: Partial::Unknown,
+                },
+            );
+            f.declare(
+                region,
+                name,
+                Compute {
+                    runtime: "python3.12".into(),
+                    handler: "app.handler".into(),
+                    code: Expr::lit(code.clone()),
+                    memory_mb: Partial::Known(Expr::lit(if v == Variant::Mutable {
+                        256
+                    } else {
+                        128
+                    })),
+                    timeout_seconds: Partial::Known(Expr::lit(30)),
+                    environment: Partial::Known(Expr::lit(BTreeMap::from([(
+                        "STAGE".to_owned(),
+                        "conformance".to_owned(),
+                    )]))),
+                    secret_environment: Partial::Unknown,
+                    role: Some(role),
+                    tags: Partial::Unknown,
+                },
+            );
+        })
+        .mutable(true),
+    );
+    // The built-in sample names a policy that is not AWS-managed; this one names real
+    // ones, which moto knows when started with MOTO_IAM_LOAD_MANAGED_POLICIES=true.
+    out.push(
+        KindSample::new::<infra_core::Aws, Iam>(|f, region, name, v| {
+            let mut policies = std::collections::BTreeSet::from(["ReadOnlyAccess".to_owned()]);
+            if v == Variant::Mutable {
+                policies.insert("AWSLambdaBasicExecutionRole".to_owned());
+            }
+            f.declare(
+                region,
+                name,
+                Iam {
+                    policies: Expr::lit(policies),
+                    assumed_by: Expr::lit(["lambda.amazonaws.com".to_owned()].into()),
+                    description: Partial::Known(Expr::lit("conformance".to_owned())),
+                    tags: Partial::Unknown,
+                },
+            );
+        })
+        .mutable(true),
+    );
     out.push(
         KindSample::new::<infra_core::Aws, ObjectStore>(move |f, region, name, v| {
             f.declare(
@@ -96,15 +157,77 @@ fn aws_samples() -> Vec<KindSample> {
     out
 }
 
+/// An S3 client on the moto server.
+async fn s3() -> aws_sdk_s3::Client {
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(std::env::var("AWS_ENDPOINT_URL").expect("checked by moto()"))
+        .region(aws_config::Region::new("eu-west-3"))
+        .credentials_provider(aws_credential_types::Credentials::new(
+            "test", "test", None, None, "moto",
+        ))
+        .load()
+        .await;
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&config)
+            .force_path_style(true)
+            .build(),
+    )
+}
+
+/// A bucket holding an (empty) code archive for the Lambda sample, outside any fleet.
+async fn upload_code() -> String {
+    let bucket = format!(
+        "{}code",
+        infra_testkit::conformance::fresh_prefix(&infra_core::SystemClock::new())
+    );
+    let s3 = s3().await;
+    s3.create_bucket()
+        .bucket(&bucket)
+        .create_bucket_configuration(
+            aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(
+                    "eu-west-3",
+                ))
+                .build(),
+        )
+        .send()
+        .await
+        .expect("the code bucket");
+    // The smallest valid zip archive: an end-of-central-directory record alone.
+    let mut empty_zip = b"PK\x05\x06".to_vec();
+    empty_zip.extend_from_slice(&[0; 18]);
+    s3.put_object()
+        .bucket(&bucket)
+        .key("app.zip")
+        .body(empty_zip.into())
+        .send()
+        .await
+        .expect("the code archive");
+    bucket
+}
+
+async fn remove_code(bucket: &str) {
+    let s3 = s3().await;
+    let _ = s3
+        .delete_object()
+        .bucket(bucket)
+        .key("app.zip")
+        .send()
+        .await;
+    let _ = s3.delete_bucket().bucket(bucket).send().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_aws_backend_passes_the_conformance_suite_on_moto() {
     let Some(backend) = moto().await else { return };
     let kinds = backend.capabilities().kinds;
-    let report = Conformance::new(backend, aws_samples())
+    let code_bucket = upload_code().await;
+    let report = Conformance::new(backend, aws_samples(&code_bucket))
         .regions("eu-west-3", Some("us-east-1"))
         .run()
         .await;
     eprintln!("{report}");
+    remove_code(&code_bucket).await;
     report.assert_passed_with(true);
     // Every kind this build realises was exercised.
     for kind in kinds {
