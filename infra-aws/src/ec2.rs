@@ -54,7 +54,7 @@ use infra_core::{
 
 use crate::clients::RegionClients;
 use crate::error::classify;
-use crate::ops::{KindOps, keep_marker, with_marker};
+use crate::ops::{KindOps, TagChanges, keep_marker, tag_changes, with_marker};
 
 /// Adds this module's kinds.
 pub(crate) fn register(add: &mut dyn FnMut(Box<dyn KindOps>)) {
@@ -113,11 +113,7 @@ async fn sync_tags(
     wanted: &RawTags,
     keep: &[&str],
 ) -> Result<(), BackendError> {
-    let write: RawTags = wanted
-        .iter()
-        .filter(|(k, v)| current.get(*k) != Some(*v))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let TagChanges { remove, write } = tag_changes(current, wanted, keep);
     if !write.is_empty() {
         c.ec2()
             .create_tags()
@@ -127,9 +123,8 @@ async fn sync_tags(
             .await
             .map_err(|e| classify("ec2:CreateTags", e, &[]))?;
     }
-    let remove: Vec<Tag> = current
-        .keys()
-        .filter(|k| !wanted.contains_key(*k) && !keep.contains(&k.as_str()))
+    let remove: Vec<Tag> = remove
+        .iter()
         .map(|k| Tag::builder().key(k).build())
         .collect();
     if !remove.is_empty() {

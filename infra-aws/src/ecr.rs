@@ -21,12 +21,12 @@ use infra_core::kinds::{
     ImageRegistry, ImageRegistryObserved, ImageRegistryReported, ImageRegistrySettled,
 };
 use infra_core::{
-    BackendError, ErrorKind, Listed, MARKER_KEY, Marker, Partial, RawTags, SettledSpec, Sighting,
+    BackendError, ErrorKind, Listed, Marker, Partial, RawTags, SettledSpec, Sighting,
 };
 
 use crate::clients::RegionClients;
 use crate::error::classify;
-use crate::ops::{KindOps, keep_marker, with_marker};
+use crate::ops::{KindOps, TagChanges, tag_changes, wanted_tags, with_marker};
 
 /// Codes that mean the repository does not exist.
 const NO_REPOSITORY: &[&str] = &["RepositoryNotFoundException"];
@@ -118,21 +118,10 @@ fn scanning(on: bool) -> ImageScanningConfiguration {
 /// Brings the repository's tags to `declared`, keeping the marker as it is.
 async fn set_tags(c: &RegionClients, arn: &str, declared: &RawTags) -> Result<(), BackendError> {
     let current = tags(c, arn).await?;
-    let declared: RawTags = declared
-        .iter()
-        .filter(|(k, _)| k.as_str() != MARKER_KEY)
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let wanted = keep_marker(Some(&declared), &current);
-    let stale: Vec<String> = current
-        .keys()
-        .filter(|k| !wanted.contains_key(*k))
-        .cloned()
-        .collect();
-    let fresh: RawTags = wanted
-        .into_iter()
-        .filter(|(k, v)| current.get(k) != Some(v))
-        .collect();
+    let TagChanges {
+        remove: stale,
+        write: fresh,
+    } = tag_changes(&current, &wanted_tags(declared, &current), &[]);
     if !stale.is_empty() {
         c.ecr()
             .untag_resource()

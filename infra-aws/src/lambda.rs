@@ -43,7 +43,7 @@ use infra_core::{
 
 use crate::clients::RegionClients;
 use crate::error::classify;
-use crate::ops::{KindOps, keep_marker, with_marker};
+use crate::ops::{KindOps, TagChanges, keep_marker, tag_changes, with_marker};
 
 /// Codes that mean the function does not exist.
 const NO_FUNCTION: &[&str] = &["ResourceNotFoundException"];
@@ -350,11 +350,10 @@ async fn set_tags(
     target: &RawTags,
     current: &RawTags,
 ) -> Result<(), BackendError> {
-    let stale: Vec<String> = current
-        .keys()
-        .filter(|k| !target.contains_key(*k))
-        .cloned()
-        .collect();
+    let TagChanges {
+        remove: stale,
+        write,
+    } = tag_changes(current, target, &[]);
     if !stale.is_empty() {
         c.lambda()
             .untag_resource()
@@ -364,11 +363,7 @@ async fn set_tags(
             .await
             .map_err(|e| classify("lambda:UntagResource", e, NO_FUNCTION))?;
     }
-    let changed: HashMap<String, String> = target
-        .iter()
-        .filter(|(k, v)| current.get(*k) != Some(*v))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let changed: HashMap<String, String> = write.into_iter().collect();
     if !changed.is_empty() {
         c.lambda()
             .tag_resource()

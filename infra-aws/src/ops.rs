@@ -50,3 +50,65 @@ pub(crate) fn keep_marker(tags: Option<&RawTags>, current: &RawTags) -> RawTags 
     }
     all
 }
+
+/// What bringing a resource's tags from `current` to `wanted` takes: the keys to remove
+/// (never one of `keep`) and the pairs to write (those that differ).
+pub(crate) struct TagChanges {
+    /// Keys no longer wanted.
+    pub(crate) remove: Vec<String>,
+    /// Pairs missing or different.
+    pub(crate) write: RawTags,
+}
+
+pub(crate) fn tag_changes(current: &RawTags, wanted: &RawTags, keep: &[&str]) -> TagChanges {
+    TagChanges {
+        remove: current
+            .keys()
+            .filter(|k| !wanted.contains_key(*k) && !keep.contains(&k.as_str()))
+            .cloned()
+            .collect(),
+        write: wanted
+            .iter()
+            .filter(|(k, v)| current.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    }
+}
+
+/// The declared tags (less any attempt to declare the marker) with the marker kept
+/// from what the resource carries.
+pub(crate) fn wanted_tags(declared: &RawTags, current: &RawTags) -> RawTags {
+    let declared: RawTags = declared
+        .iter()
+        .filter(|(k, _)| k.as_str() != infra_core::MARKER_KEY)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    keep_marker(Some(&declared), current)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(pairs: &[(&str, &str)]) -> RawTags {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn the_marker_survives_a_tag_update_and_cannot_be_declared_away() {
+        let current = tags(&[("managed-by-infra", "shop"), ("team", "web"), ("old", "x")]);
+        let declared = tags(&[("team", "ops"), ("managed-by-infra", "someone-else")]);
+        let wanted = wanted_tags(&declared, &current);
+        assert_eq!(
+            wanted,
+            tags(&[("managed-by-infra", "shop"), ("team", "ops")])
+        );
+        let changes = tag_changes(&current, &wanted, &[]);
+        assert_eq!(changes.remove, vec!["old".to_owned()]);
+        assert_eq!(changes.write, tags(&[("team", "ops")]));
+        assert!(tag_changes(&current, &wanted, &["old"]).remove.is_empty());
+    }
+}

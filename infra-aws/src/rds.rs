@@ -51,7 +51,7 @@ use infra_core::{
 
 use crate::clients::RegionClients;
 use crate::error::classify;
-use crate::ops::{KindOps, keep_marker, with_marker};
+use crate::ops::{KindOps, TagChanges, keep_marker, tag_changes, with_marker};
 
 /// Codes that mean the DB instance does not exist.
 const NO_INSTANCE: &[&str] = &["DBInstanceNotFound", "DBInstanceNotFoundFault"];
@@ -449,12 +449,10 @@ async fn set_tags(
     declared: &RawTags,
     current: &RawTags,
 ) -> Result<(), BackendError> {
-    let target = keep_marker(Some(declared), current);
-    let stale: Vec<String> = current
-        .keys()
-        .filter(|k| !target.contains_key(*k))
-        .cloned()
-        .collect();
+    let TagChanges {
+        remove: stale,
+        write: changed,
+    } = tag_changes(current, &keep_marker(Some(declared), current), &[]);
     if !stale.is_empty() {
         c.rds()
             .remove_tags_from_resource()
@@ -464,10 +462,6 @@ async fn set_tags(
             .await
             .map_err(|e| classify("rds:RemoveTagsFromResource", e, NO_RESOURCE))?;
     }
-    let changed: RawTags = target
-        .into_iter()
-        .filter(|(k, v)| current.get(k) != Some(v))
-        .collect();
     if !changed.is_empty() {
         c.rds()
             .add_tags_to_resource()

@@ -30,13 +30,12 @@ use aws_sdk_secretsmanager::operation::describe_secret::DescribeSecretOutput;
 use aws_sdk_secretsmanager::types::Tag;
 use infra_core::kinds::{Secrets, SecretsObserved, SecretsReported, SecretsSettled};
 use infra_core::{
-    BackendError, ErrorKind, Listed, MARKER_KEY, Marker, Partial, RawTags, SecretString,
-    SettledSpec, Sighting,
+    BackendError, ErrorKind, Listed, Marker, Partial, RawTags, SecretString, SettledSpec, Sighting,
 };
 
 use crate::clients::RegionClients;
 use crate::error::classify;
-use crate::ops::{KindOps, keep_marker, with_marker};
+use crate::ops::{KindOps, TagChanges, tag_changes, wanted_tags, with_marker};
 
 /// Codes that mean the secret does not exist.
 const NO_SECRET: &[&str] = &["ResourceNotFoundException"];
@@ -178,21 +177,10 @@ async fn set_tags(
     declared: &RawTags,
     current: &RawTags,
 ) -> Result<(), BackendError> {
-    let declared: RawTags = declared
-        .iter()
-        .filter(|(k, _)| k.as_str() != MARKER_KEY)
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let wanted = keep_marker(Some(&declared), current);
-    let stale: Vec<String> = current
-        .keys()
-        .filter(|k| !wanted.contains_key(*k))
-        .cloned()
-        .collect();
-    let fresh: RawTags = wanted
-        .into_iter()
-        .filter(|(k, v)| current.get(k) != Some(v))
-        .collect();
+    let TagChanges {
+        remove: stale,
+        write: fresh,
+    } = tag_changes(current, &wanted_tags(declared, current), &[]);
     if !stale.is_empty() {
         c.secrets()
             .untag_resource()
