@@ -154,6 +154,43 @@ fn every_problem_is_reported_at_once_and_names_its_resource() {
 }
 
 #[test]
+fn an_all_protocols_rule_must_cover_every_port() {
+    let mut f = Fleet::builder("rules");
+    f.declare(
+        AwsRegion::EuWest3,
+        "open",
+        SecurityGroup {
+            ingress: Expr::lit([Rule::all("10.0.0.0/8")].into()),
+            ..group("open")
+        },
+    );
+    f.build().expect("Rule::all covers every port");
+
+    let mut f = Fleet::builder("rules");
+    f.declare(
+        AwsRegion::EuWest3,
+        "narrow",
+        SecurityGroup {
+            ingress: Expr::lit(
+                [Rule {
+                    protocol: Protocol::All,
+                    from_port: 80,
+                    to_port: 80,
+                    cidr: "10.0.0.0/8".into(),
+                }]
+                .into(),
+            ),
+            ..group("narrow")
+        },
+    );
+    let report = f.build().expect_err("ports on an all-protocols rule");
+    assert!(
+        report.to_string().contains("declare it with `Rule::all`"),
+        "{report}"
+    );
+}
+
+#[test]
 fn a_key_of_another_fleet_is_refused() {
     let mut other = Fleet::builder("other");
     let foreign = other.declare(AwsRegion::EuWest3, "web", group("web"));

@@ -80,7 +80,24 @@ impl Rule {
         }
     }
 
+    /// A rule for every protocol and every port from one IPv4 block.
+    pub fn all(cidr: impl Into<String>) -> Rule {
+        Rule {
+            protocol: Protocol::All,
+            from_port: 0,
+            to_port: 65535,
+            cidr: cidr.into(),
+        }
+    }
+
     fn problems(&self, field: &str, out: &mut Vec<String>) {
+        if self.protocol == Protocol::All && (self.from_port, self.to_port) != (0, 65535) {
+            out.push(format!(
+                "`{field}` has an all-protocols rule for ports {}-{}: such a rule covers every \
+                 port, so declare it with `Rule::all` (ports 0 to 65535)",
+                self.from_port, self.to_port
+            ));
+        }
         if self.from_port > self.to_port {
             out.push(format!(
                 "`{field}` has a rule from port {} down to {}: the range is empty",
