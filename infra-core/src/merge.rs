@@ -12,7 +12,7 @@ use crate::Refines;
 /// `{port: 80}` and `{port: 443}` have no common upper bound: merging them is a
 /// [`Conflict`] naming the field, never an uninformative "anything" value.
 ///
-/// Laws, tested for every instance by [`crate::testing`]: a successful merge refines
+/// Laws, tested for every instance by `infra_core::testing` (feature `testing`): a successful merge refines
 /// both inputs' upper bounds (it is above both, and below every other value above both);
 /// it is commutative; and it fails only when no upper bound exists.
 pub trait Merge: Refines + Sized {

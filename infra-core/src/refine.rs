@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// A partial order of information: `a.refines(&b)` when `b` says everything `a` says.
 ///
 /// Instances must be reflexive, antisymmetric and transitive; the law checkers in
-/// [`crate::testing`] test any instance, including those of a custom kind.
+/// `infra_core::testing` (feature `testing`) test any instance, including those of a custom kind.
 pub trait Refines {
     /// Whether `other` pins down everything `self` does (and maybe more).
     fn refines(&self, other: &Self) -> bool;
