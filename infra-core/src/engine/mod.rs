@@ -18,10 +18,13 @@
 //! - Every resource handed to an apply appears exactly once in the [`ApplyResult`].
 //!
 //! # Caveats
-//! - A replace deletes the old resource before creating the new one, unless the kind
-//!   allows two resources of one name (then the new one comes first). A resource still
-//!   referenced from elsewhere cannot be deleted first: the replace then fails with the
-//!   provider's `DependencyViolation`.
+//! - A replace of a kind whose names are unique deletes the old resource first, and so
+//!   replaces with it every dependant of this fleet that holds it (the plan says so,
+//!   naming the cause). A reference from outside the fleet still blocks the delete: the
+//!   replace then fails with the provider's `DependencyViolation`.
+//! - A replace found only while applying (a field that cannot change in place reads a
+//!   dependency that was just replaced) runs both steps in one node, in the order the
+//!   kind allows.
 
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
