@@ -1,1 +1,263 @@
 #![doc = include_str!("../README.md")]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use infra_core::{
+    Backend, BackendError, Capabilities, Clock, Expr, Fleet, Key, Listed, Marker, Provider,
+    RawTags, Region, SecretString, SettledSpec, Sighting, Spec, Supports,
+};
+use serde::{Deserialize, Serialize};
+
+/// The provider of the benchmark's own cloud.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Bench;
+
+/// Its only region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum BenchRegion {
+    /// `local`.
+    Local,
+}
+
+impl Provider for Bench {
+    const ID: &'static str = "bench";
+    type Region = BenchRegion;
+}
+
+impl Region for BenchRegion {
+    type Provider = Bench;
+    fn code(&self) -> &'static str {
+        "local"
+    }
+    fn all() -> &'static [Self] {
+        &[BenchRegion::Local]
+    }
+}
+
+/// A node of a benchmark graph: any number of references to earlier nodes.
+#[derive(Clone, Debug, PartialEq, Spec)]
+#[spec(kind = "benchNode", observed = NodeObserved)]
+pub struct Node {
+    /// What it depends on.
+    pub after: Vec<Key<Node>>,
+    /// A value that changes in place.
+    pub size: Expr<u32>,
+}
+
+/// What the benchmark cloud reports of a node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeObserved {
+    /// Its id.
+    pub id: String,
+}
+
+impl Supports<Node> for Bench {}
+
+/// A small deterministic generator (SplitMix64).
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    /// The next number.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// A number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+/// A random graph of `n` nodes in at most `depth` levels; each node past the first
+/// level refers to 1 to 3 nodes (2 on average) of lower levels, so no chain is longer
+/// than `depth`. Returns the fleet and its longest chain (in nodes).
+pub fn dag(n: usize, depth: usize, seed: u64) -> (Fleet, usize) {
+    let mut rng = Rng::new(seed);
+    let mut f = Fleet::builder("bench");
+    let mut keys: Vec<Key<Node>> = Vec::with_capacity(n);
+    let mut level_start: Vec<usize> = Vec::new();
+    let mut chain: Vec<usize> = Vec::with_capacity(n);
+    for i in 0..n {
+        let level = i * depth / n.max(1);
+        if level_start.len() <= level {
+            level_start.push(i);
+        }
+        let mut after = Vec::new();
+        let mut longest = 0;
+        if level > 0 {
+            let below = level_start[level];
+            for _ in 0..(1 + rng.below(3)) {
+                let j = usize::try_from(rng.below(below as u64)).expect("fits");
+                if !after.contains(&keys[j]) {
+                    after.push(keys[j]);
+                    longest = longest.max(chain[j]);
+                }
+            }
+        }
+        chain.push(longest + 1);
+        keys.push(f.declare(
+            BenchRegion::Local,
+            format!("n{i}"),
+            Node {
+                after,
+                size: Expr::lit(1),
+            },
+        ));
+    }
+    (
+        f.build().expect("generated graphs are sound"),
+        chain.into_iter().max().unwrap_or(0),
+    )
+}
+
+/// An in-memory cloud for nodes, every call taking `latency` on its clock.
+pub struct BenchCloud {
+    clock: Arc<dyn Clock>,
+    latency: Duration,
+    nodes: Mutex<BTreeMap<String, (u32, RawTags)>>,
+}
+
+impl std::fmt::Debug for BenchCloud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BenchCloud")
+            .field("latency", &self.latency)
+            .finish()
+    }
+}
+
+impl BenchCloud {
+    /// A cloud whose every call takes `latency` on `clock`.
+    pub fn new(clock: Arc<dyn Clock>, latency: Duration) -> Self {
+        BenchCloud {
+            clock,
+            latency,
+            nodes: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    async fn wait(&self) {
+        if !self.latency.is_zero() {
+            self.clock.sleep(self.latency).await;
+        }
+    }
+
+    fn sighting(name: &str, size: u32) -> Sighting {
+        Sighting::of::<Node>(
+            name,
+            NodeObserved {
+                id: name.to_owned(),
+            },
+            NodeReported {
+                after: infra_core::Partial::Unknown,
+                size: infra_core::Partial::Known(size),
+            },
+        )
+    }
+}
+
+fn gone(handle: &str) -> BackendError {
+    BackendError::not_found(format!("no node {handle}"))
+}
+
+#[async_trait]
+impl Backend for BenchCloud {
+    fn provider(&self) -> &'static str {
+        Bench::ID
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::with_kinds([<Node as infra_core::Kind>::ID])
+    }
+    async fn account(&self) -> Result<String, BackendError> {
+        Ok("bench".into())
+    }
+    async fn list(&self, _: &'static str, _: &str) -> Result<Vec<Listed>, BackendError> {
+        self.wait().await;
+        Ok(self
+            .nodes
+            .lock()
+            .expect("lock")
+            .keys()
+            .map(|n| Listed {
+                name: n.clone(),
+                handle: n.clone(),
+            })
+            .collect())
+    }
+    async fn read(&self, _: &'static str, _: &str, handle: &str) -> Result<Sighting, BackendError> {
+        self.wait().await;
+        let node = self.nodes.lock().expect("lock").get(handle).cloned();
+        node.map(|(size, tags)| Self::sighting(handle, size).with_raw_tags(tags))
+            .ok_or_else(|| gone(handle))
+    }
+    async fn create(
+        &self,
+        _: &'static str,
+        _: &str,
+        name: &str,
+        spec: SettledSpec<'_>,
+        marker: &Marker,
+    ) -> Result<Sighting, BackendError> {
+        self.wait().await;
+        let size = spec.get::<Node>()?.size;
+        let tags = RawTags::from([(marker.key().to_owned(), marker.value().to_owned())]);
+        self.nodes
+            .lock()
+            .expect("lock")
+            .insert(name.to_owned(), (size, tags));
+        Ok(Self::sighting(name, size))
+    }
+    async fn update(
+        &self,
+        _: &'static str,
+        _: &str,
+        handle: &str,
+        spec: SettledSpec<'_>,
+    ) -> Result<Sighting, BackendError> {
+        self.wait().await;
+        let size = spec.get::<Node>()?.size;
+        let mut nodes = self.nodes.lock().expect("lock");
+        let node = nodes.get_mut(handle).ok_or_else(|| gone(handle))?;
+        node.0 = size;
+        Ok(Self::sighting(handle, size))
+    }
+    async fn delete(&self, _: &'static str, _: &str, handle: &str) -> Result<(), BackendError> {
+        self.wait().await;
+        self.nodes
+            .lock()
+            .expect("lock")
+            .remove(handle)
+            .map(|_| ())
+            .ok_or_else(|| gone(handle))
+    }
+    async fn ownership(
+        &self,
+        _: &'static str,
+        _: &str,
+        handle: &str,
+    ) -> Result<RawTags, BackendError> {
+        self.wait().await;
+        let tags = self
+            .nodes
+            .lock()
+            .expect("lock")
+            .get(handle)
+            .map(|n| n.1.clone());
+        tags.ok_or_else(|| gone(handle))
+    }
+    async fn secret_value(&self, _: &str, _: &str) -> Result<SecretString, BackendError> {
+        Err(BackendError::invalid(
+            "the benchmark cloud holds no secrets",
+        ))
+    }
+}

@@ -124,6 +124,7 @@ pub struct Sighting {
     observed: Arc<dyn Any + Send + Sync>,
     observed_json: serde_json::Value,
     reported: serde_json::Map<String, serde_json::Value>,
+    raw_tags: Option<RawTags>,
 }
 
 impl fmt::Debug for Sighting {
@@ -153,7 +154,22 @@ impl Sighting {
             observed: Arc::new(observed),
             observed_json,
             reported,
+            raw_tags: None,
         }
+    }
+
+    /// The same sighting carrying the resource's raw tags (marker included), for a
+    /// backend whose read returns them anyway: the engine then decides ownership from
+    /// them instead of calling `ownership` (the marker is still read again right
+    /// before any delete).
+    pub fn with_raw_tags(mut self, tags: RawTags) -> Self {
+        self.raw_tags = Some(tags);
+        self
+    }
+
+    /// The raw tags, if the backend gave them with the read.
+    pub fn raw_tags(&self) -> Option<&RawTags> {
+        self.raw_tags.as_ref()
     }
 
     /// A sighting of a resource of kind `K` from JSON: the observed state as the kind's
@@ -176,6 +192,7 @@ impl Sighting {
             observed: Arc::new(typed),
             observed_json: observed,
             reported,
+            raw_tags: None,
         })
     }
 

@@ -224,17 +224,26 @@ impl Engine {
             .build_order()
             .unwrap_or_else(|_| (0..plan.len()).collect());
         let rank: HashMap<usize, usize> = order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
-        let priority = |v: usize| -> (u8, usize) {
+        // With room for several calls, the node with the longest chain of work behind it
+        // goes first (the critical path sets the wall time); one call at a time keeps the
+        // plain build order, so that a teardown is exactly its reverse.
+        let height = if options.parallelism > 1 {
+            heights(&waits_on, &dependants)
+        } else {
+            vec![0; n]
+        };
+        let priority = |v: usize| -> (u8, usize, usize) {
             let node = nodes[v];
             let slot = &observation.slots[node.slot];
             let r = slot.index.map(|i| rank.get(&i).copied().unwrap_or(i));
+            let urgency = usize::MAX - height[v];
             match (r, node.work) {
-                (Some(r), Work::Build | Work::CreateNew) => (1, r),
-                (Some(r), Work::Delete | Work::DeleteOld) => (0, usize::MAX - r),
-                (None, _) => (2, node.slot),
+                (Some(r), Work::Build | Work::CreateNew) => (1, urgency, r),
+                (Some(r), Work::Delete | Work::DeleteOld) => (0, urgency, usize::MAX - r),
+                (None, _) => (2, urgency, node.slot),
             }
         };
-        let mut ready: BTreeSet<((u8, usize), usize)> = (0..n)
+        let mut ready: BTreeSet<((u8, usize, usize), usize)> = (0..n)
             .filter(|&v| matches!(state[v], NodeState::Waiting) && remaining[v] == 0)
             .map(|v| (priority(v), v))
             .collect();
@@ -246,6 +255,8 @@ impl Engine {
             .filter(|s| matches!(s, NodeState::Waiting))
             .count();
         let mut finished = 0;
+        let mut successes = 0usize;
+        let mut last_round: Option<usize> = None;
 
         loop {
             while in_flight.len() < parallelism
@@ -265,7 +276,26 @@ impl Engine {
                 in_flight.push(Box::pin(async move { (v, job.await) }));
             }
             let Some((v, done)) = in_flight.next().await else {
-                break;
+                // Nothing running, nothing ready: retry the deletes refused for ordering
+                // reasons, in rounds, until a round frees nothing.
+                if deferred.is_empty() {
+                    break;
+                }
+                if last_round == Some(successes) {
+                    for (v, e) in deferred.drain(..) {
+                        state[v] = NodeState::Done(Done::Failed(Step::Delete, e));
+                        for &d in &dependants[v] {
+                            fail_downstream(d, &dependants, &mut state);
+                        }
+                    }
+                    break;
+                }
+                last_round = Some(successes);
+                for (v, _) in deferred.drain(..) {
+                    state[v] = NodeState::Waiting;
+                    ready.insert((priority(v), v));
+                }
+                continue;
             };
             let node = nodes[v];
             let slot = &observation.slots[node.slot];
@@ -295,9 +325,10 @@ impl Engine {
                         world.forget(key_id(plan, i));
                     }
                 }
+                // A delete refused because something still holds the resource (an
+                // orphan, whose references no record keeps) waits for the rest.
                 Done::Failed(_, e)
-                    if slot.index.is_none()
-                        && dependants[v].is_empty()
+                    if matches!(node.work, Work::Delete | Work::DeleteOld)
                         && e.kind == ErrorKind::DependencyViolation =>
                 {
                     deferred.push((v, e.clone()));
@@ -309,6 +340,7 @@ impl Engine {
             let succeeded = matches!(done, Done::Built { .. } | Done::Pruned { .. });
             state[v] = NodeState::Done(done);
             if succeeded {
+                successes += 1;
                 for &d in &dependants[v] {
                     if matches!(state[d], NodeState::Waiting) {
                         remaining[d] -= 1;
@@ -320,35 +352,6 @@ impl Engine {
             } else {
                 for &d in &dependants[v] {
                     fail_downstream(d, &dependants, &mut state);
-                }
-            }
-        }
-
-        // Orphans refused for ordering reasons: retried in rounds until one frees nothing.
-        while !deferred.is_empty() {
-            let round = std::mem::take(&mut deferred);
-            let before = round.len();
-            for (v, _) in round {
-                let s = nodes[v].slot;
-                let done = self
-                    .job(plan, &observation.slots[s], Work::Delete, &world, &marker)
-                    .await;
-                match done {
-                    Done::Failed(_, e) if e.kind == ErrorKind::DependencyViolation => {
-                        deferred.push((v, e))
-                    }
-                    other => {
-                        if matches!(other, Done::Pruned { .. }) {
-                            finals[s] = None;
-                            ledger.rows.remove(&row_of(&observation.slots[s].subject));
-                        }
-                        state[v] = NodeState::Done(other);
-                    }
-                }
-            }
-            if deferred.len() == before {
-                for (v, e) in deferred.drain(..) {
-                    state[v] = NodeState::Done(Done::Failed(Step::Delete, e));
                 }
             }
         }
@@ -743,11 +746,38 @@ impl Done {
 }
 
 #[derive(Clone, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per node of one apply; boxing buys nothing"
+)]
 enum NodeState {
     Waiting,
     Running,
     Deferred,
     Done(Done),
+}
+
+/// For each node, the longest chain of nodes that waits on it, itself included.
+fn heights(waits_on: &[Vec<usize>], dependants: &[Vec<usize>]) -> Vec<usize> {
+    let n = waits_on.len();
+    let mut left: Vec<usize> = waits_on.iter().map(Vec::len).collect();
+    let mut order: Vec<usize> = (0..n).filter(|&v| left[v] == 0).collect();
+    let mut next = 0;
+    while next < order.len() {
+        let v = order[next];
+        next += 1;
+        for &d in &dependants[v] {
+            left[d] -= 1;
+            if left[d] == 0 {
+                order.push(d);
+            }
+        }
+    }
+    let mut height = vec![1; n];
+    for &v in order.iter().rev() {
+        height[v] = 1 + dependants[v].iter().map(|&d| height[d]).max().unwrap_or(0);
+    }
+    height
 }
 
 /// Marks a waiting node, and everything waiting on it, as not attempted.

@@ -272,7 +272,13 @@ impl Engine {
             Err(e) if e.kind == ErrorKind::NotFound => return Seen::Absent,
             Err(e) => return Seen::Unobserved(Unobserved::Error(e)),
         };
-        let owner = if readable {
+        let owner = if let (true, Some(tags)) = (readable, sighting.raw_tags()) {
+            // The read brought the tags: no second call.
+            match marker.verdict(tags) {
+                Ownership::Ours => Owner::Ours,
+                other => Owner::Not(other),
+            }
+        } else if readable {
             match with_retries(&*self.clock, self.retry, true, || {
                 backend.ownership(kind, region, handle)
             })

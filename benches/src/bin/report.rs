@@ -1,0 +1,161 @@
+//! Measures the engine against its limits and prints one line per figure:
+//! `cargo run --release -p benches --bin report` (`--quick` for smaller sizes).
+//!
+//! - P1: planning time against a serde_json round trip of the same plan.
+//! - P2: an apply's wall time against its critical-path bound, with each call taking a
+//!   real latency: max(depth·L, N·L/P).
+//! - P3: a refresh's wall time against lists + N·L/P.
+//! - P4: peak resident memory growth per resource while a large fleet is planned.
+//! - P2seq: the speedup of parallel apply over one call at a time.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use benches::{BenchCloud, dag};
+use infra_core::{Backends, Engine, ManualClock, MemoryStore, Options, SystemClock};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+fn bench_engine(latency: Duration, real: bool) -> Engine {
+    let clock: Arc<dyn infra_core::Clock> = if real {
+        Arc::new(SystemClock::new())
+    } else {
+        Arc::new(ManualClock::new())
+    };
+    let cloud = Arc::new(BenchCloud::new(Arc::clone(&clock), latency));
+    Engine::new(Backends::new().with(cloud), Arc::new(MemoryStore::new())).with_clock(clock)
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a benchmark measures the real time"
+)]
+fn now() -> Instant {
+    Instant::now()
+}
+
+/// Peak resident set size of this process, in bytes (Linux).
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn p1(rt: &tokio::runtime::Runtime, n: usize) {
+    let (fleet, _) = dag(n, 50, 1);
+    let plan = fleet.plan();
+    let engine = bench_engine(Duration::ZERO, false);
+    let start = now();
+    let text = serde_json::to_string(&plan.to_json()).expect("json");
+    let back: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let serde = start.elapsed();
+    assert!(back.is_object());
+    let start = now();
+    let report = rt
+        .block_on(engine.plan(&plan, &Options::default()))
+        .expect("plan");
+    let planned = start.elapsed();
+    assert_eq!(report.changes.len(), n);
+    println!(
+        "P1 plan_vs_serde n={n} ratio={:.2} plan_ms={:.0}",
+        planned.as_secs_f64() / serde.as_secs_f64(),
+        planned.as_secs_f64() * 1000.0
+    );
+}
+
+fn apply_wall(
+    rt: &tokio::runtime::Runtime,
+    n: usize,
+    latency: Duration,
+    parallelism: usize,
+) -> (Duration, usize, Engine, infra_core::Fleet) {
+    let (fleet, depth) = dag(n, 50, 2);
+    let engine = bench_engine(latency, true);
+    let options = Options {
+        parallelism,
+        ..Options::default()
+    };
+    let start = now();
+    let outcome = rt
+        .block_on(engine.apply(&fleet.plan(), &options))
+        .expect("apply");
+    let wall = start.elapsed();
+    assert!(outcome.result.is_success());
+    (wall, depth, engine, fleet)
+}
+
+/// In a fresh process: the growth of peak resident memory, per resource, while a fleet
+/// of `n` is declared and planned against an observed world of the same size.
+fn memory(n: usize) {
+    let rt = runtime();
+    let before = peak_rss().unwrap_or(0);
+    let (fleet, _) = dag(n, 50, 3);
+    let engine = bench_engine(Duration::ZERO, false);
+    rt.block_on(engine.plan(&fleet.plan(), &Options::default()))
+        .expect("plan");
+    let after = peak_rss().unwrap_or(0);
+    println!(
+        "P4 bytes_per_resource n={n} value={}",
+        after.saturating_sub(before) / n as u64
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--memory") {
+        memory(
+            args.get(i + 1)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(100_000),
+        );
+        return;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let rt = runtime();
+    let big = if quick { 10_000 } else { 100_000 };
+    let n = if quick { 200 } else { 1000 };
+    let latency = Duration::from_millis(20);
+    let p = 16;
+
+    p1(&rt, big);
+
+    let (wall, depth, engine, fleet) = apply_wall(&rt, n, latency, p);
+    let l = latency.as_secs_f64();
+    let bound = (depth as f64 * l).max(n as f64 * l / p as f64);
+    println!(
+        "P2 apply_vs_critical_path n={n} parallelism={p} latency_ms=20 ratio={:.2}",
+        wall.as_secs_f64() / bound
+    );
+
+    let start = now();
+    rt.block_on(engine.refresh(&fleet.plan())).expect("refresh");
+    let refresh = start.elapsed();
+    let lists = 1.0;
+    println!(
+        "P3 refresh_vs_bound n={n} parallelism={p} latency_ms=20 ratio={:.2}",
+        refresh.as_secs_f64() / (lists * l + n as f64 * l / p as f64)
+    );
+
+    // Peak memory is a property of the whole process: measured in a fresh one.
+    let exe = std::env::current_exe().expect("this program");
+    let out = std::process::Command::new(exe)
+        .args(["--memory", &big.to_string()])
+        .output()
+        .expect("the memory probe runs");
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+
+    let (seq, _, _, _) = apply_wall(&rt, n.min(200), latency, 1);
+    let (par, _, _, _) = apply_wall(&rt, n.min(200), latency, p);
+    println!(
+        "P2seq apply_speedup_vs_sequential n={} value={:.2}",
+        n.min(200),
+        seq.as_secs_f64() / par.as_secs_f64()
+    );
+}
