@@ -29,7 +29,7 @@ use infra_core::{BackendError, Listed, Marker, Partial, RawTags, SettledSpec, Si
 
 use crate::clients::RegionClients;
 use crate::error::classify;
-use crate::ops::{KindOps, keep_marker, with_marker};
+use crate::ops::{KindOps, wanted_tags, with_marker};
 
 /// Codes that mean the bucket does not exist.
 const NO_BUCKET: &[&str] = &["NoSuchBucket", "NotFound"];
@@ -116,6 +116,19 @@ async fn put_tags(c: &RegionClients, bucket: &str, tags: &RawTags) -> Result<(),
         .send()
         .await
         .map_err(|e| classify("s3:PutBucketTagging", e, NO_BUCKET))?;
+    Ok(())
+}
+
+/// Brings a bucket's tags to the declared ones (when declared), keeping its marker.
+async fn retag(
+    c: &RegionClients,
+    bucket: &str,
+    declared: Option<&RawTags>,
+) -> Result<(), BackendError> {
+    if let Some(declared) = declared {
+        let current = tags(c, bucket).await?;
+        put_tags(c, bucket, &wanted_tags(declared, &current)).await?;
+    }
     Ok(())
 }
 
@@ -403,10 +416,7 @@ impl KindOps for S3BucketOps {
         spec: SettledSpec<'_>,
     ) -> Result<Sighting, BackendError> {
         let spec: &S3BucketSettled = spec.get::<S3Bucket>()?;
-        if let Some(declared) = spec.tags.known() {
-            let current = tags(c, handle).await?;
-            put_tags(c, handle, &keep_marker(Some(declared), &current)).await?;
-        }
+        retag(c, handle, spec.tags.known()).await?;
         apply_s3(c, handle, spec).await?;
         self.read(c, handle).await
     }
@@ -489,10 +499,7 @@ impl KindOps for ObjectStoreOps {
         spec: SettledSpec<'_>,
     ) -> Result<Sighting, BackendError> {
         let spec: &ObjectStoreSettled = spec.get::<ObjectStore>()?;
-        if let Some(declared) = spec.tags.known() {
-            let current = tags(c, handle).await?;
-            put_tags(c, handle, &keep_marker(Some(declared), &current)).await?;
-        }
+        retag(c, handle, spec.tags.known()).await?;
         apply_store(c, handle, spec).await?;
         self.read(c, handle).await
     }

@@ -12,7 +12,7 @@ use infra_core::{
     Fleet, Listed, Marker, NotAttemptedReason, Options, Partial, Plan, RawTags, RecordStore,
     ScalewayRegion, SecretString, SettledSpec, Sighting, Step, Unreachable,
 };
-use infra_testkit::sim::Op;
+use infra_testkit::sim::{Op, SimCloud};
 
 fn web_group() -> SecurityGroup {
     SecurityGroup {
@@ -22,6 +22,25 @@ fn web_group() -> SecurityGroup {
         egress: Partial::Unknown,
         tags: Partial::Unknown,
     }
+}
+
+/// A simulated cloud with the small fleet already applied, its engine and records.
+async fn applied(
+    seed: u64,
+) -> (
+    SimCloud,
+    infra_core::Engine,
+    Arc<infra_core::MemoryStore>,
+    Fleet,
+) {
+    let cloud = support::cloud(seed);
+    let (engine, store) = support::engine_in_memory(&cloud);
+    let fleet = small(&[]);
+    engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    (cloud, engine, store, fleet)
 }
 
 fn small(accounts: &[&str]) -> Fleet {
@@ -74,13 +93,7 @@ async fn a_backend_in_another_account_is_refused_before_anything_is_listed() {
 
 #[tokio::test]
 async fn an_unreachable_provider_with_records_is_refused_and_a_test_double_is_not() {
-    let cloud = support::cloud(2);
-    let (engine, store) = support::engine_in_memory(&cloud);
-    let fleet = small(&[]);
-    engine
-        .apply(&fleet.plan(), &Options::default())
-        .await
-        .unwrap();
+    let (cloud, _, store, fleet) = applied(2).await;
 
     // The same records, and no AWS credentials: refused, naming the provider.
     let blind = infra_core::Engine::new(
@@ -156,13 +169,7 @@ async fn declared_resources_of_an_unreachable_provider_without_records_are_not_a
 
 #[tokio::test]
 async fn a_permission_error_is_never_read_as_absent() {
-    let cloud = support::cloud(4);
-    let (engine, _) = support::engine_in_memory(&cloud);
-    let fleet = small(&[]);
-    engine
-        .apply(&fleet.plan(), &Options::default())
-        .await
-        .unwrap();
+    let (cloud, engine, _, fleet) = applied(4).await;
     cloud.deny("aws", Some("objectStore"), None);
     cloud.clear_calls();
     let outcome = engine
@@ -266,13 +273,7 @@ async fn forget_drops_the_record_and_touches_nothing() {
 
 #[tokio::test]
 async fn drift_is_repaired_in_place_and_a_forces_replace_field_replaces() {
-    let cloud = support::cloud(7);
-    let (engine, _) = support::engine_in_memory(&cloud);
-    let fleet = small(&[]);
-    engine
-        .apply(&fleet.plan(), &Options::default())
-        .await
-        .unwrap();
+    let (cloud, engine, _, fleet) = applied(7).await;
     let group = cloud.find("aws", "securityGroup", "web").remove(0);
     cloud.set_field(
         &group.handle,
@@ -502,13 +503,7 @@ async fn a_kind_the_backend_lacks_is_not_attempted_and_its_dependants_wait() {
 
 #[tokio::test]
 async fn discover_rebuilds_a_lost_ledger_from_markers_and_only_from_them() {
-    let cloud = support::cloud(12);
-    let (engine, store) = support::engine_in_memory(&cloud);
-    let fleet = small(&[]);
-    engine
-        .apply(&fleet.plan(), &Options::default())
-        .await
-        .unwrap();
+    let (cloud, _, store, fleet) = applied(12).await;
     let before = store.load_ledger("gates").unwrap();
     cloud
         .insert_foreign(
@@ -553,13 +548,7 @@ fn the_engine_can_be_spawned_its_futures_are_send() {
 
 #[tokio::test]
 async fn two_resources_of_one_name_resolve_by_marker_or_are_a_conflict() {
-    let cloud = support::cloud(14);
-    let (engine, _) = support::engine_in_memory(&cloud);
-    let fleet = small(&[]);
-    engine
-        .apply(&fleet.plan(), &Options::default())
-        .await
-        .unwrap();
+    let (cloud, engine, _, fleet) = applied(14).await;
 
     // Someone else's instance with the same name: ours is still told apart.
     cloud
