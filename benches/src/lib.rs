@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 
+pub mod precise;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -83,6 +85,13 @@ impl Rng {
 /// level refers to 1 to 3 nodes (2 on average) of lower levels, so no chain is longer
 /// than `depth`. Returns the fleet and its longest chain (in nodes).
 pub fn dag(n: usize, depth: usize, seed: u64) -> (Fleet, usize) {
+    dag_sized(n, depth, seed, |_| 1)
+}
+
+/// [`dag`], with node `i` of size `size(i)`: the same graph for the same seed, so a
+/// fleet planned against the world another built shows in-place changes where the
+/// sizes differ.
+pub fn dag_sized(n: usize, depth: usize, seed: u64, size: impl Fn(usize) -> u32) -> (Fleet, usize) {
     let mut rng = Rng::new(seed);
     let mut f = Fleet::builder("bench");
     let mut keys: Vec<Key<Node>> = Vec::with_capacity(n);
@@ -111,7 +120,7 @@ pub fn dag(n: usize, depth: usize, seed: u64) -> (Fleet, usize) {
             format!("n{i}"),
             Node {
                 after,
-                size: Expr::lit(1),
+                size: Expr::lit(size(i)),
             },
         ));
     }
@@ -121,11 +130,86 @@ pub fn dag(n: usize, depth: usize, seed: u64) -> (Fleet, usize) {
     )
 }
 
+/// A fleet of `n` built-in resources for the simulated cloud of `infra-testkit`, in
+/// groups of five alternating between two regions: a security group, two instances in
+/// it, a queue whose dead letters go to the queue of the previous group in its region,
+/// and a bucket. `version` varies
+/// the queues' visibility timeout and the buckets' versioning, so a fleet planned
+/// against the world of another version has in-place changes.
+pub fn mixed(n: usize, version: u32) -> Fleet {
+    use infra_core::kinds::{
+        AwsInstance, BurstableSize, Image, InstanceType, ObjectStore, Queues, Rule, SecurityGroup,
+    };
+    use infra_core::{AwsRegion, Partial};
+    let mut f = Fleet::builder("bench-mixed");
+    let mut queues: [Option<Key<Queues>>; 2] = [None, None];
+    let mut group = None;
+    for i in 0..n {
+        let side = (i / 5) % 2;
+        let region = if side == 0 {
+            AwsRegion::EuWest3
+        } else {
+            AwsRegion::UsEast1
+        };
+        let name = format!("res-{i}");
+        match i % 5 {
+            0 => {
+                group = Some(f.declare(
+                    region,
+                    name,
+                    SecurityGroup {
+                        description: format!("group {i}").into(),
+                        vpc_id: Partial::Unknown,
+                        ingress: Expr::lit([Rule::tcp(443, "10.0.0.0/8")].into()),
+                        egress: Partial::Unknown,
+                        tags: Partial::Unknown,
+                    },
+                ));
+            }
+            1 | 2 => {
+                let group = group.expect("declared first in its group");
+                f.declare(
+                    region,
+                    name,
+                    AwsInstance::new(Image::Latest, InstanceType::T3(BurstableSize::Nano), group),
+                );
+            }
+            3 => {
+                let dead_letter = queues[side];
+                queues[side] = Some(f.declare(
+                    region,
+                    name,
+                    Queues {
+                        fifo: Expr::lit(false),
+                        visibility_timeout_seconds: Partial::Known(Expr::lit(30 + version)),
+                        retention_seconds: Partial::Unknown,
+                        dead_letter: Partial::Known(dead_letter),
+                        max_receive_count: Partial::Unknown,
+                        tags: Partial::Unknown,
+                    },
+                ));
+            }
+            _ => {
+                f.declare(
+                    region,
+                    name,
+                    ObjectStore {
+                        versioning: Partial::Known(Expr::lit(version % 2 == 0)),
+                        ..ObjectStore::new()
+                    },
+                );
+            }
+        }
+    }
+    f.build().expect("the mixed fleet is sound")
+}
+
 /// An in-memory cloud for nodes, every call taking `latency` on its clock.
 pub struct BenchCloud {
     clock: Arc<dyn Clock>,
     latency: Duration,
     nodes: Mutex<BTreeMap<String, (u32, RawTags)>>,
+    span: Mutex<Option<(Duration, Duration)>>,
 }
 
 impl std::fmt::Debug for BenchCloud {
@@ -143,13 +227,23 @@ impl BenchCloud {
             clock,
             latency,
             nodes: Mutex::new(BTreeMap::new()),
+            span: Mutex::new(None),
         }
     }
 
+    /// When, on the cloud's clock, its first call began and its last call returned.
+    pub fn span(&self) -> Option<(Duration, Duration)> {
+        *self.span.lock().expect("lock")
+    }
+
     async fn wait(&self) {
+        let start = self.clock.now();
         if !self.latency.is_zero() {
             self.clock.sleep(self.latency).await;
         }
+        let end = self.clock.now();
+        let mut span = self.span.lock().expect("lock");
+        *span = Some(span.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
     }
 
     fn sighting(name: &str, size: u32) -> Sighting {

@@ -39,7 +39,9 @@ pub use backend::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use diverge::{Divergence, Repair, divergence, repair_of};
-pub use engine::{ApplyError, Engine, Options, Outcome, PlanReport, PlannedChange, Progress};
+pub use engine::{
+    ApplyError, Engine, Observed, Options, Outcome, PlanReport, PlannedChange, Progress,
+};
 pub use error::{BackendError, ErrorKind};
 pub use expr::{Dep, Expr, Value};
 pub use field::{Field, FieldInfo, Mutability};

@@ -318,6 +318,31 @@ proptest! {
         })?;
     }
 
+    /// Planning in two halves (observe, then decide from the observation) gives the
+    /// same plan as planning at once, over a world where part of the fleet exists and
+    /// part has drifted; neither half writes.
+    #[test]
+    fn a_plan_from_a_kept_observation_is_the_plan(items in items(), seed in 0u64..1000) {
+        runtime().block_on(async {
+            let cloud = support::cloud(seed);
+            let (engine, _store) = support::engine_in_memory(&cloud);
+            let half = fleet(&items, |i| i % 2 == 0);
+            engine.apply(&half.plan(), &Options::default()).await.unwrap();
+            let full = fleet(&items, |_| true);
+            let plan = full.plan();
+            cloud.clear_calls();
+
+            let observed = engine.observe_for(&plan, &Options::default()).await.unwrap();
+            let twice = engine.plan_observed(&plan, observed.clone());
+            let once = engine.plan(&plan, &Options::default()).await.unwrap();
+            prop_assert_eq!(twice.to_json(), once.to_json());
+            prop_assert_eq!(engine.plan_observed(&plan, observed).to_json(), once.to_json());
+            prop_assert!(cloud.writes().is_empty(), "planning wrote");
+            prop_assert!(half.len() == full.len() || once.has_changes());
+            Ok(())
+        })?;
+    }
+
     /// With a foreign resource and an owned orphan side by side, prune deletes exactly
     /// the orphan.
     #[test]

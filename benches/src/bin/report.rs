@@ -11,8 +11,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use benches::precise::PreciseClock;
 use benches::{BenchCloud, dag};
-use infra_core::{Backends, Engine, ManualClock, MemoryStore, Options, SystemClock};
+use infra_core::{Backends, Engine, ManualClock, MemoryStore, Options};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -24,7 +25,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn bench_engine(latency: Duration, real: bool) -> Engine {
     let clock: Arc<dyn infra_core::Clock> = if real {
-        Arc::new(SystemClock::new())
+        Arc::new(PreciseClock::new())
     } else {
         Arc::new(ManualClock::new())
     };
@@ -151,11 +152,10 @@ fn main() {
         .expect("the memory probe runs");
     print!("{}", String::from_utf8_lossy(&out.stdout));
 
-    let (seq, _, _, _) = apply_wall(&rt, n.min(200), latency, 1);
-    let (par, _, _, _) = apply_wall(&rt, n.min(200), latency, p);
+    let (seq, _, _, _) = apply_wall(&rt, n, latency, 1);
+    let (par, _, _, _) = apply_wall(&rt, n, latency, p);
     println!(
-        "P2seq apply_speedup_vs_sequential n={} value={:.2}",
-        n.min(200),
+        "P2seq apply_speedup_vs_sequential n={n} value={:.2}",
         seq.as_secs_f64() / par.as_secs_f64()
     );
 }
