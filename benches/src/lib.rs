@@ -194,7 +194,7 @@ pub fn mixed(n: usize, version: u32) -> Fleet {
                     region,
                     name,
                     ObjectStore {
-                        versioning: Partial::Known(Expr::lit(version % 2 == 0)),
+                        versioning: Partial::Known(Expr::lit(version.is_multiple_of(2))),
                         ..ObjectStore::new()
                     },
                 );
