@@ -1,5 +1,6 @@
 //! Measures the engine against its limits and prints one line per figure:
-//! `cargo run --release -p benches --bin report` (`--quick` for smaller sizes).
+//! `cargo run --release -p benches --bin report` (`--quick` for smaller sizes,
+//! `--detail` for a breakdown of P2 on standard error).
 //!
 //! - P1: planning time against a serde_json round trip of the same plan.
 //! - P2: an apply's wall time against its critical-path bound, with each call taking a
@@ -23,14 +24,17 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a runtime")
 }
 
-fn bench_engine(latency: Duration, real: bool) -> Engine {
+fn bench_engine(latency: Duration, real: bool) -> (Engine, Arc<BenchCloud>) {
     let clock: Arc<dyn infra_core::Clock> = if real {
         Arc::new(PreciseClock::new())
     } else {
         Arc::new(ManualClock::new())
     };
     let cloud = Arc::new(BenchCloud::new(Arc::clone(&clock), latency));
-    Engine::new(Backends::new().with(cloud), Arc::new(MemoryStore::new())).with_clock(clock)
+    let backend: Arc<dyn infra_core::Backend> = Arc::clone(&cloud) as _;
+    let engine =
+        Engine::new(Backends::new().with(backend), Arc::new(MemoryStore::new())).with_clock(clock);
+    (engine, cloud)
 }
 
 #[allow(
@@ -52,7 +56,7 @@ fn peak_rss() -> Option<u64> {
 fn p1(rt: &tokio::runtime::Runtime, n: usize) {
     let (fleet, _) = dag(n, 50, 1);
     let plan = fleet.plan();
-    let engine = bench_engine(Duration::ZERO, false);
+    let (engine, _) = bench_engine(Duration::ZERO, false);
     let start = now();
     let text = serde_json::to_string(&plan.to_json()).expect("json");
     let back: serde_json::Value = serde_json::from_str(&text).expect("json");
@@ -76,9 +80,9 @@ fn apply_wall(
     n: usize,
     latency: Duration,
     parallelism: usize,
-) -> (Duration, usize, Engine, infra_core::Fleet) {
+) -> Applied {
     let (fleet, depth) = dag(n, 50, 2);
-    let engine = bench_engine(latency, true);
+    let (engine, cloud) = bench_engine(latency, true);
     let options = Options {
         parallelism,
         ..Options::default()
@@ -89,7 +93,24 @@ fn apply_wall(
         .expect("apply");
     let wall = start.elapsed();
     assert!(outcome.result.is_success());
-    (wall, depth, engine, fleet)
+    let (first, last) = cloud.span().expect("the apply made calls");
+    Applied {
+        wall,
+        depth,
+        calls: last - first,
+        engine,
+        fleet,
+    }
+}
+
+/// One apply through the benchmark cloud, timed.
+struct Applied {
+    wall: Duration,
+    depth: usize,
+    /// From the first call's start to the last call's return.
+    calls: Duration,
+    engine: Engine,
+    fleet: infra_core::Fleet,
 }
 
 /// In a fresh process: the growth of peak resident memory, per resource, while a fleet
@@ -98,7 +119,7 @@ fn memory(n: usize) {
     let rt = runtime();
     let before = peak_rss().unwrap_or(0);
     let (fleet, _) = dag(n, 50, 3);
-    let engine = bench_engine(Duration::ZERO, false);
+    let (engine, _) = bench_engine(Duration::ZERO, false);
     rt.block_on(engine.plan(&fleet.plan(), &Options::default()))
         .expect("plan");
     let after = peak_rss().unwrap_or(0);
@@ -119,6 +140,7 @@ fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
+    let detail = args.iter().any(|a| a == "--detail");
     let rt = runtime();
     let big = if quick { 10_000 } else { 100_000 };
     let n = if quick { 200 } else { 1000 };
@@ -127,13 +149,28 @@ fn main() {
 
     p1(&rt, big);
 
-    let (wall, depth, engine, fleet) = apply_wall(&rt, n, latency, p);
+    let applied = apply_wall(&rt, n, latency, p);
     let l = latency.as_secs_f64();
-    let bound = (depth as f64 * l).max(n as f64 * l / p as f64);
+    let bound = (applied.depth as f64 * l).max(n as f64 * l / p as f64);
     println!(
         "P2 apply_vs_critical_path n={n} parallelism={p} latency_ms=20 ratio={:.2}",
-        wall.as_secs_f64() / bound
+        applied.wall.as_secs_f64() / bound
     );
+    if detail {
+        // Calls are whole: no schedule beats one list and ceil(N/P) rounds of creates.
+        let floor = (1 + n.div_ceil(p)) as f64 * l;
+        eprintln!(
+            "  P2 detail: depth={} bound_ms={:.1} floor_ms={:.1} (ratio {:.3}) calls_ms={:.1} \
+             engine_outside_calls_ms={:.1}",
+            applied.depth,
+            bound * 1000.0,
+            floor * 1000.0,
+            floor / bound,
+            applied.calls.as_secs_f64() * 1000.0,
+            (applied.wall - applied.calls).as_secs_f64() * 1000.0,
+        );
+    }
+    let (engine, fleet) = (applied.engine, applied.fleet);
 
     let start = now();
     rt.block_on(engine.refresh(&fleet.plan())).expect("refresh");
@@ -152,8 +189,8 @@ fn main() {
         .expect("the memory probe runs");
     print!("{}", String::from_utf8_lossy(&out.stdout));
 
-    let (seq, _, _, _) = apply_wall(&rt, n, latency, 1);
-    let (par, _, _, _) = apply_wall(&rt, n, latency, p);
+    let seq = apply_wall(&rt, n, latency, 1).wall;
+    let par = apply_wall(&rt, n, latency, p).wall;
     println!(
         "P2seq apply_speedup_vs_sequential n={n} value={:.2}",
         seq.as_secs_f64() / par.as_secs_f64()

@@ -110,10 +110,11 @@ impl Engine {
                 dependants[i].push(j);
             }
         }
+        let capabilities = self.capabilities();
         let create_first = |slot: &Slot| {
-            self.backends
+            capabilities
                 .get(slot.provider)
-                .is_some_and(|b| b.capabilities().duplicate_names.contains(slot.kind))
+                .is_some_and(|c| c.duplicate_names.contains(slot.kind))
         };
         let mut queue: std::collections::VecDeque<usize> = (0..observation.slots.len())
             .filter(|&s| {

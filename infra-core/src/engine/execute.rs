@@ -249,6 +249,7 @@ impl Engine {
             .collect();
         let mut deferred: Vec<(usize, BackendError)> = Vec::new();
         let parallelism = options.parallelism.max(1);
+        let capabilities = self.capabilities();
         let mut in_flight: FuturesUnordered<BoxFuture<'_, (usize, Done)>> = FuturesUnordered::new();
         let with_work = state
             .iter()
@@ -266,13 +267,13 @@ impl Engine {
                     continue;
                 }
                 state[v] = NodeState::Running;
-                let job = self.job(
-                    plan,
-                    &observation.slots[nodes[v].slot],
-                    nodes[v].work,
-                    &world,
-                    &marker,
-                );
+                let slot = &observation.slots[nodes[v].slot];
+                let caps = capabilities.get(slot.provider);
+                let traits = KindTraits {
+                    readable: caps.is_some_and(|c| c.ownership.contains(slot.kind)),
+                    create_first: caps.is_some_and(|c| c.duplicate_names.contains(slot.kind)),
+                };
+                let job = self.job(plan, slot, nodes[v].work, traits, &world, &marker);
                 in_flight.push(Box::pin(async move { (v, job.await) }));
             }
             let Some((v, done)) = in_flight.next().await else {
@@ -460,6 +461,7 @@ impl Engine {
         plan: &'a Plan,
         slot: &'a Slot,
         work: Work,
+        traits: KindTraits,
         world: &World,
         marker: &'a Marker,
     ) -> BoxFuture<'a, Done> {
@@ -471,7 +473,6 @@ impl Engine {
         let region = slot.subject.region.clone();
         let kind = slot.kind;
         let name = slot.subject.name.clone();
-        let caps = backend.capabilities();
         // Only what this node reads from the world travels with it.
         let mut env = World::default();
         let mut secrets_needed: Vec<(KeyId, &'static str, String, String)> = Vec::new();
@@ -510,7 +511,7 @@ impl Engine {
         let target = slot.target.clone();
         Box::pin(async move {
             let (clock, retry) = (&*self.clock, self.retry);
-            let readable = caps.ownership.contains(kind);
+            let readable = traits.readable;
             match (work, decision, target) {
                 (Work::Delete | Work::DeleteOld, ..) => {
                     let handle = existing.expect("a delete is of something seen").handle;
@@ -584,7 +585,7 @@ impl Engine {
                     }
                     // A replace found only now (a dependency changed under a field that
                     // cannot change in place): both steps here, in the allowed order.
-                    let create_first = caps.duplicate_names.contains(kind);
+                    let create_first = traits.create_first;
                     if !create_first
                         && let Done::Failed(_, e) = self
                             .delete_owned(
@@ -755,6 +756,16 @@ enum NodeState {
     Running,
     Deferred,
     Done(Done),
+}
+
+/// What a backend's capabilities say of one node's kind, read once per run rather
+/// than asked of the backend for every call.
+#[derive(Clone, Copy, Debug)]
+struct KindTraits {
+    /// Its tags can be read, so ownership can be checked before a delete.
+    readable: bool,
+    /// Names need not be unique: a replace may create before it deletes.
+    create_first: bool,
 }
 
 /// For each node, the longest chain of nodes that waits on it, itself included.

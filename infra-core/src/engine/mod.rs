@@ -37,7 +37,7 @@ use futures::stream::FuturesUnordered;
 use serde::Serialize;
 
 use crate::apply_result::{Applied, Failed, NotAttempted, Pruned};
-use crate::backend::{SettledSpec, Sighting};
+use crate::backend::{Capabilities, SettledSpec, Sighting};
 use crate::expr::ObservedValue;
 use crate::fleet::DynSpec;
 use crate::key::KeyId;
@@ -706,6 +706,14 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// What each backend can do, asked once for a run.
+    fn capabilities(&self) -> HashMap<&'static str, Capabilities> {
+        self.backends
+            .providers()
+            .filter_map(|p| self.backends.get(p).map(|b| (p, b.capabilities())))
+            .collect()
     }
 
     /// Gates, then observation, then decisions.

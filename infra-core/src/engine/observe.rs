@@ -31,6 +31,7 @@ impl Engine {
         included: &[bool],
     ) {
         let marker = Marker::new(fleet);
+        let capabilities = self.capabilities();
         // Which slots each (provider, kind, region) must answer for.
         let mut scopes: BTreeMap<(&'static str, &'static str, String), Vec<usize>> =
             BTreeMap::new();
@@ -47,7 +48,10 @@ impl Engine {
                 slot.seen = Seen::Unobserved(Unobserved::Reason(NotAttemptedReason::NoCredentials));
                 continue;
             }
-            if !backend.capabilities().kinds.contains(slot.kind) {
+            if !capabilities
+                .get(slot.provider)
+                .is_some_and(|c| c.kinds.contains(slot.kind))
+            {
                 slot.seen =
                     Seen::Unobserved(Unobserved::Reason(NotAttemptedReason::UnsupportedKind));
                 continue;
@@ -109,14 +113,9 @@ impl Engine {
             }
         }
 
-        let ownership_kinds: HashMap<&'static str, BTreeSet<&'static str>> = self
-            .backends
-            .providers()
-            .filter_map(|p| {
-                self.backends
-                    .get(p)
-                    .map(|b| (p, b.capabilities().ownership))
-            })
+        let ownership_kinds: HashMap<&'static str, BTreeSet<&'static str>> = capabilities
+            .into_iter()
+            .map(|(p, c)| (p, c.ownership))
             .collect();
         let reads: Vec<Read> = reads
             .into_iter()
