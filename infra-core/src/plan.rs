@@ -30,7 +30,7 @@
 //! ```
 
 use std::fmt::{self, Write as _};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 
@@ -43,6 +43,16 @@ use crate::{Fleet, Key, Kind, Problem, Refines, ResourceRef, Status};
 pub struct Plan {
     pub(crate) fleet: Fleet,
     pub(crate) targets: Vec<Status<DynSpec>>,
+    /// The reference graph of the targets and its order, worked out once: every stage
+    /// of a run asks for them, and only [`Plan::set`] changes them.
+    graph: OnceLock<Arc<Graph>>,
+}
+
+/// A plan's reference graph: each resource's dependencies, and a build order or the
+/// cycle that prevents one.
+struct Graph {
+    deps: Vec<Vec<usize>>,
+    order: Result<Vec<usize>, Vec<usize>>,
 }
 
 impl fmt::Debug for Plan {
@@ -79,6 +89,7 @@ impl Plan {
     /// The fleet's own declaration: every key as declared.
     pub fn declared(fleet: &Fleet) -> Plan {
         Plan {
+            graph: OnceLock::new(),
             fleet: fleet.clone(),
             targets: fleet
                 .inner
@@ -93,6 +104,7 @@ impl Plan {
     /// the declaration's references, read backwards.
     pub fn absent(fleet: &Fleet) -> Plan {
         Plan {
+            graph: OnceLock::new(),
             fleet: fleet.clone(),
             targets: vec![Status::Absent; fleet.len()],
         }
@@ -101,6 +113,7 @@ impl Plan {
     /// Every key unmanaged: a plan that any world satisfies and that does nothing.
     pub fn unmanaged(fleet: &Fleet) -> Plan {
         Plan {
+            graph: OnceLock::new(),
             fleet: fleet.clone(),
             targets: vec![Status::Unmanaged; fleet.len()],
         }
@@ -132,6 +145,7 @@ impl Plan {
             fleet: self.fleet.name().to_owned(),
         })?;
         self.targets[index] = status.map(|spec| DynSpec(Arc::new(spec)));
+        self.graph = OnceLock::new();
         Ok(())
     }
 
@@ -155,30 +169,44 @@ impl Plan {
     /// teardown, which carries no specs, still deletes dependants first) together with
     /// those of the plan's own present specs.
     pub fn dependencies(&self) -> Vec<Vec<usize>> {
-        self.fleet
-            .inner
-            .deps
-            .iter()
-            .zip(&self.targets)
-            .map(|(declared, target)| {
-                let mut deps = declared.clone();
-                if let Status::Present(spec) = target {
-                    for dep in spec.0.deps() {
-                        if let Some(i) = self.fleet.index_of(dep.key())
-                            && !deps.contains(&i)
-                        {
-                            deps.push(i);
+        self.deps().to_vec()
+    }
+
+    /// [`Plan::dependencies`], borrowed.
+    pub(crate) fn deps(&self) -> &[Vec<usize>] {
+        &self.graph().deps
+    }
+
+    fn graph(&self) -> &Graph {
+        self.graph.get_or_init(|| {
+            let deps: Vec<Vec<usize>> = self
+                .fleet
+                .inner
+                .deps
+                .iter()
+                .zip(&self.targets)
+                .map(|(declared, target)| {
+                    let mut deps = declared.clone();
+                    if let Status::Present(spec) = target {
+                        for dep in spec.0.deps() {
+                            if let Some(i) = self.fleet.index_of(dep.key())
+                                && !deps.contains(&i)
+                            {
+                                deps.push(i);
+                            }
                         }
                     }
-                }
-                deps
-            })
-            .collect()
+                    deps
+                })
+                .collect();
+            let order = crate::graph::topological_order(&deps);
+            Arc::new(Graph { deps, order })
+        })
     }
 
     /// A build order of resource indices, or the cycle the plan's references form.
     pub fn build_order(&self) -> Result<Vec<usize>, Problem> {
-        crate::graph::topological_order(&self.dependencies()).map_err(|cycle| Problem::Cycle {
+        self.graph().order.clone().map_err(|cycle| Problem::Cycle {
             path: cycle
                 .into_iter()
                 .map(|i| self.fleet.inner.names[i].clone())
@@ -261,6 +289,7 @@ impl Plan {
             targets.push(merged.expect("at least one writer"));
         }
         Ok(Some(Plan {
+            graph: OnceLock::new(),
             fleet: fleet.clone(),
             targets,
         }))
@@ -286,7 +315,7 @@ impl Plan {
             counts("absent"),
             counts("unmanaged"),
         );
-        let deps = self.dependencies();
+        let deps = self.deps();
         let order = self
             .build_order()
             .unwrap_or_else(|_| (0..self.len()).collect());
@@ -346,7 +375,7 @@ impl Serialize for Plan {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let inner = &self.fleet.inner;
-        let deps = self.dependencies();
+        let deps = self.deps();
         let mut indices: Vec<usize> = (0..self.len()).collect();
         indices.sort_by(|&a, &b| inner.names[a].cmp(&inner.names[b]));
         let entries: Vec<Entry<'_>> = self.fleet.with_names(|| {

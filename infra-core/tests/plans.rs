@@ -239,3 +239,27 @@ fn expressions_list_every_read_and_combine_without_bind() {
         Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone())
     );
 }
+
+#[test]
+fn setting_a_target_redraws_the_graph_already_worked_out() {
+    let queue = |dead_letter| Queues {
+        fifo: Expr::lit(false),
+        visibility_timeout_seconds: Partial::Unknown,
+        retention_seconds: Partial::Unknown,
+        dead_letter: Partial::Known(dead_letter),
+        max_receive_count: Partial::Unknown,
+        tags: Partial::Unknown,
+    };
+    let mut f = Fleet::builder("redraw");
+    let first = f.declare(AwsRegion::EuWest3, "first", queue(None));
+    let second = f.declare(AwsRegion::EuWest3, "second", queue(None));
+    let fleet = f.build().unwrap();
+    let mut plan = fleet.plan();
+    assert_eq!(plan.dependencies(), vec![Vec::<usize>::new(), vec![]]);
+    assert_eq!(plan.build_order().unwrap(), vec![0, 1]);
+    // The first queue now sends its dead letters to the second: it must come after it.
+    plan.set(first, Status::Present(queue(Some(second))))
+        .unwrap();
+    assert_eq!(plan.dependencies(), vec![vec![1], vec![]]);
+    assert_eq!(plan.build_order().unwrap(), vec![1, 0]);
+}

@@ -20,7 +20,7 @@ impl Engine {
             .enumerate()
             .filter_map(|(s, slot)| slot.index.map(|i| (i, s)))
             .collect();
-        let deps = plan.dependencies();
+        let deps = plan.deps();
         // Resources whose handle or state will change in this run.
         let mut moving: BTreeSet<usize> = BTreeSet::new();
         let mut visit: Vec<usize> = order
@@ -89,7 +89,7 @@ impl Engine {
             }
             observation.slots[s].decision = decision;
         }
-        self.cascade(plan, observation, &world, &slot_of, &deps);
+        self.cascade(plan, observation, &world, &slot_of, deps);
     }
 
     /// Orders every planned replace, and replaces with it what cannot outlive it: a

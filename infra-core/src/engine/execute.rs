@@ -105,7 +105,7 @@ impl Engine {
             .enumerate()
             .filter_map(|(s, slot)| slot.index.map(|i| (i, s)))
             .collect();
-        let deps = plan.dependencies();
+        let deps = plan.deps();
         let mut declared_dependants: Vec<Vec<usize>> = vec![Vec::new(); deps.len()];
         for (j, dj) in deps.iter().enumerate() {
             for &i in dj {

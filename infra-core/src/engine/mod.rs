@@ -832,7 +832,7 @@ impl Engine {
                 && (patterns.contains(&s.name)
                     || patterns.contains(&format!("{}/{}/{}", s.provider, s.kind, s.name)))
         };
-        let deps = plan.dependencies();
+        let deps = plan.deps();
         let n = plan.len();
         let mut dependants = vec![Vec::new(); n];
         for (i, ds) in deps.iter().enumerate() {
@@ -840,7 +840,7 @@ impl Engine {
                 dependants[d].push(i);
             }
         }
-        let closure = |start: Vec<usize>, edges: &Vec<Vec<usize>>| {
+        let closure = |start: Vec<usize>, edges: &[Vec<usize>]| {
             let mut seen = vec![false; n];
             let mut stack = start;
             while let Some(i) = stack.pop() {
@@ -856,7 +856,7 @@ impl Engine {
                 .filter_map(|s| s.index.filter(|_| named(&s.subject, patterns)))
                 .collect()
         };
-        let targeted = (!targets.is_empty()).then(|| closure(declared_matching(&targets), &deps));
+        let targeted = (!targets.is_empty()).then(|| closure(declared_matching(&targets), deps));
         let excluded = closure(declared_matching(&excludes), &dependants);
         slots
             .iter()
