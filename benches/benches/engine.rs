@@ -14,18 +14,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use benches::{BenchCloud, dag, dag_sized, mixed};
+use benches::{BenchCloud, dag, dag_sized, mixed, runtime};
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use infra_core::{Backends, Clock, Engine, ManualClock, MemoryStore, Options, RecordStore};
 use infra_testkit::sim::SimCloud;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
 
 fn instant_engine() -> (Engine, Arc<BenchCloud>) {
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new());

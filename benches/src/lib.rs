@@ -58,6 +58,16 @@ pub struct NodeObserved {
 
 impl Supports<Node> for Bench {}
 
+/// The runtime every measurement runs on: two worker threads, as this machine has
+/// two cores.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
 /// A small deterministic generator (SplitMix64).
 #[derive(Clone, Debug)]
 pub struct Rng(u64);

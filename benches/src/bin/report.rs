@@ -13,16 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use benches::precise::PreciseClock;
-use benches::{BenchCloud, dag};
+use benches::{BenchCloud, dag, runtime};
 use infra_core::{Backends, Engine, ManualClock, MemoryStore, Options};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
 
 fn bench_engine(latency: Duration, real: bool) -> (Engine, Arc<BenchCloud>) {
     let clock: Arc<dyn infra_core::Clock> = if real {
