@@ -1,1 +1,41 @@
 #![doc = include_str!("../README.md")]
+
+pub mod contract;
+
+pub mod attempt;
+pub mod digest;
+pub mod observation;
+#[cfg(feature = "grpc")]
+mod redact;
+
+#[cfg(feature = "grpc")]
+mod api;
+#[cfg(feature = "grpc")]
+pub mod connect;
+#[cfg(feature = "grpc")]
+pub mod dispatch;
+#[cfg(feature = "grpc")]
+pub mod observe;
+#[cfg(feature = "grpc")]
+mod rpc;
+#[cfg(feature = "grpc")]
+pub mod talosconfig;
+
+#[cfg(all(test, feature = "grpc"))]
+mod tests;
+
+pub use attempt::{CommittedAttempt, ConfigArtifact};
+pub use digest::{Digest, config_digest};
+pub use observation::{
+    ClusterInfo, MachineConfigState, MachineIdentity, MissingReason, Observation, Read,
+    ResourceVersion, SystemInformation,
+};
+
+#[cfg(feature = "grpc")]
+pub use connect::{ConnectOptions, NodeAddress, NodeChannel};
+#[cfg(feature = "grpc")]
+pub use dispatch::{ApplyResponse, Delivery, DispatchClient, Dispatched, TransportOutcome};
+#[cfg(feature = "grpc")]
+pub use observe::ObservationClient;
+#[cfg(feature = "grpc")]
+pub use talosconfig::{Credentials, TalosConfig, TalosContext};

@@ -12,5 +12,7 @@ pub mod check;
 pub mod conformance;
 pub mod sim;
 pub mod strategy;
+#[cfg(feature = "talos")]
+pub mod talos;
 
 pub use check::{FleetCheck, check_fleet};
