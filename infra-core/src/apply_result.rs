@@ -40,13 +40,17 @@ pub enum NotAttemptedReason {
     NoCredentials,
     /// No backend was given for the provider at all.
     NoBinding,
-    /// Something it depends on failed earlier in the same apply.
+    /// Something it depends on did not reach its target earlier in the same apply
+    /// (it failed, or awaits approval).
     DependencyFailed,
     /// Left out by the caller's `--target`/`--exclude`.
     Filtered,
     /// An owned orphan of a kind whose ownership cannot be read, so it cannot be
     /// deleted safely.
     NotPrunable,
+    /// Its backend governs changes: the change was recorded as a plan for a person to
+    /// approve, and nothing was changed yet. Added in envelope `v2`.
+    AwaitingApproval,
 }
 
 impl fmt::Display for NotAttemptedReason {
@@ -58,6 +62,7 @@ impl fmt::Display for NotAttemptedReason {
             NotAttemptedReason::DependencyFailed => "dependency-failed",
             NotAttemptedReason::Filtered => "filtered",
             NotAttemptedReason::NotPrunable => "not-prunable",
+            NotAttemptedReason::AwaitingApproval => "awaiting-approval",
         })
     }
 }
@@ -225,9 +230,12 @@ impl ApplyResult {
         self.failed.sort_by(|a, b| a.resource.cmp(&b.resource));
     }
 
-    /// The versioned JSON envelope: `{"apply": "v1", …}`.
+    /// The versioned JSON envelope: `{"apply": "v2", …}`.
+    ///
+    /// Versions: `v1` is the four buckets; `v2` adds the not-attempted reason
+    /// `awaiting-approval`, and nothing else, so a `v1` document reads as `v2`.
     pub fn to_envelope(&self) -> serde_json::Value {
-        let mut value = serde_json::json!({ "apply": "v1" });
+        let mut value = serde_json::json!({ "apply": "v2" });
         if let (Some(map), Ok(serde_json::Value::Object(body))) =
             (value.as_object_mut(), serde_json::to_value(self))
         {
@@ -239,9 +247,9 @@ impl ApplyResult {
     /// Reads the versioned envelope back.
     pub fn from_envelope(value: &serde_json::Value) -> Result<ApplyResult, String> {
         match value.get("apply").and_then(|v| v.as_str()) {
-            Some("v1") => serde_json::from_value(value.clone()).map_err(|e| e.to_string()),
+            Some("v1" | "v2") => serde_json::from_value(value.clone()).map_err(|e| e.to_string()),
             Some(other) => Err(format!(
-                "apply result version {other:?} is not supported (v1 is)"
+                "apply result version {other:?} is not supported (v1 and v2 are)"
             )),
             None => Err("not an apply result: no \"apply\" version".into()),
         }

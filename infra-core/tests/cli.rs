@@ -140,7 +140,7 @@ async fn plan_apply_and_destroy_read_well_and_exit_as_documented() {
     let (code, out, _) = s.run(&cloud, &["destroy", "--yes", "--json"]).await;
     assert_eq!(code, 0);
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(json["apply"], "v1");
+    assert_eq!(json["apply"], "v2");
     assert_eq!(json["pruned"].as_array().unwrap().len(), 3);
 }
 

@@ -398,10 +398,23 @@ async fn target_takes_dependencies_along_and_exclude_leaves_dependants_out() {
     assert_eq!(filtered, ["app", "web"].into());
 }
 
-/// A backend that forwards to another but does not realise one kind.
+/// A backend that forwards to another but does not realise one kind or, when
+/// `governs`, realises it but only records changes to it for approval.
 struct Without {
     inner: Arc<dyn Backend>,
     kind: &'static str,
+    governs: bool,
+}
+
+impl Without {
+    fn governed(&self, kind: &str) -> Result<(), BackendError> {
+        if self.governs && kind == self.kind {
+            return Err(BackendError::awaiting_approval(format!(
+                "plan recorded for {kind}; it awaits approval"
+            )));
+        }
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -411,8 +424,10 @@ impl Backend for Without {
     }
     fn capabilities(&self) -> Capabilities {
         let mut caps = self.inner.capabilities();
-        caps.kinds.remove(self.kind);
-        caps.ownership.remove(self.kind);
+        if !self.governs {
+            caps.kinds.remove(self.kind);
+            caps.ownership.remove(self.kind);
+        }
         caps
     }
     async fn account(&self) -> Result<String, BackendError> {
@@ -437,6 +452,7 @@ impl Backend for Without {
         spec: SettledSpec<'_>,
         marker: &Marker,
     ) -> Result<Sighting, BackendError> {
+        self.governed(kind)?;
         self.inner.create(kind, region, name, spec, marker).await
     }
     async fn update(
@@ -446,6 +462,7 @@ impl Backend for Without {
         handle: &str,
         spec: SettledSpec<'_>,
     ) -> Result<Sighting, BackendError> {
+        self.governed(kind)?;
         self.inner.update(kind, region, handle, spec).await
     }
     async fn delete(
@@ -475,6 +492,7 @@ async fn a_kind_the_backend_lacks_is_not_attempted_and_its_dependants_wait() {
     let backends = Backends::new().with(Arc::new(Without {
         inner: cloud.backend("aws"),
         kind: "securityGroup",
+        governs: false,
     }));
     let engine = infra_core::Engine::new(backends, Arc::new(infra_core::MemoryStore::new()));
     let outcome = engine
@@ -498,6 +516,50 @@ async fn a_kind_the_backend_lacks_is_not_attempted_and_its_dependants_wait() {
         outcome.result.applied.len(),
         1,
         "the independent bucket still goes ahead"
+    );
+}
+
+#[tokio::test]
+async fn a_change_recorded_for_approval_is_not_attempted_and_not_a_failure() {
+    let cloud = support::cloud(12);
+    let backends = Backends::new().with(Arc::new(Without {
+        inner: cloud.backend("aws"),
+        kind: "securityGroup",
+        governs: true,
+    }));
+    let engine = infra_core::Engine::new(backends, Arc::new(infra_core::MemoryStore::new()));
+    let outcome = engine
+        .apply(&small(&[]).plan(), &Options::default())
+        .await
+        .unwrap();
+    let reasons: Vec<(&str, NotAttemptedReason)> = outcome
+        .result
+        .not_attempted
+        .iter()
+        .map(|n| (n.resource.name.as_str(), n.reason))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("app", NotAttemptedReason::DependencyFailed),
+            ("web", NotAttemptedReason::AwaitingApproval)
+        ]
+    );
+    assert!(outcome.result.failed.is_empty(), "{:#?}", outcome.result);
+    assert!(
+        cloud
+            .writes()
+            .iter()
+            .all(|w| w.kind.as_deref() != Some("securityGroup")),
+        "the governed kind was changed"
+    );
+    // The envelope says which version knows the reason, and reads back.
+    let envelope = outcome.result.to_envelope();
+    assert_eq!(envelope["apply"], "v2");
+    assert_eq!(envelope["notAttempted"][1]["reason"], "awaiting-approval");
+    assert_eq!(
+        infra_core::ApplyResult::from_envelope(&envelope).unwrap(),
+        outcome.result
     );
 }
 

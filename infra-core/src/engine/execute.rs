@@ -298,6 +298,16 @@ impl Engine {
                 }
                 continue;
             };
+            // A governed backend recorded the change for approval and changed nothing:
+            // not attempted, and not a failure.
+            let done = match done {
+                Done::Failed(Step::Create | Step::Update | Step::Replace, e)
+                    if e.kind == ErrorKind::AwaitingApproval =>
+                {
+                    Done::NotAttempted(NotAttemptedReason::AwaitingApproval)
+                }
+                done => done,
+            };
             let node = nodes[v];
             let slot = &observation.slots[node.slot];
             finished += 1;

@@ -167,6 +167,8 @@ fn illegal_reason(
             "the backend can read the ownership of kind {kind}, yet it was not prunable"
         )),
         NotAttemptedReason::NotPrunable => None,
+        // A governed backend's own answer: the convergence checks judge it.
+        NotAttemptedReason::AwaitingApproval => None,
         NotAttemptedReason::DependencyFailed
             if result.failed.is_empty()
                 && result
