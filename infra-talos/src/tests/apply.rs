@@ -11,9 +11,9 @@ use crate::digest::config_digest;
 use crate::dispatch::{ApplyResponse, Delivery, DispatchError, TransportOutcome};
 use crate::observation::{MissingReason, Read};
 
-const DEADLINE: Duration = Duration::from_secs(2);
+pub(super) const DEADLINE: Duration = Duration::from_secs(2);
 
-fn artifact(marker: &str) -> ConfigArtifact {
+pub(super) fn artifact(marker: &str) -> ConfigArtifact {
     ConfigArtifact::new(format!(
         "version: v1alpha1\nmachine:\n  type: worker\n  token: {marker}\n"
     ))
@@ -23,12 +23,7 @@ fn artifact(marker: &str) -> ConfigArtifact {
 async fn no_reboot_apply_changes_the_config_and_the_observed_digest_follows() {
     let node = Node::start().await;
     let before = node.observe().await;
-    let artifact = artifact("applied");
-    let dispatched = node
-        .dispatcher
-        .send(committed(&artifact, DEADLINE), &artifact, Delivery::Apply)
-        .await
-        .expect("sent");
+    let (artifact, dispatched) = node.apply("applied").await;
     assert!(
         matches!(dispatched.response, ApplyResponse::Accepted { .. }),
         "{dispatched:?}"
@@ -125,12 +120,7 @@ async fn a_held_apply_can_land_after_a_delay() {
     let node = Node::start().await;
     node.sim
         .fail_next_apply(ApplyFault::Hold(Landing::After(Duration::from_millis(150))));
-    let artifact = artifact("late");
-    let dispatched = node
-        .dispatcher
-        .send(committed(&artifact, DEADLINE), &artifact, Delivery::Apply)
-        .await
-        .expect("sent");
+    let (artifact, dispatched) = node.apply("late").await;
     // The node answers when it lands, within this deadline.
     assert!(
         matches!(dispatched.response, ApplyResponse::Accepted { .. }),
@@ -144,12 +134,7 @@ async fn a_held_apply_can_land_after_a_delay() {
 async fn a_lost_response_is_unknown_while_the_config_changed() {
     let node = Node::start().await;
     node.sim.fail_next_apply(ApplyFault::LoseResponse);
-    let artifact = artifact("lost");
-    let dispatched = node
-        .dispatcher
-        .send(committed(&artifact, DEADLINE), &artifact, Delivery::Apply)
-        .await
-        .expect("sent");
+    let (artifact, dispatched) = node.apply("lost").await;
     // The connection broke before the deadline: the request may have landed.
     assert_eq!(
         dispatched.response,
@@ -179,12 +164,7 @@ async fn invalid_argument_is_a_rejection_and_nothing_changes() {
         "1 error occurred:\n\t* machine.token \"s3cr3t-value\" is invalid".to_owned(),
     ));
     let before = node.observe().await;
-    let artifact = artifact("rejected");
-    let dispatched = node
-        .dispatcher
-        .send(committed(&artifact, DEADLINE), &artifact, Delivery::Apply)
-        .await
-        .expect("sent");
+    let (_, dispatched) = node.apply("rejected").await;
     let ApplyResponse::Rejected { message } = &dispatched.response else {
         panic!("expected a rejection: {dispatched:?}");
     };
@@ -203,12 +183,7 @@ async fn a_no_reboot_refusal_is_not_a_validation_rejection() {
         Code::InvalidArgument,
         "this config change can't be applied in immediate mode\ndiff: +  token: s3cr3t".to_owned(),
     ));
-    let artifact = artifact("needs-reboot");
-    let dispatched = node
-        .dispatcher
-        .send(committed(&artifact, DEADLINE), &artifact, Delivery::Apply)
-        .await
-        .expect("sent");
+    let (_, dispatched) = node.apply("needs-reboot").await;
     assert!(
         matches!(
             &dispatched.response,
@@ -228,12 +203,7 @@ async fn unavailable_is_an_unknown_outcome() {
     let node = Node::start().await;
     node.sim.fail_next_apply(ApplyFault::Unavailable);
     let before = node.observe().await;
-    let artifact = artifact("unavailable");
-    let dispatched = node
-        .dispatcher
-        .send(committed(&artifact, DEADLINE), &artifact, Delivery::Apply)
-        .await
-        .expect("sent");
+    let (_, dispatched) = node.apply("unavailable").await;
     assert_eq!(
         dispatched.response,
         ApplyResponse::Unknown {
@@ -251,12 +221,7 @@ async fn other_codes_are_returned_as_refusals() {
         Code::FailedPrecondition,
         "busy".to_owned(),
     ));
-    let artifact = artifact("refused");
-    let dispatched = node
-        .dispatcher
-        .send(committed(&artifact, DEADLINE), &artifact, Delivery::Apply)
-        .await
-        .expect("sent");
+    let (_, dispatched) = node.apply("refused").await;
     assert_eq!(
         dispatched.response,
         ApplyResponse::Refused {

@@ -8,7 +8,7 @@ use tempfile::TempDir;
 
 use crate::attempt::{CommittedAttempt, ConfigArtifact};
 use crate::connect::{ConnectOptions, NodeAddress, NodeChannel};
-use crate::dispatch::DispatchClient;
+use crate::dispatch::{Delivery, DispatchClient, Dispatched};
 use crate::observation::Observation;
 use crate::observe::ObservationClient;
 use crate::talosconfig::TalosConfig;
@@ -55,6 +55,22 @@ impl Node {
 
     pub(super) async fn observe(&self) -> Observation {
         self.observer.observe(&SystemClock::new()).await
+    }
+
+    /// Sends the artifact made of `name` with a committed attempt and the usual
+    /// deadline.
+    pub(super) async fn apply(&self, name: &str) -> (ConfigArtifact, Dispatched) {
+        let artifact = super::apply::artifact(name);
+        let dispatched = self
+            .dispatcher
+            .send(
+                committed(&artifact, super::apply::DEADLINE),
+                &artifact,
+                Delivery::Apply,
+            )
+            .await
+            .expect("sent");
+        (artifact, dispatched)
     }
 
     pub(super) async fn shutdown(self) {
