@@ -550,7 +550,7 @@ async fn a_change_recorded_for_approval_is_not_attempted_and_not_a_failure() {
         cloud
             .writes()
             .iter()
-            .all(|w| w.kind.as_deref() != Some("securityGroup")),
+            .all(|w| w.kind != Some("securityGroup")),
         "the governed kind was changed"
     );
     // The envelope says which version knows the reason, and reads back.
