@@ -4,7 +4,9 @@ pub mod contract;
 
 pub mod attempt;
 pub mod digest;
+pub mod keys;
 pub mod observation;
+pub mod store;
 #[cfg(feature = "grpc")]
 mod redact;
 

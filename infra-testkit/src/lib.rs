@@ -14,5 +14,7 @@ pub mod sim;
 pub mod strategy;
 #[cfg(feature = "talos")]
 pub mod talos;
+#[cfg(feature = "transit")]
+pub mod transit;
 
 pub use check::{FleetCheck, check_fleet};

@@ -1,0 +1,2489 @@
+// The transactions, written once for both backends. `postgres.rs` and `sqlite.rs`
+// include this file after defining `Db`, `DbRow`, `Backend`, the lock-clause macros
+// `for_update!`/`for_share!`, `now_sql!`, `begin`, `retryable` and
+// `unique_comparison`. On PostgreSQL the lock clauses are real row locks; on SQLite
+// every transaction starts with `BEGIN IMMEDIATE` and so runs alone.
+
+#[cfg(feature = "controls")]
+use sqlx::Column as _;
+use sqlx::Row as _;
+
+use crate::attempt::CommittedAttempt;
+use crate::contract::accounting::{
+    self, DecisionFacts, ExecutorStop, RecordedRead, TransportDeadline,
+};
+use crate::contract::classify::{self, Classification, ClassifyInput, RetryConditions};
+use crate::contract::epoch::Epoch;
+use crate::contract::evidence::{
+    AttemptRecord, ObservationPurpose, ResponseClass, RestoreStatus, completion_verdict,
+};
+use crate::contract::gate::{self, FreezeAct, FreezeState, Mutation};
+use crate::contract::operation::{
+    self, AdmissionFacts, AttemptComparison, AttemptTransaction, ControllerId, Creation,
+    OperationKind, OperationState, OwnerToken, RetryBasis, TransitionFacts,
+};
+use crate::contract::plan::{self, PlanEvent, PlanState, SelfApproval, Stage};
+use crate::contract::{InstantMs, Revision, Role};
+
+use super::common::*;
+use super::{
+    AccountingRequest, Actor, Committed, ContributionKind, DependencyCheck, HookPoint, IdentityKey,
+    MachineSpec, MachineView, ObservationRequest, ObservationTicket, ObservedFacts, OperationView,
+    PlanSpec, PlanView, PrincipalKind, PrincipalSpec, ReleaseSpec, Settings, Store, StoreError,
+    StoreResult, TimelineEntry,
+};
+
+type Tx = sqlx::Transaction<'static, Db>;
+
+/// Why a transaction body stopped.
+enum Fail {
+    Db(sqlx::Error),
+    Store(StoreError),
+}
+
+impl From<sqlx::Error> for Fail {
+    fn from(e: sqlx::Error) -> Self {
+        Fail::Db(e)
+    }
+}
+
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Self {
+        Fail::Store(e)
+    }
+}
+
+type R<T> = Result<T, Fail>;
+
+const MAX_RETRIES: u32 = 8;
+
+/// Run `$body` in a transaction; commit on success, roll back otherwise. Only the
+/// errors `retryable` names (serialization failure, deadlock) are retried.
+macro_rules! transaction {
+    ($self:ident, $tx:ident => $body:expr) => {{
+        let mut tries = 0u32;
+        loop {
+            let mut $tx = begin(&$self.pool).await.map_err(db_err)?;
+            let result: R<_> = async { $body }.await;
+            match result {
+                Ok(value) => match $tx.commit().await {
+                    Ok(()) => break Ok(value),
+                    Err(e) if retryable(&e) && tries < MAX_RETRIES => tries += 1,
+                    Err(e) => break Err(db_err(e)),
+                },
+                Err(Fail::Db(e)) if retryable(&e) && tries < MAX_RETRIES => {
+                    drop($tx);
+                    tries += 1;
+                }
+                Err(Fail::Db(e)) => break Err(db_err(e)),
+                Err(Fail::Store(e)) => break Err(e),
+            }
+        }
+    }};
+}
+
+macro_rules! machine_cols {
+    () => {
+        "id, identity_kind, identity_value, cluster_id, endpoint, rollout_scope, talos_minor, \
+         revision, assignment_revision, desired_release, applied_release, applied_digest, \
+         baseline_revision, frozen, released_epoch, open_drift, open_drift_digest"
+    };
+}
+
+macro_rules! plan_cols {
+    () => {
+        "id, machine_id, release_id, artifact_digest, key_provider, key_id, key_version, \
+         identity_kind, identity_value, cluster_id, assignment_revision, desired_release, \
+         baseline_revision, pre_dispatch_digest, bound_drift, route, talos_minor, \
+         max_evidence_age_ms, transport_deadline_ms, verification_deadline_ms, max_attempts, \
+         rollout_scope, expires_at_ms, creator_id, state, cancelled"
+    };
+}
+
+macro_rules! op_cols {
+    () => {
+        "id, plan_id, machine_id, state, owner_controller, owner_generation, owner_epoch, \
+         attempts, commit_revision, retry_revision, retry_controller, retry_generation, \
+         retry_epoch, last_fact_revision, restored"
+    };
+}
+
+macro_rules! obs_cols {
+    () => {
+        "s.basis, s.purpose, s.plan_id, s.controller, s.started_at_ms, o.recorded_at_ms, \
+         o.smbios_uuid, o.node_id, o.cluster_id, o.assignment_revision, o.talos_version, \
+         o.digest, o.config_version, o.access_version \
+         FROM observations o JOIN observation_starts s \
+         ON s.machine_id = o.machine_id AND s.basis = o.basis"
+    };
+}
+
+macro_rules! attempt_cols {
+    () => {
+        "attempt_no, revision, transport_deadline_ms, verification_deadline_ms, response, \
+         response_revision, accounted_by_decision, decision_revision"
+    };
+}
+
+fn machine_row(r: &DbRow) -> Result<MachineRow, sqlx::Error> {
+    Ok(MachineRow {
+        id: r.try_get("id")?,
+        identity_kind: r.try_get("identity_kind")?,
+        identity_value: r.try_get("identity_value")?,
+        cluster_id: r.try_get("cluster_id")?,
+        endpoint: r.try_get("endpoint")?,
+        rollout_scope: r.try_get("rollout_scope")?,
+        talos_minor: r.try_get("talos_minor")?,
+        revision: r.try_get("revision")?,
+        assignment_revision: r.try_get("assignment_revision")?,
+        desired_release: r.try_get("desired_release")?,
+        applied_release: r.try_get("applied_release")?,
+        applied_digest: r.try_get("applied_digest")?,
+        baseline_revision: r.try_get("baseline_revision")?,
+        frozen: r.try_get("frozen")?,
+        released_epoch: r.try_get("released_epoch")?,
+        open_drift: r.try_get("open_drift")?,
+        open_drift_digest: r.try_get("open_drift_digest")?,
+    })
+}
+
+fn plan_row(r: &DbRow) -> Result<PlanRow, sqlx::Error> {
+    Ok(PlanRow {
+        id: r.try_get("id")?,
+        machine_id: r.try_get("machine_id")?,
+        release_id: r.try_get("release_id")?,
+        artifact_digest: r.try_get("artifact_digest")?,
+        key_version: r.try_get("key_version")?,
+        identity_kind: r.try_get("identity_kind")?,
+        identity_value: r.try_get("identity_value")?,
+        cluster_id: r.try_get("cluster_id")?,
+        assignment_revision: r.try_get("assignment_revision")?,
+        desired_release: r.try_get("desired_release")?,
+        baseline_revision: r.try_get("baseline_revision")?,
+        pre_dispatch_digest: r.try_get("pre_dispatch_digest")?,
+        bound_drift: r.try_get("bound_drift")?,
+        route: r.try_get("route")?,
+        talos_minor: r.try_get("talos_minor")?,
+        max_evidence_age_ms: r.try_get("max_evidence_age_ms")?,
+        transport_deadline_ms: r.try_get("transport_deadline_ms")?,
+        verification_deadline_ms: r.try_get("verification_deadline_ms")?,
+        max_attempts: r.try_get("max_attempts")?,
+        rollout_scope: r.try_get("rollout_scope")?,
+        expires_at_ms: r.try_get("expires_at_ms")?,
+        creator_id: r.try_get("creator_id")?,
+        state: r.try_get("state")?,
+        cancelled: r.try_get("cancelled")?,
+    })
+}
+
+fn token_from(controller: &[u8], generation: i64, epoch: &[u8]) -> Result<OwnerToken, StoreError> {
+    Ok(OwnerToken {
+        controller: controller_of(controller)?,
+        generation: u(generation),
+        epoch: epoch_of(epoch)?,
+    })
+}
+
+fn op_row(r: &DbRow) -> R<OperationRow> {
+    let state: String = r.try_get("state")?;
+    let oc: Vec<u8> = r.try_get("owner_controller")?;
+    let oe: Vec<u8> = r.try_get("owner_epoch")?;
+    let rc: Option<Vec<u8>> = r.try_get("retry_controller")?;
+    let rg: Option<i64> = r.try_get("retry_generation")?;
+    let re: Option<Vec<u8>> = r.try_get("retry_epoch")?;
+    let retry_by = match (rc, rg, re) {
+        (Some(c), Some(g), Some(e)) => Some(token_from(&c, g, &e)?),
+        _ => None,
+    };
+    Ok(OperationRow {
+        id: r.try_get("id")?,
+        plan_id: r.try_get("plan_id")?,
+        machine_id: r.try_get("machine_id")?,
+        state: state_of(&state)?,
+        owner: token_from(&oc, r.try_get("owner_generation")?, &oe)?,
+        attempts: r.try_get("attempts")?,
+        commit_revision: r.try_get("commit_revision")?,
+        retry_revision: r.try_get("retry_revision")?,
+        retry_by,
+        last_fact_revision: r.try_get("last_fact_revision")?,
+        restored: r.try_get("restored")?,
+    })
+}
+
+fn obs_row(r: &DbRow) -> R<ObsRow> {
+    let purpose: String = r.try_get("purpose")?;
+    Ok(ObsRow {
+        basis: r.try_get("basis")?,
+        purpose: purpose_of(&purpose)?,
+        started_at_ms: r.try_get("started_at_ms")?,
+        recorded_at_ms: r.try_get("recorded_at_ms")?,
+        smbios_uuid: r.try_get("smbios_uuid")?,
+        node_id: r.try_get("node_id")?,
+        cluster_id: r.try_get("cluster_id")?,
+        assignment_revision: r.try_get("assignment_revision")?,
+        talos_version: r.try_get("talos_version")?,
+        digest: r.try_get("digest")?,
+        config_version: r.try_get("config_version")?,
+        access_version: r.try_get("access_version")?,
+    })
+}
+
+fn attempt_row(r: &DbRow) -> R<AttemptRow> {
+    let response: String = r.try_get("response")?;
+    Ok(AttemptRow {
+        attempt_no: r.try_get("attempt_no")?,
+        revision: r.try_get("revision")?,
+        transport_deadline_ms: r.try_get("transport_deadline_ms")?,
+        verification_deadline_ms: r.try_get("verification_deadline_ms")?,
+        response: response_of(&response)?,
+        response_revision: r.try_get("response_revision")?,
+        accounted_by_decision: r.try_get("accounted_by_decision")?,
+        decision_revision: r.try_get("decision_revision")?,
+    })
+}
+
+/// A timeline entry about to be appended.
+struct Entry<'a> {
+    kind: &'static str,
+    actor: String,
+    role: &'a str,
+    plan: Option<&'a str>,
+    operation: Option<&'a str>,
+    comparison: Option<u8>,
+    detail: String,
+}
+
+impl<'a> Entry<'a> {
+    fn by(actor: &Actor, kind: &'static str) -> Self {
+        Entry {
+            kind,
+            actor: actor.id.clone(),
+            role: role_name(actor.role),
+            plan: None,
+            operation: None,
+            comparison: None,
+            detail: String::new(),
+        }
+    }
+
+    fn controller(c: ControllerId, kind: &'static str) -> Self {
+        Entry {
+            kind,
+            actor: format!("controller {:032x}", c.0),
+            role: "controller",
+            plan: None,
+            operation: None,
+            comparison: None,
+            detail: String::new(),
+        }
+    }
+
+    fn token(t: &OwnerToken, kind: &'static str) -> Self {
+        Entry {
+            actor: token_text(t),
+            ..Entry::controller(t.controller, kind)
+        }
+    }
+
+    fn plan(mut self, plan: &'a str) -> Self {
+        self.plan = Some(plan);
+        self
+    }
+
+    fn op(mut self, operation: &'a str) -> Self {
+        self.operation = Some(operation);
+        self
+    }
+
+    fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = detail.into();
+        self
+    }
+
+    fn comparison(mut self, n: u8) -> Self {
+        self.comparison = Some(n);
+        self
+    }
+}
+
+impl Backend {
+    async fn now(&self, tx: &mut Tx) -> R<i64> {
+        if let Some(clock) = &self.settings.clock {
+            return Ok(i(clock.now().0));
+        }
+        let row = sqlx::query(now_sql!()).fetch_one(&mut **tx).await?;
+        Ok(row.try_get::<i64, _>(0)?)
+    }
+
+    async fn hook(&self, point: HookPoint) {
+        if let Some(hook) = &self.settings.hook {
+            hook(point).await;
+        }
+    }
+}
+
+async fn lock_machine(tx: &mut Tx, id: &str) -> R<MachineRow> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        machine_cols!(),
+        " FROM machines WHERE id = $1",
+        for_update!()
+    ))
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| not_found("machine", id))?;
+    Ok(machine_row(&row)?)
+}
+
+async fn read_machine(tx: &mut Tx, id: &str) -> R<MachineRow> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        machine_cols!(),
+        " FROM machines WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| not_found("machine", id))?;
+    Ok(machine_row(&row)?)
+}
+
+/// The installation row read to share (commitment, attempt) or to change (entry).
+const INSTALLATION_SQL: [&str; 2] = [
+    concat!(
+        "SELECT epoch, recovery_mode FROM installation WHERE id = 1",
+        for_share!()
+    ),
+    concat!(
+        "SELECT epoch, recovery_mode FROM installation WHERE id = 1",
+        for_update!()
+    ),
+];
+
+async fn installation(tx: &mut Tx, share: bool) -> R<InstallationRow> {
+    let row = sqlx::query(INSTALLATION_SQL[usize::from(!share)])
+        .fetch_one(&mut **tx)
+        .await?;
+    let epoch: Vec<u8> = row.try_get("epoch")?;
+    Ok(InstallationRow {
+        epoch: epoch_of(&epoch)?,
+        recovery_mode: row.try_get("recovery_mode")?,
+    })
+}
+
+async fn next_rev(tx: &mut Tx, machine: &str) -> R<i64> {
+    let row =
+        sqlx::query("UPDATE machines SET revision = revision + 1 WHERE id = $1 RETURNING revision")
+            .bind(machine)
+            .fetch_one(&mut **tx)
+            .await?;
+    Ok(row.try_get(0)?)
+}
+
+/// Append an entry at the machine's next revision.
+async fn append(tx: &mut Tx, machine: &str, at: i64, e: Entry<'_>) -> R<i64> {
+    let rev = next_rev(tx, machine).await?;
+    sqlx::query(
+        "INSERT INTO timeline (machine_id, revision, kind, at_ms, actor, actor_role, plan_id, \
+         operation_id, comparison, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+    )
+    .bind(machine)
+    .bind(rev)
+    .bind(e.kind)
+    .bind(at)
+    .bind(e.actor)
+    .bind(e.role)
+    .bind(e.plan)
+    .bind(e.operation)
+    .bind(e.comparison.map(i16::from))
+    .bind(e.detail)
+    .execute(&mut **tx)
+    .await?;
+    Ok(rev)
+}
+
+async fn read_plan(tx: &mut Tx, id: &str) -> R<PlanRow> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        plan_cols!(),
+        " FROM plans WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| not_found("plan", id))?;
+    Ok(plan_row(&row)?)
+}
+
+/// The standing approval, read together with its approver's principal row so that a
+/// revocation of either waits for this transaction (FOR SHARE on PostgreSQL).
+async fn standing_approval(tx: &mut Tx, plan: &str) -> R<Option<ApprovalRow>> {
+    let row = sqlx::query(concat!(
+        "SELECT a.approver_id, a.epoch, a.revoked, p.revoked AS identity_revoked \
+         FROM approvals a JOIN principals p ON p.id = a.approver_id \
+         WHERE a.plan_id = $1 ORDER BY a.seq DESC LIMIT 1",
+        for_share!()
+    ))
+    .bind(plan)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.map(|r| -> R<ApprovalRow> {
+        let epoch: Vec<u8> = r.try_get("epoch")?;
+        Ok(ApprovalRow {
+            epoch: epoch_of(&epoch)?,
+            revoked: r.try_get("revoked")?,
+            identity_revoked: r.try_get("identity_revoked")?,
+        })
+    })
+    .transpose()
+}
+
+async fn read_op(tx: &mut Tx, id: &str) -> R<OperationRow> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        op_cols!(),
+        " FROM operations WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| not_found("operation", id))?;
+    op_row(&row)
+}
+
+async fn read_attempts(tx: &mut Tx, op: &str) -> R<Vec<AttemptRow>> {
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        attempt_cols!(),
+        " FROM attempts WHERE operation_id = $1 ORDER BY attempt_no"
+    ))
+    .bind(op)
+    .fetch_all(&mut **tx)
+    .await?;
+    rows.iter().map(attempt_row).collect()
+}
+
+async fn observations_after(tx: &mut Tx, machine: &str, basis: i64) -> R<Vec<ObsRow>> {
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        obs_cols!(),
+        " WHERE s.machine_id = $1 AND s.basis > $2 ORDER BY s.basis"
+    ))
+    .bind(machine)
+    .bind(basis)
+    .fetch_all(&mut **tx)
+    .await?;
+    rows.iter().map(obs_row).collect()
+}
+
+async fn latest_evidence(
+    tx: &mut Tx,
+    plan: &PlanRow,
+    controller: ControllerId,
+    after: i64,
+) -> R<Option<ObsRow>> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        obs_cols!(),
+        " WHERE s.machine_id = $1 AND s.plan_id = $2 AND s.controller = $3 \
+         AND s.purpose = 'evidence' AND s.basis > $4 ORDER BY s.basis DESC LIMIT 1"
+    ))
+    .bind(&plan.machine_id)
+    .bind(&plan.id)
+    .bind(controller_bytes(controller))
+    .bind(after)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.as_ref().map(obs_row).transpose()
+}
+
+async fn latest_check(
+    tx: &mut Tx,
+    plan: &PlanRow,
+    controller: ControllerId,
+) -> R<Option<DependencyRow>> {
+    let row = sqlx::query(
+        "SELECT access_version, artifact_decrypts FROM dependency_checks \
+         WHERE machine_id = $1 AND plan_id = $2 AND controller = $3 \
+         ORDER BY revision DESC LIMIT 1",
+    )
+    .bind(&plan.machine_id)
+    .bind(&plan.id)
+    .bind(controller_bytes(controller))
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.map(|r| -> R<DependencyRow> {
+        Ok(DependencyRow {
+            access_version: r.try_get("access_version")?,
+            artifact_decrypts: r.try_get("artifact_decrypts")?,
+        })
+    })
+    .transpose()
+}
+
+async fn stored_artifact(tx: &mut Tx, plan: &PlanRow) -> R<Option<(String, i64)>> {
+    let row = sqlx::query(
+        "SELECT digest, key_version FROM artifacts WHERE release_id = $1 AND machine_id = $2",
+    )
+    .bind(&plan.release_id)
+    .bind(&plan.machine_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.map(|r| -> R<(String, i64)> { Ok((r.try_get("digest")?, r.try_get("key_version")?)) })
+        .transpose()
+}
+
+async fn holder(tx: &mut Tx, column_is_machine: bool, value: &str) -> R<Option<String>> {
+    let row = if column_is_machine {
+        sqlx::query(
+            "SELECT id FROM operations WHERE machine_id = $1 \
+             AND state IN ('committed', 'sending', 'verifying', 'unresolved') LIMIT 1",
+        )
+        .bind(value)
+        .fetch_optional(&mut **tx)
+        .await?
+    } else {
+        sqlx::query(
+            "SELECT id FROM operations WHERE rollout_scope = $1 \
+             AND state IN ('committed', 'sending', 'verifying', 'unresolved') LIMIT 1",
+        )
+        .bind(value)
+        .fetch_optional(&mut **tx)
+        .await?
+    };
+    row.map(|r| -> R<String> { Ok(r.try_get("id")?) })
+        .transpose()
+}
+
+/// The principal acting, read FOR SHARE: it exists, holds the role, is not revoked.
+async fn require_role(tx: &mut Tx, actor: &Actor, allowed: &[Role], act: &'static str) -> R<bool> {
+    if !allowed.contains(&actor.role) {
+        return Err(refused(
+            act,
+            format!("the role {} may not do this", role_name(actor.role)),
+        )
+        .into());
+    }
+    let row = sqlx::query(concat!(
+        "SELECT p.kind, p.revoked FROM principals p JOIN principal_roles r \
+         ON r.principal_id = p.id WHERE p.id = $1 AND r.role = $2",
+        for_share!()
+    ))
+    .bind(&actor.id)
+    .bind(role_name(actor.role))
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| {
+        refused(
+            act,
+            format!(
+                "{} does not hold the role {}",
+                actor.id,
+                role_name(actor.role)
+            ),
+        )
+    })?;
+    if row.try_get::<bool, _>("revoked")? {
+        return Err(refused(act, format!("the identity {} is revoked", actor.id)).into());
+    }
+    let kind: String = row.try_get("kind")?;
+    Ok(kind == "human")
+}
+
+async fn set_op_state(tx: &mut Tx, op: &str, state: OperationState) -> R<()> {
+    sqlx::query("UPDATE operations SET state = $2 WHERE id = $1")
+        .bind(op)
+        .bind(state.name())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn set_plan_state(tx: &mut Tx, plan: &str, state: PlanState) -> R<()> {
+    sqlx::query("UPDATE plans SET state = $2 WHERE id = $1")
+        .bind(plan)
+        .bind(state.name())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+fn records(attempts: &[AttemptRow]) -> Vec<AttemptRecord> {
+    attempts
+        .iter()
+        .map(|a| AttemptRecord {
+            response: a.response,
+            accounted_by_decision: a.accounted_by_decision,
+        })
+        .collect()
+}
+
+/// Comparison 1 for an operation's plan, as an attempt transaction makes it.
+fn authority_now(
+    plan: &PlanRow,
+    approval: Option<&ApprovalRow>,
+    now: i64,
+    epoch: Epoch,
+    stage: Stage,
+) -> Result<(), plan::AuthorityRefusal> {
+    plan::check_authority(
+        stage,
+        &authority_facts(plan, approval),
+        InstantMs(u(now)),
+        epoch,
+    )
+}
+
+/// Open a drift record, or extend the open one, for an observation that showed a
+/// digest unlike Applied, when the §6.1 basis rules let it count.
+async fn drift_rules(
+    tx: &mut Tx,
+    machine: &MachineRow,
+    basis: i64,
+    digest: &str,
+    at: i64,
+    actor: Entry<'_>,
+    exempt_from_holding: bool,
+) -> R<()> {
+    let Some(applied) = machine.applied_digest.as_deref() else {
+        return Ok(());
+    };
+    if applied == digest || machine.baseline_revision > basis {
+        return Ok(());
+    }
+    let later = observations_after(tx, &machine.id, basis).await?;
+    if !exempt_from_holding && later.iter().any(|o| o.digest.is_some()) {
+        return Ok(());
+    }
+    if !exempt_from_holding && holder(tx, true, &machine.id).await?.is_some() {
+        return Ok(());
+    }
+    if machine.open_drift.is_some() {
+        append(
+            tx,
+            &machine.id,
+            at,
+            Entry {
+                kind: "drift_extended",
+                detail: format!("observation basis r{basis} shows digest {digest}"),
+                ..actor
+            },
+        )
+        .await?;
+        return Ok(());
+    }
+    let rev = append(
+        tx,
+        &machine.id,
+        at,
+        Entry {
+            kind: "drift_opened",
+            detail: format!(
+                "observation basis r{basis} shows digest {digest}; Applied is {applied}"
+            ),
+            ..actor
+        },
+    )
+    .await?;
+    sqlx::query("UPDATE machines SET open_drift = $2, open_drift_digest = $3 WHERE id = $1")
+        .bind(&machine.id)
+        .bind(rev)
+        .bind(digest)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+fn commitment_refused(comparison: u8, reason: impl Into<String>) -> Fail {
+    Fail::Store(StoreError::CommitmentRefused {
+        comparison,
+        reason: reason.into(),
+    })
+}
+
+fn attempt_refused(comparison: u8, reason: impl Into<String>) -> Fail {
+    Fail::Store(StoreError::AttemptRefused {
+        comparison,
+        reason: reason.into(),
+    })
+}
+
+impl Backend {
+    /// The commitment transaction body (§3.2). `digest_seen` receives the evidence's
+    /// basis and digest when comparison 3 fails on the digest.
+    async fn commitment(
+        &self,
+        tx: &mut Tx,
+        plan_id: &str,
+        controller: ControllerId,
+        digest_seen: &mut Option<(i64, String)>,
+    ) -> R<Committed> {
+        let guards = self.settings.guards;
+        let machine_id = read_plan(tx, plan_id).await?.machine_id;
+        let machine = lock_machine(tx, &machine_id).await?;
+        let inst = installation(tx, true).await?;
+        let plan = read_plan(tx, plan_id).await?;
+        let approval = standing_approval(tx, plan_id).await?;
+        self.hook(HookPoint::CommitmentLocked {
+            plan: plan_id.to_owned(),
+            controller,
+        })
+        .await;
+        let now = self.now(tx).await?;
+        // 0: the plan has no operation.
+        let existing = sqlx::query("SELECT id FROM operations WHERE plan_id = $1")
+            .bind(plan_id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        if existing.is_some() || plan.state == PlanState::Committed.name() {
+            return Err(commitment_refused(0, "the plan already has its operation"));
+        }
+        // 1: authority.
+        if guards.approval_in_transaction {
+            authority_now(&plan, approval.as_ref(), now, inst.epoch, Stage::Commitment)
+                .map_err(|e| commitment_refused(1, e.to_string()))?;
+        }
+        // 2: bindings, Desired included.
+        let artifact = stored_artifact(tx, &plan).await?;
+        if let Some(reason) = bindings_refusal(
+            &plan,
+            &machine,
+            artifact.as_ref().map(|(d, v)| (d.as_str(), *v)),
+            true,
+        ) {
+            return Err(commitment_refused(2, reason));
+        }
+        // 3: evidence.
+        let evidence = latest_evidence(tx, &plan, controller, 0).await?;
+        let newer = match &evidence {
+            Some(ev) => observations_after(tx, &machine_id, ev.basis).await?,
+            None => Vec::new(),
+        };
+        let check = latest_check(tx, &plan, controller).await?;
+        if let Some(refusal) =
+            evidence_refusal(&plan, evidence.as_ref(), &newer, check.as_ref(), now, false)
+        {
+            *digest_seen = refusal.digest;
+            return Err(commitment_refused(3, refusal.reason));
+        }
+        // 4: machine scope.
+        if guards.scope_index
+            && let Some(op) = holder(tx, true, &machine_id).await?
+        {
+            return Err(commitment_refused(
+                4,
+                format!("operation {op} holds the machine scope"),
+            ));
+        }
+        // 5: rollout slot (limit one).
+        if guards.scope_index
+            && let Some(op) = holder(tx, false, &plan.rollout_scope).await?
+        {
+            return Err(commitment_refused(
+                5,
+                format!("operation {op} holds the rollout scope's only slot"),
+            ));
+        }
+        // 6: gate.
+        gate::check_gate(Mutation::Commitment, &gate_facts(&machine, &plan, &inst)?)
+            .map_err(|e| commitment_refused(6, e.to_string()))?;
+        let facts = TransitionFacts {
+            creation: Some(Creation::Commitment),
+            ..TransitionFacts::quiet(OperationKind::ApplyConfig, &[])
+        };
+        operation::check_transition(None, OperationState::Committed, &facts)
+            .map_err(|e| commitment_refused(0, e.to_string()))?;
+        self.hook(HookPoint::CommitmentChecked {
+            plan: plan_id.to_owned(),
+            controller,
+        })
+        .await;
+        let owner = OwnerToken::at_commitment(controller, inst.epoch);
+        let op_id = hex16(super::random_128()?);
+        let rev = append(
+            tx,
+            &machine_id,
+            now,
+            Entry::token(&owner, "commitment")
+                .plan(plan_id)
+                .op(&op_id)
+                .detail(format!("operation {op_id} committed, generation 1")),
+        )
+        .await?;
+        let inserted = sqlx::query(
+            "INSERT INTO operations (id, plan_id, machine_id, rollout_scope, state, \
+             owner_controller, owner_generation, owner_epoch, commit_revision) \
+             VALUES ($1, $2, $3, $4, 'committed', $5, 1, $6, $7)",
+        )
+        .bind(&op_id)
+        .bind(plan_id)
+        .bind(&machine_id)
+        .bind(&plan.rollout_scope)
+        .bind(controller_bytes(controller))
+        .bind(inst.epoch.to_bytes().to_vec())
+        .bind(rev)
+        .execute(&mut **tx)
+        .await;
+        if let Err(e) = inserted {
+            return Err(match unique_comparison(&e) {
+                Some(n) => commitment_refused(n, format!("the unique index refused: {e}")),
+                None => Fail::Db(e),
+            });
+        }
+        set_plan_state(tx, plan_id, PlanState::Committed).await?;
+        Ok(Committed {
+            operation: op_id,
+            owner,
+        })
+    }
+
+    /// Record a commitment refusal in its own transaction.
+    async fn record_commitment_refusal(
+        &self,
+        plan_id: &str,
+        controller: ControllerId,
+        refusal: &StoreError,
+        digest_seen: Option<(i64, String)>,
+    ) -> StoreResult<()> {
+        let comparison = refusal.comparison().unwrap_or(0);
+        let reason = match refusal {
+            StoreError::CommitmentRefused { reason, .. } => reason.clone(),
+            other => other.to_string(),
+        };
+        transaction!(self, tx => {
+            let plan = read_plan(&mut tx, plan_id).await?;
+            let machine = lock_machine(&mut tx, &plan.machine_id).await?;
+            let now = self.now(&mut tx).await?;
+            append(
+                &mut tx,
+                &plan.machine_id,
+                now,
+                Entry::controller(controller, "commitment_refused")
+                    .plan(plan_id)
+                    .comparison(comparison)
+                    .detail(reason.clone()),
+            )
+            .await?;
+            // An expired plan moves to expired.
+            if comparison == 1 && now >= plan.expires_at_ms {
+                let state = plan_state_of(&plan.state)?;
+                if let Ok(next) = plan::transition(state, PlanEvent::Expire) {
+                    set_plan_state(&mut tx, plan_id, next).await?;
+                }
+            }
+            if let Some((basis, digest)) = &digest_seen {
+                drift_rules(
+                    &mut tx,
+                    &machine,
+                    *basis,
+                    digest,
+                    now,
+                    Entry::controller(controller, "drift").plan(plan_id),
+                    false,
+                )
+                .await?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The attempt transaction body (§3.3).
+    async fn attempt_tx(&self, tx: &mut Tx, op_id: &str, token: OwnerToken) -> R<CommittedAttempt> {
+        let guards = self.settings.guards;
+        let machine_id = read_op(tx, op_id).await?.machine_id;
+        let machine = lock_machine(tx, &machine_id).await?;
+        let inst = installation(tx, true).await?;
+        let op = read_op(tx, op_id).await?;
+        let plan = read_plan(tx, &op.plan_id).await?;
+        let approval = standing_approval(tx, &plan.id).await?;
+        self.hook(HookPoint::AttemptLocked {
+            operation: op_id.to_owned(),
+        })
+        .await;
+        let now = self.now(tx).await?;
+        // 1
+        authority_now(&plan, approval.as_ref(), now, inst.epoch, Stage::Attempt)
+            .map_err(|e| attempt_refused(1, e.to_string()))?;
+        // 2 (without the Desired term)
+        let artifact = stored_artifact(tx, &plan).await?;
+        if let Some(reason) = bindings_refusal(
+            &plan,
+            &machine,
+            artifact.as_ref().map(|(d, v)| (d.as_str(), *v)),
+            false,
+        ) {
+            return Err(attempt_refused(2, reason));
+        }
+        // 3: a retry needs evidence newer than the last attempt.
+        let attempts = read_attempts(tx, op_id).await?;
+        let retry = op.state == OperationState::Unresolved;
+        let after = if retry {
+            attempts.last().map_or(op.commit_revision, |a| a.revision)
+        } else {
+            0
+        };
+        let evidence = latest_evidence(tx, &plan, token.controller, after).await?;
+        let newer = match &evidence {
+            Some(ev) => observations_after(tx, &machine_id, ev.basis).await?,
+            None => Vec::new(),
+        };
+        let check = latest_check(tx, &plan, token.controller).await?;
+        if let Some(refusal) =
+            evidence_refusal(&plan, evidence.as_ref(), &newer, check.as_ref(), now, retry)
+        {
+            return Err(attempt_refused(3, refusal.reason));
+        }
+        // 6
+        gate::check_gate(Mutation::Attempt, &gate_facts(&machine, &plan, &inst)?)
+            .map_err(|e| attempt_refused(6, e.to_string()))?;
+        // 7, 8, 9 inside the update that records the attempt.
+        let rev = append(
+            tx,
+            &machine_id,
+            now,
+            Entry::token(&token, "attempt").plan(&plan.id).op(op_id),
+        )
+        .await?;
+        let updated = if guards.ownership_fence {
+            sqlx::query(
+                "UPDATE operations SET state = 'sending', attempts = attempts + 1, \
+                 retry_revision = NULL, retry_controller = NULL, retry_generation = NULL, \
+                 retry_epoch = NULL \
+                 WHERE id = $1 AND owner_controller = $2 AND owner_generation = $3 \
+                 AND owner_epoch = $4 AND owner_epoch = $5 \
+                 AND (state = 'committed' OR (state = 'unresolved' \
+                      AND retry_revision IS NOT NULL AND retry_controller = $2 \
+                      AND retry_generation = $3 AND retry_epoch = $4 \
+                      AND (last_fact_revision IS NULL OR last_fact_revision <= retry_revision))) \
+                 AND attempts < $6 \
+                 RETURNING attempts",
+            )
+            .bind(op_id)
+            .bind(controller_bytes(token.controller))
+            .bind(i(token.generation))
+            .bind(token.epoch.to_bytes().to_vec())
+            .bind(inst.epoch.to_bytes().to_vec())
+            .bind(plan.max_attempts)
+            .fetch_optional(&mut **tx)
+            .await?
+        } else {
+            sqlx::query(
+                "UPDATE operations SET state = 'sending', attempts = attempts + 1 \
+                 WHERE id = $1 AND state IN ('committed', 'unresolved') AND attempts < $2 \
+                 RETURNING attempts",
+            )
+            .bind(op_id)
+            .bind(plan.max_attempts)
+            .fetch_optional(&mut **tx)
+            .await?
+        };
+        let Some(row) = updated else {
+            let facts = AdmissionFacts {
+                state: op.state,
+                owner: op.owner,
+                presented: token,
+                current_epoch: inst.epoch,
+                retry: op
+                    .retry_revision
+                    .zip(op.retry_by)
+                    .map(|(r, by)| RetryBasis {
+                        classified_at: Revision(u(r)),
+                        classified_by: by,
+                        latest_fact: op.last_fact_revision.map(|l| Revision(u(l))),
+                    }),
+                attempts_recorded: u32::try_from(op.attempts).unwrap_or(u32::MAX),
+                max_attempts: u32::try_from(plan.max_attempts).unwrap_or(u32::MAX),
+            };
+            return Err(match operation::check_admission(&facts) {
+                Err(refusal) => attempt_refused(refusal.comparison().number(), refusal.to_string()),
+                Ok(()) => attempt_refused(7, "the ownership update matched no row"),
+            });
+        };
+        let attempt_no: i64 = row.try_get(0)?;
+        let transport = plan.transport_deadline_ms;
+        sqlx::query(
+            "INSERT INTO attempts (operation_id, attempt_no, revision, owner_controller, \
+             owner_generation, owner_epoch, route, transport_deadline_ms, \
+             verification_deadline_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(op_id)
+        .bind(attempt_no)
+        .bind(rev)
+        .bind(controller_bytes(token.controller))
+        .bind(i(token.generation))
+        .bind(token.epoch.to_bytes().to_vec())
+        .bind(&plan.route)
+        .bind(now.saturating_add(transport))
+        .bind(now.saturating_add(plan.verification_deadline_ms))
+        .execute(&mut **tx)
+        .await?;
+        let digest = digest_of(&plan.artifact_digest)?;
+        Ok(CommittedAttempt::new(
+            op_id.to_owned(),
+            u32::try_from(attempt_no).unwrap_or(u32::MAX),
+            machine_id,
+            digest,
+            std::time::Duration::from_millis(u(transport)),
+        ))
+    }
+
+    /// Record an attempt refusal in its own transaction and settle the operation as
+    /// choice §10.30 says.
+    async fn record_attempt_refusal(
+        &self,
+        op_id: &str,
+        token: OwnerToken,
+        comparison: u8,
+        reason: &str,
+    ) -> StoreResult<()> {
+        transaction!(self, tx => {
+            let machine_id = read_op(&mut tx, op_id).await?.machine_id;
+            lock_machine(&mut tx, &machine_id).await?;
+            let inst = installation(&mut tx, true).await?;
+            let op = read_op(&mut tx, op_id).await?;
+            let plan = read_plan(&mut tx, &op.plan_id).await?;
+            let approval = standing_approval(&mut tx, &plan.id).await?;
+            let now = self.now(&mut tx).await?;
+            append(
+                &mut tx,
+                &machine_id,
+                now,
+                Entry::token(&token, "attempt_refused")
+                    .plan(&plan.id)
+                    .op(op_id)
+                    .comparison(comparison)
+                    .detail(reason.to_owned()),
+            )
+            .await?;
+            let by_owner = op.owner == token;
+            let settles = matches!(comparison, 1 | 2 | 3 | 6) && by_owner;
+            if !settles {
+                return Ok(());
+            }
+            let kind = AttemptComparison::ALL
+                .into_iter()
+                .find(|c| c.number() == comparison)
+                .unwrap_or(AttemptComparison::Ownership);
+            let attempts = records(&read_attempts(&mut tx, op_id).await?);
+            let mut state = op.state;
+            if state == OperationState::Committed {
+                let facts = TransitionFacts {
+                    attempt_transaction: AttemptTransaction::Refused {
+                        comparison: kind,
+                        by_owner: true,
+                    },
+                    ..TransitionFacts::quiet(OperationKind::ApplyConfig, &attempts)
+                };
+                if operation::check_transition(Some(state), OperationState::Unresolved, &facts)
+                    .is_ok()
+                {
+                    state = OperationState::Unresolved;
+                    set_op_state(&mut tx, op_id, state).await?;
+                    append(
+                        &mut tx,
+                        &machine_id,
+                        now,
+                        Entry::token(&token, "state_changed")
+                            .op(op_id)
+                            .detail(format!("committed -> unresolved after comparison {comparison}")),
+                    )
+                    .await?;
+                }
+            }
+            let withdrawal = authority_now(&plan, approval.as_ref(), now, inst.epoch, Stage::Attempt)
+                .err()
+                .and_then(|e| e.withdrawal());
+            if state == OperationState::Unresolved && attempts.is_empty() {
+                let facts = TransitionFacts {
+                    withdrawal,
+                    ..TransitionFacts::quiet(OperationKind::ApplyConfig, &attempts)
+                };
+                if operation::check_transition(Some(state), OperationState::Cancelled, &facts)
+                    .is_ok()
+                {
+                    set_op_state(&mut tx, op_id, OperationState::Cancelled).await?;
+                    append(
+                        &mut tx,
+                        &machine_id,
+                        now,
+                        Entry::token(&token, "state_changed").op(op_id).detail(format!(
+                            "unresolved -> cancelled: {}",
+                            withdrawal.map_or(String::new(), |w| w.to_string())
+                        )),
+                    )
+                    .await?;
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+fn hex16(bytes: [u8; 16]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn plan_view(p: &PlanRow, operation: Option<String>) -> StoreResult<PlanView> {
+    Ok(PlanView {
+        id: p.id.clone(),
+        machine: p.machine_id.clone(),
+        state: plan_state_of(&p.state)?,
+        operation,
+        artifact_digest: digest_of(&p.artifact_digest)?,
+        baseline_revision: Revision(u(p.baseline_revision)),
+    })
+}
+
+fn op_view(o: &OperationRow) -> OperationView {
+    OperationView {
+        id: o.id.clone(),
+        plan: o.plan_id.clone(),
+        machine: o.machine_id.clone(),
+        state: o.state,
+        owner: o.owner,
+        attempts: u32::try_from(o.attempts).unwrap_or(u32::MAX),
+    }
+}
+
+/// Decode any column as text for a dump.
+#[cfg(feature = "controls")]
+fn cell_text(row: &DbRow, idx: usize) -> String {
+    if let Ok(v) = row.try_get::<Option<String>, _>(idx) {
+        return v.unwrap_or_default();
+    }
+    if let Ok(v) = row.try_get::<Option<i64>, _>(idx) {
+        return v.map(|v| v.to_string()).unwrap_or_default();
+    }
+    if let Ok(v) = row.try_get::<Option<Vec<u8>>, _>(idx) {
+        return v
+            .map(|b| {
+                format!(
+                    "{} {}",
+                    String::from_utf8_lossy(&b),
+                    b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+                )
+            })
+            .unwrap_or_default();
+    }
+    if let Ok(v) = row.try_get::<Option<bool>, _>(idx) {
+        return v.map(|v| v.to_string()).unwrap_or_default();
+    }
+    if let Ok(v) = row.try_get::<Option<i16>, _>(idx) {
+        return v.map(|v| v.to_string()).unwrap_or_default();
+    }
+    String::from("?")
+}
+
+#[async_trait::async_trait]
+impl Store for Backend {
+    async fn register_principal(&self, spec: PrincipalSpec) -> StoreResult<()> {
+        let (kind, responsible) = match &spec.kind {
+            PrincipalKind::Human => ("human", None),
+            PrincipalKind::Token { responsible } => ("token", responsible.clone()),
+        };
+        if kind == "token" && spec.roles.contains(&Role::Approver) {
+            return Err(refused(
+                "registering a principal",
+                "a token never holds approver",
+            ));
+        }
+        if kind == "human" && spec.roles.contains(&Role::Automation) {
+            return Err(refused(
+                "registering a principal",
+                "automation is a token's role",
+            ));
+        }
+        transaction!(self, tx => {
+            let exists = sqlx::query("SELECT id FROM principals WHERE id = $1")
+                .bind(&spec.id)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if exists.is_some() {
+                return Err(StoreError::Exists { what: "principal", id: spec.id.clone() }.into());
+            }
+            sqlx::query("INSERT INTO principals (id, kind, responsible) VALUES ($1, $2, $3)")
+                .bind(&spec.id)
+                .bind(kind)
+                .bind(&responsible)
+                .execute(&mut *tx)
+                .await?;
+            for role in &spec.roles {
+                sqlx::query("INSERT INTO principal_roles (principal_id, role) VALUES ($1, $2)")
+                    .bind(&spec.id)
+                    .bind(role_name(*role))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            Ok(())
+        })
+    }
+
+    async fn create_machine(&self, actor: &Actor, spec: MachineSpec) -> StoreResult<()> {
+        transaction!(self, tx => {
+            require_role(&mut tx, actor, &[Role::Author, Role::Publisher], "adding a machine").await?;
+            let exists = sqlx::query("SELECT id FROM machines WHERE id = $1")
+                .bind(&spec.id)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if exists.is_some() {
+                return Err(StoreError::Exists { what: "machine", id: spec.id.clone() }.into());
+            }
+            let (kind, value) = match &spec.identity {
+                IdentityKey::SmbiosUuid(v) => ("smbios_uuid", v),
+                IdentityKey::NodeId(v) => ("node_id", v),
+            };
+            sqlx::query(
+                "INSERT INTO machines (id, identity_kind, identity_value, cluster_id, endpoint, \
+                 rollout_scope, talos_minor) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(&spec.id)
+            .bind(kind)
+            .bind(value)
+            .bind(&spec.cluster_id)
+            .bind(&spec.endpoint)
+            .bind(&spec.rollout_scope)
+            .bind(&spec.talos_minor)
+            .execute(&mut *tx)
+            .await?;
+            let now = self.now(&mut tx).await?;
+            append(&mut tx, &spec.id, now, Entry::by(actor, "machine_created")
+                .detail(format!("identity key {kind}, cluster {}", spec.cluster_id))).await?;
+            if let Some(d) = spec.adopted_digest {
+                let rev = append(&mut tx, &spec.id, now, Entry::by(actor, "applied_changed")
+                    .detail(format!("handed over at digest {d} (inventory adoption record)"))).await?;
+                sqlx::query(
+                    "UPDATE machines SET applied_digest = $2, applied_source = 'inventory adoption', \
+                     baseline_revision = $3 WHERE id = $1",
+                )
+                .bind(&spec.id)
+                .bind(d.to_hex())
+                .bind(rev)
+                .execute(&mut *tx)
+                .await?;
+            }
+            Ok(())
+        })
+    }
+
+    async fn publish_release(&self, actor: &Actor, spec: ReleaseSpec) -> StoreResult<()> {
+        let mut artifacts = spec.artifacts.clone();
+        artifacts.sort_by(|a, b| a.0.cmp(&b.0));
+        transaction!(self, tx => {
+            // Machine rows first, in a fixed order, then the principal: the order
+            // every transaction here takes them in.
+            for (machine, _) in &artifacts {
+                lock_machine(&mut tx, machine).await?;
+            }
+            require_role(&mut tx, actor, &[Role::Publisher], "publishing").await?;
+            let now = self.now(&mut tx).await?;
+            let exists = sqlx::query("SELECT id FROM releases WHERE id = $1")
+                .bind(&spec.id)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if exists.is_some() {
+                return Err(StoreError::Exists { what: "release", id: spec.id.clone() }.into());
+            }
+            sqlx::query("INSERT INTO releases (id, published_by, published_at) VALUES ($1, $2, $3)")
+                .bind(&spec.id)
+                .bind(&actor.id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            for (principal, kind) in &spec.contributions {
+                sqlx::query(
+                    "INSERT INTO release_contributions (release_id, principal_id, contribution) \
+                     VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                )
+                .bind(&spec.id)
+                .bind(principal)
+                .bind(match kind {
+                    ContributionKind::Authored => "authored",
+                    ContributionKind::Published => "published",
+                })
+                .execute(&mut *tx)
+                .await?;
+            }
+            for (machine, a) in &artifacts {
+                sqlx::query(
+                    "INSERT INTO artifacts (release_id, machine_id, key_provider, key_id, \
+                     key_version, ciphertext, digest) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(&spec.id)
+                .bind(machine)
+                .bind(&a.key_provider)
+                .bind(&a.key_id)
+                .bind(i(a.key_version))
+                .bind(&a.ciphertext)
+                .bind(a.digest.to_hex())
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("UPDATE machines SET desired_release = $2 WHERE id = $1")
+                    .bind(machine)
+                    .bind(&spec.id)
+                    .execute(&mut *tx)
+                    .await?;
+                append(&mut tx, machine, now, Entry::by(actor, "desired_changed").detail(format!(
+                    "release {} selected; artifact digest {}, key {}/{} v{}",
+                    spec.id, a.digest, a.key_provider, a.key_id, a.key_version
+                ))).await?;
+            }
+            Ok(())
+        })
+    }
+
+    async fn create_plan(&self, actor: &Actor, spec: PlanSpec) -> StoreResult<PlanView> {
+        const ACT: &str = "creating a plan";
+        if spec.transport_deadline > spec.verification_deadline {
+            return Err(refused(
+                ACT,
+                "the transport deadline exceeds the verification deadline",
+            ));
+        }
+        if spec.max_attempts == 0 {
+            return Err(refused(ACT, "the attempt budget must be at least one"));
+        }
+        transaction!(self, tx => {
+            let machine = lock_machine(&mut tx, &spec.machine).await?;
+            let inst = installation(&mut tx, true).await?;
+            require_role(&mut tx, actor, &[Role::Publisher], ACT).await?;
+            if inst.recovery_mode && machine.released_epoch.as_deref().map(epoch_of).transpose()? != Some(inst.epoch) {
+                return Err(refused(ACT, "recovery mode: the scope is not released").into());
+            }
+            if machine.desired_release.as_deref() != Some(spec.release.as_str()) {
+                return Err(refused(ACT, "an apply-config plan must target the machine's Desired release").into());
+            }
+            let art = sqlx::query(
+                "SELECT key_provider, key_id, key_version, digest FROM artifacts \
+                 WHERE release_id = $1 AND machine_id = $2",
+            )
+            .bind(&spec.release)
+            .bind(&spec.machine)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| refused(ACT, "the release has no artifact for this machine"))?;
+            let (pre_dispatch, bound_drift) = if spec.revert {
+                match (&machine.open_drift, &machine.open_drift_digest) {
+                    (Some(r), Some(d)) => (d.clone(), Some(*r)),
+                    _ => return Err(refused(ACT, "a revert needs an open drift record").into()),
+                }
+            } else {
+                match &machine.applied_digest {
+                    Some(d) => (d.clone(), None),
+                    None => return Err(refused(ACT, "the machine has no accepted baseline").into()),
+                }
+            };
+            let exists = sqlx::query("SELECT id FROM plans WHERE id = $1")
+                .bind(&spec.id)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if exists.is_some() {
+                return Err(StoreError::Exists { what: "plan", id: spec.id.clone() }.into());
+            }
+            let now = self.now(&mut tx).await?;
+            append(&mut tx, &spec.machine, now, Entry::by(actor, "plan_created").plan(&spec.id)
+                .detail(format!("release {}, baseline r{}", spec.release, machine.baseline_revision))).await?;
+            sqlx::query(
+                "INSERT INTO plans (id, machine_id, release_id, artifact_digest, key_provider, \
+                 key_id, key_version, identity_kind, identity_value, cluster_id, \
+                 assignment_revision, desired_release, baseline_revision, pre_dispatch_digest, \
+                 bound_drift, route, talos_minor, max_evidence_age_ms, transport_deadline_ms, \
+                 verification_deadline_ms, max_attempts, rollout_scope, expires_at_ms, \
+                 creator_id, creator_role, state) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
+                 $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, \
+                 'proposed')",
+            )
+            .bind(&spec.id)
+            .bind(&spec.machine)
+            .bind(&spec.release)
+            .bind(art.try_get::<String, _>("digest")?)
+            .bind(art.try_get::<String, _>("key_provider")?)
+            .bind(art.try_get::<String, _>("key_id")?)
+            .bind(art.try_get::<i64, _>("key_version")?)
+            .bind(&machine.identity_kind)
+            .bind(&machine.identity_value)
+            .bind(&machine.cluster_id)
+            .bind(machine.assignment_revision)
+            .bind(&spec.release)
+            .bind(machine.baseline_revision)
+            .bind(&pre_dispatch)
+            .bind(bound_drift)
+            .bind(&machine.endpoint)
+            .bind(&machine.talos_minor)
+            .bind(i(spec.max_evidence_age.0))
+            .bind(i(spec.transport_deadline.0))
+            .bind(i(spec.verification_deadline.0))
+            .bind(i64::from(spec.max_attempts))
+            .bind(&machine.rollout_scope)
+            .bind(i(spec.expires_at.0))
+            .bind(&actor.id)
+            .bind(role_name(actor.role))
+            .execute(&mut *tx)
+            .await?;
+            let plan = read_plan(&mut tx, &spec.id).await?;
+            Ok(plan_view(&plan, None)?)
+        })
+    }
+
+    async fn approve(&self, actor: &Actor, plan_id: &str) -> StoreResult<SelfApproval> {
+        const ACT: &str = "approving";
+        transaction!(self, tx => {
+            let machine_id = read_plan(&mut tx, plan_id).await?.machine_id;
+            let machine = lock_machine(&mut tx, &machine_id).await?;
+            let inst = installation(&mut tx, true).await?;
+            let human = require_role(&mut tx, actor, &[Role::Approver], ACT).await?;
+            if !human {
+                return Err(refused(ACT, "automation is never an approver").into());
+            }
+            if inst.recovery_mode && machine.released_epoch.as_deref().map(epoch_of).transpose()? != Some(inst.epoch) {
+                return Err(refused(ACT, "recovery mode: the scope is not released").into());
+            }
+            let plan = read_plan(&mut tx, plan_id).await?;
+            let state = plan_state_of(&plan.state)?;
+            let event = match (state, standing_approval(&mut tx, plan_id).await?) {
+                (PlanState::Approved, Some(a)) => PlanEvent::Reapprove { standing: a.epoch, current: inst.epoch },
+                _ => PlanEvent::Approve,
+            };
+            let next = plan::transition(state, event).map_err(|e| refused(ACT, e.to_string()))?;
+            // The self-approval rule (§2, choice §10.4).
+            let to_actor = |kind: Option<(String, Option<String>)>, id: &str| match kind {
+                Some((k, _)) if k == "human" => plan::Actor::Human(plan::PrincipalId(id.to_owned())),
+                Some((_, responsible)) => plan::Actor::Token {
+                    token: plan::PrincipalId(id.to_owned()),
+                    responsible: responsible.map(plan::PrincipalId),
+                },
+                None => plan::Actor::Token { token: plan::PrincipalId(id.to_owned()), responsible: None },
+            };
+            let creator_kind = sqlx::query("SELECT kind, responsible FROM principals WHERE id = $1")
+                .bind(&plan.creator_id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .map(|r| -> R<(String, Option<String>)> { Ok((r.try_get("kind")?, r.try_get("responsible")?)) })
+                .transpose()?;
+            let creator = to_actor(creator_kind, &plan.creator_id);
+            let rows = sqlx::query(
+                "SELECT c.principal_id, c.contribution, p.kind, p.responsible \
+                 FROM release_contributions c LEFT JOIN principals p ON p.id = c.principal_id \
+                 WHERE c.release_id = $1 ORDER BY c.principal_id, c.contribution",
+            )
+            .bind(&plan.release_id)
+            .fetch_all(&mut *tx)
+            .await?;
+            let mut release = Vec::new();
+            for r in &rows {
+                let id: String = r.try_get("principal_id")?;
+                let kind: Option<String> = r.try_get("kind")?;
+                let responsible: Option<String> = r.try_get("responsible")?;
+                let contribution: String = r.try_get("contribution")?;
+                release.push(plan::ReleaseContribution {
+                    actor: to_actor(kind.map(|k| (k, responsible)), &id),
+                    contribution: if contribution == "authored" {
+                        plan::Contribution::Authored
+                    } else {
+                        plan::Contribution::Published
+                    },
+                });
+            }
+            let approver = plan::PrincipalId(actor.id.clone());
+            let mark = plan::mark_self_approval(plan::SelfApprovalInput {
+                approver: &approver,
+                plan_creator: &creator,
+                release: &release,
+            });
+            let now = self.now(&mut tx).await?;
+            let rev = append(&mut tx, &machine_id, now, Entry::by(actor, "approval").plan(plan_id)
+                .detail(format!("{}; epoch {}", self_approval_name(mark), inst.epoch))).await?;
+            let seq: i64 = sqlx::query("SELECT COUNT(*) FROM approvals WHERE plan_id = $1")
+                .bind(plan_id)
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get(0)?;
+            sqlx::query(
+                "INSERT INTO approvals (plan_id, seq, approver_id, role, epoch, self_approval, \
+                 revision) VALUES ($1, $2, $3, 'approver', $4, $5, $6)",
+            )
+            .bind(plan_id)
+            .bind(seq + 1)
+            .bind(&actor.id)
+            .bind(inst.epoch.to_bytes().to_vec())
+            .bind(self_approval_name(mark))
+            .bind(rev)
+            .execute(&mut *tx)
+            .await?;
+            set_plan_state(&mut tx, plan_id, next).await?;
+            Ok(mark)
+        })
+    }
+
+    async fn revoke_approval(&self, actor: &Actor, plan_id: &str) -> StoreResult<()> {
+        const ACT: &str = "revoking an approval";
+        transaction!(self, tx => {
+            let machine_id = read_plan(&mut tx, plan_id).await?.machine_id;
+            // The machine row first, then the approval (the order of §3.2's locks).
+            lock_machine(&mut tx, &machine_id).await?;
+            require_role(&mut tx, actor, &[Role::Approver, Role::RecoveryAdmin], ACT).await?;
+            let row = sqlx::query(concat!(
+                "SELECT seq, revoked FROM approvals WHERE plan_id = $1 ORDER BY seq DESC LIMIT 1",
+                for_update!()
+            ))
+            .bind(plan_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| refused(ACT, "the plan has no approval"))?;
+            if row.try_get::<bool, _>("revoked")? {
+                return Err(refused(ACT, "the approval is already revoked").into());
+            }
+            let seq: i64 = row.try_get("seq")?;
+            sqlx::query("UPDATE approvals SET revoked = TRUE WHERE plan_id = $1 AND seq = $2")
+                .bind(plan_id)
+                .bind(seq)
+                .execute(&mut *tx)
+                .await?;
+            let plan = read_plan(&mut tx, plan_id).await?;
+            let state = plan_state_of(&plan.state)?;
+            let detail = match plan::transition(state, PlanEvent::RevokeApproval) {
+                Ok(next) => {
+                    set_plan_state(&mut tx, plan_id, next).await?;
+                    format!("plan {state} -> {next}")
+                }
+                Err(e) => e.to_string(),
+            };
+            let now = self.now(&mut tx).await?;
+            append(&mut tx, &machine_id, now, Entry::by(actor, "approval_revoked").plan(plan_id).detail(detail)).await?;
+            Ok(())
+        })
+    }
+
+    async fn revoke_identity(&self, actor: &Actor, principal: &str) -> StoreResult<()> {
+        const ACT: &str = "revoking an identity";
+        transaction!(self, tx => {
+            // Machines first, in a fixed order, as every commitment locks them; then
+            // the principal row.
+            let rows = sqlx::query(
+                "SELECT DISTINCT p.machine_id FROM approvals a JOIN plans p ON p.id = a.plan_id \
+                 WHERE a.approver_id = $1 ORDER BY p.machine_id",
+            )
+            .bind(principal)
+            .fetch_all(&mut *tx)
+            .await?;
+            let mut machines = Vec::new();
+            for r in &rows {
+                let m: String = r.try_get(0)?;
+                lock_machine(&mut tx, &m).await?;
+                machines.push(m);
+            }
+            require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
+            let row = sqlx::query(concat!("SELECT revoked FROM principals WHERE id = $1", for_update!()))
+                .bind(principal)
+                .fetch_optional(&mut *tx)
+                .await?
+                .ok_or_else(|| not_found("principal", principal))?;
+            if row.try_get::<bool, _>("revoked")? {
+                return Err(refused(ACT, "the identity is already revoked").into());
+            }
+            sqlx::query("UPDATE principals SET revoked = TRUE WHERE id = $1")
+                .bind(principal)
+                .execute(&mut *tx)
+                .await?;
+            let now = self.now(&mut tx).await?;
+            let plans = sqlx::query(
+                "SELECT DISTINCT a.plan_id, p.machine_id, p.state FROM approvals a \
+                 JOIN plans p ON p.id = a.plan_id WHERE a.approver_id = $1 ORDER BY a.plan_id",
+            )
+            .bind(principal)
+            .fetch_all(&mut *tx)
+            .await?;
+            for r in &plans {
+                let plan_id: String = r.try_get("plan_id")?;
+                let machine_id: String = r.try_get("machine_id")?;
+                if !machines.contains(&machine_id) {
+                    lock_machine(&mut tx, &machine_id).await?;
+                    machines.push(machine_id.clone());
+                }
+                let state = plan_state_of(&r.try_get::<String, _>("state")?)?;
+                let detail = match plan::transition(state, PlanEvent::RevokeApproverIdentity) {
+                    Ok(next) => {
+                        set_plan_state(&mut tx, &plan_id, next).await?;
+                        format!("identity {principal} revoked; plan {state} -> {next}")
+                    }
+                    Err(e) => format!("identity {principal} revoked; {e}"),
+                };
+                append(&mut tx, &machine_id, now, Entry::by(actor, "identity_revoked").plan(&plan_id).detail(detail)).await?;
+            }
+            Ok(())
+        })
+    }
+
+    async fn cancel_plan(&self, actor: &Actor, plan_id: &str) -> StoreResult<()> {
+        const ACT: &str = "cancelling a plan";
+        transaction!(self, tx => {
+            let machine_id = read_plan(&mut tx, plan_id).await?.machine_id;
+            lock_machine(&mut tx, &machine_id).await?;
+            let plan = read_plan(&mut tx, plan_id).await?;
+            let allowed: &[Role] = if plan.creator_id == actor.id {
+                &[Role::Author, Role::Publisher, Role::Approver, Role::RecoveryAdmin, Role::Automation]
+            } else {
+                &[Role::Approver, Role::RecoveryAdmin]
+            };
+            require_role(&mut tx, actor, allowed, ACT).await?;
+            if plan.cancelled {
+                return Err(refused(ACT, "the plan is already cancelled").into());
+            }
+            let state = plan_state_of(&plan.state)?;
+            let detail = match plan::transition(state, PlanEvent::Cancel) {
+                Ok(next) => {
+                    set_plan_state(&mut tx, plan_id, next).await?;
+                    format!("plan {state} -> {next}")
+                }
+                Err(plan::PlanRefusal::AfterCommitment { .. }) => "recorded against the committed plan".to_owned(),
+                Err(e) => return Err(refused(ACT, e.to_string()).into()),
+            };
+            sqlx::query("UPDATE plans SET cancelled = TRUE WHERE id = $1")
+                .bind(plan_id)
+                .execute(&mut *tx)
+                .await?;
+            let now = self.now(&mut tx).await?;
+            append(&mut tx, &machine_id, now, Entry::by(actor, "plan_cancelled").plan(plan_id).detail(detail)).await?;
+            Ok(())
+        })
+    }
+
+    async fn preflight(&self, plan_id: &str) -> StoreResult<()> {
+        // Deliberately no locks: this is §3.1's quick check, not a guarantee.
+        let mut tx = begin(&self.pool).await.map_err(db_err)?;
+        let result: R<()> = async {
+            let plan = read_plan(&mut tx, plan_id).await?;
+            let machine = read_machine(&mut tx, &plan.machine_id).await?;
+            let row = sqlx::query("SELECT epoch, recovery_mode FROM installation WHERE id = 1")
+                .fetch_one(&mut *tx)
+                .await?;
+            let epoch: Vec<u8> = row.try_get("epoch")?;
+            let inst = InstallationRow {
+                epoch: epoch_of(&epoch)?,
+                recovery_mode: row.try_get("recovery_mode")?,
+            };
+            let approval = sqlx::query(
+                "SELECT a.approver_id, a.epoch, a.revoked, p.revoked AS identity_revoked \
+                 FROM approvals a JOIN principals p ON p.id = a.approver_id \
+                 WHERE a.plan_id = $1 ORDER BY a.seq DESC LIMIT 1",
+            )
+            .bind(plan_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|r| -> R<ApprovalRow> {
+                let e: Vec<u8> = r.try_get("epoch")?;
+                Ok(ApprovalRow {
+                    epoch: epoch_of(&e)?,
+                    revoked: r.try_get("revoked")?,
+                    identity_revoked: r.try_get("identity_revoked")?,
+                })
+            })
+            .transpose()?;
+            let now = self.now(&mut tx).await?;
+            authority_now(&plan, approval.as_ref(), now, inst.epoch, Stage::Commitment)
+                .map_err(|e| refused("preflight", e.to_string()))?;
+            gate::check_gate(Mutation::Commitment, &gate_facts(&machine, &plan, &inst)?)
+                .map_err(|e| refused("preflight", e.to_string()))?;
+            Ok(())
+        }
+        .await;
+        let _ = tx.rollback().await;
+        result.map_err(|f| match f {
+            Fail::Db(e) => db_err(e),
+            Fail::Store(e) => e,
+        })
+    }
+
+    async fn begin_observation(
+        &self,
+        request: ObservationRequest,
+    ) -> StoreResult<ObservationTicket> {
+        transaction!(self, tx => {
+            lock_machine(&mut tx, &request.machine).await?;
+            if let Some(p) = &request.plan {
+                let plan = read_plan(&mut tx, p).await?;
+                if plan.machine_id != request.machine {
+                    return Err(refused("starting an observation", "the plan is for another machine").into());
+                }
+            }
+            let now = self.now(&mut tx).await?;
+            let purpose = purpose_name(request.purpose);
+            let mut entry = Entry::controller(request.controller, "observation_started")
+                .detail(format!("purpose {purpose}"));
+            entry.plan = request.plan.as_deref();
+            let basis = append(&mut tx, &request.machine, now, entry).await?;
+            sqlx::query(
+                "INSERT INTO observation_starts (machine_id, basis, purpose, plan_id, controller, \
+                 started_at_ms) VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(&request.machine)
+            .bind(basis)
+            .bind(purpose)
+            .bind(&request.plan)
+            .bind(controller_bytes(request.controller))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            Ok(ObservationTicket { machine: request.machine.clone(), basis: Revision(u(basis)) })
+        })
+    }
+
+    async fn record_observation(
+        &self,
+        ticket: &ObservationTicket,
+        facts: ObservedFacts,
+    ) -> StoreResult<Revision> {
+        const ACT: &str = "recording an observation";
+        transaction!(self, tx => {
+            lock_machine(&mut tx, &ticket.machine).await?;
+            let basis = i(ticket.basis.0);
+            let start = sqlx::query(
+                "SELECT s.purpose, s.plan_id, s.controller, o.basis AS recorded \
+                 FROM observation_starts s LEFT JOIN observations o \
+                 ON o.machine_id = s.machine_id AND o.basis = s.basis \
+                 WHERE s.machine_id = $1 AND s.basis = $2",
+            )
+            .bind(&ticket.machine)
+            .bind(basis)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| refused(ACT, "no observation started at this basis"))?;
+            if start.try_get::<Option<i64>, _>("recorded")?.is_some() {
+                return Err(refused(ACT, "the observation is already recorded").into());
+            }
+            let purpose: String = start.try_get("purpose")?;
+            let plan: Option<String> = start.try_get("plan_id")?;
+            let controller: Vec<u8> = start.try_get("controller")?;
+            let now = self.now(&mut tx).await?;
+            let mut entry = Entry::controller(controller_of(&controller)?, "observation").detail(format!(
+                "purpose {purpose}, basis r{basis}, digest {}, config version {}",
+                facts.digest.map_or_else(|| "unread".to_owned(), |d| d.to_hex()),
+                facts.config_version.map_or_else(|| "unread".to_owned(), |v| v.to_string()),
+            ));
+            entry.plan = plan.as_deref();
+            let rev = append(&mut tx, &ticket.machine, now, entry).await?;
+            sqlx::query(
+                "INSERT INTO observations (machine_id, basis, recorded_revision, recorded_at_ms, \
+                 smbios_uuid, node_id, cluster_id, assignment_revision, talos_version, digest, \
+                 config_version, access_version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
+                 $11, $12)",
+            )
+            .bind(&ticket.machine)
+            .bind(basis)
+            .bind(rev)
+            .bind(now)
+            .bind(&facts.smbios_uuid)
+            .bind(&facts.node_id)
+            .bind(&facts.cluster_id)
+            .bind(facts.assignment_revision.map(i))
+            .bind(&facts.talos_version)
+            .bind(facts.digest.map(|d| d.to_hex()))
+            .bind(facts.config_version.map(i))
+            .bind(&facts.access_version)
+            .execute(&mut *tx)
+            .await?;
+            Ok(Revision(u(rev)))
+        })
+    }
+
+    async fn record_dependency_check(&self, check: DependencyCheck) -> StoreResult<Revision> {
+        transaction!(self, tx => {
+            let machine_id = read_plan(&mut tx, &check.plan).await?.machine_id;
+            lock_machine(&mut tx, &machine_id).await?;
+            let now = self.now(&mut tx).await?;
+            let rev = append(&mut tx, &machine_id, now, Entry::controller(check.controller, "dependency_check")
+                .plan(&check.plan)
+                .detail(format!(
+                    "access {} version {}; artifact decrypts: {}",
+                    check.access_path, check.access_version, check.artifact_decrypts
+                ))).await?;
+            sqlx::query(
+                "INSERT INTO dependency_checks (machine_id, revision, plan_id, controller, \
+                 access_path, access_version, artifact_decrypts, checked_at_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(&machine_id)
+            .bind(rev)
+            .bind(&check.plan)
+            .bind(controller_bytes(check.controller))
+            .bind(&check.access_path)
+            .bind(&check.access_version)
+            .bind(check.artifact_decrypts)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            Ok(Revision(u(rev)))
+        })
+    }
+
+    async fn commit(&self, plan_id: &str, controller: ControllerId) -> StoreResult<Committed> {
+        let mut digest_seen = None;
+        let result = transaction!(self, tx => {
+            self.commitment(&mut tx, plan_id, controller, &mut digest_seen).await
+        });
+        match result {
+            Err(refusal @ StoreError::CommitmentRefused { .. }) => {
+                self.record_commitment_refusal(plan_id, controller, &refusal, digest_seen)
+                    .await?;
+                Err(refusal)
+            }
+            other => other,
+        }
+    }
+
+    async fn attempt(&self, operation: &str, token: OwnerToken) -> StoreResult<CommittedAttempt> {
+        let result = transaction!(self, tx => self.attempt_tx(&mut tx, operation, token).await);
+        match result {
+            Err(StoreError::AttemptRefused { comparison, reason }) => {
+                self.record_attempt_refusal(operation, token, comparison, &reason)
+                    .await?;
+                Err(StoreError::AttemptRefused { comparison, reason })
+            }
+            other => other,
+        }
+    }
+
+    async fn record_response(
+        &self,
+        op_id: &str,
+        attempt: u32,
+        response: ResponseClass,
+    ) -> StoreResult<OperationState> {
+        const ACT: &str = "recording a response";
+        if response == ResponseClass::Pending {
+            return Err(refused(ACT, "pending is not a response"));
+        }
+        transaction!(self, tx => {
+            let machine_id = read_op(&mut tx, op_id).await?.machine_id;
+            lock_machine(&mut tx, &machine_id).await?;
+            let op = read_op(&mut tx, op_id).await?;
+            let mut attempts = read_attempts(&mut tx, op_id).await?;
+            let idx = attempts
+                .iter()
+                .position(|a| a.attempt_no == i64::from(attempt))
+                .ok_or_else(|| not_found("attempt", &format!("{op_id}#{attempt}")))?;
+            if attempts[idx].response.from_target() {
+                return Err(refused(ACT, "the node's answer to this attempt is already recorded").into());
+            }
+            let now = self.now(&mut tx).await?;
+            let rev = append(&mut tx, &machine_id, now, Entry::controller(op.owner.controller, "response")
+                .op(op_id)
+                .detail(format!("attempt {attempt}: {}", response_name(response)))).await?;
+            sqlx::query(
+                "UPDATE attempts SET response = $3, response_revision = $4 \
+                 WHERE operation_id = $1 AND attempt_no = $2",
+            )
+            .bind(op_id)
+            .bind(i64::from(attempt))
+            .bind(response_name(response))
+            .bind(rev)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("UPDATE operations SET last_fact_revision = $2 WHERE id = $1")
+                .bind(op_id)
+                .bind(rev)
+                .execute(&mut *tx)
+                .await?;
+            attempts[idx].response = response;
+            let latest = idx + 1 == attempts.len();
+            let recs = records(&attempts);
+            let mut state = op.state;
+            if state == OperationState::Sending && latest {
+                let facts = TransitionFacts::quiet(OperationKind::ApplyConfig, &recs);
+                for to in [OperationState::Verifying, OperationState::Rejected, OperationState::Unresolved] {
+                    if operation::check_transition(Some(state), to, &facts).is_ok() {
+                        set_op_state(&mut tx, op_id, to).await?;
+                        append(&mut tx, &machine_id, now, Entry::controller(op.owner.controller, "state_changed")
+                            .op(op_id)
+                            .detail(format!("{state} -> {to}"))).await?;
+                        state = to;
+                        break;
+                    }
+                }
+            }
+            Ok(state)
+        })
+    }
+
+    async fn takeover(
+        &self,
+        op_id: &str,
+        expected_generation: u64,
+        controller: ControllerId,
+    ) -> StoreResult<OwnerToken> {
+        const ACT: &str = "taking over";
+        transaction!(self, tx => {
+            let machine_id = read_op(&mut tx, op_id).await?.machine_id;
+            lock_machine(&mut tx, &machine_id).await?;
+            let inst = installation(&mut tx, true).await?;
+            let op = read_op(&mut tx, op_id).await?;
+            let taken = operation::takeover(op.state, op.owner, expected_generation, controller, inst.epoch)
+                .map_err(|e| refused(ACT, e.to_string()))?;
+            let now = self.now(&mut tx).await?;
+            let rev = append(&mut tx, &machine_id, now, Entry::token(&taken.owner, "takeover")
+                .op(op_id)
+                .detail(format!("from {} ({})", token_text(&op.owner), op.state))).await?;
+            // The fence: one conditional update on the generation.
+            let row = sqlx::query(
+                "UPDATE operations SET owner_controller = $3, owner_generation = owner_generation + 1, \
+                 owner_epoch = $4, last_fact_revision = $5, \
+                 state = CASE WHEN state IN ('committed', 'sending', 'verifying') THEN 'unresolved' ELSE state END \
+                 WHERE id = $1 AND owner_generation = $2 \
+                 AND state IN ('committed', 'sending', 'verifying', 'unresolved') \
+                 RETURNING owner_generation",
+            )
+            .bind(op_id)
+            .bind(i(expected_generation))
+            .bind(controller_bytes(controller))
+            .bind(inst.epoch.to_bytes().to_vec())
+            .bind(rev)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| refused(ACT, "another takeover won this generation"))?;
+            let generation: i64 = row.try_get(0)?;
+            Ok(OwnerToken { controller, generation: u(generation), epoch: inst.epoch })
+        })
+    }
+
+    async fn record_accounting_decision(
+        &self,
+        actor: &Actor,
+        request: AccountingRequest,
+    ) -> StoreResult<()> {
+        const ACT: &str = "recording an accounting decision";
+        transaction!(self, tx => {
+            let machine_id = read_op(&mut tx, &request.operation).await?.machine_id;
+            lock_machine(&mut tx, &machine_id).await?;
+            let allowed = [Role::Author, Role::Publisher, Role::Approver, Role::RecoveryAdmin, Role::Automation];
+            require_role(&mut tx, actor, &allowed, ACT).await?;
+            let attempts = read_attempts(&mut tx, &request.operation).await?;
+            let a = attempts
+                .iter()
+                .find(|a| a.attempt_no == i64::from(request.attempt))
+                .ok_or_else(|| not_found("attempt", &format!("{}#{}", request.operation, request.attempt)))?;
+            if a.response.from_target() || a.accounted_by_decision {
+                return Err(refused(ACT, "the attempt is already accounted for").into());
+            }
+            let takeover = sqlx::query(
+                "SELECT at_ms FROM timeline WHERE machine_id = $1 AND operation_id = $2 \
+                 AND kind = 'takeover' AND revision > $3 ORDER BY revision LIMIT 1",
+            )
+            .bind(&machine_id)
+            .bind(&request.operation)
+            .bind(a.revision)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let stop = match takeover {
+                Some(r) => ExecutorStop::TakenOver { at: InstantMs(u(r.try_get(0)?)) },
+                None => ExecutorStop::NotStopped,
+            };
+            let reads: Vec<RecordedRead> = observations_after(&mut tx, &machine_id, 0)
+                .await?
+                .iter()
+                .map(|o| RecordedRead {
+                    purpose: o.purpose,
+                    started_at: InstantMs(u(o.started_at_ms)),
+                    recorded_at: InstantMs(u(o.recorded_at_ms)),
+                    config_version: o.config_version.map(u),
+                })
+                .collect();
+            let now = self.now(&mut tx).await?;
+            let decision = accounting::check_decision(&DecisionFacts {
+                decider: actor.role,
+                stop,
+                deadline: TransportDeadline::Known(InstantMs(u(a.transport_deadline_ms))),
+                settle_floor: request.settle_floor,
+                reads: &reads,
+                now: InstantMs(u(now)),
+                version_change_explanation: request.explanation.as_deref(),
+            })
+            .map_err(|e| StoreError::AccountingRefused { condition: e.condition(), reason: e.to_string() })?;
+            let rev = append(&mut tx, &machine_id, now, Entry::by(actor, "accounting")
+                .op(&request.operation)
+                .detail(format!(
+                    "attempt {} accounted by decision (a judgement, not proof): {decision}; \
+                     settle floor {}; explanation: {}",
+                    request.attempt,
+                    request.settle_floor,
+                    request.explanation.as_deref().unwrap_or("none")
+                ))).await?;
+            sqlx::query(
+                "UPDATE attempts SET accounted_by_decision = TRUE, decision_revision = $3 \
+                 WHERE operation_id = $1 AND attempt_no = $2",
+            )
+            .bind(&request.operation)
+            .bind(i64::from(request.attempt))
+            .bind(rev)
+            .execute(&mut *tx)
+            .await?;
+            Ok(())
+        })
+    }
+
+    async fn classify(&self, op_id: &str, token: OwnerToken) -> StoreResult<Classification> {
+        const ACT: &str = "classifying";
+        transaction!(self, tx => {
+            let machine_id = read_op(&mut tx, op_id).await?.machine_id;
+            let machine = lock_machine(&mut tx, &machine_id).await?;
+            let inst = installation(&mut tx, true).await?;
+            let op = read_op(&mut tx, op_id).await?;
+            if op.owner != token || token.epoch != inst.epoch {
+                return Err(refused(ACT, "only the current owner classifies its operation").into());
+            }
+            if op.state.is_terminal() {
+                return Err(refused(ACT, format!("the operation is {}", op.state)).into());
+            }
+            let plan = read_plan(&mut tx, &op.plan_id).await?;
+            let approval = standing_approval(&mut tx, &plan.id).await?;
+            let now = self.now(&mut tx).await?;
+            let attempts = read_attempts(&mut tx, op_id).await?;
+            let recs = records(&attempts);
+            // The observation that counts: begun after the commitment, the last
+            // attempt and the last accounting entry, with no later-based recorded
+            // observation disagreeing with it.
+            let threshold = attempts
+                .iter()
+                .flat_map(|a| [Some(a.revision), a.response_revision.filter(|_| a.response.from_target()), a.decision_revision])
+                .flatten()
+                .chain([op.commit_revision])
+                .max()
+                .unwrap_or(op.commit_revision);
+            let later = observations_after(&mut tx, &machine_id, threshold).await?;
+            let counting = later
+                .iter()
+                .rposition(|o| matches!(o.purpose, ObservationPurpose::Completion | ObservationPurpose::Recovery))
+                .filter(|&k| !later[k + 1..].iter().any(|o| contradicts(&later[k], o)))
+                .map(|k| later[k].clone());
+            let observation = counting.as_ref().map(|o| contract_observation(&plan, o));
+            let authority = authority_now(&plan, approval.as_ref(), now, inst.epoch, Stage::Attempt);
+            let gate_open = gate::check_gate(Mutation::Attempt, &gate_facts(&machine, &plan, &inst)?).is_ok();
+            let withdrawal = authority.as_ref().err().and_then(|e| e.withdrawal());
+            let verification_passed = attempts.last().is_some_and(|a| now >= a.verification_deadline_ms);
+            let transport_passed = attempts.last().is_some_and(|a| now >= a.transport_deadline_ms);
+            let restore = if op.restored { RestoreStatus::ScopeUnaccounted } else { RestoreStatus::NotRestored };
+            let c = classify::classify(&ClassifyInput {
+                attempts: &recs,
+                observation,
+                withdrawal,
+                cancel_resolution: false,
+                retry: RetryConditions {
+                    attempts_left: op.attempts < plan.max_attempts,
+                    approval_passes: authority.is_ok(),
+                    gate_open,
+                },
+                verification_deadline_passed: verification_passed,
+                restore,
+            });
+            let facts = TransitionFacts {
+                withdrawal,
+                transport_deadline_passed: transport_passed,
+                completion: completion_verdict(observation.as_ref()),
+                verification_deadline_passed: verification_passed,
+                safe_to_retry: c == Classification::SafeToRetry,
+                restore,
+                ..TransitionFacts::quiet(OperationKind::ApplyConfig, &recs)
+            };
+            let rev = append(&mut tx, &machine_id, now, Entry::token(&token, "classification")
+                .op(op_id)
+                .detail(format!("{c}"))).await?;
+            sqlx::query("UPDATE operations SET last_fact_revision = $2 WHERE id = $1")
+                .bind(op_id)
+                .bind(rev)
+                .execute(&mut *tx)
+                .await?;
+            let mut state = op.state;
+            let target = match c {
+                Classification::Completed => Some(OperationState::Completed),
+                Classification::Failed(_) => Some(OperationState::Failed),
+                Classification::Rejected => Some(OperationState::Rejected),
+                Classification::Cancelled(_) => Some(OperationState::Cancelled),
+                Classification::Unresolved(_) => Some(OperationState::Unresolved),
+                Classification::SafeToRetry => None,
+            };
+            if state == OperationState::Committed
+                && withdrawal.is_some()
+                && operation::check_transition(Some(state), OperationState::Unresolved, &facts).is_ok()
+            {
+                set_op_state(&mut tx, op_id, OperationState::Unresolved).await?;
+                append(&mut tx, &machine_id, now, Entry::token(&token, "state_changed")
+                    .op(op_id)
+                    .detail("committed -> unresolved: authority withdrawn after commitment")).await?;
+                state = OperationState::Unresolved;
+            }
+            if let Some(to) = target.filter(|to| *to != state)
+                && operation::check_transition(Some(state), to, &facts).is_ok()
+            {
+                set_op_state(&mut tx, op_id, to).await?;
+                append(&mut tx, &machine_id, now, Entry::token(&token, "state_changed")
+                    .op(op_id)
+                    .detail(format!("{state} -> {to}"))).await?;
+                state = to;
+            }
+            if c == Classification::SafeToRetry && state == OperationState::Unresolved {
+                sqlx::query(
+                    "UPDATE operations SET retry_revision = $2, retry_controller = $3, \
+                     retry_generation = $4, retry_epoch = $5 WHERE id = $1",
+                )
+                .bind(op_id)
+                .bind(rev)
+                .bind(controller_bytes(token.controller))
+                .bind(i(token.generation))
+                .bind(token.epoch.to_bytes().to_vec())
+                .execute(&mut *tx)
+                .await?;
+            }
+            if state == OperationState::Completed {
+                let applied = append(&mut tx, &machine_id, now, Entry::token(&token, "applied_changed")
+                    .op(op_id)
+                    .plan(&plan.id)
+                    .detail(format!("release {} at digest {}", plan.release_id, plan.artifact_digest))).await?;
+                sqlx::query(
+                    "UPDATE machines SET applied_release = $2, applied_digest = $3, \
+                     applied_source = $4, baseline_revision = $5 WHERE id = $1",
+                )
+                .bind(&machine_id)
+                .bind(&plan.release_id)
+                .bind(&plan.artifact_digest)
+                .bind(op_id)
+                .bind(applied)
+                .execute(&mut *tx)
+                .await?;
+                if plan.bound_drift.is_some() && plan.bound_drift == machine.open_drift {
+                    append(&mut tx, &machine_id, now, Entry::token(&token, "drift_closed")
+                        .op(op_id)
+                        .detail("reverted")).await?;
+                    sqlx::query("UPDATE machines SET open_drift = NULL, open_drift_digest = NULL WHERE id = $1")
+                        .bind(&machine_id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            if state == OperationState::Failed
+                && let Some(o) = counting.as_ref()
+                && let Some(d) = o.digest.as_deref()
+            {
+                drift_rules(&mut tx, &machine, o.basis, d, now, Entry::token(&token, "drift").op(op_id), true).await?;
+            }
+            Ok(c)
+        })
+    }
+
+    async fn change_assignment(&self, actor: &Actor, machine_id: &str) -> StoreResult<u64> {
+        const ACT: &str = "changing the assignment";
+        transaction!(self, tx => {
+            let machine = lock_machine(&mut tx, machine_id).await?;
+            require_role(&mut tx, actor, &[Role::Author, Role::Publisher], ACT).await?;
+            let inst = installation(&mut tx, true).await?;
+            if let Some(op) = holder(&mut tx, true, machine_id).await? {
+                return Err(refused(ACT, format!("operation {op} holds the machine scope (§8 invariant 9)")).into());
+            }
+            if inst.recovery_mode && machine.released_epoch.as_deref().map(epoch_of).transpose()? != Some(inst.epoch) {
+                return Err(refused(ACT, "recovery mode: the scope is not released").into());
+            }
+            let now = self.now(&mut tx).await?;
+            let next = machine.assignment_revision + 1;
+            append(&mut tx, machine_id, now, Entry::by(actor, "assignment_changed")
+                .detail(format!("assignment revision {} -> {next}", machine.assignment_revision))).await?;
+            sqlx::query("UPDATE machines SET assignment_revision = $2 WHERE id = $1")
+                .bind(machine_id)
+                .bind(next)
+                .execute(&mut *tx)
+                .await?;
+            Ok(u(next))
+        })
+    }
+
+    async fn freeze(&self, actor: &Actor, machine_id: &str, reason: &str) -> StoreResult<()> {
+        self.freeze_act(actor, machine_id, reason, FreezeAct::Freeze)
+            .await
+    }
+
+    async fn unfreeze(&self, actor: &Actor, machine_id: &str, reason: &str) -> StoreResult<()> {
+        self.freeze_act(actor, machine_id, reason, FreezeAct::Unfreeze)
+            .await
+    }
+
+    async fn enter_recovery(&self, actor: &Actor, controller: ControllerId) -> StoreResult<Epoch> {
+        const ACT: &str = "entering recovery mode";
+        let epoch = Epoch::from_bytes(super::random_128()?);
+        transaction!(self, tx => {
+            let rows = sqlx::query("SELECT id FROM machines ORDER BY id").fetch_all(&mut *tx).await?;
+            let mut machines = Vec::new();
+            for r in &rows {
+                let m: String = r.try_get(0)?;
+                lock_machine(&mut tx, &m).await?;
+                machines.push(m);
+            }
+            let inst = installation(&mut tx, false).await?;
+            require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
+            let now = self.now(&mut tx).await?;
+            sqlx::query("UPDATE installation SET epoch = $1, recovery_mode = TRUE WHERE id = 1")
+                .bind(epoch.to_bytes().to_vec())
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("UPDATE machines SET released_epoch = NULL")
+                .execute(&mut *tx)
+                .await?;
+            for m in &machines {
+                append(&mut tx, m, now, Entry::by(actor, "recovery_entry")
+                    .detail(format!("epoch {} replaced by a new epoch; gate shut", inst.epoch))).await?;
+                let ops = sqlx::query(
+                    "SELECT id, owner_generation, state FROM operations WHERE machine_id = $1 \
+                     AND state IN ('committed', 'sending', 'verifying', 'unresolved')",
+                )
+                .bind(m)
+                .fetch_all(&mut *tx)
+                .await?;
+                for o in &ops {
+                    let id: String = o.try_get("id")?;
+                    let token = OwnerToken { controller, generation: 0, epoch };
+                    let rev = append(&mut tx, m, now, Entry::token(&token, "takeover").op(&id)
+                        .detail("taken over at recovery-mode entry")).await?;
+                    sqlx::query(
+                        "UPDATE operations SET owner_controller = $2, owner_generation = owner_generation + 1, \
+                         owner_epoch = $3, state = 'unresolved', restored = TRUE, last_fact_revision = $4 \
+                         WHERE id = $1",
+                    )
+                    .bind(&id)
+                    .bind(controller_bytes(controller))
+                    .bind(epoch.to_bytes().to_vec())
+                    .bind(rev)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+            }
+            Ok(epoch)
+        })
+    }
+
+    async fn release_scope(&self, actor: &Actor, machine_id: &str) -> StoreResult<()> {
+        const ACT: &str = "releasing a scope";
+        transaction!(self, tx => {
+            lock_machine(&mut tx, machine_id).await?;
+            let inst = installation(&mut tx, true).await?;
+            require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
+            if !inst.recovery_mode {
+                return Err(refused(ACT, "recovery mode is not in force").into());
+            }
+            if let Some(op) = holder(&mut tx, true, machine_id).await? {
+                return Err(refused(ACT, format!("operation {op} still holds the scope")).into());
+            }
+            let now = self.now(&mut tx).await?;
+            append(&mut tx, machine_id, now, Entry::by(actor, "scope_released")
+                .detail(format!("released in epoch {}", inst.epoch))).await?;
+            sqlx::query("UPDATE machines SET released_epoch = $2 WHERE id = $1")
+                .bind(machine_id)
+                .bind(inst.epoch.to_bytes().to_vec())
+                .execute(&mut *tx)
+                .await?;
+            Ok(())
+        })
+    }
+
+    async fn leave_recovery(&self, actor: &Actor) -> StoreResult<()> {
+        const ACT: &str = "leaving recovery mode";
+        transaction!(self, tx => {
+            let rows = sqlx::query("SELECT id FROM machines ORDER BY id").fetch_all(&mut *tx).await?;
+            let mut machines = Vec::new();
+            for r in &rows {
+                let m: String = r.try_get(0)?;
+                machines.push(lock_machine(&mut tx, &m).await?);
+            }
+            let inst = installation(&mut tx, false).await?;
+            require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
+            if !inst.recovery_mode {
+                return Err(refused(ACT, "recovery mode is not in force").into());
+            }
+            for m in &machines {
+                if m.released_epoch.as_deref().map(epoch_of).transpose()? != Some(inst.epoch) {
+                    return Err(refused(ACT, format!("scope {} is not released", m.id)).into());
+                }
+            }
+            let now = self.now(&mut tx).await?;
+            sqlx::query("UPDATE installation SET recovery_mode = FALSE WHERE id = 1").execute(&mut *tx).await?;
+            for m in &machines {
+                append(&mut tx, &m.id, now, Entry::by(actor, "recovery_left")).await?;
+            }
+            Ok(())
+        })
+    }
+
+    async fn current_epoch(&self) -> StoreResult<Epoch> {
+        transaction!(self, tx => Ok(installation(&mut tx, true).await?.epoch))
+    }
+
+    async fn plan(&self, plan_id: &str) -> StoreResult<PlanView> {
+        transaction!(self, tx => {
+            let p = read_plan(&mut tx, plan_id).await?;
+            let op = sqlx::query("SELECT id FROM operations WHERE plan_id = $1")
+                .bind(plan_id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .map(|r| r.try_get::<String, _>(0))
+                .transpose()?;
+            Ok(plan_view(&p, op)?)
+        })
+    }
+
+    async fn operation(&self, op_id: &str) -> StoreResult<OperationView> {
+        transaction!(self, tx => Ok(op_view(&read_op(&mut tx, op_id).await?)))
+    }
+
+    async fn operations_of(&self, machine_id: &str) -> StoreResult<Vec<OperationView>> {
+        transaction!(self, tx => {
+            let rows = sqlx::query(concat!("SELECT ", op_cols!(), " FROM operations WHERE machine_id = $1 ORDER BY commit_revision"))
+                .bind(machine_id)
+                .fetch_all(&mut *tx)
+                .await?;
+            rows.iter().map(|r| op_row(r).map(|o| op_view(&o))).collect::<R<Vec<_>>>()
+        })
+    }
+
+    async fn machine(&self, machine_id: &str) -> StoreResult<MachineView> {
+        transaction!(self, tx => {
+            let m = read_machine(&mut tx, machine_id).await?;
+            Ok(MachineView {
+                id: m.id.clone(),
+                desired_release: m.desired_release.clone(),
+                applied_release: m.applied_release.clone(),
+                applied_digest: m.applied_digest.as_deref().map(digest_of).transpose()?,
+                baseline_revision: Revision(u(m.baseline_revision)),
+                assignment_revision: u(m.assignment_revision),
+                frozen: m.frozen,
+                open_drift: m.open_drift.map(|r| Revision(u(r))),
+                revision: Revision(u(m.revision)),
+            })
+        })
+    }
+
+    async fn timeline(&self, machine_id: &str) -> StoreResult<Vec<TimelineEntry>> {
+        transaction!(self, tx => {
+            let rows = sqlx::query(
+                "SELECT revision, kind, at_ms, actor, actor_role, plan_id, operation_id, \
+                 comparison, detail FROM timeline WHERE machine_id = $1 ORDER BY revision",
+            )
+            .bind(machine_id)
+            .fetch_all(&mut *tx)
+            .await?;
+            rows.iter()
+                .map(|r| -> R<TimelineEntry> {
+                    let comparison: Option<i16> = r.try_get("comparison")?;
+                    Ok(TimelineEntry {
+                        revision: Revision(u(r.try_get("revision")?)),
+                        kind: r.try_get("kind")?,
+                        at: InstantMs(u(r.try_get("at_ms")?)),
+                        actor: r.try_get("actor")?,
+                        actor_role: r.try_get("actor_role")?,
+                        plan: r.try_get("plan_id")?,
+                        operation: r.try_get("operation_id")?,
+                        comparison: comparison.and_then(|c| u8::try_from(c).ok()),
+                        detail: r.try_get("detail")?,
+                    })
+                })
+                .collect::<R<Vec<_>>>()
+        })
+    }
+
+    #[cfg(feature = "controls")]
+    async fn dump_all_rows(&self) -> StoreResult<String> {
+        let mut out = String::new();
+        let mut conn = self.pool.acquire().await.map_err(db_err)?;
+        for table in TABLES {
+            let sql = sqlx::AssertSqlSafe(format!("SELECT * FROM {table}"));
+            let rows = sqlx::query(sql)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(db_err)?;
+            for row in &rows {
+                out.push_str(table);
+                for (idx, col) in row.columns().iter().enumerate() {
+                    out.push(' ');
+                    out.push_str(col.name());
+                    out.push('=');
+                    out.push_str(&cell_text(row, idx));
+                }
+                out.push('\n');
+            }
+        }
+        Ok(out)
+    }
+
+    #[cfg(feature = "controls")]
+    async fn raw_execute(&self, sql: &'static str) -> StoreResult<u64> {
+        sqlx::query(sql)
+            .execute(&self.pool)
+            .await
+            .map(|r| r.rows_affected())
+            .map_err(db_err)
+    }
+}
+
+impl Backend {
+    async fn freeze_act(
+        &self,
+        actor: &Actor,
+        machine_id: &str,
+        reason: &str,
+        act: FreezeAct,
+    ) -> StoreResult<()> {
+        let name = match act {
+            FreezeAct::Freeze => "freezing",
+            FreezeAct::Unfreeze => "unfreezing",
+        };
+        transaction!(self, tx => {
+            let machine = lock_machine(&mut tx, machine_id).await?;
+            let allowed = [Role::Author, Role::Publisher, Role::Approver, Role::RecoveryAdmin, Role::Automation];
+            require_role(&mut tx, actor, &allowed, name).await?;
+            let state = if machine.frozen { FreezeState::Frozen } else { FreezeState::Unfrozen };
+            let next = gate::freeze_transition(state, act, actor.role, reason).map_err(|e| refused(name, e.to_string()))?;
+            let now = self.now(&mut tx).await?;
+            append(&mut tx, machine_id, now, Entry::by(actor, if act == FreezeAct::Freeze { "frozen" } else { "unfrozen" })
+                .detail(reason.to_owned())).await?;
+            sqlx::query("UPDATE machines SET frozen = $2 WHERE id = $1")
+                .bind(machine_id)
+                .bind(next == FreezeState::Frozen)
+                .execute(&mut *tx)
+                .await?;
+            Ok(())
+        })
+    }
+}
+
+/// Apply the migrations not yet applied, in version order.
+async fn migrate(pool: &sqlx::Pool<Db>) -> StoreResult<()> {
+    let mut tx = begin(pool).await.map_err(db_err)?;
+    migration_lock(&mut tx).await.map_err(db_err)?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS store_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL)",
+    )
+    .execute(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    for (version, name, sql) in MIGRATIONS {
+        let done = sqlx::query("SELECT version FROM store_migrations WHERE version = $1")
+            .bind(*version)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        if done.is_some() {
+            continue;
+        }
+        sqlx::raw_sql(*sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        sqlx::query("INSERT INTO store_migrations (version, name) VALUES ($1, $2)")
+            .bind(*version)
+            .bind(*name)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+    }
+    let epoch = super::random_128()?;
+    sqlx::query("INSERT INTO installation (id, epoch) VALUES (1, $1) ON CONFLICT (id) DO NOTHING")
+        .bind(epoch.to_vec())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    tx.commit().await.map_err(db_err)
+}

@@ -1,0 +1,644 @@
+//! The controller's store: the contract's transactions (`docs/contract.md` §2–§7),
+//! behind one trait, on PostgreSQL ([`postgres`]) and on an embedded SQLite database
+//! ([`sqlite`]).
+//!
+//! [`Store`] is not a table API. Each method is one act of the contract, run as one
+//! database transaction that takes the locks the contract names, compares what it
+//! must compare, and appends what happened to the machine's timeline (§4.1). The pure
+//! functions in [`crate::contract`] decide; the store reads their inputs under lock
+//! and makes their answers durable.
+//!
+//! Three properties are structural rather than conventions:
+//!
+//! - **No send without a recorded attempt.** [`Store::attempt`] is the only way to
+//!   obtain a [`CommittedAttempt`], and it returns one only after the attempt
+//!   transaction committed (§3.3, §8 invariant 2).
+//! - **Refusals are recorded afterwards.** A refused commitment or attempt rolls
+//!   back, and a second transaction writes the refusal, naming the comparison
+//!   (§3.2, choice §10.30).
+//! - **Only sealed artifacts.** The store takes an artifact as ciphertext plus the
+//!   key coordinates and the configuration digest ([`SealedArtifact`]); plaintext
+//!   never reaches a table (§4.1, §8 invariant 7).
+//!
+//! Revisions come from one counter per machine, advanced under the machine row's lock,
+//! so revision order is commit order within a machine (§4.1).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use crate::attempt::CommittedAttempt;
+use crate::contract::Role;
+use crate::contract::classify::Classification;
+use crate::contract::epoch::Epoch;
+use crate::contract::evidence::{ObservationPurpose, ResponseClass};
+use crate::contract::operation::{ControllerId, OperationState, OwnerToken};
+use crate::contract::plan::{PlanState, SelfApproval};
+use crate::contract::{InstantMs, Revision, SpanMs};
+use crate::digest::Digest;
+
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod common;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+/// Who performs an act: a principal and the role it acts in (§2).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Actor {
+    /// The principal's identifier.
+    pub id: String,
+    /// The role the principal acts in; the store checks the principal holds it.
+    pub role: Role,
+}
+
+impl Actor {
+    /// `id` acting as `role`.
+    #[must_use]
+    pub fn new(id: impl Into<String>, role: Role) -> Self {
+        Self {
+            id: id.into(),
+            role,
+        }
+    }
+}
+
+/// What kind of principal an identity is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PrincipalKind {
+    /// A person.
+    Human,
+    /// An automation token, with the person its issuing record holds responsible
+    /// (`None` when no such record exists, §2).
+    Token {
+        /// The responsible person, if recorded.
+        responsible: Option<String>,
+    },
+}
+
+/// An identity to register, with the roles it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrincipalSpec {
+    /// The identifier.
+    pub id: String,
+    /// Human or token.
+    pub kind: PrincipalKind,
+    /// The roles held. A token never holds approver (§2).
+    pub roles: Vec<Role>,
+}
+
+/// The identity key a machine is recorded under (choice §10.26).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum IdentityKey {
+    /// The SMBIOS UUID.
+    SmbiosUuid(String),
+    /// The Talos node ID, for a machine without a usable SMBIOS UUID.
+    NodeId(String),
+}
+
+/// A machine to add to the inventory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineSpec {
+    /// The machine's identifier.
+    pub id: String,
+    /// Its identity key.
+    pub identity: IdentityKey,
+    /// The Talos cluster ID it belongs to.
+    pub cluster_id: String,
+    /// Its own Talos endpoint, the only route a plan may bind (§3.5).
+    pub endpoint: String,
+    /// The rollout scope it belongs to (limit one, choice §10.5).
+    pub rollout_scope: String,
+    /// The Talos minor version the machine's artifacts are built for, e.g. `1.13`.
+    pub talos_minor: String,
+    /// The digest of the configuration the machine runs when it is handed over; it
+    /// becomes Applied through the inventory's adoption record. `None` leaves the
+    /// machine without an accepted baseline, so no plan can be made for it.
+    pub adopted_digest: Option<Digest>,
+}
+
+/// An encrypted artifact as the store keeps it: never plaintext (§8 invariant 7).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedArtifact {
+    /// The key provider's name.
+    pub key_provider: String,
+    /// The key's identifier, one the provider never reuses.
+    pub key_id: String,
+    /// The key version that sealed it.
+    pub key_version: u64,
+    /// The sealed bytes.
+    pub ciphertext: Vec<u8>,
+    /// The configuration digest of the plaintext, recorded by compilation.
+    pub digest: Digest,
+}
+
+impl fmt::Debug for SealedArtifact {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SealedArtifact")
+            .field("key_provider", &self.key_provider)
+            .field("key_id", &self.key_id)
+            .field("key_version", &self.key_version)
+            .field("ciphertext_len", &self.ciphertext.len())
+            .field("digest", &self.digest)
+            .finish()
+    }
+}
+
+/// How a principal contributed to a release, for the self-approval rule (§2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ContributionKind {
+    /// Wrote a revision the release contains.
+    Authored,
+    /// Published content in it.
+    Published,
+}
+
+/// A release to publish: per-machine sealed artifacts, and who contributed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseSpec {
+    /// The release's identifier.
+    pub id: String,
+    /// One artifact per machine; publishing selects the release as each machine's
+    /// Desired.
+    pub artifacts: Vec<(String, SealedArtifact)>,
+    /// Who authored or published content in it.
+    pub contributions: Vec<(String, ContributionKind)>,
+}
+
+/// What a publisher fixes when making a plan; everything else the plan binds is
+/// read from the database at creation (§2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanSpec {
+    /// The plan's identifier (its idempotency key).
+    pub id: String,
+    /// The target machine.
+    pub machine: String,
+    /// The release to apply; it must be the machine's Desired.
+    pub release: String,
+    /// When the plan expires.
+    pub expires_at: InstantMs,
+    /// How old dispatch evidence may be, counted from when its read started.
+    pub max_evidence_age: SpanMs,
+    /// The transport deadline of each request.
+    pub transport_deadline: SpanMs,
+    /// The verification deadline (at least the transport deadline).
+    pub verification_deadline: SpanMs,
+    /// The attempt budget.
+    pub max_attempts: u32,
+    /// A revert: bind the machine's open drift record and expect its digest.
+    pub revert: bool,
+}
+
+/// What a read of a machine returned; `None` where a value could not be read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservedFacts {
+    /// The SMBIOS UUID the node reported.
+    pub smbios_uuid: Option<String>,
+    /// The Talos node ID the node reported.
+    pub node_id: Option<String>,
+    /// The Talos cluster ID.
+    pub cluster_id: Option<String>,
+    /// The assignment revision the node's labels carry.
+    pub assignment_revision: Option<u64>,
+    /// The running Talos version tag, e.g. `v1.13.6`.
+    pub talos_version: Option<String>,
+    /// The configuration digest read back.
+    pub digest: Option<Digest>,
+    /// The machine-config resource version.
+    pub config_version: Option<u64>,
+    /// The version of the cluster's Talos access configuration the read used.
+    pub access_version: Option<String>,
+}
+
+/// Who an observation is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservationRequest {
+    /// The machine.
+    pub machine: String,
+    /// Why it is taken.
+    pub purpose: ObservationPurpose,
+    /// The plan it is evidence for, if any.
+    pub plan: Option<String>,
+    /// The controller instance taking it.
+    pub controller: ControllerId,
+}
+
+/// An observation whose read has started: its basis is the revision of the
+/// "observation started" entry (§4.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservationTicket {
+    /// The machine.
+    pub machine: String,
+    /// The basis revision.
+    pub basis: Revision,
+}
+
+/// The use-time dependency check of §3.1 item 2: where the Talos access
+/// configuration was read and at which version, and whether the artifact decrypts
+/// with the bound key version. The access value itself is never passed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DependencyCheck {
+    /// The plan it was made for.
+    pub plan: String,
+    /// The controller that made it.
+    pub controller: ControllerId,
+    /// Path of the access configuration in the secret store.
+    pub access_path: String,
+    /// Its version.
+    pub access_version: String,
+    /// Whether the artifact decrypted with the bound key version.
+    pub artifact_decrypts: bool,
+}
+
+/// A successful commitment: the plan's one operation and its owner token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Committed {
+    /// The operation created.
+    pub operation: String,
+    /// The committing controller's token: generation 1 in the present epoch.
+    pub owner: OwnerToken,
+}
+
+/// A §5.2 accounting decision request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountingRequest {
+    /// The operation.
+    pub operation: String,
+    /// The attempt number.
+    pub attempt: u32,
+    /// The deployment's settle floor, kept outside the database.
+    pub settle_floor: SpanMs,
+    /// Why the resource version moved during the settle, if it did.
+    pub explanation: Option<String>,
+}
+
+/// A plan as the store holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanView {
+    /// Identifier.
+    pub id: String,
+    /// Target machine.
+    pub machine: String,
+    /// Plan state (§2).
+    pub state: PlanState,
+    /// Its operation, once committed.
+    pub operation: Option<String>,
+    /// The bound artifact digest.
+    pub artifact_digest: Digest,
+    /// The bound baseline revision.
+    pub baseline_revision: Revision,
+}
+
+/// An operation as the store holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationView {
+    /// Identifier.
+    pub id: String,
+    /// Its plan.
+    pub plan: String,
+    /// Its machine.
+    pub machine: String,
+    /// State (§4).
+    pub state: OperationState,
+    /// The recorded owner.
+    pub owner: OwnerToken,
+    /// Attempts recorded.
+    pub attempts: u32,
+}
+
+/// A machine's three values and scope facts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineView {
+    /// Identifier.
+    pub id: String,
+    /// Desired release.
+    pub desired_release: Option<String>,
+    /// Applied release (`None` after an inventory adoption or before any).
+    pub applied_release: Option<String>,
+    /// Applied digest.
+    pub applied_digest: Option<Digest>,
+    /// Baseline revision: the revision at which Applied last moved.
+    pub baseline_revision: Revision,
+    /// Assignment revision.
+    pub assignment_revision: u64,
+    /// Frozen (§6.2).
+    pub frozen: bool,
+    /// The opening revision of the open drift record, if any.
+    pub open_drift: Option<Revision>,
+    /// The machine's latest timeline revision.
+    pub revision: Revision,
+}
+
+/// One timeline entry (§4.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelineEntry {
+    /// Its revision on the machine's timeline.
+    pub revision: Revision,
+    /// What happened.
+    pub kind: String,
+    /// Store time of the transaction that wrote it.
+    pub at: InstantMs,
+    /// Who: a principal or a controller token.
+    pub actor: String,
+    /// The actor's role, or `controller`.
+    pub actor_role: String,
+    /// The plan concerned.
+    pub plan: Option<String>,
+    /// The operation concerned.
+    pub operation: Option<String>,
+    /// For a refusal: the comparison number (§3.2, §3.3, §11.1).
+    pub comparison: Option<u8>,
+    /// Details (never configuration or secret values).
+    pub detail: String,
+}
+
+/// Why the store did not perform an act.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The §3.2 commitment transaction refused; the refusal is on the timeline.
+    #[error("commitment refused by comparison {comparison}: {reason}")]
+    CommitmentRefused {
+        /// The comparison number, 0–6.
+        comparison: u8,
+        /// Why.
+        reason: String,
+    },
+    /// A §3.3 attempt transaction refused; the refusal is on the timeline.
+    #[error("attempt refused by comparison {comparison}: {reason}")]
+    AttemptRefused {
+        /// The comparison number: 1, 2, 3, 6, 7, 8 or 9.
+        comparison: u8,
+        /// Why.
+        reason: String,
+    },
+    /// A §5.2 accounting decision whose conditions do not hold.
+    #[error("accounting decision refused: {reason}")]
+    AccountingRefused {
+        /// The failing §5.2 condition, `None` for a role or setting refusal.
+        condition: Option<u8>,
+        /// Why.
+        reason: String,
+    },
+    /// The act is not allowed on the recorded facts (role, state, held scope…).
+    #[error("{act} refused: {reason}")]
+    Refused {
+        /// The act.
+        act: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// Something named does not exist.
+    #[error("{what} {id} does not exist")]
+    NotFound {
+        /// What kind of thing.
+        what: &'static str,
+        /// Its identifier.
+        id: String,
+    },
+    /// Something to create exists already.
+    #[error("{what} {id} exists already")]
+    Exists {
+        /// What kind of thing.
+        what: &'static str,
+        /// Its identifier.
+        id: String,
+    },
+    /// The database failed.
+    #[error("database error: {0}")]
+    Database(String),
+}
+
+impl StoreError {
+    /// The comparison number of a commitment or attempt refusal.
+    #[must_use]
+    pub fn comparison(&self) -> Option<u8> {
+        match self {
+            Self::CommitmentRefused { comparison, .. }
+            | Self::AttemptRefused { comparison, .. } => Some(*comparison),
+            _ => None,
+        }
+    }
+}
+
+/// The store's result type.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The contract's transactions (see the module documentation).
+#[async_trait::async_trait]
+pub trait Store: Send + Sync {
+    /// Register an identity with its roles.
+    async fn register_principal(&self, spec: PrincipalSpec) -> StoreResult<()>;
+    /// Add a machine with its identity key (and its handed-over baseline).
+    async fn create_machine(&self, actor: &Actor, spec: MachineSpec) -> StoreResult<()>;
+    /// Publish a release: store its sealed artifacts and select it as each machine's
+    /// Desired.
+    async fn publish_release(&self, actor: &Actor, spec: ReleaseSpec) -> StoreResult<()>;
+    /// Make an immutable plan from the machine's Desired release (§2).
+    async fn create_plan(&self, actor: &Actor, spec: PlanSpec) -> StoreResult<PlanView>;
+    /// Approve a plan (or renew an approval from another epoch); returns the
+    /// self-approval mark recorded with it.
+    async fn approve(&self, actor: &Actor, plan: &str) -> StoreResult<SelfApproval>;
+    /// Revoke a plan's approval; locks the machine row, then the approval.
+    async fn revoke_approval(&self, actor: &Actor, plan: &str) -> StoreResult<()>;
+    /// Revoke an identity (recovery-admin); locks the principal row.
+    async fn revoke_identity(&self, actor: &Actor, principal: &str) -> StoreResult<()>;
+    /// Cancel a plan (its creator, an approver or recovery-admin).
+    async fn cancel_plan(&self, actor: &Actor, plan: &str) -> StoreResult<()>;
+    /// §3.1's quick, non-atomic check that the plan stands and the gate is open.
+    async fn preflight(&self, plan: &str) -> StoreResult<()>;
+    /// Record "observation started"; its revision is the observation's basis.
+    async fn begin_observation(
+        &self,
+        request: ObservationRequest,
+    ) -> StoreResult<ObservationTicket>;
+    /// Record what the observation with this basis read.
+    async fn record_observation(
+        &self,
+        ticket: &ObservationTicket,
+        facts: ObservedFacts,
+    ) -> StoreResult<Revision>;
+    /// Record a use-time dependency check (§3.1 item 2).
+    async fn record_dependency_check(&self, check: DependencyCheck) -> StoreResult<Revision>;
+    /// The §3.2 commitment transaction, comparisons 0–6.
+    async fn commit(&self, plan: &str, controller: ControllerId) -> StoreResult<Committed>;
+    /// A §3.3 attempt transaction: comparisons 1, 2, 3, 6, then 7–9 inside the update
+    /// that records the attempt. Returns the proof that authorises one send.
+    async fn attempt(&self, operation: &str, token: OwnerToken) -> StoreResult<CommittedAttempt>;
+    /// Record the class of an attempt's response (or its transport outcome).
+    async fn record_response(
+        &self,
+        operation: &str,
+        attempt: u32,
+        response: ResponseClass,
+    ) -> StoreResult<OperationState>;
+    /// Take an operation over (§3.4): one update conditioned on the generation.
+    async fn takeover(
+        &self,
+        operation: &str,
+        expected_generation: u64,
+        controller: ControllerId,
+    ) -> StoreResult<OwnerToken>;
+    /// Record a §5.2 accounting decision (recovery-admin) after checking its three
+    /// conditions.
+    async fn record_accounting_decision(
+        &self,
+        actor: &Actor,
+        request: AccountingRequest,
+    ) -> StoreResult<()>;
+    /// Classify the operation from the recorded evidence (§5) and perform the move it
+    /// decides; completed moves Applied and advances the baseline revision.
+    async fn classify(&self, operation: &str, token: OwnerToken) -> StoreResult<Classification>;
+    /// Change a machine's assignment; refused while the scope is held (§8
+    /// invariant 9). Returns the new assignment revision.
+    async fn change_assignment(&self, actor: &Actor, machine: &str) -> StoreResult<u64>;
+    /// Freeze a machine scope (§6.2).
+    async fn freeze(&self, actor: &Actor, machine: &str, reason: &str) -> StoreResult<()>;
+    /// Lift a freeze (§6.2).
+    async fn unfreeze(&self, actor: &Actor, machine: &str, reason: &str) -> StoreResult<()>;
+    /// Enter recovery mode (recovery-admin): a new random epoch, every non-terminal
+    /// operation taken over by `controller` into it, every scope's gate shut (§7.2).
+    async fn enter_recovery(&self, actor: &Actor, controller: ControllerId) -> StoreResult<Epoch>;
+    /// Release a scope in the present epoch (recovery-admin, §7.3 step 7).
+    async fn release_scope(&self, actor: &Actor, machine: &str) -> StoreResult<()>;
+    /// Leave recovery mode once every scope is released (§7.6).
+    async fn leave_recovery(&self, actor: &Actor) -> StoreResult<()>;
+    /// The present recovery epoch.
+    async fn current_epoch(&self) -> StoreResult<Epoch>;
+    /// A plan.
+    async fn plan(&self, plan: &str) -> StoreResult<PlanView>;
+    /// An operation.
+    async fn operation(&self, operation: &str) -> StoreResult<OperationView>;
+    /// Every operation of a machine, oldest first.
+    async fn operations_of(&self, machine: &str) -> StoreResult<Vec<OperationView>>;
+    /// A machine.
+    async fn machine(&self, machine: &str) -> StoreResult<MachineView>;
+    /// A machine's timeline, in revision order.
+    async fn timeline(&self, machine: &str) -> StoreResult<Vec<TimelineEntry>>;
+    /// Every row of every table as text, for tests that search the stored bytes.
+    #[cfg(feature = "controls")]
+    #[doc(hidden)]
+    async fn dump_all_rows(&self) -> StoreResult<String>;
+    /// Run one raw statement, for tests that try what the schema must refuse.
+    #[cfg(feature = "controls")]
+    #[doc(hidden)]
+    async fn raw_execute(&self, sql: &'static str) -> StoreResult<u64>;
+}
+
+/// Guards a test may disable to show what each one prevents. Every guard is on in
+/// [`Guards::default`]; only the `controls` feature lets a store be built otherwise.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Guards {
+    /// Comparison 1 inside the commitment transaction.
+    pub approval_in_transaction: bool,
+    /// Owner, generation and epoch inside the update that records an attempt.
+    pub ownership_fence: bool,
+    /// The machine-scope and rollout-slot unique indexes, and comparisons 4 and 5
+    /// that read them (on a one-machine rollout scope the slot stands for the
+    /// machine scope too).
+    pub scope_index: bool,
+}
+
+impl Default for Guards {
+    fn default() -> Self {
+        Self {
+            approval_in_transaction: true,
+            ownership_fence: true,
+            scope_index: true,
+        }
+    }
+}
+
+/// A point inside a transaction where a test hook runs.
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookPoint {
+    /// The commitment transaction holds the machine row and has read the approval.
+    CommitmentLocked {
+        /// The plan.
+        plan: String,
+        /// The committing controller.
+        controller: ControllerId,
+    },
+    /// The commitment transaction has passed comparisons 0–6 and is about to insert
+    /// the operation.
+    CommitmentChecked {
+        /// The plan.
+        plan: String,
+        /// The committing controller.
+        controller: ControllerId,
+    },
+    /// The attempt transaction holds the machine row and has read the approval.
+    AttemptLocked {
+        /// The operation.
+        operation: String,
+    },
+}
+
+/// A test hook: awaited at each [`HookPoint`].
+#[doc(hidden)]
+pub type Hook = Arc<dyn Fn(HookPoint) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// A clock a test moves by hand.
+#[doc(hidden)]
+#[derive(Debug, Clone, Default)]
+pub struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    /// A clock reading `start`.
+    #[must_use]
+    pub fn starting_at(start: InstantMs) -> Self {
+        Self(Arc::new(AtomicU64::new(start.0)))
+    }
+
+    /// The current reading.
+    #[must_use]
+    pub fn now(&self) -> InstantMs {
+        InstantMs(self.0.load(Ordering::SeqCst))
+    }
+
+    /// Move the clock forward.
+    pub fn advance(&self, span: SpanMs) {
+        self.0.fetch_add(span.0, Ordering::SeqCst);
+    }
+}
+
+/// How a store is built: guards, clock and hooks. Outside tests only the default
+/// exists: every guard on, the database's clock, no hook.
+#[doc(hidden)]
+#[derive(Clone, Default)]
+pub struct Settings {
+    /// The guards.
+    pub guards: Guards,
+    /// A hand-moved clock instead of the database's.
+    pub clock: Option<ManualClock>,
+    /// A hook awaited at each [`HookPoint`].
+    pub hook: Option<Hook>,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("guards", &self.guards)
+            .field("clock", &self.clock)
+            .field("hook", &self.hook.is_some())
+            .finish()
+    }
+}
+
+/// A fresh random 128-bit value from the operating system's secure source.
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "sqlite")),
+    allow(dead_code, reason = "used by the database backends")
+)]
+pub(crate) fn random_128() -> Result<[u8; 16], StoreError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| StoreError::Database(format!("no secure random source: {e}")))?;
+    Ok(bytes)
+}

@@ -1,0 +1,147 @@
+//! The store on PostgreSQL.
+//!
+//! Transactions run at the default isolation (read committed) and rely on row locks:
+//! the machine row `FOR UPDATE` orders everything on a machine and guards its
+//! revision counter (§4.1); commitment and attempt transactions read the approval,
+//! the approver's principal row and the installation row (epoch, recovery mode)
+//! `FOR SHARE`, so a revocation or a recovery-mode entry waits for them or precedes
+//! them. Partial unique indexes hold the machine scope and the rollout slot, and a
+//! unique plan reference holds one operation per plan. A transaction is retried only
+//! when PostgreSQL aborted it for a serialization failure or a deadlock.
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+type Db = sqlx::Postgres;
+type DbRow = sqlx::postgres::PgRow;
+type Backend = PgStore;
+
+macro_rules! for_update {
+    () => {
+        " FOR UPDATE"
+    };
+}
+
+macro_rules! for_share {
+    () => {
+        " FOR SHARE"
+    };
+}
+
+macro_rules! now_sql {
+    () => {
+        "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
+    };
+}
+
+/// The versioned migrations, applied in order on start.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "contract_store",
+    include_str!("../../migrations/postgres/0001_contract_store.sql"),
+)];
+
+/// The controller's store on PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: sqlx::PgPool,
+    settings: Settings,
+}
+
+impl PgStore {
+    /// Connect to `url`, apply pending migrations, and return the store.
+    ///
+    /// # Errors
+    ///
+    /// [`super::StoreError::Database`] when the database cannot be reached or
+    /// migrated.
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        let options: PgConnectOptions = url.parse().map_err(db_err)?;
+        Self::open(options, 8, Settings::default()).await
+    }
+
+    /// Like [`PgStore::connect`], with explicit connection options and pool size.
+    ///
+    /// # Errors
+    ///
+    /// As [`PgStore::connect`].
+    pub async fn connect_with(options: PgConnectOptions, pool_size: u32) -> StoreResult<Self> {
+        Self::open(options, pool_size, Settings::default()).await
+    }
+
+    /// A store with test settings (guards, clock, hooks).
+    ///
+    /// # Errors
+    ///
+    /// As [`PgStore::connect`].
+    #[cfg(feature = "controls")]
+    #[doc(hidden)]
+    pub async fn connect_for_tests(
+        options: PgConnectOptions,
+        pool_size: u32,
+        settings: Settings,
+    ) -> StoreResult<Self> {
+        Self::open(options, pool_size, settings).await
+    }
+
+    async fn open(
+        options: PgConnectOptions,
+        pool_size: u32,
+        settings: Settings,
+    ) -> StoreResult<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(pool_size.max(1))
+            .connect_with(options)
+            .await
+            .map_err(db_err)?;
+        migrate(&pool).await?;
+        if !settings.guards.scope_index {
+            for sql in [
+                "DROP INDEX operations_machine_scope",
+                "DROP INDEX operations_rollout_slot",
+            ] {
+                sqlx::query(sql).execute(&pool).await.map_err(db_err)?;
+            }
+        }
+        Ok(Self { pool, settings })
+    }
+
+    /// The connection pool.
+    #[must_use]
+    pub fn pool(&self) -> &sqlx::PgPool {
+        &self.pool
+    }
+}
+
+async fn begin(pool: &sqlx::PgPool) -> Result<sqlx::Transaction<'static, Db>, sqlx::Error> {
+    pool.begin().await
+}
+
+async fn migration_lock(tx: &mut sqlx::Transaction<'static, Db>) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_advisory_xact_lock(7243110042)")
+        .execute(&mut **tx)
+        .await
+        .map(|_| ())
+}
+
+/// Serialization failures and deadlocks: the aborts PostgreSQL asks us to retry.
+fn retryable(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "40001" || c == "40P01")
+}
+
+/// The comparison a unique-index violation stands for.
+fn unique_comparison(e: &sqlx::Error) -> Option<u8> {
+    let db = e.as_database_error()?;
+    if !db.is_unique_violation() {
+        return None;
+    }
+    match db.constraint()? {
+        "operations_plan_id_key" => Some(0),
+        "operations_machine_scope" => Some(4),
+        "operations_rollout_slot" => Some(5),
+        _ => None,
+    }
+}
+
+include!("body.rs");

@@ -1,0 +1,1427 @@
+//! The store test suite, written once against the `Store` trait and run by
+//! `store_sqlite.rs` and `store_postgres.rs`. Each test builds its own fresh store
+//! through the backend's `make` function.
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "a module shared by test binaries, each using the parts it needs"
+)]
+
+use std::future::Future;
+
+use infra_talos::config_digest;
+use infra_talos::contract::classify::{Classification, UnresolvedReason};
+use infra_talos::contract::evidence::{ObservationPurpose, ResponseClass, TransportOutcome};
+use infra_talos::contract::operation::{ControllerId, OperationState, OwnerToken};
+use infra_talos::contract::plan::{PlanState, SelfApproval, SelfApprovalBasis};
+use infra_talos::contract::{InstantMs, Role, SpanMs};
+use infra_talos::digest::Digest;
+use infra_talos::store::{
+    AccountingRequest, Actor, Committed, ContributionKind, DependencyCheck, Guards, IdentityKey,
+    MachineSpec, ManualClock, ObservationRequest, ObservedFacts, PlanSpec, PrincipalKind,
+    PrincipalSpec, ReleaseSpec, SealedArtifact, Settings, Store, StoreError,
+};
+
+/// A fresh store, its hand-moved clock, and whatever must live as long as it.
+pub struct Env<S> {
+    pub store: S,
+    pub clock: ManualClock,
+    pub keep: Box<dyn Send + Sync>,
+}
+
+/// Build settings with a manual clock and these guards.
+pub fn settings(guards: Guards) -> (Settings, ManualClock) {
+    let clock = ManualClock::starting_at(T0);
+    (
+        Settings {
+            guards,
+            clock: Some(clock.clone()),
+            hook: None,
+        },
+        clock,
+    )
+}
+
+pub const T0: InstantMs = InstantMs(1_800_000_000_000);
+/// Present in every artifact's plaintext, which the store never receives.
+pub const MARKER: &str = "PLAINTEXT-MARKER-7f3a9c";
+
+pub const A: ControllerId = ControllerId(0xa1);
+pub const B: ControllerId = ControllerId(0xb2);
+
+pub fn alice() -> Actor {
+    Actor::new("alice", Role::Publisher)
+}
+pub fn bob() -> Actor {
+    Actor::new("bob", Role::Approver)
+}
+pub fn carol() -> Actor {
+    Actor::new("carol", Role::Approver)
+}
+pub fn root() -> Actor {
+    Actor::new("root", Role::RecoveryAdmin)
+}
+pub fn ann() -> Actor {
+    Actor::new("ann", Role::Author)
+}
+
+pub fn base_digest(machine: &str) -> Digest {
+    config_digest(format!("machine: {machine}\nversion: base\n").as_bytes())
+}
+
+pub fn plaintext(machine: &str, release: &str) -> Vec<u8> {
+    format!("machine: {machine}\nrelease: {release}\nsecret: {MARKER}\n").into_bytes()
+}
+
+/// A stand-in seal: the store only ever sees these bytes.
+pub fn seal(plain: &[u8]) -> Vec<u8> {
+    plain.iter().map(|b| b ^ 0x5a).collect()
+}
+
+pub fn artifact_digest(machine: &str, release: &str) -> Digest {
+    config_digest(&plaintext(machine, release))
+}
+
+pub fn sealed(machine: &str, release: &str) -> SealedArtifact {
+    let plain = plaintext(machine, release);
+    SealedArtifact {
+        key_provider: "transit".into(),
+        key_id: format!("k-{machine}"),
+        key_version: 1,
+        ciphertext: seal(&plain),
+        digest: config_digest(&plain),
+    }
+}
+
+pub fn machine_spec(id: &str, rollout: &str) -> MachineSpec {
+    MachineSpec {
+        id: id.into(),
+        identity: IdentityKey::SmbiosUuid(format!("uuid-{id}")),
+        cluster_id: "cluster-1".into(),
+        endpoint: format!("{id}.nodes:50000"),
+        rollout_scope: rollout.into(),
+        talos_minor: "1.13".into(),
+        adopted_digest: Some(base_digest(id)),
+    }
+}
+
+/// Principals, and machines m1 (rollout r1), m2 (rollout r1), m3 (rollout r3, keyed
+/// by node ID), each with release rel-1 published.
+pub async fn world<S: Store>(s: &S) {
+    let humans: [(&str, &[Role]); 6] = [
+        ("alice", &[Role::Publisher]),
+        ("bob", &[Role::Approver]),
+        ("carol", &[Role::Approver]),
+        ("dave", &[Role::Publisher, Role::Approver]),
+        ("root", &[Role::RecoveryAdmin]),
+        ("ann", &[Role::Author]),
+    ];
+    for (id, roles) in humans {
+        s.register_principal(PrincipalSpec {
+            id: id.into(),
+            kind: PrincipalKind::Human,
+            roles: roles.to_vec(),
+        })
+        .await
+        .unwrap();
+    }
+    s.register_principal(PrincipalSpec {
+        id: "bot".into(),
+        kind: PrincipalKind::Token {
+            responsible: Some("alice".into()),
+        },
+        roles: vec![Role::Automation, Role::Publisher],
+    })
+    .await
+    .unwrap();
+    s.register_principal(PrincipalSpec {
+        id: "orphan".into(),
+        kind: PrincipalKind::Token { responsible: None },
+        roles: vec![Role::Automation, Role::Publisher],
+    })
+    .await
+    .unwrap();
+    s.create_machine(&ann(), machine_spec("m1", "r1"))
+        .await
+        .unwrap();
+    s.create_machine(&ann(), machine_spec("m2", "r1"))
+        .await
+        .unwrap();
+    let mut m3 = machine_spec("m3", "r3");
+    m3.identity = IdentityKey::NodeId("node-m3".into());
+    s.create_machine(&ann(), m3).await.unwrap();
+    publish(s, "rel-1").await;
+}
+
+pub async fn publish<S: Store>(s: &S, release: &str) {
+    s.publish_release(
+        &alice(),
+        ReleaseSpec {
+            id: release.into(),
+            artifacts: ["m1", "m2", "m3"]
+                .iter()
+                .map(|m| ((*m).to_owned(), sealed(m, release)))
+                .collect(),
+            contributions: vec![
+                ("ann".into(), ContributionKind::Authored),
+                ("alice".into(), ContributionKind::Published),
+            ],
+        },
+    )
+    .await
+    .unwrap();
+}
+
+pub fn spec(id: &str, machine: &str, release: &str, now: InstantMs) -> PlanSpec {
+    PlanSpec {
+        id: id.into(),
+        machine: machine.into(),
+        release: release.into(),
+        expires_at: now.plus(SpanMs::from_secs(3600)),
+        max_evidence_age: SpanMs::from_secs(60),
+        transport_deadline: SpanMs::from_secs(5),
+        verification_deadline: SpanMs::from_secs(30),
+        max_attempts: 3,
+        revert: false,
+    }
+}
+
+/// Create plan `id` for `machine` on `release` and have bob approve it.
+pub async fn approved<S: Store>(env: &Env<S>, id: &str, machine: &str, release: &str) {
+    env.store
+        .create_plan(&alice(), spec(id, machine, release, env.clock.now()))
+        .await
+        .unwrap();
+    env.store.approve(&bob(), id).await.unwrap();
+}
+
+/// What a healthy node reports before dispatch.
+pub fn facts(machine: &str, digest: Digest) -> ObservedFacts {
+    let (smbios_uuid, node_id) = if machine == "m3" {
+        (None, Some("node-m3".to_owned()))
+    } else {
+        (
+            Some(format!("uuid-{machine}")),
+            Some(format!("node-{machine}")),
+        )
+    };
+    ObservedFacts {
+        smbios_uuid,
+        node_id,
+        cluster_id: Some("cluster-1".into()),
+        assignment_revision: Some(1),
+        talos_version: Some("v1.13.6".into()),
+        digest: Some(digest),
+        config_version: Some(5),
+        access_version: Some("access-v3".into()),
+    }
+}
+
+/// Take an observation (start, then record) and return its basis.
+pub async fn observe<S: Store>(
+    s: &S,
+    machine: &str,
+    purpose: ObservationPurpose,
+    plan: Option<&str>,
+    controller: ControllerId,
+    read: ObservedFacts,
+) -> u64 {
+    let ticket = s
+        .begin_observation(ObservationRequest {
+            machine: machine.into(),
+            purpose,
+            plan: plan.map(str::to_owned),
+            controller,
+        })
+        .await
+        .unwrap();
+    s.record_observation(&ticket, read).await.unwrap();
+    ticket.basis.0
+}
+
+/// §3.1: evidence and a use-time check for `plan` by `controller`.
+pub async fn evidence<S: Store>(
+    s: &S,
+    plan: &str,
+    machine: &str,
+    controller: ControllerId,
+    read: ObservedFacts,
+) {
+    observe(
+        s,
+        machine,
+        ObservationPurpose::Evidence,
+        Some(plan),
+        controller,
+        read,
+    )
+    .await;
+    s.record_dependency_check(DependencyCheck {
+        plan: plan.into(),
+        controller,
+        access_path: "talos/cluster-1/access".into(),
+        access_version: "access-v3".into(),
+        artifact_decrypts: true,
+    })
+    .await
+    .unwrap();
+}
+
+/// A plan approved with good evidence by `controller`, ready to commit.
+pub async fn ready<S: Store>(env: &Env<S>, id: &str, machine: &str, controller: ControllerId) {
+    approved(env, id, machine, "rel-1").await;
+    evidence(
+        &env.store,
+        id,
+        machine,
+        controller,
+        facts(machine, base_digest(machine)),
+    )
+    .await;
+}
+
+pub async fn refusal_on_timeline<S: Store>(s: &S, machine: &str, kind: &str, comparison: u8) {
+    let timeline = s.timeline(machine).await.unwrap();
+    assert!(
+        timeline
+            .iter()
+            .any(|e| e.kind == kind && e.comparison == Some(comparison)),
+        "no {kind} entry with comparison {comparison}: {timeline:#?}"
+    );
+}
+
+/// Commit and expect a refusal by `comparison`, recorded on the timeline.
+pub async fn refused_by<S: Store>(
+    s: &S,
+    plan: &str,
+    machine: &str,
+    controller: ControllerId,
+    comparison: u8,
+) {
+    let err = s.commit(plan, controller).await.unwrap_err();
+    assert_eq!(err.comparison(), Some(comparison), "{err}");
+    assert!(matches!(err, StoreError::CommitmentRefused { .. }), "{err}");
+    refusal_on_timeline(s, machine, "commitment_refused", comparison).await;
+    assert!(
+        s.operations_of(machine)
+            .await
+            .unwrap()
+            .iter()
+            .all(|o| o.plan != plan),
+        "a refused commitment created an operation"
+    );
+}
+
+fn holding(states: &[OperationState]) -> usize {
+    states.iter().filter(|s| !s.is_terminal()).count()
+}
+
+// ---------------------------------------------------------------------------------
+// The happy path.
+
+pub async fn happy_path<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    s.preflight("p1").await.unwrap();
+    let before = s.machine("m1").await.unwrap();
+    let Committed { operation, owner } = s.commit("p1", A).await.unwrap();
+    assert_eq!(owner.generation, 1);
+    assert_eq!(owner.epoch, s.current_epoch().await.unwrap());
+    assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Committed);
+    let proof = s.attempt(&operation, owner).await.unwrap();
+    assert_eq!(proof.operation_id(), operation);
+    assert_eq!(proof.attempt(), 1);
+    assert_eq!(proof.machine(), "m1");
+    assert_eq!(proof.artifact_digest(), artifact_digest("m1", "rel-1"));
+    assert_eq!(proof.transport_deadline().as_secs(), 5);
+    assert_eq!(
+        s.operation(&operation).await.unwrap().state,
+        OperationState::Sending
+    );
+    let state = s
+        .record_response(&operation, 1, ResponseClass::Accepted)
+        .await
+        .unwrap();
+    assert_eq!(state, OperationState::Verifying);
+    env.clock.advance(SpanMs(500));
+    observe(
+        s,
+        "m1",
+        ObservationPurpose::Completion,
+        None,
+        A,
+        facts("m1", artifact_digest("m1", "rel-1")),
+    )
+    .await;
+    let c = s.classify(&operation, owner).await.unwrap();
+    assert_eq!(c, Classification::Completed);
+    let op = s.operation(&operation).await.unwrap();
+    assert_eq!(op.state, OperationState::Completed);
+    let after = s.machine("m1").await.unwrap();
+    assert_eq!(after.applied_digest, Some(artifact_digest("m1", "rel-1")));
+    assert_eq!(after.applied_release.as_deref(), Some("rel-1"));
+    assert!(after.baseline_revision > before.baseline_revision);
+    // The timeline shows commitment, then attempt, then response, in revision order.
+    let timeline = s.timeline("m1").await.unwrap();
+    let pos = |k: &str| timeline.iter().position(|e| e.kind == k).unwrap();
+    assert!(pos("commitment") < pos("attempt"));
+    assert!(pos("attempt") < pos("response"));
+    let last_applied = timeline
+        .iter()
+        .rposition(|e| e.kind == "applied_changed")
+        .unwrap();
+    assert!(pos("response") < last_applied);
+    let revisions: Vec<u64> = timeline.iter().map(|e| e.revision.0).collect();
+    assert!(
+        revisions.windows(2).all(|w| w[1] == w[0] + 1),
+        "{revisions:?}"
+    );
+    // The scope is free: a fresh plan on the new baseline commits.
+    publish(s, "rel-2").await;
+    approved(&env, "p2", "m1", "rel-2").await;
+    evidence(
+        s,
+        "p2",
+        "m1",
+        A,
+        facts("m1", artifact_digest("m1", "rel-1")),
+    )
+    .await;
+    s.commit("p2", A).await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------
+// Commitment comparisons.
+
+pub async fn c0_plan_committed_twice<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    evidence(s, "p1", "m1", B, facts("m1", base_digest("m1"))).await;
+    s.commit("p1", A).await.unwrap();
+    let err = s.commit("p1", B).await.unwrap_err();
+    assert_eq!(err.comparison(), Some(0), "{err}");
+    refusal_on_timeline(s, "m1", "commitment_refused", 0).await;
+    assert_eq!(s.operations_of("m1").await.unwrap().len(), 1);
+}
+
+pub async fn c1_approval_revoked<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    s.revoke_approval(&carol(), "p1").await.unwrap();
+    assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Revoked);
+    refused_by(s, "p1", "m1", A, 1).await;
+}
+
+pub async fn c1_expired<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    env.clock.advance(SpanMs::from_secs(3600));
+    evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
+    refused_by(s, "p1", "m1", A, 1).await;
+    assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Expired);
+}
+
+pub async fn c1_cancelled<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    s.cancel_plan(&alice(), "p1").await.unwrap();
+    refused_by(s, "p1", "m1", A, 1).await;
+    assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Cancelled);
+}
+
+pub async fn c1_identity_revoked<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    s.revoke_identity(&root(), "bob").await.unwrap();
+    refused_by(s, "p1", "m1", A, 1).await;
+    // A revoked identity approves nothing further.
+    s.create_plan(&alice(), spec("p2", "m1", "rel-1", env.clock.now()))
+        .await
+        .unwrap();
+    assert!(s.approve(&bob(), "p2").await.is_err());
+}
+
+pub async fn c1_foreign_epoch<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    s.enter_recovery(&root(), B).await.unwrap();
+    s.release_scope(&root(), "m1").await.unwrap();
+    let err = s.commit("p1", A).await.unwrap_err();
+    assert_eq!(err.comparison(), Some(1), "{err}");
+    assert!(err.to_string().contains("epoch"), "{err}");
+    // Control: a renewed approval in the present epoch passes comparison 1.
+    s.approve(&carol(), "p1").await.unwrap();
+    s.commit("p1", A).await.unwrap();
+}
+
+pub async fn c2_assignment_changed<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    s.change_assignment(&ann(), "m1").await.unwrap();
+    refused_by(s, "p1", "m1", A, 2).await;
+}
+
+pub async fn c2_desired_moved<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    publish(s, "rel-2").await;
+    refused_by(s, "p1", "m1", A, 2).await;
+}
+
+/// §8 "stale request blocks newer plans": B, planned on the old baseline, fails
+/// comparison 4 while A holds the scope and comparison 2 once A completed.
+pub async fn c2_baseline_moved<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "pa", "m1", A).await;
+    ready(&env, "pb", "m1", A).await;
+    let c = s.commit("pa", A).await.unwrap();
+    refused_by(s, "pb", "m1", A, 4).await;
+    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    s.record_response(&c.operation, 1, ResponseClass::Accepted)
+        .await
+        .unwrap();
+    observe(
+        s,
+        "m1",
+        ObservationPurpose::Completion,
+        None,
+        A,
+        facts("m1", artifact_digest("m1", "rel-1")),
+    )
+    .await;
+    assert_eq!(
+        s.classify(&c.operation, c.owner).await.unwrap(),
+        Classification::Completed
+    );
+    evidence(
+        s,
+        "pb",
+        "m1",
+        A,
+        facts("m1", artifact_digest("m1", "rel-1")),
+    )
+    .await;
+    refused_by(s, "pb", "m1", A, 2).await;
+}
+
+pub async fn c3_evidence_cases<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    // Too old.
+    ready(&env, "p-old", "m1", A).await;
+    env.clock.advance(SpanMs::from_secs(61));
+    refused_by(s, "p-old", "m1", A, 3).await;
+    // From another controller instance.
+    ready(&env, "p-other", "m1", B).await;
+    refused_by(s, "p-other", "m1", A, 3).await;
+    // Wrong SMBIOS UUID.
+    approved(&env, "p-uuid", "m1", "rel-1").await;
+    let mut f = facts("m1", base_digest("m1"));
+    f.smbios_uuid = Some("uuid-somebody-else".into());
+    evidence(s, "p-uuid", "m1", A, f).await;
+    refused_by(s, "p-uuid", "m1", A, 3).await;
+    // Wrong cluster ID.
+    approved(&env, "p-cluster", "m1", "rel-1").await;
+    let mut f = facts("m1", base_digest("m1"));
+    f.cluster_id = Some("cluster-2".into());
+    evidence(s, "p-cluster", "m1", A, f).await;
+    refused_by(s, "p-cluster", "m1", A, 3).await;
+    // A machine keyed by node ID: a wrong node ID, and an SMBIOS UUID where none is
+    // expected.
+    approved(&env, "p-node", "m3", "rel-1").await;
+    let mut f = facts("m3", base_digest("m3"));
+    f.node_id = Some("node-other".into());
+    evidence(s, "p-node", "m3", A, f).await;
+    refused_by(s, "p-node", "m3", A, 3).await;
+    approved(&env, "p-node2", "m3", "rel-1").await;
+    let mut f = facts("m3", base_digest("m3"));
+    f.smbios_uuid = Some("uuid-m3".into());
+    evidence(s, "p-node2", "m3", A, f).await;
+    refused_by(s, "p-node2", "m3", A, 3).await;
+    // Control: the node-ID machine with its own identity commits.
+    ready(&env, "p-node3", "m3", A).await;
+    s.commit("p-node3", A).await.unwrap();
+    // Contradicted by a newer observation.
+    ready(&env, "p-contra", "m1", A).await;
+    let mut f = facts("m1", base_digest("m1"));
+    f.assignment_revision = Some(9);
+    observe(s, "m1", ObservationPurpose::Drift, None, B, f).await;
+    refused_by(s, "p-contra", "m1", A, 3).await;
+    // Control: fresh evidence after it commits.
+    evidence(s, "p-contra", "m1", A, facts("m1", base_digest("m1"))).await;
+    s.commit("p-contra", A).await.unwrap();
+}
+
+/// A digest other than the pre-dispatch one refuses by 3 and runs the drift rules
+/// (§3.2, §6.1): a drift record opens; a revert bound to it commits, completes and
+/// closes it.
+pub async fn c3_wrong_digest_opens_drift<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    approved(&env, "p1", "m1", "rel-1").await;
+    let drifted = config_digest(b"edited out of band\n");
+    evidence(s, "p1", "m1", A, facts("m1", drifted)).await;
+    refused_by(s, "p1", "m1", A, 3).await;
+    assert!(
+        s.machine("m1").await.unwrap().open_drift.is_some(),
+        "the refused evidence opened no drift record"
+    );
+    let mut revert = spec("p-revert", "m1", "rel-1", env.clock.now());
+    revert.revert = true;
+    s.create_plan(&alice(), revert).await.unwrap();
+    s.approve(&bob(), "p-revert").await.unwrap();
+    evidence(s, "p-revert", "m1", A, facts("m1", drifted)).await;
+    let c = s.commit("p-revert", A).await.unwrap();
+    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    s.record_response(&c.operation, 1, ResponseClass::Accepted)
+        .await
+        .unwrap();
+    observe(
+        s,
+        "m1",
+        ObservationPurpose::Completion,
+        None,
+        A,
+        facts("m1", artifact_digest("m1", "rel-1")),
+    )
+    .await;
+    assert_eq!(
+        s.classify(&c.operation, c.owner).await.unwrap(),
+        Classification::Completed
+    );
+    assert_eq!(s.machine("m1").await.unwrap().open_drift, None);
+    assert!(
+        s.timeline("m1")
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| e.kind == "drift_closed")
+    );
+}
+
+/// An open drift record the plan does not bind shuts the gate: comparison 6.
+pub async fn c6_unbound_drift<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    // Evidence from a plan on m2 shows a drifted digest: refused by 3, record opened.
+    approved(&env, "p-m2", "m2", "rel-1").await;
+    let drifted = config_digest(b"hand edit\n");
+    evidence(s, "p-m2", "m2", A, facts("m2", drifted)).await;
+    refused_by(s, "p-m2", "m2", A, 3).await;
+    assert!(s.machine("m2").await.unwrap().open_drift.is_some());
+    // A plan that does not bind the open record, with evidence matching what it
+    // expects: the gate refuses. The revert bound to the record is the control.
+    let mut revert = spec("p-revert", "m2", "rel-1", env.clock.now());
+    revert.revert = true;
+    s.create_plan(&alice(), revert).await.unwrap();
+    s.approve(&bob(), "p-revert").await.unwrap();
+    approved(&env, "p-plain", "m2", "rel-1").await;
+    evidence(s, "p-plain", "m2", A, facts("m2", base_digest("m2"))).await;
+    refused_by(s, "p-plain", "m2", A, 6).await;
+    evidence(s, "p-revert", "m2", A, facts("m2", drifted)).await;
+    s.commit("p-revert", A).await.unwrap();
+}
+
+pub async fn c4_scope_held<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    ready(&env, "p2", "m1", A).await;
+    s.commit("p1", A).await.unwrap();
+    refused_by(s, "p2", "m1", A, 4).await;
+}
+
+pub async fn c5_rollout_slot<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    ready(&env, "p2", "m2", A).await;
+    ready(&env, "p3", "m3", A).await;
+    s.commit("p1", A).await.unwrap();
+    refused_by(s, "p2", "m2", A, 5).await;
+    // Control: another rollout scope is free.
+    s.commit("p3", A).await.unwrap();
+}
+
+pub async fn c6_frozen<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    s.freeze(&ann(), "m1", "maintenance window").await.unwrap();
+    refused_by(s, "p1", "m1", A, 6).await;
+    // Only an approver lifts a freeze; then the same plan commits.
+    assert!(s.unfreeze(&ann(), "m1", "done").await.is_err());
+    s.unfreeze(&bob(), "m1", "done").await.unwrap();
+    s.commit("p1", A).await.unwrap();
+}
+
+/// Recovery mode without a present-epoch release shuts the gate. Approving is
+/// refused on an unreleased scope in recovery mode, so a present-epoch approval
+/// cannot exist there; with comparison 1 switched off (control) comparison 6 is
+/// what refuses, and a release lets the same commitment through.
+pub async fn c6_recovery_without_release<S: Store>(make: impl AsyncFnOnce(Guards) -> Env<S>) {
+    let env = make(Guards {
+        approval_in_transaction: false,
+        ..Guards::default()
+    })
+    .await;
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    s.enter_recovery(&root(), B).await.unwrap();
+    assert!(s.approve(&carol(), "p1").await.is_err());
+    refused_by(s, "p1", "m1", A, 6).await;
+    s.release_scope(&root(), "m1").await.unwrap();
+    s.commit("p1", A).await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------
+// Attempt comparisons, ownership and the fence.
+
+pub async fn attempt_refusals_7<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    evidence(s, "p1", "m1", B, facts("m1", base_digest("m1"))).await;
+    let c = s.commit("p1", A).await.unwrap();
+    // Not the owner.
+    let other = OwnerToken {
+        controller: B,
+        ..c.owner
+    };
+    let err = s.attempt(&c.operation, other).await.unwrap_err();
+    assert_eq!(err.comparison(), Some(7), "{err}");
+    // A token from another epoch.
+    let foreign = OwnerToken {
+        epoch: infra_talos::contract::epoch::Epoch::from_bytes([9; 16]),
+        ..c.owner
+    };
+    let err = s.attempt(&c.operation, foreign).await.unwrap_err();
+    assert_eq!(err.comparison(), Some(7), "{err}");
+    assert!(err.to_string().contains("epoch"), "{err}");
+    // A stale generation.
+    let stale = OwnerToken {
+        generation: 7,
+        ..c.owner
+    };
+    let err = s.attempt(&c.operation, stale).await.unwrap_err();
+    assert_eq!(err.comparison(), Some(7), "{err}");
+    refusal_on_timeline(s, "m1", "attempt_refused", 7).await;
+    // Refusals by 7 only record: the operation is still committed, and its owner
+    // goes through.
+    assert_eq!(
+        s.operation(&c.operation).await.unwrap().state,
+        OperationState::Committed
+    );
+    let timeline = s.timeline("m1").await.unwrap();
+    assert!(!timeline.iter().any(|e| e.kind == "attempt"));
+    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+}
+
+/// §3.4: a takeover bumps the generation and the old owner's attempt is refused.
+/// Control (DS row 008): without the fence the stale owner's attempt is recorded.
+pub async fn takeover_fence<S: Store>(make: impl AsyncFn(Guards) -> Env<S>) {
+    for fenced in [true, false] {
+        let env = make(Guards {
+            ownership_fence: fenced,
+            ..Guards::default()
+        })
+        .await;
+        let s = &env.store;
+        world(s).await;
+        ready(&env, "p1", "m1", A).await;
+        let c = s.commit("p1", A).await.unwrap();
+        let new = s.takeover(&c.operation, 1, B).await.unwrap();
+        assert_eq!(new.generation, 2);
+        assert_eq!(
+            s.operation(&c.operation).await.unwrap().state,
+            OperationState::Unresolved
+        );
+        // A second takeover of generation 1 loses.
+        assert!(s.takeover(&c.operation, 1, B).await.is_err());
+        // The stale executor gathers fresh evidence, so only ownership can stop it.
+        evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
+        let stale = s.attempt(&c.operation, c.owner).await;
+        if fenced {
+            let err = stale.unwrap_err();
+            assert_eq!(err.comparison(), Some(7), "{err}");
+            assert_eq!(s.operation(&c.operation).await.unwrap().attempts, 0);
+        } else {
+            let proof = stale.expect("without the fence the stale owner records an attempt");
+            assert_eq!(proof.attempt(), 1);
+            assert_eq!(s.operation(&c.operation).await.unwrap().attempts, 1);
+        }
+    }
+}
+
+pub async fn attempt_refusals_9<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    // The budget (3) is used up behind the store's back: comparison 9 is the last
+    // check inside the recording update.
+    s.raw_execute("UPDATE operations SET attempts = 3")
+        .await
+        .unwrap();
+    let err = s.attempt(&c.operation, c.owner).await.unwrap_err();
+    assert_eq!(err.comparison(), Some(9), "{err}");
+    refusal_on_timeline(s, "m1", "attempt_refused", 9).await;
+    assert_eq!(
+        s.operation(&c.operation).await.unwrap().state,
+        OperationState::Committed
+    );
+}
+
+/// A transport outcome accounts for nothing; only a §5.2 decision does, and only once
+/// its three conditions hold; a retry classification is undone by a newer fact
+/// (comparison 8).
+pub async fn accounting_and_retry<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    let state = s
+        .record_response(
+            &c.operation,
+            1,
+            ResponseClass::Transport(TransportOutcome::DeadlineExceeded),
+        )
+        .await
+        .unwrap();
+    assert_eq!(state, OperationState::Unresolved);
+    // The node shows the artifact, yet the attempt is unaccounted: no completion.
+    observe(
+        s,
+        "m1",
+        ObservationPurpose::Completion,
+        None,
+        A,
+        facts("m1", artifact_digest("m1", "rel-1")),
+    )
+    .await;
+    let cl = s.classify(&c.operation, c.owner).await.unwrap();
+    assert!(
+        matches!(
+            cl,
+            Classification::Unresolved(UnresolvedReason::UnaccountedAttempts { count: 1 })
+        ),
+        "{cl}"
+    );
+    assert_eq!(
+        s.machine("m1").await.unwrap().applied_digest,
+        Some(base_digest("m1"))
+    );
+    let request = AccountingRequest {
+        operation: c.operation.clone(),
+        attempt: 1,
+        settle_floor: SpanMs::from_secs(30),
+        explanation: None,
+    };
+    // Not recovery-admin.
+    let err = s
+        .record_accounting_decision(&bob(), request.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::AccountingRefused {
+                condition: None,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // Condition 1: the executor was not taken over.
+    let err = s
+        .record_accounting_decision(&root(), request.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::AccountingRefused {
+                condition: Some(1),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let owner = s.takeover(&c.operation, 1, B).await.unwrap();
+    // Condition 2: no read began after the transport deadline (5 s).
+    let err = s
+        .record_accounting_decision(&root(), request.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::AccountingRefused {
+                condition: Some(2),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    env.clock.advance(SpanMs::from_secs(6));
+    observe(
+        s,
+        "m1",
+        ObservationPurpose::Recovery,
+        None,
+        B,
+        facts("m1", base_digest("m1")),
+    )
+    .await;
+    // Condition 2: the settle floor has not passed.
+    let err = s
+        .record_accounting_decision(&root(), request.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::AccountingRefused {
+                condition: Some(2),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    env.clock.advance(SpanMs::from_secs(31));
+    // Condition 3: no recovery observation after the floor.
+    let err = s
+        .record_accounting_decision(&root(), request.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::AccountingRefused {
+                condition: Some(3),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    observe(
+        s,
+        "m1",
+        ObservationPurpose::Recovery,
+        None,
+        B,
+        facts("m1", base_digest("m1")),
+    )
+    .await;
+    s.record_accounting_decision(&root(), request.clone())
+        .await
+        .unwrap();
+    assert!(
+        s.timeline("m1")
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| e.kind == "accounting")
+    );
+    // Only a read begun after the accounting counts for classification (§4.1).
+    observe(
+        s,
+        "m1",
+        ObservationPurpose::Recovery,
+        None,
+        B,
+        facts("m1", base_digest("m1")),
+    )
+    .await;
+    // Accounted, and the node shows the pre-dispatch digest: safe to retry.
+    assert_eq!(
+        s.classify(&c.operation, owner).await.unwrap(),
+        Classification::SafeToRetry
+    );
+    // A late acceptance of attempt 1 lands on the timeline after the classification.
+    s.record_response(&c.operation, 1, ResponseClass::Accepted)
+        .await
+        .unwrap();
+    evidence(s, "p1", "m1", B, facts("m1", base_digest("m1"))).await;
+    let err = s.attempt(&c.operation, owner).await.unwrap_err();
+    assert_eq!(err.comparison(), Some(8), "{err}");
+    refusal_on_timeline(s, "m1", "attempt_refused", 8).await;
+}
+
+/// A retry after a safe-to-retry classification goes through its own attempt
+/// transaction with fresh evidence.
+pub async fn retry_after_classification<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    // Another InvalidArgument: accounts for the attempt, decides nothing.
+    assert_eq!(
+        s.record_response(&c.operation, 1, ResponseClass::OtherRefusal)
+            .await
+            .unwrap(),
+        OperationState::Unresolved
+    );
+    observe(
+        s,
+        "m1",
+        ObservationPurpose::Recovery,
+        None,
+        A,
+        facts("m1", base_digest("m1")),
+    )
+    .await;
+    assert_eq!(
+        s.classify(&c.operation, c.owner).await.unwrap(),
+        Classification::SafeToRetry
+    );
+    // Without fresh evidence the retry is refused by 3 (and, the owner refused by 3,
+    // the operation stays unresolved).
+    let err = s.attempt(&c.operation, c.owner).await.unwrap_err();
+    assert_eq!(err.comparison(), Some(3), "{err}");
+    evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
+    let proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    assert_eq!(proof.attempt(), 2);
+}
+
+/// A freeze after commitment refuses the attempt by 6; the owner's refusal moves
+/// committed → unresolved but not to cancelled, since a gate reopens (choice
+/// §10.30). Once unfrozen, a recovery observation at the pre-dispatch digest makes
+/// it safe to retry, and a retry with fresh evidence is admitted.
+pub async fn attempt_refused_by_gate<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    s.freeze(&ann(), "m1", "incident").await.unwrap();
+    let err = s.attempt(&c.operation, c.owner).await.unwrap_err();
+    assert_eq!(err.comparison(), Some(6), "{err}");
+    refusal_on_timeline(s, "m1", "attempt_refused", 6).await;
+    assert_eq!(
+        s.operation(&c.operation).await.unwrap().state,
+        OperationState::Unresolved
+    );
+    // Frozen, the retry conditions fail: nothing is classified safe to retry.
+    observe(
+        s,
+        "m1",
+        ObservationPurpose::Recovery,
+        None,
+        A,
+        facts("m1", base_digest("m1")),
+    )
+    .await;
+    assert!(matches!(
+        s.classify(&c.operation, c.owner).await.unwrap(),
+        Classification::Unresolved(_)
+    ));
+    s.unfreeze(&bob(), "m1", "incident over").await.unwrap();
+    observe(
+        s,
+        "m1",
+        ObservationPurpose::Recovery,
+        None,
+        A,
+        facts("m1", base_digest("m1")),
+    )
+    .await;
+    assert_eq!(
+        s.classify(&c.operation, c.owner).await.unwrap(),
+        Classification::SafeToRetry
+    );
+    evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
+    let proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    assert_eq!(proof.attempt(), 1);
+}
+
+/// With zero attempts an apply-config operation never completes (§4).
+pub async fn no_completion_without_attempt<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    observe(
+        s,
+        "m1",
+        ObservationPurpose::Completion,
+        None,
+        A,
+        facts("m1", artifact_digest("m1", "rel-1")),
+    )
+    .await;
+    let cl = s.classify(&c.operation, c.owner).await.unwrap();
+    assert_ne!(cl, Classification::Completed);
+    assert_ne!(
+        s.operation(&c.operation).await.unwrap().state,
+        OperationState::Completed
+    );
+    assert_eq!(
+        s.machine("m1").await.unwrap().applied_digest,
+        Some(base_digest("m1"))
+    );
+}
+
+/// §8 scenario "revocation vs. commitment", after commitment and before the
+/// attempt: the attempt is refused by 1, committed → unresolved → cancelled.
+pub async fn revocation_after_commitment<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    s.revoke_approval(&bob(), "p1").await.unwrap();
+    assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Committed);
+    let err = s.attempt(&c.operation, c.owner).await.unwrap_err();
+    assert_eq!(err.comparison(), Some(1), "{err}");
+    assert_eq!(
+        s.operation(&c.operation).await.unwrap().state,
+        OperationState::Cancelled
+    );
+    let kinds: Vec<String> = s
+        .timeline("m1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert!(!kinds.iter().any(|k| k == "attempt"), "{kinds:?}");
+}
+
+/// DS row 006: a revocation after the quick early check and before commitment is
+/// seen inside the transaction. Control: without the in-transaction check the
+/// commitment goes through on a revoked approval.
+pub async fn revocation_after_preflight<S: Store>(make: impl AsyncFn(Guards) -> Env<S>) {
+    for checked in [true, false] {
+        let env = make(Guards {
+            approval_in_transaction: checked,
+            ..Guards::default()
+        })
+        .await;
+        let s = &env.store;
+        world(s).await;
+        ready(&env, "p1", "m1", A).await;
+        s.preflight("p1").await.unwrap();
+        s.revoke_approval(&bob(), "p1").await.unwrap();
+        let result = s.commit("p1", A).await;
+        if checked {
+            assert_eq!(result.unwrap_err().comparison(), Some(1));
+        } else {
+            result.expect("without the in-transaction check the revoked plan commits");
+        }
+    }
+}
+
+/// DS rows 010/011: a second plan for a held machine is refused by the scope index.
+/// Control: without it both commit and two operations hold one machine.
+pub async fn scope_index_control<S: Store>(make: impl AsyncFn(Guards) -> Env<S>) {
+    for indexed in [true, false] {
+        let env = make(Guards {
+            scope_index: indexed,
+            ..Guards::default()
+        })
+        .await;
+        let s = &env.store;
+        world(s).await;
+        ready(&env, "p1", "m1", A).await;
+        ready(&env, "p2", "m1", A).await;
+        s.commit("p1", A).await.unwrap();
+        let second = s.commit("p2", A).await;
+        let states: Vec<OperationState> = s
+            .operations_of("m1")
+            .await
+            .unwrap()
+            .iter()
+            .map(|o| o.state)
+            .collect();
+        if indexed {
+            assert_eq!(second.unwrap_err().comparison(), Some(4));
+            assert_eq!(holding(&states), 1);
+        } else {
+            second.expect("without the scope index both plans commit");
+            assert_eq!(holding(&states), 2, "{states:?}");
+        }
+    }
+}
+
+pub async fn assignment_change_while_held<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    let err = s.change_assignment(&ann(), "m1").await.unwrap_err();
+    assert!(matches!(err, StoreError::Refused { .. }), "{err}");
+    assert_eq!(s.machine("m1").await.unwrap().assignment_revision, 1);
+    // Control: once the operation is final, the assignment may change.
+    s.revoke_approval(&bob(), "p1").await.unwrap();
+    assert!(s.attempt(&c.operation, c.owner).await.is_err());
+    assert_eq!(
+        s.operation(&c.operation).await.unwrap().state,
+        OperationState::Cancelled
+    );
+    assert_eq!(s.change_assignment(&ann(), "m1").await.unwrap(), 2);
+}
+
+pub async fn timeline_is_append_only<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let before = s.timeline("m1").await.unwrap();
+    assert!(
+        s.raw_execute("UPDATE timeline SET detail = 'rewritten'")
+            .await
+            .is_err()
+    );
+    assert!(s.raw_execute("DELETE FROM timeline").await.is_err());
+    assert!(s.raw_execute("DELETE FROM observations").await.is_err());
+    assert!(
+        s.raw_execute("UPDATE observation_starts SET purpose = 'drift'")
+            .await
+            .is_err()
+    );
+    assert_eq!(s.timeline("m1").await.unwrap(), before);
+    // Control: the same kind of statement on a state table goes through.
+    assert!(
+        s.raw_execute("UPDATE machines SET frozen = frozen")
+            .await
+            .unwrap()
+            > 0
+    );
+}
+
+pub async fn no_plaintext_stored<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    s.record_response(&c.operation, 1, ResponseClass::Accepted)
+        .await
+        .unwrap();
+    let dump = s.dump_all_rows().await.unwrap();
+    assert!(!dump.contains(MARKER), "plaintext reached a table");
+    // Control: the dump does see artifact data — the sealed bytes, as hex.
+    let hex: String = seal(&plaintext("m1", "rel-1"))
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert!(dump.contains(&hex), "the dump misses the ciphertext");
+    assert!(dump.contains(&artifact_digest("m1", "rel-1").to_hex()));
+}
+
+pub async fn roles_and_self_approval<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    let now = env.clock.now();
+    s.create_plan(&alice(), spec("p1", "m1", "rel-1", now))
+        .await
+        .unwrap();
+    // Automation and recovery-admin never approve; a publisher does not either.
+    assert!(
+        s.approve(&Actor::new("bot", Role::Automation), "p1")
+            .await
+            .is_err()
+    );
+    assert!(s.approve(&root(), "p1").await.is_err());
+    assert!(
+        s.approve(&Actor::new("alice", Role::Approver), "p1")
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        s.approve(&bob(), "p1").await.unwrap(),
+        SelfApproval::NotSelfApproval
+    );
+    // The approver made the plan.
+    s.create_plan(
+        &Actor::new("dave", Role::Publisher),
+        spec("p2", "m2", "rel-1", now),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.approve(&Actor::new("dave", Role::Approver), "p2")
+            .await
+            .unwrap(),
+        SelfApproval::SelfApproval(SelfApprovalBasis::CreatedPlan)
+    );
+    // The approver authored content in the release.
+    s.register_principal(PrincipalSpec {
+        id: "erin".into(),
+        kind: PrincipalKind::Human,
+        roles: vec![Role::Approver, Role::Author],
+    })
+    .await
+    .unwrap();
+    s.publish_release(
+        &alice(),
+        ReleaseSpec {
+            id: "rel-e".into(),
+            artifacts: vec![("m3".into(), sealed("m3", "rel-e"))],
+            contributions: vec![("erin".into(), ContributionKind::Authored)],
+        },
+    )
+    .await
+    .unwrap();
+    s.create_plan(&alice(), spec("p3", "m3", "rel-e", now))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.approve(&Actor::new("erin", Role::Approver), "p3")
+            .await
+            .unwrap(),
+        SelfApproval::SelfApproval(SelfApprovalBasis::AuthoredContent)
+    );
+    // A token with no responsibility record made the plan: undetermined.
+    s.create_plan(
+        &Actor::new("orphan", Role::Publisher),
+        spec("p4", "m1", "rel-1", now),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.approve(&carol(), "p4").await.unwrap(),
+        SelfApproval::Undetermined
+    );
+    // A token whose responsible person approves.
+    s.register_principal(PrincipalSpec {
+        id: "frank".into(),
+        kind: PrincipalKind::Human,
+        roles: vec![Role::Approver],
+    })
+    .await
+    .unwrap();
+    s.register_principal(PrincipalSpec {
+        id: "bot2".into(),
+        kind: PrincipalKind::Token {
+            responsible: Some("frank".into()),
+        },
+        roles: vec![Role::Publisher],
+    })
+    .await
+    .unwrap();
+    s.create_plan(
+        &Actor::new("bot2", Role::Publisher),
+        spec("p5", "m2", "rel-1", now),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.approve(&Actor::new("frank", Role::Approver), "p5")
+            .await
+            .unwrap(),
+        SelfApproval::SelfApproval(SelfApprovalBasis::ResponsibleForToken)
+    );
+    let timeline = s.timeline("m1").await.unwrap();
+    assert!(
+        timeline
+            .iter()
+            .any(|e| e.kind == "approval" && e.detail.contains("self_approval_undetermined"))
+    );
+}
+
+/// Run every suite test that takes a plain environment.
+pub async fn run_plain<S, F, Fut>(name: &str, make: F)
+where
+    S: Store,
+    F: Fn(Guards) -> Fut,
+    Fut: Future<Output = Env<S>>,
+{
+    let env = make(Guards::default()).await;
+    match name {
+        "happy_path" => happy_path(env).await,
+        "c0_plan_committed_twice" => c0_plan_committed_twice(env).await,
+        "c1_approval_revoked" => c1_approval_revoked(env).await,
+        "c1_expired" => c1_expired(env).await,
+        "c1_cancelled" => c1_cancelled(env).await,
+        "c1_identity_revoked" => c1_identity_revoked(env).await,
+        "c1_foreign_epoch" => c1_foreign_epoch(env).await,
+        "c2_assignment_changed" => c2_assignment_changed(env).await,
+        "c2_desired_moved" => c2_desired_moved(env).await,
+        "c2_baseline_moved" => c2_baseline_moved(env).await,
+        "c3_evidence_cases" => c3_evidence_cases(env).await,
+        "c3_wrong_digest_opens_drift" => c3_wrong_digest_opens_drift(env).await,
+        "c6_unbound_drift" => c6_unbound_drift(env).await,
+        "c4_scope_held" => c4_scope_held(env).await,
+        "c5_rollout_slot" => c5_rollout_slot(env).await,
+        "c6_frozen" => c6_frozen(env).await,
+        "attempt_refusals_7" => attempt_refusals_7(env).await,
+        "attempt_refusals_9" => attempt_refusals_9(env).await,
+        "accounting_and_retry" => accounting_and_retry(env).await,
+        "retry_after_classification" => retry_after_classification(env).await,
+        "no_completion_without_attempt" => no_completion_without_attempt(env).await,
+        "attempt_refused_by_gate" => attempt_refused_by_gate(env).await,
+        "revocation_after_commitment" => revocation_after_commitment(env).await,
+        "assignment_change_while_held" => assignment_change_while_held(env).await,
+        "timeline_is_append_only" => timeline_is_append_only(env).await,
+        "no_plaintext_stored" => no_plaintext_stored(env).await,
+        "roles_and_self_approval" => roles_and_self_approval(env).await,
+        other => panic!("no suite test {other}"),
+    }
+}
+
+/// Declare one `#[tokio::test]` per suite test, each calling `$make`.
+#[macro_export]
+macro_rules! store_suite {
+    ($make:path) => {
+        $crate::store_suite!(@plain $make;
+            happy_path, c0_plan_committed_twice, c1_approval_revoked, c1_expired,
+            c1_cancelled, c1_identity_revoked, c1_foreign_epoch, c2_assignment_changed,
+            c2_desired_moved, c2_baseline_moved, c3_evidence_cases,
+            c3_wrong_digest_opens_drift, c6_unbound_drift, c4_scope_held, c5_rollout_slot,
+            c6_frozen, attempt_refusals_7, attempt_refusals_9, accounting_and_retry,
+            retry_after_classification, no_completion_without_attempt, attempt_refused_by_gate,
+            revocation_after_commitment, assignment_change_while_held,
+            timeline_is_append_only, no_plaintext_stored, roles_and_self_approval);
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn takeover_fence() {
+            if let Some(make) = $make() {
+                store_suite::takeover_fence(async |g| make(g).await).await;
+            }
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn revocation_after_preflight() {
+            if let Some(make) = $make() {
+                store_suite::revocation_after_preflight(async |g| make(g).await).await;
+            }
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn scope_index_control() {
+            if let Some(make) = $make() {
+                store_suite::scope_index_control(async |g| make(g).await).await;
+            }
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn c6_recovery_without_release() {
+            if let Some(make) = $make() {
+                store_suite::c6_recovery_without_release(async |g| make(g).await).await;
+            }
+        }
+    };
+    (@plain $make:path; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                if let Some(make) = $make() {
+                    store_suite::run_plain(stringify!($name), make).await;
+                }
+            }
+        )*
+    };
+}
