@@ -15,6 +15,8 @@ mod api;
 #[cfg(feature = "grpc")]
 pub mod connect;
 #[cfg(feature = "grpc")]
+pub mod controller;
+#[cfg(feature = "grpc")]
 pub mod dispatch;
 #[cfg(feature = "grpc")]
 pub mod observe;

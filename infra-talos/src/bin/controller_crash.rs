@@ -1,0 +1,121 @@
+//! Runs one plan with the executor against an SQLite store file and ends the process
+//! abruptly at a named point of the path, so tests can check what a crash there
+//! leaves behind (contract §5.3).
+//!
+//! Configuration comes from the environment:
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `CRASH_DB` | the SQLite store file |
+//! | `CRASH_TALOSCONFIG` | the talosconfig to reach the node with |
+//! | `CRASH_NODE` | the node's address, `host:port` |
+//! | `CRASH_KEYS` | the local keyring directory |
+//! | `CRASH_SEALED` | a JSON file holding the plan's sealed artifact |
+//! | `CRASH_PLAN`, `CRASH_MACHINE` | the plan and its machine |
+//! | `CRASH_CONTROLLER` | this instance's identifier, hexadecimal |
+//! | `CRASH_POINT` | where to end: `before-commitment`, `committed`, `attempt-recorded`, `response-received`, `completion-observed` |
+//!
+//! The process exits with [`CRASH_EXIT`] at the point, 0 when the plan ran to an
+//! end without reaching it, and 1 on any error.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use infra_core::SystemClock;
+use infra_talos::contract::SpanMs;
+use infra_talos::contract::operation::ControllerId;
+use infra_talos::controller::{
+    ArtifactShelf, Executor, ExecutorSettings, Interruption, InterruptionHook, MachineRoute,
+    TalosconfigConnector,
+};
+use infra_talos::keys::{LocalKeyring, SealedArtifact};
+use infra_talos::store::sqlite::SqliteStore;
+use infra_talos::{ConnectOptions, NodeAddress};
+
+/// The exit code at the named point.
+const CRASH_EXIT: i32 = 70;
+
+fn var(name: &str) -> Result<String, String> {
+    std::env::var(name).map_err(|_| format!("{name} is not set"))
+}
+
+async fn run() -> Result<(), String> {
+    let point = Interruption::from_name(&var("CRASH_POINT")?)
+        .ok_or_else(|| "CRASH_POINT names no interruption point".to_owned())?;
+    let controller = u128::from_str_radix(&var("CRASH_CONTROLLER")?, 16)
+        .map_err(|e| format!("CRASH_CONTROLLER: {e}"))?;
+    let machine = var("CRASH_MACHINE")?;
+    let store = SqliteStore::open(&PathBuf::from(var("CRASH_DB")?))
+        .await
+        .map_err(|e| e.to_string())?;
+    let connector = TalosconfigConnector::load(
+        &PathBuf::from(var("CRASH_TALOSCONFIG")?),
+        ConnectOptions {
+            connect_timeout: Duration::from_secs(2),
+            call_deadline: Duration::from_secs(2),
+            tls_server_name: None,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    connector.add_machine(
+        machine.clone(),
+        MachineRoute {
+            endpoint: NodeAddress::parse(&var("CRASH_NODE")?).map_err(|e| e.to_string())?,
+            assignment_revision: Some(1),
+        },
+    );
+    let keys = LocalKeyring::open(var("CRASH_KEYS")?).map_err(|e| e.to_string())?;
+    let sealed: SealedArtifact = serde_json::from_slice(
+        &std::fs::read(var("CRASH_SEALED")?).map_err(|e| format!("CRASH_SEALED: {e}"))?,
+    )
+    .map_err(|e| format!("CRASH_SEALED: {e}"))?;
+    let shelf = ArtifactShelf::new();
+    shelf.put(machine, sealed);
+    let hook: InterruptionHook = Arc::new(move |reached| {
+        if reached == point {
+            std::process::exit(CRASH_EXIT);
+        }
+        Box::pin(async {})
+    });
+    let executor = Executor::new(
+        ControllerId(controller),
+        Arc::new(store),
+        Arc::new(connector),
+        Arc::new(keys),
+        Arc::new(shelf),
+        Arc::new(SystemClock::new()),
+        ExecutorSettings {
+            settle_floor: SpanMs::from_secs(30),
+            max_transport_deadline: SpanMs::from_secs(10),
+        },
+    )
+    .map_err(|e| e.to_string())?
+    .with_interruptions(hook);
+    executor
+        .run_plan(&var("CRASH_PLAN")?)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("controller_crash: no runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("controller_crash: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! How the executor reaches a machine: a read-only observation client, the dispatch
+//! client, and the facts about its access that evidence records.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use crate::connect::{ConnectOptions, NodeAddress, NodeChannel};
+use crate::dispatch::DispatchClient;
+use crate::observe::ObservationClient;
+use crate::talosconfig::{Credentials, TalosConfig};
+
+use super::ExecutorError;
+
+/// Where the Talos access configuration used for a machine lives, and which version
+/// of it was read (§3.1 item 2). Never the value itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessVersion {
+    /// Where the access configuration is kept.
+    pub path: String,
+    /// The version read.
+    pub version: String,
+}
+
+/// The two clients for one machine, and the access version they were made from.
+#[derive(Debug, Clone)]
+pub struct MachineClients {
+    /// The read-only client.
+    pub observer: ObservationClient,
+    /// The only client that sends `ApplyConfiguration`, and only under a committed
+    /// attempt.
+    pub dispatcher: DispatchClient,
+    /// The access configuration the clients were built from.
+    pub access: AccessVersion,
+}
+
+/// Reaches machines. A trait so tests can point the executor at simulated nodes.
+#[async_trait::async_trait]
+pub trait Connector: Send + Sync {
+    /// The machines this controller manages; [`super::Executor::start`] looks at
+    /// their operations.
+    fn machines(&self) -> Vec<String>;
+
+    /// Clients for `machine`, reaching it at its own endpoint.
+    async fn connect(&self, machine: &str) -> Result<MachineClients, ExecutorError>;
+
+    /// The assignment revision the machine carries, as far as it can be read: the
+    /// Talos API the observation client speaks does not carry it, so a connector
+    /// supplies it (`None` when it cannot be read, which proves nothing).
+    async fn assignment_revision(&self, machine: &str) -> Option<u64>;
+}
+
+/// One managed machine: its own endpoint and the assignment revision its labels
+/// carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachineRoute {
+    /// The machine's own Talos endpoint (§3.5).
+    pub endpoint: NodeAddress,
+    /// The assignment revision the node carries, if known.
+    pub assignment_revision: Option<u64>,
+}
+
+/// A [`Connector`] built from a talosconfig file: every machine is reached at its
+/// own endpoint with the context's `os:admin` credentials. The access version is a
+/// digest of the file, so a changed file shows as a new version.
+pub struct TalosconfigConnector {
+    path: PathBuf,
+    credentials: Credentials,
+    version: String,
+    options: ConnectOptions,
+    routes: RwLock<BTreeMap<String, MachineRoute>>,
+}
+
+impl std::fmt::Debug for TalosconfigConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TalosconfigConnector")
+            .field("path", &self.path)
+            .field("version", &self.version)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TalosconfigConnector {
+    /// Loads the talosconfig at `path` and uses its current context.
+    ///
+    /// # Errors
+    ///
+    /// [`ExecutorError::Access`] when the file cannot be read or holds no usable
+    /// `os:admin` context.
+    pub fn load(path: &Path, options: ConnectOptions) -> Result<Self, ExecutorError> {
+        let text = std::fs::read(path)
+            .map_err(|e| ExecutorError::Access(format!("cannot read the talosconfig: {e}")))?;
+        let version = format!("sha256:{}", &crate::config_digest(&text).to_hex()[..16]);
+        drop(text);
+        let config = TalosConfig::load(path).map_err(|e| ExecutorError::Access(e.to_string()))?;
+        let credentials = config
+            .context(None)
+            .and_then(|context| context.admin_credentials())
+            .map_err(|e| ExecutorError::Access(e.to_string()))?;
+        Ok(Self {
+            path: path.to_owned(),
+            credentials,
+            version,
+            options,
+            routes: RwLock::new(BTreeMap::new()),
+        })
+    }
+
+    /// Manages `machine`, reached at `route`.
+    pub fn add_machine(&self, machine: impl Into<String>, route: MachineRoute) {
+        self.routes
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(machine.into(), route);
+    }
+
+    fn route(&self, machine: &str) -> Option<MachineRoute> {
+        self.routes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(machine)
+            .cloned()
+    }
+}
+
+#[async_trait::async_trait]
+impl Connector for TalosconfigConnector {
+    fn machines(&self) -> Vec<String> {
+        self.routes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    async fn connect(&self, machine: &str) -> Result<MachineClients, ExecutorError> {
+        let route = self
+            .route(machine)
+            .ok_or_else(|| ExecutorError::Access(format!("machine {machine} is not managed")))?;
+        let channel = NodeChannel::open(&self.credentials, &route.endpoint, &self.options)
+            .await
+            .map_err(|e| ExecutorError::Access(e.to_string()))?;
+        Ok(MachineClients {
+            observer: ObservationClient::new(&channel),
+            dispatcher: DispatchClient::new(&channel),
+            access: AccessVersion {
+                path: self.path.display().to_string(),
+                version: self.version.clone(),
+            },
+        })
+    }
+
+    async fn assignment_revision(&self, machine: &str) -> Option<u64> {
+        self.route(machine).and_then(|r| r.assignment_revision)
+    }
+}
+
+/// Shared connectors are connectors.
+#[async_trait::async_trait]
+impl<C: Connector + ?Sized> Connector for Arc<C> {
+    fn machines(&self) -> Vec<String> {
+        (**self).machines()
+    }
+
+    async fn connect(&self, machine: &str) -> Result<MachineClients, ExecutorError> {
+        (**self).connect(machine).await
+    }
+
+    async fn assignment_revision(&self, machine: &str) -> Option<u64> {
+        (**self).assignment_revision(machine).await
+    }
+}

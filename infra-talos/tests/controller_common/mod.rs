@@ -1,0 +1,331 @@
+//! What the executor tests share: a SQLite store on a hand-moved clock, a local
+//! keyring, a simulated worker reached over real gRPC with mutual TLS, and a plan
+//! approved for it.
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "a module shared by test binaries, each using the parts it needs"
+)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use infra_core::Clock;
+use infra_talos::contract::operation::ControllerId;
+use infra_talos::contract::{InstantMs, Role, SpanMs};
+use infra_talos::controller::{
+    ArtifactShelf, Executor, ExecutorSettings, MachineRoute, TalosconfigConnector,
+};
+use infra_talos::keys::{self, KeyProvider, LocalKeyring};
+use infra_talos::store::sqlite::SqliteStore;
+use infra_talos::store::{
+    Actor, ContributionKind, IdentityKey, MachineSpec, ManualClock, PlanSpec, PrincipalKind,
+    PrincipalSpec, ReleaseSpec, SealedArtifact, Settings, Store, TimelineEntry,
+};
+use infra_talos::{ConnectOptions, NodeAddress, config_digest};
+use infra_testkit::talos::{NodeFacts, TalosSim};
+use tempfile::TempDir;
+
+/// Where the hand-moved clock starts.
+pub const T0: InstantMs = InstantMs(1_800_000_000_000);
+/// Part of every artifact's plaintext; it must never reach the store.
+pub const MARKER: &str = "SECRET-VALUE-5d1e8b";
+/// The machine.
+pub const MACHINE: &str = "m1";
+/// The transport deadline plans bind.
+pub const TRANSPORT: SpanMs = SpanMs(1500);
+/// The settle floor.
+pub const FLOOR: SpanMs = SpanMs::from_secs(30);
+
+pub fn publisher() -> Actor {
+    Actor::new("alice", Role::Publisher)
+}
+pub fn approver() -> Actor {
+    Actor::new("bob", Role::Approver)
+}
+pub fn admin() -> Actor {
+    Actor::new("root", Role::RecoveryAdmin)
+}
+pub fn author() -> Actor {
+    Actor::new("ann", Role::Author)
+}
+
+/// The executor's clock and the store's are one: time read in store milliseconds,
+/// and a sleep moves the store's clock.
+#[derive(Debug, Clone)]
+pub struct LinkedClock(pub ManualClock);
+
+#[async_trait::async_trait]
+impl Clock for LinkedClock {
+    fn now(&self) -> Duration {
+        Duration::from_millis(self.0.now().0)
+    }
+
+    async fn sleep(&self, duration: Duration) {
+        self.0.advance(SpanMs(
+            u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+        ));
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The configuration the node runs before any plan.
+pub fn base_config() -> Vec<u8> {
+    b"version: v1alpha1\nmachine:\n  type: worker\n  install:\n    disk: /dev/sda\n".to_vec()
+}
+
+/// The artifact of `release`.
+pub fn artifact(release: &str) -> Vec<u8> {
+    format!(
+        "version: v1alpha1\nmachine:\n  type: worker\n  token: {MARKER}\n  install:\n    disk: /dev/sda\n# {release}\n"
+    )
+    .into_bytes()
+}
+
+/// The simulated worker's facts.
+pub fn node_facts() -> NodeFacts {
+    NodeFacts {
+        talos_version: "v1.13.2".to_owned(),
+        config: base_config(),
+        ..NodeFacts::default()
+    }
+}
+
+/// The store form of a sealed artifact: ciphertext and coordinates, never plaintext.
+pub fn stored(sealed: &keys::SealedArtifact) -> SealedArtifact {
+    SealedArtifact {
+        key_provider: sealed.binding.provider.clone(),
+        key_id: sealed.binding.key_identity.clone(),
+        key_version: u64::from(sealed.binding.version),
+        ciphertext: sealed.ciphertext.clone(),
+        digest: sealed.digest,
+    }
+}
+
+/// Everything a test needs.
+pub struct World {
+    pub store: Arc<SqliteStore>,
+    pub clock: ManualClock,
+    pub sim: Arc<TalosSim>,
+    pub keyring: Arc<LocalKeyring>,
+    pub shelf: Arc<ArtifactShelf>,
+    pub connector: Arc<TalosconfigConnector>,
+    pub talosconfig: PathBuf,
+    pub db: PathBuf,
+    pub dir: TempDir,
+}
+
+pub fn connect_options() -> ConnectOptions {
+    ConnectOptions {
+        connect_timeout: Duration::from_secs(2),
+        call_deadline: Duration::from_secs(2),
+        tls_server_name: None,
+    }
+}
+
+/// A connector to `sim` from the talosconfig at `path`, managing [`MACHINE`].
+pub fn connector(sim: &TalosSim, path: &Path) -> Arc<TalosconfigConnector> {
+    let connector = TalosconfigConnector::load(path, connect_options()).expect("talosconfig");
+    connector.add_machine(
+        MACHINE,
+        MachineRoute {
+            endpoint: NodeAddress::parse(&sim.node_address()).expect("address"),
+            assignment_revision: Some(1),
+        },
+    );
+    Arc::new(connector)
+}
+
+/// Opens the store file at `path` on a hand-moved clock starting at `start`.
+pub async fn open_store(path: &Path, start: InstantMs) -> (Arc<SqliteStore>, ManualClock) {
+    let clock = ManualClock::starting_at(start);
+    (open_store_on(path, &clock).await, clock)
+}
+
+/// Opens the store file at `path` on `clock`.
+pub async fn open_store_on(path: &Path, clock: &ManualClock) -> Arc<SqliteStore> {
+    let store = SqliteStore::open_for_tests(
+        Some(path),
+        Settings {
+            clock: Some(clock.clone()),
+            ..Settings::default()
+        },
+    )
+    .await
+    .expect("store");
+    Arc::new(store)
+}
+
+impl World {
+    /// A world with a plan `plan` approved for release `rel-1`.
+    pub async fn new() -> World {
+        Self::with_sim(TalosSim::builder().facts(node_facts())).await
+    }
+
+    pub async fn with_sim(builder: infra_testkit::talos::TalosSimBuilder) -> World {
+        let clock = ManualClock::starting_at(T0);
+        let sim = builder
+            .clock(Arc::new(LinkedClock(clock.clone())))
+            .start()
+            .await
+            .expect("simulator");
+        let sim = Arc::new(sim);
+        let dir = tempfile::tempdir().expect("dir");
+        let db = dir.path().join("controller.db");
+        let store = open_store_on(&db, &clock).await;
+        let keyring = Arc::new(LocalKeyring::open(dir.path().join("keys")).expect("keyring"));
+        keyring.create_key("artifacts").expect("key");
+        let talosconfig = sim
+            .write_talosconfig(dir.path(), &sim.pki().admin_client().expect("client"))
+            .expect("talosconfig");
+        let connector = connector(&sim, &talosconfig);
+        let world = World {
+            store,
+            clock,
+            sim,
+            keyring,
+            shelf: Arc::new(ArtifactShelf::new()),
+            connector,
+            talosconfig,
+            db,
+            dir,
+        };
+        world.inventory().await;
+        world
+    }
+
+    async fn inventory(&self) {
+        let s = &self.store;
+        let people: [(&str, Role); 4] = [
+            ("alice", Role::Publisher),
+            ("bob", Role::Approver),
+            ("root", Role::RecoveryAdmin),
+            ("ann", Role::Author),
+        ];
+        for (id, role) in people {
+            s.register_principal(PrincipalSpec {
+                id: id.into(),
+                kind: PrincipalKind::Human,
+                roles: vec![role],
+            })
+            .await
+            .expect("principal");
+        }
+        let facts = self.sim.facts();
+        s.create_machine(
+            &author(),
+            MachineSpec {
+                id: MACHINE.into(),
+                identity: IdentityKey::SmbiosUuid(facts.smbios_uuid.clone()),
+                cluster_id: facts.cluster_id.clone(),
+                endpoint: self.sim.node_address(),
+                rollout_scope: "workers".into(),
+                talos_minor: "1.13".into(),
+                adopted_digest: Some(config_digest(&facts.config)),
+            },
+        )
+        .await
+        .expect("machine");
+    }
+
+    /// Seals and publishes `release` for the machine.
+    pub async fn publish(&self, release: &str) {
+        let sealed = self
+            .keyring
+            .seal("artifacts", &artifact(release))
+            .await
+            .expect("seal");
+        self.shelf.put(MACHINE, sealed.clone());
+        self.store
+            .publish_release(
+                &publisher(),
+                ReleaseSpec {
+                    id: release.into(),
+                    artifacts: vec![(MACHINE.into(), stored(&sealed))],
+                    contributions: vec![("ann".into(), ContributionKind::Authored)],
+                },
+            )
+            .await
+            .expect("publish");
+    }
+
+    /// Publishes `release` and makes and approves plan `plan` for it.
+    pub async fn approved_plan(&self, plan: &str, release: &str, max_attempts: u32) {
+        self.publish(release).await;
+        self.store
+            .create_plan(
+                &publisher(),
+                PlanSpec {
+                    id: plan.into(),
+                    machine: MACHINE.into(),
+                    release: release.into(),
+                    expires_at: self.clock.now().plus(SpanMs::from_secs(3600)),
+                    max_evidence_age: SpanMs::from_secs(60),
+                    transport_deadline: TRANSPORT,
+                    verification_deadline: SpanMs::from_secs(60),
+                    max_attempts,
+                    revert: false,
+                },
+            )
+            .await
+            .expect("plan");
+        self.store
+            .approve(&approver(), plan)
+            .await
+            .expect("approve");
+    }
+
+    /// An executor for controller instance `id`.
+    pub fn executor(&self, id: u128) -> Executor {
+        self.executor_on(id, self.store.clone(), &self.clock)
+    }
+
+    /// An executor for controller instance `id` on `store` and `clock`.
+    pub fn executor_on(&self, id: u128, store: Arc<SqliteStore>, clock: &ManualClock) -> Executor {
+        Executor::new(
+            ControllerId(id),
+            store,
+            self.connector.clone(),
+            self.keyring.clone() as Arc<dyn KeyProvider>,
+            self.shelf.clone(),
+            Arc::new(LinkedClock(clock.clone())),
+            ExecutorSettings {
+                settle_floor: FLOOR,
+                max_transport_deadline: SpanMs::from_secs(10),
+            },
+        )
+        .expect("executor")
+    }
+
+    /// The sealed artifact of the machine's only published release.
+    pub async fn shelf_artifact(&self) -> keys::SealedArtifact {
+        let plan = self.store.plan("p1").await.expect("plan p1");
+        use infra_talos::controller::ArtifactSource as _;
+        self.shelf.sealed_artifact(&plan).await.expect("sealed")
+    }
+
+    pub async fn timeline(&self) -> Vec<TimelineEntry> {
+        self.store.timeline(MACHINE).await.expect("timeline")
+    }
+
+    pub fn applies(&self) -> usize {
+        self.sim.apply_requests().len()
+    }
+
+    /// The store's bytes hold no plaintext marker.
+    pub async fn no_plaintext_stored(&self) {
+        let rows = self.store.dump_all_rows().await.expect("rows");
+        assert!(!rows.contains(MARKER), "plaintext reached the store");
+    }
+
+    /// Stops the simulator.
+    pub async fn stop(self) {
+        let World { sim, store, .. } = self;
+        store.pool().close().await;
+        if let Ok(sim) = Arc::try_unwrap(sim) {
+            sim.shutdown().await.expect("simulator stops");
+        }
+    }
+}
