@@ -563,6 +563,57 @@ async fn a_change_recorded_for_approval_is_not_attempted_and_not_a_failure() {
     );
 }
 
+/// The small fleet with the instance one size up: a change that forces a replace, and
+/// instances may share a name, so the new one is created before the old one goes.
+fn small_resized() -> Fleet {
+    let mut f = Fleet::builder("gates");
+    let here = AwsRegion::EuWest3;
+    let group = f.declare(here, "web", web_group());
+    f.declare(
+        here,
+        "app",
+        AwsInstance::new(Image::Latest, InstanceType::T3(BurstableSize::Small), group),
+    );
+    f.declare(here, "gates-assets", ObjectStore::new());
+    f.build().unwrap()
+}
+
+#[tokio::test]
+async fn a_create_whose_answer_was_lost_is_found_not_left_behind() {
+    let (cloud, engine, _store, _fleet) = applied(31).await;
+    let instances = |cloud: &SimCloud| {
+        cloud
+            .calls()
+            .iter()
+            .filter(|c| c.op == Op::Create && c.kind == Some("awsInstance"))
+            .count()
+    };
+    let before = instances(&cloud);
+    // The replace's create lands, but its answer never arrives.
+    cloud.lose_response_nth_matching(
+        infra_testkit::sim::CallFilter::op(Op::Create).kind("awsInstance"),
+        1,
+    );
+    let outcome = engine
+        .apply(&small_resized().plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(outcome.result.is_success(), "{:#?}", outcome.result);
+    assert_eq!(instances(&cloud) - before, 1, "created once, not again");
+    let app: Vec<_> = cloud
+        .calls()
+        .iter()
+        .filter(|c| c.op == Op::Delete && c.name.as_deref() == Some("app"))
+        .map(|c| c.outcome)
+        .collect();
+    assert_eq!(app.len(), 1, "the old instance is deleted once: {app:?}");
+    let again = engine
+        .plan(&small_resized().plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(!again.has_changes(), "{}", again.render());
+}
+
 #[tokio::test]
 async fn discover_rebuilds_a_lost_ledger_from_markers_and_only_from_them() {
     let (cloud, _, store, fleet) = applied(12).await;

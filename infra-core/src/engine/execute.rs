@@ -542,8 +542,17 @@ impl Engine {
                     };
                     let settled_spec =
                         SettledSpec::erased(kind, &*settled, spec.0.settled_json_fn());
-                    match backend
-                        .create(kind, &region, &name, settled_spec, marker)
+                    // The resource this one replaces, if any: a create that may have
+                    // landed is looked for among the others of its name.
+                    let replaced = existing.as_ref().map(|s| s.handle.as_str());
+                    match self
+                        .create_or_find(
+                            &*backend,
+                            (kind, &region, &name),
+                            settled_spec,
+                            marker,
+                            replaced,
+                        )
                         .await
                     {
                         Ok(sighting) => Done::Built {
@@ -610,8 +619,14 @@ impl Engine {
                     {
                         return Done::Failed(Step::Replace, e);
                     }
-                    let created = match backend
-                        .create(kind, &region, &name, settled_spec, marker)
+                    let created = match self
+                        .create_or_find(
+                            &*backend,
+                            (kind, &region, &name),
+                            settled_spec,
+                            marker,
+                            Some(&sighting.handle),
+                        )
                         .await
                     {
                         Ok(s) => s.without_marker(),
@@ -667,6 +682,53 @@ impl Engine {
     }
 
     /// Deletes a resource after reading its marker again.
+    /// Creates a resource. When the create fails in a way that may have reached the
+    /// provider (a lost response, a timeout), looks for it before calling it failed: a
+    /// resource of that name, carrying this fleet's marker, other than `replaced` (the
+    /// one a create-first replace is about to delete), is the one this call made. Without
+    /// the look, a landed create would be left behind unrecorded — for a kind whose names
+    /// may repeat, as a twin of the resource it was meant to replace.
+    async fn create_or_find(
+        &self,
+        backend: &dyn Backend,
+        (kind, region, name): (&'static str, &str, &str),
+        spec: SettledSpec<'_>,
+        marker: &Marker,
+        replaced: Option<&str>,
+    ) -> Result<Sighting, BackendError> {
+        let error = match backend.create(kind, region, name, spec, marker).await {
+            Ok(sighting) => return Ok(sighting),
+            Err(e) if !e.may_have_been_sent => return Err(e),
+            Err(e) => e,
+        };
+        let (clock, retry) = (&*self.clock, self.retry);
+        let Ok(listed) = with_retries(clock, retry, true, || backend.list(kind, region)).await
+        else {
+            return Err(error);
+        };
+        for candidate in listed
+            .iter()
+            .filter(|l| l.name == name && Some(l.handle.as_str()) != replaced)
+        {
+            let ours = with_retries(clock, retry, true, || {
+                backend.ownership(kind, region, &candidate.handle)
+            })
+            .await
+            .is_ok_and(|tags| matches!(marker.verdict(&tags), Ownership::Ours));
+            if !ours {
+                continue;
+            }
+            if let Ok(sighting) = with_retries(clock, retry, true, || {
+                backend.read(kind, region, &candidate.handle)
+            })
+            .await
+            {
+                return Ok(sighting);
+            }
+        }
+        Err(error)
+    }
+
     async fn delete_owned(
         &self,
         backend: &dyn Backend,
