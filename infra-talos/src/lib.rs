@@ -6,12 +6,16 @@ pub mod attempt;
 pub mod digest;
 pub mod keys;
 pub mod observation;
-pub mod store;
 #[cfg(feature = "grpc")]
 mod redact;
+pub mod store;
 
 #[cfg(feature = "grpc")]
 mod api;
+#[cfg(feature = "grpc")]
+pub mod backend;
+#[cfg(feature = "cli")]
+pub mod cli;
 #[cfg(feature = "grpc")]
 pub mod connect;
 #[cfg(feature = "grpc")]

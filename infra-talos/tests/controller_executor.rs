@@ -71,13 +71,9 @@ async fn paced(executor: &Executor, operation: &str, deadline: InstantMs) {
     }
 }
 
-fn attempt_time(timeline: &[infra_talos::store::TimelineEntry], n: usize) -> InstantMs {
-    timeline
-        .iter()
-        .filter(|e| e.kind == "attempt")
-        .nth(n)
-        .expect("attempt entry")
-        .at
+/// When attempt `n` (from 0) of `operation` was recorded.
+async fn attempt_time(w: &World, operation: &str, n: usize) -> InstantMs {
+    w.store.attempts(operation).await.expect("attempts")[n].at
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,13 +137,24 @@ async fn happy_path_sends_once_after_the_attempt_is_recorded() {
 async fn validation_rejection_is_rejected_and_frees_the_scope() {
     let w = World::new().await;
     w.approved_plan("p1", "rel-1", 3).await;
-    w.sim.fail_next_apply(ApplyFault::InvalidArgument(
-        "1 error occurred: bad disk".into(),
-    ));
+    w.sim.fail_next_apply(ApplyFault::InvalidArgument(format!(
+        "1 error occurred: bad token \"{MARKER}\""
+    )));
     let a = w.executor(A);
 
     let out = a.run_plan("p1").await.expect("run");
     assert_eq!(out.state, OperationState::Rejected);
+    // The node's message is kept as the dispatch client redacted it.
+    let attempts = w.store.attempts(&out.operation).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert!(attempts[0].accounted());
+    let text = attempts[0].response_text.as_deref().expect("message kept");
+    assert!(text.starts_with("1 error occurred: bad token"), "{text}");
+    assert!(
+        text.contains("<redacted>") && !text.contains(MARKER),
+        "{text}"
+    );
+    w.no_plaintext_stored().await;
     assert_eq!(w.applies(), 1, "a rejection is never retried");
     assert_eq!(w.sim.config(), base_config());
     let machine = w.store.machine(MACHINE).await.unwrap();
@@ -193,7 +200,7 @@ async fn lost_response_waits_for_accounting_then_completes() {
 
     // The owner's recovery observations: the first just after the transport
     // deadline, the next a settle floor later. They settle nothing.
-    let deadline = attempt_time(&w.timeline().await, 0).plus(TRANSPORT);
+    let deadline = attempt_time(&w, &op, 0).await.plus(TRANSPORT);
     let first = a.recovery_observation(&op).await.unwrap();
     assert_eq!(first.started_at, deadline.plus(SpanMs(1)));
     let second = a.recovery_observation(&op).await.unwrap();
@@ -215,7 +222,18 @@ async fn lost_response_waits_for_accounting_then_completes() {
     // recovery-admin has another instance take over, which observes until the
     // decision holds.
     let b = w.executor(B);
-    b.take_over(&op).await.unwrap();
+    assert!(matches!(
+        b.take_over_at_request(&op, &approver()).await,
+        Err(ExecutorError::Store(StoreError::Refused { .. }))
+    ));
+    b.take_over_at_request(&op, &admin()).await.unwrap();
+    let takeover = w
+        .timeline()
+        .await
+        .into_iter()
+        .find(|e| e.kind == "takeover")
+        .expect("takeover recorded");
+    assert_eq!(takeover.requested_by.as_deref(), Some("root"));
     assert!(matches!(
         a.recovery_observation(&op).await,
         Err(ExecutorError::NotOwner { .. })
@@ -253,7 +271,7 @@ async fn held_request_landing_late_completes_after_accounting() {
     assert_eq!(outcomes.len(), 1);
     assert!(outcomes[0].awaits_accounting(), "{outcomes:?}");
     observe_until_decided(&w, &b, &op).await;
-    let deadline = attempt_time(&w.timeline().await, 0).plus(TRANSPORT);
+    let deadline = attempt_time(&w, &op, 0).await.plus(TRANSPORT);
     paced(&b, &op, deadline).await;
     let out = b.after_accounting(&op).await.unwrap();
     assert_eq!(out.state, OperationState::Completed);
@@ -440,7 +458,6 @@ async fn a_settle_floor_under_thirty_seconds_is_refused() {
         w.store.clone(),
         w.connector.clone(),
         w.keyring.clone(),
-        w.shelf.clone(),
         Arc::new(LinkedClock(w.clock.clone())),
         ExecutorSettings {
             settle_floor: SpanMs::from_secs(29),
@@ -461,7 +478,7 @@ async fn recovery_observations_wait_for_the_transport_deadline() {
     let op = out.operation;
     let before = w.clock.now();
     let read = a.recovery_observation(&op).await.unwrap();
-    let deadline = attempt_time(&w.timeline().await, 0).plus(TRANSPORT);
+    let deadline = attempt_time(&w, &op, 0).await.plus(TRANSPORT);
     assert!(before < deadline, "the test starts before the deadline");
     assert!(read.started_at > deadline);
     let purposes: Vec<_> = w
@@ -472,5 +489,34 @@ async fn recovery_observations_wait_for_the_transport_deadline() {
         .map(|e| e.at)
         .collect();
     assert_eq!(purposes, vec![read.started_at]);
+    w.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_above_the_maximum_transport_deadline_is_not_run() {
+    let w = World::new().await;
+    w.approved_plan("p1", "rel-1", 3).await;
+    assert_eq!(
+        w.store.plan("p1").await.unwrap().transport_deadline,
+        TRANSPORT
+    );
+    let strict = Executor::new(
+        ControllerId(A),
+        w.store.clone(),
+        w.connector.clone(),
+        w.keyring.clone(),
+        Arc::new(LinkedClock(w.clock.clone())),
+        ExecutorSettings {
+            settle_floor: FLOOR,
+            max_transport_deadline: SpanMs(TRANSPORT.0 - 1),
+        },
+    )
+    .unwrap();
+    assert!(matches!(
+        strict.run_plan("p1").await,
+        Err(ExecutorError::Settings(_))
+    ));
+    assert_eq!(w.store.plan("p1").await.unwrap().operation, None);
+    assert_eq!(w.applies(), 0);
     w.stop().await;
 }

@@ -23,9 +23,6 @@ const SECOND: u128 = 0x2222;
 
 /// Runs the controller process for plan `p1` until it ends at `point`.
 async fn crash_at(w: &World, point: Interruption) {
-    let sealed = w.shelf_artifact().await;
-    let sealed_path = w.dir.path().join("sealed.json");
-    std::fs::write(&sealed_path, serde_json::to_vec(&sealed).unwrap()).unwrap();
     // The file is the controller's alone while it runs.
     w.store.pool().close().await;
     let mut child = Command::new(env!("CARGO_BIN_EXE_controller_crash"))
@@ -33,7 +30,6 @@ async fn crash_at(w: &World, point: Interruption) {
         .env("CRASH_TALOSCONFIG", &w.talosconfig)
         .env("CRASH_NODE", w.sim.node_address())
         .env("CRASH_KEYS", w.dir.path().join("keys"))
-        .env("CRASH_SEALED", &sealed_path)
         .env("CRASH_PLAN", "p1")
         .env("CRASH_MACHINE", MACHINE)
         .env("CRASH_CONTROLLER", format!("{FIRST:x}"))

@@ -599,3 +599,57 @@ async fn database_clock_happy_path() {
     again.pool().close().await;
     drop(schema);
 }
+
+/// A schema at version 1 migrates to version 2 with its data intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrates_version_one_to_two() {
+    let Some(url) = database_url() else { return };
+    let (schema, options) = schema(&url).await;
+    let (settings, clock) = settings(Guards::default());
+    let store = PgStore::connect_at_version_for_tests(options.clone(), 2, settings.clone(), 1)
+        .await
+        .unwrap();
+    let old = Env {
+        store,
+        clock: clock.clone(),
+        keep: Box::new(()),
+    };
+    let before = fill_version_one(&old).await;
+    let versions = sqlx::query_scalar::<_, i64>("SELECT version FROM store_migrations")
+        .fetch_all(old.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(versions, [1]);
+    old.store.pool().close().await;
+    drop(old);
+    let store = PgStore::connect_for_tests(options, 2, settings)
+        .await
+        .unwrap();
+    let versions =
+        sqlx::query_scalar::<_, i64>("SELECT version FROM store_migrations ORDER BY version")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(versions, [1, 2]);
+    check_version_two(&store, &clock, before).await;
+    store.pool().close().await;
+    drop(schema);
+}
+
+/// On PostgreSQL without a hand-moved clock, the store's time is the database's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn now_is_the_database_clock() {
+    let Some(url) = database_url() else { return };
+    let (schema, options) = schema(&url).await;
+    let store = PgStore::connect_with(options, 2).await.unwrap();
+    let row: (i64,) =
+        sqlx::query_as("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    let now = store.now().await.unwrap();
+    let db = u64::try_from(row.0).unwrap();
+    assert!(now.0 >= db && now.0 < db + 60_000, "{now} against {db}");
+    store.pool().close().await;
+    drop(schema);
+}

@@ -60,6 +60,40 @@ async fn file_bytes_hold_no_plaintext() {
     assert!(bytes.windows(sealed.len()).any(|w| w == sealed.as_slice()));
 }
 
+/// A database file at schema version 1 migrates to version 2 with its data intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrates_version_one_to_two() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let (settings, clock) = settings(Guards::default());
+    let store = SqliteStore::open_at_version_for_tests(Some(&path), settings.clone(), 1)
+        .await
+        .unwrap();
+    let old = Env {
+        store,
+        clock: clock.clone(),
+        keep: Box::new(()),
+    };
+    let before = fill_version_one(&old).await;
+    let versions = sqlx::query_scalar::<_, i64>("SELECT version FROM store_migrations")
+        .fetch_all(old.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(versions, [1]);
+    old.store.pool().close().await;
+    drop(old);
+    let store = SqliteStore::open_for_tests(Some(&path), settings)
+        .await
+        .unwrap();
+    let versions =
+        sqlx::query_scalar::<_, i64>("SELECT version FROM store_migrations ORDER BY version")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(versions, [1, 2]);
+    check_version_two(&store, &clock, before).await;
+}
+
 #[derive(Debug, Clone)]
 enum Act {
     Plan(usize),

@@ -10,7 +10,6 @@
 //! | `CRASH_TALOSCONFIG` | the talosconfig to reach the node with |
 //! | `CRASH_NODE` | the node's address, `host:port` |
 //! | `CRASH_KEYS` | the local keyring directory |
-//! | `CRASH_SEALED` | a JSON file holding the plan's sealed artifact |
 //! | `CRASH_PLAN`, `CRASH_MACHINE` | the plan and its machine |
 //! | `CRASH_CONTROLLER` | this instance's identifier, hexadecimal |
 //! | `CRASH_POINT` | where to end: `before-commitment`, `committed`, `attempt-recorded`, `response-received`, `completion-observed` |
@@ -27,10 +26,9 @@ use infra_core::SystemClock;
 use infra_talos::contract::SpanMs;
 use infra_talos::contract::operation::ControllerId;
 use infra_talos::controller::{
-    ArtifactShelf, Executor, ExecutorSettings, Interruption, InterruptionHook, MachineRoute,
-    TalosconfigConnector,
+    Executor, ExecutorSettings, Interruption, InterruptionHook, MachineRoute, TalosconfigConnector,
 };
-use infra_talos::keys::{LocalKeyring, SealedArtifact};
+use infra_talos::keys::LocalKeyring;
 use infra_talos::store::sqlite::SqliteStore;
 use infra_talos::{ConnectOptions, NodeAddress};
 
@@ -60,19 +58,13 @@ async fn run() -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     connector.add_machine(
-        machine.clone(),
+        machine,
         MachineRoute {
             endpoint: NodeAddress::parse(&var("CRASH_NODE")?).map_err(|e| e.to_string())?,
             assignment_revision: Some(1),
         },
     );
     let keys = LocalKeyring::open(var("CRASH_KEYS")?).map_err(|e| e.to_string())?;
-    let sealed: SealedArtifact = serde_json::from_slice(
-        &std::fs::read(var("CRASH_SEALED")?).map_err(|e| format!("CRASH_SEALED: {e}"))?,
-    )
-    .map_err(|e| format!("CRASH_SEALED: {e}"))?;
-    let shelf = ArtifactShelf::new();
-    shelf.put(machine, sealed);
     let hook: InterruptionHook = Arc::new(move |reached| {
         if reached == point {
             std::process::exit(CRASH_EXIT);
@@ -84,7 +76,6 @@ async fn run() -> Result<(), String> {
         Arc::new(store),
         Arc::new(connector),
         Arc::new(keys),
-        Arc::new(shelf),
         Arc::new(SystemClock::new()),
         ExecutorSettings {
             settle_floor: SpanMs::from_secs(30),

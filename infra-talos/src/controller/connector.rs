@@ -8,6 +8,7 @@ use std::sync::{Arc, RwLock};
 use crate::connect::{ConnectOptions, NodeAddress, NodeChannel};
 use crate::dispatch::DispatchClient;
 use crate::observe::ObservationClient;
+use crate::store::MachineView;
 use crate::talosconfig::{Credentials, TalosConfig};
 
 use super::ExecutorError;
@@ -37,12 +38,9 @@ pub struct MachineClients {
 /// Reaches machines. A trait so tests can point the executor at simulated nodes.
 #[async_trait::async_trait]
 pub trait Connector: Send + Sync {
-    /// The machines this controller manages; [`super::Executor::start`] looks at
-    /// their operations.
-    fn machines(&self) -> Vec<String>;
-
-    /// Clients for `machine`, reaching it at its own endpoint.
-    async fn connect(&self, machine: &str) -> Result<MachineClients, ExecutorError>;
+    /// Clients for `machine`, reaching it at its own endpoint as the store records
+    /// it.
+    async fn connect(&self, machine: &MachineView) -> Result<MachineClients, ExecutorError>;
 
     /// The assignment revision the machine carries, as far as it can be read: the
     /// Talos API the observation client speaks does not carry it, so a connector
@@ -50,18 +48,20 @@ pub trait Connector: Send + Sync {
     async fn assignment_revision(&self, machine: &str) -> Option<u64>;
 }
 
-/// One managed machine: its own endpoint and the assignment revision its labels
-/// carry.
+/// What a connector knows of one machine beyond the store: where to reach its own
+/// endpoint from here, and the assignment revision its labels carry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineRoute {
-    /// The machine's own Talos endpoint (§3.5).
+    /// The address to reach the machine's own Talos endpoint (§3.5) at, where it
+    /// differs from the endpoint the store records (a forwarded port, say).
     pub endpoint: NodeAddress,
     /// The assignment revision the node carries, if known.
     pub assignment_revision: Option<u64>,
 }
 
 /// A [`Connector`] built from a talosconfig file: every machine is reached at its
-/// own endpoint with the context's `os:admin` credentials. The access version is a
+/// own endpoint (the store's record, unless a route was added for it) with the
+/// context's `os:admin` credentials. The access version is a
 /// digest of the file, so a changed file shows as a new version.
 pub struct TalosconfigConnector {
     path: PathBuf,
@@ -107,7 +107,7 @@ impl TalosconfigConnector {
         })
     }
 
-    /// Manages `machine`, reached at `route`.
+    /// Reaches `machine` at `route` and reads its assignment revision from it.
     pub fn add_machine(&self, machine: impl Into<String>, route: MachineRoute) {
         self.routes
             .write()
@@ -126,20 +126,14 @@ impl TalosconfigConnector {
 
 #[async_trait::async_trait]
 impl Connector for TalosconfigConnector {
-    fn machines(&self) -> Vec<String> {
-        self.routes
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect()
-    }
-
-    async fn connect(&self, machine: &str) -> Result<MachineClients, ExecutorError> {
-        let route = self
-            .route(machine)
-            .ok_or_else(|| ExecutorError::Access(format!("machine {machine} is not managed")))?;
-        let channel = NodeChannel::open(&self.credentials, &route.endpoint, &self.options)
+    async fn connect(&self, machine: &MachineView) -> Result<MachineClients, ExecutorError> {
+        let endpoint = match self.route(&machine.id) {
+            Some(route) => route.endpoint,
+            None => NodeAddress::parse(&machine.endpoint).map_err(|e| {
+                ExecutorError::Access(format!("the endpoint of machine {}: {e}", machine.id))
+            })?,
+        };
+        let channel = NodeChannel::open(&self.credentials, &endpoint, &self.options)
             .await
             .map_err(|e| ExecutorError::Access(e.to_string()))?;
         Ok(MachineClients {
@@ -160,11 +154,7 @@ impl Connector for TalosconfigConnector {
 /// Shared connectors are connectors.
 #[async_trait::async_trait]
 impl<C: Connector + ?Sized> Connector for Arc<C> {
-    fn machines(&self) -> Vec<String> {
-        (**self).machines()
-    }
-
-    async fn connect(&self, machine: &str) -> Result<MachineClients, ExecutorError> {
+    async fn connect(&self, machine: &MachineView) -> Result<MachineClients, ExecutorError> {
         (**self).connect(machine).await
     }
 

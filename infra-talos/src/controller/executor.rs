@@ -1,7 +1,6 @@
 //! The executor itself (see the module documentation of [`super`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use infra_core::Clock;
@@ -14,14 +13,11 @@ use crate::contract::{InstantMs, Revision, SpanMs};
 use crate::dispatch::{self, ApplyResponse, Delivery};
 use crate::keys::{KeyProvider, SealedArtifact};
 use crate::store::{
-    DependencyCheck, ObservationRequest, ObservedFacts, OperationView, PlanView, Store, StoreError,
-    TimelineEntry,
+    Actor, AttemptView, DependencyCheck, ObservationRequest, ObservationView, ObservedFacts,
+    OperationView, PlanView, Store, StoreError,
 };
 
-use super::timeline;
-use super::{
-    ArtifactSource, Connector, ExecutorError, Interruption, InterruptionHook, MachineClients,
-};
+use super::{Connector, ExecutorError, Interruption, InterruptionHook, MachineClients};
 
 /// How many moves one pass over an operation makes at most before it hands back what
 /// it reached (each move is a store transaction or a read).
@@ -37,9 +33,8 @@ const EARLY_READ_LIMIT: usize = 8;
 pub struct ExecutorSettings {
     /// The settle floor: at least 30 s.
     pub settle_floor: SpanMs,
-    /// The deployment's maximum transport deadline; no plan may exceed it. It stands
-    /// for an attempt's transport deadline when this instance did not make the
-    /// attempt itself, which only ever delays a recovery observation.
+    /// The deployment's maximum transport deadline: the executor runs no plan that
+    /// binds a longer one.
     pub max_transport_deadline: SpanMs,
 }
 
@@ -106,10 +101,8 @@ pub struct Executor {
     store: Arc<dyn Store>,
     connector: Arc<dyn Connector>,
     keys: Arc<dyn KeyProvider>,
-    artifacts: Arc<dyn ArtifactSource>,
     clock: Arc<dyn Clock>,
     settings: ExecutorSettings,
-    spans: Mutex<HashMap<(String, u32), SpanMs>>,
     hook: Option<InterruptionHook>,
 }
 
@@ -123,7 +116,8 @@ impl std::fmt::Debug for Executor {
 }
 
 impl Executor {
-    /// An executor for controller instance `id`.
+    /// An executor for controller instance `id` that opens each plan's sealed
+    /// artifact from the store alone ([`Store::sealed_artifact`]).
     ///
     /// # Errors
     ///
@@ -134,7 +128,6 @@ impl Executor {
         store: Arc<dyn Store>,
         connector: Arc<dyn Connector>,
         keys: Arc<dyn KeyProvider>,
-        artifacts: Arc<dyn ArtifactSource>,
         clock: Arc<dyn Clock>,
         settings: ExecutorSettings,
     ) -> Result<Self, ExecutorError> {
@@ -154,10 +147,8 @@ impl Executor {
             store,
             connector,
             keys,
-            artifacts,
             clock,
             settings,
-            spans: Mutex::new(HashMap::new()),
             hook: None,
         })
     }
@@ -189,12 +180,19 @@ impl Executor {
     /// # Errors
     ///
     /// A refused pre-check or commitment ([`ExecutorError::Store`]; nothing was
-    /// sent), a failed use-time check, an unreachable store. A refused attempt is not
-    /// an error: the [`Outcome`] carries it.
+    /// sent), a plan binding a transport deadline above the deployment's maximum
+    /// ([`ExecutorError::Settings`]), a failed use-time check, an unreachable store.
+    /// A refused attempt is not an error: the [`Outcome`] carries it.
     pub async fn run_plan(&self, plan_id: &str) -> Result<Outcome, ExecutorError> {
         self.store.preflight(plan_id).await?;
         let plan = self.store.plan(plan_id).await?;
-        let clients = self.connector.connect(&plan.machine).await?;
+        if plan.transport_deadline > self.settings.max_transport_deadline {
+            return Err(ExecutorError::Settings(format!(
+                "plan {} binds a transport deadline of {}, above the deployment's maximum of {}",
+                plan.id, plan.transport_deadline, self.settings.max_transport_deadline
+            )));
+        }
+        let clients = self.connect(&plan.machine).await?;
         let sealed = self.sealed(&plan).await?;
         self.gather_evidence(&plan, &clients, &sealed).await?;
         self.pause(Interruption::BeforeCommitment).await;
@@ -218,50 +216,71 @@ impl Executor {
         self.advance(&plan, &clients, committed.owner, out).await
     }
 
-    /// Takes over every non-terminal operation of the managed machines that another
+    /// Takes over every non-terminal operation the store holds that another
     /// instance owns, then resumes each (§3.4, §5.3). Takeovers happen here and at
-    /// recovery-admin's request ([`Executor::take_over`]), never on a timer.
+    /// recovery-admin's request ([`Executor::take_over_at_request`]), never on a
+    /// timer.
     ///
     /// # Errors
     ///
     /// A store or access failure.
     pub async fn start(&self) -> Result<Vec<Outcome>, ExecutorError> {
         let mut outcomes = Vec::new();
-        for machine in self.connector.machines() {
-            for view in self.store.operations_of(&machine).await? {
-                if view.state.is_terminal() {
-                    continue;
+        for view in self.store.open_operations().await? {
+            let token = if view.owner.controller == self.id {
+                view.owner
+            } else {
+                match self
+                    .store
+                    .takeover(&view.id, view.owner.generation, self.id)
+                    .await
+                {
+                    Ok(token) => token,
+                    // Another instance won this generation, or the operation ended
+                    // meanwhile.
+                    Err(StoreError::Refused { .. }) => continue,
+                    Err(e) => return Err(e.into()),
                 }
-                let token = if view.owner.controller == self.id {
-                    view.owner
-                } else {
-                    match self
-                        .store
-                        .takeover(&view.id, view.owner.generation, self.id)
-                        .await
-                    {
-                        Ok(token) => token,
-                        // Another instance won this generation.
-                        Err(StoreError::Refused { .. }) => continue,
-                        Err(e) => return Err(e.into()),
-                    }
-                };
-                outcomes.push(self.resume_with(&view.id, token).await?);
-            }
+            };
+            outcomes.push(self.resume_with(&view.id, token).await?);
         }
         Ok(outcomes)
     }
 
-    /// Takes `operation` over at recovery-admin's request (§3.4).
+    /// Takes `operation` over (§3.4) without naming who asked.
     ///
     /// # Errors
     ///
     /// The store's refusal, e.g. when another takeover won the generation.
     pub async fn take_over(&self, operation: &str) -> Result<OwnerToken, ExecutorError> {
+        self.take_over_requested(operation, None).await
+    }
+
+    /// Takes `operation` over at `requested_by`'s request (recovery-admin, §3.4);
+    /// the store records who asked.
+    ///
+    /// # Errors
+    ///
+    /// The store's refusal: the principal does not hold recovery-admin, or another
+    /// takeover won the generation.
+    pub async fn take_over_at_request(
+        &self,
+        operation: &str,
+        requested_by: &Actor,
+    ) -> Result<OwnerToken, ExecutorError> {
+        self.take_over_requested(operation, Some(requested_by))
+            .await
+    }
+
+    async fn take_over_requested(
+        &self,
+        operation: &str,
+        requested_by: Option<&Actor>,
+    ) -> Result<OwnerToken, ExecutorError> {
         let view = self.store.operation(operation).await?;
         Ok(self
             .store
-            .takeover(operation, view.owner.generation, self.id)
+            .takeover_requested(operation, view.owner.generation, self.id, requested_by)
             .await?)
     }
 
@@ -302,36 +321,40 @@ impl Executor {
         let view = self.store.operation(operation).await?;
         self.owned(&view)?;
         let plan = self.store.plan(&view.plan).await?;
-        let clients = self.connector.connect(&view.machine).await?;
-        let mut entries = self.store.timeline(&view.machine).await?;
-        let due = self.recovery_due(&entries, operation);
-        let mut now = timeline::latest_time(&entries);
+        let clients = self.connect(&view.machine).await?;
+        let due = self.recovery_due(operation, &view.machine).await?;
         for _ in 0..EARLY_READ_LIMIT {
+            let now = self.store.now().await?;
             if due > now {
                 self.clock.sleep(Duration::from_millis(due.0 - now.0)).await;
+                continue;
             }
             let ticket = self
                 .store
                 .begin_observation(self.request(&plan, ObservationPurpose::Recovery))
                 .await?;
-            entries = self.store.timeline(&view.machine).await?;
-            let started = entry_time(&entries, ticket.basis);
+            let started = self
+                .observation(&view.machine, ticket.basis)
+                .await?
+                .map_or(InstantMs(0), |o| o.started_at);
             if started < due {
                 // Early by the store's clock: this read is never made nor recorded,
                 // so it counts for nothing.
-                now = started;
                 continue;
             }
             let facts = self.read(&view.machine, &clients).await;
-            let recorded = self
-                .store
+            self.store
                 .record_observation(&ticket, facts.clone())
                 .await?;
-            entries = self.store.timeline(&view.machine).await?;
+            let recorded_at = self
+                .observation(&view.machine, ticket.basis)
+                .await?
+                .and_then(|o| o.recorded_at)
+                .unwrap_or(started);
             return Ok(RecoveryRead {
                 basis: ticket.basis,
                 started_at: started,
-                recorded_at: entry_time(&entries, recorded),
+                recorded_at,
                 digest: facts.digest.map(|d| d.to_hex()),
                 config_version: facts.config_version,
             });
@@ -354,11 +377,12 @@ impl Executor {
     ) -> Result<Vec<RecoveryRead>, ExecutorError> {
         let mut taken = Vec::new();
         for _ in 0..limit {
-            let view = self.store.operation(operation).await?;
-            let entries = self.store.timeline(&view.machine).await?;
-            if timeline::attempts(&entries, operation)
+            if self
+                .store
+                .attempts(operation)
+                .await?
                 .iter()
-                .all(timeline::AttemptEntry::accounted)
+                .all(AttemptView::accounted)
             {
                 break;
             }
@@ -378,19 +402,26 @@ impl Executor {
         operation: &str,
     ) -> Result<Vec<RecoveryRead>, ExecutorError> {
         let view = self.store.operation(operation).await?;
-        let entries = self.store.timeline(&view.machine).await?;
-        let since = timeline::attempts(&entries, operation)
+        let since = self
+            .store
+            .attempts(operation)
+            .await?
             .first()
             .map_or(Revision(0), |a| a.revision);
-        Ok(timeline::observations(&entries)
+        Ok(self
+            .store
+            .observations(&view.machine)
+            .await?
             .into_iter()
             .filter(|o| o.purpose == ObservationPurpose::Recovery && o.basis > since)
-            .map(|o| RecoveryRead {
-                basis: o.basis,
-                started_at: o.started_at,
-                recorded_at: o.recorded_at,
-                digest: o.digest,
-                config_version: o.config_version,
+            .filter_map(|o| {
+                Some(RecoveryRead {
+                    basis: o.basis,
+                    started_at: o.started_at,
+                    recorded_at: o.recorded_at?,
+                    digest: o.digest().map(|d| d.to_hex()),
+                    config_version: o.config_version(),
+                })
             })
             .collect())
     }
@@ -402,9 +433,15 @@ impl Executor {
     ) -> Result<Outcome, ExecutorError> {
         let view = self.store.operation(operation).await?;
         let plan = self.store.plan(&view.plan).await?;
-        let clients = self.connector.connect(&view.machine).await?;
+        let clients = self.connect(&view.machine).await?;
         let out = Outcome::new(&plan, operation);
         self.advance(&plan, &clients, token, out).await
+    }
+
+    /// Clients for `machine`, reached at the endpoint the store records.
+    async fn connect(&self, machine: &str) -> Result<MachineClients, ExecutorError> {
+        let view = self.store.machine(machine).await?;
+        self.connector.connect(&view).await
     }
 
     fn owned(&self, view: &OperationView) -> Result<OwnerToken, ExecutorError> {
@@ -502,10 +539,26 @@ impl Executor {
     }
 
     async fn all_accounted(&self, view: &OperationView) -> Result<bool, ExecutorError> {
-        let entries = self.store.timeline(&view.machine).await?;
-        Ok(timeline::attempts(&entries, &view.id)
+        Ok(self
+            .store
+            .attempts(&view.id)
+            .await?
             .iter()
-            .all(timeline::AttemptEntry::accounted))
+            .all(AttemptView::accounted))
+    }
+
+    /// The observation of `machine` with this basis.
+    async fn observation(
+        &self,
+        machine: &str,
+        basis: Revision,
+    ) -> Result<Option<ObservationView>, ExecutorError> {
+        Ok(self
+            .store
+            .observations(machine)
+            .await?
+            .into_iter()
+            .find(|o| o.basis == basis))
     }
 
     async fn completion_observation(
@@ -550,12 +603,6 @@ impl Executor {
         };
         self.pause(Interruption::AttemptRecorded).await;
         let number = attempt.attempt();
-        let span =
-            SpanMs(u64::try_from(attempt.transport_deadline().as_millis()).unwrap_or(u64::MAX));
-        self.spans
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert((operation.to_owned(), number), span);
         let dispatched = clients
             .dispatcher
             .send(attempt, &artifact, Delivery::Apply)
@@ -566,13 +613,18 @@ impl Executor {
         self.pause(Interruption::ResponseReceived).await;
         out.state = self
             .store
-            .record_response(operation, number, response_class(&dispatched.response))
+            .record_response_text(
+                operation,
+                number,
+                response_class(&dispatched.response),
+                response_text(&dispatched.response),
+            )
             .await?;
         Ok(true)
     }
 
     async fn sealed(&self, plan: &PlanView) -> Result<SealedArtifact, ExecutorError> {
-        let sealed = self.artifacts.sealed_artifact(plan).await?;
+        let sealed = self.store.sealed_artifact(&plan.id).await?;
         if sealed.digest != plan.artifact_digest {
             return Err(ExecutorError::ArtifactMismatch {
                 plan: plan.id.clone(),
@@ -645,47 +697,41 @@ impl Executor {
         }
     }
 
-    /// When the next recovery observation of `operation`'s machine is due (§5.2).
-    fn recovery_due(&self, entries: &[TimelineEntry], operation: &str) -> InstantMs {
-        let attempts = timeline::attempts(entries, operation);
+    /// When the next recovery observation of `operation`'s machine is due (§5.2):
+    /// from the attempts' recorded transport deadlines and the latest recovery
+    /// observation recorded since the last attempt.
+    async fn recovery_due(
+        &self,
+        operation: &str,
+        machine: &str,
+    ) -> Result<InstantMs, ExecutorError> {
+        let attempts = self.store.attempts(operation).await?;
         let Some(last) = attempts.last() else {
-            return InstantMs(0);
+            return Ok(InstantMs(0));
         };
-        let spans = self
-            .spans
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let latest_deadline = attempts
             .iter()
-            .map(|a| {
-                let span = spans
-                    .get(&(operation.to_owned(), a.number))
-                    .copied()
-                    .unwrap_or(self.settings.max_transport_deadline);
-                a.at.plus(span)
-            })
+            .map(|a| a.transport_deadline)
             .max()
-            .unwrap_or(last.at);
-        let previous = timeline::observations(entries)
+            .unwrap_or(last.transport_deadline);
+        let previous = self
+            .store
+            .observations(machine)
+            .await?
             .into_iter()
-            .rfind(|o| o.purpose == ObservationPurpose::Recovery && o.basis > last.revision);
-        match previous {
+            .filter(|o| o.purpose == ObservationPurpose::Recovery && o.basis > last.revision)
+            .filter_map(|o| o.recorded_at)
+            .next_back();
+        Ok(match previous {
             // The first read starts strictly after the deadline (§11.11).
             None => latest_deadline.plus(SpanMs(1)),
-            Some(o) => next_recovery_read(
+            Some(at) => next_recovery_read(
                 latest_deadline,
                 self.settings.settle_floor,
-                LastRecoveryRead::Recorded { at: o.recorded_at },
+                LastRecoveryRead::Recorded { at },
             ),
-        }
+        })
     }
-}
-
-fn entry_time(entries: &[TimelineEntry], revision: Revision) -> InstantMs {
-    entries
-        .iter()
-        .find(|e| e.revision == revision)
-        .map_or(InstantMs(0), |e| e.at)
 }
 
 /// The class recorded for a send's outcome (§3.5, §5.1).
@@ -699,5 +745,29 @@ fn response_class(response: &ApplyResponse) -> ResponseClass {
             dispatch::TransportOutcome::ConnectionLost => TransportOutcome::ConnectionLost,
             dispatch::TransportOutcome::Unavailable => TransportOutcome::Unavailable,
         }),
+    }
+}
+
+/// The node's message as the dispatch client gave it: already redacted there, and
+/// never anything else.
+fn response_text(response: &ApplyResponse) -> Option<String> {
+    match response {
+        ApplyResponse::Accepted {
+            warnings,
+            mode_details,
+        } => {
+            let mut text = mode_details.clone();
+            if !warnings.is_empty() {
+                if !text.is_empty() {
+                    text.push_str("; ");
+                }
+                text.push_str("warnings: ");
+                text.push_str(&warnings.join("; "));
+            }
+            (!text.is_empty()).then_some(text)
+        }
+        ApplyResponse::Rejected { message } => Some(message.clone()),
+        ApplyResponse::Refused { code, message } => Some(format!("{code:?}: {message}")),
+        ApplyResponse::Unknown { .. } => None,
     }
 }

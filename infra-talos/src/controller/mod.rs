@@ -20,8 +20,11 @@
 //!    safe-to-retry classification leads to fresh evidence and a new attempt
 //!    transaction bound to that classification's revision.
 //!
-//! [`Executor::start`] takes over every non-terminal operation another instance owns
-//! (§3.4; no timer or lease ever does) and resumes each. An attempt that nobody has
+//! The plan's sealed artifact, the machines, their operations, attempts and
+//! observations, and the store's time are all read from the store; the connector only
+//! says how to reach a machine. [`Executor::start`] takes over every non-terminal
+//! operation the store holds that another instance owns (§3.4; no timer or lease ever
+//! does) and resumes each. An attempt that nobody has
 //! accounted for keeps its operation unresolved: the owner takes *recovery*
 //! observations paced by the settle floor ([`Executor::recovery_observation`]), which
 //! settle nothing by themselves; recovery-admin records the §5.2 decision in the
@@ -30,16 +33,13 @@
 //!
 //! [`CommittedAttempt`]: crate::CommittedAttempt
 
-mod artifacts;
 mod connector;
 mod executor;
-mod timeline;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-pub use artifacts::{ArtifactShelf, ArtifactSource};
 pub use connector::{AccessVersion, Connector, MachineClients, MachineRoute, TalosconfigConnector};
 pub use executor::{Executor, ExecutorSettings, Outcome, RecoveryRead};
 
@@ -62,12 +62,6 @@ pub enum ExecutorError {
     /// The machine's access configuration or connection could not be set up.
     #[error("cannot reach the machine: {0}")]
     Access(String),
-    /// No sealed artifact for the plan was found.
-    #[error("no sealed artifact found for plan {plan}")]
-    ArtifactMissing {
-        /// The plan.
-        plan: String,
-    },
     /// The sealed artifact found is not the one the plan binds.
     #[error("the sealed artifact found for plan {plan} is not the bound one")]
     ArtifactMismatch {

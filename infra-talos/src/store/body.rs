@@ -27,11 +27,14 @@ use crate::contract::{InstantMs, Revision, Role};
 
 use super::common::*;
 use super::{
-    AccountingRequest, Actor, Committed, ContributionKind, DependencyCheck, HookPoint, IdentityKey,
-    MachineSpec, MachineView, ObservationRequest, ObservationTicket, ObservedFacts, OperationView,
-    PlanSpec, PlanView, PrincipalKind, PrincipalSpec, ReleaseSpec, Settings, Store, StoreError,
+    AccountingRequest, Actor, AttemptAccounting, AttemptView, Committed, ContributionKind,
+    DependencyCheck, HookPoint, IdentityKey, MachineSpec, MachineView, ObservationRequest,
+    ObservationTicket, ObservationView, ObservedFacts, OperationView, PlanSpec, PlanView,
+    PrincipalKind, PrincipalSpec, ReleaseSpec, SealedReleaseSpec, Settings, Store, StoreError,
     StoreResult, TimelineEntry,
 };
+use crate::contract::SpanMs;
+use crate::keys::{KeyBinding, SealedArtifact as BoundArtifact};
 
 type Tx = sqlx::Transaction<'static, Db>;
 
@@ -251,6 +254,7 @@ struct Entry<'a> {
     operation: Option<&'a str>,
     comparison: Option<u8>,
     detail: String,
+    requested_by: Option<String>,
 }
 
 impl<'a> Entry<'a> {
@@ -263,6 +267,7 @@ impl<'a> Entry<'a> {
             operation: None,
             comparison: None,
             detail: String::new(),
+            requested_by: None,
         }
     }
 
@@ -275,6 +280,7 @@ impl<'a> Entry<'a> {
             operation: None,
             comparison: None,
             detail: String::new(),
+            requested_by: None,
         }
     }
 
@@ -307,7 +313,7 @@ impl<'a> Entry<'a> {
 }
 
 impl Backend {
-    async fn now(&self, tx: &mut Tx) -> R<i64> {
+    async fn store_time(&self, tx: &mut Tx) -> R<i64> {
         if let Some(clock) = &self.settings.clock {
             return Ok(i(clock.now().0));
         }
@@ -384,22 +390,31 @@ async fn next_rev(tx: &mut Tx, machine: &str) -> R<i64> {
 /// Append an entry at the machine's next revision.
 async fn append(tx: &mut Tx, machine: &str, at: i64, e: Entry<'_>) -> R<i64> {
     let rev = next_rev(tx, machine).await?;
-    sqlx::query(
+    // The requesting principal's column is written only when there is one, so a
+    // database not yet migrated to it takes every other entry.
+    let sql = if e.requested_by.is_some() {
         "INSERT INTO timeline (machine_id, revision, kind, at_ms, actor, actor_role, plan_id, \
-         operation_id, comparison, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-    )
-    .bind(machine)
-    .bind(rev)
-    .bind(e.kind)
-    .bind(at)
-    .bind(e.actor)
-    .bind(e.role)
-    .bind(e.plan)
-    .bind(e.operation)
-    .bind(e.comparison.map(i16::from))
-    .bind(e.detail)
-    .execute(&mut **tx)
-    .await?;
+         operation_id, comparison, detail, requested_by) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+    } else {
+        "INSERT INTO timeline (machine_id, revision, kind, at_ms, actor, actor_role, plan_id, \
+         operation_id, comparison, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+    };
+    let mut query = sqlx::query(sql)
+        .bind(machine)
+        .bind(rev)
+        .bind(e.kind)
+        .bind(at)
+        .bind(e.actor)
+        .bind(e.role)
+        .bind(e.plan)
+        .bind(e.operation)
+        .bind(e.comparison.map(i16::from))
+        .bind(e.detail);
+    if let Some(principal) = e.requested_by {
+        query = query.bind(principal);
+    }
+    query.execute(&mut **tx).await?;
     Ok(rev)
 }
 
@@ -730,7 +745,7 @@ impl Backend {
             controller,
         })
         .await;
-        let now = self.now(tx).await?;
+        let now = self.store_time(tx).await?;
         // 0: the plan has no operation.
         let existing = sqlx::query("SELECT id FROM operations WHERE plan_id = $1")
             .bind(plan_id)
@@ -854,7 +869,7 @@ impl Backend {
         transaction!(self, tx => {
             let plan = read_plan(&mut tx, plan_id).await?;
             let machine = lock_machine(&mut tx, &plan.machine_id).await?;
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             append(
                 &mut tx,
                 &plan.machine_id,
@@ -901,7 +916,7 @@ impl Backend {
             operation: op_id.to_owned(),
         })
         .await;
-        let now = self.now(tx).await?;
+        let now = self.store_time(tx).await?;
         // 1
         authority_now(&plan, approval.as_ref(), now, inst.epoch, Stage::Attempt)
             .map_err(|e| attempt_refused(1, e.to_string()))?;
@@ -1044,7 +1059,7 @@ impl Backend {
             let op = read_op(&mut tx, op_id).await?;
             let plan = read_plan(&mut tx, &op.plan_id).await?;
             let approval = standing_approval(&mut tx, &plan.id).await?;
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             append(
                 &mut tx,
                 &machine_id,
@@ -1132,7 +1147,60 @@ fn plan_view(p: &PlanRow, operation: Option<String>) -> StoreResult<PlanView> {
         operation,
         artifact_digest: digest_of(&p.artifact_digest)?,
         baseline_revision: Revision(u(p.baseline_revision)),
+        transport_deadline: SpanMs(u(p.transport_deadline_ms)),
+        verification_deadline: SpanMs(u(p.verification_deadline_ms)),
     })
+}
+
+fn machine_view(m: &MachineRow) -> StoreResult<MachineView> {
+    let identity = match m.identity_kind.as_str() {
+        "node_id" => IdentityKey::NodeId(m.identity_value.clone()),
+        "smbios_uuid" => IdentityKey::SmbiosUuid(m.identity_value.clone()),
+        other => return Err(db_err(format!("unknown identity kind {other:?}"))),
+    };
+    Ok(MachineView {
+        id: m.id.clone(),
+        desired_release: m.desired_release.clone(),
+        applied_release: m.applied_release.clone(),
+        applied_digest: m.applied_digest.as_deref().map(digest_of).transpose()?,
+        baseline_revision: Revision(u(m.baseline_revision)),
+        assignment_revision: u(m.assignment_revision),
+        frozen: m.frozen,
+        open_drift: m.open_drift.map(|r| Revision(u(r))),
+        revision: Revision(u(m.revision)),
+        endpoint: m.endpoint.clone(),
+        identity,
+        cluster_id: m.cluster_id.clone(),
+    })
+}
+
+/// The longest node message an attempt keeps; longer ones are cut at a character
+/// boundary.
+const RESPONSE_TEXT_LIMIT: usize = 2048;
+
+fn bounded_text(text: Option<String>) -> Option<String> {
+    text.map(|t| {
+        if t.len() <= RESPONSE_TEXT_LIMIT {
+            return t;
+        }
+        let mut end = RESPONSE_TEXT_LIMIT;
+        while !t.is_char_boundary(end) {
+            end -= 1;
+        }
+        t[..end].to_owned()
+    })
+}
+
+/// An artifact row to insert: the binding's name and identity are `None` when the
+/// publisher gave only the key's identifier.
+struct ArtifactInsert<'a> {
+    key_provider: &'a str,
+    key_id: &'a str,
+    key_name: Option<&'a str>,
+    key_identity: Option<&'a str>,
+    key_version: i64,
+    ciphertext: &'a [u8],
+    digest: crate::digest::Digest,
 }
 
 fn op_view(o: &OperationRow) -> OperationView {
@@ -1246,7 +1314,7 @@ impl Store for Backend {
             .bind(&spec.talos_minor)
             .execute(&mut *tx)
             .await?;
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             append(&mut tx, &spec.id, now, Entry::by(actor, "machine_created")
                 .detail(format!("identity key {kind}, cluster {}", spec.cluster_id))).await?;
             if let Some(d) = spec.adopted_digest {
@@ -1267,69 +1335,26 @@ impl Store for Backend {
     }
 
     async fn publish_release(&self, actor: &Actor, spec: ReleaseSpec) -> StoreResult<()> {
-        let mut artifacts = spec.artifacts.clone();
-        artifacts.sort_by(|a, b| a.0.cmp(&b.0));
-        transaction!(self, tx => {
-            // Machine rows first, in a fixed order, then the principal: the order
-            // every transaction here takes them in.
-            for (machine, _) in &artifacts {
-                lock_machine(&mut tx, machine).await?;
-            }
-            require_role(&mut tx, actor, &[Role::Publisher], "publishing").await?;
-            let now = self.now(&mut tx).await?;
-            let exists = sqlx::query("SELECT id FROM releases WHERE id = $1")
-                .bind(&spec.id)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if exists.is_some() {
-                return Err(StoreError::Exists { what: "release", id: spec.id.clone() }.into());
-            }
-            sqlx::query("INSERT INTO releases (id, published_by, published_at) VALUES ($1, $2, $3)")
-                .bind(&spec.id)
-                .bind(&actor.id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            for (principal, kind) in &spec.contributions {
-                sqlx::query(
-                    "INSERT INTO release_contributions (release_id, principal_id, contribution) \
-                     VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        let artifacts = spec
+            .artifacts
+            .iter()
+            .map(|(m, a)| {
+                (
+                    m.as_str(),
+                    ArtifactInsert {
+                        key_provider: &a.key_provider,
+                        key_id: &a.key_id,
+                        key_name: None,
+                        key_identity: None,
+                        key_version: i(a.key_version),
+                        ciphertext: &a.ciphertext,
+                        digest: a.digest,
+                    },
                 )
-                .bind(&spec.id)
-                .bind(principal)
-                .bind(match kind {
-                    ContributionKind::Authored => "authored",
-                    ContributionKind::Published => "published",
-                })
-                .execute(&mut *tx)
-                .await?;
-            }
-            for (machine, a) in &artifacts {
-                sqlx::query(
-                    "INSERT INTO artifacts (release_id, machine_id, key_provider, key_id, \
-                     key_version, ciphertext, digest) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                )
-                .bind(&spec.id)
-                .bind(machine)
-                .bind(&a.key_provider)
-                .bind(&a.key_id)
-                .bind(i(a.key_version))
-                .bind(&a.ciphertext)
-                .bind(a.digest.to_hex())
-                .execute(&mut *tx)
-                .await?;
-                sqlx::query("UPDATE machines SET desired_release = $2 WHERE id = $1")
-                    .bind(machine)
-                    .bind(&spec.id)
-                    .execute(&mut *tx)
-                    .await?;
-                append(&mut tx, machine, now, Entry::by(actor, "desired_changed").detail(format!(
-                    "release {} selected; artifact digest {}, key {}/{} v{}",
-                    spec.id, a.digest, a.key_provider, a.key_id, a.key_version
-                ))).await?;
-            }
-            Ok(())
-        })
+            })
+            .collect();
+        self.publish(actor, &spec.id, &spec.contributions, artifacts)
+            .await
     }
 
     async fn create_plan(&self, actor: &Actor, spec: PlanSpec) -> StoreResult<PlanView> {
@@ -1380,7 +1405,7 @@ impl Store for Backend {
             if exists.is_some() {
                 return Err(StoreError::Exists { what: "plan", id: spec.id.clone() }.into());
             }
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             append(&mut tx, &spec.machine, now, Entry::by(actor, "plan_created").plan(&spec.id)
                 .detail(format!("release {}, baseline r{}", spec.release, machine.baseline_revision))).await?;
             sqlx::query(
@@ -1490,7 +1515,7 @@ impl Store for Backend {
                 plan_creator: &creator,
                 release: &release,
             });
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             let rev = append(&mut tx, &machine_id, now, Entry::by(actor, "approval").plan(plan_id)
                 .detail(format!("{}; epoch {}", self_approval_name(mark), inst.epoch))).await?;
             let seq: i64 = sqlx::query("SELECT COUNT(*) FROM approvals WHERE plan_id = $1")
@@ -1548,7 +1573,7 @@ impl Store for Backend {
                 }
                 Err(e) => e.to_string(),
             };
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             append(&mut tx, &machine_id, now, Entry::by(actor, "approval_revoked").plan(plan_id).detail(detail)).await?;
             Ok(())
         })
@@ -1585,7 +1610,7 @@ impl Store for Backend {
                 .bind(principal)
                 .execute(&mut *tx)
                 .await?;
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             let plans = sqlx::query(
                 "SELECT DISTINCT a.plan_id, p.machine_id, p.state FROM approvals a \
                  JOIN plans p ON p.id = a.plan_id WHERE a.approver_id = $1 ORDER BY a.plan_id",
@@ -1642,7 +1667,7 @@ impl Store for Backend {
                 .bind(plan_id)
                 .execute(&mut *tx)
                 .await?;
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             append(&mut tx, &machine_id, now, Entry::by(actor, "plan_cancelled").plan(plan_id).detail(detail)).await?;
             Ok(())
         })
@@ -1679,7 +1704,7 @@ impl Store for Backend {
                 })
             })
             .transpose()?;
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             authority_now(&plan, approval.as_ref(), now, inst.epoch, Stage::Commitment)
                 .map_err(|e| refused("preflight", e.to_string()))?;
             gate::check_gate(Mutation::Commitment, &gate_facts(&machine, &plan, &inst)?)
@@ -1706,7 +1731,7 @@ impl Store for Backend {
                     return Err(refused("starting an observation", "the plan is for another machine").into());
                 }
             }
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             let purpose = purpose_name(request.purpose);
             let mut entry = Entry::controller(request.controller, "observation_started")
                 .detail(format!("purpose {purpose}"));
@@ -1754,7 +1779,7 @@ impl Store for Backend {
             let purpose: String = start.try_get("purpose")?;
             let plan: Option<String> = start.try_get("plan_id")?;
             let controller: Vec<u8> = start.try_get("controller")?;
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             let mut entry = Entry::controller(controller_of(&controller)?, "observation").detail(format!(
                 "purpose {purpose}, basis r{basis}, digest {}, config version {}",
                 facts.digest.map_or_else(|| "unread".to_owned(), |d| d.to_hex()),
@@ -1790,7 +1815,7 @@ impl Store for Backend {
         transaction!(self, tx => {
             let machine_id = read_plan(&mut tx, &check.plan).await?.machine_id;
             lock_machine(&mut tx, &machine_id).await?;
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             let rev = append(&mut tx, &machine_id, now, Entry::controller(check.controller, "dependency_check")
                 .plan(&check.plan)
                 .detail(format!(
@@ -1849,7 +1874,19 @@ impl Store for Backend {
         attempt: u32,
         response: ResponseClass,
     ) -> StoreResult<OperationState> {
+        self.record_response_text(op_id, attempt, response, None)
+            .await
+    }
+
+    async fn record_response_text(
+        &self,
+        op_id: &str,
+        attempt: u32,
+        response: ResponseClass,
+        text: Option<String>,
+    ) -> StoreResult<OperationState> {
         const ACT: &str = "recording a response";
+        let text = bounded_text(text);
         if response == ResponseClass::Pending {
             return Err(refused(ACT, "pending is not a response"));
         }
@@ -1865,18 +1902,19 @@ impl Store for Backend {
             if attempts[idx].response.from_target() {
                 return Err(refused(ACT, "the node's answer to this attempt is already recorded").into());
             }
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             let rev = append(&mut tx, &machine_id, now, Entry::controller(op.owner.controller, "response")
                 .op(op_id)
                 .detail(format!("attempt {attempt}: {}", response_name(response)))).await?;
             sqlx::query(
-                "UPDATE attempts SET response = $3, response_revision = $4 \
+                "UPDATE attempts SET response = $3, response_revision = $4, response_text = $5 \
                  WHERE operation_id = $1 AND attempt_no = $2",
             )
             .bind(op_id)
             .bind(i64::from(attempt))
             .bind(response_name(response))
             .bind(rev)
+            .bind(&text)
             .execute(&mut *tx)
             .await?;
             sqlx::query("UPDATE operations SET last_fact_revision = $2 WHERE id = $1")
@@ -1911,18 +1949,37 @@ impl Store for Backend {
         expected_generation: u64,
         controller: ControllerId,
     ) -> StoreResult<OwnerToken> {
+        self.takeover_requested(op_id, expected_generation, controller, None)
+            .await
+    }
+
+    async fn takeover_requested(
+        &self,
+        op_id: &str,
+        expected_generation: u64,
+        controller: ControllerId,
+        requested_by: Option<&Actor>,
+    ) -> StoreResult<OwnerToken> {
         const ACT: &str = "taking over";
         transaction!(self, tx => {
             let machine_id = read_op(&mut tx, op_id).await?.machine_id;
             lock_machine(&mut tx, &machine_id).await?;
+            if let Some(actor) = requested_by {
+                require_role(&mut tx, actor, &[Role::RecoveryAdmin], "requesting a takeover").await?;
+            }
             let inst = installation(&mut tx, true).await?;
             let op = read_op(&mut tx, op_id).await?;
             let taken = operation::takeover(op.state, op.owner, expected_generation, controller, inst.epoch)
                 .map_err(|e| refused(ACT, e.to_string()))?;
-            let now = self.now(&mut tx).await?;
-            let rev = append(&mut tx, &machine_id, now, Entry::token(&taken.owner, "takeover")
+            let now = self.store_time(&mut tx).await?;
+            let mut entry = Entry::token(&taken.owner, "takeover")
                 .op(op_id)
-                .detail(format!("from {} ({})", token_text(&op.owner), op.state))).await?;
+                .detail(format!("from {} ({})", token_text(&op.owner), op.state));
+            if let Some(actor) = requested_by {
+                entry.detail.push_str(&format!("; requested by {} as {}", actor.id, role_name(actor.role)));
+                entry.requested_by = Some(actor.id.clone());
+            }
+            let rev = append(&mut tx, &machine_id, now, entry).await?;
             // The fence: one conditional update on the generation.
             let row = sqlx::query(
                 "UPDATE operations SET owner_controller = $3, owner_generation = owner_generation + 1, \
@@ -1987,7 +2044,7 @@ impl Store for Backend {
                     config_version: o.config_version.map(u),
                 })
                 .collect();
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             let decision = accounting::check_decision(&DecisionFacts {
                 decider: actor.role,
                 stop,
@@ -2035,7 +2092,7 @@ impl Store for Backend {
             }
             let plan = read_plan(&mut tx, &op.plan_id).await?;
             let approval = standing_approval(&mut tx, &plan.id).await?;
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             let attempts = read_attempts(&mut tx, op_id).await?;
             let recs = records(&attempts);
             // The observation that counts: begun after the commitment, the last
@@ -2180,7 +2237,7 @@ impl Store for Backend {
             if inst.recovery_mode && machine.released_epoch.as_deref().map(epoch_of).transpose()? != Some(inst.epoch) {
                 return Err(refused(ACT, "recovery mode: the scope is not released").into());
             }
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             let next = machine.assignment_revision + 1;
             append(&mut tx, machine_id, now, Entry::by(actor, "assignment_changed")
                 .detail(format!("assignment revision {} -> {next}", machine.assignment_revision))).await?;
@@ -2216,7 +2273,7 @@ impl Store for Backend {
             }
             let inst = installation(&mut tx, false).await?;
             require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             sqlx::query("UPDATE installation SET epoch = $1, recovery_mode = TRUE WHERE id = 1")
                 .bind(epoch.to_bytes().to_vec())
                 .execute(&mut *tx)
@@ -2268,7 +2325,7 @@ impl Store for Backend {
             if let Some(op) = holder(&mut tx, true, machine_id).await? {
                 return Err(refused(ACT, format!("operation {op} still holds the scope")).into());
             }
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             append(&mut tx, machine_id, now, Entry::by(actor, "scope_released")
                 .detail(format!("released in epoch {}", inst.epoch))).await?;
             sqlx::query("UPDATE machines SET released_epoch = $2 WHERE id = $1")
@@ -2299,7 +2356,7 @@ impl Store for Backend {
                     return Err(refused(ACT, format!("scope {} is not released", m.id)).into());
                 }
             }
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             sqlx::query("UPDATE installation SET recovery_mode = FALSE WHERE id = 1").execute(&mut *tx).await?;
             for m in &machines {
                 append(&mut tx, &m.id, now, Entry::by(actor, "recovery_left")).await?;
@@ -2342,17 +2399,7 @@ impl Store for Backend {
     async fn machine(&self, machine_id: &str) -> StoreResult<MachineView> {
         transaction!(self, tx => {
             let m = read_machine(&mut tx, machine_id).await?;
-            Ok(MachineView {
-                id: m.id.clone(),
-                desired_release: m.desired_release.clone(),
-                applied_release: m.applied_release.clone(),
-                applied_digest: m.applied_digest.as_deref().map(digest_of).transpose()?,
-                baseline_revision: Revision(u(m.baseline_revision)),
-                assignment_revision: u(m.assignment_revision),
-                frozen: m.frozen,
-                open_drift: m.open_drift.map(|r| Revision(u(r))),
-                revision: Revision(u(m.revision)),
-            })
+            Ok(machine_view(&m)?)
         })
     }
 
@@ -2360,7 +2407,8 @@ impl Store for Backend {
         transaction!(self, tx => {
             let rows = sqlx::query(
                 "SELECT revision, kind, at_ms, actor, actor_role, plan_id, operation_id, \
-                 comparison, detail FROM timeline WHERE machine_id = $1 ORDER BY revision",
+                 comparison, detail, requested_by FROM timeline WHERE machine_id = $1 \
+                 ORDER BY revision",
             )
             .bind(machine_id)
             .fetch_all(&mut *tx)
@@ -2378,6 +2426,212 @@ impl Store for Backend {
                         operation: r.try_get("operation_id")?,
                         comparison: comparison.and_then(|c| u8::try_from(c).ok()),
                         detail: r.try_get("detail")?,
+                        requested_by: r.try_get("requested_by")?,
+                    })
+                })
+                .collect::<R<Vec<_>>>()
+        })
+    }
+
+    async fn publish_sealed_release(
+        &self,
+        actor: &Actor,
+        spec: SealedReleaseSpec,
+    ) -> StoreResult<()> {
+        let artifacts = spec
+            .artifacts
+            .iter()
+            .map(|(m, a)| {
+                (
+                    m.as_str(),
+                    ArtifactInsert {
+                        key_provider: &a.binding.provider,
+                        key_id: &a.binding.key_identity,
+                        key_name: Some(&a.binding.key_name),
+                        key_identity: Some(&a.binding.key_identity),
+                        key_version: i64::from(a.binding.version),
+                        ciphertext: &a.ciphertext,
+                        digest: a.digest,
+                    },
+                )
+            })
+            .collect();
+        self.publish(actor, &spec.id, &spec.contributions, artifacts)
+            .await
+    }
+
+    async fn sealed_artifact(&self, plan_id: &str) -> StoreResult<BoundArtifact> {
+        const ACT: &str = "reading a sealed artifact";
+        transaction!(self, tx => {
+            let plan = read_plan(&mut tx, plan_id).await?;
+            let row = sqlx::query(
+                "SELECT key_provider, key_name, COALESCE(key_identity, key_id) AS key_identity, \
+                 key_version, ciphertext, digest FROM artifacts \
+                 WHERE release_id = $1 AND machine_id = $2",
+            )
+            .bind(&plan.release_id)
+            .bind(&plan.machine_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| not_found("artifact", &format!("{}/{}", plan.release_id, plan.machine_id)))?;
+            let digest: String = row.try_get("digest")?;
+            let version: i64 = row.try_get("key_version")?;
+            if digest != plan.artifact_digest || version != plan.key_version {
+                return Err(refused(ACT, "the stored artifact differs from the bound one").into());
+            }
+            let key_name: Option<String> = row.try_get("key_name")?;
+            let key_name = key_name.ok_or_else(|| {
+                refused(ACT, "the artifact was published without its key name")
+            })?;
+            Ok(BoundArtifact {
+                binding: KeyBinding {
+                    provider: row.try_get("key_provider")?,
+                    key_name,
+                    key_identity: row.try_get("key_identity")?,
+                    version: u32::try_from(version)
+                        .map_err(|_| db_err("a stored key version exceeds 32 bits"))?,
+                },
+                ciphertext: row.try_get("ciphertext")?,
+                digest: digest_of(&digest)?,
+            })
+        })
+    }
+
+    async fn now(&self) -> StoreResult<InstantMs> {
+        if let Some(clock) = &self.settings.clock {
+            return Ok(clock.now());
+        }
+        let row = sqlx::query(now_sql!())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(InstantMs(u(row.try_get::<i64, _>(0).map_err(db_err)?)))
+    }
+
+    async fn machines(&self) -> StoreResult<Vec<MachineView>> {
+        transaction!(self, tx => {
+            let rows = sqlx::query(concat!("SELECT ", machine_cols!(), " FROM machines ORDER BY id"))
+                .fetch_all(&mut *tx)
+                .await?;
+            rows.iter()
+                .map(|r| -> R<MachineView> { Ok(machine_view(&machine_row(r)?)?) })
+                .collect::<R<Vec<_>>>()
+        })
+    }
+
+    async fn open_operations(&self) -> StoreResult<Vec<OperationView>> {
+        transaction!(self, tx => {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                op_cols!(),
+                " FROM operations WHERE state IN ('committed', 'sending', 'verifying', 'unresolved') \
+                 ORDER BY machine_id, commit_revision"
+            ))
+            .fetch_all(&mut *tx)
+            .await?;
+            rows.iter().map(|r| op_row(r).map(|o| op_view(&o))).collect::<R<Vec<_>>>()
+        })
+    }
+
+    async fn attempts(&self, op_id: &str) -> StoreResult<Vec<AttemptView>> {
+        transaction!(self, tx => {
+            let op = read_op(&mut tx, op_id).await?;
+            let rows = sqlx::query(
+                "SELECT a.attempt_no, a.revision, t.at_ms, a.owner_controller, a.owner_generation, \
+                 a.owner_epoch, a.transport_deadline_ms, a.verification_deadline_ms, a.response, \
+                 a.response_revision, a.response_text, a.accounted_by_decision, \
+                 a.decision_revision FROM attempts a JOIN timeline t \
+                 ON t.machine_id = $2 AND t.revision = a.revision \
+                 WHERE a.operation_id = $1 ORDER BY a.attempt_no",
+            )
+            .bind(op_id)
+            .bind(&op.machine_id)
+            .fetch_all(&mut *tx)
+            .await?;
+            rows.iter()
+                .map(|r| -> R<AttemptView> {
+                    let response = response_of(&r.try_get::<String, _>("response")?)?;
+                    let response_revision: Option<i64> = r.try_get("response_revision")?;
+                    let decided: bool = r.try_get("accounted_by_decision")?;
+                    let decision_revision: Option<i64> = r.try_get("decision_revision")?;
+                    let from_node = response_revision.filter(|_| response.from_target());
+                    let by_decision = decision_revision.filter(|_| decided);
+                    let accounting = match (from_node, by_decision) {
+                        (Some(a), Some(b)) if b < a => AttemptAccounting::Decision(Revision(u(b))),
+                        (Some(a), _) => AttemptAccounting::Response(Revision(u(a))),
+                        (None, Some(b)) => AttemptAccounting::Decision(Revision(u(b))),
+                        (None, None) => AttemptAccounting::Unaccounted,
+                    };
+                    let oc: Vec<u8> = r.try_get("owner_controller")?;
+                    let oe: Vec<u8> = r.try_get("owner_epoch")?;
+                    let number: i64 = r.try_get("attempt_no")?;
+                    Ok(AttemptView {
+                        operation: op_id.to_owned(),
+                        number: u32::try_from(number).unwrap_or(u32::MAX),
+                        revision: Revision(u(r.try_get("revision")?)),
+                        at: InstantMs(u(r.try_get("at_ms")?)),
+                        owner: token_from(&oc, r.try_get("owner_generation")?, &oe)?,
+                        transport_deadline: InstantMs(u(r.try_get("transport_deadline_ms")?)),
+                        verification_deadline: InstantMs(u(r.try_get("verification_deadline_ms")?)),
+                        response,
+                        response_revision: response_revision.map(|v| Revision(u(v))),
+                        response_text: r.try_get("response_text")?,
+                        accounting,
+                    })
+                })
+                .collect::<R<Vec<_>>>()
+        })
+    }
+
+    async fn observations(&self, machine_id: &str) -> StoreResult<Vec<ObservationView>> {
+        transaction!(self, tx => {
+            read_machine(&mut tx, machine_id).await?;
+            let rows = sqlx::query(
+                "SELECT s.basis, s.purpose, s.plan_id, s.controller, s.started_at_ms, \
+                 o.basis AS recorded_basis, o.recorded_revision, o.recorded_at_ms, o.smbios_uuid, \
+                 o.node_id, o.cluster_id, o.assignment_revision, o.talos_version, o.digest, \
+                 o.config_version, o.access_version \
+                 FROM observation_starts s LEFT JOIN observations o \
+                 ON o.machine_id = s.machine_id AND o.basis = s.basis \
+                 WHERE s.machine_id = $1 ORDER BY s.basis",
+            )
+            .bind(machine_id)
+            .fetch_all(&mut *tx)
+            .await?;
+            rows.iter()
+                .map(|r| -> R<ObservationView> {
+                    let purpose: String = r.try_get("purpose")?;
+                    let controller: Option<Vec<u8>> = r.try_get("controller")?;
+                    let recorded: Option<i64> = r.try_get("recorded_basis")?;
+                    let read = if recorded.is_some() {
+                        let digest: Option<String> = r.try_get("digest")?;
+                        let assignment: Option<i64> = r.try_get("assignment_revision")?;
+                        let config: Option<i64> = r.try_get("config_version")?;
+                        Some(ObservedFacts {
+                            smbios_uuid: r.try_get("smbios_uuid")?,
+                            node_id: r.try_get("node_id")?,
+                            cluster_id: r.try_get("cluster_id")?,
+                            assignment_revision: assignment.map(u),
+                            talos_version: r.try_get("talos_version")?,
+                            digest: digest.as_deref().map(digest_of).transpose()?,
+                            config_version: config.map(u),
+                            access_version: r.try_get("access_version")?,
+                        })
+                    } else {
+                        None
+                    };
+                    let recorded_at: Option<i64> = r.try_get("recorded_at_ms")?;
+                    let recorded_revision: Option<i64> = r.try_get("recorded_revision")?;
+                    Ok(ObservationView {
+                        machine: machine_id.to_owned(),
+                        basis: Revision(u(r.try_get("basis")?)),
+                        purpose: purpose_of(&purpose)?,
+                        plan: r.try_get("plan_id")?,
+                        controller: controller.as_deref().map(controller_of).transpose()?,
+                        started_at: InstantMs(u(r.try_get("started_at_ms")?)),
+                        recorded_at: recorded_at.map(|v| InstantMs(u(v))),
+                        recorded_revision: recorded_revision.map(|v| Revision(u(v))),
+                        read,
                     })
                 })
                 .collect::<R<Vec<_>>>()
@@ -2419,6 +2673,100 @@ impl Store for Backend {
 }
 
 impl Backend {
+    /// Publishing, for both forms of artifact.
+    async fn publish(
+        &self,
+        actor: &Actor,
+        release: &str,
+        contributions: &[(String, ContributionKind)],
+        mut artifacts: Vec<(&str, ArtifactInsert<'_>)>,
+    ) -> StoreResult<()> {
+        artifacts.sort_by(|a, b| a.0.cmp(b.0));
+        transaction!(self, tx => {
+            // Machine rows first, in a fixed order, then the principal: the order
+            // every transaction here takes them in.
+            for (machine, _) in &artifacts {
+                lock_machine(&mut tx, machine).await?;
+            }
+            require_role(&mut tx, actor, &[Role::Publisher], "publishing").await?;
+            let now = self.store_time(&mut tx).await?;
+            let exists = sqlx::query("SELECT id FROM releases WHERE id = $1")
+                .bind(release)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if exists.is_some() {
+                return Err(StoreError::Exists { what: "release", id: release.to_owned() }.into());
+            }
+            sqlx::query("INSERT INTO releases (id, published_by, published_at) VALUES ($1, $2, $3)")
+                .bind(release)
+                .bind(&actor.id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            for (principal, kind) in contributions {
+                sqlx::query(
+                    "INSERT INTO release_contributions (release_id, principal_id, contribution) \
+                     VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                )
+                .bind(release)
+                .bind(principal)
+                .bind(match kind {
+                    ContributionKind::Authored => "authored",
+                    ContributionKind::Published => "published",
+                })
+                .execute(&mut *tx)
+                .await?;
+            }
+            for (machine, a) in &artifacts {
+                match (a.key_name, a.key_identity) {
+                    (Some(name), Some(identity)) => {
+                        sqlx::query(
+                            "INSERT INTO artifacts (release_id, machine_id, key_provider, key_id, \
+                             key_version, ciphertext, digest, key_name, key_identity) \
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                        )
+                        .bind(release)
+                        .bind(*machine)
+                        .bind(a.key_provider)
+                        .bind(a.key_id)
+                        .bind(a.key_version)
+                        .bind(a.ciphertext)
+                        .bind(a.digest.to_hex())
+                        .bind(name)
+                        .bind(identity)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    _ => {
+                        sqlx::query(
+                            "INSERT INTO artifacts (release_id, machine_id, key_provider, key_id, \
+                             key_version, ciphertext, digest) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                        )
+                        .bind(release)
+                        .bind(*machine)
+                        .bind(a.key_provider)
+                        .bind(a.key_id)
+                        .bind(a.key_version)
+                        .bind(a.ciphertext)
+                        .bind(a.digest.to_hex())
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                }
+                sqlx::query("UPDATE machines SET desired_release = $2 WHERE id = $1")
+                    .bind(machine)
+                    .bind(release)
+                    .execute(&mut *tx)
+                    .await?;
+                append(&mut tx, machine, now, Entry::by(actor, "desired_changed").detail(format!(
+                    "release {} selected; artifact digest {}, key {}/{} v{}",
+                    release, a.digest, a.key_provider, a.key_name.unwrap_or(a.key_id), a.key_version
+                ))).await?;
+            }
+            Ok(())
+        })
+    }
+
     async fn freeze_act(
         &self,
         actor: &Actor,
@@ -2436,7 +2784,7 @@ impl Backend {
             require_role(&mut tx, actor, &allowed, name).await?;
             let state = if machine.frozen { FreezeState::Frozen } else { FreezeState::Unfrozen };
             let next = gate::freeze_transition(state, act, actor.role, reason).map_err(|e| refused(name, e.to_string()))?;
-            let now = self.now(&mut tx).await?;
+            let now = self.store_time(&mut tx).await?;
             append(&mut tx, machine_id, now, Entry::by(actor, if act == FreezeAct::Freeze { "frozen" } else { "unfrozen" })
                 .detail(reason.to_owned())).await?;
             sqlx::query("UPDATE machines SET frozen = $2 WHERE id = $1")
@@ -2449,8 +2797,8 @@ impl Backend {
     }
 }
 
-/// Apply the migrations not yet applied, in version order.
-async fn migrate(pool: &sqlx::Pool<Db>) -> StoreResult<()> {
+/// Apply the migrations not yet applied, in version order, up to `upto`.
+async fn migrate(pool: &sqlx::Pool<Db>, upto: i64) -> StoreResult<()> {
     let mut tx = begin(pool).await.map_err(db_err)?;
     migration_lock(&mut tx).await.map_err(db_err)?;
     sqlx::query(
@@ -2459,7 +2807,7 @@ async fn migrate(pool: &sqlx::Pool<Db>) -> StoreResult<()> {
     .execute(&mut *tx)
     .await
     .map_err(db_err)?;
-    for (version, name, sql) in MIGRATIONS {
+    for (version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 <= upto) {
         let done = sqlx::query("SELECT version FROM store_migrations WHERE version = $1")
             .bind(*version)
             .fetch_optional(&mut *tx)

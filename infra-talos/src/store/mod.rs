@@ -17,8 +17,15 @@
 //!   back, and a second transaction writes the refusal, naming the comparison
 //!   (§3.2, choice §10.30).
 //! - **Only sealed artifacts.** The store takes an artifact as ciphertext plus the
-//!   key coordinates and the configuration digest ([`SealedArtifact`]); plaintext
-//!   never reaches a table (§4.1, §8 invariant 7).
+//!   key coordinates and the configuration digest ([`SealedArtifact`], or with the
+//!   full key binding through [`Store::publish_sealed_release`]) and gives back no
+//!   more ([`Store::sealed_artifact`]); plaintext never reaches a table (§4.1, §8
+//!   invariant 7).
+//!
+//! Besides the acts, the store offers structured reads for the executor: machines
+//! with their endpoint and identity key, the operations holding a scope, each
+//! operation's attempts with their deadlines and accounting, each machine's
+//! observations, and the store's own time.
 //!
 //! Revisions come from one counter per machine, advanced under the machine row's lock,
 //! so revision order is commit order within a machine (§4.1).
@@ -40,6 +47,7 @@ use crate::contract::operation::{ControllerId, OperationState, OwnerToken};
 use crate::contract::plan::{PlanState, SelfApproval};
 use crate::contract::{InstantMs, Revision, SpanMs};
 use crate::digest::Digest;
+use crate::keys;
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod common;
@@ -292,6 +300,10 @@ pub struct PlanView {
     pub artifact_digest: Digest,
     /// The bound baseline revision.
     pub baseline_revision: Revision,
+    /// The bound transport deadline of each request.
+    pub transport_deadline: SpanMs,
+    /// The bound verification deadline.
+    pub verification_deadline: SpanMs,
 }
 
 /// An operation as the store holds it.
@@ -332,6 +344,12 @@ pub struct MachineView {
     pub open_drift: Option<Revision>,
     /// The machine's latest timeline revision.
     pub revision: Revision,
+    /// Its own Talos endpoint, recorded when the machine was added (§3.5).
+    pub endpoint: String,
+    /// The identity key it is recorded under.
+    pub identity: IdentityKey,
+    /// The Talos cluster ID it belongs to.
+    pub cluster_id: String,
 }
 
 /// One timeline entry (§4.1).
@@ -355,6 +373,106 @@ pub struct TimelineEntry {
     pub comparison: Option<u8>,
     /// Details (never configuration or secret values).
     pub detail: String,
+    /// The principal at whose request a controller acted, when one asked (a
+    /// takeover requested by recovery-admin).
+    pub requested_by: Option<String>,
+}
+
+/// A release to publish with each artifact's full key binding: the key's name and
+/// its identity recorded apart, so the artifact can be opened from the store alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedReleaseSpec {
+    /// The release's identifier.
+    pub id: String,
+    /// One sealed artifact per machine; publishing selects the release as each
+    /// machine's Desired.
+    pub artifacts: Vec<(String, keys::SealedArtifact)>,
+    /// Who authored or published content in it.
+    pub contributions: Vec<(String, ContributionKind)>,
+}
+
+/// What accounts for an attempt (§5.1, §5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AttemptAccounting {
+    /// Neither a response from the node nor a decision is on record.
+    Unaccounted,
+    /// The node's response, recorded at this revision.
+    Response(Revision),
+    /// Recovery-admin's §5.2 decision, recorded at this revision.
+    Decision(Revision),
+}
+
+/// One attempt of an operation as the store holds it (§3.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptView {
+    /// The operation.
+    pub operation: String,
+    /// The attempt's number, from 1.
+    pub number: u32,
+    /// The revision of its attempt entry.
+    pub revision: Revision,
+    /// Store time of the attempt transaction.
+    pub at: InstantMs,
+    /// The owner token it was made under.
+    pub owner: OwnerToken,
+    /// Its transport deadline: the attempt's time plus the plan's bound span.
+    pub transport_deadline: InstantMs,
+    /// Its verification deadline: the attempt's time plus the plan's bound span.
+    pub verification_deadline: InstantMs,
+    /// The recorded response class (`Pending` until one is recorded).
+    pub response: ResponseClass,
+    /// The revision the response was recorded at.
+    pub response_revision: Option<Revision>,
+    /// The node's message as the dispatch client gave it, already redacted.
+    pub response_text: Option<String>,
+    /// What accounts for it.
+    pub accounting: AttemptAccounting,
+}
+
+impl AttemptView {
+    /// A response from the node or a §5.2 decision is on record.
+    #[must_use]
+    pub fn accounted(&self) -> bool {
+        self.accounting != AttemptAccounting::Unaccounted
+    }
+}
+
+/// One observation of a machine: its start and, once recorded, what it read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservationView {
+    /// The machine.
+    pub machine: String,
+    /// Its basis: the revision of its "observation started" entry.
+    pub basis: Revision,
+    /// Why it was taken.
+    pub purpose: ObservationPurpose,
+    /// The plan it is evidence for, if any.
+    pub plan: Option<String>,
+    /// The controller instance that took it.
+    pub controller: Option<ControllerId>,
+    /// Store time when its read started.
+    pub started_at: InstantMs,
+    /// Store time when its result was recorded; `None` while unrecorded.
+    pub recorded_at: Option<InstantMs>,
+    /// The revision of its record entry; `None` while unrecorded.
+    pub recorded_revision: Option<Revision>,
+    /// What the read returned (digest, resource version, identity…); `None` while
+    /// unrecorded.
+    pub read: Option<ObservedFacts>,
+}
+
+impl ObservationView {
+    /// The configuration digest read, if recorded and read.
+    #[must_use]
+    pub fn digest(&self) -> Option<Digest> {
+        self.read.as_ref().and_then(|r| r.digest)
+    }
+
+    /// The machine-config resource version read, if recorded and read.
+    #[must_use]
+    pub fn config_version(&self) -> Option<u64> {
+        self.read.as_ref().and_then(|r| r.config_version)
+    }
 }
 
 /// Why the store did not perform an act.
@@ -519,6 +637,47 @@ pub trait Store: Send + Sync {
     async fn machine(&self, machine: &str) -> StoreResult<MachineView>;
     /// A machine's timeline, in revision order.
     async fn timeline(&self, machine: &str) -> StoreResult<Vec<TimelineEntry>>;
+    /// Publish a release whose artifacts carry their full key binding; otherwise as
+    /// [`Store::publish_release`].
+    async fn publish_sealed_release(
+        &self,
+        actor: &Actor,
+        spec: SealedReleaseSpec,
+    ) -> StoreResult<()>;
+    /// The sealed artifact a plan binds: ciphertext, key binding and digest, never
+    /// plaintext. Refused for an artifact published without its key name.
+    async fn sealed_artifact(&self, plan: &str) -> StoreResult<keys::SealedArtifact>;
+    /// Record the class of an attempt's response with the node's message as the
+    /// dispatch client gave it (already redacted); otherwise as
+    /// [`Store::record_response`].
+    async fn record_response_text(
+        &self,
+        operation: &str,
+        attempt: u32,
+        response: ResponseClass,
+        text: Option<String>,
+    ) -> StoreResult<OperationState>;
+    /// Take an operation over at a principal's request (recovery-admin), recording
+    /// who asked; with `None`, as [`Store::takeover`].
+    async fn takeover_requested(
+        &self,
+        operation: &str,
+        expected_generation: u64,
+        controller: ControllerId,
+        requested_by: Option<&Actor>,
+    ) -> StoreResult<OwnerToken>;
+    /// The store's present time: the database's clock on PostgreSQL, the store's
+    /// clock on SQLite.
+    async fn now(&self) -> StoreResult<InstantMs>;
+    /// Every machine, by identifier.
+    async fn machines(&self) -> StoreResult<Vec<MachineView>>;
+    /// Every operation holding its scope (committed, sending, verifying,
+    /// unresolved), by machine and then commitment order.
+    async fn open_operations(&self) -> StoreResult<Vec<OperationView>>;
+    /// An operation's attempts, oldest first.
+    async fn attempts(&self, operation: &str) -> StoreResult<Vec<AttemptView>>;
+    /// Every observation started on a machine, recorded or not, by basis.
+    async fn observations(&self, machine: &str) -> StoreResult<Vec<ObservationView>>;
     /// Every row of every table as text, for tests that search the stored bytes.
     #[cfg(feature = "controls")]
     #[doc(hidden)]

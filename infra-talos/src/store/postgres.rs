@@ -34,11 +34,21 @@ macro_rules! now_sql {
 }
 
 /// The versioned migrations, applied in order on start.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "contract_store",
-    include_str!("../../migrations/postgres/0001_contract_store.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "contract_store",
+        include_str!("../../migrations/postgres/0001_contract_store.sql"),
+    ),
+    (
+        2,
+        "sealed_bindings_and_records",
+        include_str!("../../migrations/postgres/0002_sealed_bindings_and_records.sql"),
+    ),
+];
+
+/// The schema version this build migrates to.
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The controller's store on PostgreSQL.
 #[derive(Debug, Clone)]
@@ -56,7 +66,7 @@ impl PgStore {
     /// migrated.
     pub async fn connect(url: &str) -> StoreResult<Self> {
         let options: PgConnectOptions = url.parse().map_err(db_err)?;
-        Self::open(options, 8, Settings::default()).await
+        Self::open(options, 8, Settings::default(), SCHEMA_VERSION).await
     }
 
     /// Like [`PgStore::connect`], with explicit connection options and pool size.
@@ -65,7 +75,7 @@ impl PgStore {
     ///
     /// As [`PgStore::connect`].
     pub async fn connect_with(options: PgConnectOptions, pool_size: u32) -> StoreResult<Self> {
-        Self::open(options, pool_size, Settings::default()).await
+        Self::open(options, pool_size, Settings::default(), SCHEMA_VERSION).await
     }
 
     /// A store with test settings (guards, clock, hooks).
@@ -80,20 +90,38 @@ impl PgStore {
         pool_size: u32,
         settings: Settings,
     ) -> StoreResult<Self> {
-        Self::open(options, pool_size, settings).await
+        Self::open(options, pool_size, settings, SCHEMA_VERSION).await
+    }
+
+    /// A store with test settings whose schema is migrated only up to `version`,
+    /// for tests of the migrations themselves.
+    ///
+    /// # Errors
+    ///
+    /// As [`PgStore::connect`].
+    #[cfg(feature = "controls")]
+    #[doc(hidden)]
+    pub async fn connect_at_version_for_tests(
+        options: PgConnectOptions,
+        pool_size: u32,
+        settings: Settings,
+        version: i64,
+    ) -> StoreResult<Self> {
+        Self::open(options, pool_size, settings, version).await
     }
 
     async fn open(
         options: PgConnectOptions,
         pool_size: u32,
         settings: Settings,
+        upto: i64,
     ) -> StoreResult<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(pool_size.max(1))
             .connect_with(options)
             .await
             .map_err(db_err)?;
-        migrate(&pool).await?;
+        migrate(&pool, upto).await?;
         if !settings.guards.scope_index {
             for sql in [
                 "DROP INDEX operations_machine_scope",

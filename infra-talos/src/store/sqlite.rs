@@ -31,11 +31,21 @@ macro_rules! now_sql {
 }
 
 /// The versioned migrations, applied in order on start.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "contract_store",
-    include_str!("../../migrations/sqlite/0001_contract_store.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "contract_store",
+        include_str!("../../migrations/sqlite/0001_contract_store.sql"),
+    ),
+    (
+        2,
+        "sealed_bindings_and_records",
+        include_str!("../../migrations/sqlite/0002_sealed_bindings_and_records.sql"),
+    ),
+];
+
+/// The schema version this build migrates to.
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The embedded controller store on SQLite.
 #[derive(Debug, Clone)]
@@ -52,7 +62,7 @@ impl SqliteStore {
     ///
     /// [`super::StoreError::Database`] when the file cannot be opened or migrated.
     pub async fn open(path: &Path) -> StoreResult<Self> {
-        Self::build(file_options(path), Settings::default()).await
+        Self::build(file_options(path), Settings::default(), SCHEMA_VERSION).await
     }
 
     /// A store in memory, gone when dropped.
@@ -61,7 +71,7 @@ impl SqliteStore {
     ///
     /// As [`SqliteStore::open`].
     pub async fn in_memory() -> StoreResult<Self> {
-        Self::build(memory_options(), Settings::default()).await
+        Self::build(memory_options(), Settings::default(), SCHEMA_VERSION).await
     }
 
     /// A store with test settings (guards, clock, hooks); in memory without a path.
@@ -73,10 +83,31 @@ impl SqliteStore {
     #[doc(hidden)]
     pub async fn open_for_tests(path: Option<&Path>, settings: Settings) -> StoreResult<Self> {
         let options = path.map_or_else(memory_options, file_options);
-        Self::build(options, settings).await
+        Self::build(options, settings, SCHEMA_VERSION).await
     }
 
-    async fn build(options: SqliteConnectOptions, settings: Settings) -> StoreResult<Self> {
+    /// Like [`SqliteStore::open_for_tests`], with the schema migrated only up to
+    /// `version`, for tests of the migrations themselves.
+    ///
+    /// # Errors
+    ///
+    /// As [`SqliteStore::open`].
+    #[cfg(feature = "controls")]
+    #[doc(hidden)]
+    pub async fn open_at_version_for_tests(
+        path: Option<&Path>,
+        settings: Settings,
+        version: i64,
+    ) -> StoreResult<Self> {
+        let options = path.map_or_else(memory_options, file_options);
+        Self::build(options, settings, version).await
+    }
+
+    async fn build(
+        options: SqliteConnectOptions,
+        settings: Settings,
+        upto: i64,
+    ) -> StoreResult<Self> {
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
@@ -85,7 +116,7 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(db_err)?;
-        migrate(&pool).await?;
+        migrate(&pool, upto).await?;
         if !settings.guards.scope_index {
             for sql in [
                 "DROP INDEX operations_machine_scope",

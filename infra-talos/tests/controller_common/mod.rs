@@ -15,14 +15,12 @@ use std::time::Duration;
 use infra_core::Clock;
 use infra_talos::contract::operation::ControllerId;
 use infra_talos::contract::{InstantMs, Role, SpanMs};
-use infra_talos::controller::{
-    ArtifactShelf, Executor, ExecutorSettings, MachineRoute, TalosconfigConnector,
-};
+use infra_talos::controller::{Executor, ExecutorSettings, MachineRoute, TalosconfigConnector};
 use infra_talos::keys::{self, KeyProvider, LocalKeyring};
 use infra_talos::store::sqlite::SqliteStore;
 use infra_talos::store::{
     Actor, ContributionKind, IdentityKey, MachineSpec, ManualClock, PlanSpec, PrincipalKind,
-    PrincipalSpec, ReleaseSpec, SealedArtifact, Settings, Store, TimelineEntry,
+    PrincipalSpec, SealedReleaseSpec, Settings, Store, TimelineEntry,
 };
 use infra_talos::{ConnectOptions, NodeAddress, config_digest};
 use infra_testkit::talos::{NodeFacts, TalosSim};
@@ -93,24 +91,12 @@ pub fn node_facts() -> NodeFacts {
     }
 }
 
-/// The store form of a sealed artifact: ciphertext and coordinates, never plaintext.
-pub fn stored(sealed: &keys::SealedArtifact) -> SealedArtifact {
-    SealedArtifact {
-        key_provider: sealed.binding.provider.clone(),
-        key_id: sealed.binding.key_identity.clone(),
-        key_version: u64::from(sealed.binding.version),
-        ciphertext: sealed.ciphertext.clone(),
-        digest: sealed.digest,
-    }
-}
-
 /// Everything a test needs.
 pub struct World {
     pub store: Arc<SqliteStore>,
     pub clock: ManualClock,
     pub sim: Arc<TalosSim>,
     pub keyring: Arc<LocalKeyring>,
-    pub shelf: Arc<ArtifactShelf>,
     pub connector: Arc<TalosconfigConnector>,
     pub talosconfig: PathBuf,
     pub db: PathBuf,
@@ -186,7 +172,6 @@ impl World {
             clock,
             sim,
             keyring,
-            shelf: Arc::new(ArtifactShelf::new()),
             connector,
             talosconfig,
             db,
@@ -237,13 +222,12 @@ impl World {
             .seal("artifacts", &artifact(release))
             .await
             .expect("seal");
-        self.shelf.put(MACHINE, sealed.clone());
         self.store
-            .publish_release(
+            .publish_sealed_release(
                 &publisher(),
-                ReleaseSpec {
+                SealedReleaseSpec {
                     id: release.into(),
-                    artifacts: vec![(MACHINE.into(), stored(&sealed))],
+                    artifacts: vec![(MACHINE.into(), sealed)],
                     contributions: vec![("ann".into(), ContributionKind::Authored)],
                 },
             )
@@ -289,7 +273,6 @@ impl World {
             store,
             self.connector.clone(),
             self.keyring.clone() as Arc<dyn KeyProvider>,
-            self.shelf.clone(),
             Arc::new(LinkedClock(clock.clone())),
             ExecutorSettings {
                 settle_floor: FLOOR,
@@ -299,11 +282,9 @@ impl World {
         .expect("executor")
     }
 
-    /// The sealed artifact of the machine's only published release.
-    pub async fn shelf_artifact(&self) -> keys::SealedArtifact {
-        let plan = self.store.plan("p1").await.expect("plan p1");
-        use infra_talos::controller::ArtifactSource as _;
-        self.shelf.sealed_artifact(&plan).await.expect("sealed")
+    /// The sealed artifact plan `p1` binds, as the store holds it.
+    pub async fn plan_artifact(&self) -> keys::SealedArtifact {
+        self.store.sealed_artifact("p1").await.expect("sealed")
     }
 
     pub async fn timeline(&self) -> Vec<TimelineEntry> {

@@ -17,10 +17,12 @@ use infra_talos::contract::operation::{ControllerId, OperationState, OwnerToken}
 use infra_talos::contract::plan::{PlanState, SelfApproval, SelfApprovalBasis};
 use infra_talos::contract::{InstantMs, Role, SpanMs};
 use infra_talos::digest::Digest;
+use infra_talos::keys::{self, KeyBinding};
 use infra_talos::store::{
-    AccountingRequest, Actor, Committed, ContributionKind, DependencyCheck, Guards, IdentityKey,
-    MachineSpec, ManualClock, ObservationRequest, ObservedFacts, PlanSpec, PrincipalKind,
-    PrincipalSpec, ReleaseSpec, SealedArtifact, Settings, Store, StoreError,
+    AccountingRequest, Actor, AttemptAccounting, Committed, ContributionKind, DependencyCheck,
+    Guards, IdentityKey, MachineSpec, ManualClock, ObservationRequest, ObservedFacts, PlanSpec,
+    PrincipalKind, PrincipalSpec, ReleaseSpec, SealedArtifact, SealedReleaseSpec, Settings, Store,
+    StoreError,
 };
 
 /// A fresh store, its hand-moved clock, and whatever must live as long as it.
@@ -1332,6 +1334,422 @@ pub async fn roles_and_self_approval<S: Store>(env: Env<S>) {
     );
 }
 
+// ---------------------------------------------------------------------------------
+// The structured reads.
+
+/// A sealed artifact with its full binding; the key's name and identity differ.
+pub fn bound_sealed(machine: &str, release: &str) -> keys::SealedArtifact {
+    let plain = plaintext(machine, release);
+    keys::SealedArtifact {
+        binding: KeyBinding {
+            provider: "local".into(),
+            key_name: format!("artifacts-{machine}"),
+            key_identity: format!("artifacts-{machine}@1790000000"),
+            version: 3,
+        },
+        ciphertext: seal(&plain),
+        digest: config_digest(&plain),
+    }
+}
+
+pub async fn publish_bound<S: Store>(s: &S, release: &str) {
+    s.publish_sealed_release(
+        &alice(),
+        SealedReleaseSpec {
+            id: release.into(),
+            artifacts: ["m1", "m2", "m3"]
+                .iter()
+                .map(|m| ((*m).to_owned(), bound_sealed(m, release)))
+                .collect(),
+            contributions: vec![("ann".into(), ContributionKind::Authored)],
+        },
+    )
+    .await
+    .unwrap();
+}
+
+pub async fn sealed_artifact_read<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    // A plan on an artifact published with only the key's identifier.
+    approved(&env, "p1", "m2", "rel-1").await;
+    publish_bound(s, "rel-2").await;
+    approved(&env, "p2", "m1", "rel-2").await;
+    // Exactly the ciphertext and binding given.
+    let read = s.sealed_artifact("p2").await.unwrap();
+    assert_eq!(read, bound_sealed("m1", "rel-2"));
+    assert_eq!(read.binding.key_name, "artifacts-m1");
+    assert_eq!(read.binding.key_identity, "artifacts-m1@1790000000");
+    // The plan binds that artifact: it commits and its attempt passes comparison 2.
+    evidence(s, "p2", "m1", A, facts("m1", base_digest("m1"))).await;
+    let c = s.commit("p2", A).await.unwrap();
+    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    // An artifact published with only the key's identifier has no name to open it by.
+    let err = s.sealed_artifact("p1").await.unwrap_err();
+    assert!(matches!(err, StoreError::Refused { .. }), "{err}");
+    assert!(matches!(
+        s.sealed_artifact("nope").await,
+        Err(StoreError::NotFound { .. })
+    ));
+    // No plaintext marker in any row; the control sees the ciphertext.
+    let dump = s.dump_all_rows().await.unwrap();
+    assert!(!dump.contains(MARKER), "plaintext reached a table");
+    let hex: String = bound_sealed("m1", "rel-2")
+        .ciphertext
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert!(dump.contains(&hex), "the dump misses the ciphertext");
+    assert!(dump.contains("key_name=artifacts-m1 "), "{dump}");
+}
+
+pub async fn attempts_read<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    assert!(s.attempts(&c.operation).await.unwrap().is_empty());
+    env.clock.advance(SpanMs(250));
+    let at = env.clock.now();
+    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    let attempts = s.attempts(&c.operation).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    let a = &attempts[0];
+    assert_eq!(a.operation, c.operation);
+    assert_eq!(a.number, 1);
+    assert_eq!(a.at, at);
+    assert_eq!(a.owner, c.owner);
+    // The plan's bound spans from the attempt's time (spec(): 5 s and 30 s).
+    assert_eq!(a.transport_deadline, at.plus(SpanMs::from_secs(5)));
+    assert_eq!(a.verification_deadline, at.plus(SpanMs::from_secs(30)));
+    assert_eq!(a.response, ResponseClass::Pending);
+    assert_eq!(a.accounting, AttemptAccounting::Unaccounted);
+    assert!(!a.accounted());
+    let timeline = s.timeline("m1").await.unwrap();
+    let entry = timeline.iter().rfind(|e| e.kind == "attempt").unwrap();
+    assert_eq!(a.revision, entry.revision);
+    // A transport outcome accounts for nothing.
+    env.clock.advance(SpanMs(6000));
+    s.record_response(
+        &c.operation,
+        1,
+        ResponseClass::Transport(TransportOutcome::ConnectionLost),
+    )
+    .await
+    .unwrap();
+    let a = s.attempts(&c.operation).await.unwrap().remove(0);
+    assert_eq!(
+        a.response,
+        ResponseClass::Transport(TransportOutcome::ConnectionLost)
+    );
+    assert!(a.response_revision.is_some());
+    assert_eq!(a.response_text, None);
+    assert_eq!(a.accounting, AttemptAccounting::Unaccounted);
+
+    // On another machine: a response with the dispatch client's redacted message.
+    ready(&env, "p3", "m3", A).await;
+    let c3 = s.commit("p3", A).await.unwrap();
+    let _proof = s.attempt(&c3.operation, c3.owner).await.unwrap();
+    s.record_response_text(
+        &c3.operation,
+        1,
+        ResponseClass::ValidationRejection,
+        Some("1 error occurred: bad <redacted>".into()),
+    )
+    .await
+    .unwrap();
+    let a3 = s.attempts(&c3.operation).await.unwrap().remove(0);
+    assert_eq!(a3.response, ResponseClass::ValidationRejection);
+    assert_eq!(
+        a3.response_text.as_deref(),
+        Some("1 error occurred: bad <redacted>")
+    );
+    let rev = a3.response_revision.expect("recorded");
+    assert_eq!(a3.accounting, AttemptAccounting::Response(rev));
+    assert!(a3.accounted());
+    assert!(matches!(
+        s.attempts("nope").await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+pub async fn observations_read<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    approved(&env, "p1", "m3", "rel-1").await;
+    let started = env.clock.now();
+    let ticket = s
+        .begin_observation(ObservationRequest {
+            machine: "m3".into(),
+            purpose: ObservationPurpose::Evidence,
+            plan: Some("p1".into()),
+            controller: A,
+        })
+        .await
+        .unwrap();
+    // Started, not recorded.
+    let views = s.observations("m3").await.unwrap();
+    assert_eq!(views.len(), 1);
+    assert_eq!(views[0].basis, ticket.basis);
+    assert_eq!(views[0].recorded_at, None);
+    assert_eq!(views[0].read, None);
+    env.clock.advance(SpanMs(700));
+    let read = facts("m3", base_digest("m3"));
+    let recorded = s.record_observation(&ticket, read.clone()).await.unwrap();
+    // A recovery observation without a plan, reading nothing.
+    env.clock.advance(SpanMs(100));
+    let second = observe(
+        s,
+        "m3",
+        ObservationPurpose::Recovery,
+        None,
+        B,
+        ObservedFacts::default(),
+    )
+    .await;
+    let views = s.observations("m3").await.unwrap();
+    assert_eq!(views.len(), 2);
+    let v = &views[0];
+    assert_eq!(v.machine, "m3");
+    assert_eq!(v.basis, ticket.basis);
+    assert_eq!(v.purpose, ObservationPurpose::Evidence);
+    assert_eq!(v.plan.as_deref(), Some("p1"));
+    assert_eq!(v.controller, Some(A));
+    assert_eq!(v.started_at, started);
+    assert_eq!(v.recorded_at, Some(started.plus(SpanMs(700))));
+    assert_eq!(v.recorded_revision, Some(recorded));
+    assert_eq!(v.read.as_ref(), Some(&read));
+    assert_eq!(v.digest(), Some(base_digest("m3")));
+    assert_eq!(v.config_version(), Some(5));
+    assert_eq!(
+        v.read.as_ref().and_then(|r| r.node_id.as_deref()),
+        Some("node-m3")
+    );
+    let w = &views[1];
+    assert_eq!(w.basis.0, second);
+    assert_eq!(w.purpose, ObservationPurpose::Recovery);
+    assert_eq!(w.plan, None);
+    assert_eq!(w.controller, Some(B));
+    assert_eq!(w.digest(), None);
+    assert!(w.recorded_at.is_some());
+    // Per machine: m1 has none.
+    assert!(s.observations("m1").await.unwrap().is_empty());
+    assert!(matches!(
+        s.observations("nope").await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+pub async fn machines_and_open_operations<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    let machines = s.machines().await.unwrap();
+    let ids: Vec<&str> = machines.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["m1", "m2", "m3"]);
+    assert_eq!(machines[0].endpoint, "m1.nodes:50000");
+    assert_eq!(
+        machines[0].identity,
+        IdentityKey::SmbiosUuid("uuid-m1".into())
+    );
+    assert_eq!(machines[0].cluster_id, "cluster-1");
+    assert_eq!(machines[2].identity, IdentityKey::NodeId("node-m3".into()));
+    assert_eq!(s.machine("m3").await.unwrap(), machines[2]);
+    assert!(s.open_operations().await.unwrap().is_empty());
+
+    // m1: completed; m3: sending; m2: committed, then taken over (unresolved).
+    ready(&env, "p1", "m1", A).await;
+    let c1 = s.commit("p1", A).await.unwrap();
+    let _proof = s.attempt(&c1.operation, c1.owner).await.unwrap();
+    s.record_response(&c1.operation, 1, ResponseClass::Accepted)
+        .await
+        .unwrap();
+    observe(
+        s,
+        "m1",
+        ObservationPurpose::Completion,
+        None,
+        A,
+        facts("m1", artifact_digest("m1", "rel-1")),
+    )
+    .await;
+    assert_eq!(
+        s.classify(&c1.operation, c1.owner).await.unwrap(),
+        Classification::Completed
+    );
+    ready(&env, "p3", "m3", A).await;
+    let c3 = s.commit("p3", A).await.unwrap();
+    let _proof = s.attempt(&c3.operation, c3.owner).await.unwrap();
+    ready(&env, "p2", "m2", A).await;
+    let c2 = s.commit("p2", A).await.unwrap();
+    s.takeover(&c2.operation, 1, B).await.unwrap();
+
+    let open = s.open_operations().await.unwrap();
+    let listed: Vec<(&str, OperationState)> =
+        open.iter().map(|o| (o.machine.as_str(), o.state)).collect();
+    assert_eq!(
+        listed,
+        [
+            ("m2", OperationState::Unresolved),
+            ("m3", OperationState::Sending)
+        ]
+    );
+    assert_eq!(open[0].id, c2.operation);
+    assert_eq!(open[0].owner.controller, B);
+    assert_eq!(open[1].id, c3.operation);
+}
+
+pub async fn now_and_plan_deadlines<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    assert_eq!(s.now().await.unwrap(), env.clock.now());
+    env.clock.advance(SpanMs(1234));
+    assert_eq!(s.now().await.unwrap(), T0.plus(SpanMs(1234)));
+    let mut plan = spec("p1", "m1", "rel-1", env.clock.now());
+    plan.transport_deadline = SpanMs(2500);
+    plan.verification_deadline = SpanMs(45_000);
+    let made = s.create_plan(&alice(), plan).await.unwrap();
+    assert_eq!(made.transport_deadline, SpanMs(2500));
+    assert_eq!(made.verification_deadline, SpanMs(45_000));
+    let read = s.plan("p1").await.unwrap();
+    assert_eq!(read.transport_deadline, SpanMs(2500));
+    assert_eq!(read.verification_deadline, SpanMs(45_000));
+}
+
+pub async fn takeover_request_recorded<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    // Only recovery-admin may ask; a refused request changes nothing.
+    let err = s
+        .takeover_requested(&c.operation, 1, B, Some(&bob()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Refused { .. }), "{err}");
+    let err = s
+        .takeover_requested(
+            &c.operation,
+            1,
+            B,
+            Some(&Actor::new("bob", Role::RecoveryAdmin)),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Refused { .. }), "{err}");
+    assert_eq!(s.operation(&c.operation).await.unwrap().owner, c.owner);
+    let token = s
+        .takeover_requested(&c.operation, 1, B, Some(&root()))
+        .await
+        .unwrap();
+    assert_eq!(token.controller, B);
+    assert_eq!(token.generation, 2);
+    // A plain takeover names nobody.
+    s.takeover(&c.operation, 2, A).await.unwrap();
+    let takeovers: Vec<_> = s
+        .timeline("m1")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "takeover")
+        .collect();
+    assert_eq!(takeovers.len(), 2);
+    assert_eq!(takeovers[0].requested_by.as_deref(), Some("root"));
+    assert_eq!(takeovers[1].requested_by, None);
+}
+
+// ---------------------------------------------------------------------------------
+// Migrations.
+
+/// What a store at schema version 1 holds, as the acts before version 2 made it.
+pub struct AtVersionOne {
+    pub operation: String,
+    /// Every row, as text.
+    pub rows: String,
+    pub machine: infra_talos::store::MachineView,
+}
+
+/// Fill a store whose schema is at version 1, through acts that need nothing newer.
+pub async fn fill_version_one<S: Store>(env: &Env<S>) -> AtVersionOne {
+    let s = &env.store;
+    world(s).await;
+    ready(env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    s.takeover(&c.operation, 1, B).await.unwrap();
+    AtVersionOne {
+        operation: c.operation,
+        rows: s.dump_all_rows().await.unwrap(),
+        machine: s.machine("m1").await.unwrap(),
+    }
+}
+
+/// The same store after migrating to version 2: everything is still there, and the
+/// new columns work.
+pub async fn check_version_two<S: Store>(s: &S, clock: &ManualClock, before: AtVersionOne) {
+    // Every row is still there with its values; the new columns follow them.
+    let after = s.dump_all_rows().await.unwrap();
+    assert_eq!(after.lines().count(), before.rows.lines().count());
+    for row in before.rows.lines() {
+        assert!(
+            after
+                .lines()
+                .any(|r| r == row || r.starts_with(&format!("{row} "))),
+            "row lost or changed by the migration: {row}"
+        );
+    }
+    assert_eq!(s.machine("m1").await.unwrap(), before.machine);
+    let timeline = s.timeline("m1").await.unwrap();
+    assert!(timeline.iter().any(|e| e.kind == "takeover"));
+    assert!(timeline.iter().all(|e| e.requested_by.is_none()));
+    let op = s.operation(&before.operation).await.unwrap();
+    assert_eq!(op.state, OperationState::Unresolved);
+    assert_eq!(op.owner.controller, B);
+    let attempts = s.attempts(&before.operation).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].response_text, None);
+    assert_eq!(
+        attempts[0].transport_deadline,
+        attempts[0].at.plus(SpanMs::from_secs(5))
+    );
+    // The old artifacts: ciphertext intact, the identifier kept as the key's identity.
+    let dump = s.dump_all_rows().await.unwrap();
+    let hex: String = seal(&plaintext("m1", "rel-1"))
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert!(dump.contains(&hex), "the ciphertext did not survive");
+    assert!(dump.contains("key_identity=k-m1"), "{dump}");
+    assert!(matches!(
+        s.sealed_artifact("p1").await,
+        Err(StoreError::Refused { .. })
+    ));
+    // The new columns take writes.
+    s.record_response_text(
+        &before.operation,
+        1,
+        ResponseClass::Accepted,
+        Some("applied".into()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.attempts(&before.operation).await.unwrap()[0]
+            .response_text
+            .as_deref(),
+        Some("applied")
+    );
+    publish_bound(s, "rel-2").await;
+    let env_like = s.machine("m2").await.unwrap();
+    assert_eq!(env_like.desired_release.as_deref(), Some("rel-2"));
+    s.create_plan(&alice(), spec("p2", "m2", "rel-2", clock.now()))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.sealed_artifact("p2").await.unwrap(),
+        bound_sealed("m2", "rel-2")
+    );
+}
+
 /// Run every suite test that takes a plain environment.
 pub async fn run_plain<S, F, Fut>(name: &str, make: F)
 where
@@ -1368,6 +1786,12 @@ where
         "timeline_is_append_only" => timeline_is_append_only(env).await,
         "no_plaintext_stored" => no_plaintext_stored(env).await,
         "roles_and_self_approval" => roles_and_self_approval(env).await,
+        "sealed_artifact_read" => sealed_artifact_read(env).await,
+        "attempts_read" => attempts_read(env).await,
+        "observations_read" => observations_read(env).await,
+        "machines_and_open_operations" => machines_and_open_operations(env).await,
+        "now_and_plan_deadlines" => now_and_plan_deadlines(env).await,
+        "takeover_request_recorded" => takeover_request_recorded(env).await,
         other => panic!("no suite test {other}"),
     }
 }
@@ -1384,7 +1808,9 @@ macro_rules! store_suite {
             c6_frozen, attempt_refusals_7, attempt_refusals_9, accounting_and_retry,
             retry_after_classification, no_completion_without_attempt, attempt_refused_by_gate,
             revocation_after_commitment, assignment_change_while_held,
-            timeline_is_append_only, no_plaintext_stored, roles_and_self_approval);
+            timeline_is_append_only, no_plaintext_stored, roles_and_self_approval,
+            sealed_artifact_read, attempts_read, observations_read,
+            machines_and_open_operations, now_and_plan_deadlines, takeover_request_recorded);
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn takeover_fence() {

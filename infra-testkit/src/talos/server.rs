@@ -472,6 +472,11 @@ impl TalosSimBuilder {
             },
         );
         let (shutdown, on_shutdown) = oneshot::channel::<()>();
+        // tonic's server takes rustls's process-wide provider. A build that links
+        // both ring and aws-lc-rs (the AWS SDK brings the second) has no automatic
+        // one, so the simulator names ring — the provider its client side uses —
+        // unless the process already chose one.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let server = Server::builder().tls_config(tls)?;
         let server = tokio::spawn(async move {
             server

@@ -1,0 +1,874 @@
+//! The `talos` command set: inventory, publication, plans, approvals, revocations,
+//! the controller, accounting decisions and the machine timeline, over the
+//! controller's store.
+//!
+//! A consumer binary embeds [`TalosArgs`] as a subcommand and calls [`execute`]; the
+//! `infra-talos` binary (feature `cli`) is [`run`] on the process's arguments.
+//!
+//! **Configuration.** The acting identity (`actor`, `role`), the store (`database`:
+//! `sqlite:<path>` or a `postgres://` URL), the local keyring's directory (`keyring`)
+//! and the talosconfig used to reach nodes (`talosconfig`) come from a JSON file
+//! (`--config`, or `INFRA_TALOS_CONFIG`) and from the environment
+//! (`INFRA_TALOS_ACTOR`, `INFRA_TALOS_ROLE`, `INFRA_TALOS_DATABASE`,
+//! `INFRA_TALOS_KEYRING`, `INFRA_TALOS_TALOSCONFIG`), the environment winning;
+//! `--database` wins over both. The acting identity is passed to every store act.
+//!
+//! **Exit codes.** 0: done. 1: the contract refused the act (the message names the
+//! comparison or the rule, and why). 2: a usage or configuration error.
+//!
+//! No output, record or error ever holds a configuration's plaintext or a secret.
+
+mod timeline;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use infra_core::SystemClock;
+use serde::Deserialize;
+
+use crate::backend::{Inventory, WallTime};
+use crate::contract::{Role, SpanMs};
+use crate::keys::{KeyProvider, LocalKeyring};
+use crate::store::postgres::PgStore;
+use crate::store::sqlite::SqliteStore;
+use crate::store::{
+    AccountingRequest, Actor, ContributionKind, IdentityKey, MachineSpec, PlanSpec, PrincipalKind,
+    PrincipalSpec, SealedReleaseSpec, Store, StoreError,
+};
+
+/// The `talos` command set, for embedding as a subcommand of a consumer binary.
+#[derive(Debug, Args)]
+pub struct TalosArgs {
+    /// The store: `sqlite:<path>` or a `postgres://` URL (overrides the configuration).
+    #[arg(long, global = true)]
+    pub database: Option<String>,
+    /// A JSON configuration file (`actor`, `role`, `database`, `keyring`,
+    /// `talosconfig`).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The `infra-talos` binary's arguments.
+#[derive(Debug, Parser)]
+#[command(
+    name = "infra-talos",
+    about = "Talos machine configuration under the execution contract"
+)]
+pub struct Cli {
+    /// The command set.
+    #[command(flatten)]
+    pub talos: TalosArgs,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Register identities and their roles.
+    #[command(subcommand)]
+    Principal(PrincipalCommand),
+    /// Register and list machines.
+    #[command(subcommand)]
+    Inventory(InventoryCommand),
+    /// Publish a release: seal each machine's configuration file and record it.
+    Publish(PublishArgs),
+    /// Create a plan for a machine from its Desired release.
+    Plan(PlanArgs),
+    /// Approve a plan.
+    Approve {
+        /// The plan.
+        plan: String,
+    },
+    /// Revoke a plan's approval, or (`--identity`, recovery-admin) an identity.
+    Revoke(RevokeArgs),
+    /// Cancel a plan.
+    Cancel {
+        /// The plan.
+        plan: String,
+    },
+    /// Run the controller on an approved plan.
+    Run(RunArgs),
+    /// Record recovery-admin's accounting decision for an attempt (§5.2).
+    Account(AccountArgs),
+    /// A machine's timeline.
+    Timeline {
+        /// The machine.
+        machine: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `principal` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PrincipalCommand {
+    /// Register an identity.
+    Add {
+        /// Its identifier.
+        id: String,
+        /// A role it holds (repeat for several).
+        #[arg(long = "role", value_parser = parse_role, required = true)]
+        roles: Vec<Role>,
+        /// An automation token rather than a person.
+        #[arg(long)]
+        token: bool,
+        /// For a token: the person its issuing record holds responsible.
+        #[arg(long, requires = "token")]
+        responsible: Option<String>,
+    },
+}
+
+/// `inventory` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum InventoryCommand {
+    /// Register a machine.
+    Add(InventoryAdd),
+    /// List inventoried machines.
+    List {
+        /// Only this Talos cluster ID.
+        #[arg(long)]
+        cluster_id: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `inventory add`.
+#[derive(Debug, Args)]
+pub struct InventoryAdd {
+    /// The machine's name.
+    pub name: String,
+    /// Its own Talos endpoint, `host:port`.
+    #[arg(long)]
+    pub endpoint: String,
+    /// Its SMBIOS UUID.
+    #[arg(long, conflicts_with = "node_id", required_unless_present = "node_id")]
+    pub smbios_uuid: Option<String>,
+    /// Its Talos node ID (for a machine without a usable SMBIOS UUID).
+    #[arg(long)]
+    pub node_id: Option<String>,
+    /// The Talos cluster ID it belongs to.
+    #[arg(long)]
+    pub cluster_id: String,
+    /// Its rollout scope (default: its name).
+    #[arg(long)]
+    pub rollout_scope: Option<String>,
+    /// The Talos minor its artifacts are built for, e.g. `1.10`.
+    #[arg(long)]
+    pub talos_minor: String,
+    /// The configuration digest (hex) it runs when handed over; without it no plan
+    /// can be made for it.
+    #[arg(long)]
+    pub baseline_digest: Option<String>,
+}
+
+/// `publish`.
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// The release's identifier.
+    pub release: String,
+    /// `<machine>=<file>`: the configuration file made for a machine (repeat).
+    #[arg(long = "artifact", required = true, value_parser = parse_pair)]
+    pub artifacts: Vec<(String, PathBuf)>,
+    /// The key to seal with (created in the keyring if missing).
+    #[arg(long, default_value = "artifacts")]
+    pub key: String,
+    /// Someone who authored content in the release (repeat).
+    #[arg(long = "authored-by")]
+    pub authors: Vec<String>,
+}
+
+/// `plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The machine.
+    pub machine: String,
+    /// The plan's identifier (default: `<machine>-<release>-b<baseline>`).
+    #[arg(long)]
+    pub id: Option<String>,
+    /// A revert of the machine's open drift record.
+    #[arg(long)]
+    pub revert: bool,
+    /// Seconds until the plan expires.
+    #[arg(long, default_value_t = 86_400)]
+    pub expires_in: u64,
+    /// How old dispatch evidence may be, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub max_evidence_age: u64,
+    /// Transport deadline of each request, in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub transport_deadline: u64,
+    /// Verification deadline, in seconds.
+    #[arg(long, default_value_t = 120)]
+    pub verification_deadline: u64,
+    /// The attempt budget.
+    #[arg(long, default_value_t = 3)]
+    pub max_attempts: u32,
+}
+
+/// `revoke`.
+#[derive(Debug, Args)]
+pub struct RevokeArgs {
+    /// The plan whose approval to revoke.
+    #[arg(required_unless_present = "identity", conflicts_with = "identity")]
+    pub plan: Option<String>,
+    /// Revoke this identity instead (recovery-admin).
+    #[arg(long)]
+    pub identity: Option<String>,
+}
+
+/// `run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The approved plan.
+    pub plan: String,
+    /// The settle floor in seconds (at least 30).
+    #[arg(long, default_value_t = 30)]
+    pub settle_floor: u64,
+    /// The deployment's maximum transport deadline in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub max_transport_deadline: u64,
+}
+
+/// `account`.
+#[derive(Debug, Args)]
+pub struct AccountArgs {
+    /// The operation.
+    pub operation: String,
+    /// The attempt number.
+    #[arg(long)]
+    pub attempt: u32,
+    /// The deployment's settle floor in seconds (at least 30).
+    #[arg(long, default_value_t = 30)]
+    pub settle_floor: u64,
+    /// Why the resource version moved during the settle, if it did.
+    #[arg(long)]
+    pub explanation: Option<String>,
+}
+
+fn parse_role(text: &str) -> Result<Role, String> {
+    Ok(match text {
+        "author" => Role::Author,
+        "publisher" => Role::Publisher,
+        "approver" => Role::Approver,
+        "recovery-admin" => Role::RecoveryAdmin,
+        "automation" => Role::Automation,
+        other => {
+            return Err(format!(
+                "unknown role {other:?}: one of author, publisher, approver, recovery-admin, automation"
+            ));
+        }
+    })
+}
+
+fn parse_pair(text: &str) -> Result<(String, PathBuf), String> {
+    let (machine, file) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not <machine>=<file>"))?;
+    if machine.is_empty() || file.is_empty() {
+        return Err(format!("{text:?} is not <machine>=<file>"));
+    }
+    Ok((machine.to_owned(), PathBuf::from(file)))
+}
+
+/// Where a command writes, and the environment it reads its configuration from.
+pub struct Io<'a> {
+    /// Standard output.
+    pub out: &'a mut dyn Write,
+    /// Standard error.
+    pub err: &'a mut dyn Write,
+    /// The environment variables.
+    pub env: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Io<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Io").finish_non_exhaustive()
+    }
+}
+
+/// Why a command did not complete.
+#[derive(Debug)]
+enum Failure {
+    /// A usage or configuration error: exit 2.
+    Usage(String),
+    /// The contract refused: exit 1.
+    Refused(String),
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Database(_) => Failure::Usage(e.to_string()),
+            other => Failure::Refused(refusal_text(&other)),
+        }
+    }
+}
+
+/// What a comparison checks (§3.2, §3.3, §11.1).
+fn comparison_name(n: u8) -> &'static str {
+    match n {
+        0 => "plan has no operation",
+        1 => "authority",
+        2 => "bindings",
+        3 => "evidence",
+        4 => "machine scope",
+        5 => "rollout slot",
+        6 => "scope gate",
+        7 => "ownership",
+        8 => "nothing newer",
+        9 => "budget",
+        _ => "unknown comparison",
+    }
+}
+
+/// A refusal, naming the comparison or rule that refused and why.
+fn refusal_text(e: &StoreError) -> String {
+    match e {
+        StoreError::CommitmentRefused { comparison, reason } => format!(
+            "refused: commitment, comparison {comparison} ({}): {reason}",
+            comparison_name(*comparison)
+        ),
+        StoreError::AttemptRefused { comparison, reason } => format!(
+            "refused: attempt, comparison {comparison} ({}): {reason}",
+            comparison_name(*comparison)
+        ),
+        StoreError::AccountingRefused {
+            condition: Some(c),
+            reason,
+        } => format!("refused: accounting decision, §5.2 condition {c}: {reason}"),
+        StoreError::AccountingRefused {
+            condition: None,
+            reason,
+        } => format!("refused: accounting decision: {reason}"),
+        StoreError::Refused { act, reason } => format!("refused: {act}: {reason}"),
+        other => format!("refused: {other}"),
+    }
+}
+
+/// The configuration file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    actor: Option<String>,
+    role: Option<String>,
+    database: Option<String>,
+    keyring: Option<PathBuf>,
+    talosconfig: Option<PathBuf>,
+}
+
+/// The resolved configuration.
+#[derive(Debug)]
+struct Config {
+    actor: Option<String>,
+    role: Option<String>,
+    database: Option<String>,
+    keyring: Option<PathBuf>,
+    talosconfig: Option<PathBuf>,
+}
+
+impl Config {
+    fn load(args: &TalosArgs, env: &BTreeMap<String, String>) -> Result<Config, Failure> {
+        let path = args
+            .config
+            .clone()
+            .or_else(|| env.get("INFRA_TALOS_CONFIG").map(PathBuf::from));
+        let file = match &path {
+            None => FileConfig::default(),
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| {
+                    Failure::Usage(format!(
+                        "cannot read the configuration {}: {e}",
+                        p.display()
+                    ))
+                })?;
+                serde_json::from_str(&text).map_err(|e| {
+                    Failure::Usage(format!(
+                        "the configuration {} is not valid: {e}",
+                        p.display()
+                    ))
+                })?
+            }
+        };
+        let var = |name: &str| env.get(name).cloned();
+        Ok(Config {
+            actor: var("INFRA_TALOS_ACTOR").or(file.actor),
+            role: var("INFRA_TALOS_ROLE").or(file.role),
+            database: args
+                .database
+                .clone()
+                .or_else(|| var("INFRA_TALOS_DATABASE"))
+                .or(file.database),
+            keyring: var("INFRA_TALOS_KEYRING")
+                .map(PathBuf::from)
+                .or(file.keyring),
+            talosconfig: var("INFRA_TALOS_TALOSCONFIG")
+                .map(PathBuf::from)
+                .or(file.talosconfig),
+        })
+    }
+
+    fn actor(&self) -> Result<Actor, Failure> {
+        let (Some(id), Some(role)) = (&self.actor, &self.role) else {
+            return Err(Failure::Usage(
+                "no acting identity: set `actor` and `role` in the configuration, or INFRA_TALOS_ACTOR and INFRA_TALOS_ROLE".into(),
+            ));
+        };
+        let role = parse_role(role).map_err(Failure::Usage)?;
+        Ok(Actor::new(id.clone(), role))
+    }
+
+    fn keyring(&self) -> Result<LocalKeyring, Failure> {
+        let dir = self.keyring.as_ref().ok_or_else(|| {
+            Failure::Usage(
+                "no keyring directory: set `keyring` in the configuration, or INFRA_TALOS_KEYRING"
+                    .into(),
+            )
+        })?;
+        LocalKeyring::open(dir).map_err(|e| Failure::Usage(e.to_string()))
+    }
+}
+
+/// An open store: the contract's transactions and the inventory lookups.
+struct Db {
+    store: Arc<dyn Store>,
+    inventory: Arc<dyn Inventory>,
+}
+
+impl Db {
+    fn of<S: Store + Inventory + 'static>(s: S) -> Db {
+        let s = Arc::new(s);
+        Db {
+            store: s.clone(),
+            inventory: s,
+        }
+    }
+}
+
+async fn open_store(config: &Config) -> Result<Db, Failure> {
+    let url = config.database.as_deref().ok_or_else(|| {
+        Failure::Usage(
+            "no store: give --database sqlite:<path> or a postgres:// URL, or set `database`"
+                .into(),
+        )
+    })?;
+    if let Some(path) = url.strip_prefix("sqlite:") {
+        let store = SqliteStore::open(Path::new(path))
+            .await
+            .map_err(|e| Failure::Usage(format!("cannot open the store: {e}")))?;
+        Ok(Db::of(store))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let store = PgStore::connect(url)
+            .await
+            .map_err(|e| Failure::Usage(format!("cannot open the store: {e}")))?;
+        Ok(Db::of(store))
+    } else {
+        Err(Failure::Usage(
+            "the store must be `sqlite:<path>` or a postgres:// URL".into(),
+        ))
+    }
+}
+
+/// Runs the `infra-talos` command line `args` (the program name first).
+pub async fn run<I, T>(args: I, io: &mut Io<'_>) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    match Cli::try_parse_from(args) {
+        Ok(cli) => execute(cli.talos, io).await,
+        Err(e) => {
+            let text = e.render().to_string();
+            if e.use_stderr() {
+                let _ = write!(io.err, "{text}");
+                ExitCode::from(2)
+            } else {
+                let _ = write!(io.out, "{text}");
+                ExitCode::SUCCESS
+            }
+        }
+    }
+}
+
+/// Runs one parsed `talos` command.
+pub async fn execute(args: TalosArgs, io: &mut Io<'_>) -> ExitCode {
+    let result = match Config::load(&args, &io.env) {
+        Ok(config) => dispatch(args.command, &config).await,
+        Err(f) => Err(f),
+    };
+    match result {
+        Ok(text) => {
+            let _ = write!(io.out, "{text}");
+            ExitCode::SUCCESS
+        }
+        Err(Failure::Refused(text)) => {
+            let _ = writeln!(io.err, "{text}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Usage(text)) => {
+            let _ = writeln!(io.err, "error: {text}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn dispatch(command: Command, config: &Config) -> Result<String, Failure> {
+    let db = open_store(config).await?;
+    let store = &db.store;
+    let mut out = String::new();
+    match command {
+        Command::Principal(PrincipalCommand::Add {
+            id,
+            roles,
+            token,
+            responsible,
+        }) => {
+            let kind = if token {
+                PrincipalKind::Token { responsible }
+            } else {
+                PrincipalKind::Human
+            };
+            let names: Vec<String> = roles.iter().map(ToString::to_string).collect();
+            store
+                .register_principal(PrincipalSpec {
+                    id: id.clone(),
+                    kind,
+                    roles,
+                })
+                .await?;
+            let _ = writeln!(out, "principal {id} registered: {}", names.join(", "));
+        }
+        Command::Inventory(InventoryCommand::Add(add)) => {
+            let actor = config.actor()?;
+            let identity = match (add.smbios_uuid, add.node_id) {
+                (Some(u), _) => IdentityKey::SmbiosUuid(u),
+                (None, Some(n)) => IdentityKey::NodeId(n),
+                (None, None) => {
+                    return Err(Failure::Usage("give --smbios-uuid or --node-id".into()));
+                }
+            };
+            let adopted = add
+                .baseline_digest
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|_| Failure::Usage("--baseline-digest is not 64 hex digits".into()))?;
+            store
+                .create_machine(
+                    &actor,
+                    MachineSpec {
+                        id: add.name.clone(),
+                        identity,
+                        cluster_id: add.cluster_id,
+                        endpoint: add.endpoint,
+                        rollout_scope: add.rollout_scope.unwrap_or_else(|| add.name.clone()),
+                        talos_minor: add.talos_minor,
+                        adopted_digest: adopted,
+                    },
+                )
+                .await?;
+            let _ = writeln!(
+                out,
+                "machine {} added to the inventory by {}",
+                add.name,
+                who(&actor)
+            );
+        }
+        Command::Inventory(InventoryCommand::List { cluster_id, json }) => {
+            let machines: Vec<_> = db
+                .inventory
+                .machines()
+                .await?
+                .into_iter()
+                .filter(|m| cluster_id.as_ref().is_none_or(|c| &m.cluster_id == c))
+                .collect();
+            let mut rows = Vec::new();
+            for m in machines {
+                let view = store.machine(&m.id).await?;
+                rows.push((m, view));
+            }
+            if json {
+                let value: Vec<serde_json::Value> = rows
+                    .iter()
+                    .map(|(m, v)| {
+                        serde_json::json!({
+                            "name": m.id,
+                            "endpoint": m.endpoint,
+                            "identity": m.identity,
+                            "clusterId": m.cluster_id,
+                            "rolloutScope": m.rollout_scope,
+                            "talosMinor": m.talos_minor,
+                            "desiredRelease": v.desired_release,
+                            "appliedRelease": v.applied_release,
+                            "appliedDigest": v.applied_digest,
+                        })
+                    })
+                    .collect();
+                let _ = writeln!(out, "{}", pretty(&value));
+            } else if rows.is_empty() {
+                out.push_str("no machines\n");
+            } else {
+                for (m, v) in rows {
+                    let key = match &m.identity {
+                        IdentityKey::SmbiosUuid(u) => format!("smbios {u}"),
+                        IdentityKey::NodeId(n) => format!("node-id {n}"),
+                    };
+                    let _ = writeln!(
+                        out,
+                        "{}  endpoint {}  {key}  cluster {}  desired {}  applied {}",
+                        m.id,
+                        m.endpoint,
+                        m.cluster_id,
+                        v.desired_release.as_deref().unwrap_or("-"),
+                        applied_text(&v),
+                    );
+                }
+            }
+        }
+        Command::Publish(args) => {
+            let actor = config.actor()?;
+            let keyring = config.keyring()?;
+            if keyring.key_info(&args.key).is_err() {
+                keyring
+                    .create_key(&args.key)
+                    .map_err(|e| Failure::Usage(e.to_string()))?;
+            }
+            let mut artifacts = Vec::new();
+            for (machine, file) in &args.artifacts {
+                let sealed = {
+                    let plaintext = zeroize::Zeroizing::new(std::fs::read(file).map_err(|e| {
+                        Failure::Usage(format!("cannot read {}: {e}", file.display()))
+                    })?);
+                    keyring
+                        .seal(&args.key, &plaintext)
+                        .await
+                        .map_err(|e| Failure::Usage(e.to_string()))?
+                };
+                artifacts.push((machine.clone(), sealed));
+            }
+            let mut contributions: Vec<(String, ContributionKind)> = args
+                .authors
+                .iter()
+                .map(|a| (a.clone(), ContributionKind::Authored))
+                .collect();
+            contributions.push((actor.id.clone(), ContributionKind::Published));
+            let digests: Vec<(String, String)> = artifacts
+                .iter()
+                .map(|(m, a)| (m.clone(), a.digest.to_hex()))
+                .collect();
+            store
+                .publish_sealed_release(
+                    &actor,
+                    SealedReleaseSpec {
+                        id: args.release.clone(),
+                        artifacts,
+                        contributions,
+                    },
+                )
+                .await?;
+            let _ = writeln!(
+                out,
+                "release {} published by {}, sealed with key {}:",
+                args.release,
+                who(&actor),
+                args.key
+            );
+            for (m, d) in digests {
+                let _ = writeln!(out, "  {m}  digest {d}  (now its Desired)");
+            }
+        }
+        Command::Plan(args) => {
+            let actor = config.actor()?;
+            let view = store.machine(&args.machine).await?;
+            let release = view.desired_release.clone().ok_or_else(|| {
+                Failure::Refused(format!(
+                    "refused: creating a plan: machine {} has no Desired release; publish one first",
+                    args.machine
+                ))
+            })?;
+            let id = args.id.unwrap_or_else(|| {
+                format!(
+                    "{}-{release}-b{}{}",
+                    args.machine,
+                    view.baseline_revision.0,
+                    if args.revert { "-revert" } else { "" }
+                )
+            });
+            let now = WallTime::system(Arc::new(SystemClock::new())).now();
+            let plan = store
+                .create_plan(
+                    &actor,
+                    PlanSpec {
+                        id,
+                        machine: args.machine.clone(),
+                        release: release.clone(),
+                        expires_at: now.plus(SpanMs::from_secs(args.expires_in)),
+                        max_evidence_age: SpanMs::from_secs(args.max_evidence_age),
+                        transport_deadline: SpanMs::from_secs(args.transport_deadline),
+                        verification_deadline: SpanMs::from_secs(args.verification_deadline),
+                        max_attempts: args.max_attempts,
+                        revert: args.revert,
+                    },
+                )
+                .await?;
+            let _ = writeln!(
+                out,
+                "plan {} created by {} for machine {}: release {release}, baseline {}, artifact digest {}; state {}",
+                plan.id,
+                who(&actor),
+                plan.machine,
+                plan.baseline_revision,
+                plan.artifact_digest.to_hex(),
+                plan.state
+            );
+        }
+        Command::Approve { plan } => {
+            let actor = config.actor()?;
+            let mark = store.approve(&actor, &plan).await?;
+            let _ = writeln!(out, "plan {plan} approved by {}: {mark}", who(&actor));
+        }
+        Command::Revoke(args) => {
+            let actor = config.actor()?;
+            if let Some(principal) = args.identity {
+                store.revoke_identity(&actor, &principal).await?;
+                let _ = writeln!(out, "identity {principal} revoked by {}", who(&actor));
+            } else if let Some(plan) = args.plan {
+                store.revoke_approval(&actor, &plan).await?;
+                let _ = writeln!(out, "approval of plan {plan} revoked by {}", who(&actor));
+            }
+        }
+        Command::Cancel { plan } => {
+            let actor = config.actor()?;
+            store.cancel_plan(&actor, &plan).await?;
+            let _ = writeln!(out, "plan {plan} cancelled by {}", who(&actor));
+        }
+        Command::Run(args) => {
+            out = run_controller(&db, config, args).await?;
+        }
+        Command::Account(args) => {
+            let actor = config.actor()?;
+            store
+                .record_accounting_decision(
+                    &actor,
+                    AccountingRequest {
+                        operation: args.operation.clone(),
+                        attempt: args.attempt,
+                        settle_floor: SpanMs::from_secs(args.settle_floor),
+                        explanation: args.explanation,
+                    },
+                )
+                .await?;
+            let _ = writeln!(
+                out,
+                "attempt {} of operation {} accounted for by {}",
+                args.attempt,
+                args.operation,
+                who(&actor)
+            );
+        }
+        Command::Timeline { machine, json } => {
+            let view = store.machine(&machine).await?;
+            let entries = store.timeline(&machine).await?;
+            let operations = store.operations_of(&machine).await?;
+            out = if json {
+                let value = timeline::json(&view, &entries, &operations);
+                format!("{}\n", pretty(&value))
+            } else {
+                timeline::text(&view, &entries, &operations)
+            };
+        }
+    }
+    Ok(out)
+}
+
+fn pretty(value: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
+fn who(actor: &Actor) -> String {
+    format!("{} ({})", actor.id, actor.role)
+}
+
+fn applied_text(view: &crate::store::MachineView) -> String {
+    match (&view.applied_release, &view.applied_digest) {
+        (Some(r), _) => r.clone(),
+        (None, Some(d)) => format!("handed-over baseline {}", &d.to_hex()[..12]),
+        (None, None) => "-".into(),
+    }
+}
+
+/// `run`: the executor on one approved plan.
+async fn run_controller(db: &Db, config: &Config, args: RunArgs) -> Result<String, Failure> {
+    use crate::controller::{Executor, ExecutorSettings, MachineRoute, TalosconfigConnector};
+    let talosconfig = config.talosconfig.as_ref().ok_or_else(|| {
+        Failure::Usage(
+            "no talosconfig: set `talosconfig` in the configuration, or INFRA_TALOS_TALOSCONFIG"
+                .into(),
+        )
+    })?;
+    let keyring = config.keyring()?;
+    let store = &db.store;
+    let plan = store.plan(&args.plan).await?;
+    let record = db
+        .inventory
+        .machine_record(&plan.machine)
+        .await?
+        .ok_or_else(|| {
+            Failure::Refused(format!(
+                "refused: machine {} is not inventoried",
+                plan.machine
+            ))
+        })?;
+    let view = store.machine(&plan.machine).await?;
+    let connector = TalosconfigConnector::load(talosconfig, crate::ConnectOptions::default())
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    let endpoint = crate::NodeAddress::parse(&record.endpoint)
+        .map_err(|e| Failure::Usage(format!("machine {}: {e}", record.id)))?;
+    connector.add_machine(
+        record.id.clone(),
+        MachineRoute {
+            endpoint,
+            // The Talos API carries no assignment labels; the inventory's revision
+            // stands for what the node was assigned.
+            assignment_revision: Some(view.assignment_revision),
+        },
+    );
+    let id = crate::controller::fresh_controller_id().map_err(|e| Failure::Usage(e.to_string()))?;
+    let executor = Executor::new(
+        id,
+        Arc::clone(store),
+        Arc::new(connector),
+        Arc::new(keyring),
+        Arc::new(SystemClock::new()),
+        ExecutorSettings {
+            settle_floor: SpanMs::from_secs(args.settle_floor),
+            max_transport_deadline: SpanMs::from_secs(args.max_transport_deadline),
+        },
+    )
+    .map_err(|e| Failure::Usage(e.to_string()))?;
+    let outcome = executor.run_plan(&args.plan).await.map_err(|e| match e {
+        crate::controller::ExecutorError::Store(s) => Failure::from(s),
+        other => Failure::Refused(format!("refused: {other}")),
+    })?;
+    let mut out = format!(
+        "plan {}: operation {} is {} after {} send(s)",
+        outcome.plan, outcome.operation, outcome.state, outcome.sends
+    );
+    if let Some(c) = &outcome.classification {
+        let _ = write!(out, "; classified {c}");
+    }
+    out.push('\n');
+    if let Some(refusal) = &outcome.refusal {
+        return Err(Failure::Refused(format!("{out}{}", refusal_text(refusal))));
+    }
+    Ok(out)
+}

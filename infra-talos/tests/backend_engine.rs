@@ -1,0 +1,628 @@
+//! The `talosMachine` kind through `infra_core::Engine`, on an embedded store and
+//! simulated nodes: what a plan shows for a small fleet, and what an apply leaves in
+//! the store and at the nodes.
+//!
+//! The conformance suite of `infra-testkit` is not run for this kind: it creates and
+//! deletes resources, and the engine neither creates nor deletes Talos machines.
+#![cfg(feature = "grpc")]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use infra_core::{
+    Backend, Backends, Engine, ErrorKind, Fleet, MemoryStore, Options, Plan, RetryPolicy,
+    SystemClock,
+};
+use infra_talos::backend::{
+    DIRECT_REFUSAL, InventoryRecord, NodeReader, TalosBackend, TalosCluster, TalosMachine,
+    TalosconfigReader,
+};
+use infra_talos::config_digest;
+use infra_talos::contract::evidence::{ObservationPurpose, ResponseClass};
+use infra_talos::contract::operation::ControllerId;
+use infra_talos::contract::plan::PlanState;
+use infra_talos::contract::{InstantMs, Role, SpanMs};
+use infra_talos::digest::Digest;
+use infra_talos::keys::{KeyProvider, LocalKeyring};
+use infra_talos::store::sqlite::SqliteStore;
+use infra_talos::store::{
+    Actor, ContributionKind, DependencyCheck, IdentityKey, MachineSpec, ObservationRequest,
+    ObservedFacts, PlanSpec, PrincipalKind, PrincipalSpec, ReleaseSpec, SealedArtifact, Store,
+};
+use infra_talos::{ConnectOptions, Observation};
+use infra_testkit::talos::{NodeFacts, ReadFault, SimResource, TalosSim};
+use tempfile::TempDir;
+
+const CONTROLLER: ControllerId = ControllerId(0xc0);
+const SECRET: &str = "token-4e1f-never-shown";
+
+fn alice() -> Actor {
+    Actor::new("alice", Role::Publisher)
+}
+fn bob() -> Actor {
+    Actor::new("bob", Role::Approver)
+}
+fn ann() -> Actor {
+    Actor::new("ann", Role::Author)
+}
+
+fn plaintext(machine: &str, release: &str) -> Vec<u8> {
+    format!(
+        "version: v1alpha1\nmachine:\n  type: worker\n  token: {SECRET}\n# {machine} {release}\n"
+    )
+    .into_bytes()
+}
+
+/// Reads each simulated node with its own talosconfig (each node has its own CA).
+struct SimReaders(BTreeMap<String, TalosconfigReader>);
+
+#[async_trait::async_trait]
+impl NodeReader for SimReaders {
+    async fn observe(
+        &self,
+        machine: &InventoryRecord,
+    ) -> Result<Observation, infra_core::BackendError> {
+        self.0[&machine.endpoint].observe(machine).await
+    }
+}
+
+/// Simulated nodes, an embedded store with an inventory, and a keyring.
+struct World {
+    store: Arc<SqliteStore>,
+    sims: BTreeMap<String, TalosSim>,
+    readers: Arc<SimReaders>,
+    keyring: LocalKeyring,
+    cluster_id: String,
+    _dir: TempDir,
+}
+
+const MACHINES: [&str; 3] = ["w-conv", "w-pend", "w-drift"];
+
+fn options() -> ConnectOptions {
+    ConnectOptions {
+        connect_timeout: Duration::from_secs(2),
+        call_deadline: Duration::from_secs(2),
+        tls_server_name: None,
+    }
+}
+
+impl World {
+    async fn start() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::in_memory().await.unwrap());
+        for (id, role) in [
+            ("alice", Role::Publisher),
+            ("bob", Role::Approver),
+            ("ann", Role::Author),
+        ] {
+            store
+                .register_principal(PrincipalSpec {
+                    id: id.into(),
+                    kind: PrincipalKind::Human,
+                    roles: vec![role],
+                })
+                .await
+                .unwrap();
+        }
+        let mut sims = BTreeMap::new();
+        let mut readers = BTreeMap::new();
+        let mut cluster_id = String::new();
+        for (n, machine) in MACHINES.iter().enumerate() {
+            let facts = NodeFacts {
+                hostname: (*machine).to_owned(),
+                smbios_uuid: format!("4c4c4544-0000-0000-0000-00000000000{n}"),
+                node_id: format!("node-{machine}"),
+                ..NodeFacts::default()
+            };
+            let sim = TalosSim::builder()
+                .facts(facts.clone())
+                .start()
+                .await
+                .unwrap();
+            let sub = dir.path().join(machine);
+            std::fs::create_dir(&sub).unwrap();
+            let path = sim
+                .write_talosconfig(&sub, &sim.pki().admin_client().unwrap())
+                .unwrap();
+            readers.insert(
+                sim.node_address(),
+                TalosconfigReader::load(&path, options(), Arc::new(SystemClock::new())).unwrap(),
+            );
+            store
+                .create_machine(
+                    &ann(),
+                    MachineSpec {
+                        id: (*machine).to_owned(),
+                        identity: IdentityKey::SmbiosUuid(facts.smbios_uuid.clone()),
+                        cluster_id: facts.cluster_id.clone(),
+                        endpoint: sim.node_address(),
+                        rollout_scope: (*machine).to_owned(),
+                        talos_minor: "1.10".into(),
+                        adopted_digest: Some(config_digest(&facts.config)),
+                    },
+                )
+                .await
+                .unwrap();
+            cluster_id = facts.cluster_id.clone();
+            sims.insert((*machine).to_owned(), sim);
+        }
+        let keyring = LocalKeyring::open(dir.path().join("keys")).unwrap();
+        keyring.create_key("artifacts").unwrap();
+        let world = World {
+            store,
+            sims,
+            readers: Arc::new(SimReaders(readers)),
+            keyring,
+            cluster_id,
+            _dir: dir,
+        };
+        world.publish("rel-1").await;
+        world
+    }
+
+    async fn publish(&self, release: &str) {
+        let mut artifacts = Vec::new();
+        for machine in MACHINES {
+            let sealed = self
+                .keyring
+                .seal("artifacts", &plaintext(machine, release))
+                .await
+                .unwrap();
+            artifacts.push((
+                machine.to_owned(),
+                SealedArtifact {
+                    key_provider: sealed.binding.provider.clone(),
+                    key_id: sealed.binding.key_identity.clone(),
+                    key_version: u64::from(sealed.binding.version),
+                    ciphertext: sealed.ciphertext.clone(),
+                    digest: sealed.digest,
+                },
+            ));
+        }
+        self.store
+            .publish_release(
+                &alice(),
+                ReleaseSpec {
+                    id: release.into(),
+                    artifacts,
+                    contributions: vec![
+                        ("ann".into(), ContributionKind::Authored),
+                        ("alice".into(), ContributionKind::Published),
+                    ],
+                },
+            )
+            .await
+            .unwrap();
+    }
+
+    fn facts(&self, machine: &str, digest: Digest) -> ObservedFacts {
+        let sim = self.sims[machine].facts();
+        ObservedFacts {
+            smbios_uuid: Some(sim.smbios_uuid),
+            node_id: Some(sim.node_id),
+            cluster_id: Some(sim.cluster_id),
+            assignment_revision: Some(1),
+            talos_version: Some(sim.talos_version),
+            digest: Some(digest),
+            config_version: Some(1),
+            access_version: Some("access-v1".into()),
+        }
+    }
+
+    async fn observe(
+        &self,
+        machine: &str,
+        purpose: ObservationPurpose,
+        plan: Option<&str>,
+        facts: ObservedFacts,
+    ) {
+        let ticket = self
+            .store
+            .begin_observation(ObservationRequest {
+                machine: machine.into(),
+                purpose,
+                plan: plan.map(str::to_owned),
+                controller: CONTROLLER,
+            })
+            .await
+            .unwrap();
+        self.store.record_observation(&ticket, facts).await.unwrap();
+    }
+
+    /// Brings `machine` to `release` the way the controller does, through the store's
+    /// transactions, standing in for the node's answer: the simulated node receives
+    /// the configuration out of band, never through the backend.
+    async fn converge(&self, machine: &str, release: &str) {
+        let plan = format!("setup-{machine}-{release}");
+        self.store
+            .create_plan(
+                &alice(),
+                PlanSpec {
+                    id: plan.clone(),
+                    machine: machine.into(),
+                    release: release.into(),
+                    expires_at: InstantMs(u64::MAX / 2),
+                    max_evidence_age: SpanMs::from_secs(600),
+                    transport_deadline: SpanMs::from_secs(5),
+                    verification_deadline: SpanMs::from_secs(30),
+                    max_attempts: 1,
+                    revert: false,
+                },
+            )
+            .await
+            .unwrap();
+        self.store.approve(&bob(), &plan).await.unwrap();
+        let before = self
+            .store
+            .machine(machine)
+            .await
+            .unwrap()
+            .applied_digest
+            .unwrap();
+        self.observe(
+            machine,
+            ObservationPurpose::Evidence,
+            Some(&plan),
+            self.facts(machine, before),
+        )
+        .await;
+        self.store
+            .record_dependency_check(DependencyCheck {
+                plan: plan.clone(),
+                controller: CONTROLLER,
+                access_path: "talosconfig".into(),
+                access_version: "access-v1".into(),
+                artifact_decrypts: true,
+            })
+            .await
+            .unwrap();
+        let committed = self.store.commit(&plan, CONTROLLER).await.unwrap();
+        let _proof = self
+            .store
+            .attempt(&committed.operation, committed.owner)
+            .await
+            .unwrap();
+        self.sims[machine].drift_config(plaintext(machine, release));
+        self.store
+            .record_response(&committed.operation, 1, ResponseClass::Accepted)
+            .await
+            .unwrap();
+        let digest = config_digest(&plaintext(machine, release));
+        self.observe(
+            machine,
+            ObservationPurpose::Completion,
+            None,
+            self.facts(machine, digest),
+        )
+        .await;
+        self.store
+            .classify(&committed.operation, committed.owner)
+            .await
+            .unwrap();
+        assert_eq!(
+            self.store
+                .machine(machine)
+                .await
+                .unwrap()
+                .applied_release
+                .as_deref(),
+            Some(release)
+        );
+    }
+
+    fn backend(&self) -> TalosBackend {
+        TalosBackend::governed(
+            Arc::clone(&self.store),
+            self.readers.clone(),
+            alice(),
+            "lab",
+            Arc::new(SystemClock::new()),
+        )
+        .cluster("lab", self.cluster_id.clone())
+    }
+
+    fn engine(&self, backend: TalosBackend) -> Engine {
+        Engine::new(
+            Backends::new().with(Arc::new(backend)),
+            Arc::new(MemoryStore::new()),
+        )
+        .with_retry(RetryPolicy::none())
+    }
+
+    fn apply_requests(&self) -> usize {
+        self.sims.values().map(|s| s.apply_requests().len()).sum()
+    }
+
+    async fn stop(self) {
+        for sim in self.sims.into_values() {
+            sim.shutdown().await.unwrap();
+        }
+    }
+}
+
+fn fleet(machines: &[&str]) -> Plan {
+    let lab = TalosCluster::named("lab").unwrap();
+    let mut f = Fleet::builder("lab");
+    for m in machines {
+        f.declare(lab, *m, TalosMachine::new("rel-1"));
+    }
+    Plan::declared(&f.build().unwrap())
+}
+
+/// A converged machine, one pending convergence, one drifted: the plan tells them
+/// apart by field.
+async fn fleet_in_three_states() -> World {
+    let world = World::start().await;
+    world.converge("w-conv", "rel-1").await;
+    world.converge("w-drift", "rel-1").await;
+    world.sims["w-drift"].drift_config(
+        b"version: v1alpha1\nmachine:\n  type: worker\n# edited on the node\n".to_vec(),
+    );
+    world
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_shows_pending_convergence_and_drift() {
+    let world = fleet_in_three_states().await;
+    let engine = world.engine(world.backend());
+    let report = engine
+        .plan(&fleet(&MACHINES), &Options::default())
+        .await
+        .unwrap();
+    insta::assert_snapshot!("plan_three_states", report.render());
+    assert_eq!(world.apply_requests(), 0);
+    world.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_the_node_does_not_give_is_unknown_never_a_difference() {
+    let world = fleet_in_three_states().await;
+    for sim in world.sims.values() {
+        sim.fail_reads(SimResource::MachineConfig, ReadFault::PermissionDenied);
+        sim.fail_reads(SimResource::SystemInformation, ReadFault::PermissionDenied);
+    }
+    let engine = world.engine(world.backend());
+    let report = engine
+        .plan(&fleet(&["w-conv", "w-drift"]), &Options::default())
+        .await
+        .unwrap();
+    insta::assert_snapshot!("plan_reads_denied", report.render());
+    world.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_records_a_plan_awaiting_approval_and_sends_nothing() {
+    let world = fleet_in_three_states().await;
+    let engine = world.engine(world.backend());
+    let plan = fleet(&MACHINES);
+    let outcome = engine.apply(&plan, &Options::default()).await.unwrap();
+    insta::assert_snapshot!("apply_three_states", result_text(&outcome.result));
+    assert_eq!(outcome.result.not_attempted.len(), 1);
+    assert!(
+        outcome
+            .result
+            .failed
+            .iter()
+            .all(|f| f.resource.name == "w-drift")
+    );
+
+    let plans = world.store.plans_of_machine("w-pend").await;
+    assert_eq!(plans, ["w-pend-rel-1-b2"]);
+    let view = world.store.plan("w-pend-rel-1-b2").await.unwrap();
+    assert_eq!(view.state, PlanState::Proposed);
+    assert_eq!(
+        view.artifact_digest,
+        config_digest(&plaintext("w-pend", "rel-1"))
+    );
+    assert_eq!(
+        world.apply_requests(),
+        0,
+        "an apply sent something to a node"
+    );
+
+    // A second apply names the same plan: no duplicate for the same binding.
+    let again = engine.apply(&plan, &Options::default()).await.unwrap();
+    assert_eq!(result_text(&again.result), result_text(&outcome.result));
+    assert_eq!(
+        world.store.plans_of_machine("w-pend").await,
+        ["w-pend-rel-1-b2"]
+    );
+    let direct = world
+        .backend()
+        .update(
+            "talosMachine",
+            "lab",
+            "w-pend",
+            infra_core::SettledSpec::new::<TalosMachine>(&settled("rel-1")),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(direct.kind, ErrorKind::AwaitingApproval);
+    insta::assert_snapshot!("second_apply_message", direct.message);
+
+    // Once cancelled, the next apply makes a fresh plan for the same binding.
+    world
+        .store
+        .cancel_plan(&alice(), "w-pend-rel-1-b2")
+        .await
+        .unwrap();
+    engine.apply(&plan, &Options::default()).await.unwrap();
+    assert_eq!(
+        world.store.plans_of_machine("w-pend").await,
+        ["w-pend-rel-1-b2", "w-pend-rel-1-b2-2"]
+    );
+    assert_eq!(world.apply_requests(), 0);
+    let dump = world.store.dump_all_rows().await.unwrap();
+    assert!(!dump.contains(SECRET), "plaintext reached the store");
+    world.stop().await;
+}
+
+fn settled(release: &str) -> infra_talos::backend::TalosMachineSettled {
+    infra_talos::backend::TalosMachineSettled {
+        release: release.to_owned(),
+        identity: infra_core::Partial::Unknown,
+        drift: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_drift_gets_a_revert_plan() {
+    let world = fleet_in_three_states().await;
+    // The drift record opens the way the store records drift today: evidence for a
+    // plan that reads the drifted digest is refused by comparison 3 and opens it.
+    let drifted = config_digest(&world.sims["w-drift"].config());
+    world
+        .store
+        .create_plan(
+            &alice(),
+            PlanSpec {
+                id: "probe".into(),
+                machine: "w-drift".into(),
+                release: "rel-1".into(),
+                expires_at: InstantMs(u64::MAX / 2),
+                max_evidence_age: SpanMs::from_secs(600),
+                transport_deadline: SpanMs::from_secs(5),
+                verification_deadline: SpanMs::from_secs(30),
+                max_attempts: 1,
+                revert: false,
+            },
+        )
+        .await
+        .unwrap();
+    world.store.approve(&bob(), "probe").await.unwrap();
+    world
+        .observe(
+            "w-drift",
+            ObservationPurpose::Evidence,
+            Some("probe"),
+            world.facts("w-drift", drifted),
+        )
+        .await;
+    let refused = world.store.commit("probe", CONTROLLER).await.unwrap_err();
+    assert_eq!(refused.comparison(), Some(3), "{refused}");
+    assert!(
+        world
+            .store
+            .machine("w-drift")
+            .await
+            .unwrap()
+            .open_drift
+            .is_some()
+    );
+    let engine = world.engine(world.backend());
+    let outcome = engine
+        .apply(&fleet(&["w-drift"]), &Options::default())
+        .await
+        .unwrap();
+    insta::assert_snapshot!("apply_recorded_drift", result_text(&outcome.result));
+    let plans = world.store.plans_of_machine("w-drift").await;
+    assert_eq!(plans.len(), 3, "{plans:?}");
+    assert!(plans.iter().any(|p| p.ends_with("-revert")), "{plans:?}");
+    assert_eq!(world.apply_requests(), 0);
+    world.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_mode_refuses_and_delete_is_refused() {
+    let world = World::start().await;
+    let backend = TalosBackend::direct(
+        Arc::clone(&world.store),
+        world.readers.clone(),
+        "lab",
+        Arc::new(SystemClock::new()),
+    )
+    .cluster("lab", world.cluster_id.clone());
+    let outcome = world
+        .engine(backend.clone())
+        .apply(&fleet(&["w-pend"]), &Options::default())
+        .await
+        .unwrap();
+    assert_eq!(outcome.result.failed.len(), 1);
+    assert!(
+        outcome.result.failed[0]
+            .error
+            .message
+            .contains(DIRECT_REFUSAL)
+    );
+    assert!(world.store.plans_of_machine("w-pend").await.is_empty());
+
+    let err = backend
+        .delete("talosMachine", "lab", "w-pend")
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid);
+    let err = backend
+        .create(
+            "talosMachine",
+            "lab",
+            "w-new",
+            infra_core::SettledSpec::new::<TalosMachine>(&settled("rel-1")),
+            &infra_core::Marker::new("lab"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid);
+    insta::assert_snapshot!(
+        "refusals",
+        format!(
+            "{}\n{}",
+            err,
+            backend
+                .delete("talosMachine", "lab", "w-pend")
+                .await
+                .unwrap_err()
+        )
+    );
+    // Listing an unknown cluster is an empty list; reading a machine of another
+    // cluster is absent.
+    assert!(
+        backend
+            .list("talosMachine", "elsewhere")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let err = backend
+        .read("talosMachine", "elsewhere", "w-pend")
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::NotFound);
+    assert_eq!(world.apply_requests(), 0);
+    world.stop().await;
+}
+
+/// Plan identifiers of a machine, oldest first.
+trait PlansOf {
+    async fn plans_of_machine(&self, machine: &str) -> Vec<String>;
+}
+
+impl PlansOf for SqliteStore {
+    async fn plans_of_machine(&self, machine: &str) -> Vec<String> {
+        use infra_talos::backend::Inventory as _;
+        self.plans_of(machine)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|p| p.id)
+            .collect()
+    }
+}
+
+/// The apply result, one line per resource.
+fn result_text(result: &infra_core::ApplyResult) -> String {
+    let mut out = String::new();
+    for a in &result.applied {
+        out.push_str(&format!("  {}  {:?}\n", a.resource, a.change));
+    }
+    for n in &result.not_attempted {
+        out.push_str(&format!("  {}  not attempted: {}\n", n.resource, n.reason));
+    }
+    for f in &result.failed {
+        out.push_str(&format!(
+            "  {}  failed to {:?}: {}\n",
+            f.resource, f.step, f.error
+        ));
+    }
+    out
+}
