@@ -398,6 +398,32 @@ async fn target_takes_dependencies_along_and_exclude_leaves_dependants_out() {
     assert_eq!(filtered, ["app", "web"].into());
 }
 
+/// Each not-attempted resource's name and reason.
+fn not_attempted(result: &infra_core::ApplyResult) -> Vec<(&str, NotAttemptedReason)> {
+    result
+        .not_attempted
+        .iter()
+        .map(|n| (n.resource.name.as_str(), n.reason))
+        .collect()
+}
+
+/// The small fleet applied through a backend that lacks security groups or, when
+/// `governs`, only records changes to them for approval.
+async fn apply_without_groups(seed: u64, governs: bool) -> (SimCloud, infra_core::Outcome) {
+    let cloud = support::cloud(seed);
+    let backends = Backends::new().with(Arc::new(Without {
+        inner: cloud.backend("aws"),
+        kind: "securityGroup",
+        governs,
+    }));
+    let engine = infra_core::Engine::new(backends, Arc::new(infra_core::MemoryStore::new()));
+    let outcome = engine
+        .apply(&small(&[]).plan(), &Options::default())
+        .await
+        .unwrap();
+    (cloud, outcome)
+}
+
 /// A backend that forwards to another but does not realise one kind or, when
 /// `governs`, realises it but only records changes to it for approval.
 struct Without {
@@ -488,23 +514,8 @@ impl Backend for Without {
 
 #[tokio::test]
 async fn a_kind_the_backend_lacks_is_not_attempted_and_its_dependants_wait() {
-    let cloud = support::cloud(11);
-    let backends = Backends::new().with(Arc::new(Without {
-        inner: cloud.backend("aws"),
-        kind: "securityGroup",
-        governs: false,
-    }));
-    let engine = infra_core::Engine::new(backends, Arc::new(infra_core::MemoryStore::new()));
-    let outcome = engine
-        .apply(&small(&[]).plan(), &Options::default())
-        .await
-        .unwrap();
-    let reasons: Vec<(&str, NotAttemptedReason)> = outcome
-        .result
-        .not_attempted
-        .iter()
-        .map(|n| (n.resource.name.as_str(), n.reason))
-        .collect();
+    let (_cloud, outcome) = apply_without_groups(11, false).await;
+    let reasons = not_attempted(&outcome.result);
     assert_eq!(
         reasons,
         [
@@ -521,23 +532,8 @@ async fn a_kind_the_backend_lacks_is_not_attempted_and_its_dependants_wait() {
 
 #[tokio::test]
 async fn a_change_recorded_for_approval_is_not_attempted_and_not_a_failure() {
-    let cloud = support::cloud(12);
-    let backends = Backends::new().with(Arc::new(Without {
-        inner: cloud.backend("aws"),
-        kind: "securityGroup",
-        governs: true,
-    }));
-    let engine = infra_core::Engine::new(backends, Arc::new(infra_core::MemoryStore::new()));
-    let outcome = engine
-        .apply(&small(&[]).plan(), &Options::default())
-        .await
-        .unwrap();
-    let reasons: Vec<(&str, NotAttemptedReason)> = outcome
-        .result
-        .not_attempted
-        .iter()
-        .map(|n| (n.resource.name.as_str(), n.reason))
-        .collect();
+    let (cloud, outcome) = apply_without_groups(12, true).await;
+    let reasons = not_attempted(&outcome.result);
     assert_eq!(
         reasons,
         [
