@@ -32,6 +32,7 @@ fn make() -> Option<Make> {
 }
 
 store_suite!(make);
+verification_suite!(make);
 
 /// The database file itself never holds the plaintext marker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

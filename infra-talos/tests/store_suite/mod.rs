@@ -9,6 +9,7 @@
 )]
 
 use std::future::Future;
+pub mod verification;
 
 use infra_talos::config_digest;
 use infra_talos::contract::classify::{Classification, UnresolvedReason};

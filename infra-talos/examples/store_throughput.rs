@@ -1,0 +1,315 @@
+//! Throughput of the store's commitment + attempt transaction pairs on PostgreSQL.
+//!
+//! ```sh
+//! cargo run --release -p infra-talos --example store_throughput -- --pairs 1000 --workers 8
+//! ```
+//!
+//! Reads the database from `--database` or `INFRA_TEST_DATABASE_URL`, works in a fresh
+//! schema it drops at the end, and prepares one machine per pair (each in its own
+//! rollout scope, so no two pairs contend on a scope) with a plan, an approval and
+//! dispatch evidence. It then times the pairs across the workers and prints one line:
+//!
+//! ```text
+//! store_throughput pairs=<N> workers=<W> pairs_per_second=<x> p50_ms=<..> p99_ms=<..>
+//! ```
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use infra_core::{Clock, SystemClock};
+
+use infra_talos::config_digest;
+use infra_talos::contract::evidence::ObservationPurpose;
+use infra_talos::contract::operation::ControllerId;
+use infra_talos::contract::{Role, SpanMs};
+use infra_talos::store::postgres::PgStore;
+use infra_talos::store::{
+    Actor, ContributionKind, DependencyCheck, IdentityKey, MachineSpec, ObservationRequest,
+    ObservedFacts, PlanSpec, PrincipalKind, PrincipalSpec, ReleaseSpec, SealedArtifact, Store,
+};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+const URL_VAR: &str = "INFRA_TEST_DATABASE_URL";
+const CONTROLLER: ControllerId = ControllerId(0x7a);
+const RELEASE: &str = "rel-bench";
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+struct Options {
+    pairs: usize,
+    workers: usize,
+    database: String,
+}
+
+fn options() -> Result<Options, Error> {
+    let mut pairs = 1000;
+    let mut workers = 8;
+    let mut database = std::env::var(URL_VAR).ok().filter(|u| !u.is_empty());
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--pairs" => pairs = value()?.parse()?,
+            "--workers" => workers = value()?.parse()?,
+            "--database" => database = Some(value()?),
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+    }
+    if pairs == 0 || workers == 0 {
+        return Err("--pairs and --workers must be positive".into());
+    }
+    let database = database.ok_or_else(|| format!("set {URL_VAR} or pass --database"))?;
+    Ok(Options {
+        pairs,
+        workers,
+        database,
+    })
+}
+
+fn machine_id(k: usize) -> String {
+    format!("bench-{k:06}")
+}
+
+fn base_digest(machine: &str) -> infra_talos::digest::Digest {
+    config_digest(format!("machine: {machine}\nversion: base\n").as_bytes())
+}
+
+/// A sealed stand-in: the store only ever sees these bytes and the digest.
+fn sealed(machine: &str) -> SealedArtifact {
+    let plain = format!("machine: {machine}\nrelease: {RELEASE}\n").into_bytes();
+    SealedArtifact {
+        key_provider: "transit".into(),
+        key_id: format!("k-{machine}"),
+        key_version: 1,
+        ciphertext: plain.iter().map(|b| b ^ 0x5a).collect(),
+        digest: config_digest(&plain),
+    }
+}
+
+fn facts(machine: &str) -> ObservedFacts {
+    ObservedFacts {
+        smbios_uuid: Some(format!("uuid-{machine}")),
+        node_id: Some(format!("node-{machine}")),
+        cluster_id: Some("cluster-bench".into()),
+        assignment_revision: Some(1),
+        talos_version: Some("v1.13.6".into()),
+        digest: Some(base_digest(machine)),
+        config_version: Some(1),
+        access_version: Some("access-v1".into()),
+    }
+}
+
+/// Principals, machines and the release they all desire.
+async fn inventory(store: &PgStore, ids: &[String]) -> Result<(), Error> {
+    for (id, role) in [
+        ("publisher", Role::Publisher),
+        ("approver", Role::Approver),
+        ("author", Role::Author),
+    ] {
+        store
+            .register_principal(PrincipalSpec {
+                id: id.into(),
+                kind: PrincipalKind::Human,
+                roles: vec![role],
+            })
+            .await?;
+    }
+    let author = Actor::new("author", Role::Author);
+    for id in ids {
+        store
+            .create_machine(
+                &author,
+                MachineSpec {
+                    id: id.clone(),
+                    identity: IdentityKey::SmbiosUuid(format!("uuid-{id}")),
+                    cluster_id: "cluster-bench".into(),
+                    endpoint: format!("{id}.nodes:50000"),
+                    rollout_scope: format!("scope-{id}"),
+                    talos_minor: "1.13".into(),
+                    adopted_digest: Some(base_digest(id)),
+                },
+            )
+            .await?;
+    }
+    store
+        .publish_release(
+            &Actor::new("publisher", Role::Publisher),
+            ReleaseSpec {
+                id: RELEASE.into(),
+                artifacts: ids.iter().map(|m| (m.clone(), sealed(m))).collect(),
+                contributions: vec![("author".into(), ContributionKind::Authored)],
+            },
+        )
+        .await?;
+    Ok(())
+}
+
+/// A plan for the machine, its approval and dispatch evidence.
+async fn prepare(store: &PgStore, machine: &str) -> Result<(), Error> {
+    let plan = format!("plan-{machine}");
+    let now = store.now().await?;
+    store
+        .create_plan(
+            &Actor::new("publisher", Role::Publisher),
+            PlanSpec {
+                id: plan.clone(),
+                machine: machine.into(),
+                release: RELEASE.into(),
+                expires_at: now.plus(SpanMs::from_secs(3600)),
+                // Preparation of many plans may take a while; the evidence must still
+                // count when the measured pairs run.
+                max_evidence_age: SpanMs::from_secs(3600),
+                transport_deadline: SpanMs::from_secs(5),
+                verification_deadline: SpanMs::from_secs(30),
+                max_attempts: 3,
+                revert: false,
+            },
+        )
+        .await?;
+    store
+        .approve(&Actor::new("approver", Role::Approver), &plan)
+        .await?;
+    let ticket = store
+        .begin_observation(ObservationRequest {
+            machine: machine.into(),
+            purpose: ObservationPurpose::Evidence,
+            plan: Some(plan.clone()),
+            controller: CONTROLLER,
+        })
+        .await?;
+    store.record_observation(&ticket, facts(machine)).await?;
+    store
+        .record_dependency_check(DependencyCheck {
+            plan,
+            controller: CONTROLLER,
+            access_path: "talos/cluster-bench/access".into(),
+            access_version: "access-v1".into(),
+            artifact_decrypts: true,
+        })
+        .await?;
+    Ok(())
+}
+
+/// One commitment and the attempt it leads to.
+async fn pair(store: &PgStore, machine: &str) -> Result<(), Error> {
+    let committed = store.commit(&format!("plan-{machine}"), CONTROLLER).await?;
+    let proof = store.attempt(&committed.operation, committed.owner).await?;
+    if proof.attempt() != 1 || proof.machine() != machine {
+        return Err(format!(
+            "unexpected proof for {machine}: attempt {}",
+            proof.attempt()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Run `work` on every machine, spread over `workers` tasks; each task returns the
+/// time each of its calls took.
+async fn across<F, Fut>(
+    clock: &Arc<SystemClock>,
+    store: &Arc<PgStore>,
+    ids: &[String],
+    workers: usize,
+    work: F,
+) -> Result<Vec<Duration>, Error>
+where
+    F: Fn(Arc<PgStore>, String) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<(), Error>> + Send,
+{
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let store = store.clone();
+            let mine: Vec<String> = ids.iter().skip(w).step_by(workers).cloned().collect();
+            let work = work.clone();
+            let clock = clock.clone();
+            tokio::spawn(async move {
+                let mut took = Vec::with_capacity(mine.len());
+                for id in mine {
+                    let started = clock.now();
+                    work(store.clone(), id).await?;
+                    took.push(clock.now() - started);
+                }
+                Ok::<_, Error>(took)
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(ids.len());
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    Ok(all)
+}
+
+fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss,
+        reason = "an index into a non-empty sample"
+    )]
+    let k = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[k].as_secs_f64() * 1000.0
+}
+
+async fn measure(options: &Options, schema: &str) -> Result<String, Error> {
+    let connect = PgConnectOptions::from_str(&options.database)?
+        .application_name("store_throughput")
+        .options([("search_path", schema)]);
+    let pool_size = u32::try_from(options.workers)?.saturating_add(2);
+    let store = Arc::new(PgStore::connect_with(connect, pool_size).await?);
+    let ids: Vec<String> = (0..options.pairs).map(machine_id).collect();
+    inventory(&store, &ids).await?;
+    let clock = Arc::new(SystemClock::new());
+    across(&clock, &store, &ids, options.workers, |s, id| async move {
+        prepare(&s, &id).await
+    })
+    .await?;
+    let started = clock.now();
+    let mut took = across(&clock, &store, &ids, options.workers, |s, id| async move {
+        pair(&s, &id).await
+    })
+    .await?;
+    let elapsed = clock.now() - started;
+    store.pool().close().await;
+    took.sort_unstable();
+    #[allow(clippy::cast_precision_loss, reason = "a rate for display")]
+    let rate = options.pairs as f64 / elapsed.as_secs_f64();
+    Ok(format!(
+        "store_throughput pairs={} workers={} pairs_per_second={rate:.1} p50_ms={:.2} p99_ms={:.2}",
+        options.pairs,
+        options.workers,
+        percentile_ms(&took, 0.50),
+        percentile_ms(&took, 0.99),
+    ))
+}
+
+async fn schema_sql(url: &str, sql: String) -> Result<(), Error> {
+    let admin = PgPoolOptions::new().max_connections(1).connect(url).await?;
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .execute(&admin)
+        .await?;
+    admin.close().await;
+    Ok(())
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> Result<(), Error> {
+    let options = options()?;
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes)?;
+    let schema = format!(
+        "bench_{}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    );
+    schema_sql(&options.database, format!("CREATE SCHEMA {schema}")).await?;
+    let outcome = measure(&options, &schema).await;
+    let dropped = schema_sql(
+        &options.database,
+        format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
+    )
+    .await;
+    println!("{}", outcome?);
+    dropped
+}
