@@ -12,11 +12,10 @@
 //! PostgreSQL runs read `INFRA_TEST_DATABASE_URL` and work in a fresh schema each;
 //! without the variable they print a skip line, and fail when `CI=true`.
 
+mod pg_support;
 mod store_suite;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write as _;
-use std::str::FromStr;
 
 use infra_talos::attempt::CommittedAttempt;
 use infra_talos::config_digest;
@@ -35,7 +34,6 @@ use infra_talos::store::{
     PlanView, ReleaseSpec, SealedArtifact, Store, TimelineEntry,
 };
 use proptest::prelude::*;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use store_suite::{
     A, B, Env, MARKER, alice, ann, bob, carol, facts, root, seal, settings, spec, world,
 };
@@ -1765,68 +1763,12 @@ async fn checker_reports_disabled_guards() {
 // ---------------------------------------------------------------------------------
 // Runners: PostgreSQL.
 
-const URL_VAR: &str = "INFRA_TEST_DATABASE_URL";
-
 fn database_url() -> Option<String> {
-    match std::env::var(URL_VAR) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{URL_VAR} is not set and CI=true: the PostgreSQL invariant tests must run in CI"
-            );
-            let _ = writeln!(
-                std::io::stderr(),
-                "!!! SKIPPED: PostgreSQL invariant test — set {URL_VAR} to run it against a database !!!"
-            );
-            None
-        }
-    }
-}
-
-/// A fresh schema, dropped when the case ends.
-struct Schema {
-    url: String,
-    name: String,
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let (url, name) = (self.url.clone(), self.name.clone());
-        let _ = std::thread::spawn(move || {
-            current_thread().block_on(async {
-                if let Ok(pool) = PgPoolOptions::new().max_connections(1).connect(&url).await {
-                    let sql = sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {name} CASCADE"));
-                    let _ = sqlx::query(sql).execute(&pool).await;
-                    pool.close().await;
-                }
-            });
-        })
-        .join();
-    }
+    pg_support::database_url("invariant test")
 }
 
 async fn pg_env(url: &str, guards: Guards) -> Env<PgStore> {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).unwrap();
-    let name = format!(
-        "inv_{}",
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    );
-    let admin = PgPoolOptions::new()
-        .max_connections(1)
-        .connect(url)
-        .await
-        .unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
-        .execute(&admin)
-        .await
-        .unwrap();
-    admin.close().await;
-    let options = PgConnectOptions::from_str(url)
-        .unwrap()
-        .application_name(&name)
-        .options([("search_path", name.as_str())]);
+    let (schema, options) = pg_support::schema(url, "inv").await;
     let (settings, clock) = settings(guards);
     let store = PgStore::connect_for_tests(options, 2, settings)
         .await
@@ -1834,10 +1776,7 @@ async fn pg_env(url: &str, guards: Guards) -> Env<PgStore> {
     Env {
         store,
         clock,
-        keep: Box::new(Schema {
-            url: url.to_owned(),
-            name,
-        }),
+        keep: Box::new(schema),
     }
 }
 

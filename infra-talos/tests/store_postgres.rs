@@ -5,12 +5,11 @@
 //! to run them. Each test works in its own schema, dropped at the end. Without the
 //! variable the tests print a skip line, and fail when `CI=true`.
 
+mod pg_support;
 mod store_suite;
 
 use std::future::Future;
-use std::io::Write as _;
 use std::pin::Pin;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,94 +20,18 @@ use infra_talos::store::postgres::PgStore;
 use infra_talos::store::{
     Actor, Guards, Hook, HookPoint, MachineSpec, ReleaseSpec, Settings, Store,
 };
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use store_suite::*;
 use tokio::sync::{Notify, oneshot};
 
 type Make = fn(Guards) -> Pin<Box<dyn Future<Output = Env<PgStore>> + Send>>;
 
-const URL_VAR: &str = "INFRA_TEST_DATABASE_URL";
-
 fn database_url() -> Option<String> {
-    match std::env::var(URL_VAR) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!(
-                    "{URL_VAR} is not set and CI=true: the PostgreSQL store tests must run in CI"
-                );
-            }
-            // Written past the test harness's capture so the skip is always seen.
-            let _ = writeln!(
-                std::io::stderr(),
-                "!!! SKIPPED: PostgreSQL store test — set {URL_VAR} to run it against a database !!!"
-            );
-            None
-        }
-    }
-}
-
-/// A fresh schema for one test, dropped when the test ends.
-struct Schema {
-    url: String,
-    name: String,
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let url = self.url.clone();
-        let name = self.name.clone();
-        // Drop runs inside the test's runtime; use a thread with its own runtime.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                if let Ok(pool) = PgPoolOptions::new().max_connections(1).connect(&url).await {
-                    let sql = sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {name} CASCADE"));
-                    let _ = sqlx::query(sql).execute(&pool).await;
-                    pool.close().await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
-async fn schema(url: &str) -> (Schema, PgConnectOptions) {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).unwrap();
-    let name = format!(
-        "t_{}",
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    );
-    let admin = PgPoolOptions::new()
-        .max_connections(1)
-        .connect(url)
-        .await
-        .unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
-        .execute(&admin)
-        .await
-        .unwrap();
-    admin.close().await;
-    let options = PgConnectOptions::from_str(url)
-        .unwrap()
-        .application_name(&name)
-        .options([("search_path", name.as_str())]);
-    (
-        Schema {
-            url: url.to_owned(),
-            name,
-        },
-        options,
-    )
+    pg_support::database_url("store test")
 }
 
 async fn env_with(settings: Settings, clock: infra_talos::store::ManualClock) -> Env<PgStore> {
     let url = database_url().expect("checked by make()");
-    let (schema, options) = schema(&url).await;
+    let (schema, options) = pg_support::schema(&url, "t").await;
     let store = PgStore::connect_for_tests(options, 4, settings)
         .await
         .unwrap();
@@ -363,7 +286,7 @@ async fn throughput_commit_attempt_pairs() {
     let Some(_) = database_url() else { return };
     let (settings, clock) = settings(Guards::default());
     let url = database_url().unwrap();
-    let (schema, options) = schema(&url).await;
+    let (schema, options) = pg_support::schema(&url, "t").await;
     let store = Arc::new(
         PgStore::connect_for_tests(options, 8, settings)
             .await
@@ -577,7 +500,7 @@ async fn rollout_slot_index_orders_two_machines() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn database_clock_happy_path() {
     let Some(url) = database_url() else { return };
-    let (schema, options) = schema(&url).await;
+    let (schema, options) = pg_support::schema(&url, "t").await;
     let store = PgStore::connect_with(options.clone(), 4).await.unwrap();
     let epoch = store.current_epoch().await.unwrap();
     store_suite::happy_path(Env {
@@ -605,7 +528,7 @@ async fn database_clock_happy_path() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrates_version_one_to_two() {
     let Some(url) = database_url() else { return };
-    let (schema, options) = schema(&url).await;
+    let (schema, options) = pg_support::schema(&url, "t").await;
     let (settings, clock) = settings(Guards::default());
     let store = PgStore::connect_at_version_for_tests(options.clone(), 2, settings.clone(), 1)
         .await
@@ -641,7 +564,7 @@ async fn migrates_version_one_to_two() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn now_is_the_database_clock() {
     let Some(url) = database_url() else { return };
-    let (schema, options) = schema(&url).await;
+    let (schema, options) = pg_support::schema(&url, "t").await;
     let store = PgStore::connect_with(options, 2).await.unwrap();
     let row: (i64,) =
         sqlx::query_as("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT")

@@ -6,10 +6,9 @@
 //! Set `INFRA_TEST_DATABASE_URL` to run them; without it they print a skip line,
 //! and fail when `CI=true`.
 
+mod pg_support;
 mod store_suite;
 
-use std::io::Write as _;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,78 +16,16 @@ use infra_talos::contract::operation::OperationState;
 use infra_talos::contract::plan::PlanState;
 use infra_talos::store::postgres::PgStore;
 use infra_talos::store::{Guards, Hook, HookPoint, Store};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use store_suite::*;
 use tokio::sync::{Notify, oneshot};
 
-const URL_VAR: &str = "INFRA_TEST_DATABASE_URL";
-
 fn database_url() -> Option<String> {
-    match std::env::var(URL_VAR) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{URL_VAR} is not set and CI=true: the PostgreSQL tests must run in CI"
-            );
-            let _ = writeln!(
-                std::io::stderr(),
-                "!!! SKIPPED: PostgreSQL verification test — set {URL_VAR} to run it !!!"
-            );
-            None
-        }
-    }
-}
-
-/// A fresh schema for one test, dropped when the test ends.
-struct Schema {
-    url: String,
-    name: String,
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let url = self.url.clone();
-        let name = self.name.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                if let Ok(pool) = PgPoolOptions::new().max_connections(1).connect(&url).await {
-                    let sql = sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {name} CASCADE"));
-                    let _ = sqlx::query(sql).execute(&pool).await;
-                    pool.close().await;
-                }
-            });
-        })
-        .join();
-    }
+    pg_support::database_url("verification test")
 }
 
 /// A store in a fresh schema, with `hook` at the store's hook points.
 async fn env(url: &str, hook: Option<Hook>) -> Env<PgStore> {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).unwrap();
-    let name = format!(
-        "v_{}",
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    );
-    let admin = PgPoolOptions::new()
-        .max_connections(1)
-        .connect(url)
-        .await
-        .unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
-        .execute(&admin)
-        .await
-        .unwrap();
-    admin.close().await;
-    let options = PgConnectOptions::from_str(url)
-        .unwrap()
-        .application_name(&name)
-        .options([("search_path", name.as_str())]);
+    let (schema, options) = pg_support::schema(url, "v").await;
     let (mut settings, clock) = settings(Guards::default());
     settings.hook = hook;
     let store = PgStore::connect_for_tests(options, 4, settings)
@@ -97,10 +34,7 @@ async fn env(url: &str, hook: Option<Hook>) -> Env<PgStore> {
     Env {
         store,
         clock,
-        keep: Box::new(Schema {
-            url: url.to_owned(),
-            name,
-        }),
+        keep: Box::new(schema),
     }
 }
 
