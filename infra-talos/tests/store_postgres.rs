@@ -388,24 +388,32 @@ async fn commitment_behind_raw_lock(
     committer.await.unwrap()
 }
 
+/// A ready plan's commitment run while another transaction holds `lock` and then makes
+/// `change`: the commitment waits, then sees the change and is refused by comparison
+/// 1, with `mention` in its reason.
+async fn refused_by_1_behind_lock(lock: &'static str, change: &'static str, mention: &str) {
+    let Some(make) = make() else { return };
+    let env = Arc::new(make(Guards::default()).await);
+    world(&env.store).await;
+    ready(&env, "p1", "m1", A).await;
+    let err = commitment_behind_raw_lock(&env, lock, change)
+        .await
+        .unwrap_err();
+    assert_eq!(err.comparison(), Some(1), "{err}");
+    assert!(err.to_string().contains(mention), "{err}");
+}
+
 /// The commitment reads the approver's principal row FOR SHARE: an identity
 /// revocation holding it FOR UPDATE makes the commitment wait, and the commitment
 /// then sees the revocation (comparison 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commitment_waits_for_identity_revocation() {
-    let Some(make) = make() else { return };
-    let env = Arc::new(make(Guards::default()).await);
-    world(&env.store).await;
-    ready(&env, "p1", "m1", A).await;
-    let result = commitment_behind_raw_lock(
-        &env,
+    refused_by_1_behind_lock(
         "SELECT revoked FROM principals WHERE id = 'bob' FOR UPDATE",
         "UPDATE principals SET revoked = TRUE WHERE id = 'bob'",
+        "identity",
     )
     .await;
-    let err = result.unwrap_err();
-    assert_eq!(err.comparison(), Some(1), "{err}");
-    assert!(err.to_string().contains("identity"), "{err}");
 }
 
 /// The commitment reads the installation row (epoch, recovery mode) FOR SHARE: a
@@ -413,37 +421,25 @@ async fn commitment_waits_for_identity_revocation() {
 /// commitment then sees the new epoch (comparison 1: the approval is foreign).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commitment_waits_for_recovery_entry() {
-    let Some(make) = make() else { return };
-    let env = Arc::new(make(Guards::default()).await);
-    world(&env.store).await;
-    ready(&env, "p1", "m1", A).await;
-    let result = commitment_behind_raw_lock(
-        &env,
+    refused_by_1_behind_lock(
         "SELECT epoch FROM installation WHERE id = 1 FOR UPDATE",
         "UPDATE installation SET epoch = decode('00112233445566778899aabbccddeeff', 'hex'), \
          recovery_mode = TRUE WHERE id = 1",
+        "epoch",
     )
     .await;
-    let err = result.unwrap_err();
-    assert_eq!(err.comparison(), Some(1), "{err}");
-    assert!(err.to_string().contains("epoch"), "{err}");
 }
 
 /// The approval is read FOR SHARE too: a revocation holding it FOR UPDATE is
 /// waited for and then seen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commitment_waits_for_approval_revocation() {
-    let Some(make) = make() else { return };
-    let env = Arc::new(make(Guards::default()).await);
-    world(&env.store).await;
-    ready(&env, "p1", "m1", A).await;
-    let result = commitment_behind_raw_lock(
-        &env,
+    refused_by_1_behind_lock(
         "SELECT revoked FROM approvals WHERE plan_id = 'p1' FOR UPDATE",
         "UPDATE approvals SET revoked = TRUE WHERE plan_id = 'p1'",
+        "",
     )
     .await;
-    assert_eq!(result.unwrap_err().comparison(), Some(1));
 }
 
 /// Two machines of one rollout scope commit at once: their machine locks do not
