@@ -54,6 +54,7 @@ fn make() -> Option<Make> {
 
 store_suite!(make);
 verification_suite!(make);
+blanket_suite!(make);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_url_means_skip_or_failure_in_ci() {
@@ -550,7 +551,7 @@ async fn migrates_version_one_to_two() {
             .fetch_all(store.pool())
             .await
             .unwrap();
-    assert_eq!(versions, [1, 2]);
+    assert_eq!(versions, [1, 2, 3]);
     check_version_two(&store, &clock, before).await;
     store.pool().close().await;
     drop(schema);

@@ -33,6 +33,7 @@ fn make() -> Option<Make> {
 
 store_suite!(make);
 verification_suite!(make);
+blanket_suite!(make);
 
 /// The database file itself never holds the plaintext marker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,7 +92,7 @@ async fn migrates_version_one_to_two() {
             .fetch_all(store.pool())
             .await
             .unwrap();
-    assert_eq!(versions, [1, 2]);
+    assert_eq!(versions, [1, 2, 3]);
     check_version_two(&store, &clock, before).await;
 }
 

@@ -27,7 +27,7 @@ use crate::contract::{InstantMs, Revision, Role};
 
 use super::common::*;
 use super::{
-    AccountingRequest, Actor, AttemptAccounting, AttemptView, Committed, ContributionKind,
+    AccountingRequest, Actor, AttemptAccounting, AttemptView, BlanketApproval, Committed, ContributionKind,
     DependencyCheck, HookPoint, IdentityKey, MachineSpec, MachineView, ObservationRequest,
     ObservationTicket, ObservationView, ObservedFacts, OperationView, PlanSpec, PlanView,
     PrincipalKind, PrincipalSpec, ReleaseSpec, SealedReleaseSpec, Settings, Store, StoreError,
@@ -416,6 +416,159 @@ async fn append(tx: &mut Tx, machine: &str, at: i64, e: Entry<'_>) -> R<i64> {
     }
     query.execute(&mut **tx).await?;
     Ok(rev)
+}
+
+/// An approval about to be recorded: by an approver's own act, or under a blanket.
+struct Approving<'a> {
+    plan: &'a str,
+    approver: &'a str,
+    blanket: Option<&'a str>,
+}
+
+impl Backend {
+    /// The common part of [`Store::approve`] and [`Store::approve_under_blanket`],
+    /// inside their transaction and after their own checks: the recovery-mode gate,
+    /// the plan's transition, the self-approval mark (§2, choice §10.4), the timeline
+    /// entry and the approval row.
+    async fn record_approval(
+        &self,
+        tx: &mut Tx,
+        actor: &Actor,
+        machine: &MachineRow,
+        inst: &InstallationRow,
+        approving: Approving<'_>,
+        act: &'static str,
+    ) -> R<SelfApproval> {
+        let plan_id = approving.plan;
+        if inst.recovery_mode && machine.released_epoch.as_deref().map(epoch_of).transpose()? != Some(inst.epoch) {
+            return Err(refused(act, "recovery mode: the scope is not released").into());
+        }
+        let plan = read_plan(tx, plan_id).await?;
+        let state = plan_state_of(&plan.state)?;
+        let event = match (state, standing_approval(tx, plan_id).await?) {
+            (PlanState::Approved, Some(a)) => PlanEvent::Reapprove { standing: a.epoch, current: inst.epoch },
+            _ => PlanEvent::Approve,
+        };
+        let next = plan::transition(state, event).map_err(|e| refused(act, e.to_string()))?;
+        let to_actor = |kind: Option<(String, Option<String>)>, id: &str| match kind {
+            Some((k, _)) if k == "human" => plan::Actor::Human(plan::PrincipalId(id.to_owned())),
+            Some((_, responsible)) => plan::Actor::Token {
+                token: plan::PrincipalId(id.to_owned()),
+                responsible: responsible.map(plan::PrincipalId),
+            },
+            None => plan::Actor::Token { token: plan::PrincipalId(id.to_owned()), responsible: None },
+        };
+        let creator_kind = sqlx::query("SELECT kind, responsible FROM principals WHERE id = $1")
+            .bind(&plan.creator_id)
+            .fetch_optional(&mut **tx)
+            .await?
+            .map(|r| -> R<(String, Option<String>)> { Ok((r.try_get("kind")?, r.try_get("responsible")?)) })
+            .transpose()?;
+        let creator = to_actor(creator_kind, &plan.creator_id);
+        let rows = sqlx::query(
+            "SELECT c.principal_id, c.contribution, p.kind, p.responsible \
+             FROM release_contributions c LEFT JOIN principals p ON p.id = c.principal_id \
+             WHERE c.release_id = $1 ORDER BY c.principal_id, c.contribution",
+        )
+        .bind(&plan.release_id)
+        .fetch_all(&mut **tx)
+        .await?;
+        let mut release = Vec::new();
+        for r in &rows {
+            let id: String = r.try_get("principal_id")?;
+            let kind: Option<String> = r.try_get("kind")?;
+            let responsible: Option<String> = r.try_get("responsible")?;
+            let contribution: String = r.try_get("contribution")?;
+            release.push(plan::ReleaseContribution {
+                actor: to_actor(kind.map(|k| (k, responsible)), &id),
+                contribution: if contribution == "authored" {
+                    plan::Contribution::Authored
+                } else {
+                    plan::Contribution::Published
+                },
+            });
+        }
+        let approver = plan::PrincipalId(approving.approver.to_owned());
+        let mark = plan::mark_self_approval(plan::SelfApprovalInput {
+            approver: &approver,
+            plan_creator: &creator,
+            release: &release,
+        });
+        let now = self.store_time(tx).await?;
+        let under = approving
+            .blanket
+            .map(|b| format!("under blanket approval {b} of {}; ", approving.approver))
+            .unwrap_or_default();
+        let rev = append(tx, &machine.id, now, Entry::by(actor, "approval").plan(plan_id)
+            .detail(format!("{under}{}; epoch {}", self_approval_name(mark), inst.epoch))).await?;
+        let seq: i64 = sqlx::query("SELECT COUNT(*) FROM approvals WHERE plan_id = $1")
+            .bind(plan_id)
+            .fetch_one(&mut **tx)
+            .await?
+            .try_get(0)?;
+        // The blanket's column is written only when there is one, so a database not
+        // yet migrated to it takes every other approval.
+        let sql = if approving.blanket.is_some() {
+            "INSERT INTO approvals (plan_id, seq, approver_id, role, epoch, self_approval, \
+             revision, blanket_id) VALUES ($1, $2, $3, 'approver', $4, $5, $6, $7)"
+        } else {
+            "INSERT INTO approvals (plan_id, seq, approver_id, role, epoch, self_approval, \
+             revision) VALUES ($1, $2, $3, 'approver', $4, $5, $6)"
+        };
+        let mut query = sqlx::query(sql)
+            .bind(plan_id)
+            .bind(seq + 1)
+            .bind(approving.approver)
+            .bind(inst.epoch.to_bytes().to_vec())
+            .bind(self_approval_name(mark))
+            .bind(rev);
+        if let Some(b) = approving.blanket {
+            query = query.bind(b);
+        }
+        query.execute(&mut **tx).await?;
+        set_plan_state(tx, plan_id, next).await?;
+        Ok(mark)
+    }
+}
+
+/// The machine rows of cluster `cluster_id`, locked in id order; their ids.
+async fn lock_cluster(tx: &mut Tx, cluster_id: &str) -> R<Vec<String>> {
+    let rows = sqlx::query(concat!(
+        "SELECT id FROM machines WHERE cluster_id = $1 ORDER BY id",
+        for_update!()
+    ))
+    .bind(cluster_id)
+    .fetch_all(&mut **tx)
+    .await?;
+    rows.iter().map(|r| Ok(r.try_get::<String, _>(0)?)).collect()
+}
+
+/// A blanket approval as a transaction reads it.
+struct BlanketRow {
+    id: String,
+    approver: String,
+    epoch: Epoch,
+}
+
+/// The blanket approval in force for `cluster_id`, read to share: a revocation
+/// waits for the reading transaction.
+async fn live_blanket(tx: &mut Tx, cluster_id: &str) -> R<Option<BlanketRow>> {
+    let row = sqlx::query(concat!(
+        "SELECT id, approver_id, epoch FROM blanket_approvals WHERE cluster_id = $1 AND NOT revoked",
+        for_share!()
+    ))
+    .bind(cluster_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.map(|r| -> R<BlanketRow> {
+        let epoch: Vec<u8> = r.try_get("epoch")?;
+        Ok(BlanketRow {
+            id: r.try_get("id")?,
+            approver: r.try_get("approver_id")?,
+            epoch: epoch_of(&epoch)?,
+        })
+    })
+    .transpose()
 }
 
 async fn read_plan(tx: &mut Tx, id: &str) -> R<PlanRow> {
@@ -1460,83 +1613,207 @@ impl Store for Backend {
             if !human {
                 return Err(refused(ACT, "automation is never an approver").into());
             }
-            if inst.recovery_mode && machine.released_epoch.as_deref().map(epoch_of).transpose()? != Some(inst.epoch) {
-                return Err(refused(ACT, "recovery mode: the scope is not released").into());
+            let approval = Approving { plan: plan_id, approver: &actor.id, blanket: None };
+            self.record_approval(&mut tx, actor, &machine, &inst, approval, ACT).await
+        })
+    }
+
+    async fn grant_blanket_approval(
+        &self,
+        actor: &Actor,
+        cluster_id: &str,
+        reason: &str,
+    ) -> StoreResult<BlanketApproval> {
+        const ACT: &str = "granting a blanket approval";
+        transaction!(self, tx => {
+            // The machine rows first, in the order every other transaction takes them.
+            let machines = lock_cluster(&mut tx, cluster_id).await?;
+            let inst = installation(&mut tx, true).await?;
+            let human = require_role(&mut tx, actor, &[Role::Approver], ACT).await?;
+            if !human {
+                return Err(refused(ACT, "automation is never an approver").into());
             }
-            let plan = read_plan(&mut tx, plan_id).await?;
-            let state = plan_state_of(&plan.state)?;
-            let event = match (state, standing_approval(&mut tx, plan_id).await?) {
-                (PlanState::Approved, Some(a)) => PlanEvent::Reapprove { standing: a.epoch, current: inst.epoch },
-                _ => PlanEvent::Approve,
-            };
-            let next = plan::transition(state, event).map_err(|e| refused(ACT, e.to_string()))?;
-            // The self-approval rule (§2, choice §10.4).
-            let to_actor = |kind: Option<(String, Option<String>)>, id: &str| match kind {
-                Some((k, _)) if k == "human" => plan::Actor::Human(plan::PrincipalId(id.to_owned())),
-                Some((_, responsible)) => plan::Actor::Token {
-                    token: plan::PrincipalId(id.to_owned()),
-                    responsible: responsible.map(plan::PrincipalId),
-                },
-                None => plan::Actor::Token { token: plan::PrincipalId(id.to_owned()), responsible: None },
-            };
-            let creator_kind = sqlx::query("SELECT kind, responsible FROM principals WHERE id = $1")
-                .bind(&plan.creator_id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .map(|r| -> R<(String, Option<String>)> { Ok((r.try_get("kind")?, r.try_get("responsible")?)) })
-                .transpose()?;
-            let creator = to_actor(creator_kind, &plan.creator_id);
-            let rows = sqlx::query(
-                "SELECT c.principal_id, c.contribution, p.kind, p.responsible \
-                 FROM release_contributions c LEFT JOIN principals p ON p.id = c.principal_id \
-                 WHERE c.release_id = $1 ORDER BY c.principal_id, c.contribution",
-            )
-            .bind(&plan.release_id)
-            .fetch_all(&mut *tx)
-            .await?;
-            let mut release = Vec::new();
-            for r in &rows {
-                let id: String = r.try_get("principal_id")?;
-                let kind: Option<String> = r.try_get("kind")?;
-                let responsible: Option<String> = r.try_get("responsible")?;
-                let contribution: String = r.try_get("contribution")?;
-                release.push(plan::ReleaseContribution {
-                    actor: to_actor(kind.map(|k| (k, responsible)), &id),
-                    contribution: if contribution == "authored" {
-                        plan::Contribution::Authored
-                    } else {
-                        plan::Contribution::Published
-                    },
-                });
+            if reason.trim().is_empty() {
+                return Err(refused(ACT, "a reason is required").into());
             }
-            let approver = plan::PrincipalId(actor.id.clone());
-            let mark = plan::mark_self_approval(plan::SelfApprovalInput {
-                approver: &approver,
-                plan_creator: &creator,
-                release: &release,
-            });
+            if inst.recovery_mode {
+                return Err(refused(ACT, "recovery mode is in effect").into());
+            }
             let now = self.store_time(&mut tx).await?;
-            let rev = append(&mut tx, &machine_id, now, Entry::by(actor, "approval").plan(plan_id)
-                .detail(format!("{}; epoch {}", self_approval_name(mark), inst.epoch))).await?;
-            let seq: i64 = sqlx::query("SELECT COUNT(*) FROM approvals WHERE plan_id = $1")
-                .bind(plan_id)
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get(0)?;
+            if let Some(live) = live_blanket(&mut tx, cluster_id).await? {
+                if live.epoch == inst.epoch {
+                    return Err(refused(ACT, format!("blanket approval {} is already in force for cluster {cluster_id}", live.id)).into());
+                }
+                // Granted in an earlier epoch, it holds no longer: this grant
+                // replaces it on the record.
+                sqlx::query("UPDATE blanket_approvals SET revoked = TRUE, revoked_by = $2, revoked_ms = $3 WHERE id = $1")
+                    .bind(&live.id)
+                    .bind(&actor.id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let id = format!("blanket-{}", hex16(super::random_128()?));
             sqlx::query(
-                "INSERT INTO approvals (plan_id, seq, approver_id, role, epoch, self_approval, \
-                 revision) VALUES ($1, $2, $3, 'approver', $4, $5, $6)",
+                "INSERT INTO blanket_approvals (id, cluster_id, approver_id, reason, epoch, granted_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
             )
-            .bind(plan_id)
-            .bind(seq + 1)
+            .bind(&id)
+            .bind(cluster_id)
             .bind(&actor.id)
+            .bind(reason)
             .bind(inst.epoch.to_bytes().to_vec())
-            .bind(self_approval_name(mark))
-            .bind(rev)
+            .bind(now)
             .execute(&mut *tx)
             .await?;
-            set_plan_state(&mut tx, plan_id, next).await?;
-            Ok(mark)
+            for m in &machines {
+                append(&mut tx, m, now, Entry::by(actor, "blanket_granted")
+                    .detail(format!("blanket approval {id} for cluster {cluster_id}; epoch {}", inst.epoch))).await?;
+            }
+            Ok(BlanketApproval {
+                id,
+                cluster_id: cluster_id.to_owned(),
+                approver: actor.id.clone(),
+                reason: reason.to_owned(),
+                granted_at: InstantMs(u(now)),
+                current_epoch: true,
+                revoked: None,
+            })
+        })
+    }
+
+    async fn revoke_blanket_approval(&self, actor: &Actor, blanket_id: &str) -> StoreResult<()> {
+        const ACT: &str = "revoking a blanket approval";
+        transaction!(self, tx => {
+            let cluster_id: String = sqlx::query("SELECT cluster_id FROM blanket_approvals WHERE id = $1")
+                .bind(blanket_id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .ok_or_else(|| not_found("blanket approval", blanket_id))?
+                .try_get(0)?;
+            // Every machine row of the cluster first: an approval under the blanket
+            // locks its machine's row before it reads the blanket, so none is made
+            // while this runs.
+            let cluster = lock_cluster(&mut tx, &cluster_id).await?;
+            let mut machines = cluster.clone();
+            require_role(&mut tx, actor, &[Role::Approver, Role::RecoveryAdmin], ACT).await?;
+            let row = sqlx::query(concat!("SELECT revoked FROM blanket_approvals WHERE id = $1", for_update!()))
+                .bind(blanket_id)
+                .fetch_one(&mut *tx)
+                .await?;
+            if row.try_get::<bool, _>("revoked")? {
+                return Err(refused(ACT, "the blanket approval is already revoked").into());
+            }
+            let now = self.store_time(&mut tx).await?;
+            sqlx::query("UPDATE blanket_approvals SET revoked = TRUE, revoked_by = $2, revoked_ms = $3 WHERE id = $1")
+                .bind(blanket_id)
+                .bind(&actor.id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            let plans = sqlx::query(
+                "SELECT a.plan_id, a.seq, p.machine_id, p.state FROM approvals a JOIN plans p ON p.id = a.plan_id \
+                 WHERE a.blanket_id = $1 AND NOT a.revoked ORDER BY a.plan_id",
+            )
+            .bind(blanket_id)
+            .fetch_all(&mut *tx)
+            .await?;
+            for r in &plans {
+                let plan_id: String = r.try_get("plan_id")?;
+                let machine_id: String = r.try_get("machine_id")?;
+                if !machines.contains(&machine_id) {
+                    // Moved to another cluster after its approval.
+                    lock_machine(&mut tx, &machine_id).await?;
+                    machines.push(machine_id.clone());
+                }
+                sqlx::query("UPDATE approvals SET revoked = TRUE WHERE plan_id = $1 AND seq = $2")
+                    .bind(&plan_id)
+                    .bind(r.try_get::<i64, _>("seq")?)
+                    .execute(&mut *tx)
+                    .await?;
+                let state = plan_state_of(&r.try_get::<String, _>("state")?)?;
+                let detail = match plan::transition(state, PlanEvent::RevokeApproval) {
+                    Ok(next) => {
+                        set_plan_state(&mut tx, &plan_id, next).await?;
+                        format!("blanket approval {blanket_id} revoked; plan {state} -> {next}")
+                    }
+                    Err(e) => format!("blanket approval {blanket_id} revoked; {e}"),
+                };
+                append(&mut tx, &machine_id, now, Entry::by(actor, "approval_revoked").plan(&plan_id).detail(detail)).await?;
+            }
+            for m in &cluster {
+                append(&mut tx, m, now, Entry::by(actor, "blanket_revoked")
+                    .detail(format!("blanket approval {blanket_id} for cluster {cluster_id}"))).await?;
+            }
+            Ok(())
+        })
+    }
+
+    async fn approve_under_blanket(&self, actor: &Actor, plan_id: &str) -> StoreResult<SelfApproval> {
+        const ACT: &str = "approving under a blanket approval";
+        transaction!(self, tx => {
+            let machine_id = read_plan(&mut tx, plan_id).await?.machine_id;
+            let machine = lock_machine(&mut tx, &machine_id).await?;
+            let inst = installation(&mut tx, true).await?;
+            require_role(&mut tx, actor, &[Role::Publisher, Role::Automation], ACT).await?;
+            let blanket = live_blanket(&mut tx, &machine.cluster_id).await?.ok_or_else(|| {
+                refused(ACT, format!("no blanket approval is in force for cluster {}; an approver grants one, or the plan waits for an approver", machine.cluster_id))
+            })?;
+            if blanket.epoch != inst.epoch {
+                return Err(refused(ACT, format!("blanket approval {} was granted in another epoch; an approver grants it again", blanket.id)).into());
+            }
+            // The approver's principal row, read to share: revoking the identity waits
+            // for this transaction, and a revoked identity approves nothing.
+            let approver = sqlx::query(concat!(
+                "SELECT p.revoked FROM principals p JOIN principal_roles r ON r.principal_id = p.id \
+                 WHERE p.id = $1 AND r.role = 'approver'",
+                for_share!()
+            ))
+            .bind(&blanket.approver)
+            .fetch_optional(&mut *tx)
+            .await?;
+            match approver {
+                None => return Err(refused(ACT, format!("{} no longer holds the approver role", blanket.approver)).into()),
+                Some(r) if r.try_get::<bool, _>("revoked")? => {
+                    return Err(refused(ACT, format!("the identity {} is revoked", blanket.approver)).into());
+                }
+                Some(_) => {}
+            }
+            let approval = Approving { plan: plan_id, approver: &blanket.approver, blanket: Some(&blanket.id) };
+            self.record_approval(&mut tx, actor, &machine, &inst, approval, ACT).await
+        })
+    }
+
+    async fn blanket_approvals(&self) -> StoreResult<Vec<BlanketApproval>> {
+        transaction!(self, tx => {
+            let inst = installation(&mut tx, false).await?;
+            let rows = sqlx::query(
+                "SELECT id, cluster_id, approver_id, reason, epoch, granted_ms, revoked, revoked_by, revoked_ms \
+                 FROM blanket_approvals ORDER BY granted_ms, id",
+            )
+            .fetch_all(&mut *tx)
+            .await?;
+            let mut out = Vec::new();
+            for r in &rows {
+                let epoch: Vec<u8> = r.try_get("epoch")?;
+                let revoked = if r.try_get::<bool, _>("revoked")? {
+                    let by: Option<String> = r.try_get("revoked_by")?;
+                    let at: Option<i64> = r.try_get("revoked_ms")?;
+                    Some((by.unwrap_or_default(), InstantMs(u(at.unwrap_or_default()))))
+                } else {
+                    None
+                };
+                out.push(BlanketApproval {
+                    id: r.try_get("id")?,
+                    cluster_id: r.try_get("cluster_id")?,
+                    approver: r.try_get("approver_id")?,
+                    reason: r.try_get("reason")?,
+                    granted_at: InstantMs(u(r.try_get("granted_ms")?)),
+                    current_epoch: epoch_of(&epoch)? == inst.epoch,
+                    revoked,
+                });
+            }
+            Ok(out)
         })
     }
 
@@ -1611,6 +1888,17 @@ impl Store for Backend {
                 .execute(&mut *tx)
                 .await?;
             let now = self.store_time(&mut tx).await?;
+            // Its blanket approvals end with it (their approvals are among the
+            // approvals revoked below).
+            sqlx::query(
+                "UPDATE blanket_approvals SET revoked = TRUE, revoked_by = $2, revoked_ms = $3 \
+                 WHERE approver_id = $1 AND NOT revoked",
+            )
+            .bind(principal)
+            .bind(&actor.id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
             let plans = sqlx::query(
                 "SELECT DISTINCT a.plan_id, p.machine_id, p.state FROM approvals a \
                  JOIN plans p ON p.id = a.plan_id WHERE a.approver_id = $1 ORDER BY a.plan_id",
@@ -2013,6 +2301,7 @@ impl Store for Backend {
             lock_machine(&mut tx, &machine_id).await?;
             let allowed = [Role::Author, Role::Publisher, Role::Approver, Role::RecoveryAdmin, Role::Automation];
             require_role(&mut tx, actor, &allowed, ACT).await?;
+            self.hook(HookPoint::AccountingLocked { operation: request.operation.clone() }).await;
             let attempts = read_attempts(&mut tx, &request.operation).await?;
             let a = attempts
                 .iter()

@@ -285,6 +285,35 @@ pub struct AccountingRequest {
     pub explanation: Option<String>,
 }
 
+/// A blanket approval: an approver's recorded decision that the plans for one
+/// cluster's machines are approved as they are made (direct mode).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlanketApproval {
+    /// Its identifier.
+    pub id: String,
+    /// The Talos cluster ID it covers.
+    pub cluster_id: String,
+    /// The approver who granted it.
+    pub approver: String,
+    /// Why, as the approver gave it.
+    pub reason: String,
+    /// Store time of the grant.
+    pub granted_at: InstantMs,
+    /// Whether it was granted in the installation's current epoch (it holds in no
+    /// other).
+    pub current_epoch: bool,
+    /// Who revoked it, and when (store time); `None` while in force.
+    pub revoked: Option<(String, InstantMs)>,
+}
+
+impl BlanketApproval {
+    /// Whether approvals can be made under it now.
+    #[must_use]
+    pub fn in_force(&self) -> bool {
+        self.revoked.is_none() && self.current_epoch
+    }
+}
+
 /// A plan as the store holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanView {
@@ -567,6 +596,28 @@ pub trait Store: Send + Sync {
     async fn revoke_identity(&self, actor: &Actor, principal: &str) -> StoreResult<()>;
     /// Cancel a plan (its creator, an approver or recovery-admin).
     async fn cancel_plan(&self, actor: &Actor, plan: &str) -> StoreResult<()>;
+    /// Record a blanket approval for cluster `cluster_id` (an approver, a person):
+    /// plans for its machines may then be approved as they are made
+    /// ([`Store::approve_under_blanket`]). One may be in force per cluster; it holds
+    /// only in the installation epoch it is granted in.
+    async fn grant_blanket_approval(
+        &self,
+        actor: &Actor,
+        cluster_id: &str,
+        reason: &str,
+    ) -> StoreResult<BlanketApproval>;
+    /// Revoke a blanket approval (an approver or recovery-admin), and with it every
+    /// approval made under it that a commitment has not used yet. Locks the
+    /// cluster's machine rows first, as every approval and commitment does.
+    async fn revoke_blanket_approval(&self, actor: &Actor, blanket: &str) -> StoreResult<()>;
+    /// Approve a proposed plan under the blanket approval in force for its machine's
+    /// cluster (a publisher or automation asks; the approval is recorded as the
+    /// blanket's approver's, naming the blanket). Refused without one in force, when
+    /// it was granted in another epoch, when its approver's identity is revoked, and
+    /// where [`Store::approve`] would refuse.
+    async fn approve_under_blanket(&self, actor: &Actor, plan: &str) -> StoreResult<SelfApproval>;
+    /// Every blanket approval, in force or revoked, oldest first.
+    async fn blanket_approvals(&self) -> StoreResult<Vec<BlanketApproval>>;
     /// §3.1's quick, non-atomic check that the plan stands and the gate is open.
     async fn preflight(&self, plan: &str) -> StoreResult<()>;
     /// Record "observation started"; its revision is the observation's basis.
@@ -734,6 +785,12 @@ pub enum HookPoint {
     },
     /// The attempt transaction holds the machine row and has read the approval.
     AttemptLocked {
+        /// The operation.
+        operation: String,
+    },
+    /// The accounting-decision transaction holds the machine row and has checked
+    /// the actor's role.
+    AccountingLocked {
         /// The operation.
         operation: String,
     },

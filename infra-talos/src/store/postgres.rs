@@ -45,10 +45,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "sealed_bindings_and_records",
         include_str!("../../migrations/postgres/0002_sealed_bindings_and_records.sql"),
     ),
+    (
+        3,
+        "blanket_approvals",
+        include_str!("../../migrations/postgres/0003_blanket_approvals.sql"),
+    ),
 ];
 
 /// The schema version this build migrates to.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The controller's store on PostgreSQL.
 #[derive(Debug, Clone)]

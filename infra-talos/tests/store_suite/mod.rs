@@ -9,6 +9,7 @@
 )]
 
 use std::future::Future;
+pub mod blanket;
 pub mod verification;
 
 use infra_talos::config_digest;
