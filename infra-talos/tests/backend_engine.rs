@@ -15,23 +15,27 @@ use infra_core::{
     SystemClock,
 };
 use infra_talos::backend::{
-    DIRECT_REFUSAL, InventoryRecord, NodeReader, TalosBackend, TalosCluster, TalosMachine,
-    TalosconfigReader,
+    InventoryRecord, NodeReader, TalosBackend, TalosCluster, TalosMachine, TalosconfigReader,
 };
 use infra_talos::config_digest;
 use infra_talos::contract::evidence::{ObservationPurpose, ResponseClass};
 use infra_talos::contract::operation::ControllerId;
 use infra_talos::contract::plan::PlanState;
 use infra_talos::contract::{InstantMs, Role, SpanMs};
+use infra_talos::controller::{
+    Connector, Executor, ExecutorError, ExecutorSettings, MachineClients, MachineRoute,
+    TalosconfigConnector,
+};
 use infra_talos::digest::Digest;
 use infra_talos::keys::{KeyProvider, LocalKeyring};
 use infra_talos::store::sqlite::SqliteStore;
 use infra_talos::store::{
-    Actor, ContributionKind, DependencyCheck, IdentityKey, MachineSpec, ObservationRequest,
-    ObservedFacts, PlanSpec, PrincipalKind, PrincipalSpec, ReleaseSpec, SealedArtifact, Store,
+    Actor, ContributionKind, DependencyCheck, IdentityKey, MachineSpec, MachineView,
+    ObservationRequest, ObservedFacts, PlanSpec, PrincipalKind, PrincipalSpec, SealedReleaseSpec,
+    Store,
 };
-use infra_talos::{ConnectOptions, Observation};
-use infra_testkit::talos::{NodeFacts, ReadFault, SimResource, TalosSim};
+use infra_talos::{ConnectOptions, NodeAddress, Observation};
+use infra_testkit::talos::{ApplyFault, NodeFacts, ReadFault, SimResource, TalosSim};
 use tempfile::TempDir;
 
 const CONTROLLER: ControllerId = ControllerId(0xc0);
@@ -74,7 +78,9 @@ struct World {
     readers: Arc<SimReaders>,
     keyring: LocalKeyring,
     cluster_id: String,
-    _dir: TempDir,
+    /// Each machine's talosconfig (each simulated node has its own CA).
+    talosconfigs: BTreeMap<String, std::path::PathBuf>,
+    dir: TempDir,
 }
 
 const MACHINES: [&str; 3] = ["w-conv", "w-pend", "w-drift"];
@@ -108,6 +114,7 @@ impl World {
         let mut sims = BTreeMap::new();
         let mut readers = BTreeMap::new();
         let mut cluster_id = String::new();
+        let mut talosconfigs = BTreeMap::new();
         for (n, machine) in MACHINES.iter().enumerate() {
             let facts = NodeFacts {
                 hostname: (*machine).to_owned(),
@@ -145,6 +152,7 @@ impl World {
                 .await
                 .unwrap();
             cluster_id = facts.cluster_id.clone();
+            talosconfigs.insert((*machine).to_owned(), path);
             sims.insert((*machine).to_owned(), sim);
         }
         let keyring = LocalKeyring::open(dir.path().join("keys")).unwrap();
@@ -155,7 +163,8 @@ impl World {
             readers: Arc::new(SimReaders(readers)),
             keyring,
             cluster_id,
-            _dir: dir,
+            talosconfigs,
+            dir,
         };
         world.publish("rel-1").await;
         world
@@ -169,21 +178,12 @@ impl World {
                 .seal("artifacts", &plaintext(machine, release))
                 .await
                 .unwrap();
-            artifacts.push((
-                machine.to_owned(),
-                SealedArtifact {
-                    key_provider: sealed.binding.provider.clone(),
-                    key_id: sealed.binding.key_identity.clone(),
-                    key_version: u64::from(sealed.binding.version),
-                    ciphertext: sealed.ciphertext.clone(),
-                    digest: sealed.digest,
-                },
-            ));
+            artifacts.push((machine.to_owned(), sealed));
         }
         self.store
-            .publish_release(
+            .publish_sealed_release(
                 &alice(),
-                ReleaseSpec {
+                SealedReleaseSpec {
                     id: release.into(),
                     artifacts,
                     contributions: vec![
@@ -523,30 +523,254 @@ async fn recorded_drift_gets_a_revert_plan() {
     world.stop().await;
 }
 
+/// Reaches each simulated node through its own talosconfig.
+struct SimConnectors(BTreeMap<String, TalosconfigConnector>);
+
+#[async_trait::async_trait]
+impl Connector for SimConnectors {
+    async fn connect(&self, machine: &MachineView) -> Result<MachineClients, ExecutorError> {
+        self.0[&machine.id].connect(machine).await
+    }
+
+    async fn assignment_revision(&self, machine: &str) -> Option<u64> {
+        self.0[machine].assignment_revision(machine).await
+    }
+}
+
+const DEPLOYER: &str = "deployer";
+
+impl World {
+    /// A backend in direct mode whose plans are made by the `deployer` token and run
+    /// by an executor of this process.
+    async fn direct_backend(&self) -> TalosBackend {
+        self.store
+            .register_principal(PrincipalSpec {
+                id: DEPLOYER.into(),
+                kind: PrincipalKind::Token {
+                    responsible: Some("alice".into()),
+                },
+                roles: vec![Role::Publisher],
+            })
+            .await
+            .unwrap();
+        let mut connectors = BTreeMap::new();
+        for (machine, path) in &self.talosconfigs {
+            let connector = TalosconfigConnector::load(path, options()).unwrap();
+            connector.add_machine(
+                machine.clone(),
+                MachineRoute {
+                    endpoint: NodeAddress::parse(&self.sims[machine].node_address()).unwrap(),
+                    assignment_revision: Some(1),
+                },
+            );
+            connectors.insert(machine.clone(), connector);
+        }
+        let keys: Arc<dyn KeyProvider> =
+            Arc::new(LocalKeyring::open(self.dir.path().join("keys")).unwrap());
+        let executor = Executor::new(
+            CONTROLLER,
+            Arc::clone(&self.store) as Arc<dyn Store>,
+            Arc::new(SimConnectors(connectors)),
+            keys,
+            Arc::new(SystemClock::new()),
+            ExecutorSettings {
+                settle_floor: SpanMs::from_secs(30),
+                max_transport_deadline: SpanMs::from_secs(30),
+            },
+        )
+        .unwrap();
+        TalosBackend::direct(
+            Arc::clone(&self.store),
+            self.readers.clone(),
+            Actor::new(DEPLOYER, Role::Publisher),
+            Arc::new(executor),
+            "lab",
+            Arc::new(SystemClock::new()),
+        )
+        .cluster("lab", self.cluster_id.clone())
+    }
+
+    async fn grant_blanket(&self) -> String {
+        self.store
+            .grant_blanket_approval(&bob(), &self.cluster_id, "lab cluster, applied as declared")
+            .await
+            .unwrap()
+            .id
+    }
+}
+
+/// Direct mode without a blanket approval: the plan is made and waits for an
+/// approver, exactly as in governed mode; nothing reaches the node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn direct_mode_refuses_and_delete_is_refused() {
+async fn direct_mode_without_a_blanket_approval_waits_for_an_approver() {
     let world = World::start().await;
-    let backend = TalosBackend::direct(
-        Arc::clone(&world.store),
-        world.readers.clone(),
-        "lab",
-        Arc::new(SystemClock::new()),
-    )
-    .cluster("lab", world.cluster_id.clone());
+    let backend = world.direct_backend().await;
     let outcome = world
-        .engine(backend.clone())
+        .engine(backend)
         .apply(&fleet(&["w-pend"]), &Options::default())
         .await
         .unwrap();
-    assert_eq!(outcome.result.failed.len(), 1);
-    assert!(
-        outcome.result.failed[0]
-            .error
-            .message
-            .contains(DIRECT_REFUSAL)
+    assert_eq!(
+        outcome.result.not_attempted.len(),
+        1,
+        "{:?}",
+        outcome.result
     );
-    assert!(world.store.plans_of_machine("w-pend").await.is_empty());
+    assert_eq!(
+        outcome.result.not_attempted[0].reason,
+        infra_core::NotAttemptedReason::AwaitingApproval
+    );
+    let plans = world.store.plans_of_machine("w-pend").await;
+    assert_eq!(plans.len(), 1);
+    assert_eq!(
+        world.store.plan(&plans[0]).await.unwrap().state,
+        PlanState::Proposed
+    );
+    assert_eq!(world.apply_requests(), 0);
+    world.stop().await;
+}
 
+/// Direct mode under a blanket approval: one apply converges the machine through
+/// the controller's transactions (one request at the node, after the attempt is
+/// recorded), and the next plan has nothing to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_mode_applies_under_a_blanket_approval() {
+    let world = World::start().await;
+    let blanket = world.grant_blanket().await;
+    let backend = world.direct_backend().await;
+    let engine = world.engine(backend);
+    let outcome = engine
+        .apply(&fleet(&["w-pend"]), &Options::default())
+        .await
+        .unwrap();
+    assert_eq!(outcome.result.applied.len(), 1, "{:?}", outcome.result);
+    assert!(outcome.result.failed.is_empty() && outcome.result.not_attempted.is_empty());
+    assert_eq!(world.sims["w-pend"].apply_requests().len(), 1);
+    assert_eq!(world.apply_requests(), 1);
+    let machine = world.store.machine("w-pend").await.unwrap();
+    assert_eq!(machine.applied_release.as_deref(), Some("rel-1"));
+    assert_eq!(
+        world.sims["w-pend"].facts().config,
+        plaintext("w-pend", "rel-1")
+    );
+    let timeline = world.store.timeline("w-pend").await.unwrap();
+    let position = |what: &str| {
+        timeline
+            .iter()
+            .position(|e| e.kind == what || format!("{} {}", e.kind, e.detail) == what)
+            .unwrap_or_else(|| panic!("no {what} entry: {timeline:?}"))
+    };
+    assert!(
+        timeline[position("approval")]
+            .detail
+            .contains(&format!("under blanket approval {blanket} of bob"))
+    );
+    assert!(position("approval") < position("commitment"));
+    assert!(position("commitment") < position("attempt"));
+    assert!(position("attempt") < position("response attempt 1: accepted"));
+    assert!(position("response attempt 1: accepted") < position("classification completed"));
+    // Converged: a second apply makes no plan and sends nothing.
+    let again = engine
+        .apply(&fleet(&["w-pend"]), &Options::default())
+        .await
+        .unwrap();
+    assert!(
+        again
+            .result
+            .applied
+            .iter()
+            .all(|a| a.change == infra_core::Change::Unchanged),
+        "{:?}",
+        again.result
+    );
+    assert!(again.result.failed.is_empty() && again.result.not_attempted.is_empty());
+    assert_eq!(world.store.plans_of_machine("w-pend").await.len(), 1);
+    assert_eq!(world.apply_requests(), 1);
+    world.stop().await;
+}
+
+/// Direct mode's failures keep their meaning: a validation rejection is `Invalid`
+/// and changed nothing; a lost response is a failure that may have been sent, and
+/// the machine stays held until it is accounted for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_mode_reports_rejections_and_unknown_outcomes() {
+    let world = World::start().await;
+    world.grant_blanket().await;
+    let engine = world.engine(world.direct_backend().await);
+    world.sims["w-pend"].fail_next_apply(ApplyFault::InvalidArgument(
+        "machine.install: unknown field".into(),
+    ));
+    world.sims["w-conv"].fail_next_apply(ApplyFault::LoseResponse);
+    let before = world.sims["w-pend"].facts().config;
+    let outcome = engine
+        .apply(&fleet(&["w-pend", "w-conv"]), &Options::default())
+        .await
+        .unwrap();
+    assert_eq!(outcome.result.failed.len(), 2, "{:?}", outcome.result);
+    let failed = |name: &str| {
+        outcome
+            .result
+            .failed
+            .iter()
+            .find(|f| f.resource.to_string().contains(name))
+            .unwrap_or_else(|| panic!("{name} did not fail: {:?}", outcome.result))
+    };
+    let rejected = failed("w-pend");
+    assert_eq!(
+        rejected.error.kind,
+        ErrorKind::Invalid,
+        "{}",
+        rejected.error
+    );
+    assert!(!rejected.error.may_have_been_sent);
+    assert!(
+        rejected.error.message.contains("rejected"),
+        "{}",
+        rejected.error
+    );
+    assert_eq!(world.sims["w-pend"].facts().config, before);
+    let lost = failed("w-conv");
+    assert!(lost.error.may_have_been_sent, "{}", lost.error);
+    assert!(
+        lost.error.message.contains("not known yet"),
+        "{}",
+        lost.error
+    );
+    // The lost response landed at the node, but the store holds the machine until
+    // the outcome is accounted for: Applied has not moved.
+    assert_eq!(
+        world.sims["w-conv"].facts().config,
+        plaintext("w-conv", "rel-1")
+    );
+    let held = world.store.operations_of("w-conv").await.unwrap();
+    assert!(held.iter().any(|o| !o.state.is_terminal()), "{held:?}");
+    assert_eq!(
+        world.store.machine("w-conv").await.unwrap().applied_release,
+        None
+    );
+    // A second apply sends nothing to the held machine; the rejected one gets a
+    // fresh plan, and the node (its fault spent) takes it.
+    let again = engine
+        .apply(&fleet(&["w-pend", "w-conv"]), &Options::default())
+        .await
+        .unwrap();
+    assert_eq!(again.result.failed.len(), 1, "{:?}", again.result);
+    assert!(
+        again.result.failed[0].error.message.contains("holds it"),
+        "{}",
+        again.result.failed[0].error
+    );
+    assert_eq!(again.result.applied.len(), 1, "{:?}", again.result);
+    assert_eq!(world.sims["w-conv"].apply_requests().len(), 1);
+    assert_eq!(world.sims["w-pend"].apply_requests().len(), 2);
+    assert_eq!(world.store.plans_of_machine("w-pend").await.len(), 2);
+    world.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_and_create_are_refused() {
+    let world = World::start().await;
+    let backend = world.backend();
     let err = backend
         .delete("talosMachine", "lab", "w-pend")
         .await

@@ -296,3 +296,87 @@ async fn usage_and_configuration_errors_exit_2() {
     insta::assert_snapshot!("usage_errors", transcript);
     assert!(!Path::new(&missing).exists());
 }
+
+/// Replaces blanket approval identifiers (`blanket-<32 hex>`) with `blanket-[id]`.
+fn redact_blankets(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("blanket-") {
+        let tail = &rest[at + 8..];
+        out.push_str(&rest[..at + 8]);
+        if tail.len() >= 32 && tail[..32].bytes().all(|b| b.is_ascii_hexdigit()) {
+            out.push_str("[id]");
+            rest = &tail[32..];
+        } else {
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The blanket commands: a grant by an approver only, an approval under it at a
+/// token's request, the list (text and JSON), and a revocation that takes the
+/// approval made under it with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blanket_grant_approve_list_and_revoke() {
+    const BOT: Option<(&str, &str)> = Some(("bot", "automation"));
+    let cli = Cli::new();
+    world(&cli).await;
+    let a1 = cli.config_file("w1", "rel-1");
+    cli.ok(ALICE, &["publish", "rel-1", "--artifact", &a1])
+        .await;
+    let mut transcript = cli.ok(ALICE, &["plan", "w1"]).await;
+    // No blanket yet: the token's request is refused, and the token cannot grant.
+    transcript += &cli
+        .refused(BOT, &["approve", "--blanket", "w1-rel-1-b2"])
+        .await;
+    transcript += &cli
+        .refused(
+            BOT,
+            &[
+                "blanket",
+                "grant",
+                "--cluster",
+                "cluster-a",
+                "--reason",
+                "lab",
+            ],
+        )
+        .await;
+    let granted = cli
+        .ok(
+            BOB,
+            &[
+                "blanket",
+                "grant",
+                "--cluster",
+                "cluster-a",
+                "--reason",
+                "lab",
+            ],
+        )
+        .await;
+    let id = granted
+        .split_whitespace()
+        .find(|w| w.starts_with("blanket-"))
+        .unwrap()
+        .to_owned();
+    transcript += &granted;
+    transcript += &cli.ok(BOT, &["approve", "--blanket", "w1-rel-1-b2"]).await;
+    transcript += &cli.ok(None, &["blanket", "list"]).await;
+    transcript += &cli.ok(BOB, &["blanket", "revoke", &id]).await;
+    transcript += &cli.refused(BOB, &["blanket", "revoke", &id]).await;
+    transcript += &cli.ok(None, &["blanket", "list"]).await;
+    insta::assert_snapshot!("blanket_transcript", redact_blankets(&redact(&transcript)));
+    let json = cli.ok(None, &["blanket", "list", "--json"]).await;
+    let listed: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(listed[0]["id"], id.as_str());
+    assert_eq!(listed[0]["revoked"][0], "bob");
+    let timeline = cli.ok(None, &["timeline", "w1"]).await;
+    assert!(timeline.contains("approval_revoked"), "{timeline}");
+    assert!(
+        timeline.contains(&format!("blanket approval {id} revoked")),
+        "{timeline}"
+    );
+}

@@ -27,12 +27,19 @@
 //!   inventoried one are refused with the reason. `create` is only ever called for a
 //!   machine the inventory lacks, and is refused: the engine does not inventory
 //!   machines.
-//! - **Direct** mode ([`TalosBackend::direct`]) would apply without approvals, for
-//!   clusters nobody governs. It cannot be done honestly: the store's commitment
-//!   transaction requires an approval of the plan (§3.2 comparison 1) and automation is
-//!   never an approver (§2), so the only way through would be an approval forged in an
-//!   approver's name. A backend built in direct mode therefore refuses every `create` and
-//!   `update` with `Invalid`, saying so, and changes nothing.
+//! - **Direct** mode ([`TalosBackend::direct`]), for clusters nobody reviews plan by
+//!   plan: the apply makes the plan as the backend's publisher identity, approves it
+//!   under the cluster's *blanket approval* ([`Store::grant_blanket_approval`]: an
+//!   approver's recorded, revocable decision, held in its epoch only) and runs it at
+//!   once through the controller's [`Executor`] — commitment, attempt, send,
+//!   response, completion observation and classification, exactly as a governed
+//!   plan runs once approved. Automation still approves nothing: without a blanket
+//!   approval in force the plan waits for an approver and the resource is reported
+//!   *not attempted (awaiting-approval)*. The outcome is the operation's: completed
+//!   is a change made; rejected (a validation `InvalidArgument`) is `Invalid`; an
+//!   outcome not known yet (a lost response, a request held past its deadline) is a
+//!   failure that *may have been sent*, and the machine stays held until
+//!   recovery-admin accounts for it and a controller resumes the operation.
 //! - `delete`: refused with `Invalid`. Machines leave the inventory by an operator's act,
 //!   never by the engine; a machine removed from a fleet makes the next apply fail to
 //!   prune it (`forget` its ledger row instead).
@@ -63,8 +70,10 @@ pub use kind::{
 };
 pub use reader::{NodeReader, TalosconfigReader};
 
+use crate::contract::operation::OperationState;
 use crate::contract::plan::PlanState;
 use crate::contract::{InstantMs, SpanMs};
+use crate::controller::{Executor, ExecutorError};
 use crate::observation::Observation;
 use crate::store::{Actor, MachineView, PlanSpec, Store, StoreError};
 
@@ -159,12 +168,21 @@ pub enum Mode {
         /// The publisher identity plans are created as.
         publisher: Actor,
     },
-    /// Without approvals; refused, see the module documentation.
-    Direct,
+    /// Plans are created as this publisher, approved under the cluster's blanket
+    /// approval and run at once (see the module documentation).
+    Direct {
+        /// The publisher identity plans are created (and blanket-approved) as.
+        publisher: Actor,
+    },
 }
 
-/// Why direct mode refuses.
-pub const DIRECT_REFUSAL: &str = "direct mode cannot apply honestly: the store commits a plan only under an approval (§3.2 comparison 1) and automation never approves (§2); make the cluster governed and have an approver approve the plan";
+impl Mode {
+    fn publisher(&self) -> &Actor {
+        match self {
+            Mode::Governed { publisher } | Mode::Direct { publisher } => publisher,
+        }
+    }
+}
 
 /// The `talos` provider's backend. Cheap to clone; safe to call concurrently.
 #[derive(Clone)]
@@ -176,6 +194,7 @@ pub struct TalosBackend {
     fleet: String,
     account: String,
     mode: Mode,
+    executor: Option<Arc<Executor>>,
     terms: PlanTerms,
     wall: WallTime,
 }
@@ -205,16 +224,21 @@ impl TalosBackend {
         Self::build(store, reader, Mode::Governed { publisher }, fleet, clock)
     }
 
-    /// A backend in direct mode. **It would bypass approvals**, which the store's
-    /// commitment cannot do honestly, so it refuses every `create` and `update` (see
-    /// [`DIRECT_REFUSAL`]); reads and lists work as in governed mode.
+    /// A backend in direct mode: an apply makes the plan as `publisher`, approves it
+    /// under the cluster's blanket approval and runs it through `executor` at once.
+    /// Without a blanket approval in force the plan waits for an approver, as in
+    /// governed mode.
     pub fn direct<S: Store + Inventory + 'static>(
         store: Arc<S>,
         reader: Arc<dyn NodeReader>,
+        publisher: Actor,
+        executor: Arc<Executor>,
         fleet: impl Into<String>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Self::build(store, reader, Mode::Direct, fleet, clock)
+        let mut backend = Self::build(store, reader, Mode::Direct { publisher }, fleet, clock);
+        backend.executor = Some(executor);
+        backend
     }
 
     fn build<S: Store + Inventory + 'static>(
@@ -233,6 +257,7 @@ impl TalosBackend {
             fleet: fleet.into(),
             account: "talos".to_owned(),
             mode,
+            executor: None,
             terms: PlanTerms::default(),
             wall: WallTime::system(clock),
         }
@@ -326,9 +351,7 @@ impl TalosBackend {
         machine: &str,
         spec: &TalosMachineSettled,
     ) -> Result<Sighting, BackendError> {
-        let Mode::Governed { publisher } = &self.mode else {
-            return Err(BackendError::invalid(DIRECT_REFUSAL));
-        };
+        let publisher = self.mode.publisher();
         let (record, view, holding, observation) = self.state(region, machine).await?;
         let inventoried = MachineKey::from(&record.identity);
         let refuse = |kind: ErrorKind, why: String| {
@@ -408,6 +431,11 @@ impl TalosBackend {
                 && matches!(p.state, PlanState::Proposed | PlanState::Approved)
                 && p.expires_at > now
         }) {
+            if let Some(executor) = &self.executor {
+                return self
+                    .run_direct(executor, region, machine, &live.id, live.state)
+                    .await;
+            }
             return Err(BackendError::awaiting_approval(format!(
                 "plan {} for machine {machine} (release {}) is already recorded and {}; nothing new was made",
                 live.id,
@@ -459,6 +487,11 @@ impl TalosBackend {
                 ),
                 other => store_error(other),
             })?;
+        if let Some(executor) = &self.executor {
+            return self
+                .run_direct(executor, region, machine, &plan.id, plan.state)
+                .await;
+        }
         Err(BackendError::awaiting_approval(format!(
             "plan {} recorded for machine {machine} ({} to release {}); it waits for an approver",
             plan.id,
@@ -466,6 +499,126 @@ impl TalosBackend {
             spec.release
         )))
     }
+}
+
+impl TalosBackend {
+    /// Direct mode's apply of plan `plan_id`: approve it under the cluster's blanket
+    /// approval if it is only proposed, run it, and report the operation's outcome.
+    async fn run_direct(
+        &self,
+        executor: &Executor,
+        region: &str,
+        machine: &str,
+        plan_id: &str,
+        state: PlanState,
+    ) -> Result<Sighting, BackendError> {
+        if state == PlanState::Proposed {
+            match self
+                .store
+                .approve_under_blanket(self.mode.publisher(), plan_id)
+                .await
+            {
+                Ok(_) => {}
+                Err(StoreError::Refused { reason, .. }) => {
+                    return Err(BackendError::awaiting_approval(format!(
+                        "plan {plan_id} recorded for machine {machine}; direct mode could not approve it ({reason}), so it waits for an approver"
+                    )));
+                }
+                Err(other) => return Err(store_error(other)),
+            }
+        }
+        let outcome = match executor.run_plan(plan_id).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let sent = self.may_have_sent(plan_id).await;
+                return Err(executor_error(machine, plan_id, e, sent));
+            }
+        };
+        let operation = &outcome.operation;
+        if let Some(refusal) = &outcome.refusal {
+            return Err(BackendError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "machine {machine}: operation {operation} of plan {plan_id}: the attempt was refused, nothing was sent: {refusal}"
+                ),
+            ));
+        }
+        match outcome.state {
+            OperationState::Completed => {
+                let (record, view, holding, observation) = self.state(region, machine).await?;
+                Ok(sighting(&record, &view, holding.as_deref(), &observation))
+            }
+            OperationState::Rejected => Err(BackendError::invalid(format!(
+                "machine {machine}: the node rejected plan {plan_id}'s configuration (operation {operation}); nothing changed"
+            ))),
+            OperationState::Cancelled => Err(BackendError::new(
+                ErrorKind::Conflict,
+                format!("machine {machine}: operation {operation} of plan {plan_id} was cancelled"),
+            )),
+            OperationState::Failed => {
+                let error = BackendError::new(
+                    ErrorKind::Other,
+                    format!(
+                        "machine {machine}: operation {operation} of plan {plan_id} failed ({}); {} request(s) sent",
+                        outcome
+                            .classification
+                            .as_ref()
+                            .map_or_else(|| "no classification".to_owned(), ToString::to_string),
+                        outcome.sends
+                    ),
+                );
+                Err(if outcome.sends > 0 { error.maybe_sent() } else { error })
+            }
+            state => Err(BackendError::new(
+                ErrorKind::Other,
+                format!(
+                    "machine {machine}: operation {operation} of plan {plan_id} is {state}: its outcome is not known yet; recovery-admin accounts for it and a controller resumes it"
+                ),
+            )
+            .maybe_sent()),
+        }
+    }
+}
+
+impl TalosBackend {
+    /// Whether a request for plan `plan_id` may have reached the node: an attempt is
+    /// on record, or the store cannot say.
+    async fn may_have_sent(&self, plan_id: &str) -> bool {
+        let Ok(plan) = self.store.plan(plan_id).await else {
+            return true;
+        };
+        let Some(operation) = plan.operation else {
+            return false;
+        };
+        self.store
+            .attempts(&operation)
+            .await
+            .map_or(true, |attempts| !attempts.is_empty())
+    }
+}
+
+/// An executor's error, in the portable vocabulary.
+fn executor_error(machine: &str, plan: &str, e: ExecutorError, sent: bool) -> BackendError {
+    if sent {
+        return BackendError::new(
+            ErrorKind::Other,
+            format!(
+                "machine {machine}: plan {plan} stopped after an attempt was recorded, so a request may have reached the node: {e}"
+            ),
+        )
+        .maybe_sent();
+    }
+    let kind = match &e {
+        ExecutorError::Access(_) | ExecutorError::Store(StoreError::Database(_)) => {
+            ErrorKind::Unavailable
+        }
+        ExecutorError::Settings(_) => ErrorKind::Invalid,
+        _ => ErrorKind::Conflict,
+    };
+    BackendError::new(
+        kind,
+        format!("machine {machine}: plan {plan} was not run, nothing was sent: {e}"),
+    )
 }
 
 /// A store error in the portable vocabulary: only a missing machine is `NotFound`.

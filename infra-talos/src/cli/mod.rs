@@ -81,11 +81,19 @@ pub enum Command {
     Publish(PublishArgs),
     /// Create a plan for a machine from its Desired release.
     Plan(PlanArgs),
-    /// Approve a plan.
+    /// Approve a plan: as an approver, or (`--blanket`, a publisher or automation)
+    /// under the blanket approval in force for its machine's cluster.
     Approve {
         /// The plan.
         plan: String,
+        /// Approve under the cluster's blanket approval.
+        #[arg(long)]
+        blanket: bool,
     },
+    /// Blanket approvals: an approver's standing decision that plans for one
+    /// cluster's machines are approved as they are made (direct mode).
+    #[command(subcommand)]
+    Blanket(BlanketCommand),
     /// Revoke a plan's approval, or (`--identity`, recovery-admin) an identity.
     Revoke(RevokeArgs),
     /// Cancel a plan.
@@ -101,6 +109,32 @@ pub enum Command {
     Timeline {
         /// The machine.
         machine: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `blanket` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BlanketCommand {
+    /// Grant one for a cluster (an approver).
+    Grant {
+        /// The Talos cluster ID it covers.
+        #[arg(long)]
+        cluster: String,
+        /// Why, for the record.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Revoke one, and every approval made under it that no commitment used (an
+    /// approver or recovery-admin).
+    Revoke {
+        /// Its identifier.
+        id: String,
+    },
+    /// List every blanket approval.
+    List {
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -731,10 +765,63 @@ async fn dispatch(command: Command, config: &Config) -> Result<String, Failure> 
                 plan.state
             );
         }
-        Command::Approve { plan } => {
+        Command::Approve { plan, blanket } => {
             let actor = config.actor()?;
-            let mark = store.approve(&actor, &plan).await?;
-            let _ = writeln!(out, "plan {plan} approved by {}: {mark}", who(&actor));
+            if blanket {
+                let mark = store.approve_under_blanket(&actor, &plan).await?;
+                let _ = writeln!(
+                    out,
+                    "plan {plan} approved under its cluster's blanket approval at the request of {}: {mark}",
+                    who(&actor)
+                );
+            } else {
+                let mark = store.approve(&actor, &plan).await?;
+                let _ = writeln!(out, "plan {plan} approved by {}: {mark}", who(&actor));
+            }
+        }
+        Command::Blanket(BlanketCommand::Grant { cluster, reason }) => {
+            let actor = config.actor()?;
+            let granted = store
+                .grant_blanket_approval(&actor, &cluster, &reason)
+                .await?;
+            let _ = writeln!(
+                out,
+                "blanket approval {} granted for cluster {cluster} by {}",
+                granted.id,
+                who(&actor)
+            );
+        }
+        Command::Blanket(BlanketCommand::Revoke { id }) => {
+            let actor = config.actor()?;
+            store.revoke_blanket_approval(&actor, &id).await?;
+            let _ = writeln!(out, "blanket approval {id} revoked by {}", who(&actor));
+        }
+        Command::Blanket(BlanketCommand::List { json }) => {
+            let all = store.blanket_approvals().await?;
+            if json {
+                let _ = writeln!(out, "{}", pretty(&all));
+            } else if all.is_empty() {
+                let _ = writeln!(out, "no blanket approvals");
+            } else {
+                for b in &all {
+                    let state = match (&b.revoked, b.current_epoch) {
+                        (Some((by, at)), _) => {
+                            format!("revoked by {by} at {}", timeline::iso(at.0))
+                        }
+                        (None, false) => "granted in an earlier epoch: holds no longer".to_owned(),
+                        (None, true) => "in force".to_owned(),
+                    };
+                    let _ = writeln!(
+                        out,
+                        "{}  cluster {}  granted by {} at {}  {state}  reason: {}",
+                        b.id,
+                        b.cluster_id,
+                        b.approver,
+                        timeline::iso(b.granted_at.0),
+                        b.reason
+                    );
+                }
+            }
         }
         Command::Revoke(args) => {
             let actor = config.actor()?;

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::store::{MachineView, OperationView, TimelineEntry};
 
 /// Milliseconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-fn iso(ms: u64) -> String {
+pub(super) fn iso(ms: u64) -> String {
     let days = i64::try_from(ms / 86_400_000).unwrap_or(0);
     let rem = ms % 86_400_000;
     // Civil date from days since 1970-01-01 (proleptic Gregorian).
