@@ -117,6 +117,10 @@ pub struct NotAttempted {
     pub resource: Subject,
     /// Why not.
     pub reason: NotAttemptedReason,
+    /// What the backend said, where it said something a person acts on: for
+    /// `awaiting-approval`, the plan recorded for approval. Never a secret value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// What the apply was doing to a resource when it failed.

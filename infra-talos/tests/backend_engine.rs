@@ -423,7 +423,19 @@ async fn apply_records_a_plan_awaiting_approval_and_sends_nothing() {
 
     // A second apply names the same plan: no duplicate for the same binding.
     let again = engine.apply(&plan, &Options::default()).await.unwrap();
-    assert_eq!(result_text(&again.result), result_text(&outcome.result));
+    let reasons = |r: &infra_core::ApplyResult| {
+        r.not_attempted
+            .iter()
+            .map(|n| (n.resource.clone(), n.reason))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(reasons(&again.result), reasons(&outcome.result));
+    assert_eq!(
+        again.result.not_attempted[0].detail.as_deref(),
+        Some(
+            "plan w-pend-rel-1-b2 for machine w-pend (release rel-1) is already recorded and waiting for an approver; nothing new was made"
+        )
+    );
     assert_eq!(
         world.store.plans_of_machine("w-pend").await,
         ["w-pend-rel-1-b2"]
@@ -840,7 +852,12 @@ fn result_text(result: &infra_core::ApplyResult) -> String {
         out.push_str(&format!("  {}  {:?}\n", a.resource, a.change));
     }
     for n in &result.not_attempted {
-        out.push_str(&format!("  {}  not attempted: {}\n", n.resource, n.reason));
+        out.push_str(&format!(
+            "  {}  not attempted: {} ({})\n",
+            n.resource,
+            n.reason,
+            n.detail.as_deref().unwrap_or("no detail")
+        ));
     }
     for f in &result.failed {
         out.push_str(&format!(

@@ -632,6 +632,7 @@ mod applier_judgements {
             not_attempted: vec![NotAttempted {
                 resource: subject("q"),
                 reason: NotAttemptedReason::UnsupportedKind,
+                detail: None,
             }],
             ..ApplyResult::default()
         };

@@ -304,7 +304,7 @@ impl Engine {
                 Done::Failed(Step::Create | Step::Update | Step::Replace, e)
                     if e.kind == ErrorKind::AwaitingApproval =>
                 {
-                    Done::NotAttempted(NotAttemptedReason::AwaitingApproval)
+                    Done::NotAttempted(NotAttemptedReason::AwaitingApproval, Some(e.message))
                 }
                 done => done,
             };
@@ -375,7 +375,7 @@ impl Engine {
         for (s, slot) in observation.slots.iter().enumerate() {
             let resource = slot.subject.clone();
             let done = match &slot.decision {
-                Decision::Skip(reason) => Done::NotAttempted(*reason),
+                Decision::Skip(reason) => Done::NotAttempted(*reason, None),
                 Decision::Fail(step, e) => Done::Failed(*step, e.clone()),
                 Decision::AlreadyAbsent => Done::Pruned {
                     already_absent: true,
@@ -424,8 +424,12 @@ impl Engine {
                         already_absent,
                     }),
                 },
-                Done::NotAttempted(reason) => {
-                    result.not_attempted.push(NotAttempted { resource, reason })
+                Done::NotAttempted(reason, detail) => {
+                    result.not_attempted.push(NotAttempted {
+                        resource,
+                        reason,
+                        detail,
+                    })
                 }
                 Done::Failed(step, error) => result.failed.push(Failed {
                     resource,
@@ -788,7 +792,7 @@ enum Done {
     Pruned {
         already_absent: bool,
     },
-    NotAttempted(NotAttemptedReason),
+    NotAttempted(NotAttemptedReason, Option<String>),
     Failed(Step, BackendError),
 }
 
@@ -812,7 +816,7 @@ impl Done {
                 ..
             } => "unchanged",
             Done::Pruned { .. } => "deleted",
-            Done::NotAttempted(_) => "not attempted",
+            Done::NotAttempted(..) => "not attempted",
             Done::Failed(..) => "failed",
         }
     }
@@ -868,7 +872,7 @@ fn fail_downstream(start: usize, dependants: &[Vec<usize>], state: &mut [NodeSta
     let mut stack = vec![start];
     while let Some(s) = stack.pop() {
         if matches!(state[s], NodeState::Waiting) {
-            state[s] = NodeState::Done(Done::NotAttempted(NotAttemptedReason::DependencyFailed));
+            state[s] = NodeState::Done(Done::NotAttempted(NotAttemptedReason::DependencyFailed, None));
             stack.extend(dependants[s].iter().copied());
         }
     }
