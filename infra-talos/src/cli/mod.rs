@@ -14,7 +14,10 @@
 //! `--database` wins over both. The acting identity is passed to every store act.
 //!
 //! **Exit codes.** 0: done. 1: the contract refused the act (the message names the
-//! comparison or the rule, and why). 2: a usage or configuration error.
+//! comparison or the rule, and why). 2: a usage or configuration error. 3: `run` left
+//! an operation unfinished — its outcome is not known yet (a lost response, a request
+//! held past its deadline) and waits for recovery observations, recovery-admin's
+//! accounting (`account`) and `run --resume`.
 //!
 //! No output, record or error ever holds a configuration's plaintext or a secret.
 
@@ -264,7 +267,14 @@ pub struct RevokeArgs {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The approved plan.
-    pub plan: String,
+    #[arg(required_unless_present = "resume", conflicts_with = "resume")]
+    pub plan: Option<String>,
+    /// Instead of a plan: take over every operation not in a final state (whoever
+    /// owns it), carry each as far as the contract allows, and take one recovery
+    /// observation (paced by the settle floor) for each that still waits for its
+    /// outcome to be accounted for.
+    #[arg(long)]
+    pub resume: bool,
     /// The settle floor in seconds (at least 30).
     #[arg(long, default_value_t = 30)]
     pub settle_floor: u64,
@@ -337,6 +347,8 @@ enum Failure {
     Usage(String),
     /// The contract refused: exit 1.
     Refused(String),
+    /// An operation is left unfinished (the report is on standard output): exit 3.
+    Unfinished(String),
 }
 
 impl From<StoreError> for Failure {
@@ -551,6 +563,10 @@ pub async fn execute(args: TalosArgs, io: &mut Io<'_>) -> ExitCode {
         Err(Failure::Usage(text)) => {
             let _ = writeln!(io.err, "error: {text}");
             ExitCode::from(2)
+        }
+        Err(Failure::Unfinished(text)) => {
+            let _ = write!(io.out, "{text}");
+            ExitCode::from(3)
         }
     }
 }
@@ -904,31 +920,25 @@ async fn run_controller(db: &Db, config: &Config, args: RunArgs) -> Result<Strin
     })?;
     let keyring = config.keyring()?;
     let store = &db.store;
-    let plan = store.plan(&args.plan).await?;
-    let record = db
-        .inventory
-        .machine_record(&plan.machine)
-        .await?
-        .ok_or_else(|| {
-            Failure::Refused(format!(
-                "refused: machine {} is not inventoried",
-                plan.machine
-            ))
-        })?;
-    let view = store.machine(&plan.machine).await?;
     let connector = TalosconfigConnector::load(talosconfig, crate::ConnectOptions::default())
         .map_err(|e| Failure::Usage(e.to_string()))?;
-    let endpoint = crate::NodeAddress::parse(&record.endpoint)
-        .map_err(|e| Failure::Usage(format!("machine {}: {e}", record.id)))?;
-    connector.add_machine(
-        record.id.clone(),
-        MachineRoute {
-            endpoint,
-            // The Talos API carries no assignment labels; the inventory's revision
-            // stands for what the node was assigned.
-            assignment_revision: Some(view.assignment_revision),
-        },
-    );
+    // Every inventoried machine is reached at its own endpoint.
+    for view in store.machines().await? {
+        let Some(record) = db.inventory.machine_record(&view.id).await? else {
+            continue;
+        };
+        let endpoint = crate::NodeAddress::parse(&record.endpoint)
+            .map_err(|e| Failure::Usage(format!("machine {}: {e}", record.id)))?;
+        connector.add_machine(
+            record.id.clone(),
+            MachineRoute {
+                endpoint,
+                // The Talos API carries no assignment labels; the inventory's
+                // revision stands for what the node was assigned.
+                assignment_revision: Some(view.assignment_revision),
+            },
+        );
+    }
     let id = crate::controller::fresh_controller_id().map_err(|e| Failure::Usage(e.to_string()))?;
     let executor = Executor::new(
         id,
@@ -942,20 +952,81 @@ async fn run_controller(db: &Db, config: &Config, args: RunArgs) -> Result<Strin
         },
     )
     .map_err(|e| Failure::Usage(e.to_string()))?;
-    let outcome = executor.run_plan(&args.plan).await.map_err(|e| match e {
+    let executor_failure = |e: crate::controller::ExecutorError| match e {
         crate::controller::ExecutorError::Store(s) => Failure::from(s),
+        crate::controller::ExecutorError::Settings(text) => Failure::Usage(text),
         other => Failure::Refused(format!("refused: {other}")),
-    })?;
-    let mut out = format!(
-        "plan {}: operation {} is {} after {} send(s)",
-        outcome.plan, outcome.operation, outcome.state, outcome.sends
-    );
-    if let Some(c) = &outcome.classification {
-        let _ = write!(out, "; classified {c}");
+    };
+    let outcomes = match &args.plan {
+        Some(plan) => {
+            let plan = store.plan(plan).await?;
+            if db.inventory.machine_record(&plan.machine).await?.is_none() {
+                return Err(Failure::Refused(format!(
+                    "refused: machine {} is not inventoried",
+                    plan.machine
+                )));
+            }
+            vec![
+                executor
+                    .run_plan(&plan.id)
+                    .await
+                    .map_err(executor_failure)?,
+            ]
+        }
+        None => executor.start().await.map_err(executor_failure)?,
+    };
+    let mut out = String::new();
+    if outcomes.is_empty() {
+        out.push_str("no operation to resume\n");
     }
-    out.push('\n');
-    if let Some(refusal) = &outcome.refusal {
-        return Err(Failure::Refused(format!("{out}{}", refusal_text(refusal))));
+    let mut unfinished = false;
+    let mut refusals = Vec::new();
+    for outcome in &outcomes {
+        let _ = write!(
+            out,
+            "plan {}: operation {} is {} after {} send(s)",
+            outcome.plan, outcome.operation, outcome.state, outcome.sends
+        );
+        if let Some(c) = &outcome.classification {
+            let _ = write!(out, "; classified {c}");
+        }
+        out.push('\n');
+        if let Some(refusal) = &outcome.refusal {
+            refusals.push(refusal_text(refusal));
+        }
+        if outcome.state.is_terminal() {
+            continue;
+        }
+        unfinished = true;
+        if args.resume && outcome.awaits_accounting() {
+            // The reads §5.2 asks for: one begun after the transport deadline, and
+            // one begun after the settle floor that follows it (and the takeover).
+            let reads = executor
+                .watch_unaccounted(&outcome.operation, 2)
+                .await
+                .map_err(executor_failure)?;
+            for read in &reads {
+                let _ = writeln!(
+                    out,
+                    "  recovery observation r{}: digest {}, config version {}",
+                    read.basis.0,
+                    read.digest.as_deref().unwrap_or("not read"),
+                    read.config_version
+                        .map_or_else(|| "not read".to_owned(), |v| v.to_string()),
+                );
+            }
+            let _ = writeln!(
+                out,
+                "  recovery-admin may now account for each attempt (`account {} --attempt N`), then `run --resume` carries the operation on",
+                outcome.operation
+            );
+        }
+    }
+    if !refusals.is_empty() {
+        return Err(Failure::Refused(format!("{out}{}", refusals.join("\n"))));
+    }
+    if unfinished {
+        return Err(Failure::Unfinished(out));
     }
     Ok(out)
 }

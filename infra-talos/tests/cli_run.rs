@@ -1,0 +1,453 @@
+//! The `run` command in-process against an SQLite store in a temporary directory and
+//! a simulated Talos node reached over real gRPC with mutual TLS: an approved plan
+//! is applied once and moves Applied; a plan without a standing approval is refused
+//! before anything is sent; a lost response leaves the operation unresolved,
+//! awaiting accounting.
+//!
+//! Every step, including the set-up (principals, inventory, publication, plan,
+//! approval), goes through the command set; the simulator's request record is the
+//! witness of what reached the node.
+#![cfg(feature = "cli")]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use infra_talos::cli::{Io, run};
+use infra_talos::config_digest;
+use infra_testkit::talos::{ApplyFault, ApplyMode, NodeFacts, RecordedCall, TalosSim};
+use serde_json::Value;
+
+/// The machine.
+const MACHINE: &str = "m1";
+/// The release published for it.
+const RELEASE: &str = "rel-1";
+
+const ANN: Option<(&str, &str)> = Some(("ann", "author"));
+const ALICE: Option<(&str, &str)> = Some(("alice", "publisher"));
+const BOB: Option<(&str, &str)> = Some(("bob", "approver"));
+const ROOT: Option<(&str, &str)> = Some(("root", "recovery-admin"));
+
+/// The configuration the node runs before any plan.
+fn base_config() -> Vec<u8> {
+    b"version: v1alpha1\nmachine:\n  type: worker\n  install:\n    disk: /dev/sda\n".to_vec()
+}
+
+/// The configuration file published as the machine's artifact for `release`.
+fn artifact(release: &str) -> Vec<u8> {
+    format!(
+        "version: v1alpha1\nmachine:\n  type: worker\n  install:\n    disk: /dev/sda\n# {release}\n"
+    )
+    .into_bytes()
+}
+
+/// One command's exit code and what it wrote.
+struct Ran {
+    code: ExitCode,
+    out: String,
+    err: String,
+}
+
+/// A simulated node, and a directory holding the store, the keyring, the
+/// talosconfig and the artifact files.
+struct Bench {
+    sim: TalosSim,
+    dir: tempfile::TempDir,
+    talosconfig: PathBuf,
+}
+
+impl Bench {
+    /// Starts the simulator, writes a talosconfig for its admin client, and registers
+    /// the principals and the machine through the command set.
+    async fn new() -> Bench {
+        let sim = TalosSim::builder()
+            .facts(NodeFacts {
+                config: base_config(),
+                ..NodeFacts::default()
+            })
+            .start()
+            .await
+            .expect("simulator");
+        let dir = tempfile::tempdir().expect("dir");
+        let talosconfig = sim
+            .write_talosconfig(dir.path(), &sim.pki().admin_client().expect("client"))
+            .expect("talosconfig");
+        let bench = Bench {
+            sim,
+            dir,
+            talosconfig,
+        };
+        for (id, role) in [
+            ("ann", "author"),
+            ("alice", "publisher"),
+            ("bob", "approver"),
+            ("root", "recovery-admin"),
+        ] {
+            bench
+                .ok(None, &["principal", "add", id, "--role", role])
+                .await;
+        }
+        let facts = bench.sim.facts();
+        let endpoint = bench.sim.node_address();
+        let baseline = config_digest(&facts.config).to_hex();
+        bench
+            .ok(
+                ANN,
+                &[
+                    "inventory",
+                    "add",
+                    MACHINE,
+                    "--endpoint",
+                    &endpoint,
+                    "--smbios-uuid",
+                    &facts.smbios_uuid,
+                    "--cluster-id",
+                    &facts.cluster_id,
+                    "--talos-minor",
+                    "1.10",
+                    "--baseline-digest",
+                    &baseline,
+                ],
+            )
+            .await;
+        bench
+    }
+
+    /// Runs one command line as `actor` (`(id, role)`), with the store, the keyring
+    /// and the talosconfig given through the environment.
+    async fn cli(&self, actor: Option<(&str, &str)>, args: &[&str]) -> Ran {
+        let mut env = BTreeMap::new();
+        env.insert(
+            "INFRA_TALOS_DATABASE".to_owned(),
+            format!("sqlite:{}", self.dir.path().join("store.db").display()),
+        );
+        env.insert(
+            "INFRA_TALOS_KEYRING".to_owned(),
+            self.dir.path().join("keys").display().to_string(),
+        );
+        env.insert(
+            "INFRA_TALOS_TALOSCONFIG".to_owned(),
+            self.talosconfig.display().to_string(),
+        );
+        if let Some((id, role)) = actor {
+            env.insert("INFRA_TALOS_ACTOR".to_owned(), id.to_owned());
+            env.insert("INFRA_TALOS_ROLE".to_owned(), role.to_owned());
+        }
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let mut io = Io {
+            out: &mut out,
+            err: &mut err,
+            env,
+        };
+        let code = run(
+            std::iter::once("infra-talos").chain(args.iter().copied()),
+            &mut io,
+        )
+        .await;
+        Ran {
+            code,
+            out: String::from_utf8(out).expect("stdout is UTF-8"),
+            err: String::from_utf8(err).expect("stderr is UTF-8"),
+        }
+    }
+
+    /// Runs a command that must exit 0; returns its standard output.
+    async fn ok(&self, actor: Option<(&str, &str)>, args: &[&str]) -> String {
+        let ran = self.cli(actor, args).await;
+        assert_eq!(
+            ran.code,
+            ExitCode::SUCCESS,
+            "{args:?}: {}{}",
+            ran.out,
+            ran.err
+        );
+        ran.out
+    }
+
+    /// Publishes [`RELEASE`] for the machine and creates plan `plan` for it, leaving
+    /// the plan proposed.
+    async fn proposed_plan(&self, plan: &str) {
+        let file = self.dir.path().join(format!("{MACHINE}-{RELEASE}.yaml"));
+        std::fs::write(&file, artifact(RELEASE)).expect("artifact file");
+        let pair = format!("{MACHINE}={}", file.display());
+        self.ok(
+            ALICE,
+            &[
+                "publish",
+                RELEASE,
+                "--artifact",
+                &pair,
+                "--authored-by",
+                "ann",
+            ],
+        )
+        .await;
+        let out = self
+            .ok(
+                ALICE,
+                &["plan", MACHINE, "--id", plan, "--transport-deadline", "1"],
+            )
+            .await;
+        assert!(out.ends_with("state proposed\n"), "{out}");
+    }
+
+    /// Publishes [`RELEASE`], creates plan `plan` and has bob approve it.
+    async fn approved_plan(&self, plan: &str) {
+        self.proposed_plan(plan).await;
+        self.ok(BOB, &["approve", plan]).await;
+    }
+
+    /// The `ApplyConfiguration` requests the node has received.
+    fn applies(&self) -> Vec<RecordedCall> {
+        self.sim
+            .apply_requests()
+            .into_iter()
+            .map(|r| r.call)
+            .collect()
+    }
+
+    /// The machine's timeline as the `timeline --json` command prints it.
+    async fn timeline(&self) -> Value {
+        let text = self.ok(None, &["timeline", MACHINE, "--json"]).await;
+        serde_json::from_str(&text).expect("timeline JSON")
+    }
+
+    /// Stops the simulator.
+    async fn stop(self) {
+        self.sim.shutdown().await.expect("simulator stops");
+    }
+}
+
+/// The operation id in a `run` report (`plan <p>: operation <id> is ...`).
+fn reported_operation(out: &str) -> String {
+    let rest = out
+        .split_once(": operation ")
+        .unwrap_or_else(|| panic!("no operation in {out:?}"))
+        .1;
+    rest.split_once(' ')
+        .unwrap_or_else(|| panic!("no operation in {out:?}"))
+        .0
+        .to_owned()
+}
+
+/// The single apply the node must have received: the artifact of [`RELEASE`], in
+/// no-reboot mode, not a dry run.
+fn one_apply_of_the_release() -> Vec<RecordedCall> {
+    vec![RecordedCall::ApplyConfiguration {
+        mode: ApplyMode::NoReboot,
+        dry_run: false,
+        data_digest: config_digest(&artifact(RELEASE)).to_hex(),
+    }]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_plan_is_applied_once_and_moves_applied() {
+    let bench = Bench::new().await;
+    bench.approved_plan("p1").await;
+    assert!(bench.applies().is_empty(), "nothing is sent before `run`");
+    let before = bench.timeline().await;
+    assert_eq!(before["machine"]["appliedRelease"], Value::Null);
+    assert_eq!(before["operations"], serde_json::json!([]));
+
+    let out = bench.ok(None, &["run", "p1"]).await;
+    let operation = reported_operation(&out);
+    assert!(
+        operation.len() == 32 && operation.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{out}"
+    );
+    insta::assert_snapshot!("run_completed", out.replace(&operation, "[operation]"));
+
+    // Exactly one apply reached the node, carrying the release's artifact, and the
+    // node now runs it.
+    assert_eq!(bench.applies(), one_apply_of_the_release());
+    assert_eq!(bench.sim.config(), artifact(RELEASE));
+
+    // The store agrees: Applied is the release, and the operation completed after
+    // one attempt.
+    let after = bench.timeline().await;
+    assert_eq!(after["machine"]["appliedRelease"], RELEASE);
+    assert_eq!(
+        after["machine"]["appliedDigest"],
+        config_digest(&artifact(RELEASE)).to_hex()
+    );
+    let operations = after["operations"].as_array().expect("operations");
+    assert_eq!(operations.len(), 1, "{operations:?}");
+    assert_eq!(operations[0]["id"], operation.as_str());
+    assert_eq!(operations[0]["plan"], "p1");
+    assert_eq!(operations[0]["state"], "completed");
+    assert_eq!(operations[0]["attempts"], 1);
+    let listed: Value =
+        serde_json::from_str(&bench.ok(None, &["inventory", "list", "--json"]).await)
+            .expect("inventory JSON");
+    assert_eq!(listed[0]["appliedRelease"], RELEASE);
+
+    // The plan is spent: running it again is refused and sends nothing more.
+    let again = bench.cli(None, &["run", "p1"]).await;
+    assert_eq!(again.code, ExitCode::from(1), "{}{}", again.out, again.err);
+    assert_eq!(again.out, "");
+    assert_eq!(
+        again.err,
+        "refused: preflight: comparison 1: the plan is committed; the commitment transaction needs it approved\n"
+    );
+    assert_eq!(bench.applies(), one_apply_of_the_release());
+    bench.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_standing_approval_run_sends_nothing_and_says_so() {
+    let bench = Bench::new().await;
+
+    // No such plan.
+    let missing = bench.cli(None, &["run", "p-absent"]).await;
+    assert_eq!(missing.code, ExitCode::from(1), "{}", missing.err);
+    assert_eq!(missing.out, "");
+
+    // A plan whose approval was revoked.
+    bench.approved_plan("p1").await;
+    bench.ok(BOB, &["revoke", "p1"]).await;
+    let revoked = bench.cli(None, &["run", "p1"]).await;
+    assert_eq!(revoked.code, ExitCode::from(1), "{}", revoked.err);
+    assert_eq!(revoked.out, "");
+
+    insta::assert_snapshot!(
+        "run_without_approval",
+        format!("{}{}", missing.err, revoked.err)
+    );
+    assert!(bench.applies().is_empty(), "an apply reached the node");
+    assert_eq!(bench.sim.config(), base_config());
+    let timeline = bench.timeline().await;
+    assert_eq!(timeline["machine"]["appliedRelease"], Value::Null);
+    assert_eq!(timeline["operations"], serde_json::json!([]));
+    bench.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposed_plan_is_not_run() {
+    let bench = Bench::new().await;
+    bench.proposed_plan("p1").await;
+
+    let ran = bench.cli(None, &["run", "p1"]).await;
+    assert_eq!(ran.code, ExitCode::from(1), "{}{}", ran.out, ran.err);
+    assert_eq!(ran.out, "");
+    insta::assert_snapshot!("run_proposed", ran.err);
+
+    assert!(bench.applies().is_empty(), "an apply reached the node");
+    assert_eq!(bench.sim.config(), base_config());
+    let timeline = bench.timeline().await;
+    assert_eq!(timeline["machine"]["appliedRelease"], Value::Null);
+    assert_eq!(timeline["operations"], serde_json::json!([]));
+
+    // Approved afterwards, the same plan runs.
+    bench.ok(BOB, &["approve", "p1"]).await;
+    let out = bench.ok(None, &["run", "p1"]).await;
+    assert!(out.contains(" is completed after 1 send(s)"), "{out}");
+    assert_eq!(bench.applies(), one_apply_of_the_release());
+    bench.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_response_leaves_the_operation_awaiting_accounting() {
+    let bench = Bench::new().await;
+    bench.approved_plan("p1").await;
+    bench.sim.fail_next_apply(ApplyFault::LoseResponse);
+
+    // An operation the controller could not settle is reported on standard output
+    // with its state and classification, and the command exits 3: not finished.
+    let ran = bench.cli(None, &["run", "p1"]).await;
+    assert_eq!(ran.code, ExitCode::from(3), "{}{}", ran.out, ran.err);
+    assert_eq!(ran.err, "");
+    let operation = reported_operation(&ran.out);
+    insta::assert_snapshot!("run_unresolved", ran.out.replace(&operation, "[operation]"));
+
+    // The apply was sent once and landed on the node, but without a response the
+    // store moves nothing: Applied stays the handed-over baseline.
+    assert_eq!(bench.applies(), one_apply_of_the_release());
+    assert_eq!(bench.sim.config(), artifact(RELEASE));
+    let timeline = bench.timeline().await;
+    assert_eq!(timeline["machine"]["appliedRelease"], Value::Null);
+    assert_eq!(
+        timeline["machine"]["appliedDigest"],
+        config_digest(&base_config()).to_hex()
+    );
+    assert_eq!(timeline["operations"][0]["id"], operation.as_str());
+    assert_eq!(timeline["operations"][0]["state"], "unresolved");
+    assert_eq!(timeline["operations"][0]["attempts"], 1);
+
+    // Running the plan again neither settles the operation nor sends again.
+    let again = bench.cli(None, &["run", "p1"]).await;
+    assert_eq!(again.code, ExitCode::from(1), "{}{}", again.out, again.err);
+    assert_eq!(
+        again.err,
+        "refused: preflight: comparison 1: the plan is committed; the commitment transaction needs it approved\n"
+    );
+    assert_eq!(bench.applies(), one_apply_of_the_release());
+    let timeline = bench.timeline().await;
+    assert_eq!(timeline["operations"][0]["state"], "unresolved");
+
+    // Accounting before any recovery observation is refused.
+    let early = bench
+        .cli(ROOT, &["account", &operation, "--attempt", "1"])
+        .await;
+    assert_eq!(early.code, ExitCode::from(1), "{}{}", early.out, early.err);
+
+    // `run --resume`: a new controller instance takes the operation over, finds it
+    // still waiting, and takes the two recovery observations accounting needs: one
+    // after the transport deadline, one after the settle floor that follows it and
+    // the takeover (the floor is real time here: 30 s).
+    let resumed = bench.cli(None, &["run", "--resume"]).await;
+    assert_eq!(
+        resumed.code,
+        ExitCode::from(3),
+        "{}{}",
+        resumed.out,
+        resumed.err
+    );
+    assert!(
+        resumed
+            .out
+            .contains(&format!("operation {operation} is unresolved")),
+        "{}",
+        resumed.out
+    );
+    assert!(
+        resumed.out.contains(&format!(
+            "digest {}",
+            config_digest(&artifact(RELEASE)).to_hex()
+        )),
+        "{}",
+        resumed.out
+    );
+    let timeline = bench.timeline().await;
+    let takeovers = timeline["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "takeover" && e["operation"] == operation.as_str())
+        .count();
+    assert_eq!(takeovers, 1, "{timeline:#}");
+
+    // Recovery-admin accounts for the attempt; the next resume completes the
+    // operation from a completion observation, sending nothing more.
+    bench
+        .ok(ROOT, &["account", &operation, "--attempt", "1"])
+        .await;
+    let done = bench.cli(None, &["run", "--resume"]).await;
+    assert_eq!(done.code, ExitCode::SUCCESS, "{}{}", done.out, done.err);
+    assert!(
+        done.out.contains(&format!(
+            "operation {operation} is completed after 0 send(s)"
+        )),
+        "{}",
+        done.out
+    );
+    assert_eq!(bench.applies(), one_apply_of_the_release());
+    let timeline = bench.timeline().await;
+    assert_eq!(timeline["machine"]["appliedRelease"], RELEASE);
+    // Nothing left to resume.
+    assert_eq!(
+        bench.ok(None, &["run", "--resume"]).await,
+        "no operation to resume\n"
+    );
+    bench.stop().await;
+}
