@@ -130,8 +130,8 @@ pub enum BlanketCommand {
         #[arg(long)]
         reason: String,
     },
-    /// Revoke one, and every approval made under it that no commitment used (an
-    /// approver or recovery-admin).
+    /// Revoke one, and every approval made under it (an approver or recovery-admin):
+    /// a committed operation without an attempt is then refused at its attempt.
     Revoke {
         /// Its identifier.
         id: String,

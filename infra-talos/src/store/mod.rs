@@ -607,7 +607,7 @@ pub trait Store: Send + Sync {
         reason: &str,
     ) -> StoreResult<BlanketApproval>;
     /// Revoke a blanket approval (an approver or recovery-admin), and with it every
-    /// approval made under it that a commitment has not used yet. Locks the
+    /// approval made under it, as [`Store::revoke_approval`] would each. Locks the
     /// cluster's machine rows first, as every approval and commitment does.
     async fn revoke_blanket_approval(&self, actor: &Actor, blanket: &str) -> StoreResult<()>;
     /// Approve a proposed plan under the blanket approval in force for its machine's

@@ -158,8 +158,9 @@ pub async fn blanket_roles<S: Store>(env: Env<S>) {
         .unwrap();
 }
 
-/// Revoking a blanket approval revokes every approval made under it that no
-/// commitment used: those plans refuse commitment by comparison 1. An approver's own
+/// Revoking a blanket approval revokes every approval made under it: a plan not
+/// committed yet is refused commitment by comparison 1, an operation committed
+/// before the revocation is refused its attempt by comparison 1. An approver's own
 /// approval of another plan is untouched (the control).
 pub async fn blanket_revocation<S: Store>(env: Env<S>) {
     let s = &env.store;
@@ -175,22 +176,36 @@ pub async fn blanket_revocation<S: Store>(env: Env<S>) {
         s.approve_under_blanket(&bot(), plan).await.unwrap();
     }
     approved(&env, "p2", "m2", "rel-1").await;
+    // p3 is committed before the revocation; its attempt comes after.
+    evidence(s, "p3", "m3", A, facts("m3", base_digest("m3"))).await;
+    let committed = s.commit("p3", A).await.unwrap();
     s.revoke_blanket_approval(&carol(), &blanket.id)
         .await
         .unwrap();
-    for (plan, machine) in [("p1", "m1"), ("p3", "m3")] {
-        assert_eq!(s.plan(plan).await.unwrap().state, PlanState::Revoked);
-        let timeline = s.timeline(machine).await.unwrap();
-        assert!(
-            timeline.iter().any(|e| e.kind == "approval_revoked"
-                && e.plan.as_deref() == Some(plan)
-                && e.detail.contains(&blanket.id)),
-            "{timeline:?}"
-        );
-        assert!(timeline.iter().any(|e| e.kind == "blanket_revoked"));
-        evidence(s, plan, machine, A, facts(machine, base_digest(machine))).await;
-        refused_by(s, plan, machine, A, 1).await;
-    }
+    let refused = s
+        .attempt(&committed.operation, committed.owner)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.comparison(), Some(1), "{refused}");
+    assert!(s.attempts(&committed.operation).await.unwrap().is_empty());
+    assert!(
+        s.timeline("m3")
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| e.kind == "approval_revoked" && e.plan.as_deref() == Some("p3"))
+    );
+    assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Revoked);
+    let timeline = s.timeline("m1").await.unwrap();
+    assert!(
+        timeline.iter().any(|e| e.kind == "approval_revoked"
+            && e.plan.as_deref() == Some("p1")
+            && e.detail.contains(&blanket.id)),
+        "{timeline:?}"
+    );
+    assert!(timeline.iter().any(|e| e.kind == "blanket_revoked"));
+    evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
+    refused_by(s, "p1", "m1", A, 1).await;
     assert_eq!(s.plan("p2").await.unwrap().state, PlanState::Approved);
     evidence(s, "p2", "m2", A, facts("m2", base_digest("m2"))).await;
     s.commit("p2", A).await.unwrap();
