@@ -181,6 +181,18 @@ enum Act {
         machine: usize,
     },
     LeaveRecovery,
+    /// bob (`false`) or carol (`true`) grants a blanket approval for cluster-1 (every
+    /// machine).
+    GrantBlanket {
+        carol: bool,
+    },
+    /// The automation token asks for a proposed plan to be approved under the
+    /// cluster's blanket approval.
+    ApproveUnderBlanket {
+        plan: usize,
+    },
+    /// carol revokes the blanket approval in force.
+    RevokeBlanket,
     /// Let store time pass.
     Wait {
         secs: u8,
@@ -256,6 +268,9 @@ fn act() -> impl Strategy<Value = Act> {
         1 => any::<bool>().prop_map(|by_b| Act::EnterRecovery { by_b }),
         1 => m().prop_map(|machine| Act::ReleaseScope { machine }),
         1 => Just(Act::LeaveRecovery),
+        1 => any::<bool>().prop_map(|carol| Act::GrantBlanket { carol }),
+        3 => ix().prop_map(|plan| Act::ApproveUnderBlanket { plan }),
+        1 => Just(Act::RevokeBlanket),
         1 => (1..40u8).prop_map(|secs| Act::Wait { secs }),
     ]
 }
@@ -271,6 +286,8 @@ struct PlanModel {
     created: PlanView,
     /// The standing approval: who gave it and in which epoch.
     approval: Option<(String, Epoch)>,
+    /// Whether that approval was made under a blanket approval.
+    under_blanket: bool,
     cancelled: bool,
     /// The controller that last gathered evidence for it.
     evidence_by: Option<ControllerId>,
@@ -316,6 +333,9 @@ struct Model {
     recovery: bool,
     /// Scopes released in the present recovery epoch.
     released: BTreeSet<String>,
+    /// The blanket approval the driver last saw granted and not revoked: its
+    /// approver and epoch.
+    blanket: Option<(String, Epoch)>,
 }
 
 impl Model {
@@ -378,6 +398,12 @@ enum Done {
     },
     DecisionByNonAdmin,
     ApprovedWithoutRole(String),
+    /// An approval under a blanket approval succeeded; the blanket as the driver knew
+    /// it before the act.
+    ApprovedUnderBlanket {
+        plan: String,
+        blanket: Option<(String, Epoch)>,
+    },
 }
 
 // ---------------------------------------------------------------------------------
@@ -871,6 +897,29 @@ fn check(model: &Model, before: &Snapshot, after: &Snapshot, done: &Done) -> Res
     if let Done::ApprovedWithoutRole(who) = done {
         return Err(format!("§2: {who} approved without the approver role"));
     }
+    // (Reading 13) an approval under a blanket needs one granted in the present
+    // epoch by an identity still standing, and the approvals' gate.
+    if let Done::ApprovedUnderBlanket { plan, blanket } = done {
+        let machine = &model.plan(plan).machine;
+        match blanket {
+            None => return Err(format!("reading 13: {plan} approved under no blanket")),
+            Some((_, e)) if *e != before.epoch => {
+                return Err(format!(
+                    "reading 13: {plan} approved under a blanket from epoch {e:?}"
+                ));
+            }
+            Some((who, _)) if model.revoked.contains(who) => {
+                return Err(format!(
+                    "reading 13: {plan} approved under the blanket of revoked {who}"
+                ));
+            }
+            Some(_) => {}
+        }
+        ensure!(
+            !model.recovery || model.released.contains(machine),
+            "reading 13: {plan} approved under a blanket for unreleased {machine} in recovery mode"
+        );
+    }
 
     // 12: one plan, one operation; none before commitment.
     for o in &model.ops {
@@ -1099,6 +1148,7 @@ impl<S: Store> Driver<'_, S> {
                         release,
                         created: view,
                         approval: None,
+                        under_blanket: false,
                         cancelled: false,
                         evidence_by: None,
                         committed: false,
@@ -1176,6 +1226,9 @@ impl<S: Store> Driver<'_, S> {
                 let who = if carol { "carol" } else { "bob" };
                 if s.revoke_identity(&root(), who).await.is_ok() {
                     self.model.revoked.insert(who.to_owned());
+                    if self.model.blanket.as_ref().is_some_and(|(b, _)| b == who) {
+                        self.model.blanket = None;
+                    }
                 }
             }
             Act::Cancel { plan, by } => {
@@ -1456,6 +1509,46 @@ impl<S: Store> Driver<'_, S> {
                     self.model.released.clear();
                 }
             }
+            Act::GrantBlanket { carol: by_carol } => {
+                let who = if by_carol { carol() } else { bob() };
+                if s.grant_blanket_approval(&who, "cluster-1", "direct mode")
+                    .await
+                    .is_ok()
+                {
+                    self.model.blanket = Some((who.id, before.epoch));
+                }
+            }
+            Act::ApproveUnderBlanket { plan } => {
+                let Some((plan, _)) = self.plan_at(plan, &[PlanState::Proposed], before) else {
+                    return Done::Nothing;
+                };
+                let bot = Actor::new("bot", Role::Automation);
+                if s.approve_under_blanket(&bot, &plan).await.is_ok() {
+                    let blanket = self.model.blanket.clone();
+                    let p = self.model.plans.iter_mut().find(|p| p.id == plan).unwrap();
+                    p.approval = blanket.as_ref().map(|(who, _)| (who.clone(), before.epoch));
+                    p.under_blanket = true;
+                    return Done::ApprovedUnderBlanket { plan, blanket };
+                }
+            }
+            Act::RevokeBlanket => {
+                let live = s
+                    .blanket_approvals()
+                    .await
+                    .expect("blanket approvals")
+                    .into_iter()
+                    .find(|b| b.revoked.is_none());
+                if let Some(live) = live
+                    && s.revoke_blanket_approval(&carol(), &live.id).await.is_ok()
+                {
+                    self.model.blanket = None;
+                    for p in &mut self.model.plans {
+                        if p.under_blanket {
+                            p.approval = None;
+                        }
+                    }
+                }
+            }
             Act::Wait { secs } => clock.advance(SpanMs::from_secs(u64::from(secs))),
         }
         Done::Nothing
@@ -1467,6 +1560,8 @@ impl<S: Store> Driver<'_, S> {
 struct Reached {
     commitments: usize,
     attempts: usize,
+    /// Approvals made under a blanket approval.
+    blanket_approvals: usize,
     finals: BTreeMap<String, usize>,
 }
 
@@ -1479,8 +1574,12 @@ async fn run_acts<S: Store>(env: &Env<S>, acts: &[Act]) -> Result<Reached, Strin
         model: Model::default(),
     };
     let mut before = snapshot(&env.store, &driver.model).await;
+    let mut blanket_approvals = 0;
     for (n, act) in acts.iter().enumerate() {
         let done = driver.play(n, act, &before).await;
+        if matches!(done, Done::ApprovedUnderBlanket { .. }) {
+            blanket_approvals += 1;
+        }
         let after = snapshot(&env.store, &driver.model).await;
         check(&driver.model, &before, &after, &done)
             .map_err(|e| format!("after act {n} {act:?}: {e}"))?;
@@ -1490,6 +1589,7 @@ async fn run_acts<S: Store>(env: &Env<S>, acts: &[Act]) -> Result<Reached, Strin
     let mut reached = Reached {
         commitments: driver.model.ops.len(),
         attempts: driver.model.ops.iter().map(|o| o.proofs.len()).sum(),
+        blanket_approvals,
         finals: BTreeMap::new(),
     };
     for o in before.ops.values().filter(|o| o.state.is_terminal()) {
@@ -1675,6 +1775,38 @@ async fn driver_reaches_final_states() {
     assert!(reached.attempts >= 3, "{reached:?}");
     assert_eq!(reached.finals.get("completed"), Some(&1), "{reached:?}");
     assert_eq!(reached.finals.get("rejected"), Some(&1), "{reached:?}");
+}
+
+/// The driver's blanket acts do what they say: no approval under a blanket before one
+/// is granted, one after, a commitment on it, and none after its revocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn driver_approves_under_a_blanket() {
+    let evidence = Act::Evidence {
+        plan: 0,
+        by_b: false,
+        seen: Seen::PreDispatch,
+        identity_ok: true,
+    };
+    let acts = [
+        Act::CreatePlan { machine: 0 },
+        Act::ApproveUnderBlanket { plan: 0 },
+        Act::GrantBlanket { carol: false },
+        Act::ApproveUnderBlanket { plan: 0 },
+        evidence,
+        Act::Commit {
+            plan: 0,
+            other: false,
+        },
+        Act::RevokeBlanket,
+        Act::CreatePlan { machine: 1 },
+        Act::ApproveUnderBlanket { plan: 0 },
+        Act::GrantBlanket { carol: true },
+        Act::ApproveUnderBlanket { plan: 0 },
+    ];
+    let env = sqlite_env(Guards::default()).await;
+    let reached = run_acts(&env, &acts).await.unwrap();
+    assert_eq!(reached.blanket_approvals, 2, "{reached:?}");
+    assert_eq!(reached.commitments, 1, "{reached:?}");
 }
 
 /// The checker catches what a disabled guard lets through: without the scope
