@@ -2190,8 +2190,22 @@ impl Store for Backend {
             if attempts[idx].response.from_target() {
                 return Err(refused(ACT, "the node's answer to this attempt is already recorded").into());
             }
+            // The answer is the attempt's: it is recorded under the token that made the
+            // attempt, which after a takeover is no longer the owner's (the fence stops
+            // new attempts, not answers to requests already sent, §3.4).
+            let by = sqlx::query(
+                "SELECT owner_controller, owner_generation, owner_epoch FROM attempts \
+                 WHERE operation_id = $1 AND attempt_no = $2",
+            )
+            .bind(op_id)
+            .bind(i64::from(attempt))
+            .fetch_one(&mut *tx)
+            .await?;
+            let controller: Vec<u8> = by.try_get("owner_controller")?;
+            let epoch: Vec<u8> = by.try_get("owner_epoch")?;
+            let attempt_token = token_from(&controller, by.try_get("owner_generation")?, &epoch)?;
             let now = self.store_time(&mut tx).await?;
-            let rev = append(&mut tx, &machine_id, now, Entry::controller(op.owner.controller, "response")
+            let rev = append(&mut tx, &machine_id, now, Entry::token(&attempt_token, "response")
                 .op(op_id)
                 .detail(format!("attempt {attempt}: {}", response_name(response)))).await?;
             sqlx::query(

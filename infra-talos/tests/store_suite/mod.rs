@@ -1753,6 +1753,33 @@ pub async fn check_version_two<S: Store>(s: &S, clock: &ManualClock, before: AtV
 }
 
 /// Run every suite test that takes a plain environment.
+/// A response that arrives after a takeover is recorded as the answer to the attempt
+/// that was sent, under the token that made that attempt, not the new owner's.
+pub async fn response_after_takeover_is_the_attempts<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    s.takeover(&c.operation, 1, B).await.unwrap();
+    s.record_response(&c.operation, 1, ResponseClass::Accepted)
+        .await
+        .unwrap();
+    let timeline = s.timeline("m1").await.unwrap();
+    let response = timeline.iter().rfind(|e| e.kind == "response").unwrap();
+    assert!(
+        response
+            .actor
+            .starts_with(&format!("controller {:032x} generation 1 ", A.0)),
+        "{response:?}"
+    );
+    let takeover = timeline.iter().rfind(|e| e.kind == "takeover").unwrap();
+    assert!(
+        takeover.actor.contains(&format!("{:032x}", B.0)),
+        "{takeover:?}"
+    );
+}
+
 pub async fn run_plain<S, F, Fut>(name: &str, make: F)
 where
     S: Store,
@@ -1794,6 +1821,9 @@ where
         "machines_and_open_operations" => machines_and_open_operations(env).await,
         "now_and_plan_deadlines" => now_and_plan_deadlines(env).await,
         "takeover_request_recorded" => takeover_request_recorded(env).await,
+        "response_after_takeover_is_the_attempts" => {
+            response_after_takeover_is_the_attempts(env).await;
+        }
         other => panic!("no suite test {other}"),
     }
 }
@@ -1812,7 +1842,8 @@ macro_rules! store_suite {
             revocation_after_commitment, assignment_change_while_held,
             timeline_is_append_only, no_plaintext_stored, roles_and_self_approval,
             sealed_artifact_read, attempts_read, observations_read,
-            machines_and_open_operations, now_and_plan_deadlines, takeover_request_recorded);
+            machines_and_open_operations, now_and_plan_deadlines, takeover_request_recorded,
+            response_after_takeover_is_the_attempts);
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn takeover_fence() {
