@@ -233,3 +233,152 @@ async fn a_plain_read_of_desired_holds_no_publication_off() {
         }
     }
 }
+/// Observation ordering under a concurrent accounting decision (§4.1, §4 completion
+/// observations): the decision's transaction is held at `AccountingLocked`, with the
+/// machine row locked. An observation of the same machine started then waits on
+/// the lock (`pg_stat_activity`), while one of another machine does not (the
+/// control: the wait is the machine row's). Once the decision commits, the waiting
+/// observation's basis lies after the decision's revision, and its reading of the
+/// artifact completes the operation. An observation started before the decision
+/// and recorded only after it, with the same reading, does not count: classified
+/// with it alone the operation stays unresolved for want of completion evidence and
+/// Applied does not move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observation_started_during_an_accounting_decision_waits_and_counts_after_it() {
+    use infra_talos::contract::SpanMs;
+    use infra_talos::contract::classify::{Classification, UnresolvedReason};
+    use infra_talos::contract::evidence::{ObservationPurpose, ResponseClass, TransportOutcome};
+    use infra_talos::store::{AccountingRequest, ObservationRequest};
+
+    let Some(url) = database_url() else { return };
+    let (hook, gate) = gate_hook(|p| matches!(p, HookPoint::AccountingLocked { .. }));
+    let env = Arc::new(env(&url, Some(hook)).await);
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    s.record_response(
+        &c.operation,
+        1,
+        ResponseClass::Transport(TransportOutcome::DeadlineExceeded),
+    )
+    .await
+    .unwrap();
+    // §5.2's conditions: taken over, a read after the transport deadline (5 s), the
+    // settle floor, and a recovery observation after it.
+    let owner = s.takeover(&c.operation, 1, B).await.unwrap();
+    env.clock.advance(SpanMs::from_secs(6));
+    observe(
+        s,
+        "m1",
+        ObservationPurpose::Recovery,
+        None,
+        B,
+        facts("m1", base_digest("m1")),
+    )
+    .await;
+    env.clock.advance(SpanMs::from_secs(31));
+    observe(
+        s,
+        "m1",
+        ObservationPurpose::Recovery,
+        None,
+        B,
+        facts("m1", base_digest("m1")),
+    )
+    .await;
+    let completion = |machine: &str| ObservationRequest {
+        machine: machine.into(),
+        purpose: ObservationPurpose::Completion,
+        plan: None,
+        controller: B,
+    };
+    let early = s.begin_observation(completion("m1")).await.unwrap();
+
+    let decision = {
+        let env = env.clone();
+        let operation = c.operation.clone();
+        tokio::spawn(async move {
+            env.store
+                .record_accounting_decision(
+                    &root(),
+                    AccountingRequest {
+                        operation,
+                        attempt: 1,
+                        settle_floor: SpanMs::from_secs(30),
+                        explanation: None,
+                    },
+                )
+                .await
+        })
+    };
+    gate.entered.notified().await;
+    // Control: another machine's row is not held, so its observation starts at once.
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        s.begin_observation(completion("m2")),
+    )
+    .await
+    .expect("an observation of another machine waited for m1's decision")
+    .unwrap();
+    assert_eq!(lock_waiters(s).await, 0);
+    let observer = {
+        let env = env.clone();
+        tokio::spawn(async move { env.store.begin_observation(completion("m1")).await })
+    };
+    wait_for_lock_waiter(s).await;
+    assert!(!observer.is_finished(), "the observation did not wait");
+    assert!(
+        !decision.is_finished(),
+        "the decision did not hold at its hook"
+    );
+    gate.release.send(()).unwrap();
+    decision
+        .await
+        .unwrap()
+        .expect("the decision's conditions hold");
+    let late = observer.await.unwrap().unwrap();
+
+    let accounting = s
+        .timeline("m1")
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.kind == "accounting")
+        .expect("the decision is on the timeline")
+        .revision;
+    assert!(early.basis < accounting, "{early:?} vs r{}", accounting.0);
+    assert!(late.basis > accounting, "{late:?} vs r{}", accounting.0);
+
+    // The early read, recorded after the decision, shows the artifact: it counts for
+    // nothing.
+    let shows_artifact = facts("m1", artifact_digest("m1", "rel-1"));
+    let recorded = s
+        .record_observation(&early, shows_artifact.clone())
+        .await
+        .unwrap();
+    assert!(recorded > accounting);
+    assert_eq!(
+        s.classify(&c.operation, owner).await.unwrap(),
+        Classification::Unresolved(UnresolvedReason::NoCompletionEvidence)
+    );
+    assert_eq!(
+        s.machine("m1").await.unwrap().applied_digest,
+        Some(base_digest("m1"))
+    );
+    // The read that waited for the decision counts.
+    s.record_observation(&late, shows_artifact).await.unwrap();
+    assert_eq!(
+        s.classify(&c.operation, owner).await.unwrap(),
+        Classification::Completed
+    );
+    assert_eq!(
+        s.operation(&c.operation).await.unwrap().state,
+        OperationState::Completed
+    );
+    assert_eq!(
+        s.machine("m1").await.unwrap().applied_digest,
+        Some(artifact_digest("m1", "rel-1"))
+    );
+}

@@ -310,3 +310,53 @@ impl World {
         }
     }
 }
+
+impl World {
+    /// A world like [`World::with_sim`], with its store built with `guards` and its
+    /// simulator stamping each request it receives with the clock `sim_clock` makes
+    /// from the world's hand-moved clock (instead of reading that clock directly).
+    pub async fn build(
+        builder: infra_testkit::talos::TalosSimBuilder,
+        guards: infra_talos::store::Guards,
+        sim_clock: impl FnOnce(&ManualClock) -> Arc<dyn Clock>,
+    ) -> World {
+        let clock = ManualClock::starting_at(T0);
+        let sim = builder
+            .clock(sim_clock(&clock))
+            .start()
+            .await
+            .expect("simulator");
+        let sim = Arc::new(sim);
+        let dir = tempfile::tempdir().expect("dir");
+        let db = dir.path().join("controller.db");
+        let store = SqliteStore::open_for_tests(
+            Some(&db),
+            Settings {
+                guards,
+                clock: Some(clock.clone()),
+                ..Settings::default()
+            },
+        )
+        .await
+        .expect("store");
+        let store = Arc::new(store);
+        let keyring = Arc::new(LocalKeyring::open(dir.path().join("keys")).expect("keyring"));
+        keyring.create_key("artifacts").expect("key");
+        let talosconfig = sim
+            .write_talosconfig(dir.path(), &sim.pki().admin_client().expect("client"))
+            .expect("talosconfig");
+        let connector = connector(&sim, &talosconfig);
+        let world = World {
+            store,
+            clock,
+            sim,
+            keyring,
+            connector,
+            talosconfig,
+            db,
+            dir,
+        };
+        world.inventory().await;
+        world
+    }
+}
