@@ -574,3 +574,118 @@ async fn now_is_the_database_clock() {
     store.pool().close().await;
     drop(schema);
 }
+
+/// The attempt transaction's locks: a revocation racing an attempt waits for it. The
+/// attempt holds the machine row and has read the approval to share; the revocation
+/// commits after it, so the attempt stands (its request may be sent, case 005) and
+/// the timeline orders attempt before revocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revocation_waits_for_an_attempt() {
+    let Some((env, gate, release)) =
+        racing_env(|p| matches!(p, HookPoint::AttemptLocked { .. })).await
+    else {
+        return;
+    };
+    let env = Arc::new(env);
+    world(&env.store).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = env.store.commit("p1", A).await.unwrap();
+    let attempter = {
+        let (env, c) = (env.clone(), c.clone());
+        tokio::spawn(async move { env.store.attempt(&c.operation, c.owner).await })
+    };
+    gate.entered.notified().await;
+    let revoker = {
+        let env = env.clone();
+        tokio::spawn(async move { env.store.revoke_approval(&bob(), "p1").await })
+    };
+    wait_for_lock_waiter(&env.store).await;
+    assert!(!revoker.is_finished(), "the revocation did not wait");
+    release.send(()).unwrap();
+    let proof = attempter.await.unwrap().unwrap();
+    assert_eq!(proof.attempt(), 1);
+    revoker.await.unwrap().unwrap();
+    let timeline = env.store.timeline("m1").await.unwrap();
+    let rev = |k: &str| timeline.iter().find(|e| e.kind == k).unwrap().revision;
+    assert!(rev("attempt") < rev("approval_revoked"));
+    assert_eq!(env.store.attempts(&c.operation).await.unwrap().len(), 1);
+}
+
+/// A takeover racing an attempt waits for it: the attempt, recorded under the old
+/// generation, stands (the fence stops attempts not yet written, §3.4); the takeover
+/// then moves the operation to unresolved under generation 2, and the old token's
+/// next attempt is refused by comparison 7.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takeover_waits_for_an_attempt() {
+    let Some((env, gate, release)) =
+        racing_env(|p| matches!(p, HookPoint::AttemptLocked { .. })).await
+    else {
+        return;
+    };
+    let env = Arc::new(env);
+    world(&env.store).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = env.store.commit("p1", A).await.unwrap();
+    let attempter = {
+        let (env, c) = (env.clone(), c.clone());
+        tokio::spawn(async move { env.store.attempt(&c.operation, c.owner).await })
+    };
+    gate.entered.notified().await;
+    let taker = {
+        let (env, op) = (env.clone(), c.operation.clone());
+        tokio::spawn(async move { env.store.takeover(&op, 1, B).await })
+    };
+    wait_for_lock_waiter(&env.store).await;
+    assert!(!taker.is_finished(), "the takeover did not wait");
+    release.send(()).unwrap();
+    let _proof = attempter.await.unwrap().unwrap();
+    let token = taker.await.unwrap().unwrap();
+    assert_eq!(token.generation, 2);
+    let op = env.store.operation(&c.operation).await.unwrap();
+    assert_eq!(op.state, OperationState::Unresolved);
+    let attempts = env.store.attempts(&c.operation).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    let timeline = env.store.timeline("m1").await.unwrap();
+    let rev = |k: &str| timeline.iter().find(|e| e.kind == k).unwrap().revision;
+    assert!(rev("attempt") < rev("takeover"));
+    // With fresh evidence of its own, the old owner's next attempt meets the fence.
+    evidence(&env.store, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
+    let err = env.store.attempt(&c.operation, c.owner).await.unwrap_err();
+    assert_eq!(err.comparison(), Some(7), "{err}");
+}
+
+/// An assignment change racing a commitment waits on the machine row, then is
+/// refused: the operation the commitment created holds the scope. Control: the
+/// same change on another machine goes through at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn assignment_change_waits_for_a_commitment_and_is_refused() {
+    let Some((env, gate, release)) =
+        racing_env(|p| matches!(p, HookPoint::CommitmentLocked { .. })).await
+    else {
+        return;
+    };
+    let env = Arc::new(env);
+    world(&env.store).await;
+    ready(&env, "p1", "m1", A).await;
+    let committer = {
+        let env = env.clone();
+        tokio::spawn(async move { env.store.commit("p1", A).await })
+    };
+    gate.entered.notified().await;
+    // Another machine's row is free.
+    assert_eq!(env.store.change_assignment(&ann(), "m2").await.unwrap(), 2);
+    let changer = {
+        let env = env.clone();
+        tokio::spawn(async move { env.store.change_assignment(&ann(), "m1").await })
+    };
+    wait_for_lock_waiter(&env.store).await;
+    assert!(!changer.is_finished(), "the assignment change did not wait");
+    release.send(()).unwrap();
+    committer.await.unwrap().unwrap();
+    let err = changer.await.unwrap().unwrap_err();
+    assert!(err.to_string().contains("holds the machine scope"), "{err}");
+    assert_eq!(
+        env.store.machine("m1").await.unwrap().assignment_revision,
+        1
+    );
+}

@@ -255,6 +255,22 @@ pub async fn assignment_held_in_every_state<S: Store>(env: Env<S>) {
     // Control: another machine's assignment changes.
     assert_eq!(s.change_assignment(&ann(), "m2").await.unwrap(), 2);
     assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Committed);
+    // Verifying: a second machine's operation accepted by its node.
+    ready(&env, "p3", "m3", A).await;
+    let c3 = s.commit("p3", A).await.unwrap();
+    let _proof = s.attempt(&c3.operation, c3.owner).await.unwrap();
+    s.record_response(&c3.operation, 1, ResponseClass::Accepted)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.operation(&c3.operation).await.unwrap().state,
+        OperationState::Verifying
+    );
+    assert!(matches!(
+        s.change_assignment(&ann(), "m3").await,
+        Err(StoreError::Refused { .. })
+    ));
+    assert_eq!(s.machine("m3").await.unwrap().assignment_revision, 1);
 }
 
 /// Dispatch-safety case 023's first half: a retry's evidence may show the bound
