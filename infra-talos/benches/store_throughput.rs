@@ -1,17 +1,24 @@
-//! Throughput of the store's commitment + attempt transaction pairs on PostgreSQL.
+//! Throughput of the store's commitment + attempt transaction pairs on PostgreSQL, and
+//! its ratio to the database's own floor.
 //!
 //! ```sh
-//! cargo run --release -p infra-talos --example store_throughput -- --pairs 1000 --workers 8
+//! cargo bench -p infra-talos --bench store_throughput -- --pairs 1000 --workers 8
 //! ```
 //!
-//! Reads the database from `--database` or `INFRA_TEST_DATABASE_URL`, works in a fresh
-//! schema it drops at the end, and prepares one machine per pair (each in its own
-//! rollout scope, so no two pairs contend on a scope) with a plan, an approval and
-//! dispatch evidence. It then times the pairs across the workers and prints one line:
+//! Reads the database from `--database` or `INFRA_TEST_DATABASE_URL` (without either it
+//! says so and measures nothing), works in a fresh schema it drops at the end, and
+//! prepares one machine per pair (each in its own rollout scope, so no two pairs
+//! contend on a scope) with a plan, an approval and dispatch evidence. It then times
+//! the pairs across the workers, and then, on the same rows and workers, *bare* pairs:
+//! two transactions that each lock the machine row and bump its revision, the least a
+//! commitment and an attempt must each do. It prints one line:
 //!
 //! ```text
-//! store_throughput pairs=<N> workers=<W> pairs_per_second=<x> p50_ms=<..> p99_ms=<..>
+//! store_throughput pairs=<N> workers=<W> pairs_per_second=<x> p50_ms=<..> p99_ms=<..> bare_pairs_per_second=<y> ratio_to_bare=<y/x>
 //! ```
+//!
+//! `--test` (as `cargo bench -- --test` passes it) runs 20 pairs over 2 workers: a
+//! check that the measurement runs, not a figure.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -39,7 +46,7 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 struct Options {
     pairs: usize,
     workers: usize,
-    database: String,
+    database: Option<String>,
 }
 
 fn options() -> Result<Options, Error> {
@@ -50,6 +57,12 @@ fn options() -> Result<Options, Error> {
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
         match arg.as_str() {
+            // What `cargo bench` passes to every bench target.
+            "--bench" => {}
+            "--test" => {
+                pairs = 20;
+                workers = 2;
+            }
             "--pairs" => pairs = value()?.parse()?,
             "--workers" => workers = value()?.parse()?,
             "--database" => database = Some(value()?),
@@ -59,7 +72,6 @@ fn options() -> Result<Options, Error> {
     if pairs == 0 || workers == 0 {
         return Err("--pairs and --workers must be positive".into());
     }
-    let database = database.ok_or_else(|| format!("set {URL_VAR} or pass --database"))?;
     Ok(Options {
         pairs,
         workers,
@@ -205,6 +217,23 @@ async fn pair(store: &PgStore, machine: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// Two bare transactions on the machine's row: each locks it and bumps its revision.
+async fn bare_pair(store: &PgStore, machine: &str) -> Result<(), Error> {
+    for _ in 0..2 {
+        let mut tx = store.pool().begin().await?;
+        sqlx::query("SELECT revision FROM machines WHERE id = $1 FOR UPDATE")
+            .bind(machine)
+            .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE machines SET revision = revision + 1 WHERE id = $1")
+            .bind(machine)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
 /// Run `work` on every machine, spread over `workers` tasks; each task returns the
 /// time each of its calls took.
 async fn across<F, Fut>(
@@ -253,8 +282,8 @@ fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
     sorted[k].as_secs_f64() * 1000.0
 }
 
-async fn measure(options: &Options, schema: &str) -> Result<String, Error> {
-    let connect = PgConnectOptions::from_str(&options.database)?
+async fn measure(options: &Options, database: &str, schema: &str) -> Result<String, Error> {
+    let connect = PgConnectOptions::from_str(database)?
         .application_name("store_throughput")
         .options([("search_path", schema)]);
     let pool_size = u32::try_from(options.workers)?.saturating_add(2);
@@ -272,16 +301,26 @@ async fn measure(options: &Options, schema: &str) -> Result<String, Error> {
     })
     .await?;
     let elapsed = clock.now() - started;
+    let started = clock.now();
+    across(&clock, &store, &ids, options.workers, |s, id| async move {
+        bare_pair(&s, &id).await
+    })
+    .await?;
+    let bare = clock.now() - started;
     store.pool().close().await;
     took.sort_unstable();
-    #[allow(clippy::cast_precision_loss, reason = "a rate for display")]
-    let rate = options.pairs as f64 / elapsed.as_secs_f64();
+    #[allow(clippy::cast_precision_loss, reason = "rates for display")]
+    let (rate, bare_rate) = (
+        options.pairs as f64 / elapsed.as_secs_f64(),
+        options.pairs as f64 / bare.as_secs_f64(),
+    );
     Ok(format!(
-        "store_throughput pairs={} workers={} pairs_per_second={rate:.1} p50_ms={:.2} p99_ms={:.2}",
+        "store_throughput pairs={} workers={} pairs_per_second={rate:.1} p50_ms={:.2} p99_ms={:.2} bare_pairs_per_second={bare_rate:.1} ratio_to_bare={:.2}",
         options.pairs,
         options.workers,
         percentile_ms(&took, 0.50),
         percentile_ms(&took, 0.99),
+        bare_rate / rate,
     ))
 }
 
@@ -297,19 +336,21 @@ async fn schema_sql(url: &str, sql: String) -> Result<(), Error> {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<(), Error> {
     let options = options()?;
+    let Some(database) = options.database.clone() else {
+        println!(
+            "store_throughput: no database (set {URL_VAR} or pass --database); nothing measured"
+        );
+        return Ok(());
+    };
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes)?;
     let schema = format!(
         "bench_{}",
         bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
     );
-    schema_sql(&options.database, format!("CREATE SCHEMA {schema}")).await?;
-    let outcome = measure(&options, &schema).await;
-    let dropped = schema_sql(
-        &options.database,
-        format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
-    )
-    .await;
+    schema_sql(&database, format!("CREATE SCHEMA {schema}")).await?;
+    let outcome = measure(&options, &database, &schema).await;
+    let dropped = schema_sql(&database, format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await;
     println!("{}", outcome?);
     dropped
 }
