@@ -225,6 +225,32 @@ async fn each_failed_read_says_why() {
     sim.shutdown().await.expect("stop");
 }
 
+/// A read whose connection the node cuts is missing (unreachable), never a value;
+/// the other reads of the same observation, and the next observation once the node
+/// answers, go over a new connection.
+#[tokio::test]
+async fn a_connection_lost_during_a_read_leaves_that_value_missing() {
+    let sim = TalosSim::start().await.expect("start");
+    let dir = tempfile::tempdir().expect("dir");
+    let client = admin_observer(&sim, dir.path()).await;
+    sim.fail_reads(SimResource::MachineConfig, ReadFault::ConnectionLost);
+    let observation = observe(&client).await;
+    assert_eq!(
+        observation.config_digest,
+        missing(MissingReason::Unreachable),
+        "{observation:?}"
+    );
+    sim.clear_faults();
+    let observation = observe(&client).await;
+    assert_eq!(
+        observation.config_digest.value(),
+        Some(&config_digest(&sim.facts().config)),
+        "{observation:?}"
+    );
+    assert!(observation.talos_version.is_read());
+    sim.shutdown().await.expect("stop");
+}
+
 #[tokio::test]
 async fn an_unreachable_node_leaves_every_value_missing() {
     let sim = TalosSim::start().await.expect("start");

@@ -271,19 +271,29 @@ async fn retry_admitted_on_the_same_identity() {
     retry_on_another_identity(Swap::Nothing).await;
 }
 
-/// Dispatch-safety case 017, as far as the simulator can show it: the node accepts;
-/// while verifying, the machine configuration cannot be read (the node answers
-/// Unavailable), so the completion observation establishes nothing and the
-/// operation is not completed; once reads work again, a fresh completion
-/// observation completes it, with no second request.
+/// Dispatch-safety case 017: the node accepts; while verifying, the connection is
+/// lost as the machine configuration is read (the node cuts it instead of
+/// answering), so the completion observation establishes nothing and the operation
+/// is not completed; once the node answers again, a fresh completion observation on
+/// a new connection completes it, with no second request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_lost_while_verifying_then_a_fresh_read_completes() {
+    verifying_read_fails_then_completes(ReadFault::ConnectionLost).await;
+}
+
+/// The same with the node answering `Unavailable` to the read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_failure_while_verifying_then_a_fresh_read_completes() {
+    verifying_read_fails_then_completes(ReadFault::Unavailable).await;
+}
+
+async fn verifying_read_fails_then_completes(fault: ReadFault) {
     let w = World::new().await;
     w.approved_plan("p1", "rel-1", 3).await;
     let sim = w.sim.clone();
     let hook: InterruptionHook = Arc::new(move |point| {
         if point == Interruption::ResponseReceived {
-            sim.fail_reads(SimResource::MachineConfig, ReadFault::Unavailable);
+            sim.fail_reads(SimResource::MachineConfig, fault);
         }
         Box::pin(async {})
     });

@@ -122,11 +122,26 @@ fn read_fault_status(fault: ReadFault) -> Option<Status> {
         )),
         ReadFault::NotFound => Some(Status::not_found("resource doesn't exist")),
         ReadFault::Unavailable => Some(Status::unavailable("node is not available")),
+        // Cut by the handler before it reads; a read that gets here anyway fails.
+        ReadFault::ConnectionLost => Some(Status::unavailable("connection lost")),
         ReadFault::Malformed => None,
     }
 }
 
 impl Node {
+    /// With [`ReadFault::ConnectionLost`] set on `resource`: cut the connection of
+    /// `peer` and answer nobody (the handler waits until the node stops).
+    async fn cut_read(&self, resource: SimResource, peer: Option<SocketAddr>) -> Result<(), Status> {
+        if self.shared.read_fault(resource) != Some(ReadFault::ConnectionLost) {
+            return Ok(());
+        }
+        if let Some(peer) = peer {
+            self.shared.connections.cut(peer);
+        }
+        self.shared.stopped().await;
+        Err(Status::unavailable("node is shutting down"))
+    }
+
     fn apply_response(&self, dry_run: bool) -> Response<machine::ApplyConfigurationResponse> {
         let hostname = self.shared.lock().facts.hostname.clone();
         let mode_details = if dry_run {
@@ -267,9 +282,10 @@ impl machine::machine_service_server::MachineService for Node {
 
     async fn version(
         &self,
-        _request: Request<()>,
+        request: Request<()>,
     ) -> Result<Response<machine::VersionResponse>, Status> {
         self.shared.record(RecordedCall::Version);
+        self.cut_read(SimResource::Version, request.remote_addr()).await?;
         let fault = self.shared.read_fault(SimResource::Version);
         if let Some(status) = fault.and_then(read_fault_status) {
             return Err(status);
@@ -308,6 +324,7 @@ impl cosi::state_server::State for Node {
         &self,
         request: Request<cosi::GetRequest>,
     ) -> Result<Response<cosi::GetResponse>, Status> {
+        let peer = request.remote_addr();
         let request = request.into_inner();
         self.shared.record(RecordedCall::Get {
             namespace: request.namespace.clone(),
@@ -315,9 +332,12 @@ impl cosi::state_server::State for Node {
             id: request.id.clone(),
         });
         match SimResource::find(&request.namespace, &request.r#type) {
-            Some((resource, id)) if id == request.id => Ok(Response::new(cosi::GetResponse {
-                resource: self.resource(resource, id)?,
-            })),
+            Some((resource, id)) if id == request.id => {
+                self.cut_read(resource, peer).await?;
+                Ok(Response::new(cosi::GetResponse {
+                    resource: self.resource(resource, id)?,
+                }))
+            }
             _ => Err(Status::not_found("resource doesn't exist")),
         }
     }
@@ -328,6 +348,7 @@ impl cosi::state_server::State for Node {
         &self,
         request: Request<cosi::ListRequest>,
     ) -> Result<Response<Self::ListStream>, Status> {
+        let peer = request.remote_addr();
         let request = request.into_inner();
         self.shared.record(RecordedCall::List {
             namespace: request.namespace.clone(),
@@ -336,6 +357,7 @@ impl cosi::state_server::State for Node {
         let Some((resource, id)) = SimResource::find(&request.namespace, &request.r#type) else {
             return Err(Status::not_found("resource type is not registered"));
         };
+        self.cut_read(resource, peer).await?;
         let items: Vec<_> = self
             .resource(resource, id)?
             .into_iter()

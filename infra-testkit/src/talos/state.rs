@@ -106,6 +106,9 @@ pub enum ReadFault {
     /// the identity, cluster info and system information, no resource at all for
     /// the machine configuration, no message for the version.
     Malformed,
+    /// Cut the client's connection instead of answering: the client sees a
+    /// transport error, and its next call needs a new connection.
+    ConnectionLost,
 }
 
 /// What a read fault can be set on.

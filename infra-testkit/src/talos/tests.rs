@@ -164,6 +164,40 @@ async fn a_lost_response_lands_then_cuts_the_connection() {
 }
 
 #[tokio::test]
+async fn a_read_meets_a_cut_connection_until_cleared() {
+    let sim = TalosSim::start().await.expect("start");
+    sim.fail_reads(SimResource::Version, ReadFault::ConnectionLost);
+    let mut machine = machine::machine_service_client::MachineServiceClient::new(channel(
+        &sim,
+        &sim.pki().admin_client().expect("client"),
+    ));
+    let outcome = tokio::time::timeout(Duration::from_secs(5), machine.version(()))
+        .await
+        .expect("the cut is seen before the test's own timeout");
+    let status = outcome.expect_err("no answer");
+    assert!(
+        std::error::Error::source(&status).is_some(),
+        "a transport error, not a status from the server: {status:?}"
+    );
+    // Control: `Unavailable` is a status the server sends, with no transport error.
+    sim.fail_reads(SimResource::Version, ReadFault::Unavailable);
+    let mut refused = None;
+    for _ in 0..3 {
+        if let Err(status) = machine.version(()).await
+            && std::error::Error::source(&status).is_none()
+        {
+            refused = Some(status);
+            break;
+        }
+    }
+    let refused = refused.expect("a status from the server once reconnected");
+    assert_eq!(refused.code(), tonic::Code::Unavailable);
+    sim.clear_faults();
+    assert!(machine.version(()).await.is_ok());
+    sim.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
 async fn a_held_apply_lands_on_release_and_drop_stops_the_server() {
     let sim = TalosSim::start().await.expect("start");
     sim.fail_next_apply(ApplyFault::Hold(Landing::OnRelease));
