@@ -321,3 +321,40 @@ async fn verifying_read_fails_then_completes(fault: ReadFault) {
     drop(a);
     w.stop().await;
 }
+
+/// A machine keyed by SMBIOS UUID whose system information cannot be read (each
+/// failure the node can give) is refused at commitment by comparison 3: an unread
+/// identity is missing evidence, never a match. Nothing is sent. Control: once the
+/// node answers, the same plan runs to completion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unread_smbios_uuid_is_refused_end_to_end() {
+    let w = World::new().await;
+    w.approved_plan("p1", "rel-1", 3).await;
+    let a = w.executor(A);
+    for fault in [
+        ReadFault::PermissionDenied,
+        ReadFault::Unavailable,
+        ReadFault::Malformed,
+        ReadFault::ConnectionLost,
+    ] {
+        w.sim.fail_reads(SimResource::SystemInformation, fault);
+        let err = a.run_plan("p1").await.expect_err("refused");
+        assert!(
+            matches!(
+                err,
+                infra_talos::controller::ExecutorError::Store(StoreError::CommitmentRefused {
+                    comparison: 3,
+                    ..
+                })
+            ),
+            "{fault:?}: {err}"
+        );
+        assert_eq!(w.applies(), 0, "{fault:?}");
+        w.sim.clear_faults();
+    }
+    let out = a.run_plan("p1").await.expect("run");
+    assert_eq!(out.state, OperationState::Completed, "{out:?}");
+    assert_eq!(w.applies(), 1);
+    drop(a);
+    w.stop().await;
+}
