@@ -481,8 +481,16 @@ fn render_result_titled(result: &ApplyResult, verb: &str) -> String {
         line('-', &p.resource, how.to_owned());
     }
     for n in &result.not_attempted {
-        let detail = n.detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
-        line('·', &n.resource, format!("not attempted: {}{detail}", n.reason));
+        let detail = n
+            .detail
+            .as_deref()
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default();
+        line(
+            '·',
+            &n.resource,
+            format!("not attempted: {}{detail}", n.reason),
+        );
     }
     for f in &result.failed {
         let step = format!("{:?}", f.step).to_lowercase();

@@ -424,13 +424,11 @@ impl Engine {
                         already_absent,
                     }),
                 },
-                Done::NotAttempted(reason, detail) => {
-                    result.not_attempted.push(NotAttempted {
-                        resource,
-                        reason,
-                        detail,
-                    })
-                }
+                Done::NotAttempted(reason, detail) => result.not_attempted.push(NotAttempted {
+                    resource,
+                    reason,
+                    detail,
+                }),
                 Done::Failed(step, error) => result.failed.push(Failed {
                     resource,
                     step,
@@ -872,7 +870,10 @@ fn fail_downstream(start: usize, dependants: &[Vec<usize>], state: &mut [NodeSta
     let mut stack = vec![start];
     while let Some(s) = stack.pop() {
         if matches!(state[s], NodeState::Waiting) {
-            state[s] = NodeState::Done(Done::NotAttempted(NotAttemptedReason::DependencyFailed, None));
+            state[s] = NodeState::Done(Done::NotAttempted(
+                NotAttemptedReason::DependencyFailed,
+                None,
+            ));
             stack.extend(dependants[s].iter().copied());
         }
     }

@@ -131,7 +131,11 @@ fn read_fault_status(fault: ReadFault) -> Option<Status> {
 impl Node {
     /// With [`ReadFault::ConnectionLost`] set on `resource`: cut the connection of
     /// `peer` and answer nobody (the handler waits until the node stops).
-    async fn cut_read(&self, resource: SimResource, peer: Option<SocketAddr>) -> Result<(), Status> {
+    async fn cut_read(
+        &self,
+        resource: SimResource,
+        peer: Option<SocketAddr>,
+    ) -> Result<(), Status> {
         if self.shared.read_fault(resource) != Some(ReadFault::ConnectionLost) {
             return Ok(());
         }
@@ -285,7 +289,8 @@ impl machine::machine_service_server::MachineService for Node {
         request: Request<()>,
     ) -> Result<Response<machine::VersionResponse>, Status> {
         self.shared.record(RecordedCall::Version);
-        self.cut_read(SimResource::Version, request.remote_addr()).await?;
+        self.cut_read(SimResource::Version, request.remote_addr())
+            .await?;
         let fault = self.shared.read_fault(SimResource::Version);
         if let Some(status) = fault.and_then(read_fault_status) {
             return Err(status);
