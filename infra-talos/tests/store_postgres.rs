@@ -18,7 +18,8 @@ use infra_talos::contract::operation::{ControllerId, OperationState};
 use infra_talos::contract::plan::PlanState;
 use infra_talos::store::postgres::PgStore;
 use infra_talos::store::{
-    Actor, Guards, Hook, HookPoint, MachineSpec, ReleaseSpec, Settings, Store,
+    Actor, Committed, Guards, Hook, HookPoint, MachineSpec, ReleaseSpec, Settings, Store,
+    StoreError,
 };
 use store_suite::*;
 use tokio::sync::{Notify, oneshot};
@@ -575,17 +576,15 @@ async fn now_is_the_database_clock() {
     drop(schema);
 }
 
-/// The attempt transaction's locks: a revocation racing an attempt waits for it. The
-/// attempt holds the machine row and has read the approval to share; the revocation
-/// commits after it, so the attempt stands (its request may be sent, case 005) and
-/// the timeline orders attempt before revocation.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn revocation_waits_for_an_attempt() {
-    let Some((env, gate, release)) =
-        racing_env(|p| matches!(p, HookPoint::AttemptLocked { .. })).await
-    else {
-        return;
-    };
+/// An attempt spawned for plan p1's fresh operation, held at its lock point (the
+/// machine row locked, the approval read to share) until `release` is sent.
+async fn attempt_held_at_its_lock() -> Option<(
+    Arc<Env<PgStore>>,
+    Committed,
+    tokio::task::JoinHandle<Result<infra_talos::attempt::CommittedAttempt, StoreError>>,
+    oneshot::Sender<()>,
+)> {
+    let (env, gate, release) = racing_env(|p| matches!(p, HookPoint::AttemptLocked { .. })).await?;
     let env = Arc::new(env);
     world(&env.store).await;
     ready(&env, "p1", "m1", A).await;
@@ -595,6 +594,18 @@ async fn revocation_waits_for_an_attempt() {
         tokio::spawn(async move { env.store.attempt(&c.operation, c.owner).await })
     };
     gate.entered.notified().await;
+    Some((env, c, attempter, release))
+}
+
+/// The attempt transaction's locks: a revocation racing an attempt waits for it. The
+/// attempt holds the machine row and has read the approval to share; the revocation
+/// commits after it, so the attempt stands (its request may be sent, case 005) and
+/// the timeline orders attempt before revocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revocation_waits_for_an_attempt() {
+    let Some((env, c, attempter, release)) = attempt_held_at_its_lock().await else {
+        return;
+    };
     let revoker = {
         let env = env.clone();
         tokio::spawn(async move { env.store.revoke_approval(&bob(), "p1").await })
@@ -617,20 +628,9 @@ async fn revocation_waits_for_an_attempt() {
 /// next attempt is refused by comparison 7.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn takeover_waits_for_an_attempt() {
-    let Some((env, gate, release)) =
-        racing_env(|p| matches!(p, HookPoint::AttemptLocked { .. })).await
-    else {
+    let Some((env, c, attempter, release)) = attempt_held_at_its_lock().await else {
         return;
     };
-    let env = Arc::new(env);
-    world(&env.store).await;
-    ready(&env, "p1", "m1", A).await;
-    let c = env.store.commit("p1", A).await.unwrap();
-    let attempter = {
-        let (env, c) = (env.clone(), c.clone());
-        tokio::spawn(async move { env.store.attempt(&c.operation, c.owner).await })
-    };
-    gate.entered.notified().await;
     let taker = {
         let (env, op) = (env.clone(), c.operation.clone());
         tokio::spawn(async move { env.store.takeover(&op, 1, B).await })

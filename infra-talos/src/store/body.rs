@@ -27,11 +27,11 @@ use crate::contract::{InstantMs, Revision, Role};
 
 use super::common::*;
 use super::{
-    AccountingRequest, Actor, AttemptAccounting, AttemptView, BlanketApproval, Committed, ContributionKind,
-    DependencyCheck, HookPoint, IdentityKey, MachineSpec, MachineView, ObservationRequest,
-    ObservationTicket, ObservationView, ObservedFacts, OperationView, PlanSpec, PlanView,
-    PrincipalKind, PrincipalSpec, ReleaseSpec, SealedReleaseSpec, Settings, Store, StoreError,
-    StoreResult, TimelineEntry,
+    AccountingRequest, Actor, AttemptAccounting, AttemptView, BlanketApproval, Committed,
+    ContributionKind, DependencyCheck, HookPoint, IdentityKey, MachineSpec, MachineView,
+    ObservationRequest, ObservationTicket, ObservationView, ObservedFacts, OperationView, PlanSpec,
+    PlanView, PrincipalKind, PrincipalSpec, ReleaseSpec, SealedReleaseSpec, Settings, Store,
+    StoreError, StoreResult, TimelineEntry,
 };
 use crate::contract::SpanMs;
 use crate::keys::{KeyBinding, SealedArtifact as BoundArtifact};
@@ -440,13 +440,23 @@ impl Backend {
         act: &'static str,
     ) -> R<SelfApproval> {
         let plan_id = approving.plan;
-        if inst.recovery_mode && machine.released_epoch.as_deref().map(epoch_of).transpose()? != Some(inst.epoch) {
+        if inst.recovery_mode
+            && machine
+                .released_epoch
+                .as_deref()
+                .map(epoch_of)
+                .transpose()?
+                != Some(inst.epoch)
+        {
             return Err(refused(act, "recovery mode: the scope is not released").into());
         }
         let plan = read_plan(tx, plan_id).await?;
         let state = plan_state_of(&plan.state)?;
         let event = match (state, standing_approval(tx, plan_id).await?) {
-            (PlanState::Approved, Some(a)) => PlanEvent::Reapprove { standing: a.epoch, current: inst.epoch },
+            (PlanState::Approved, Some(a)) => PlanEvent::Reapprove {
+                standing: a.epoch,
+                current: inst.epoch,
+            },
             _ => PlanEvent::Approve,
         };
         let next = plan::transition(state, event).map_err(|e| refused(act, e.to_string()))?;
@@ -456,13 +466,18 @@ impl Backend {
                 token: plan::PrincipalId(id.to_owned()),
                 responsible: responsible.map(plan::PrincipalId),
             },
-            None => plan::Actor::Token { token: plan::PrincipalId(id.to_owned()), responsible: None },
+            None => plan::Actor::Token {
+                token: plan::PrincipalId(id.to_owned()),
+                responsible: None,
+            },
         };
         let creator_kind = sqlx::query("SELECT kind, responsible FROM principals WHERE id = $1")
             .bind(&plan.creator_id)
             .fetch_optional(&mut **tx)
             .await?
-            .map(|r| -> R<(String, Option<String>)> { Ok((r.try_get("kind")?, r.try_get("responsible")?)) })
+            .map(|r| -> R<(String, Option<String>)> {
+                Ok((r.try_get("kind")?, r.try_get("responsible")?))
+            })
             .transpose()?;
         let creator = to_actor(creator_kind, &plan.creator_id);
         let rows = sqlx::query(
@@ -499,8 +514,17 @@ impl Backend {
             .blanket
             .map(|b| format!("under blanket approval {b} of {}; ", approving.approver))
             .unwrap_or_default();
-        let rev = append(tx, &machine.id, now, Entry::by(actor, "approval").plan(plan_id)
-            .detail(format!("{under}{}; epoch {}", self_approval_name(mark), inst.epoch))).await?;
+        let rev = append(
+            tx,
+            &machine.id,
+            now,
+            Entry::by(actor, "approval").plan(plan_id).detail(format!(
+                "{under}{}; epoch {}",
+                self_approval_name(mark),
+                inst.epoch
+            )),
+        )
+        .await?;
         let seq: i64 = sqlx::query("SELECT COUNT(*) FROM approvals WHERE plan_id = $1")
             .bind(plan_id)
             .fetch_one(&mut **tx)
@@ -531,6 +555,48 @@ impl Backend {
     }
 }
 
+/// An approval withdrawn from plans in bulk (an identity or a blanket approval
+/// revoked): the plan event, and the timeline entry that says why.
+struct Withdrawal<'a> {
+    actor: &'a Actor,
+    kind: &'static str,
+    event: PlanEvent,
+    why: String,
+    now: i64,
+}
+
+impl Withdrawal<'_> {
+    /// Applies the withdrawal to the plan of row `r` (columns `plan_id`,
+    /// `machine_id`, `state`), locking its machine row first unless `machines`
+    /// says this transaction holds it.
+    async fn record(&self, tx: &mut Tx, machines: &mut Vec<String>, r: &DbRow) -> R<()> {
+        let plan_id: String = r.try_get("plan_id")?;
+        let machine_id: String = r.try_get("machine_id")?;
+        if !machines.contains(&machine_id) {
+            lock_machine(tx, &machine_id).await?;
+            machines.push(machine_id.clone());
+        }
+        let state = plan_state_of(&r.try_get::<String, _>("state")?)?;
+        let detail = match plan::transition(state, self.event) {
+            Ok(next) => {
+                set_plan_state(tx, &plan_id, next).await?;
+                format!("{}; plan {state} -> {next}", self.why)
+            }
+            Err(e) => format!("{}; {e}", self.why),
+        };
+        append(
+            tx,
+            &machine_id,
+            self.now,
+            Entry::by(self.actor, self.kind)
+                .plan(&plan_id)
+                .detail(detail),
+        )
+        .await?;
+        Ok(())
+    }
+}
+
 /// The machine rows of cluster `cluster_id`, locked in id order; their ids.
 async fn lock_cluster(tx: &mut Tx, cluster_id: &str) -> R<Vec<String>> {
     let rows = sqlx::query(concat!(
@@ -540,7 +606,9 @@ async fn lock_cluster(tx: &mut Tx, cluster_id: &str) -> R<Vec<String>> {
     .bind(cluster_id)
     .fetch_all(&mut **tx)
     .await?;
-    rows.iter().map(|r| Ok(r.try_get::<String, _>(0)?)).collect()
+    rows.iter()
+        .map(|r| Ok(r.try_get::<String, _>(0)?))
+        .collect()
 }
 
 /// A blanket approval as a transaction reads it.
@@ -1718,28 +1786,22 @@ impl Store for Backend {
             .bind(blanket_id)
             .fetch_all(&mut *tx)
             .await?;
+            let withdrawal = Withdrawal {
+                actor,
+                kind: "approval_revoked",
+                event: PlanEvent::RevokeApproval,
+                why: format!("blanket approval {blanket_id} revoked"),
+                now,
+            };
             for r in &plans {
                 let plan_id: String = r.try_get("plan_id")?;
-                let machine_id: String = r.try_get("machine_id")?;
-                if !machines.contains(&machine_id) {
-                    // Moved to another cluster after its approval.
-                    lock_machine(&mut tx, &machine_id).await?;
-                    machines.push(machine_id.clone());
-                }
                 sqlx::query("UPDATE approvals SET revoked = TRUE WHERE plan_id = $1 AND seq = $2")
                     .bind(&plan_id)
                     .bind(r.try_get::<i64, _>("seq")?)
                     .execute(&mut *tx)
                     .await?;
-                let state = plan_state_of(&r.try_get::<String, _>("state")?)?;
-                let detail = match plan::transition(state, PlanEvent::RevokeApproval) {
-                    Ok(next) => {
-                        set_plan_state(&mut tx, &plan_id, next).await?;
-                        format!("blanket approval {blanket_id} revoked; plan {state} -> {next}")
-                    }
-                    Err(e) => format!("blanket approval {blanket_id} revoked; {e}"),
-                };
-                append(&mut tx, &machine_id, now, Entry::by(actor, "approval_revoked").plan(&plan_id).detail(detail)).await?;
+                // A machine moved to another cluster after its approval is locked here.
+                withdrawal.record(&mut tx, &mut machines, r).await?;
             }
             for m in &cluster {
                 append(&mut tx, m, now, Entry::by(actor, "blanket_revoked")
@@ -1749,7 +1811,11 @@ impl Store for Backend {
         })
     }
 
-    async fn approve_under_blanket(&self, actor: &Actor, plan_id: &str) -> StoreResult<SelfApproval> {
+    async fn approve_under_blanket(
+        &self,
+        actor: &Actor,
+        plan_id: &str,
+    ) -> StoreResult<SelfApproval> {
         const ACT: &str = "approving under a blanket approval";
         transaction!(self, tx => {
             let machine_id = read_plan(&mut tx, plan_id).await?.machine_id;
@@ -1906,22 +1972,15 @@ impl Store for Backend {
             .bind(principal)
             .fetch_all(&mut *tx)
             .await?;
+            let withdrawal = Withdrawal {
+                actor,
+                kind: "identity_revoked",
+                event: PlanEvent::RevokeApproverIdentity,
+                why: format!("identity {principal} revoked"),
+                now,
+            };
             for r in &plans {
-                let plan_id: String = r.try_get("plan_id")?;
-                let machine_id: String = r.try_get("machine_id")?;
-                if !machines.contains(&machine_id) {
-                    lock_machine(&mut tx, &machine_id).await?;
-                    machines.push(machine_id.clone());
-                }
-                let state = plan_state_of(&r.try_get::<String, _>("state")?)?;
-                let detail = match plan::transition(state, PlanEvent::RevokeApproverIdentity) {
-                    Ok(next) => {
-                        set_plan_state(&mut tx, &plan_id, next).await?;
-                        format!("identity {principal} revoked; plan {state} -> {next}")
-                    }
-                    Err(e) => format!("identity {principal} revoked; {e}"),
-                };
-                append(&mut tx, &machine_id, now, Entry::by(actor, "identity_revoked").plan(&plan_id).detail(detail)).await?;
+                withdrawal.record(&mut tx, &mut machines, r).await?;
             }
             Ok(())
         })

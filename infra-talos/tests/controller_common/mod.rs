@@ -132,9 +132,19 @@ pub async fn open_store(path: &Path, start: InstantMs) -> (Arc<SqliteStore>, Man
 
 /// Opens the store file at `path` on `clock`.
 pub async fn open_store_on(path: &Path, clock: &ManualClock) -> Arc<SqliteStore> {
+    open_store_guarded(path, clock, infra_talos::store::Guards::default()).await
+}
+
+/// Opens the store file at `path` on `clock`, with `guards`.
+pub async fn open_store_guarded(
+    path: &Path,
+    clock: &ManualClock,
+    guards: infra_talos::store::Guards,
+) -> Arc<SqliteStore> {
     let store = SqliteStore::open_for_tests(
         Some(path),
         Settings {
+            guards,
             clock: Some(clock.clone()),
             ..Settings::default()
         },
@@ -151,34 +161,10 @@ impl World {
     }
 
     pub async fn with_sim(builder: infra_testkit::talos::TalosSimBuilder) -> World {
-        let clock = ManualClock::starting_at(T0);
-        let sim = builder
-            .clock(Arc::new(LinkedClock(clock.clone())))
-            .start()
-            .await
-            .expect("simulator");
-        let sim = Arc::new(sim);
-        let dir = tempfile::tempdir().expect("dir");
-        let db = dir.path().join("controller.db");
-        let store = open_store_on(&db, &clock).await;
-        let keyring = Arc::new(LocalKeyring::open(dir.path().join("keys")).expect("keyring"));
-        keyring.create_key("artifacts").expect("key");
-        let talosconfig = sim
-            .write_talosconfig(dir.path(), &sim.pki().admin_client().expect("client"))
-            .expect("talosconfig");
-        let connector = connector(&sim, &talosconfig);
-        let world = World {
-            store,
-            clock,
-            sim,
-            keyring,
-            connector,
-            talosconfig,
-            db,
-            dir,
-        };
-        world.inventory().await;
-        world
+        Self::build(builder, infra_talos::store::Guards::default(), |clock| {
+            Arc::new(LinkedClock(clock.clone()))
+        })
+        .await
     }
 
     async fn inventory(&self) {
@@ -329,17 +315,7 @@ impl World {
         let sim = Arc::new(sim);
         let dir = tempfile::tempdir().expect("dir");
         let db = dir.path().join("controller.db");
-        let store = SqliteStore::open_for_tests(
-            Some(&db),
-            Settings {
-                guards,
-                clock: Some(clock.clone()),
-                ..Settings::default()
-            },
-        )
-        .await
-        .expect("store");
-        let store = Arc::new(store);
+        let store = open_store_guarded(&db, &clock, guards).await;
         let keyring = Arc::new(LocalKeyring::open(dir.path().join("keys")).expect("keyring"));
         keyring.create_key("artifacts").expect("key");
         let talosconfig = sim
