@@ -18,40 +18,9 @@ use infra_talos::contract::{InstantMs, SpanMs};
 use infra_talos::controller::{
     Executor, ExecutorError, ExecutorSettings, Interruption, InterruptionHook, Outcome,
 };
-use infra_talos::store::{AccountingRequest, Store, StoreError};
+use infra_talos::store::{Store, StoreError};
 use infra_testkit::talos::{ApplyFault, ApplyMode, Landing, RecordedCall};
 use tokio::sync::Notify;
-
-const A: u128 = 0xa1;
-const B: u128 = 0xb2;
-
-async fn decide(w: &World, operation: &str) -> Result<(), StoreError> {
-    w.store
-        .record_accounting_decision(
-            &admin(),
-            AccountingRequest {
-                operation: operation.into(),
-                attempt: 1,
-                settle_floor: FLOOR,
-                explanation: None,
-            },
-        )
-        .await
-}
-
-/// Recovery observations by `executor` until recovery-admin's decision is accepted.
-async fn observe_until_decided(w: &World, executor: &Executor, operation: &str) {
-    for _ in 0..6 {
-        executor
-            .recovery_observation(operation)
-            .await
-            .expect("recovery observation");
-        if decide(w, operation).await.is_ok() {
-            return;
-        }
-    }
-    panic!("the accounting decision never became possible");
-}
 
 /// Consecutive recovery observations are at least a settle floor apart, and the
 /// first started after the latest transport deadline.

@@ -11,12 +11,9 @@ use controller_common::*;
 use infra_talos::config_digest;
 use infra_talos::contract::classify::{Classification, FailedReason, RetryBlocker};
 use infra_talos::contract::operation::OperationState;
-use infra_talos::controller::{Executor, Interruption, InterruptionHook};
-use infra_talos::store::{AccountingRequest, Store, StoreError};
+use infra_talos::controller::{Interruption, InterruptionHook};
+use infra_talos::store::{Store, StoreError};
 use infra_testkit::talos::{ApplyFault, Landing, ReadFault, SimResource};
-
-const A: u128 = 0xa1;
-const B: u128 = 0xb2;
 
 /// Which revocation a test records.
 #[derive(Debug, Clone, Copy)]
@@ -54,34 +51,6 @@ fn revoke_after_attempt(w: &World, revocation: Revocation) -> InterruptionHook {
             }
         })
     })
-}
-
-async fn decide(w: &World, operation: &str) -> Result<(), StoreError> {
-    w.store
-        .record_accounting_decision(
-            &admin(),
-            AccountingRequest {
-                operation: operation.into(),
-                attempt: 1,
-                settle_floor: FLOOR,
-                explanation: None,
-            },
-        )
-        .await
-}
-
-/// Recovery observations by `executor` until recovery-admin's decision is accepted.
-async fn observe_until_decided(w: &World, executor: &Executor, operation: &str) {
-    for _ in 0..6 {
-        executor
-            .recovery_observation(operation)
-            .await
-            .expect("recovery observation");
-        if decide(w, operation).await.is_ok() {
-            return;
-        }
-    }
-    panic!("the accounting decision never became possible");
 }
 
 /// A revocation after the attempt was recorded does not stop its send: the attempt goes out and is classified like any other.

@@ -33,45 +33,13 @@ use infra_talos::controller::{
 use infra_talos::keys::KeyProvider;
 use infra_talos::store::sqlite::SqliteStore;
 use infra_talos::store::{
-    AccountingRequest, AttemptAccounting, AttemptView, ContributionKind, DependencyCheck, Guards,
-    IdentityKey, MachineSpec, MachineView, ManualClock, ObservationRequest, ObservedFacts,
-    PlanSpec, SealedReleaseSpec, Store, StoreError,
+    AttemptAccounting, AttemptView, ContributionKind, DependencyCheck, Guards, IdentityKey,
+    MachineSpec, MachineView, ManualClock, ObservationRequest, ObservedFacts, PlanSpec,
+    SealedReleaseSpec, Store, StoreError,
 };
 use infra_talos::{NodeAddress, config_digest};
 use infra_testkit::talos::{ApplyFault, Landing, NodeFacts, TalosSim};
 use tokio::sync::Notify;
-
-const A: u128 = 0xa1;
-const B: u128 = 0xb2;
-
-async fn decide(w: &World, operation: &str) -> Result<(), StoreError> {
-    w.store
-        .record_accounting_decision(
-            &admin(),
-            AccountingRequest {
-                operation: operation.into(),
-                attempt: 1,
-                settle_floor: FLOOR,
-                explanation: None,
-            },
-        )
-        .await
-}
-
-/// Recovery observations by `executor` until recovery-admin's decision on attempt 1
-/// is accepted.
-async fn observe_until_decided(w: &World, executor: &Executor, operation: &str) {
-    for _ in 0..6 {
-        executor
-            .recovery_observation(operation)
-            .await
-            .expect("recovery observation");
-        if decide(w, operation).await.is_ok() {
-            return;
-        }
-    }
-    panic!("the accounting decision never became possible");
-}
 
 /// A hook that, at `point`, tells `paused` and waits for `go`.
 fn pause_at(point: Interruption) -> (InterruptionHook, Arc<Notify>, Arc<Notify>) {

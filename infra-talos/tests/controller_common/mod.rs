@@ -19,8 +19,8 @@ use infra_talos::controller::{Executor, ExecutorSettings, MachineRoute, Taloscon
 use infra_talos::keys::{self, KeyProvider, LocalKeyring};
 use infra_talos::store::sqlite::SqliteStore;
 use infra_talos::store::{
-    Actor, ContributionKind, IdentityKey, MachineSpec, ManualClock, PlanSpec, PrincipalKind,
-    PrincipalSpec, SealedReleaseSpec, Settings, Store, TimelineEntry,
+    AccountingRequest, Actor, ContributionKind, IdentityKey, MachineSpec, ManualClock, PlanSpec,
+    PrincipalKind, PrincipalSpec, SealedReleaseSpec, Settings, Store, StoreError, TimelineEntry,
 };
 use infra_talos::{ConnectOptions, NodeAddress, config_digest};
 use infra_testkit::talos::{NodeFacts, TalosSim};
@@ -335,4 +335,39 @@ impl World {
         world.inventory().await;
         world
     }
+}
+
+/// The controller instances the executor tests run.
+pub const A: u128 = 0xa1;
+/// The second instance: the one that takes over.
+pub const B: u128 = 0xb2;
+
+/// Recovery-admin's §5.2 decision on attempt 1 of `operation`, at the floor.
+pub async fn decide(w: &World, operation: &str) -> Result<(), StoreError> {
+    w.store
+        .record_accounting_decision(
+            &admin(),
+            AccountingRequest {
+                operation: operation.into(),
+                attempt: 1,
+                settle_floor: FLOOR,
+                explanation: None,
+            },
+        )
+        .await
+}
+
+/// Recovery observations by `executor` until recovery-admin's decision on attempt 1
+/// is accepted.
+pub async fn observe_until_decided(w: &World, executor: &Executor, operation: &str) {
+    for _ in 0..6 {
+        executor
+            .recovery_observation(operation)
+            .await
+            .expect("recovery observation");
+        if decide(w, operation).await.is_ok() {
+            return;
+        }
+    }
+    panic!("the accounting decision never became possible");
 }
