@@ -18,8 +18,8 @@ use infra_talos::contract::operation::{ControllerId, OperationState};
 use infra_talos::contract::plan::PlanState;
 use infra_talos::store::postgres::PgStore;
 use infra_talos::store::{
-    Actor, Committed, Guards, Hook, HookPoint, MachineSpec, ReleaseSpec, Settings, Store,
-    StoreError,
+    Actor, Committed, ContributionKind, Guards, Hook, HookPoint, MachineSpec, ReleaseSpec,
+    Settings, Store, StoreError,
 };
 use store_suite::*;
 use tokio::sync::{Notify, oneshot};
@@ -688,4 +688,69 @@ async fn assignment_change_waits_for_a_commitment_and_is_refused() {
         env.store.machine("m1").await.unwrap().assignment_revision,
         1
     );
+}
+
+/// A blanket revocation holds every machine row of its cluster: an approval under
+/// the blanket asked for meanwhile waits, then finds no blanket in force and is
+/// refused. Control: an approval under another cluster's blanket goes through while
+/// the revocation is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_under_a_blanket_waits_for_its_revocation() {
+    let Some((env, gate, release)) =
+        racing_env(|p| matches!(p, HookPoint::BlanketRevocationLocked { .. })).await
+    else {
+        return;
+    };
+    let env = Arc::new(env);
+    let s = &env.store;
+    world(s).await;
+    let mut m4 = machine_spec("m4", "r4");
+    m4.cluster_id = "cluster-2".into();
+    s.create_machine(&ann(), m4).await.unwrap();
+    s.publish_release(
+        &alice(),
+        ReleaseSpec {
+            id: "rel-4".into(),
+            artifacts: vec![("m4".into(), sealed("m4", "rel-4"))],
+            contributions: vec![("ann".into(), ContributionKind::Authored)],
+        },
+    )
+    .await
+    .unwrap();
+    let first = s
+        .grant_blanket_approval(&bob(), "cluster-1", "lab")
+        .await
+        .unwrap();
+    s.grant_blanket_approval(&bob(), "cluster-2", "staging")
+        .await
+        .unwrap();
+    let now = env.clock.now();
+    s.create_plan(&alice(), spec("p1", "m1", "rel-1", now))
+        .await
+        .unwrap();
+    s.create_plan(&alice(), spec("p4", "m4", "rel-4", now))
+        .await
+        .unwrap();
+    let bot = Actor::new("bot", Role::Automation);
+    let revoker = {
+        let (env, id) = (env.clone(), first.id.clone());
+        tokio::spawn(async move { env.store.revoke_blanket_approval(&carol(), &id).await })
+    };
+    gate.entered.notified().await;
+    s.approve_under_blanket(&bot, "p4").await.unwrap();
+    let approver = {
+        let (env, bot) = (env.clone(), bot.clone());
+        tokio::spawn(async move { env.store.approve_under_blanket(&bot, "p1").await })
+    };
+    wait_for_lock_waiter(s).await;
+    assert!(!approver.is_finished(), "the approval did not wait");
+    release.send(()).unwrap();
+    revoker.await.unwrap().unwrap();
+    let err = approver.await.unwrap().unwrap_err();
+    assert!(
+        err.to_string().contains("no blanket approval is in force"),
+        "{err}"
+    );
+    assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Proposed);
+    assert_eq!(s.plan("p4").await.unwrap().state, PlanState::Approved);
 }

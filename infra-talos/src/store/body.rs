@@ -1765,6 +1765,7 @@ impl Store for Backend {
             let cluster = lock_cluster(&mut tx, &cluster_id).await?;
             let mut machines = cluster.clone();
             require_role(&mut tx, actor, &[Role::Approver, Role::RecoveryAdmin], ACT).await?;
+            self.hook(HookPoint::BlanketRevocationLocked { blanket: blanket_id.to_owned() }).await;
             let row = sqlx::query(concat!("SELECT revoked FROM blanket_approvals WHERE id = $1", for_update!()))
                 .bind(blanket_id)
                 .fetch_one(&mut *tx)

@@ -794,6 +794,12 @@ pub enum HookPoint {
         /// The operation.
         operation: String,
     },
+    /// The blanket-revocation transaction holds its cluster's machine rows and has
+    /// checked the actor's role.
+    BlanketRevocationLocked {
+        /// The blanket approval.
+        blanket: String,
+    },
 }
 
 /// A test hook: awaited at each [`HookPoint`].
