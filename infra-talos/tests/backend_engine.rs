@@ -94,7 +94,13 @@ fn options() -> ConnectOptions {
 }
 
 impl World {
+    /// Each machine in a rollout scope of its own.
     async fn start() -> World {
+        Self::start_with_scopes(|machine| machine.to_owned()).await
+    }
+
+    /// Each machine in the rollout scope `scope` names for it.
+    async fn start_with_scopes(scope: fn(&str) -> String) -> World {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteStore::in_memory().await.unwrap());
         for (id, role) in [
@@ -144,7 +150,7 @@ impl World {
                         identity: IdentityKey::SmbiosUuid(facts.smbios_uuid.clone()),
                         cluster_id: facts.cluster_id.clone(),
                         endpoint: sim.node_address(),
-                        rollout_scope: (*machine).to_owned(),
+                        rollout_scope: scope(machine),
                         talos_minor: "1.10".into(),
                         adopted_digest: Some(config_digest(&facts.config)),
                     },
@@ -776,6 +782,52 @@ async fn direct_mode_reports_rejections_and_unknown_outcomes() {
     assert_eq!(world.sims["w-conv"].apply_requests().len(), 1);
     assert_eq!(world.sims["w-pend"].apply_requests().len(), 2);
     assert_eq!(world.store.plans_of_machine("w-pend").await.len(), 2);
+    world.stop().await;
+}
+
+/// Direct mode on machines that share one rollout scope: the engine applies them in
+/// parallel, the backend runs them one at a time, and every one converges (the
+/// store's rollout slot would refuse a second commitment while the first is in
+/// flight). The timeline shows each operation complete before the next commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_mode_runs_one_machine_of_a_rollout_scope_at_a_time() {
+    let world = World::start_with_scopes(|_| "workers".to_owned()).await;
+    world.grant_blanket().await;
+    let engine = world.engine(world.direct_backend().await);
+    let outcome = engine
+        .apply(&fleet(&MACHINES), &Options::default())
+        .await
+        .unwrap();
+    assert_eq!(outcome.result.applied.len(), 3, "{:?}", outcome.result);
+    assert!(outcome.result.failed.is_empty(), "{:?}", outcome.result);
+    assert_eq!(world.apply_requests(), 3);
+    // Commitment and completion times, by store time across machines.
+    let mut spans = Vec::new();
+    for machine in MACHINES {
+        assert_eq!(
+            world
+                .store
+                .machine(machine)
+                .await
+                .unwrap()
+                .applied_release
+                .as_deref(),
+            Some("rel-1")
+        );
+        let timeline = world.store.timeline(machine).await.unwrap();
+        let at = |kind: &str, detail: &str| {
+            timeline
+                .iter()
+                .find(|e| e.kind == kind && e.detail.contains(detail))
+                .unwrap_or_else(|| panic!("{machine}: no {kind}: {timeline:?}"))
+                .at
+        };
+        spans.push((at("commitment", ""), at("applied_changed", "release rel-1")));
+    }
+    spans.sort();
+    for pair in spans.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "operations overlapped: {spans:?}");
+    }
     world.stop().await;
 }
 

@@ -39,7 +39,10 @@
 //!   is a change made; rejected (a validation `InvalidArgument`) is `Invalid`; an
 //!   outcome not known yet (a lost response, a request held past its deadline) is a
 //!   failure that *may have been sent*, and the machine stays held until
-//!   recovery-admin accounts for it and a controller resumes the operation.
+//!   recovery-admin accounts for it and a controller resumes the operation. The
+//!   engine applies machines in parallel; machines of one rollout scope queue in the
+//!   backend and run one at a time, as the store's rollout slot requires (a machine
+//!   left unresolved keeps the slot, and the next is refused by comparison 5).
 //! - `delete`: refused with `Invalid`. Machines leave the inventory by an operator's act,
 //!   never by the engine; a machine removed from a fleet makes the next apply fail to
 //!   prune it (`forget` its ledger row instead).
@@ -195,6 +198,9 @@ pub struct TalosBackend {
     account: String,
     mode: Mode,
     executor: Option<Arc<Executor>>,
+    /// Direct mode's queue per rollout scope: one machine of a scope runs at a time
+    /// (the store's rollout slot would refuse a second commitment).
+    rollouts: Arc<std::sync::Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>>,
     terms: PlanTerms,
     wall: WallTime,
 }
@@ -258,6 +264,7 @@ impl TalosBackend {
             account: "talos".to_owned(),
             mode,
             executor: None,
+            rollouts: Arc::default(),
             terms: PlanTerms::default(),
             wall: WallTime::system(clock),
         }
@@ -433,7 +440,7 @@ impl TalosBackend {
         }) {
             if let Some(executor) = &self.executor {
                 return self
-                    .run_direct(executor, region, machine, &live.id, live.state)
+                    .run_direct(executor, region, &record, &live.id, live.state)
                     .await;
             }
             return Err(BackendError::awaiting_approval(format!(
@@ -489,7 +496,7 @@ impl TalosBackend {
             })?;
         if let Some(executor) = &self.executor {
             return self
-                .run_direct(executor, region, machine, &plan.id, plan.state)
+                .run_direct(executor, region, &record, &plan.id, plan.state)
                 .await;
         }
         Err(BackendError::awaiting_approval(format!(
@@ -508,10 +515,21 @@ impl TalosBackend {
         &self,
         executor: &Executor,
         region: &str,
-        machine: &str,
+        record: &InventoryRecord,
         plan_id: &str,
         state: PlanState,
     ) -> Result<Sighting, BackendError> {
+        let machine = record.id.as_str();
+        // The engine applies machines in parallel; the contract lets one machine of
+        // a rollout scope be in flight at a time. The others queue here.
+        let queue = self
+            .rollouts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(record.rollout_scope.clone())
+            .or_default()
+            .clone();
+        let _turn = queue.lock().await;
         if state == PlanState::Proposed {
             match self
                 .store
