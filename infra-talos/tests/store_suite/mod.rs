@@ -1685,9 +1685,9 @@ pub async fn fill_version_one<S: Store>(env: &Env<S>) -> AtVersionOne {
     }
 }
 
-/// The same store after migrating to version 2: everything is still there, and the
-/// new columns work.
-pub async fn check_version_two<S: Store>(s: &S, clock: &ManualClock, before: AtVersionOne) {
+/// The same store after migrating to the current version: everything is still
+/// there, and what versions 2 and 3 added works.
+pub async fn check_current_version<S: Store>(s: &S, clock: &ManualClock, before: AtVersionOne) {
     // Every row is still there with its values; the new columns follow them.
     let after = s.dump_all_rows().await.unwrap();
     assert_eq!(after.lines().count(), before.rows.lines().count());
@@ -1750,9 +1750,16 @@ pub async fn check_version_two<S: Store>(s: &S, clock: &ManualClock, before: AtV
         s.sealed_artifact("p2").await.unwrap(),
         bound_sealed("m2", "rel-2")
     );
+    // Version 3: blanket approvals, over identities and plans made before it.
+    s.grant_blanket_approval(&bob(), "cluster-1", "after the upgrade")
+        .await
+        .unwrap();
+    s.approve_under_blanket(&Actor::new("bot", Role::Automation), "p2")
+        .await
+        .unwrap();
+    assert_eq!(s.plan("p2").await.unwrap().state, PlanState::Approved);
 }
 
-/// Run every suite test that takes a plain environment.
 /// A response that arrives after a takeover is recorded as the answer to the attempt
 /// that was sent, under the token that made that attempt, not the new owner's.
 pub async fn response_after_takeover_is_the_attempts<S: Store>(env: Env<S>) {
@@ -1780,6 +1787,7 @@ pub async fn response_after_takeover_is_the_attempts<S: Store>(env: Env<S>) {
     );
 }
 
+/// Run every suite test that takes a plain environment.
 pub async fn run_plain<S, F, Fut>(name: &str, make: F)
 where
     S: Store,
