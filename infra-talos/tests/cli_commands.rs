@@ -376,6 +376,10 @@ async fn blanket_grant_approve_list_and_revoke() {
     let timeline = cli.ok(None, &["timeline", "w1"]).await;
     assert!(timeline.contains("approval_revoked"), "{timeline}");
     assert!(
+        timeline.contains("bob (approver) at the request of bot"),
+        "{timeline}"
+    );
+    assert!(
         timeline.contains(&format!("blanket approval {id} revoked")),
         "{timeline}"
     );

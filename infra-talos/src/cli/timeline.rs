@@ -83,6 +83,9 @@ pub(super) fn text(
             e.actor,
             e.actor_role
         );
+        if let Some(who) = &e.requested_by {
+            let _ = write!(out, " at the request of {who}");
+        }
         if let Some(p) = &e.plan {
             let _ = write!(out, "  plan {p}");
         }
@@ -125,6 +128,7 @@ pub(super) fn json(
             "at": iso(e.at.0),
             "actor": e.actor,
             "actorRole": e.actor_role,
+            "requestedBy": e.requested_by,
             "plan": e.plan,
             "operation": e.operation,
             "comparison": e.comparison,

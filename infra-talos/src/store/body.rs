@@ -514,11 +514,19 @@ impl Backend {
             .blanket
             .map(|b| format!("under blanket approval {b} of {}; ", approving.approver))
             .unwrap_or_default();
+        // Under a blanket the approval is its approver's, asked for by the actor.
+        let entry = match approving.blanket {
+            Some(_) => Entry {
+                requested_by: Some(actor.id.clone()),
+                ..Entry::by(&Actor::new(approving.approver, Role::Approver), "approval")
+            },
+            None => Entry::by(actor, "approval"),
+        };
         let rev = append(
             tx,
             &machine.id,
             now,
-            Entry::by(actor, "approval").plan(plan_id).detail(format!(
+            entry.plan(plan_id).detail(format!(
                 "{under}{}; epoch {}",
                 self_approval_name(mark),
                 inst.epoch

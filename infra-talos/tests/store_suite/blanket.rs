@@ -71,7 +71,11 @@ pub async fn blanket_approves_and_commits<S: Store>(env: Env<S>) {
         .into_iter()
         .find(|e| e.kind == "approval" && e.plan.as_deref() == Some("p1"))
         .expect("an approval entry");
-    assert_eq!(entry.actor, "bot");
+    assert_eq!(
+        (entry.actor.as_str(), entry.actor_role.as_str()),
+        ("bob", "approver")
+    );
+    assert_eq!(entry.requested_by.as_deref(), Some("bot"));
     assert!(
         entry
             .detail
