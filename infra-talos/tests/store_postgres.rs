@@ -18,8 +18,8 @@ use infra_talos::contract::operation::{ControllerId, OperationState};
 use infra_talos::contract::plan::PlanState;
 use infra_talos::store::postgres::PgStore;
 use infra_talos::store::{
-    Actor, Committed, ContributionKind, Guards, Hook, HookPoint, MachineSpec, ReleaseSpec,
-    Settings, Store, StoreError,
+    Actor, Committed, ContributionKind, Guards, Hook, HookPoint, ReleaseSpec, Settings, Store,
+    StoreError,
 };
 use store_suite::*;
 use tokio::sync::{Notify, oneshot};
@@ -121,16 +121,6 @@ async fn wait_for_lock_waiter(store: &PgStore) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("the second transaction never waited on a lock");
-}
-
-/// The database's clock in microseconds: the measurement reads no local clock.
-async fn db_micros(store: &PgStore) -> i64 {
-    let row: (i64,) =
-        sqlx::query_as("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT")
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
-    row.0
 }
 
 fn commitment_by(c: ControllerId) -> impl Fn(&HookPoint) -> bool {
@@ -278,94 +268,6 @@ async fn racing_takeovers_elect_one() {
             .generation,
         2
     );
-}
-
-/// Commitment + attempt pairs per second on PostgreSQL. Run with `--ignored
-/// --nocapture`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement, not a check"]
-async fn throughput_commit_attempt_pairs() {
-    let Some(_) = database_url() else { return };
-    let (settings, clock) = settings(Guards::default());
-    let url = database_url().unwrap();
-    let (schema, options) = pg_support::schema(&url, "t").await;
-    let store = Arc::new(
-        PgStore::connect_for_tests(options, 8, settings)
-            .await
-            .unwrap(),
-    );
-    let env = Env {
-        store: store.clone(),
-        clock,
-        keep: Box::new(schema),
-    };
-    let n: usize = std::env::var("STORE_PAIRS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(400);
-    let s = &*store;
-    world(s).await;
-    let ids: Vec<String> = (0..n).map(|k| format!("t{k:05}")).collect();
-    for id in &ids {
-        s.create_machine(
-            &ann(),
-            MachineSpec {
-                id: id.clone(),
-                ..machine_spec(id, &format!("r-{id}"))
-            },
-        )
-        .await
-        .unwrap();
-    }
-    s.publish_release(
-        &alice(),
-        ReleaseSpec {
-            id: "rel-t".into(),
-            artifacts: ids
-                .iter()
-                .map(|m| (m.clone(), sealed(m, "rel-t")))
-                .collect(),
-            contributions: vec![],
-        },
-    )
-    .await
-    .unwrap();
-    for id in &ids {
-        let plan = format!("plan-{id}");
-        s.create_plan(&alice(), spec(&plan, id, "rel-t", env.clock.now()))
-            .await
-            .unwrap();
-        s.approve(&Actor::new("bob", Role::Approver), &plan)
-            .await
-            .unwrap();
-        evidence(s, &plan, id, A, facts(id, base_digest(id))).await;
-    }
-    let workers = 8;
-    let started = db_micros(&store).await;
-    let tasks: Vec<_> = (0..workers)
-        .map(|w| {
-            let store = store.clone();
-            let mine: Vec<String> = ids.iter().skip(w).step_by(workers).cloned().collect();
-            tokio::spawn(async move {
-                for id in mine {
-                    let c = store.commit(&format!("plan-{id}"), A).await.unwrap();
-                    let proof = store.attempt(&c.operation, c.owner).await.unwrap();
-                    assert_eq!(proof.attempt(), 1);
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let elapsed = Duration::from_micros(u64::try_from(db_micros(&store).await - started).unwrap());
-    #[allow(clippy::cast_precision_loss, reason = "a rate for display")]
-    let rate = n as f64 / elapsed.as_secs_f64();
-    eprintln!(
-        "store throughput: {n} commitment+attempt pairs in {:.2}s = {rate:.0} pairs/s ({workers} workers)",
-        elapsed.as_secs_f64()
-    );
-    drop(env);
 }
 
 /// Hold `lock_sql` in a raw transaction of this store's schema (standing for a
