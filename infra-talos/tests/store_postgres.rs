@@ -127,16 +127,16 @@ fn commitment_by(c: ControllerId) -> impl Fn(&HookPoint) -> bool {
     move |p| matches!(p, HookPoint::CommitmentLocked { controller, .. } if *controller == c)
 }
 
-/// DS row 003: a revocation racing the commitment. The commitment holds the machine
-/// row and has read the approval; the revocation waits for it, then commits; the
-/// attempt that follows is refused by comparison 1 and nothing is sent.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn race_003_revocation_waits_for_commitment() {
-    let Some((env, gate, release)) =
-        racing_env(|p| matches!(p, HookPoint::CommitmentLocked { .. })).await
-    else {
-        return;
-    };
+/// A commitment of plan p1 (made ready on m1) by controller A, spawned and held at
+/// its lock point (the machine row locked, the approval read to share) until
+/// `release` is sent.
+async fn commitment_held_at_its_lock() -> Option<(
+    Arc<Env<PgStore>>,
+    tokio::task::JoinHandle<Result<Committed, StoreError>>,
+    oneshot::Sender<()>,
+)> {
+    let (env, gate, release) =
+        racing_env(|p| matches!(p, HookPoint::CommitmentLocked { .. })).await?;
     let env = Arc::new(env);
     world(&env.store).await;
     ready(&env, "p1", "m1", A).await;
@@ -145,6 +145,17 @@ async fn race_003_revocation_waits_for_commitment() {
         tokio::spawn(async move { env.store.commit("p1", A).await })
     };
     gate.entered.notified().await;
+    Some((env, committer, release))
+}
+
+/// DS row 003: a revocation racing the commitment. The commitment holds the machine
+/// row and has read the approval; the revocation waits for it, then commits; the
+/// attempt that follows is refused by comparison 1 and nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_003_revocation_waits_for_commitment() {
+    let Some((env, committer, release)) = commitment_held_at_its_lock().await else {
+        return;
+    };
     let revoker = {
         let env = env.clone();
         tokio::spawn(async move { env.store.revoke_approval(&bob(), "p1").await })
@@ -561,19 +572,9 @@ async fn takeover_waits_for_an_attempt() {
 /// same change on another machine goes through at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn assignment_change_waits_for_a_commitment_and_is_refused() {
-    let Some((env, gate, release)) =
-        racing_env(|p| matches!(p, HookPoint::CommitmentLocked { .. })).await
-    else {
+    let Some((env, committer, release)) = commitment_held_at_its_lock().await else {
         return;
     };
-    let env = Arc::new(env);
-    world(&env.store).await;
-    ready(&env, "p1", "m1", A).await;
-    let committer = {
-        let env = env.clone();
-        tokio::spawn(async move { env.store.commit("p1", A).await })
-    };
-    gate.entered.notified().await;
     // Another machine's row is free.
     assert_eq!(env.store.change_assignment(&ann(), "m2").await.unwrap(), 2);
     let changer = {

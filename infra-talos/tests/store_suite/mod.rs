@@ -222,6 +222,28 @@ pub fn facts(machine: &str, digest: Digest) -> ObservedFacts {
     }
 }
 
+/// The committed operation `c` on `machine`, carried by its owner to completed: its
+/// attempt, the node's acceptance, and a completion observation showing `shown`.
+pub async fn sent_and_completed<S: Store>(s: &S, c: &Committed, machine: &str, shown: Digest) {
+    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    s.record_response(&c.operation, 1, ResponseClass::Accepted)
+        .await
+        .unwrap();
+    observe(
+        s,
+        machine,
+        ObservationPurpose::Completion,
+        None,
+        c.owner.controller,
+        facts(machine, shown),
+    )
+    .await;
+    assert_eq!(
+        s.classify(&c.operation, c.owner).await.unwrap(),
+        Classification::Completed
+    );
+}
+
 /// Take an observation (start, then record) and return its basis.
 pub async fn observe<S: Store>(
     s: &S,
@@ -491,23 +513,7 @@ pub async fn c2_baseline_moved<S: Store>(env: Env<S>) {
     ready(&env, "pb", "m1", A).await;
     let c = s.commit("pa", A).await.unwrap();
     refused_by(s, "pb", "m1", A, 4).await;
-    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
-    s.record_response(&c.operation, 1, ResponseClass::Accepted)
-        .await
-        .unwrap();
-    observe(
-        s,
-        "m1",
-        ObservationPurpose::Completion,
-        None,
-        A,
-        facts("m1", artifact_digest("m1", "rel-1")),
-    )
-    .await;
-    assert_eq!(
-        s.classify(&c.operation, c.owner).await.unwrap(),
-        Classification::Completed
-    );
+    sent_and_completed(s, &c, "m1", artifact_digest("m1", "rel-1")).await;
     evidence(
         s,
         "pb",
@@ -587,23 +593,7 @@ pub async fn c3_wrong_digest_opens_drift<S: Store>(env: Env<S>) {
     s.approve(&bob(), "p-revert").await.unwrap();
     evidence(s, "p-revert", "m1", A, facts("m1", drifted)).await;
     let c = s.commit("p-revert", A).await.unwrap();
-    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
-    s.record_response(&c.operation, 1, ResponseClass::Accepted)
-        .await
-        .unwrap();
-    observe(
-        s,
-        "m1",
-        ObservationPurpose::Completion,
-        None,
-        A,
-        facts("m1", artifact_digest("m1", "rel-1")),
-    )
-    .await;
-    assert_eq!(
-        s.classify(&c.operation, c.owner).await.unwrap(),
-        Classification::Completed
-    );
+    sent_and_completed(s, &c, "m1", artifact_digest("m1", "rel-1")).await;
     assert_eq!(s.machine("m1").await.unwrap().open_drift, None);
     assert!(
         s.timeline("m1")
@@ -1561,23 +1551,7 @@ pub async fn machines_and_open_operations<S: Store>(env: Env<S>) {
     // m1: completed; m3: sending; m2: committed, then taken over (unresolved).
     ready(&env, "p1", "m1", A).await;
     let c1 = s.commit("p1", A).await.unwrap();
-    let _proof = s.attempt(&c1.operation, c1.owner).await.unwrap();
-    s.record_response(&c1.operation, 1, ResponseClass::Accepted)
-        .await
-        .unwrap();
-    observe(
-        s,
-        "m1",
-        ObservationPurpose::Completion,
-        None,
-        A,
-        facts("m1", artifact_digest("m1", "rel-1")),
-    )
-    .await;
-    assert_eq!(
-        s.classify(&c1.operation, c1.owner).await.unwrap(),
-        Classification::Completed
-    );
+    sent_and_completed(s, &c1, "m1", artifact_digest("m1", "rel-1")).await;
     ready(&env, "p3", "m3", A).await;
     let c3 = s.commit("p3", A).await.unwrap();
     let _proof = s.attempt(&c3.operation, c3.owner).await.unwrap();
