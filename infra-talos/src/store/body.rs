@@ -1861,7 +1861,7 @@ impl Store for Backend {
 
     async fn blanket_approvals(&self) -> StoreResult<Vec<BlanketApproval>> {
         transaction!(self, tx => {
-            let inst = installation(&mut tx, false).await?;
+            let inst = installation(&mut tx, true).await?;
             let rows = sqlx::query(
                 "SELECT id, cluster_id, approver_id, reason, epoch, granted_ms, revoked, revoked_by, revoked_ms \
                  FROM blanket_approvals ORDER BY granted_ms, id",
