@@ -23,7 +23,7 @@ use infra_talos::contract::operation::ControllerId;
 use infra_talos::contract::plan::PlanState;
 use infra_talos::contract::{InstantMs, Role, SpanMs};
 use infra_talos::controller::{
-    Connector, Executor, ExecutorError, ExecutorSettings, MachineClients, MachineRoute,
+    Connector, ConnectorMap, Executor, ExecutorError, ExecutorSettings, MachineRoute,
     TalosconfigConnector,
 };
 use infra_talos::digest::Digest;
@@ -541,20 +541,6 @@ async fn recorded_drift_gets_a_revert_plan() {
     world.stop().await;
 }
 
-/// Reaches each simulated node through its own talosconfig.
-struct SimConnectors(BTreeMap<String, TalosconfigConnector>);
-
-#[async_trait::async_trait]
-impl Connector for SimConnectors {
-    async fn connect(&self, machine: &MachineView) -> Result<MachineClients, ExecutorError> {
-        self.0[&machine.id].connect(machine).await
-    }
-
-    async fn assignment_revision(&self, machine: &str) -> Option<u64> {
-        self.0[machine].assignment_revision(machine).await
-    }
-}
-
 const DEPLOYER: &str = "deployer";
 
 impl World {
@@ -571,7 +557,7 @@ impl World {
             })
             .await
             .unwrap();
-        let mut connectors = BTreeMap::new();
+        let connectors = ConnectorMap::new();
         for (machine, path) in &self.talosconfigs {
             let connector = TalosconfigConnector::load(path, options()).unwrap();
             connector.add_machine(
@@ -581,14 +567,14 @@ impl World {
                     assignment_revision: Some(1),
                 },
             );
-            connectors.insert(machine.clone(), connector);
+            connectors.insert(machine.clone(), Arc::new(connector));
         }
         let keys: Arc<dyn KeyProvider> =
             Arc::new(LocalKeyring::open(self.dir.path().join("keys")).unwrap());
         let executor = Executor::new(
             CONTROLLER,
             Arc::clone(&self.store) as Arc<dyn Store>,
-            Arc::new(SimConnectors(connectors)),
+            Arc::new(connectors),
             keys,
             Arc::new(SystemClock::new()),
             ExecutorSettings {
@@ -918,4 +904,36 @@ fn result_text(result: &infra_core::ApplyResult) -> String {
         ));
     }
     out
+}
+
+/// A connector map reaches a machine only through the connector registered for it:
+/// without one the machine cannot be reached and its assignment revision is unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connector_map_reaches_only_the_machines_registered() {
+    let world = World::start().await;
+    let map = ConnectorMap::new();
+    let path = &world.talosconfigs["w-pend"];
+    let connector = TalosconfigConnector::load(path, options()).unwrap();
+    connector.add_machine(
+        "w-pend",
+        MachineRoute {
+            endpoint: NodeAddress::parse(&world.sims["w-pend"].node_address()).unwrap(),
+            assignment_revision: Some(1),
+        },
+    );
+    map.insert("w-pend", Arc::new(connector));
+    let view: MachineView = world.store.machine("w-pend").await.unwrap();
+    let clients = map.connect(&view).await.unwrap();
+    assert_eq!(clients.access.path, path.display().to_string());
+    assert_eq!(map.assignment_revision("w-pend").await, Some(1));
+    let other = world.store.machine("w-conv").await.unwrap();
+    let Err(err) = map.connect(&other).await else {
+        panic!("an unregistered machine was reached");
+    };
+    assert!(
+        matches!(&err, ExecutorError::Access(why) if why.contains("w-conv")),
+        "{err}"
+    );
+    assert_eq!(map.assignment_revision("w-conv").await, None);
+    world.stop().await;
 }

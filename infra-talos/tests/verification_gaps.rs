@@ -15,7 +15,6 @@
 
 mod controller_common;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -27,15 +26,15 @@ use infra_talos::contract::evidence::{DigestMatch, ObservationPurpose, ResponseC
 use infra_talos::contract::operation::{ControllerId, OperationState, OwnerToken};
 use infra_talos::contract::{SpanMs, plan::PlanState};
 use infra_talos::controller::{
-    Connector, Executor, ExecutorError, ExecutorSettings, Interruption, InterruptionHook,
-    MachineClients, MachineRoute, TalosconfigConnector,
+    Connector, ConnectorMap, Executor, ExecutorError, ExecutorSettings, Interruption,
+    InterruptionHook, MachineRoute, TalosconfigConnector,
 };
 use infra_talos::keys::KeyProvider;
 use infra_talos::store::sqlite::SqliteStore;
 use infra_talos::store::{
     AttemptAccounting, AttemptView, ContributionKind, DependencyCheck, Guards, IdentityKey,
-    MachineSpec, MachineView, ManualClock, ObservationRequest, ObservedFacts, PlanSpec,
-    SealedReleaseSpec, Store, StoreError,
+    MachineSpec, ManualClock, ObservationRequest, ObservedFacts, PlanSpec, SealedReleaseSpec,
+    Store, StoreError,
 };
 use infra_talos::{NodeAddress, config_digest};
 use infra_testkit::talos::{ApplyFault, Landing, NodeFacts, TalosSim};
@@ -188,41 +187,17 @@ impl Worker {
 }
 
 /// Reaches each machine through the connector that holds its own talosconfig.
-struct Fleet(BTreeMap<String, Arc<TalosconfigConnector>>);
-
-impl Fleet {
-    fn of(w: &World, workers: &[&Worker]) -> Arc<Fleet> {
-        let mut routes = BTreeMap::new();
-        routes.insert(MACHINE.to_owned(), w.connector.clone());
-        for worker in workers {
-            routes.insert(worker.id.to_owned(), worker.connector.clone());
-        }
-        Arc::new(Fleet(routes))
+fn fleet_of(w: &World, workers: &[&Worker]) -> Arc<ConnectorMap> {
+    let routes = ConnectorMap::new();
+    routes.insert(MACHINE, w.connector.clone());
+    for worker in workers {
+        routes.insert(worker.id, worker.connector.clone());
     }
-}
-
-#[async_trait::async_trait]
-impl Connector for Fleet {
-    async fn connect(&self, machine: &MachineView) -> Result<MachineClients, ExecutorError> {
-        match self.0.get(&machine.id) {
-            Some(connector) => connector.connect(machine).await,
-            None => Err(ExecutorError::Access(format!(
-                "no route to machine {}",
-                machine.id
-            ))),
-        }
-    }
-
-    async fn assignment_revision(&self, machine: &str) -> Option<u64> {
-        match self.0.get(machine) {
-            Some(connector) => connector.assignment_revision(machine).await,
-            None => None,
-        }
-    }
+    Arc::new(routes)
 }
 
 /// An executor for controller instance `id` reaching every machine of `fleet`.
-fn fleet_executor(w: &World, fleet: &Arc<Fleet>, id: u128) -> Executor {
+fn fleet_executor(w: &World, fleet: &Arc<ConnectorMap>, id: u128) -> Executor {
     Executor::new(
         ControllerId(id),
         w.store.clone(),
@@ -253,7 +228,7 @@ async fn takeovers(w: &World, machine: &str, operation: &str) -> usize {
 /// attempt (§3.1).
 async fn record_evidence(
     w: &World,
-    fleet: &Fleet,
+    fleet: &ConnectorMap,
     sim: &TalosSim,
     machine: &str,
     plan: &str,
@@ -328,7 +303,7 @@ async fn start_takes_over_every_operation_another_instance_owns() {
     let m2 = Worker::add(&w, "m2", 2).await;
     let m3 = Worker::add(&w, "m3", 3).await;
     let m4 = Worker::add(&w, "m4", 4).await;
-    let fleet = Fleet::of(&w, &[&m2, &m3, &m4]);
+    let fleet = fleet_of(&w, &[&m2, &m3, &m4]);
 
     // m2: the request is held and never lands.
     m2.sim.fail_next_apply(ApplyFault::Hold(Landing::OnRelease));

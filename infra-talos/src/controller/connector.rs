@@ -162,3 +162,71 @@ impl<C: Connector + ?Sized> Connector for Arc<C> {
         (**self).assignment_revision(machine).await
     }
 }
+
+/// A [`Connector`] that reaches each machine through the connector registered for it:
+/// for machines whose access differs, such as one talosconfig per cluster. A machine
+/// with none registered cannot be reached ([`ExecutorError::Access`]), and its
+/// assignment revision is not known.
+#[derive(Default)]
+pub struct ConnectorMap {
+    routes: RwLock<BTreeMap<String, Arc<dyn Connector>>>,
+}
+
+impl std::fmt::Debug for ConnectorMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let machines: Vec<String> = self
+            .routes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        f.debug_struct("ConnectorMap")
+            .field("machines", &machines)
+            .finish()
+    }
+}
+
+impl ConnectorMap {
+    /// A map with no machine in it.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reaches `machine` through `connector` from now on.
+    pub fn insert(&self, machine: impl Into<String>, connector: Arc<dyn Connector>) {
+        self.routes
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(machine.into(), connector);
+    }
+
+    fn get(&self, machine: &str) -> Option<Arc<dyn Connector>> {
+        self.routes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(machine)
+            .cloned()
+    }
+}
+
+#[async_trait::async_trait]
+impl Connector for ConnectorMap {
+    async fn connect(&self, machine: &MachineView) -> Result<MachineClients, ExecutorError> {
+        match self.get(&machine.id) {
+            Some(connector) => connector.connect(machine).await,
+            None => Err(ExecutorError::Access(format!(
+                "no access configuration is registered for machine {}",
+                machine.id
+            ))),
+        }
+    }
+
+    async fn assignment_revision(&self, machine: &str) -> Option<u64> {
+        match self.get(machine) {
+            Some(connector) => connector.assignment_revision(machine).await,
+            None => None,
+        }
+    }
+}

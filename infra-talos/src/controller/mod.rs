@@ -40,7 +40,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-pub use connector::{AccessVersion, Connector, MachineClients, MachineRoute, TalosconfigConnector};
+pub use connector::{
+    AccessVersion, Connector, ConnectorMap, MachineClients, MachineRoute, TalosconfigConnector,
+};
 pub use executor::{Executor, ExecutorSettings, Outcome, RecoveryRead};
 
 use crate::keys::KeyError;
