@@ -1837,23 +1837,10 @@ impl Store for Backend {
             if blanket.epoch != inst.epoch {
                 return Err(refused(ACT, format!("blanket approval {} was granted in another epoch; an approver grants it again", blanket.id)).into());
             }
-            // The approver's principal row, read to share: revoking the identity waits
-            // for this transaction, and a revoked identity approves nothing.
-            let approver = sqlx::query(concat!(
-                "SELECT p.revoked FROM principals p JOIN principal_roles r ON r.principal_id = p.id \
-                 WHERE p.id = $1 AND r.role = 'approver'",
-                for_share!()
-            ))
-            .bind(&blanket.approver)
-            .fetch_optional(&mut *tx)
-            .await?;
-            match approver {
-                None => return Err(refused(ACT, format!("{} no longer holds the approver role", blanket.approver)).into()),
-                Some(r) if r.try_get::<bool, _>("revoked")? => {
-                    return Err(refused(ACT, format!("the identity {} is revoked", blanket.approver)).into());
-                }
-                Some(_) => {}
-            }
+            // The approver's principal row, read to share as for any acting identity:
+            // revoking it waits for this transaction, and a revoked identity, or one
+            // no longer an approver, approves nothing.
+            require_role(&mut tx, &Actor::new(blanket.approver.clone(), Role::Approver), &[Role::Approver], ACT).await?;
             let approval = Approving { plan: plan_id, approver: &blanket.approver, blanket: Some(&blanket.id) };
             self.record_approval(&mut tx, actor, &machine, &inst, approval, ACT).await
         })
