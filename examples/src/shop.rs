@@ -157,6 +157,7 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
                     o.arn.rsplit(':').next().unwrap_or_default()
                 )
             }),
+            code_sha256: Partial::Unknown,
             memory_mb: known(256),
             timeout_seconds: known(30),
             environment: Partial::Known(Expr::observed(assets).map(|o: &ObjectStoreObserved| {

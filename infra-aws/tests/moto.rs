@@ -85,6 +85,7 @@ fn aws_samples(code_bucket: &str) -> Vec<KindSample> {
                     runtime: "python3.12".into(),
                     handler: "app.handler".into(),
                     code: Expr::lit(code.clone()),
+                    code_sha256: Partial::Unknown,
                     memory_mb: Partial::Known(Expr::lit(if v == Variant::Mutable {
                         256
                     } else {

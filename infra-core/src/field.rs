@@ -159,7 +159,7 @@ pub enum Mutability {
 }
 
 /// One row of a kind's divergence table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FieldInfo {
     /// The field's name as serialised (camelCase).
@@ -172,4 +172,46 @@ pub struct FieldInfo {
     /// A target equal to this string is an instruction carried out on create (`latest`
     /// image), not a value: it matches whatever the cloud reports.
     pub instruction: Option<&'static str>,
+    /// A list whose order carries no meaning (policies, rules, `key=value` tags): the
+    /// cloud may answer it in any order, so it is compared as a set.
+    pub set: bool,
+    /// Its values are, or derive from, a secret: a plan shows `(sensitive)` in their
+    /// place.
+    pub sensitive: bool,
+    /// For a field that otherwise changes in place: the changes that cannot be made in
+    /// place, as a test of the reported value and the target (a database moving
+    /// between a provisioned and a serverless shape).
+    #[serde(skip)]
+    pub replace_when: Option<fn(&serde_json::Value, &serde_json::Value) -> bool>,
 }
+
+impl FieldInfo {
+    /// How a change of this field from `before` (reported) to `after` (the target) is
+    /// repaired.
+    pub fn repair_of_change(
+        &self,
+        before: &serde_json::Value,
+        after: &serde_json::Value,
+    ) -> Mutability {
+        match self.replace_when {
+            Some(forces) if forces(before, after) => Mutability::ForcesReplace,
+            _ => self.mutability,
+        }
+    }
+}
+
+impl PartialEq for FieldInfo {
+    /// Rows are equal when they say the same of the same field; a `replace_when` test is
+    /// compared by being present or not (functions have no meaningful equality).
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.mutability == other.mutability
+            && self.compare_if_set == other.compare_if_set
+            && self.instruction == other.instruction
+            && self.set == other.set
+            && self.sensitive == other.sensitive
+            && self.replace_when.is_some() == other.replace_when.is_some()
+    }
+}
+
+impl Eq for FieldInfo {}

@@ -42,6 +42,9 @@ struct FieldAttrs {
     replace: bool,
     if_set: bool,
     instruction: Option<LitStr>,
+    set: bool,
+    sensitive: bool,
+    replace_when: Option<Path>,
 }
 
 fn struct_attrs(attrs: &[Attribute]) -> syn::Result<StructAttrs> {
@@ -83,8 +86,16 @@ fn field_attrs(attrs: &[Attribute]) -> syn::Result<FieldAttrs> {
                 out.if_set = true;
             } else if meta.path.is_ident("instruction") {
                 out.instruction = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("set") {
+                out.set = true;
+            } else if meta.path.is_ident("sensitive") {
+                out.sensitive = true;
+            } else if meta.path.is_ident("replace_when") {
+                out.replace_when = Some(meta.value()?.parse()?);
             } else {
-                return Err(meta.error("expected `replace`, `if_set` or `instruction = \"…\"`"));
+                return Err(meta.error(
+                    "expected `replace`, `if_set`, `instruction = \"…\"`, `set`, `sensitive` or `replace_when = path`",
+                ));
             }
             Ok(())
         })?;
@@ -157,6 +168,14 @@ fn settled_type(ty: &Type) -> Tokens {
         }
     }
     quote!(<#ty as ::infra_core::Field>::Settled)
+}
+
+/// Whether a type names one of `names` anywhere in it (`Partial<Expr<BTreeSet<_>>>`
+/// names `BTreeSet`).
+fn mentions(ty: &Type, names: &[&str]) -> bool {
+    let text = quote!(#ty).to_string();
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .any(|word| names.contains(&word))
 }
 
 /// Whether a field type is `Partial<…>` (its settled form is already optional).
@@ -280,11 +299,21 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
                 Some(lit) => quote!(::core::option::Option::Some(#lit)),
                 None => quote!(::core::option::Option::None),
             };
+            // A set type compares as a set; so does a list the author marks `set`.
+            let set = f.attrs.set || mentions(f.ty, &["BTreeSet", "HashSet"]);
+            let sensitive = f.attrs.sensitive || mentions(f.ty, &["SecretString", "SecretSource"]);
+            let replace_when = match &f.attrs.replace_when {
+                Some(path) => quote!(::core::option::Option::Some(#path)),
+                None => quote!(::core::option::Option::None),
+            };
             quote!(::infra_core::FieldInfo {
                 name: #wire,
                 mutability: #repair,
                 compare_if_set: #if_set,
                 instruction: #instruction,
+                set: #set,
+                sensitive: #sensitive,
+                replace_when: #replace_when,
             },)
         })
         .collect();

@@ -113,6 +113,13 @@ pub struct Compute {
     pub handler: Expr<String>,
     /// Where the code artifact is (an object URL, an image reference).
     pub code: Expr<String>,
+    /// The SHA-256 digest of the code artifact, base64-encoded, as the cloud reports the
+    /// deployed code's ([`code_digest`] makes it from the artifact's bytes). Clouds do
+    /// not report where code came from, so a new artifact behind an unchanged `code`
+    /// is seen only through this digest: when it is said and differs from the deployed
+    /// code's, the code is deployed again. Where a cloud reports no digest of the
+    /// deployed code, the field is never compared (its backend's documentation says so).
+    pub code_sha256: Partial<Expr<String>>,
     /// Memory in MiB (128 to 10240).
     pub memory_mb: Partial<Expr<u32>>,
     /// Longest run in seconds (1 to 900).
@@ -131,7 +138,36 @@ impl Compute {
     fn check_fields(&self, problems: &mut Vec<String>) {
         check_range(problems, "memoryMb", &self.memory_mb, 128..=10240);
         check_range(problems, "timeoutSeconds", &self.timeout_seconds, 1..=900);
+        if let Some(digest) = self.code_sha256.known().and_then(|e| e.as_lit())
+            && !is_sha256_base64(digest)
+        {
+            problems.push(format!(
+                "`codeSha256` is {digest:?}, which is not a base64 SHA-256 digest (44 \
+                 characters ending in `=`); make it with `code_digest` from the artifact's bytes"
+            ));
+        }
     }
+}
+
+/// The digest a cloud reports of deployed code: SHA-256 of the artifact's bytes,
+/// base64-encoded (Lambda's `CodeSha256`). Declare it in [`Compute::code_sha256`] so
+/// that a new artifact under the same `code` location is deployed.
+///
+/// ```
+/// use infra_core::kinds::code_digest;
+/// assert_eq!(code_digest(b""), "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=");
+/// ```
+pub fn code_digest(artifact: &[u8]) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(artifact))
+}
+
+fn is_sha256_base64(text: &str) -> bool {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .is_ok_and(|bytes| bytes.len() == 32)
 }
 
 /// What the cloud reports about a [`Compute`] function.
@@ -521,6 +557,16 @@ pub enum Capacity {
     },
 }
 
+impl Capacity {
+    /// Whether a change of capacity, from the reported value to the target (both as
+    /// they serialise), moves between the classic and the serverless shape: two
+    /// different resources on every cloud (an RDS instance and an Aurora cluster), so
+    /// the change is a replace, never an update.
+    pub fn changes_shape(before: &serde_json::Value, after: &serde_json::Value) -> bool {
+        before.get("shape") != after.get("shape")
+    }
+}
+
 /// A managed PostgreSQL database: RDS/Aurora, Cloud SQL, Scaleway Managed Databases.
 #[derive(Clone, Debug, PartialEq, Spec)]
 #[cfg_attr(any(test, feature = "testing"), derive(Sample))]
@@ -530,6 +576,7 @@ pub struct Postgres {
     pub engine_version: Expr<String>,
     /// How it is sized. Moving between a classic and a serverless shape is a replace;
     /// changing the class or the range within one shape is an update.
+    #[spec(replace_when = Capacity::changes_shape)]
     pub capacity: Expr<Capacity>,
     /// Allocated storage in GiB, for the classic shape (20 to 65536).
     pub storage_gb: Partial<Expr<u32>>,

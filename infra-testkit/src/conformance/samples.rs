@@ -73,6 +73,7 @@ fn compute(variant: Variant) -> Compute {
         runtime: Expr::lit("python3.12".to_owned()),
         handler: Expr::lit("app.handler".to_owned()),
         code: Expr::lit("https://example.invalid/conformance/app.zip".to_owned()),
+        code_sha256: Partial::Unknown,
         memory_mb: known(if variant == Variant::Mutable {
             256
         } else {
