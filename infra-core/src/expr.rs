@@ -19,42 +19,19 @@
 //! let e: Expr<u32> = Expr::lit(1u32).and_then(|n| Expr::lit(n + 1));
 //! ```
 
-use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
+use crate::env::{Dep, Env, NotYet, Nothing};
 use crate::key::{KeyId, render_key};
-use crate::{Conflict, Env, Key, Kind, Merge, NotYet, Refines, SecretString};
+use crate::{Conflict, Key, Kind, Merge, Refines, SecretString};
 
 /// What a value held in an expression must provide: cheap cloning, equality (for flat
 /// refinement), serialisation (for plans) and thread safety.
 pub trait Value: Clone + PartialEq + Serialize + fmt::Debug + Send + Sync + 'static {}
 impl<T: Clone + PartialEq + Serialize + fmt::Debug + Send + Sync + 'static> Value for T {}
-
-/// One thing an expression or a reference reads from another resource.
-///
-/// Ordering treats every variant as the same edge; the distinction says *what* settling
-/// will need from the dependency.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Dep {
-    /// The handle the cloud assigned to the resource (a `Key` field).
-    Handle(KeyId),
-    /// The resource's observed state (an [`Expr::observed`]).
-    Observed(KeyId),
-    /// The value of one of the fleet's secrets (an [`Expr::secret`]).
-    Secret(KeyId),
-}
-
-impl Dep {
-    /// The resource depended upon.
-    pub fn key(&self) -> KeyId {
-        match self {
-            Dep::Handle(k) | Dep::Observed(k) | Dep::Secret(k) => *k,
-        }
-    }
-}
 
 /// A description of an expression, for plans: what it reads, never what it computes.
 #[derive(Clone, Debug)]
@@ -450,7 +427,7 @@ pub fn __interp(text: &'static str, holes: Vec<Hole>) -> Expr<String> {
     let (deps, shape, eval) = template(text, holes, false);
     if deps.is_empty() {
         // Nothing to wait for: the template is a literal.
-        return Expr::lit(eval(&crate::settle::Nothing).expect("a template without holes"));
+        return Expr::lit(eval(&Nothing).expect("a template without holes"));
     }
     Expr::computed(deps, shape, eval)
 }
@@ -519,6 +496,3 @@ macro_rules! compose_secret {
         )
     }};
 }
-
-/// Observed values held by an environment are type-erased.
-pub type ObservedValue = dyn Any + Send + Sync;

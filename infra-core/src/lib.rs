@@ -10,6 +10,7 @@ pub mod cli;
 pub mod clock;
 pub mod diverge;
 pub mod engine;
+pub mod env;
 pub mod error;
 pub mod expr;
 pub mod field;
@@ -43,7 +44,8 @@ pub use engine::{
     ApplyError, Engine, Observed, Options, Outcome, PlanReport, PlannedChange, Progress,
 };
 pub use error::{BackendError, ErrorKind};
-pub use expr::{Dep, Expr, Value};
+pub use env::{Dep, Env, NotYet, Nothing, ObservedValue};
+pub use expr::{Expr, Value};
 pub use field::{Field, FieldInfo, Mutability};
 pub use fleet::{CheckReport, Fleet, FleetBuilder, KindMeta, Problem, Released, ResourceView};
 pub use infra_derive::Spec;
@@ -60,7 +62,7 @@ pub use records::{
 };
 pub use refine::Refines;
 pub use secret::SecretString;
-pub use settle::{Env, MapEnv, NotYet, Nothing, settle};
+pub use settle::{MapEnv, settle};
 pub use status::Status;
 
 #[doc(hidden)]

@@ -38,7 +38,7 @@ use serde::Serialize;
 
 use crate::apply_result::{Applied, Failed, NotAttempted, Pruned};
 use crate::backend::{Capabilities, SettledSpec, Sighting};
-use crate::expr::ObservedValue;
+use crate::env::ObservedValue;
 use crate::fleet::DynSpec;
 use crate::key::KeyId;
 use crate::{
