@@ -43,8 +43,8 @@ pub use diverge::{Divergence, Repair, divergence, repair_of};
 pub use engine::{
     ApplyError, Engine, Observed, Options, Outcome, PlanReport, PlannedChange, Progress,
 };
-pub use error::{BackendError, ErrorKind};
 pub use env::{Dep, Env, NotYet, Nothing, ObservedValue};
+pub use error::{BackendError, ErrorKind};
 pub use expr::{Expr, Value};
 pub use field::{Field, FieldInfo, Mutability};
 pub use fleet::{CheckReport, Fleet, FleetBuilder, KindMeta, Problem, Released, ResourceView};

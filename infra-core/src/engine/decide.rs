@@ -1,16 +1,20 @@
 //! Decisions and the plan report.
 
-use super::*;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use super::Engine;
+use super::model::{
+    Decision, Observation, Owner, ReplaceOrder, Seen, Slot, Target, Unobserved, World, key_id,
+};
+use crate::{
+    BackendError, ErrorKind, Mutability, NotAttemptedReason, Ownership, Plan, Repair, Step,
+    divergence, repair_of,
+};
 
 impl Engine {
     /// Decides every slot, in a world of what was observed (no secrets).
     pub(super) fn decide(&self, plan: &Plan, observation: &mut Observation) {
-        let mut world = World::default();
-        for slot in &observation.slots {
-            if let (Some(i), Seen::Present { sighting, .. }) = (slot.index, &slot.seen) {
-                world.record(key_id(plan, i), sighting);
-            }
-        }
+        let world = World::of_observation(plan, observation);
         let order = plan
             .build_order()
             .unwrap_or_else(|_| (0..plan.len()).collect());
@@ -32,7 +36,9 @@ impl Engine {
         for s in visit {
             let slot = &observation.slots[s];
             let decision = match (&slot.target, &slot.seen) {
-                (_, Seen::Unobserved(Unobserved::Reason(r))) => Decision::Skip(*r),
+                (_, Seen::Unobserved(Unobserved::Reason(r, why))) => {
+                    Decision::Skip(*r, Some(why.clone()))
+                }
                 (_, Seen::Unobserved(Unobserved::Error(e))) => {
                     Decision::Fail(Step::Observe, e.clone())
                 }
@@ -68,7 +74,14 @@ impl Engine {
                     Ok(()) => Decision::Delete,
                 },
                 (Target::Orphan, Seen::Present { owner, .. }) => match owner {
-                    Owner::Unreadable { .. } => Decision::Skip(NotAttemptedReason::NotPrunable),
+                    Owner::Unreadable { .. } => Decision::Skip(
+                        NotAttemptedReason::NotPrunable,
+                        Some(
+                            "its tags cannot be read to prove it is this fleet's, so it is not \
+                             deleted on a guess; delete it by hand, or `forget` it"
+                                .to_owned(),
+                        ),
+                    ),
                     _ => match claim(owner, slot) {
                         Err(e) => Decision::Fail(Step::Claim, e),
                         Ok(()) => Decision::Prune,
@@ -116,7 +129,7 @@ impl Engine {
                 .get(slot.provider)
                 .is_some_and(|c| c.duplicate_names.contains(slot.kind))
         };
-        let mut queue: std::collections::VecDeque<usize> = (0..observation.slots.len())
+        let mut queue: VecDeque<usize> = (0..observation.slots.len())
             .filter(|&s| {
                 matches!(
                     observation.slots[s].decision,
@@ -182,87 +195,6 @@ impl Engine {
             }
         }
     }
-
-    /// The plan report, in execution order: builds in dependency order, then deletes in
-    /// reverse, then orphans.
-    pub(super) fn report(&self, plan: &Plan, observation: &Observation) -> PlanReport {
-        let order = plan
-            .build_order()
-            .unwrap_or_else(|_| (0..plan.len()).collect());
-        let position: HashMap<usize, usize> =
-            order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
-        let mut builds = Vec::new();
-        let mut kills = Vec::new();
-        let mut orphans = Vec::new();
-        for slot in &observation.slots {
-            let (action, fields, detail): (&'static str, Vec<&'static str>, Option<String>) =
-                match &slot.decision {
-                    Decision::Create => ("create", vec![], None),
-                    Decision::Existing {
-                        repair,
-                        fields,
-                        pending,
-                        because,
-                        ..
-                    } => {
-                        let names = fields.iter().map(|d| d.field).collect();
-                        let note = match because {
-                            Some(x) => Some(format!("replaced with {x}, which it cannot outlive")),
-                            None => pending.then(|| {
-                                "may change once what it depends on is applied".to_owned()
-                            }),
-                        };
-                        match repair {
-                            Repair::Nothing => ("unchanged", names, note),
-                            Repair::Update => ("update", names, note),
-                            _ => ("replace", names, note),
-                        }
-                    }
-                    Decision::Delete => ("delete", vec![], None),
-                    Decision::Prune => ("prune", vec![], Some("no longer declared".to_owned())),
-                    Decision::AlreadyAbsent => match slot.target {
-                        Target::Orphan => (
-                            "prune",
-                            vec![],
-                            Some("already gone; the record is dropped".to_owned()),
-                        ),
-                        _ => ("unchanged", vec![], Some("absent, as declared".to_owned())),
-                    },
-                    Decision::Skip(reason) => ("not-attempted", vec![], Some(reason.to_string())),
-                    Decision::Fail(_, e) => ("failed", vec![], Some(e.to_string())),
-                };
-            let change = PlannedChange {
-                resource: slot.subject.clone(),
-                action,
-                fields,
-                detail,
-            };
-            match (slot.index, &slot.target) {
-                (None, _) => orphans.push(change),
-                (Some(i), Target::Absent) => {
-                    kills.push((position.get(&i).copied().unwrap_or(i), change))
-                }
-                (Some(i), _) => builds.push((position.get(&i).copied().unwrap_or(i), change)),
-            }
-        }
-        builds.sort_by_key(|(p, _)| *p);
-        kills.sort_by_key(|(p, _)| std::cmp::Reverse(*p));
-        orphans.sort_by(|a, b| a.resource.cmp(&b.resource));
-        PlanReport {
-            fleet: plan.fleet().name().to_owned(),
-            changes: builds
-                .into_iter()
-                .map(|(_, c)| c)
-                .chain(kills.into_iter().map(|(_, c)| c))
-                .chain(orphans)
-                .collect(),
-            forgotten: observation
-                .forgotten
-                .iter()
-                .map(|r| r.to_string())
-                .collect(),
-        }
-    }
 }
 
 /// Whether a present resource may be touched.
@@ -309,6 +241,6 @@ fn reads_in_place_only(plan: &Plan, slot: &Slot, x: usize, world: &World) -> boo
     let before = spec.0.lenient_json(world);
     let after = spec.0.lenient_json(&moved);
     plan.fleet().inner.resources[i].kind.fields.iter().any(|f| {
-        f.mutability == crate::Mutability::ForcesReplace && before.get(f.name) != after.get(f.name)
+        f.mutability == Mutability::ForcesReplace && before.get(f.name) != after.get(f.name)
     })
 }

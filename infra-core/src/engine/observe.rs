@@ -1,6 +1,19 @@
 //! Observation: list, match, read.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use futures::StreamExt;
+
+use super::model::{
+    Decision, Observation, Owner, Seen, Slot, Target, Unobserved, row_of, static_kind, subject,
+};
+use super::{ApplyError, Engine, Options};
+use crate::backend::Capabilities;
+use crate::{
+    Backend, BackendError, ErrorKind, Ledger, Marker, NotAttemptedReason, Ownership, Plan, Status,
+    with_retries,
+};
 
 /// A provider, a kind and a region: what one `list` covers.
 type Scope = (&'static str, &'static str, String);
@@ -21,6 +34,104 @@ struct Read {
 }
 
 impl Engine {
+    /// Gates, then observation.
+    pub(super) async fn gather(
+        &self,
+        plan: &Plan,
+        options: &Options,
+    ) -> Result<Observation, ApplyError> {
+        let fleet = plan.fleet();
+        let ledger = self.store.load_ledger(fleet.name())?;
+        self.gates(plan, &ledger).await?;
+
+        let forgotten_refs: BTreeSet<(String, String, String)> = fleet
+            .forgets()
+            .iter()
+            .map(|r| {
+                (
+                    r.resource.provider.to_owned(),
+                    r.resource.kind.to_owned(),
+                    r.resource.name.clone(),
+                )
+            })
+            .collect();
+        // A row is an orphan unless a declaration names the same resource *in the same
+        // region*: a resource moved to another region leaves its old one behind, which
+        // is deleted (before the new one is created, since names may be unique).
+        let declared_refs: BTreeSet<(String, String, String, String)> = fleet
+            .resources()
+            .map(|r| {
+                let rf = r.reference();
+                (
+                    rf.provider.to_owned(),
+                    rf.kind.to_owned(),
+                    rf.name.clone(),
+                    r.region().to_owned(),
+                )
+            })
+            .collect();
+
+        let mut slots = Vec::new();
+        for (index, r) in fleet.resources().enumerate() {
+            let target = match &plan.targets[index] {
+                Status::Unmanaged => continue,
+                Status::Absent => Target::Absent,
+                Status::Present(spec) => Target::Present(spec.clone()),
+            };
+            let rf = r.reference();
+            slots.push(Slot {
+                subject: subject(rf.provider, rf.kind, &rf.name, r.region()),
+                provider: rf.provider,
+                kind: rf.kind,
+                index: Some(index),
+                target,
+                seen: Seen::Absent,
+                decision: Decision::AlreadyAbsent,
+            });
+        }
+        let mut forgotten = Vec::new();
+        for row in &ledger.rows {
+            let id = (row.provider.clone(), row.kind.clone(), row.name.clone());
+            if declared_refs.contains(&(
+                row.provider.clone(),
+                row.kind.clone(),
+                row.name.clone(),
+                row.region.clone(),
+            )) {
+                continue;
+            }
+            if forgotten_refs.contains(&id) {
+                forgotten.push(row.clone());
+                continue;
+            }
+            let provider = self
+                .backends
+                .providers()
+                .find(|p| *p == row.provider)
+                .expect("gates refuse rows of a provider without a backend");
+            let backend = self.backends.get(provider).expect("found above");
+            slots.push(Slot {
+                subject: subject(&row.provider, &row.kind, &row.name, &row.region),
+                provider,
+                kind: static_kind(&row.kind, &**backend),
+                index: None,
+                target: Target::Orphan,
+                seen: Seen::Absent,
+                decision: Decision::AlreadyAbsent,
+            });
+        }
+
+        let included = self.filter(plan, &slots, options);
+        self.observe(fleet.name(), &mut slots, &ledger, &included)
+            .await;
+
+        Ok(Observation {
+            slots,
+            ledger,
+            forgotten,
+        })
+    }
+
     /// Lists each (provider, kind, region) in play once, matches names, and reads every
     /// match (and its ownership), with reads in flight bounded.
     pub(super) async fn observe(
@@ -36,24 +147,8 @@ impl Engine {
         let mut scopes: BTreeMap<(&'static str, &'static str, String), Vec<usize>> =
             BTreeMap::new();
         for (i, slot) in slots.iter_mut().enumerate() {
-            if !included[i] {
-                slot.seen = Seen::Unobserved(Unobserved::Reason(NotAttemptedReason::Filtered));
-                continue;
-            }
-            let Some(backend) = self.backends.get(slot.provider) else {
-                slot.seen = Seen::Unobserved(Unobserved::Reason(NotAttemptedReason::NoBinding));
-                continue;
-            };
-            if backend.unreachable().is_some() {
-                slot.seen = Seen::Unobserved(Unobserved::Reason(NotAttemptedReason::NoCredentials));
-                continue;
-            }
-            if !capabilities
-                .get(slot.provider)
-                .is_some_and(|c| c.kinds.contains(slot.kind))
-            {
-                slot.seen =
-                    Seen::Unobserved(Unobserved::Reason(NotAttemptedReason::UnsupportedKind));
+            if let Some((reason, why)) = self.cannot_look(slot, included[i], &capabilities) {
+                slot.seen = Seen::Unobserved(Unobserved::Reason(reason, why));
                 continue;
             }
             scopes
@@ -147,6 +242,49 @@ impl Engine {
         for (i, seen) in observed {
             slots[i].seen = seen;
         }
+    }
+
+    /// Why a slot cannot be looked at, if it cannot: left out by the caller, no
+    /// backend for its provider, a backend that cannot reach its cloud (with the
+    /// backend's own words), or a kind the backend lacks.
+    fn cannot_look(
+        &self,
+        slot: &Slot,
+        included: bool,
+        capabilities: &HashMap<&'static str, Capabilities>,
+    ) -> Option<(NotAttemptedReason, String)> {
+        let provider = slot.provider;
+        if !included {
+            return Some((
+                NotAttemptedReason::Filtered,
+                "left out by --target/--exclude".to_owned(),
+            ));
+        }
+        let Some(backend) = self.backends.get(provider) else {
+            return Some((
+                NotAttemptedReason::NoBinding,
+                format!("no {provider} backend was given to the runner"),
+            ));
+        };
+        if let Some(why) = backend.unreachable() {
+            return Some((
+                NotAttemptedReason::NoCredentials,
+                format!("{provider} is unreachable: {why}"),
+            ));
+        }
+        if !capabilities
+            .get(provider)
+            .is_some_and(|c| c.kinds.contains(slot.kind))
+        {
+            return Some((
+                NotAttemptedReason::UnsupportedKind,
+                format!(
+                    "the {provider} backend does not realise kind {}",
+                    slot.subject.kind
+                ),
+            ));
+        }
+        None
     }
 
     async fn list_scope(

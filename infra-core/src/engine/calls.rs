@@ -1,0 +1,350 @@
+//! The provider calls of one node of the schedule: a create (looked for again when its
+//! answer was lost), an update decided again once what it depends on has run, a
+//! replace found only then, and a delete that reads the ownership marker again first.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use super::Engine;
+use super::execute::Done;
+use super::model::{Decision, Seen, Slot, Target, World};
+use super::schedule::Work;
+use crate::backend::{Capabilities, SettledSpec, Sighting};
+use crate::fleet::DynSpec;
+use crate::key::KeyId;
+use crate::{
+    Backend, BackendError, Change, Dep, ErrorKind, FieldInfo, Marker, NotYet, Ownership, Plan,
+    Repair, Step, divergence, repair_of, with_retries,
+};
+
+/// What a backend's capabilities say of one node's kind, read once per run rather
+/// than asked of the backend for every call.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct KindTraits {
+    /// Its tags can be read, so ownership can be checked before a delete.
+    pub(super) readable: bool,
+    /// Names need not be unique: a replace may create before it deletes.
+    pub(super) create_first: bool,
+}
+
+impl KindTraits {
+    pub(super) fn of(capabilities: Option<&Capabilities>, kind: &str) -> Self {
+        KindTraits {
+            readable: capabilities.is_some_and(|c| c.ownership.contains(kind)),
+            create_first: capabilities.is_some_and(|c| c.duplicate_names.contains(kind)),
+        }
+    }
+}
+
+/// A secret value a spec reads: whose, and where to read it.
+type SecretSite = (KeyId, &'static str, String, String);
+
+/// Everything one node's calls need, owned, so that its future borrows nothing that
+/// the run changes.
+struct Call<'a> {
+    backend: Arc<dyn Backend>,
+    kind: &'static str,
+    region: String,
+    name: String,
+    traits: KindTraits,
+    marker: &'a Marker,
+    /// The handles and observed states the spec reads, and nothing else.
+    env: World,
+    /// The secret values the spec reads.
+    secrets: Vec<SecretSite>,
+    /// The resource as observation found it, if it exists.
+    existing: Option<Sighting>,
+    fields: &'static [FieldInfo],
+}
+
+impl Engine {
+    /// The work of one node, as a future that makes the provider calls.
+    pub(super) fn job<'a>(
+        &'a self,
+        plan: &'a Plan,
+        slot: &'a Slot,
+        work: Work,
+        traits: KindTraits,
+        world: &World,
+        marker: &'a Marker,
+    ) -> BoxFuture<'a, Done> {
+        let backend = Arc::clone(
+            self.backends
+                .get(slot.provider)
+                .expect("observed slots have a backend"),
+        );
+        let (env, secrets) = match &slot.target {
+            Target::Present(spec) => reads_of(plan, spec, world),
+            _ => (World::default(), Vec::new()),
+        };
+        let call = Call {
+            backend,
+            kind: slot.kind,
+            region: slot.subject.region.clone(),
+            name: slot.subject.name.clone(),
+            traits,
+            marker,
+            env,
+            secrets,
+            existing: match &slot.seen {
+                Seen::Present { sighting, .. } => Some(sighting.clone()),
+                _ => None,
+            },
+            fields: slot
+                .index
+                .map(|i| plan.fleet().inner.resources[i].kind.fields)
+                .unwrap_or(&[]),
+        };
+        let decision = slot.decision.clone();
+        let target = slot.target.clone();
+        Box::pin(async move {
+            match (work, decision, target) {
+                (Work::Delete | Work::DeleteOld, ..) => {
+                    let handle = call
+                        .existing
+                        .as_ref()
+                        .expect("a delete is of something seen")
+                        .handle
+                        .clone();
+                    self.delete_owned(&call, &handle).await
+                }
+                (Work::CreateNew, _, Target::Present(spec)) => {
+                    self.create(call, &spec, Step::Replace).await
+                }
+                (Work::Build, Decision::Create, Target::Present(spec)) => {
+                    self.create(call, &spec, Step::Create).await
+                }
+                (Work::Build, Decision::Existing { .. }, Target::Present(spec)) => {
+                    self.converge(call, &spec).await
+                }
+                (work, decision, _) => unreachable!("no job for {work:?} of {decision:?}"),
+            }
+        })
+    }
+
+    /// Creates the resource (the new one of a replace, for `Step::Replace`).
+    async fn create(&self, call: Call<'_>, spec: &DynSpec, step: Step) -> Done {
+        let settled = match self.settle_with_secrets(spec, &call).await {
+            Ok(s) => s,
+            Err(e) => return Done::Failed(step, e),
+        };
+        let settled_spec = SettledSpec::erased(call.kind, &*settled, spec.0.settled_json_fn());
+        // The resource this one replaces, if any: a create that may have landed is
+        // looked for among the others of its name.
+        let replaced = call.existing.as_ref().map(|s| s.handle.as_str());
+        match self.create_or_find(&call, settled_spec, replaced).await {
+            Ok(sighting) => Done::Built {
+                change: if step == Step::Replace {
+                    Change::Replaced
+                } else {
+                    Change::Created
+                },
+                sighting: Some(sighting.without_marker()),
+            },
+            Err(e) => Done::Failed(step, e),
+        }
+    }
+
+    /// Brings an existing resource to its target: decided again, now that what it
+    /// depends on has run.
+    async fn converge(&self, call: Call<'_>, spec: &DynSpec) -> Done {
+        let sighting = call
+            .existing
+            .clone()
+            .expect("an existing resource was seen");
+        let target = spec.0.lenient_json(&call.env);
+        let repair = repair_of(&divergence(call.fields, &target, sighting.reported()));
+        if repair == Repair::Nothing {
+            return Done::Built {
+                change: Change::Unchanged,
+                sighting: Some(sighting),
+            };
+        }
+        let step = if repair == Repair::Update {
+            Step::Update
+        } else {
+            Step::Replace
+        };
+        let settled = match self.settle_with_secrets(spec, &call).await {
+            Ok(s) => s,
+            Err(e) => return Done::Failed(step, e),
+        };
+        let settled_spec = SettledSpec::erased(call.kind, &*settled, spec.0.settled_json_fn());
+        if repair == Repair::Update {
+            return match with_retries(&*self.clock, self.retry, true, || {
+                call.backend
+                    .update(call.kind, &call.region, &sighting.handle, settled_spec)
+            })
+            .await
+            {
+                Ok(s) => Done::Built {
+                    change: Change::Updated,
+                    sighting: Some(s.without_marker()),
+                },
+                Err(e) => Done::Failed(Step::Update, e),
+            };
+        }
+        self.replace_late(&call, settled_spec, &sighting.handle)
+            .await
+    }
+
+    /// A replace found only while applying (a dependency changed under a field that
+    /// cannot change in place): both steps in this node, in the order the kind allows.
+    async fn replace_late(&self, call: &Call<'_>, spec: SettledSpec<'_>, old: &str) -> Done {
+        let create_first = call.traits.create_first;
+        if !create_first && let Done::Failed(_, e) = self.delete_owned(call, old).await {
+            return Done::Failed(Step::Replace, e);
+        }
+        let created = match self.create_or_find(call, spec, Some(old)).await {
+            Ok(s) => s.without_marker(),
+            Err(e) => return Done::Failed(Step::Replace, e),
+        };
+        if create_first && let Done::Failed(_, e) = self.delete_owned(call, old).await {
+            return Done::Failed(Step::Replace, e);
+        }
+        Done::Built {
+            change: Change::Replaced,
+            sighting: Some(created),
+        }
+    }
+
+    /// Reads the secret values a spec composes (the only inbound plaintext path), then
+    /// settles it. The values live in this call's environment only.
+    async fn settle_with_secrets(
+        &self,
+        spec: &DynSpec,
+        call: &Call<'_>,
+    ) -> Result<Box<dyn Any + Send + Sync>, BackendError> {
+        let mut env = call.env.clone();
+        for (key, provider, region, handle) in &call.secrets {
+            let backend = self.backends.get(provider).ok_or_else(|| {
+                BackendError::invalid(format!("no {provider} backend to read a secret from"))
+            })?;
+            let value = with_retries(&*self.clock, self.retry, true, || {
+                backend.secret_value(region, handle)
+            })
+            .await?;
+            env.secrets.insert(*key, value);
+        }
+        spec.0.settle_dyn(&env).map_err(|not_yet: NotYet| {
+            BackendError::invalid(format!(
+                "cannot be settled: {not_yet}, which this apply did not create; apply it first or declare it"
+            ))
+        })
+    }
+
+    /// Creates a resource. When the create fails in a way that may have reached the
+    /// provider (a lost response, a timeout), looks for it before calling it failed: a
+    /// resource of that name, carrying this fleet's marker, other than `replaced` (the
+    /// one a create-first replace is about to delete), is the one this call made. Without
+    /// the look, a landed create would be left behind unrecorded — for a kind whose names
+    /// may repeat, as a twin of the resource it was meant to replace.
+    async fn create_or_find(
+        &self,
+        call: &Call<'_>,
+        spec: SettledSpec<'_>,
+        replaced: Option<&str>,
+    ) -> Result<Sighting, BackendError> {
+        let (backend, kind, region, name) = (&*call.backend, call.kind, &*call.region, &*call.name);
+        let error = match backend.create(kind, region, name, spec, call.marker).await {
+            Ok(sighting) => return Ok(sighting),
+            Err(e) if !e.may_have_been_sent => return Err(e),
+            Err(e) => e,
+        };
+        let (clock, retry) = (&*self.clock, self.retry);
+        let Ok(listed) = with_retries(clock, retry, true, || backend.list(kind, region)).await
+        else {
+            return Err(error);
+        };
+        for candidate in listed
+            .iter()
+            .filter(|l| l.name == name && Some(l.handle.as_str()) != replaced)
+        {
+            let ours = with_retries(clock, retry, true, || {
+                backend.ownership(kind, region, &candidate.handle)
+            })
+            .await
+            .is_ok_and(|tags| matches!(call.marker.verdict(&tags), Ownership::Ours));
+            if !ours {
+                continue;
+            }
+            if let Ok(sighting) = with_retries(clock, retry, true, || {
+                backend.read(kind, region, &candidate.handle)
+            })
+            .await
+            {
+                return Ok(sighting);
+            }
+        }
+        Err(error)
+    }
+
+    /// Deletes a resource after reading its marker again (for a kind whose tags can be
+    /// read): a resource that no longer carries this fleet's marker is left alone.
+    async fn delete_owned(&self, call: &Call<'_>, handle: &str) -> Done {
+        let (backend, kind, region) = (&*call.backend, call.kind, &*call.region);
+        let (clock, retry) = (&*self.clock, self.retry);
+        if call.traits.readable {
+            match with_retries(clock, retry, true, || {
+                backend.ownership(kind, region, handle)
+            })
+            .await
+            {
+                Ok(tags) => match call.marker.verdict(&tags) {
+                    Ownership::Ours => {}
+                    other => {
+                        return Done::Failed(
+                            Step::Claim,
+                            BackendError::new(
+                                ErrorKind::Conflict,
+                                format!(
+                                    "no longer carries this fleet's marker ({other:?}); not deleted"
+                                ),
+                            ),
+                        );
+                    }
+                },
+                Err(e) if e.kind == ErrorKind::NotFound => {
+                    return Done::Pruned {
+                        already_absent: true,
+                    };
+                }
+                Err(e) => return Done::Failed(Step::Delete, e),
+            }
+        }
+        match with_retries(clock, retry, true, || backend.delete(kind, region, handle)).await {
+            Ok(()) => Done::Pruned {
+                already_absent: false,
+            },
+            Err(e) if e.kind == ErrorKind::NotFound => Done::Pruned {
+                already_absent: true,
+            },
+            Err(e) => Done::Failed(Step::Delete, e),
+        }
+    }
+}
+
+/// What a spec reads from the world: the handles and observed states of its
+/// dependencies, and where to read the secret values it composes.
+fn reads_of(plan: &Plan, spec: &DynSpec, world: &World) -> (World, Vec<SecretSite>) {
+    let mut env = World::default();
+    let mut secrets = Vec::new();
+    for dep in spec.0.deps() {
+        let key = dep.key();
+        if let Some(h) = world.handles.get(&key) {
+            env.handles.insert(key, h.clone());
+        }
+        if let Some(o) = world.observed.get(&key) {
+            env.observed.insert(key, Arc::clone(o));
+        }
+        if let Dep::Secret(key) = dep
+            && let (Some(h), Some(i)) = (world.handles.get(&key), plan.fleet().index_of(key))
+        {
+            let r = &plan.fleet().inner.resources[i];
+            secrets.push((key, r.reference.provider, r.region.to_owned(), h.clone()));
+        }
+    }
+    (env, secrets)
+}

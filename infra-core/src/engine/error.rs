@@ -1,0 +1,81 @@
+//! Why a run is refused as a whole, before any change.
+
+use crate::{BackendError, Problem, RecordError};
+
+/// Why an apply (or a plan) was refused as a whole.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// A record could not be read or written.
+    #[error(transparent)]
+    Records(#[from] RecordError),
+    /// The ledger holds rows for a provider whose backend cannot reach its cloud.
+    #[error(
+        "the ledger records {rows} {provider} resource{s}, but {provider} is unreachable ({why}). \
+         Refusing: this run would report them gone without touching them. Load {provider}'s \
+         credentials, or point the records elsewhere with --state-dir",
+        s = if *rows == 1 { "" } else { "s" }
+    )]
+    Unreachable {
+        /// The provider.
+        provider: String,
+        /// How many ledger rows it has.
+        rows: usize,
+        /// What the backend said.
+        why: String,
+    },
+    /// The ledger holds rows for a provider no backend was given for.
+    #[error(
+        "the ledger records {rows} {provider} resource{s}, but no {provider} backend was given. \
+         Refusing: this run could neither keep nor delete them. Add a {provider} backend, or \
+         `forget` the rows",
+        s = if *rows == 1 { "" } else { "s" }
+    )]
+    NoBinding {
+        /// The provider.
+        provider: String,
+        /// How many ledger rows it has.
+        rows: usize,
+    },
+    /// A backend is authenticated in an account the fleet does not name.
+    #[error(
+        "{provider} credentials act in account {found}, but fleet `{fleet}` may only touch {allowed}. \
+         Refusing before anything is listed: switch credentials, or name the account with `account`"
+    )]
+    WrongAccount {
+        /// The fleet.
+        fleet: String,
+        /// The provider.
+        provider: String,
+        /// The account the backend is in.
+        found: String,
+        /// The accounts the fleet names.
+        allowed: String,
+    },
+    /// The account of a backend could not be read, so it could not be checked.
+    #[error("could not tell which {provider} account the credentials act in: {error}")]
+    AccountUnknown {
+        /// The provider.
+        provider: String,
+        /// The backend's error.
+        error: BackendError,
+    },
+    /// The apply would delete most of what the fleet manages while still declaring
+    /// something.
+    #[error(
+        "refusing to delete {deletes} of the {managed} resources this fleet manages while it still \
+         declares resources: this looks like a mistake (credentials, a filter, a lost declaration). \
+         Use `destroy` to tear the fleet down, or `--force` if this is intended"
+    )]
+    Brake {
+        /// How many resources the apply would delete.
+        deletes: usize,
+        /// How many the ledger holds.
+        managed: usize,
+    },
+    /// The plan is not sound (a cycle, an invalid spec set with `Plan::set`).
+    #[error("the plan is not sound:{}", problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]
+    Unsound {
+        /// What is wrong.
+        problems: Vec<Problem>,
+    },
+}

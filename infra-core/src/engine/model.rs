@@ -1,0 +1,221 @@
+//! The run's model: one slot per resource in play (declared, or an orphan of the
+//! ledger), what observation found of it, and what the run decided to do with it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::backend::Sighting;
+use crate::env::ObservedValue;
+use crate::fleet::DynSpec;
+use crate::key::KeyId;
+use crate::{
+    Backend, BackendError, Divergence, Env, Ledger, LedgerRow, NotAttemptedReason, Ownership, Plan,
+    Repair, SecretString, Step, Subject,
+};
+
+/// What observation found of one resource.
+#[derive(Clone, Debug)]
+pub(super) enum Seen {
+    Present { sighting: Sighting, owner: Owner },
+    Absent,
+    Unobserved(Unobserved),
+}
+
+/// Whose a present resource is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Owner {
+    Ours,
+    /// Not ours: unmarked, or another fleet's.
+    Not(Ownership),
+    /// Its tags could not be read: the ledger row decides.
+    Unreadable {
+        in_ledger: bool,
+    },
+}
+
+/// Why a resource was not observed.
+#[derive(Clone, Debug)]
+pub(super) enum Unobserved {
+    /// It was not looked at, for a closed reason, with the sentence that explains it
+    /// (for `no-credentials`, the backend's own words).
+    Reason(NotAttemptedReason, String),
+    /// Looking failed.
+    Error(BackendError),
+}
+
+/// What the apply will do with one resource.
+#[derive(Clone, Debug)]
+pub(super) enum Decision {
+    Create,
+    /// Exists and is ours; repair decided again at execution, once dependencies ran.
+    Existing {
+        repair: Repair,
+        fields: Vec<Divergence>,
+        pending: bool,
+        /// For a planned replace: in which order its two steps run.
+        replace: Option<ReplaceOrder>,
+        /// For a replace forced by another: which one.
+        because: Option<String>,
+    },
+    Delete,
+    Prune,
+    AlreadyAbsent,
+    /// Not attempted, for a closed reason, with what explains it.
+    Skip(NotAttemptedReason, Option<String>),
+    Fail(Step, BackendError),
+}
+
+/// The order of a replace's two steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ReplaceOrder {
+    /// Names are unique: delete the old one (after its dependants), then create.
+    DeleteFirst,
+    /// Two of one name may coexist: create the new one, move the dependants, then
+    /// delete the old one.
+    CreateFirst,
+}
+
+/// What a resource is to the run.
+#[derive(Clone)]
+pub(super) enum Target {
+    Present(DynSpec),
+    Absent,
+    Orphan,
+}
+
+/// One resource in play.
+#[derive(Clone)]
+pub(super) struct Slot {
+    pub(super) subject: Subject,
+    pub(super) provider: &'static str,
+    pub(super) kind: &'static str,
+    /// The declared index, for declared resources.
+    pub(super) index: Option<usize>,
+    pub(super) target: Target,
+    pub(super) seen: Seen,
+    pub(super) decision: Decision,
+}
+
+/// Handles and observed states of resources, for settling.
+#[derive(Clone, Default)]
+pub(super) struct World {
+    pub(super) handles: HashMap<KeyId, String>,
+    pub(super) observed: HashMap<KeyId, Arc<ObservedValue>>,
+    pub(super) secrets: HashMap<KeyId, SecretString>,
+}
+
+impl Env for World {
+    fn handle(&self, key: KeyId) -> Option<String> {
+        self.handles.get(&key).cloned()
+    }
+    fn observed(&self, key: KeyId) -> Option<&ObservedValue> {
+        self.observed.get(&key).map(|o| &**o)
+    }
+    fn secret(&self, key: KeyId) -> Option<SecretString> {
+        self.secrets.get(&key).cloned()
+    }
+}
+
+impl World {
+    /// The handles and observed states of every declared resource observation found.
+    pub(super) fn of_observation(plan: &Plan, observation: &Observation) -> Self {
+        let mut world = World::default();
+        for slot in &observation.slots {
+            if let (Some(i), Seen::Present { sighting, .. }) = (slot.index, &slot.seen) {
+                world.record(key_id(plan, i), sighting);
+            }
+        }
+        world
+    }
+
+    pub(super) fn record(&mut self, key: KeyId, sighting: &Sighting) {
+        self.handles.insert(key, sighting.handle.clone());
+        self.observed.insert(key, sighting.observed_arc());
+    }
+
+    pub(super) fn forget(&mut self, key: KeyId) {
+        self.handles.remove(&key);
+        self.observed.remove(&key);
+    }
+}
+
+impl Slot {
+    /// For a planned replace, in which order its two steps run.
+    pub(super) fn replace_order(&self) -> Option<ReplaceOrder> {
+        match self.decision {
+            Decision::Existing { replace, .. } => replace,
+            _ => None,
+        }
+    }
+}
+
+/// Everything observed for one run, before deciding.
+#[derive(Clone)]
+pub(super) struct Observation {
+    pub(super) slots: Vec<Slot>,
+    /// The ledger as the run found it.
+    pub(super) ledger: Ledger,
+    /// Rows released with `forget`.
+    pub(super) forgotten: Vec<LedgerRow>,
+}
+
+impl Observation {
+    /// The slot of each declared resource, by its declared index.
+    pub(super) fn slot_of_index(&self) -> HashMap<usize, usize> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(s, slot)| slot.index.map(|i| (i, s)))
+            .collect()
+    }
+}
+
+/// The subject of a resource.
+pub(super) fn subject(provider: &str, kind: &str, name: &str, region: &str) -> Subject {
+    Subject {
+        provider: provider.to_owned(),
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+        region: region.to_owned(),
+    }
+}
+
+/// The ledger row of a subject.
+pub(super) fn row_of(s: &Subject) -> LedgerRow {
+    LedgerRow {
+        provider: s.provider.clone(),
+        kind: s.kind.clone(),
+        name: s.name.clone(),
+        region: s.region.clone(),
+    }
+}
+
+/// The kind id as the backend spells it, or a marker that the backend lacks the kind
+/// (the slot then ends `NotAttempted(UnsupportedKind)`; its subject keeps the real id).
+pub(super) fn static_kind(kind: &str, backend: &dyn Backend) -> &'static str {
+    backend
+        .capabilities()
+        .kinds
+        .into_iter()
+        .find(|k| *k == kind)
+        .unwrap_or("(unsupported kind)")
+}
+
+/// The sighting of a resource that exists and is this fleet's.
+pub(super) fn owned_sighting(slot: &Slot) -> Option<Sighting> {
+    match &slot.seen {
+        Seen::Present {
+            sighting,
+            owner: Owner::Ours | Owner::Unreadable { in_ledger: true },
+        } => Some(sighting.clone()),
+        _ => None,
+    }
+}
+
+/// The key of the resource declared at `index`.
+pub(super) fn key_id(plan: &Plan, index: usize) -> KeyId {
+    KeyId {
+        fleet: plan.fleet().inner.id,
+        index: u32::try_from(index).expect("fewer than 2^32 resources"),
+    }
+}

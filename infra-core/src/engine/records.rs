@@ -1,0 +1,74 @@
+//! What a run writes to the records: the ledger rows of what it adopts, intends,
+//! deletes and forgets, and the observation cache.
+
+use std::collections::BTreeMap;
+
+use super::Engine;
+use super::model::{Decision, Observation, Slot, row_of};
+use crate::backend::Sighting;
+use crate::{ApplyResult, CacheEntry, Ledger, RecordError, Step};
+
+/// The ledger before any call: what exists and is ours is adopted (recorded even when
+/// nothing has to change), a row is written before every create (so that a run killed
+/// between the call and its record finds the resource next time instead of creating a
+/// twin or leaking it), and forgotten rows are dropped.
+pub(super) fn with_intents(observation: &Observation) -> Ledger {
+    let mut ledger = observation.ledger.clone();
+    for row in &observation.forgotten {
+        ledger.rows.remove(row);
+    }
+    for slot in &observation.slots {
+        if matches!(slot.decision, Decision::Create | Decision::Existing { .. }) {
+            ledger.rows.insert(row_of(&slot.subject));
+        }
+    }
+    ledger
+}
+
+/// The ledger after the calls: rows of what was deleted or found already gone are
+/// dropped, and so are the intents of creates that certainly made nothing.
+pub(super) fn settle_ledger(ledger: &mut Ledger, observation: &Observation, result: &ApplyResult) {
+    for p in &result.pruned {
+        ledger.rows.remove(&row_of(&p.resource));
+    }
+    for f in &result.failed {
+        if f.step == Step::Create && !f.error.may_have_been_sent {
+            ledger.rows.remove(&row_of(&f.resource));
+        }
+    }
+    for row in &observation.forgotten {
+        ledger.rows.remove(row);
+    }
+}
+
+impl Engine {
+    /// Writes the observation cache: one entry per resource that exists and is ours, by
+    /// provider and kind; pairs left empty (and pairs no longer in play) lose their file.
+    pub(super) fn save_cache<'s>(
+        &self,
+        fleet: &str,
+        slots: impl Iterator<Item = (&'s Slot, Option<&'s Sighting>)>,
+    ) -> Result<(), RecordError> {
+        let mut pairs: BTreeMap<(String, String), Vec<CacheEntry>> = BTreeMap::new();
+        for (slot, sighting) in slots {
+            let entries = pairs
+                .entry((slot.provider.to_owned(), slot.kind.to_owned()))
+                .or_default();
+            if let Some(sighting) = sighting {
+                entries.push(CacheEntry {
+                    name: slot.subject.name.clone(),
+                    region: slot.subject.region.clone(),
+                    handle: sighting.handle.clone(),
+                    observed: sighting.observed_json().clone(),
+                });
+            }
+        }
+        for (provider, kind) in self.store.cached_pairs(fleet)? {
+            pairs.entry((provider, kind)).or_default();
+        }
+        for ((provider, kind), entries) in pairs {
+            self.store.save_cache(fleet, &provider, &kind, &entries)?;
+        }
+        Ok(())
+    }
+}
