@@ -51,6 +51,16 @@ pub enum NotAttemptedReason {
     /// Its backend governs changes: the change was recorded as a plan for a person to
     /// approve, and nothing was changed yet. Added in envelope `v2`.
     AwaitingApproval,
+    /// The run as a whole was stopped before any provider call: a safety gate refused
+    /// it (the brake, an unreachable provider with records, the wrong account), the plan
+    /// it was to carry out was stale, or a person declined it. The detail says which.
+    /// Added in envelope `v3`.
+    Refused,
+    /// A delete that needs the user's confirmation by name was not confirmed: the
+    /// resource was adopted by `discover` on its ownership marker alone, and a marker
+    /// can be copied. Confirm with `--allow-delete ADDRESS` or at the interactive
+    /// prompt. Added in envelope `v3`.
+    Unconfirmed,
 }
 
 impl fmt::Display for NotAttemptedReason {
@@ -63,6 +73,8 @@ impl fmt::Display for NotAttemptedReason {
             NotAttemptedReason::Filtered => "filtered",
             NotAttemptedReason::NotPrunable => "not-prunable",
             NotAttemptedReason::AwaitingApproval => "awaiting-approval",
+            NotAttemptedReason::Refused => "refused",
+            NotAttemptedReason::Unconfirmed => "unconfirmed",
         })
     }
 }
@@ -153,16 +165,22 @@ pub struct Failed {
 }
 
 /// Every resource handed to an apply, in exactly one bucket.
+///
+/// A bucket left out of a JSON document reads as empty: peers write results that way.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplyResult {
     /// Converged: created, updated, replaced or already right.
+    #[serde(default)]
     pub applied: Vec<Applied>,
     /// Owned, no longer declared, deleted.
+    #[serde(default)]
     pub pruned: Vec<Pruned>,
     /// No provider call made, for a closed reason.
+    #[serde(default)]
     pub not_attempted: Vec<NotAttempted>,
     /// Not brought to its target, with the error that stopped it.
+    #[serde(default)]
     pub failed: Vec<Failed>,
 }
 
@@ -234,12 +252,37 @@ impl ApplyResult {
         self.failed.sort_by(|a, b| a.resource.cmp(&b.resource));
     }
 
-    /// The versioned JSON envelope: `{"apply": "v2", …}`.
+    /// A result in which every resource of `subjects` is not attempted, for `reason`,
+    /// with the same detail: the result of a run stopped as a whole before any call.
+    pub fn none_attempted(
+        subjects: impl IntoIterator<Item = Subject>,
+        reason: NotAttemptedReason,
+        detail: &str,
+    ) -> ApplyResult {
+        let mut result = ApplyResult {
+            not_attempted: subjects
+                .into_iter()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .map(|resource| NotAttempted {
+                    resource,
+                    reason,
+                    detail: Some(detail.to_owned()),
+                })
+                .collect(),
+            ..ApplyResult::default()
+        };
+        result.sort();
+        result
+    }
+
+    /// The versioned JSON envelope: `{"apply": "v3", …}`.
     ///
     /// Versions: `v1` is the four buckets; `v2` adds the not-attempted reason
-    /// `awaiting-approval`, and nothing else, so a `v1` document reads as `v2`.
+    /// `awaiting-approval`; `v3` adds the reasons `refused` and `unconfirmed`. Nothing
+    /// else changed, so an older document reads as the newest.
     pub fn to_envelope(&self) -> serde_json::Value {
-        let mut value = serde_json::json!({ "apply": "v2" });
+        let mut value = serde_json::json!({ "apply": "v3" });
         if let (Some(map), Ok(serde_json::Value::Object(body))) =
             (value.as_object_mut(), serde_json::to_value(self))
         {
@@ -251,9 +294,11 @@ impl ApplyResult {
     /// Reads the versioned envelope back.
     pub fn from_envelope(value: &serde_json::Value) -> Result<ApplyResult, String> {
         match value.get("apply").and_then(|v| v.as_str()) {
-            Some("v1" | "v2") => serde_json::from_value(value.clone()).map_err(|e| e.to_string()),
+            Some("v1" | "v2" | "v3") => {
+                serde_json::from_value(value.clone()).map_err(|e| e.to_string())
+            }
             Some(other) => Err(format!(
-                "apply result version {other:?} is not supported (v1 and v2 are)"
+                "apply result version {other:?} is not supported (v1, v2 and v3 are)"
             )),
             None => Err("not an apply result: no \"apply\" version".into()),
         }

@@ -36,9 +36,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Serialize;
 
 use crate::key::{FleetId, KeyId, with_names};
+use crate::kinds::{SecretSource, SecretSourceSettled, Secrets, SecretsSettled};
 use crate::{
     Conflict, Dep, Env, FieldInfo, Key, Kind, Merge, NotYet, Provider, Refines, Region,
-    ResourceRef, Status, Supports, default_name_rule,
+    ResourceRef, SecretString, Status, Supports, default_name_rule,
 };
 
 /// A spec with its kind erased, as the fleet and the plan hold it.
@@ -55,6 +56,12 @@ pub(crate) trait ErasedSpec: Any + Send + Sync {
     fn as_any(&self) -> &dyn Any;
     fn refines_dyn(&self, other: &dyn ErasedSpec) -> bool;
     fn merge_dyn(&self, other: &dyn ErasedSpec) -> Result<Arc<dyn ErasedSpec>, Conflict>;
+    /// Whether this is a secret whose value is composed from other values of the
+    /// fleet: its value is compared with the one the cloud holds to see whether to write
+    /// it again.
+    fn composes_secret(&self) -> bool;
+    /// The composed value of a spec settled by `settle_dyn`, for a composed secret.
+    fn composed_secret(&self, settled: &(dyn Any + Send + Sync)) -> Option<SecretString>;
 }
 
 impl<K: Kind> ErasedSpec for K {
@@ -96,6 +103,19 @@ impl<K: Kind> ErasedSpec for K {
             .as_any()
             .downcast_ref::<K>()
             .is_some_and(|o| self.refines(o))
+    }
+
+    fn composes_secret(&self) -> bool {
+        (self as &dyn Any)
+            .downcast_ref::<Secrets>()
+            .is_some_and(|s| matches!(s.value_from, SecretSource::Composed(_)))
+    }
+
+    fn composed_secret(&self, settled: &(dyn Any + Send + Sync)) -> Option<SecretString> {
+        match &settled.downcast_ref::<SecretsSettled>()?.value_from {
+            SecretSourceSettled::Composed(value) => Some(value.clone()),
+            _ => None,
+        }
     }
 
     fn merge_dyn(&self, other: &dyn ErasedSpec) -> Result<Arc<dyn ErasedSpec>, Conflict> {

@@ -22,8 +22,10 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-/// The schema version of the ledger file this crate writes and reads.
-pub const LEDGER_VERSION: u32 = 1;
+/// The schema version of the ledger file this crate writes (it reads every earlier
+/// one): 2 marks the rows `discover` adopted on the ownership marker alone, and the rows
+/// written before a create whose outcome is not known.
+pub const LEDGER_VERSION: u32 = 2;
 /// The schema version of a cache file this crate writes and reads.
 pub const CACHE_VERSION: u32 = 1;
 
@@ -55,9 +57,37 @@ impl fmt::Display for LedgerRow {
 pub struct Ledger {
     /// One row per managed resource.
     pub rows: BTreeSet<LedgerRow>,
+    /// The rows `discover` added because the resource carries this fleet's marker,
+    /// which neither this fleet's records nor its declaration named: a marker can be
+    /// copied, so deleting such a resource needs the user's confirmation by name. Always
+    /// a subset of `rows`.
+    pub discovered: BTreeSet<LedgerRow>,
+    /// The rows written before a create whose outcome is not known yet (the run was
+    /// interrupted, or the answer was lost): the resource may or may not exist. Such a
+    /// row reading as absent is not a managed resource gone missing. Always a subset of
+    /// `rows`.
+    pub intents: BTreeSet<LedgerRow>,
 }
 
 impl Ledger {
+    /// Removes a row (and its discovered mark).
+    pub fn remove(&mut self, row: &LedgerRow) -> bool {
+        self.discovered.remove(row);
+        self.intents.remove(row);
+        self.rows.remove(row)
+    }
+
+    /// Whether `row` was written before a create whose outcome is not known.
+    pub fn is_intent(&self, row: &LedgerRow) -> bool {
+        self.intents.contains(row)
+    }
+
+    /// Whether `row` was adopted by `discover` on the marker alone and not confirmed
+    /// since.
+    pub fn is_discovered(&self, row: &LedgerRow) -> bool {
+        self.discovered.contains(row)
+    }
+
     /// How many resources are managed.
     pub fn len(&self) -> usize {
         self.rows.len()
@@ -253,7 +283,23 @@ pub struct FileStore {
 struct LedgerFile {
     ledger: u32,
     fleet: String,
-    rows: Vec<LedgerRow>,
+    rows: Vec<RowFile>,
+}
+
+/// A ledger row as the file holds it.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RowFile {
+    provider: String,
+    kind: String,
+    name: String,
+    region: String,
+    /// Adopted by `discover` on the marker alone (version 2).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    discovered: bool,
+    /// Written before a create whose outcome is not known (version 2).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    intent: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -445,9 +491,23 @@ impl RecordStore for FileStore {
             return Ok(Ledger::default());
         };
         let file: LedgerFile = Self::parse(&path, &text, LEDGER_VERSION)?;
-        Ok(Ledger {
-            rows: file.rows.into_iter().collect(),
-        })
+        let mut ledger = Ledger::default();
+        for r in file.rows {
+            let row = LedgerRow {
+                provider: r.provider,
+                kind: r.kind,
+                name: r.name,
+                region: r.region,
+            };
+            if r.discovered {
+                ledger.discovered.insert(row.clone());
+            }
+            if r.intent {
+                ledger.intents.insert(row.clone());
+            }
+            ledger.rows.insert(row);
+        }
+        Ok(ledger)
     }
 
     fn save_ledger(&self, fleet: &str, ledger: &Ledger) -> Result<(), RecordError> {
@@ -461,7 +521,18 @@ impl RecordStore for FileStore {
             &LedgerFile {
                 ledger: LEDGER_VERSION,
                 fleet: fleet.to_owned(),
-                rows: ledger.rows.iter().cloned().collect(),
+                rows: ledger
+                    .rows
+                    .iter()
+                    .map(|r| RowFile {
+                        provider: r.provider.clone(),
+                        kind: r.kind.clone(),
+                        name: r.name.clone(),
+                        region: r.region.clone(),
+                        discovered: ledger.discovered.contains(r),
+                        intent: ledger.intents.contains(r),
+                    })
+                    .collect(),
             },
         )
     }
@@ -557,21 +628,48 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = FileStore::new(dir.path());
         let ledger = Ledger {
-            rows: [row("b-bucket"), row("a-bucket")].into(),
+            rows: [row("b-bucket"), row("a-bucket"), row("c-bucket")].into(),
+            discovered: [row("b-bucket")].into(),
+            intents: [row("c-bucket")].into(),
         };
         store.save_ledger("shop", &ledger).unwrap();
         assert_eq!(store.load_ledger("shop").unwrap(), ledger);
         let text = std::fs::read_to_string(dir.path().join("shop/ledger.json")).unwrap();
         assert!(
-            text.starts_with("{\n  \"ledger\": 1,\n  \"fleet\": \"shop\""),
+            text.starts_with("{\n  \"ledger\": 2,\n  \"fleet\": \"shop\""),
             "{text}"
         );
+        assert_eq!(text.matches("\"discovered\": true").count(), 1, "{text}");
+        assert_eq!(text.matches("\"intent\": true").count(), 1, "{text}");
         // No temporary file is left behind.
         let names: Vec<String> = std::fs::read_dir(dir.path().join("shop"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["ledger.json"]);
+    }
+
+    #[test]
+    fn a_version_1_ledger_is_read_and_rewritten_as_version_2() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::new(dir.path());
+        let path = dir.path().join("shop/ledger.json");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(
+            &path,
+            r#"{"ledger": 1, "fleet": "shop", "rows": [{"provider": "aws", "kind": "s3Bucket", "name": "a-bucket", "region": "eu-west-3"}]}"#,
+        )
+        .unwrap();
+        let ledger = store.load_ledger("shop").unwrap();
+        assert_eq!(ledger.rows, [row("a-bucket")].into());
+        assert!(ledger.discovered.is_empty());
+        store.save_ledger("shop", &ledger).unwrap();
+        assert_eq!(store.load_ledger("shop").unwrap(), ledger);
+        assert!(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .contains("\"ledger\": 2")
+        );
     }
 
     #[test]
@@ -614,15 +712,15 @@ mod tests {
         let store = FileStore::new(dir.path());
         let path = dir.path().join("shop/ledger.json");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let newer = "{\"ledger\": 2, \"fleet\": \"shop\", \"rows\": [], \"owners\": {}}";
+        let newer = "{\"ledger\": 3, \"fleet\": \"shop\", \"rows\": [], \"owners\": {}}";
         std::fs::write(&path, newer).unwrap();
         let err = store.load_ledger("shop").unwrap_err();
         assert!(
             matches!(
                 err,
                 RecordError::NewerVersion {
-                    found: 2,
-                    supported: 1,
+                    found: 3,
+                    supported: 2,
                     ..
                 }
             ),

@@ -44,6 +44,7 @@ fn session(interactive: bool, answer: bool) -> Session {
         err: Box::new(err.clone()),
         interactive,
         colour: false,
+        progress: infra_core::cli::ProgressStyle::Off,
         confirm: Box::new(move |_| answer),
     };
     Session {

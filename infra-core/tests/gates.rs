@@ -289,9 +289,19 @@ async fn drift_is_repaired_in_place_and_a_forces_replace_field_replaces() {
         .iter()
         .find(|c| c.resource.name == "web")
         .unwrap();
+    let fields: Vec<&str> = change.fields.iter().map(|f| f.field).collect();
     assert_eq!(
-        (change.action, change.fields.as_slice()),
+        (change.action, fields.as_slice()),
         ("update", &["ingress"][..])
+    );
+    // The plan shows what the cloud holds and what the declaration asks for.
+    assert_eq!(
+        change.fields[0].before,
+        serde_json::json!([{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidr": "0.0.0.0/0"}])
+    );
+    assert_eq!(
+        change.fields[0].after,
+        serde_json::json!([{"protocol": "tcp", "fromPort": 443, "toPort": 443, "cidr": "0.0.0.0/0"}])
     );
     engine
         .apply(&fleet.plan(), &Options::default())
@@ -551,7 +561,7 @@ async fn a_change_recorded_for_approval_is_not_attempted_and_not_a_failure() {
     );
     // The envelope says which version knows the reason, and reads back.
     let envelope = outcome.result.to_envelope();
-    assert_eq!(envelope["apply"], "v2");
+    assert_eq!(envelope["apply"], "v3");
     assert_eq!(envelope["notAttempted"][1]["reason"], "awaiting-approval");
     assert_eq!(
         infra_core::ApplyResult::from_envelope(&envelope).unwrap(),
@@ -636,7 +646,11 @@ async fn discover_rebuilds_a_lost_ledger_from_markers_and_only_from_them() {
     // The records are lost.
     let (fresh, fresh_store) = support::engine_in_memory(&cloud);
     let rebuilt = fresh.discover(&fleet.plan()).await.unwrap();
-    assert_eq!(rebuilt, before);
+    assert!(rebuilt.is_complete(), "{rebuilt:?}");
+    assert_eq!(rebuilt.ledger.rows, before.rows);
+    assert_eq!(rebuilt.added.len(), before.len());
+    // Every resource found is declared: none needs a confirmation to be deleted.
+    assert!(rebuilt.ledger.discovered.is_empty());
     assert_eq!(fresh_store.load_ledger("gates").unwrap(), before);
     assert!(cloud.writes().iter().all(|c| c.op != Op::Delete));
 }

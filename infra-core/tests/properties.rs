@@ -372,6 +372,7 @@ proptest! {
                 .unwrap();
             let orphans = subjects_of(&Ledger {
                 rows: store.load_ledger("prop").unwrap().rows,
+                ..Ledger::default()
             });
             let _ = orphans;
             let deletes: Vec<String> = cloud.calls().iter()
@@ -401,7 +402,7 @@ proptest! {
             prop_assume!(deleted * 2 > full.len());
             cloud.clear_calls();
             match engine.apply(&kept.plan(), &Options::default()).await {
-                Err(ApplyError::Brake { deletes, managed }) => {
+                Err(ApplyError::Brake { deletes, managed, .. }) => {
                     prop_assert_eq!(managed, full.len());
                     prop_assert!(deletes * 2 > managed);
                 }

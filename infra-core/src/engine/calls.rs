@@ -15,8 +15,8 @@ use crate::backend::{Capabilities, SettledSpec, Sighting};
 use crate::fleet::DynSpec;
 use crate::key::KeyId;
 use crate::{
-    Backend, BackendError, Change, Dep, ErrorKind, FieldInfo, Marker, NotYet, Ownership, Plan,
-    Repair, Step, divergence, repair_of, with_retries,
+    Backend, BackendError, Change, Dep, Divergence, ErrorKind, FieldInfo, Marker, Mutability,
+    NotYet, Ownership, Plan, Repair, Step, divergence, repair_of, with_retries,
 };
 
 /// What a backend's capabilities say of one node's kind, read once per run rather
@@ -39,7 +39,7 @@ impl KindTraits {
 }
 
 /// A secret value a spec reads: whose, and where to read it.
-type SecretSite = (KeyId, &'static str, String, String);
+pub(super) type SecretSite = (KeyId, &'static str, String, String);
 
 /// Everything one node's calls need, owned, so that its future borrows nothing that
 /// the run changes.
@@ -126,7 +126,10 @@ impl Engine {
 
     /// Creates the resource (the new one of a replace, for `Step::Replace`).
     async fn create(&self, call: Call<'_>, spec: &DynSpec, step: Step) -> Done {
-        let settled = match self.settle_with_secrets(spec, &call).await {
+        let settled = match self
+            .settle_with_secrets(spec, &call.env, &call.secrets)
+            .await
+        {
             Ok(s) => s,
             Err(e) => return Done::Failed(step, e),
         };
@@ -148,29 +151,45 @@ impl Engine {
     }
 
     /// Brings an existing resource to its target: decided again, now that what it
-    /// depends on has run.
+    /// depends on has run (a composed secret's value compared with the cloud's again).
     async fn converge(&self, call: Call<'_>, spec: &DynSpec) -> Done {
         let sighting = call
             .existing
             .clone()
             .expect("an existing resource was seen");
         let target = spec.0.lenient_json(&call.env);
-        let repair = repair_of(&divergence(call.fields, &target, sighting.reported()));
+        let mut fields = divergence(call.fields, &target, sighting.reported());
+        let composes = spec.0.composes_secret();
+        if fields.is_empty() && !composes {
+            return Done::Built {
+                change: Change::Unchanged,
+                sighting: Some(sighting),
+            };
+        }
+        let settled = match self
+            .settle_with_secrets(spec, &call.env, &call.secrets)
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => return Done::Failed(step_of(repair_of(&fields)), e),
+        };
+        if composes {
+            match self
+                .stored_secret_differs(&call, spec, &*settled, &sighting.handle)
+                .await
+            {
+                Ok(true) => fields.push(Divergence::hidden("valueFrom", Mutability::Mutable)),
+                Ok(false) => {}
+                Err(e) => return Done::Failed(Step::Update, e),
+            }
+        }
+        let repair = repair_of(&fields);
         if repair == Repair::Nothing {
             return Done::Built {
                 change: Change::Unchanged,
                 sighting: Some(sighting),
             };
         }
-        let step = if repair == Repair::Update {
-            Step::Update
-        } else {
-            Step::Replace
-        };
-        let settled = match self.settle_with_secrets(spec, &call).await {
-            Ok(s) => s,
-            Err(e) => return Done::Failed(step, e),
-        };
         let settled_spec = SettledSpec::erased(call.kind, &*settled, spec.0.settled_json_fn());
         if repair == Repair::Update {
             return match with_retries(&*self.clock, self.retry, true, || {
@@ -188,6 +207,25 @@ impl Engine {
         }
         self.replace_late(&call, settled_spec, &sighting.handle)
             .await
+    }
+
+    /// Whether the value a composed secret holds in the cloud differs from the value
+    /// composed now. Both live in this call only.
+    async fn stored_secret_differs(
+        &self,
+        call: &Call<'_>,
+        spec: &DynSpec,
+        settled: &(dyn Any + Send + Sync),
+        handle: &str,
+    ) -> Result<bool, BackendError> {
+        let Some(composed) = spec.0.composed_secret(settled) else {
+            return Ok(false);
+        };
+        let stored = with_retries(&*self.clock, self.retry, true, || {
+            call.backend.secret_value(&call.region, handle)
+        })
+        .await?;
+        Ok(stored.expose() != composed.expose())
     }
 
     /// A replace found only while applying (a dependency changed under a field that
@@ -212,13 +250,14 @@ impl Engine {
 
     /// Reads the secret values a spec composes (the only inbound plaintext path), then
     /// settles it. The values live in this call's environment only.
-    async fn settle_with_secrets(
+    pub(super) async fn settle_with_secrets(
         &self,
         spec: &DynSpec,
-        call: &Call<'_>,
+        env: &World,
+        secrets: &[SecretSite],
     ) -> Result<Box<dyn Any + Send + Sync>, BackendError> {
-        let mut env = call.env.clone();
-        for (key, provider, region, handle) in &call.secrets {
+        let mut env = env.clone();
+        for (key, provider, region, handle) in secrets {
             let backend = self.backends.get(provider).ok_or_else(|| {
                 BackendError::invalid(format!("no {provider} backend to read a secret from"))
             })?;
@@ -326,9 +365,17 @@ impl Engine {
     }
 }
 
+/// The step a repair is carried out by.
+fn step_of(repair: Repair) -> Step {
+    match repair {
+        Repair::Replace => Step::Replace,
+        _ => Step::Update,
+    }
+}
+
 /// What a spec reads from the world: the handles and observed states of its
 /// dependencies, and where to read the secret values it composes.
-fn reads_of(plan: &Plan, spec: &DynSpec, world: &World) -> (World, Vec<SecretSite>) {
+pub(super) fn reads_of(plan: &Plan, spec: &DynSpec, world: &World) -> (World, Vec<SecretSite>) {
     let mut env = World::default();
     let mut secrets = Vec::new();
     for dep in spec.0.deps() {

@@ -7,8 +7,8 @@ use super::model::{
     Decision, Observation, Owner, ReplaceOrder, Seen, Slot, Target, Unobserved, World, key_id,
 };
 use crate::{
-    BackendError, ErrorKind, Mutability, NotAttemptedReason, Ownership, Plan, Repair, Step,
-    divergence, repair_of,
+    BackendError, Divergence, ErrorKind, Mutability, NotAttemptedReason, Ownership, Plan, Repair,
+    Step, divergence, repair_of,
 };
 
 impl Engine {
@@ -52,7 +52,10 @@ impl Engine {
                                 [slot.index.expect("declared")]
                             .kind
                             .fields;
-                            let fields = divergence(kind_fields, &target, sighting.reported());
+                            let mut fields = divergence(kind_fields, &target, sighting.reported());
+                            if slot.secret_differs == Some(true) {
+                                fields.push(Divergence::hidden("valueFrom", Mutability::Mutable));
+                            }
                             let pending = slot
                                 .index
                                 .is_some_and(|i| deps[i].iter().any(|d| moving.contains(d)));

@@ -1,69 +1,247 @@
-//! Discover: the ledger rebuilt from the ownership markers found in the clouds.
+//! Discover: what in the clouds carries this fleet's ownership marker.
+//!
+//! [`Engine::discover`] merges what it finds into the ledger: it adds rows, and never
+//! drops one — not for a region no longer declared, not for a kind whose tags cannot
+//! be read, not for a read that failed. A row it adds for a resource the records and
+//! the declaration did not name is marked *discovered*: a marker can be copied, so
+//! deleting such a resource later needs the user's confirmation by name.
+//!
+//! The same survey finds the *strays* a plan reports when the records are empty:
+//! resources carrying the marker that nothing declares (lost records).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
+use futures::StreamExt;
+
+use super::model::subject;
 use super::{ApplyError, Engine};
-use crate::{Ledger, LedgerRow, Marker, Ownership, Plan, with_retries};
+use crate::{
+    Backend, BackendError, ErrorKind, Ledger, LedgerRow, Listed, Marker, Ownership, Plan, Subject,
+    with_retries,
+};
+
+/// What [`Engine::discover`] did to the ledger, and what it could not look at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Discovery {
+    /// The ledger as it now is.
+    pub ledger: Ledger,
+    /// Rows added: resources carrying this fleet's marker that the ledger did not hold.
+    /// Those the declaration does not name are marked discovered in the ledger.
+    pub added: Vec<LedgerRow>,
+    /// What could not be looked at, each with the reason: a provider without a backend
+    /// or unreachable, a listing or an ownership read that failed. Rows of what could
+    /// not be looked at are kept as they were.
+    pub blind: Vec<String>,
+    /// Kinds whose tags cannot be read, so that their resources cannot be told apart by
+    /// marker: not looked for, and their rows kept as they were.
+    pub unreadable: Vec<String>,
+}
+
+impl Discovery {
+    /// Whether everything in scope was looked at.
+    pub fn is_complete(&self) -> bool {
+        self.blind.is_empty()
+    }
+}
+
+/// A listed resource whose marker is to be read.
+struct Candidate {
+    backend: Arc<dyn Backend>,
+    kind: &'static str,
+    row: LedgerRow,
+    handle: String,
+    marker: Marker,
+}
+
+/// What one survey of the clouds found.
+#[derive(Default)]
+pub(super) struct Survey {
+    /// Resources carrying the marker, not skipped.
+    pub(super) found: Vec<LedgerRow>,
+    pub(super) blind: Vec<String>,
+    pub(super) unreadable: Vec<String>,
+}
 
 impl Engine {
-    /// Rebuilds the ledger from ownership markers: every resource in the regions the
-    /// fleet uses (and the ledger names) that carries this fleet's marker gets a row.
-    pub async fn discover(&self, plan: &Plan) -> Result<Ledger, ApplyError> {
+    /// Looks in every region the fleet uses (and the ledger names) for resources that
+    /// carry this fleet's marker, and adds a row for each that the ledger lacks.
+    pub async fn discover(&self, plan: &Plan) -> Result<Discovery, ApplyError> {
         let fleet = plan.fleet();
         let old = self.store.load_ledger(fleet.name())?;
         self.gates(plan, &old).await?;
-        let marker = Marker::new(fleet.name());
-        let mut regions: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+        let mut regions: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for r in fleet.resources() {
             regions
-                .entry(r.reference().provider)
+                .entry(r.reference().provider.to_owned())
                 .or_default()
                 .insert(r.region().to_owned());
         }
         for row in &old.rows {
-            if let Some(p) = self.backends.providers().find(|p| *p == row.provider) {
-                regions.entry(p).or_default().insert(row.region.clone());
-            }
+            regions
+                .entry(row.provider.clone())
+                .or_default()
+                .insert(row.region.clone());
         }
-        let mut ledger = Ledger::default();
+        let declared: BTreeSet<LedgerRow> = fleet
+            .resources()
+            .map(|r| {
+                let rf = r.reference();
+                super::model::row_of(&subject(rf.provider, rf.kind, &rf.name, r.region()))
+            })
+            .collect();
+        let survey = self
+            .survey(fleet.name(), &regions, |row| old.rows.contains(row))
+            .await;
+        let mut ledger = old;
+        let mut added = Vec::new();
+        for row in survey.found {
+            if !declared.contains(&row) {
+                ledger.discovered.insert(row.clone());
+            }
+            ledger.rows.insert(row.clone());
+            added.push(row);
+        }
+        self.store.save_ledger(fleet.name(), &ledger)?;
+        Ok(Discovery {
+            ledger,
+            added,
+            blind: survey.blind,
+            unreadable: survey.unreadable,
+        })
+    }
+
+    /// Resources carrying this fleet's marker in `regions` (by provider) that
+    /// `skip` does not set aside, and what could not be looked at.
+    pub(super) async fn survey(
+        &self,
+        fleet: &str,
+        regions: &BTreeMap<String, BTreeSet<String>>,
+        skip: impl Fn(&LedgerRow) -> bool,
+    ) -> Survey {
+        let mut survey = Survey::default();
+        let mut candidates: Vec<(Arc<dyn Backend>, &'static str, LedgerRow, String)> = Vec::new();
         for (provider, regions) in regions {
             let Some(backend) = self.backends.get(provider) else {
+                survey
+                    .blind
+                    .push(format!("{provider}: no {provider} backend was given"));
                 continue;
             };
-            if backend.unreachable().is_some() {
+            if let Some(why) = backend.unreachable() {
+                survey
+                    .blind
+                    .push(format!("{provider}: unreachable ({why})"));
                 continue;
             }
             let caps = backend.capabilities();
+            for kind in caps.kinds.difference(&caps.ownership) {
+                survey.unreadable.push(format!("{provider}/{kind}"));
+            }
             for kind in caps.ownership.iter().copied() {
-                for region in &regions {
-                    let listed = with_retries(&*self.clock, self.retry, true, || {
-                        backend.list(kind, region)
-                    })
-                    .await
-                    .map_err(|error| ApplyError::AccountUnknown {
-                        provider: provider.to_owned(),
-                        error,
-                    })?;
-                    for l in listed {
-                        let tags = with_retries(&*self.clock, self.retry, true, || {
-                            backend.ownership(kind, region, &l.handle)
-                        })
-                        .await;
-                        if let Ok(tags) = tags
-                            && marker.verdict(&tags) == Ownership::Ours
-                        {
-                            ledger.rows.insert(LedgerRow {
-                                provider: provider.to_owned(),
-                                kind: kind.to_owned(),
-                                name: l.name,
-                                region: region.clone(),
-                            });
+                for region in regions {
+                    match self.list_all(&**backend, kind, region).await {
+                        Err(e) => survey.blind.push(format!(
+                            "{provider}/{kind} in {region}: listing failed: {e}"
+                        )),
+                        Ok(listed) => {
+                            for l in listed {
+                                let row =
+                                    super::model::row_of(&subject(provider, kind, &l.name, region));
+                                if !skip(&row) {
+                                    candidates.push((Arc::clone(backend), kind, row, l.handle));
+                                }
+                            }
                         }
                     }
                 }
             }
         }
-        self.store.save_ledger(fleet.name(), &ledger)?;
-        Ok(ledger)
+        let marker = Marker::new(fleet);
+        // Owned inputs, and a method rather than a closure: the future stays `Send`.
+        let reads: Vec<_> = candidates
+            .into_iter()
+            .map(|(backend, kind, row, handle)| {
+                self.ownership_of(Candidate {
+                    backend,
+                    kind,
+                    row,
+                    handle,
+                    marker: marker.clone(),
+                })
+            })
+            .collect();
+        let verdicts = futures::stream::iter(reads)
+            .buffer_unordered(16)
+            .collect::<Vec<_>>()
+            .await;
+        for (row, verdict) in verdicts {
+            match verdict {
+                Ok(Ownership::Ours) => survey.found.push(row),
+                Ok(_) => {}
+                // Gone between the list and the read.
+                Err(e) if e.kind == ErrorKind::NotFound => {}
+                Err(e) => survey
+                    .blind
+                    .push(format!("{row}: its ownership could not be read: {e}")),
+            }
+        }
+        survey.found.sort();
+        survey
+    }
+
+    /// Who owns one listed resource, by its marker.
+    async fn ownership_of(&self, c: Candidate) -> (LedgerRow, Result<Ownership, BackendError>) {
+        let tags = with_retries(&*self.clock, self.retry, true, || {
+            c.backend.ownership(c.kind, &c.row.region, &c.handle)
+        })
+        .await;
+        (c.row, tags.map(|t| c.marker.verdict(&t)))
+    }
+
+    /// Lists one kind in one region, retrying what is transient.
+    async fn list_all(
+        &self,
+        backend: &dyn Backend,
+        kind: &'static str,
+        region: &str,
+    ) -> Result<Vec<Listed>, BackendError> {
+        with_retries(&*self.clock, self.retry, true, || {
+            backend.list(kind, region)
+        })
+        .await
+    }
+
+    /// Strays: resources carrying this fleet's marker in the regions it declares that
+    /// the declaration does not name. Looked for only when the records are empty, the
+    /// one case where such resources mean lost records rather than rows to prune.
+    pub(super) async fn strays(&self, plan: &Plan, ledger: &Ledger) -> Vec<Subject> {
+        if !ledger.is_empty() {
+            return Vec::new();
+        }
+        let fleet = plan.fleet();
+        let mut regions: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut declared = BTreeSet::new();
+        for r in fleet.resources() {
+            let rf = r.reference();
+            regions
+                .entry(rf.provider.to_owned())
+                .or_default()
+                .insert(r.region().to_owned());
+            declared.insert(super::model::row_of(&subject(
+                rf.provider,
+                rf.kind,
+                &rf.name,
+                r.region(),
+            )));
+        }
+        let survey = self
+            .survey(fleet.name(), &regions, |row| declared.contains(row))
+            .await;
+        survey
+            .found
+            .iter()
+            .map(|r| subject(&r.provider, &r.kind, &r.name, &r.region))
+            .collect()
     }
 }

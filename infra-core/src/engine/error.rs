@@ -59,18 +59,51 @@ pub enum ApplyError {
         /// The backend's error.
         error: BackendError,
     },
-    /// The apply would delete most of what the fleet manages while still declaring
-    /// something.
+    /// The apply would remove most of what the fleet manages from the records (by
+    /// deleting it, or because it reads as absent) while still declaring something.
     #[error(
-        "refusing to delete {deletes} of the {managed} resources this fleet manages while it still \
-         declares resources: this looks like a mistake (credentials, a filter, a lost declaration). \
-         Use `destroy` to tear the fleet down, or `--force` if this is intended"
+        "refusing: this run would remove {} of the {managed} resources this fleet manages \
+         from its records ({deletes} to delete, {absent} found absent) while the fleet still \
+         declares resources. This looks like a mistake: credentials for the wrong account, \
+         a filter, a lost declaration. Use `destroy` to tear the fleet down, or `--force` if \
+         this is intended",
+        deletes + absent
     )]
     Brake {
-        /// How many resources the apply would delete.
+        /// Recorded resources the apply would delete (deletes and prunes).
         deletes: usize,
+        /// Recorded resources that read as absent (their rows would be dropped, or the
+        /// resources created again).
+        absent: usize,
         /// How many the ledger holds.
         managed: usize,
+    },
+    /// A `--target`, `--exclude` or `--allow-delete` address names nothing in play.
+    #[error(
+        "{flag} {address:?} names no resource of this fleet or its records{}",
+        if nearest.is_empty() {
+            String::new()
+        } else {
+            format!("; did you mean {}?", nearest.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", "))
+        }
+    )]
+    UnknownAddress {
+        /// The flag.
+        flag: &'static str,
+        /// The address as given.
+        address: String,
+        /// The nearest names that exist.
+        nearest: Vec<String>,
+    },
+    /// The plan to carry out no longer matches the world, the records or the
+    /// declaration it was made from.
+    #[error(
+        "the plan is stale, so nothing was changed: {}. Make a new plan and review it",
+        changes.join("; ")
+    )]
+    Stale {
+        /// What changed since the plan was made, one sentence each.
+        changes: Vec<String>,
     },
     /// The plan is not sound (a cycle, an invalid spec set with `Plan::set`).
     #[error("the plan is not sound:{}", problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]

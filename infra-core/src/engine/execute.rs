@@ -94,6 +94,23 @@ impl<'g> Run<'g> {
         for v in graph.blocked_builds(plan, observation) {
             fail_downstream(v, &graph.dependants, &mut state);
         }
+        // A delete of a resource adopted on its marker alone waits for a confirmation
+        // by name that did not come: not attempted, and nothing that waits on it runs.
+        for (v, node) in graph.nodes.iter().enumerate() {
+            let subject = &observation.slots[node.slot].subject;
+            if node.work == Work::Delete && observation.needs_confirmation(subject) {
+                state[v] = NodeState::Done(Done::NotAttempted(
+                    NotAttemptedReason::Unconfirmed,
+                    Some(format!(
+                        "adopted by `discover` on its marker alone, and a marker can be copied: \
+                         confirm the delete with --allow-delete '{subject}'"
+                    )),
+                ));
+                for &d in &graph.dependants[v] {
+                    fail_downstream(d, &graph.dependants, &mut state);
+                }
+            }
+        }
         let remaining: Vec<usize> = graph
             .waits_on
             .iter()
@@ -225,13 +242,15 @@ pub(super) struct Ran {
 
 impl Engine {
     /// Carries out the decisions of `observation`: the intents recorded first, then the
-    /// graph of calls, then the verdicts and the records.
+    /// graph of calls, then the verdicts and the records. A record that cannot be saved
+    /// before any call refuses the run; one that cannot be saved after the calls is
+    /// reported beside the result, which is still what happened.
     pub(super) async fn execute(
         &self,
         plan: &Plan,
         observation: &Observation,
         options: &Options,
-    ) -> Result<ApplyResult, ApplyError> {
+    ) -> Result<(ApplyResult, Option<String>), ApplyError> {
         let fleet = plan.fleet().name();
         let mut ledger = super::records::with_intents(observation);
         if ledger != observation.ledger {
@@ -241,17 +260,18 @@ impl Engine {
         let ran = self.run(plan, observation, &graph, options).await;
         let result = super::verdict::collect(observation, &graph, ran.states);
         super::records::settle_ledger(&mut ledger, observation, &result);
-        self.store.save_ledger(fleet, &ledger)?;
-        // The cache: what exists now, by the last sighting of each resource.
-        self.save_cache(
-            fleet,
-            observation
-                .slots
-                .iter()
-                .zip(ran.finals.iter().map(Option::as_ref)),
-        )?;
+        let saved = self.store.save_ledger(fleet, &ledger).and_then(|()| {
+            // The cache: what exists now, by the last sighting of each resource.
+            self.save_cache(
+                fleet,
+                observation
+                    .slots
+                    .iter()
+                    .zip(ran.finals.iter().map(Option::as_ref)),
+            )
+        });
         debug_assert!(result.check_disjoint().is_ok());
-        Ok(result)
+        Ok((result, saved.err().map(|e| e.to_string())))
     }
 
     /// Runs the graph: starts ready nodes up to the parallelism, records each end.

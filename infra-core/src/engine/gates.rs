@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::model::{Decision, Observation};
+use super::model::{Decision, Observation, row_of};
 use super::{ApplyError, Engine, Options};
 use crate::{Ledger, Plan, Status, with_retries};
 
@@ -72,7 +72,11 @@ impl Engine {
         Ok(())
     }
 
-    /// Refuses to delete more than half of the ledger while still declaring something.
+    /// Refuses a run that would remove more than half of what the fleet manages from
+    /// its records while the fleet still declares something: resources it deletes or
+    /// prunes, and recorded resources that read as absent (their rows dropped, or the
+    /// resources created again) — the sign of credentials for the wrong account. Exactly
+    /// half passes.
     pub(super) fn brake(
         &self,
         plan: &Plan,
@@ -83,14 +87,31 @@ impl Engine {
             return Ok(());
         }
         let declares = plan.targets.iter().any(|t| matches!(t, Status::Present(_)));
-        let deletes = observation
-            .slots
-            .iter()
-            .filter(|s| matches!(s.decision, Decision::Delete | Decision::Prune))
-            .count();
         let managed = observation.ledger.len();
-        if declares && managed > 0 && deletes * 2 > managed {
-            return Err(ApplyError::Brake { deletes, managed });
+        if !declares || managed == 0 {
+            return Ok(());
+        }
+        let mut deletes = 0;
+        let mut absent = 0;
+        for slot in &observation.slots {
+            // A row written before a create whose outcome is not known is no managed
+            // resource gone missing.
+            let recorded = || {
+                let row = row_of(&slot.subject);
+                observation.ledger.rows.contains(&row) && !observation.ledger.is_intent(&row)
+            };
+            match slot.decision {
+                Decision::Delete | Decision::Prune => deletes += 1,
+                Decision::AlreadyAbsent | Decision::Create if recorded() => absent += 1,
+                _ => {}
+            }
+        }
+        if (deletes + absent) * 2 > managed {
+            return Err(ApplyError::Brake {
+                deletes,
+                absent,
+                managed,
+            });
         }
         Ok(())
     }

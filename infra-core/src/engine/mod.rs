@@ -49,7 +49,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::backend::{Capabilities, Sighting};
-use crate::{ApplyResult, Backends, Clock, Plan, RecordStore, RetryPolicy, Subject, SystemClock};
+use crate::{
+    ApplyResult, Backends, Clock, NotAttemptedReason, Plan, RecordStore, RetryPolicy, Subject,
+    SystemClock,
+};
 
 mod calls;
 mod decide;
@@ -59,14 +62,20 @@ mod execute;
 mod gates;
 mod model;
 mod observe;
+mod proposal;
 mod records;
 mod report;
 mod schedule;
 mod scope;
+mod secrets;
 mod verdict;
 
+pub use discover::Discovery;
 pub use error::ApplyError;
-pub use report::{PlanReport, PlannedChange, symbol};
+pub use proposal::{
+    FileOptions, Fingerprint, PLAN_FILE_VERSION, PlanFile, Proposal, ResourceDigest,
+};
+pub use report::{PlanReport, PlannedChange, RecordChange, symbol};
 
 use model::{Observation, owned_sighting};
 
@@ -81,6 +90,9 @@ pub struct Options {
     pub targets: Vec<String>,
     /// Not these resources, nor anything that depends on them.
     pub excludes: Vec<String>,
+    /// Deletes confirmed by name: resources `discover` adopted on their marker alone
+    /// are deleted only when named here (any address form a plan prints).
+    pub allow_delete: Vec<String>,
 }
 
 impl Default for Options {
@@ -90,6 +102,7 @@ impl Default for Options {
             parallelism: 16,
             targets: Vec::new(),
             excludes: Vec::new(),
+            allow_delete: Vec::new(),
         }
     }
 }
@@ -101,6 +114,18 @@ pub struct Outcome {
     pub plan: PlanReport,
     /// What happened, resource by resource.
     pub result: ApplyResult,
+    /// Why the records could not be saved after the calls, if they could not: the
+    /// result is still what happened in the clouds, but the next run will not know it
+    /// from the records (the ledger's intents, written before any call, still name
+    /// every resource this run may have created).
+    pub unsaved: Option<String>,
+}
+
+impl Outcome {
+    /// Whether every resource converged or was pruned, and the records were saved.
+    pub fn is_success(&self) -> bool {
+        self.result.is_success() && self.unsaved.is_none()
+    }
 }
 
 /// One step of an apply's progress, for a progress line.
@@ -231,16 +256,33 @@ impl Engine {
         Ok(self.report(plan, &observation))
     }
 
-    /// Brings the clouds to `plan`.
+    /// Brings the clouds to `plan`: [`Engine::propose`], then [`Engine::carry_out`].
     pub async fn apply(&self, plan: &Plan, options: &Options) -> Result<Outcome, ApplyError> {
-        let observation = self.prepare(plan, options).await?;
-        let report = self.report(plan, &observation);
-        self.brake(plan, &observation, options)?;
-        let result = self.execute(plan, &observation, options).await?;
-        Ok(Outcome {
-            plan: report,
-            result,
-        })
+        let proposal = self.propose(plan, options).await?;
+        self.carry_out(&proposal).await
+    }
+
+    /// The result of a run of `plan` stopped as a whole before any call: every
+    /// resource it covers — each declared resource in play and each row of the records
+    /// (when they can be read) — not attempted, for `reason`, with `why`.
+    pub fn stopped(&self, plan: &Plan, reason: NotAttemptedReason, why: &str) -> ApplyResult {
+        let fleet = plan.fleet();
+        let declared = fleet.resources().filter_map(|r| {
+            let rf = r.reference();
+            (!matches!(plan.targets[r.index()], crate::Status::Unmanaged))
+                .then(|| model::subject(rf.provider, rf.kind, &rf.name, r.region()))
+        });
+        let recorded: Vec<Subject> = self
+            .store
+            .load_ledger(fleet.name())
+            .map(|l| {
+                l.rows
+                    .iter()
+                    .map(|r| model::subject(&r.provider, &r.kind, &r.name, &r.region))
+                    .collect()
+            })
+            .unwrap_or_default();
+        ApplyResult::none_attempted(declared.chain(recorded), reason, why)
     }
 
     /// What each backend can do, asked once for a run.

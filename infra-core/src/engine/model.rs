@@ -1,7 +1,7 @@
 //! The run's model: one slot per resource in play (declared, or an orphan of the
 //! ledger), what observation found of it, and what the run decided to do with it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::backend::Sighting;
@@ -93,6 +93,9 @@ pub(super) struct Slot {
     pub(super) index: Option<usize>,
     pub(super) target: Target,
     pub(super) seen: Seen,
+    /// For a composed secret that exists: whether the value the cloud holds differs
+    /// from the one composed now (`None` when not compared).
+    pub(super) secret_differs: Option<bool>,
     pub(super) decision: Decision,
 }
 
@@ -119,8 +122,14 @@ impl Env for World {
 impl World {
     /// The handles and observed states of every declared resource observation found.
     pub(super) fn of_observation(plan: &Plan, observation: &Observation) -> Self {
+        Self::of_slots(plan, &observation.slots)
+    }
+
+    /// The handles and observed states of every declared resource of `slots` seen
+    /// present.
+    pub(super) fn of_slots(plan: &Plan, slots: &[Slot]) -> Self {
         let mut world = World::default();
-        for slot in &observation.slots {
+        for slot in slots {
             if let (Some(i), Seen::Present { sighting, .. }) = (slot.index, &slot.seen) {
                 world.record(key_id(plan, i), sighting);
             }
@@ -157,9 +166,21 @@ pub(super) struct Observation {
     pub(super) ledger: Ledger,
     /// Rows released with `forget`.
     pub(super) forgotten: Vec<LedgerRow>,
+    /// Resources carrying this fleet's marker that neither the declaration nor the
+    /// records name (looked for when the records are empty).
+    pub(super) strays: Vec<Subject>,
+    /// Deletes of discovered rows the user confirmed by name.
+    pub(super) confirmed: BTreeSet<LedgerRow>,
 }
 
 impl Observation {
+    /// Whether deleting `subject` needs a confirmation the user has not given: its row
+    /// was adopted by `discover` on the marker alone.
+    pub(super) fn needs_confirmation(&self, subject: &Subject) -> bool {
+        let row = row_of(subject);
+        self.ledger.is_discovered(&row) && !self.confirmed.contains(&row)
+    }
+
     /// The slot of each declared resource, by its declared index.
     pub(super) fn slot_of_index(&self) -> HashMap<usize, usize> {
         self.slots

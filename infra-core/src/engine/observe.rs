@@ -86,6 +86,7 @@ impl Engine {
                 index: Some(index),
                 target,
                 seen: Seen::Absent,
+                secret_differs: None,
                 decision: Decision::AlreadyAbsent,
             });
         }
@@ -117,18 +118,24 @@ impl Engine {
                 index: None,
                 target: Target::Orphan,
                 seen: Seen::Absent,
+                secret_differs: None,
                 decision: Decision::AlreadyAbsent,
             });
         }
 
-        let included = self.filter(plan, &slots, options);
+        let included = self.filter(plan, &slots, options)?;
+        let confirmed = self.confirmed_deletes(&slots, options)?;
         self.observe(fleet.name(), &mut slots, &ledger, &included)
             .await;
+        self.compare_composed_secrets(plan, &mut slots).await;
+        let strays = self.strays(plan, &ledger).await;
 
         Ok(Observation {
             slots,
             ledger,
             forgotten,
+            strays,
+            confirmed,
         })
     }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::Engine;
-use super::model::{Decision, Observation, Slot, row_of};
+use super::model::{Decision, Observation, Slot, Target, row_of};
 use crate::backend::Sighting;
 use crate::{ApplyResult, CacheEntry, Ledger, RecordError, Step};
 
@@ -15,11 +15,25 @@ use crate::{ApplyResult, CacheEntry, Ledger, RecordError, Step};
 pub(super) fn with_intents(observation: &Observation) -> Ledger {
     let mut ledger = observation.ledger.clone();
     for row in &observation.forgotten {
-        ledger.rows.remove(row);
+        ledger.remove(row);
     }
     for slot in &observation.slots {
-        if matches!(slot.decision, Decision::Create | Decision::Existing { .. }) {
-            ledger.rows.insert(row_of(&slot.subject));
+        let row = row_of(&slot.subject);
+        match slot.decision {
+            Decision::Create => {
+                ledger.intents.insert(row.clone());
+                ledger.rows.insert(row);
+            }
+            Decision::Existing { .. } => {
+                // Found in place: no longer a mere intent; and declared by name, so a
+                // row `discover` adopted is confirmed.
+                ledger.intents.remove(&row);
+                if matches!(slot.target, Target::Present(_)) {
+                    ledger.discovered.remove(&row);
+                }
+                ledger.rows.insert(row);
+            }
+            _ => {}
         }
     }
     ledger
@@ -29,15 +43,19 @@ pub(super) fn with_intents(observation: &Observation) -> Ledger {
 /// dropped, and so are the intents of creates that certainly made nothing.
 pub(super) fn settle_ledger(ledger: &mut Ledger, observation: &Observation, result: &ApplyResult) {
     for p in &result.pruned {
-        ledger.rows.remove(&row_of(&p.resource));
+        ledger.remove(&row_of(&p.resource));
+    }
+    for a in &result.applied {
+        // Made (or found): its row is no longer an intent.
+        ledger.intents.remove(&row_of(&a.resource));
     }
     for f in &result.failed {
         if f.step == Step::Create && !f.error.may_have_been_sent {
-            ledger.rows.remove(&row_of(&f.resource));
+            ledger.remove(&row_of(&f.resource));
         }
     }
     for row in &observation.forgotten {
-        ledger.rows.remove(row);
+        ledger.remove(row);
     }
 }
 

@@ -1,5 +1,11 @@
 //! The plan report: what an apply would do, resource by resource, for people (text) and
-//! for programs (JSON).
+//! for programs (JSON, `"planReport": "v2"`).
+//!
+//! Besides the line of each resource, a report says what the apply writes to the
+//! records alone (resources found in place and adopted, rows forgotten or dropped), which
+//! resources could not be looked at and why, and, when the records are empty, which
+//! resources in the clouds carry this fleet's marker without being declared (lost
+//! records). A report that could not look at everything never says "no changes".
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -7,8 +13,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::Engine;
-use super::model::{Decision, Observation, Target};
-use crate::{Plan, Repair, Subject};
+use super::model::{Decision, Observation, Slot, Target, row_of};
+use crate::{Divergence, NotAttemptedReason, Plan, Repair, Step, Subject};
 
 /// One line of a plan: a resource and what the apply would do with it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -19,12 +25,46 @@ pub struct PlannedChange {
     /// `create`, `update`, `replace`, `delete`, `prune`, `unchanged`, `not-attempted` or
     /// `failed`.
     pub action: &'static str,
-    /// The fields that differ, for an update or a replace.
+    /// The fields that differ, with their values, for an update or a replace.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub fields: Vec<&'static str>,
-    /// Why, for a resource that will not be attempted or cannot be.
+    pub fields: Vec<Divergence>,
+    /// For `not-attempted`: why, from a closed set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<NotAttemptedReason>,
+    /// For `failed`: what the run would have been doing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<Step>,
+    /// What explains the line: the backend's own words for a resource that could not
+    /// be looked at, the error of a failure, the cause of a cascaded replace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// For a delete: it needs the user's confirmation by name (`--allow-delete`), since
+    /// the resource was adopted by `discover` on its marker alone.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub needs_confirmation: bool,
+}
+
+impl PlannedChange {
+    /// Whether the run could not look at this resource (or not decide it): not
+    /// attempted for a reason other than the caller's own `--target`/`--exclude`, or
+    /// failed.
+    pub fn is_blind(&self) -> bool {
+        self.action == "failed"
+            || (self.action == "not-attempted" && self.reason != Some(NotAttemptedReason::Filtered))
+    }
+}
+
+/// A change an apply makes to the records alone, touching no cloud.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordChange {
+    /// The resource whose row changes.
+    pub resource: Subject,
+    /// `adopt` (found in place and this fleet's: recorded, so that deleting its line
+    /// later deletes it), `confirm` (a row `discover` adopted on the marker alone, now
+    /// named by the declaration), `forget` (released with `forget`) or `drop` (a
+    /// resource declared absent and already gone).
+    pub change: &'static str,
 }
 
 /// What an apply would do, resource by resource, in the order it would do it.
@@ -35,15 +75,20 @@ pub struct PlanReport {
     pub fleet: String,
     /// One line per resource.
     pub changes: Vec<PlannedChange>,
-    /// Ledger rows released with `forget` (records only).
+    /// Changes to the records alone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub forgotten: Vec<String>,
+    pub records: Vec<RecordChange>,
+    /// Resources that carry this fleet's marker but are neither declared nor recorded,
+    /// looked for when the records are empty: the sign of lost records. `discover`
+    /// takes them back.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub strays: Vec<Subject>,
 }
 
 impl PlanReport {
     /// Whether the apply would change anything in a cloud or in the records.
     pub fn has_changes(&self) -> bool {
-        !self.forgotten.is_empty()
+        !self.records.is_empty()
             || self.changes.iter().any(|c| {
                 matches!(
                     c.action,
@@ -57,6 +102,26 @@ impl PlanReport {
         self.changes.iter().any(|c| c.action == "failed")
     }
 
+    /// The resources the run could not look at (or not decide): see
+    /// [`PlannedChange::is_blind`].
+    pub fn blind(&self) -> impl Iterator<Item = &PlannedChange> {
+        self.changes.iter().filter(|c| c.is_blind())
+    }
+
+    /// Whether every resource in scope was looked at and can be decided: a report that
+    /// is not complete never means "no changes".
+    pub fn is_complete(&self) -> bool {
+        self.blind().next().is_none()
+    }
+
+    /// The deletes that need the user's confirmation by name.
+    pub fn unconfirmed_deletes(&self) -> impl Iterator<Item = &Subject> {
+        self.changes
+            .iter()
+            .filter(|c| c.needs_confirmation)
+            .map(|c| &c.resource)
+    }
+
     /// How many resources would see each action.
     pub fn counts(&self) -> BTreeMap<&'static str, usize> {
         let mut counts = BTreeMap::new();
@@ -66,23 +131,54 @@ impl PlanReport {
         counts
     }
 
-    /// The plan as JSON: `{"planReport": "v1", …}`.
+    /// The plan as JSON: `{"planReport": "v2", …, "complete": …}`.
+    ///
+    /// Versions: `v1` listed the names of the fields that differ and kept forgotten
+    /// rows apart; `v2` gives each differing field with its values (`before`, `after`,
+    /// or `sensitive`), a closed `reason` and a `step` beside the `detail`, the record
+    /// changes, the strays, and whether the plan is complete.
     pub fn to_json(&self) -> serde_json::Value {
-        let mut value = serde_json::json!({ "planReport": "v1" });
+        let mut value = serde_json::json!({ "planReport": "v2" });
         if let (Some(map), Ok(serde_json::Value::Object(body))) =
             (value.as_object_mut(), serde_json::to_value(self))
         {
             map.extend(body);
+            map.insert("complete".into(), self.is_complete().into());
         }
         value
     }
 
-    /// The plan as text for people, one line per resource, without colour.
+    /// The plan as text for people, one line per resource (and one per changed field),
+    /// without colour.
     pub fn render(&self) -> String {
+        let mut out = String::new();
+        self.render_summary(&mut out);
+        let width = self
+            .changes
+            .iter()
+            .map(|c| c.resource.to_string().len())
+            .max()
+            .unwrap_or(0);
+        for c in &self.changes {
+            render_change(&mut out, c, width);
+        }
+        for r in &self.records {
+            let what = match r.change {
+                "adopt" => "adopt: found in place and this fleet's; recorded",
+                "confirm" => "confirm: adopted by discover, now named by the declaration",
+                "forget" => "forget: the record only; the cloud is untouched",
+                _ => "drop: declared absent and already gone; the record is dropped",
+            };
+            let _ = writeln!(out, "  ~ {}  {what}", r.resource);
+        }
+        self.render_verdict(&mut out);
+        out
+    }
+
+    fn render_summary(&self, out: &mut String) {
         let counts = self.counts();
         let n = |a: &str| counts.get(a).copied().unwrap_or(0);
-        let mut out = String::new();
-        let _ = writeln!(
+        let _ = write!(
             out,
             "fleet `{}`: {} to create, {} to update, {} to replace, {} to delete, {} unchanged",
             self.fleet,
@@ -92,39 +188,94 @@ impl PlanReport {
             n("delete") + n("prune"),
             n("unchanged"),
         );
-        let width = self
-            .changes
-            .iter()
-            .map(|c| c.resource.to_string().len())
-            .max()
-            .unwrap_or(0);
-        for c in &self.changes {
-            let _ = write!(
-                out,
-                "  {} {:<width$}  {}",
-                symbol(c.action),
-                c.resource.to_string(),
-                c.action
-            );
-            if !c.fields.is_empty() {
-                let _ = write!(out, ": {}", c.fields.join(", "));
-            }
-            if let Some(d) = &c.detail {
-                let _ = write!(out, " — {d}");
-            }
-            out.push('\n');
+        let blind = self.blind().count();
+        if blind > 0 {
+            let _ = write!(out, ", {blind} not looked at or failing");
         }
-        for f in &self.forgotten {
+        out.push('\n');
+    }
+
+    fn render_verdict(&self, out: &mut String) {
+        if !self.strays.is_empty() {
             let _ = writeln!(
                 out,
-                "  ~ {f}  forget (the record only; the cloud is untouched)"
+                "{} resource{} carry this fleet's marker but {} neither declared nor in the \
+                 records (lost records?). Run `discover` to take {} back:",
+                self.strays.len(),
+                plural(self.strays.len()),
+                if self.strays.len() == 1 { "is" } else { "are" },
+                if self.strays.len() == 1 { "it" } else { "them" },
             );
+            for s in &self.strays {
+                let _ = writeln!(out, "  ? {s}");
+            }
         }
-        if !self.has_changes() && !self.has_failures() {
+        let blind = self.blind().count();
+        if blind > 0 {
+            let _ = writeln!(
+                out,
+                "Incomplete: {blind} of {} resource{} could not be looked at or cannot be \
+                 brought to their target (see above); nothing is concluded about them.",
+                self.changes.len(),
+                plural(self.changes.len()),
+            );
+        } else if !self.has_changes() {
             out.push_str("No changes: the world matches the declaration.\n");
         }
-        out
     }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// One resource's line, and one more per field that differs.
+fn render_change(out: &mut String, c: &PlannedChange, width: usize) {
+    let _ = write!(
+        out,
+        "  {} {:<width$}  {}",
+        symbol(c.action),
+        c.resource.to_string(),
+        c.action
+    );
+    if let Some(reason) = c.reason {
+        let _ = write!(out, " ({reason})");
+    }
+    if let Some(d) = &c.detail {
+        let _ = write!(out, " — {d}");
+    }
+    if c.needs_confirmation {
+        let _ = write!(
+            out,
+            " — adopted by `discover` on its marker alone: not deleted unless confirmed \
+             (--allow-delete '{}')",
+            c.resource
+        );
+    }
+    out.push('\n');
+    for f in &c.fields {
+        let forces = if f.mutability == crate::Mutability::ForcesReplace {
+            "  (forces replace)"
+        } else {
+            ""
+        };
+        if f.sensitive {
+            let _ = writeln!(out, "      {}: (sensitive){forces}", f.field);
+        } else {
+            let _ = writeln!(
+                out,
+                "      {}: {} → {}{forces}",
+                f.field,
+                shown(&f.before),
+                shown(&f.after)
+            );
+        }
+    }
+}
+
+/// A value as a plan shows it: compact JSON.
+fn shown(value: &serde_json::Value) -> String {
+    value.to_string()
 }
 
 /// The one-character mark of an action in a rendered plan.
@@ -137,6 +288,69 @@ pub fn symbol(action: &str) -> char {
         "failed" => '!',
         "not-attempted" => '·',
         _ => ' ',
+    }
+}
+
+/// A report line's action, reason, step and detail, from its slot's decision.
+struct Line {
+    action: &'static str,
+    fields: Vec<Divergence>,
+    reason: Option<NotAttemptedReason>,
+    step: Option<Step>,
+    detail: Option<String>,
+}
+
+impl Line {
+    fn of(slot: &Slot) -> Line {
+        let line = |action, detail: Option<&str>| Line {
+            action,
+            fields: Vec::new(),
+            reason: None,
+            step: None,
+            detail: detail.map(str::to_owned),
+        };
+        match &slot.decision {
+            Decision::Create => line("create", None),
+            Decision::Existing {
+                repair,
+                fields,
+                pending,
+                because,
+                ..
+            } => {
+                let note = match because {
+                    Some(x) => Some(format!("replaced with {x}, which it cannot outlive")),
+                    None => {
+                        pending.then(|| "may change once what it depends on is applied".to_owned())
+                    }
+                };
+                Line {
+                    action: match repair {
+                        Repair::Nothing => "unchanged",
+                        Repair::Update => "update",
+                        _ => "replace",
+                    },
+                    fields: fields.clone(),
+                    reason: None,
+                    step: None,
+                    detail: note,
+                }
+            }
+            Decision::Delete => line("delete", None),
+            Decision::Prune => line("prune", Some("no longer declared")),
+            Decision::AlreadyAbsent => match slot.target {
+                Target::Orphan => line("prune", Some("already gone; the record is dropped")),
+                _ => line("unchanged", Some("absent, as declared")),
+            },
+            Decision::Skip(reason, why) => Line {
+                reason: Some(*reason),
+                ..line("not-attempted", why.as_deref())
+            },
+            Decision::Fail(step, e) => Line {
+                step: Some(*step),
+                ..line("failed", Some(&e.to_string()))
+            },
+        }
     }
 }
 
@@ -153,54 +367,23 @@ impl Engine {
         let mut kills = Vec::new();
         let mut orphans = Vec::new();
         for slot in &observation.slots {
-            let (action, fields, detail): (&'static str, Vec<&'static str>, Option<String>) =
-                match &slot.decision {
-                    Decision::Create => ("create", vec![], None),
-                    Decision::Existing {
-                        repair,
-                        fields,
-                        pending,
-                        because,
-                        ..
-                    } => {
-                        let names = fields.iter().map(|d| d.field).collect();
-                        let note = match because {
-                            Some(x) => Some(format!("replaced with {x}, which it cannot outlive")),
-                            None => pending.then(|| {
-                                "may change once what it depends on is applied".to_owned()
-                            }),
-                        };
-                        match repair {
-                            Repair::Nothing => ("unchanged", names, note),
-                            Repair::Update => ("update", names, note),
-                            _ => ("replace", names, note),
-                        }
-                    }
-                    Decision::Delete => ("delete", vec![], None),
-                    Decision::Prune => ("prune", vec![], Some("no longer declared".to_owned())),
-                    Decision::AlreadyAbsent => match slot.target {
-                        Target::Orphan => (
-                            "prune",
-                            vec![],
-                            Some("already gone; the record is dropped".to_owned()),
-                        ),
-                        _ => ("unchanged", vec![], Some("absent, as declared".to_owned())),
-                    },
-                    Decision::Skip(reason, why) => (
-                        "not-attempted",
-                        vec![],
-                        Some(match why {
-                            Some(why) => format!("{reason}: {why}"),
-                            None => reason.to_string(),
-                        }),
-                    ),
-                    Decision::Fail(_, e) => ("failed", vec![], Some(e.to_string())),
-                };
+            let Line {
+                action,
+                fields,
+                reason,
+                step,
+                detail,
+            } = Line::of(slot);
+            let needs_confirmation = matches!(slot.decision, Decision::Delete | Decision::Prune)
+                && observation.needs_confirmation(&slot.subject);
             let change = PlannedChange {
                 resource: slot.subject.clone(),
                 action,
                 fields,
+                reason,
+                step,
                 detail,
+                needs_confirmation,
             };
             match (slot.index, &slot.target) {
                 (None, _) => orphans.push(change),
@@ -221,11 +404,41 @@ impl Engine {
                 .chain(kills.into_iter().map(|(_, c)| c))
                 .chain(orphans)
                 .collect(),
-            forgotten: observation
-                .forgotten
-                .iter()
-                .map(|r| r.to_string())
-                .collect(),
+            records: record_changes(observation),
+            strays: observation.strays.clone(),
         }
     }
+}
+
+/// The changes an apply makes to the ledger alone.
+fn record_changes(observation: &Observation) -> Vec<RecordChange> {
+    let ledger = &observation.ledger;
+    let mut changes = Vec::new();
+    for slot in &observation.slots {
+        let row = row_of(&slot.subject);
+        let change = match (&slot.decision, &slot.target) {
+            (Decision::Existing { .. }, _) if !ledger.rows.contains(&row) => "adopt",
+            (Decision::Existing { .. }, Target::Present(_)) if ledger.discovered.contains(&row) => {
+                "confirm"
+            }
+            (Decision::AlreadyAbsent, Target::Absent) if ledger.rows.contains(&row) => "drop",
+            _ => continue,
+        };
+        changes.push(RecordChange {
+            resource: slot.subject.clone(),
+            change,
+        });
+    }
+    for row in &observation.forgotten {
+        changes.push(RecordChange {
+            resource: Subject {
+                provider: row.provider.clone(),
+                kind: row.kind.clone(),
+                name: row.name.clone(),
+                region: row.region.clone(),
+            },
+            change: "forget",
+        });
+    }
+    changes
 }

@@ -120,7 +120,8 @@ pub(crate) fn describe_changes(report: &PlanReport) -> String {
         .map(|c| {
             let mut line = format!("{} {}", c.action, c.resource);
             if !c.fields.is_empty() {
-                line.push_str(&format!(" (fields: {})", c.fields.join(", ")));
+                let names: Vec<&str> = c.fields.iter().map(|f| f.field).collect();
+                line.push_str(&format!(" (fields: {})", names.join(", ")));
             }
             if let Some(d) = &c.detail {
                 line.push_str(&format!(" — {d}"));

@@ -179,6 +179,11 @@ fn illegal_reason(
             Some("nothing failed, yet a dependency failed".into())
         }
         NotAttemptedReason::DependencyFailed => None,
+        NotAttemptedReason::Refused => {
+            Some("no gate refused the run and nothing was declined, yet it was refused".into())
+        }
+        // Only a delete the plan said needs a confirmation by name.
+        NotAttemptedReason::Unconfirmed => None,
     }
 }
 
@@ -231,7 +236,8 @@ fn legal_step(ctx: &Context, step: &ApplyStep) -> Result<(), String> {
                 if let Some(why) = illegal_reason(ctx, &subject.kind, reason, &step.result) {
                     return Err(format!("{subject} was not attempted ({reason}): {why}"));
                 }
-                (p.action == "not-attempted" && p.detail.as_deref() == Some(&reason.to_string()))
+                (p.action == "not-attempted" && p.reason == Some(reason))
+                    || (reason == NotAttemptedReason::Unconfirmed && p.needs_confirmation)
                     || (reason == NotAttemptedReason::DependencyFailed
                         && matches!(p.action, "create" | "update" | "replace" | "unchanged"))
             }

@@ -1,0 +1,113 @@
+//! The command line: verbs and their options.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// The verbs and their options.
+#[derive(Debug, Parser)]
+#[command(
+    about = "Plan and apply this fleet.",
+    version,
+    after_help = super::EXIT_CODES_HELP
+)]
+pub(super) struct Args {
+    /// Where the ledger and the observation cache are kept.
+    #[arg(long, global = true, default_value = ".infra", value_name = "DIR")]
+    pub(super) state_dir: PathBuf,
+    /// More logging on standard error (-v: info, -vv: debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(super) verbose: u8,
+    #[command(subcommand)]
+    pub(super) verb: Verb,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum Verb {
+    /// Checks the declaration without credentials or network: names, references,
+    /// cycles, secrets, ranges.
+    Check,
+    /// Observes the fleet's resources and records what was seen (not what is managed).
+    Refresh,
+    /// Shows what `apply` would do. Makes no change anywhere.
+    Plan {
+        /// Plan the teardown of the whole fleet instead.
+        #[arg(long)]
+        destroy: bool,
+        /// Print the plan as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Exit 2 when the plan is complete and has changes (0: complete, no changes;
+        /// 1: an error, or something could not be looked at).
+        #[arg(long)]
+        detailed_exitcode: bool,
+        /// Also write the plan to FILE, for `apply FILE` to carry out exactly.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        scope: Scope,
+    },
+    /// Brings the clouds to the declaration, or carries out a plan file.
+    Apply {
+        /// A plan written by `plan --out FILE`: carried out exactly, or refused when
+        /// anything it was made from has changed. Its scope and options are its own.
+        #[arg(value_name = "FILE")]
+        plan_file: Option<PathBuf>,
+        /// Remove more than half of what the fleet manages while still declaring
+        /// something.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        run: RunFlags,
+        #[command(flatten)]
+        scope: Scope,
+    },
+    /// Deletes every resource of the fleet (or those targeted), dependants first.
+    Destroy {
+        #[command(flatten)]
+        run: RunFlags,
+        #[command(flatten)]
+        scope: Scope,
+    },
+    /// Adds to the ledger every resource in the fleet's regions that carries its
+    /// ownership marker. Never removes a row.
+    Discover,
+}
+
+/// How a run that changes things asks and reports.
+#[derive(Debug, clap::Args)]
+pub(super) struct RunFlags {
+    /// Answer yes to the question.
+    #[arg(long, short = 'y')]
+    pub(super) yes: bool,
+    /// Print the result as JSON (the plan goes to standard error).
+    #[arg(long)]
+    pub(super) json: bool,
+    /// Provider calls in flight at once.
+    #[arg(long, default_value_t = 16, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(super) parallelism: u32,
+}
+
+/// Which resources a run covers.
+#[derive(Debug, Default, clap::Args)]
+pub(super) struct Scope {
+    /// Only this resource and, building, what it depends on (tearing down, what depends
+    /// on it). Any address a plan prints: `aws/postgres/db (eu-west-3)`,
+    /// `aws/postgres/db` or `db`.
+    #[arg(long = "target", value_name = "ADDRESS")]
+    pub(super) targets: Vec<String>,
+    /// Not this resource, nor, building, anything that depends on it (tearing down,
+    /// anything it depends on).
+    #[arg(long = "exclude", value_name = "ADDRESS")]
+    pub(super) excludes: Vec<String>,
+    /// Confirms the delete of a resource `discover` adopted on its ownership marker
+    /// alone (such deletes are not made otherwise, except when confirmed at the prompt).
+    #[arg(long = "allow-delete", value_name = "ADDRESS")]
+    pub(super) allow_delete: Vec<String>,
+}
+
+impl Scope {
+    pub(super) fn is_empty(&self) -> bool {
+        self.targets.is_empty() && self.excludes.is_empty() && self.allow_delete.is_empty()
+    }
+}

@@ -1,0 +1,241 @@
+//! The command-line runner for a consumer's own binary (feature `cli`, on by default).
+//!
+//! ```no_run
+//! use infra_core::{AwsRegion, Backends, Fleet, kinds::ObjectStore};
+//!
+//! fn main() -> std::process::ExitCode {
+//!     let mut fleet = Fleet::builder("shop");
+//!     fleet.declare(AwsRegion::EuWest3, "shop-assets", ObjectStore::new());
+//!     infra_core::cli::run(fleet.build(), |_fleet| Backends::new())
+//! }
+//! ```
+//!
+//! Verbs: `check` (offline), `refresh`, `plan`, `apply`, `destroy`, `discover`. Reports
+//! and JSON go to standard output; logs (`-v`, `-vv`), progress, questions and errors to
+//! standard error (with `--json`, the plan an apply shows goes there too, so that
+//! standard output holds one JSON document). Colour and cursor control only on a
+//! terminal that takes them: never with `NO_COLOR` set or `TERM=dumb`.
+//!
+//! `apply` and `destroy` show what they will do and ask before doing it; `--yes`
+//! answers for you, and without a terminal they refuse unless `--yes` is given. What was
+//! shown is what runs: after a person answers, everything the plan was made from is
+//! looked at again, and the run is refused, naming what changed, if anything did.
+//! `plan --out FILE` keeps a plan for `apply FILE`, which carries it out exactly or
+//! refuses it as stale. Every `apply` and `destroy` accounts for every declared resource
+//! and every row of the records in its result (`--json`: the `apply` envelope), even
+//! when it is refused before any call.
+//!
+//! # Exit codes
+//!
+//! | verb | 0 | 1 | 2 |
+//! |---|---|---|---|
+//! | `check` | every check passed | a check failed, or a usage error | — |
+//! | `refresh` | every resource looked at, cache written | something could not be looked at, an error | — |
+//! | `plan` | complete (and, with `--detailed-exitcode`, no changes) | something could not be looked at or cannot be decided, an error, a failed write of the output or the plan file | complete, with changes (`--detailed-exitcode` only) |
+//! | `apply`, `destroy` | every resource converged or pruned, or left out by `--target`/`--exclude`; records saved | anything failed or not attempted for another reason, a refusal (gate, brake, stale plan, declined question), records not saved, an error | — |
+//! | `discover` | every place in scope looked at | something could not be looked at, an error | — |
+//!
+//! A usage error (an unknown flag, a missing value) exits 1, never 2: under
+//! `--detailed-exitcode`, 2 means "changes present" and nothing else. A failed write of
+//! standard output (a full disk, a closed pipe) exits 1 whatever the verb.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+
+mod args;
+mod console;
+mod render;
+mod verbs;
+
+pub use crate::engine::Progress;
+pub use console::{Console, ProgressStyle};
+pub use render::render_result;
+
+use crate::{Backends, CheckReport, Engine, FileStore, Fleet};
+use args::{Args, Verb};
+use console::Io;
+
+/// The exit codes, as `--help` shows them.
+const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  success: checks passed; the plan is complete (with --detailed-exitcode: and has no
+     changes); every resource converged, was pruned or was left out by --target/--exclude
+  1  an error, a usage error, a refusal, something that could not be looked at, a
+     resource failed or not attempted, records or output that could not be written
+  2  plan --detailed-exitcode only: the plan is complete and has changes";
+
+/// Runs the command line of the process: parses the arguments, builds the backends
+/// only for the verbs that need them, and returns the exit code.
+pub fn run<F>(fleet: Result<Fleet, CheckReport>, backends: F) -> ExitCode
+where
+    F: FnOnce(&Fleet) -> Backends,
+{
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) => return usage(&e),
+    };
+    init_logging(args.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: could not start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut console = Console::stdio();
+    let code = runtime.block_on(execute(args, fleet, backends, &mut console));
+    ExitCode::from(code)
+}
+
+/// A parse error: help and version are printed on standard output and exit 0; a real
+/// usage error on standard error, exiting 1.
+fn usage(e: &clap::Error) -> ExitCode {
+    let _ = e.print();
+    if e.use_stderr() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Runs one command line: a parse error is printed to the console's error stream and
+/// answers 1 (help and version go to its output and answer 0). For tests and for
+/// embedding.
+pub async fn run_with<I, T, F>(
+    argv: I,
+    fleet: Result<Fleet, CheckReport>,
+    backends: F,
+    console: &mut Console,
+) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+    F: FnOnce(&Fleet) -> Backends,
+{
+    match Args::try_parse_from(argv) {
+        Ok(args) => execute(args, fleet, backends, console).await,
+        Err(e) => {
+            let text = e.render().to_string();
+            let mut io = Io::new(console);
+            if e.use_stderr() {
+                io.err(text.trim_end());
+                let _ = io.finish();
+                1
+            } else {
+                io.out(&text);
+                if io.finish() { 0 } else { 1 }
+            }
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    use std::io::IsTerminal as _;
+    let level = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("INFRA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal() && console::decorations_allowed())
+        .try_init();
+}
+
+async fn execute<F>(
+    args: Args,
+    fleet: Result<Fleet, CheckReport>,
+    backends: F,
+    console: &mut Console,
+) -> u8
+where
+    F: FnOnce(&Fleet) -> Backends,
+{
+    let mut io = Io::new(console);
+    let code = match fleet {
+        Err(report) => {
+            let text = render::paint(io.colour(), &format!("error: {report}"));
+            io.err(&text);
+            1
+        }
+        Ok(fleet) => dispatch(args, &fleet, backends, &mut io).await,
+    };
+    if io.finish() { code } else { code.max(1) }
+}
+
+async fn dispatch<F>(args: Args, fleet: &Fleet, backends: F, io: &mut Io<'_>) -> u8
+where
+    F: FnOnce(&Fleet) -> Backends,
+{
+    if let Verb::Check = args.verb {
+        return verbs::check(io, fleet);
+    }
+    let store = Arc::new(FileStore::new(&args.state_dir));
+    let mut engine = Engine::new(backends(fleet), store);
+    engine = verbs::with_progress(engine, io.progress());
+    match args.verb {
+        Verb::Check => unreachable!("handled above"),
+        Verb::Refresh => verbs::refresh(io, &engine, fleet, &args.state_dir).await,
+        Verb::Plan {
+            destroy,
+            json,
+            detailed_exitcode,
+            out,
+            scope,
+        } => {
+            let plan = verbs::PlanVerb {
+                destroy,
+                json,
+                detailed_exitcode,
+                out,
+            };
+            verbs::plan(io, &engine, fleet, plan, scope).await
+        }
+        Verb::Apply {
+            plan_file: Some(file),
+            force,
+            run,
+            scope,
+        } => {
+            if force || !scope.is_empty() {
+                io.err(&render::paint(
+                    io.colour(),
+                    "error: a plan file carries its own scope and options: give `apply FILE` \
+                     no --target, --exclude, --allow-delete or --force (make a new plan with them)",
+                ));
+                return 1;
+            }
+            verbs::apply_file(io, &engine, fleet, &file, &run).await
+        }
+        Verb::Apply {
+            plan_file: None,
+            force,
+            run,
+            scope,
+        } => {
+            let options = verbs::options(scope, run.parallelism, force);
+            verbs::apply(io, &engine, &fleet.plan(), options, &run, "apply").await
+        }
+        Verb::Destroy { run, scope } => {
+            let options = verbs::options(scope, run.parallelism, true);
+            verbs::apply(
+                io,
+                &engine,
+                &crate::Plan::absent(fleet),
+                options,
+                &run,
+                "destroy",
+            )
+            .await
+        }
+        Verb::Discover => verbs::discover(io, &engine, fleet).await,
+    }
+}
