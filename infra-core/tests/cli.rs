@@ -1,59 +1,15 @@
 //! The command-line runner, driven as a person (or a pipeline) would, against the
-//! simulated cloud. Its human output is snapshot-tested.
+//! simulated cloud: what it prints, how it exits, what it asks. Its human output is
+//! snapshot-tested.
 
 mod support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use infra_core::cli::{Console, run_with};
+use infra_core::cli::{Console, ProgressStyle, run_with};
 use infra_core::kinds::{Acu, ObjectStore, Postgres, Secrets};
 use infra_core::{AwsRegion, Backends, Fleet, Unreachable};
-use infra_testkit::sim::SimCloud;
-
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Buffer {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Buffer {
-    fn take(&self) -> String {
-        String::from_utf8(std::mem::take(&mut *self.0.lock().unwrap())).unwrap()
-    }
-}
-
-struct Session {
-    out: Buffer,
-    err: Buffer,
-    console: Console,
-    state: tempfile::TempDir,
-}
-
-fn session(interactive: bool, answer: bool) -> Session {
-    let (out, err) = (Buffer::default(), Buffer::default());
-    let console = Console {
-        out: Box::new(out.clone()),
-        err: Box::new(err.clone()),
-        interactive,
-        colour: false,
-        progress: infra_core::cli::ProgressStyle::Off,
-        confirm: Box::new(move |_| answer),
-    };
-    Session {
-        out,
-        err,
-        console,
-        state: tempfile::tempdir().unwrap(),
-    }
-}
+use support::console::{answering, json};
 
 fn fleet() -> Result<Fleet, infra_core::CheckReport> {
     let mut f = Fleet::builder("cli");
@@ -68,20 +24,9 @@ fn fleet() -> Result<Fleet, infra_core::CheckReport> {
     f.build()
 }
 
-impl Session {
-    async fn run(&mut self, cloud: &SimCloud, args: &[&str]) -> (u8, String, String) {
-        let state = self.state.path().to_str().unwrap().to_owned();
-        let mut argv = vec!["cli-test".to_owned(), "--state-dir".to_owned(), state];
-        argv.extend(args.iter().map(|a| (*a).to_owned()));
-        let backends = cloud.backends();
-        let code = run_with(argv, fleet(), |_| backends, &mut self.console).await;
-        (code, self.out.take(), self.err.take())
-    }
-}
-
 #[tokio::test]
 async fn check_needs_no_backend() {
-    let mut s = session(false, false);
+    let mut s = answering(false, false);
     let state = s.state.path().to_str().unwrap().to_owned();
     let code = run_with(
         ["cli-test", "--state-dir", &state, "check"],
@@ -96,7 +41,7 @@ async fn check_needs_no_backend() {
 
 #[tokio::test]
 async fn check_reports_every_problem_and_fails() {
-    let mut s = session(false, false);
+    let mut s = answering(false, false);
     let mut f = Fleet::builder("cli");
     f.declare(AwsRegion::EuWest3, "x", ObjectStore::new());
     let code = run_with(
@@ -113,67 +58,155 @@ async fn check_reports_every_problem_and_fails() {
 #[tokio::test]
 async fn plan_apply_and_destroy_read_well_and_exit_as_documented() {
     let cloud = support::cloud(5);
-    let mut s = session(false, true);
+    let mut s = answering(false, true);
 
-    let (code, out, _) = s.run(&cloud, &["plan", "--detailed-exitcode"]).await;
+    let (code, out, _) = s
+        .run(fleet(), &cloud, &["plan", "--detailed-exitcode"])
+        .await;
     assert_eq!(code, 2, "changes present");
     insta::assert_snapshot!("plan_before_apply", out);
 
-    // Without a terminal and without --yes, apply refuses and changes nothing.
-    let (code, _, err) = s.run(&cloud, &["apply"]).await;
+    // Without a terminal and without --yes, apply refuses and changes nothing, and
+    // says so for every resource.
+    let (code, out, err) = s.run(fleet(), &cloud, &["apply", "--json"]).await;
     assert_eq!(code, 1);
     assert!(err.contains("run again with --yes"), "{err}");
     assert!(cloud.writes().is_empty());
+    let result = json(&out);
+    assert_eq!(result["notAttempted"].as_array().unwrap().len(), 3);
+    assert_eq!(result["notAttempted"][0]["reason"], "refused");
 
-    let (code, out, _) = s.run(&cloud, &["apply", "--yes"]).await;
+    let (code, out, _) = s.run(fleet(), &cloud, &["apply", "--yes"]).await;
     assert_eq!(code, 0);
     insta::assert_snapshot!("apply", out);
 
-    let (code, out, _) = s.run(&cloud, &["plan", "--detailed-exitcode"]).await;
+    let (code, out, _) = s
+        .run(fleet(), &cloud, &["plan", "--detailed-exitcode"])
+        .await;
     assert_eq!(code, 0, "no changes after an apply: {out}");
     assert!(out.contains("No changes"), "{out}");
 
-    let (code, out, _) = s.run(&cloud, &["plan", "--json"]).await;
+    let (code, out, _) = s.run(fleet(), &cloud, &["plan", "--json"]).await;
     assert_eq!(code, 0);
-    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(json["planReport"], "v1");
+    let plan = json(&out);
+    assert_eq!(plan["planReport"], "v2");
+    assert_eq!(plan["complete"], true);
 
-    let (code, out, _) = s.run(&cloud, &["destroy", "--yes", "--json"]).await;
+    // An apply with nothing to do still prints the whole result.
+    let (code, out, _) = s.run(fleet(), &cloud, &["apply", "--yes", "--json"]).await;
     assert_eq!(code, 0);
-    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(json["apply"], "v2");
-    assert_eq!(json["pruned"].as_array().unwrap().len(), 3);
+    let result = json(&out);
+    assert_eq!(result["applied"].as_array().unwrap().len(), 3);
+    assert_eq!(result["applied"][0]["change"], "unchanged");
+
+    let (code, out, _) = s
+        .run(fleet(), &cloud, &["destroy", "--yes", "--json"])
+        .await;
+    assert_eq!(code, 0);
+    let result = json(&out);
+    assert_eq!(result["apply"], "v3");
+    assert_eq!(result["pruned"].as_array().unwrap().len(), 3);
 }
 
 #[tokio::test]
 async fn a_person_who_answers_no_changes_nothing() {
     let cloud = support::cloud(6);
-    let mut s = session(true, false);
-    let (code, _, err) = s.run(&cloud, &["apply"]).await;
+    let mut s = answering(true, false);
+    let (code, out, err) = s.run(fleet(), &cloud, &["apply"]).await;
     assert_eq!(code, 1);
-    assert!(err.contains("cancelled"), "{err}");
+    assert!(err.contains("declined"), "{err}");
+    assert!(
+        out.contains("not attempted: refused (apply declined"),
+        "{out}"
+    );
     assert!(cloud.writes().is_empty());
 }
 
 #[tokio::test]
 async fn an_unreachable_provider_with_records_is_refused_by_name() {
     let cloud = support::cloud(8);
-    let mut s = session(false, true);
-    let (code, _, _) = s.run(&cloud, &["apply", "--yes"]).await;
+    let mut s = answering(false, true);
+    let (code, _, _) = s.run(fleet(), &cloud, &["apply", "--yes"]).await;
     assert_eq!(code, 0);
-    let state = s.state.path().to_str().unwrap().to_owned();
+    let blind = Backends::new().with(Arc::new(Unreachable::new(
+        "aws",
+        "no AWS credentials were found",
+    )));
+    let (code, _, err) = s.run_on(fleet(), blind, &["plan"]).await;
+    assert_eq!(code, 1);
+    insta::assert_snapshot!(err);
+}
+
+#[tokio::test]
+async fn usage_errors_exit_1_never_2() {
+    let cloud = support::cloud(9);
+    let mut s = answering(false, true);
+    for args in [
+        &["plan", "--bogus"][..],
+        &["plan", "--target"],
+        &["apply", "--parallelism", "0"],
+        &["no-such-verb"],
+        &["plan", "--detailed-exitcode", "--detailed-exitcode"],
+    ] {
+        let (code, out, err) = s.run(fleet(), &cloud, args).await;
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert!(!err.is_empty(), "{args:?}");
+    }
+    // Help is not an error, and it documents the exit codes.
+    let (code, out, _) = s.run(fleet(), &cloud, &["--help"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("Exit codes:"), "{out}");
+    assert!(out.contains("2  plan --detailed-exitcode only"), "{out}");
+    assert!(cloud.calls().is_empty(), "a usage error reaches no cloud");
+}
+
+/// A stream that refuses every write, as a full disk or a closed pipe does.
+struct Refusing;
+
+impl std::io::Write for Refusing {
+    fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+        Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+    }
+}
+
+#[tokio::test]
+async fn a_failed_write_of_the_output_exits_non_zero() {
+    let cloud = support::cloud(10);
+    let err = support::console::Buffer::default();
+    let mut console = Console {
+        out: Box::new(Refusing),
+        err: Box::new(err.clone()),
+        interactive: false,
+        colour: false,
+        progress: ProgressStyle::Off,
+        confirm: Box::new(|_| true),
+    };
+    let state = tempfile::tempdir().unwrap();
+    let state = state.path().to_str().unwrap().to_owned();
+    let backends = cloud.backends();
+    // `check` would exit 0, and so would `apply --yes`: both print, and neither can.
     let code = run_with(
-        ["cli-test", "--state-dir", &state, "plan"],
+        ["t", "--state-dir", &state, "check"],
         fleet(),
-        |_| {
-            Backends::new().with(Arc::new(Unreachable::new(
-                "aws",
-                "no AWS credentials were found",
-            )))
-        },
-        &mut s.console,
+        |_| backends,
+        &mut console,
     )
     .await;
     assert_eq!(code, 1);
-    insta::assert_snapshot!(s.err.take());
+    assert!(err.take().contains("the output could not be written"));
+    let backends = cloud.backends();
+    let code = run_with(
+        ["t", "--state-dir", &state, "apply", "--yes"],
+        fleet(),
+        |_| backends,
+        &mut console,
+    )
+    .await;
+    assert_eq!(code, 1);
+    // The apply itself happened: only its report was lost.
+    assert_eq!(cloud.len(), 3);
 }

@@ -330,7 +330,7 @@ fn refused(
     verb: &str,
 ) -> u8 {
     error(io, e);
-    let result = engine.stopped(plan, NotAttemptedReason::Refused, &e.to_string());
+    let result = engine.stopped(plan, NotAttemptedReason::Refused, &e.summary());
     finish(io, &result, None, json, verb)
 }
 

@@ -52,6 +52,8 @@ struct Call<'a> {
     marker: &'a Marker,
     /// The handles and observed states the spec reads, and nothing else.
     env: World,
+    /// The same, as observation found them, before this run changed anything.
+    initial: World,
     /// The secret values the spec reads.
     secrets: Vec<SecretSite>,
     /// The resource as observation found it, if it exists.
@@ -67,7 +69,7 @@ impl Engine {
         slot: &'a Slot,
         work: Work,
         traits: KindTraits,
-        world: &World,
+        (world, initial): (&World, &World),
         marker: &'a Marker,
     ) -> BoxFuture<'a, Done> {
         let backend = Arc::clone(
@@ -75,9 +77,12 @@ impl Engine {
                 .get(slot.provider)
                 .expect("observed slots have a backend"),
         );
-        let (env, secrets) = match &slot.target {
-            Target::Present(spec) => reads_of(plan, spec, world),
-            _ => (World::default(), Vec::new()),
+        let (env, secrets, initial) = match &slot.target {
+            Target::Present(spec) => {
+                let (env, secrets) = reads_of(plan, spec, world);
+                (env, secrets, reads_of(plan, spec, initial).0)
+            }
+            _ => (World::default(), Vec::new(), World::default()),
         };
         let call = Call {
             backend,
@@ -87,6 +92,7 @@ impl Engine {
             traits,
             marker,
             env,
+            initial,
             secrets,
             existing: match &slot.seen {
                 Seen::Present { sighting, .. } => Some(sighting.clone()),
@@ -159,6 +165,12 @@ impl Engine {
             .expect("an existing resource was seen");
         let target = spec.0.lenient_json(&call.env);
         let mut fields = divergence(call.fields, &target, sighting.reported());
+        fields.extend(unreported_moves(
+            call.fields,
+            &spec.0.lenient_json(&call.initial),
+            &target,
+            sighting.reported(),
+        ));
         let composes = spec.0.composes_secret();
         if fields.is_empty() && !composes {
             return Done::Built {
@@ -363,6 +375,36 @@ impl Engine {
             Err(e) => Done::Failed(Step::Delete, e),
         }
     }
+}
+
+/// The fields the cloud does not report whose target moved during this run (a
+/// dependency was replaced, and the field holds its handle): the comparison cannot see
+/// them, so they are written because their input changed. Without this a resource would
+/// keep pointing at a dependency this run deletes.
+fn unreported_moves(
+    fields: &[FieldInfo],
+    before: &serde_json::Map<String, serde_json::Value>,
+    after: &serde_json::Map<String, serde_json::Value>,
+    reported: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<Divergence> {
+    fields
+        .iter()
+        .filter(|f| !reported.contains_key(f.name))
+        .filter_map(|f| {
+            let now = after.get(f.name)?;
+            let then = before
+                .get(f.name)
+                .cloned()
+                .unwrap_or(serde_json::Value::Null);
+            (then != *now).then(|| Divergence {
+                field: f.name,
+                mutability: f.repair_of_change(&then, now),
+                before: then.clone(),
+                after: now.clone(),
+                sensitive: f.sensitive,
+            })
+        })
+        .collect()
 }
 
 /// The step a repair is carried out by.

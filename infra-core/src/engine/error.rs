@@ -112,3 +112,33 @@ pub enum ApplyError {
         problems: Vec<Problem>,
     },
 }
+
+impl ApplyError {
+    /// The refusal in a few words, for the detail of each resource a refused run did
+    /// not attempt (the whole sentence is the error itself).
+    pub fn summary(&self) -> String {
+        match self {
+            ApplyError::Records(_) => "refused: the records could not be read or written".into(),
+            ApplyError::Unreachable { provider, .. } => {
+                format!("refused: {provider} has records but is unreachable")
+            }
+            ApplyError::NoBinding { provider, .. } => {
+                format!("refused: {provider} has records but no backend")
+            }
+            ApplyError::WrongAccount { provider, .. } => {
+                format!("refused: {provider} credentials act in an account the fleet does not name")
+            }
+            ApplyError::AccountUnknown { provider, .. } => {
+                format!("refused: the {provider} account could not be checked")
+            }
+            ApplyError::Brake { .. } => {
+                "refused by the brake: it would remove most of what the fleet manages".into()
+            }
+            ApplyError::UnknownAddress { flag, address, .. } => {
+                format!("refused: {flag} {address:?} names nothing")
+            }
+            ApplyError::Stale { .. } => "refused: the plan is stale".into(),
+            ApplyError::Unsound { .. } => "refused: the plan is not sound".into(),
+        }
+    }
+}

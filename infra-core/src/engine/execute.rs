@@ -78,6 +78,8 @@ struct Run<'g> {
     deferred: Vec<(usize, BackendError)>,
     /// Handles and observed states as the run changes them, for settling.
     world: World,
+    /// Handles and observed states as observation found them.
+    initial: World,
     /// The last sighting of each slot's resource, for the cache.
     finals: Vec<Option<Sighting>>,
     /// Nodes with work when the run started, and how many finished.
@@ -137,6 +139,7 @@ impl<'g> Run<'g> {
             ready,
             deferred: Vec::new(),
             world: World::of_observation(plan, observation),
+            initial: World::of_observation(plan, observation),
             finals: observation.slots.iter().map(owned_sighting).collect(),
             with_work,
             finished: 0,
@@ -294,7 +297,8 @@ impl Engine {
                 let node = graph.nodes[v];
                 let slot = &observation.slots[node.slot];
                 let traits = KindTraits::of(capabilities.get(slot.provider), slot.kind);
-                let job = self.job(plan, slot, node.work, traits, &run.world, &marker);
+                let worlds = (&run.world, &run.initial);
+                let job = self.job(plan, slot, node.work, traits, worlds, &marker);
                 in_flight.push(Box::pin(async move { (v, job.await) }));
             }
             let Some((v, done)) = in_flight.next().await else {

@@ -213,8 +213,20 @@ impl Fingerprint {
         }
     }
 
-    /// What changed from `then` to `self`, one sentence each; empty when nothing did.
+    /// What changed from `then` to `self`, one sentence each (resources past the
+    /// tenth counted, not named); empty when nothing did.
     pub fn changes_since(&self, then: &Fingerprint) -> Vec<String> {
+        const NAMED: usize = 10;
+        let mut changes = self.all_changes_since(then);
+        if changes.len() > NAMED + 2 {
+            let more = changes.len() - NAMED;
+            changes.truncate(NAMED);
+            changes.push(format!("{more} more changes"));
+        }
+        changes
+    }
+
+    fn all_changes_since(&self, then: &Fingerprint) -> Vec<String> {
         let mut changes = Vec::new();
         if self.declaration != then.declaration {
             changes.push(

@@ -543,6 +543,7 @@ impl Serialize for Acu {
 #[cfg_attr(any(test, feature = "testing"), derive(Sample))]
 pub enum Capacity {
     /// A provisioned instance of this class (`db.t4g.micro`, `DB-DEV-S`).
+    #[serde(rename_all = "camelCase")]
     Classic {
         /// The instance class.
         instance_class: String,
