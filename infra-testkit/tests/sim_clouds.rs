@@ -582,3 +582,48 @@ fn unreported_fields_are_never_compared_so_never_create_only() {
         }
     }
 }
+
+// ---- what the honest table shows of the engine ----
+
+/// RDS never reports a master password, nor which secret it came from (the AWS
+/// backend's `read` leaves `masterPassword` unknown). When the password's secret is
+/// renamed, a new secret (with a new generated value) is created and the old one
+/// deleted: the database must be pointed at the new one, or it keeps a password that no
+/// secret holds any more. The engine finds updates only by comparing reported fields,
+/// so it never updates the database here; the simulator, which keeps the reference,
+/// then refuses to delete the old secret (on AWS the delete would go through, and the
+/// drift would be silent).
+#[tokio::test]
+async fn a_renamed_password_secret_reaches_the_database_that_reads_it() {
+    use std::sync::Arc;
+
+    use infra_core::{Engine, MemoryStore, Options};
+
+    let declare = |secret_name: &str| {
+        let mut fleet = Fleet::builder("shop");
+        let password = fleet.declare(AwsRegion::EuWest3, secret_name, Secrets::generated(16));
+        fleet.declare(
+            AwsRegion::EuWest3,
+            "orders",
+            Postgres::classic("16", "db.t4g.micro", "admin", password),
+        );
+        fleet.build().expect("the fleet is sound")
+    };
+    let cloud = SimCloud::new(6);
+    let engine =
+        Engine::new(cloud.backends(), Arc::new(MemoryStore::new())).with_clock(cloud.clock());
+    let first = engine
+        .apply(&declare("pw").plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(first.result.is_success(), "{:#?}", first.result);
+
+    let renamed = engine
+        .apply(&declare("pw-v2").plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(renamed.result.is_success(), "{:#?}", renamed.result);
+    let secret = &cloud.find("aws", "secrets", "pw-v2")[0];
+    let db = &cloud.find("aws", "postgres", "orders")[0];
+    assert_eq!(db.config["masterPassword"], json!(secret.handle));
+}
