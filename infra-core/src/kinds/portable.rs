@@ -579,7 +579,9 @@ pub struct Postgres {
     /// changing the class or the range within one shape is an update.
     #[spec(replace_when = Capacity::changes_shape)]
     pub capacity: Expr<Capacity>,
-    /// Allocated storage in GiB, for the classic shape (20 to 65536).
+    /// Allocated storage in GiB, for the classic shape (20 to 65536). It grows in place;
+    /// no cloud shrinks a database's storage, so a smaller size is a replace.
+    #[spec(replace_when = Postgres::storage_shrinks)]
     pub storage_gb: Partial<Expr<u32>>,
     /// The administrator's user name. Cannot change after creation.
     #[spec(replace)]
@@ -633,6 +635,13 @@ impl Postgres {
             backup_retention_days: Partial::Unknown,
             tags: Partial::Unknown,
         }
+    }
+
+    /// Whether a change of allocated storage, from the reported size to the target (both
+    /// as they serialise), makes it smaller: RDS, Cloud SQL and Scaleway only ever grow
+    /// a database's storage, so the change is a replace, never an update.
+    pub fn storage_shrinks(before: &serde_json::Value, after: &serde_json::Value) -> bool {
+        matches!((before.as_u64(), after.as_u64()), (Some(b), Some(a)) if a < b)
     }
 
     fn check_fields(&self, problems: &mut Vec<String>) {

@@ -6,7 +6,7 @@ use infra_core::kinds::{
     Function, FunctionNamespace, Iam, IamObserved, ImageRegistry, ImageRegistryObserved,
     NamespaceObserved, ObjectStore, ObjectStoreObserved, Postgres, PostgresObserved, Queues,
     QueuesObserved, S3Bucket, S3BucketObserved, Secrets, SecretsObserved, SecurityGroup,
-    SecurityGroupObserved, ServerlessObserved,
+    SecurityGroupObserved, ServerlessObserved, code_digest,
 };
 use infra_core::{
     AwsRegion, BackendError, ErrorKind, FieldInfo, GcpRegion, Kind, Partial, Region,
@@ -175,7 +175,8 @@ fn typed_fields<K: Kind>() -> &'static [FieldInfo] {
     K::FIELDS
 }
 
-/// The kind's fields, with how each is repaired.
+/// The kind's fields, from its divergence table. The simulator uses their names only:
+/// how each behaves on each cloud is [`clouds`](super::clouds)' to say.
 pub(crate) fn fields(kind: &str) -> &'static [FieldInfo] {
     by_kind!(kind, typed_fields()).unwrap_or(&[])
 }
@@ -268,7 +269,7 @@ fn default_to(config: &mut Map<String, Value>, field: &str, value: Value) {
 
 /// Fills in what the cloud decides when the spec does not say, and carries out
 /// instructions (an image of `latest`). Runs on create, and on update for fields still
-/// unset.
+/// unset. It fills only what the provider then reports.
 pub(crate) fn fill(site: &Site<'_>, config: &mut Map<String, Value>) {
     let c = config;
     match (site.provider, site.kind) {
@@ -303,29 +304,40 @@ pub(crate) fn fill(site: &Site<'_>, config: &mut Map<String, Value>) {
             };
             default_to(c, "memoryMb", json!(memory));
             default_to(c, "timeoutSeconds", json!(timeout));
+            if provider == "aws" {
+                // Lambda digests the code it deploys; the simulator takes the artifact's
+                // location for its bytes.
+                let code = c.get("code").and_then(Value::as_str).unwrap_or_default();
+                let digest = code_digest(code.as_bytes());
+                default_to(c, "codeSha256", json!(digest));
+            }
         }
-        (provider, "queues") => {
-            let (visibility, retention) = match provider {
-                "gcp" => (10, 604_800),
-                _ => (30, 345_600),
-            };
-            default_to(c, "visibilityTimeoutSeconds", json!(visibility));
-            default_to(c, "retentionSeconds", json!(retention));
+        // A Pub/Sub topic keeps no messages unless told to, and has nothing else to fill.
+        ("gcp", "queues") => {}
+        (_, "queues") => {
+            default_to(c, "visibilityTimeoutSeconds", json!(30));
+            default_to(c, "retentionSeconds", json!(345_600));
             default_to(c, "deadLetter", Value::Null);
         }
+        // A Scaleway registry namespace has neither setting.
+        ("scaleway", "imageRegistry") => {}
         (_, "imageRegistry") => {
             default_to(c, "scanOnPush", json!(false));
             default_to(c, "immutableTags", json!(false));
         }
         (provider, "postgres") => {
-            let days = if provider == "aws" { 1 } else { 7 };
+            let (days, storage) = match provider {
+                "aws" => (1, 20),
+                "gcp" => (7, 10),
+                _ => (7, 20),
+            };
             default_to(c, "backupRetentionDays", json!(days));
             let classic = c
                 .get("capacity")
                 .and_then(|cap| cap.get("shape"))
                 .is_some_and(|s| s == "classic");
             if classic {
-                default_to(c, "storageGb", json!(20));
+                default_to(c, "storageGb", json!(storage));
             }
         }
         ("scaleway", "function") => {
@@ -342,6 +354,26 @@ pub(crate) fn fill(site: &Site<'_>, config: &mut Map<String, Value>) {
             default_to(c, "maxScale", json!(5));
         }
         _ => {}
+    }
+}
+
+/// Takes out of an update's configuration the instructions that ask for nothing once
+/// the resource exists: an image of `latest` was carried out when the instance was
+/// launched, and the image it resolved to stays.
+pub(crate) fn drop_instructions(provider: &str, kind: &str, asked: &mut Map<String, Value>) {
+    if (provider, kind) == ("aws", "awsInstance")
+        && asked.get("image").is_some_and(|v| v == "latest")
+    {
+        asked.remove("image");
+    }
+}
+
+/// The fields the cloud derives again on every update that does not say them: the
+/// digest of the code Lambda deploys anew.
+pub(crate) fn rederived(provider: &str, kind: &str) -> &'static [&'static str] {
+    match (provider, kind) {
+        ("aws", "compute") => &["codeSha256"],
+        _ => &[],
     }
 }
 

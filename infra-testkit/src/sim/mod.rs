@@ -9,12 +9,26 @@
 //!   names, and names of kinds whose handle does not hold the region (AWS IAM roles; GCP
 //!   service accounts, topics, secrets and Cloud SQL instances), are unique across the
 //!   provider's regions. On AWS, `objectStore` and `s3Bucket` share one bucket namespace.
+//! - **Each cloud's own rules** ([`clouds`]). What `read` reports and what an update may
+//!   change come from the simulator's own table of what each real cloud does with each
+//!   field, written from the providers' API documentation and not from the kinds'
+//!   divergence tables, so that a wrong divergence table fails offline. `read` leaves
+//!   out what the cloud does not report (a Pub/Sub topic's visibility timeout, where a
+//!   Lambda's code came from, a database's password): absent, never a sentinel. An
+//!   update that changes what the cloud fixes at creation (SQS's FIFO flag, RDS's master
+//!   user name, a security group's description) or makes a change it refuses (a
+//!   database moving between the classic and the serverless shape, a shrinking volume)
+//!   is refused whole with the provider's `Invalid` error and code: nothing applied,
+//!   nothing saved, the call logged as failed.
 //! - **Server-side values.** `create` assigns a handle in the provider's format
 //!   (`sg-…`, `i-…`, `arn:aws:s3:::…`, an SQS queue URL, `projects/…/secrets/…`, UUIDs on
 //!   Scaleway), fills the kind's observed state (endpoints, ports, ids, addresses),
-//!   fills in what the cloud decides when the spec is silent (a security group's VPC and
-//!   default egress rule, an instance's subnet, a bucket's versioning, a queue's
-//!   retention, …) and resolves an image of `latest` to the region's newest AMI.
+//!   fills in what the cloud decides when the spec is silent and then reports (a
+//!   security group's VPC and default egress rule, an instance's subnet, a bucket's
+//!   versioning, an SQS queue's retention, …) and resolves an image of `latest` to the
+//!   region's newest AMI. Lambda reports a digest of its code (`codeSha256`): the
+//!   declared one, or else one derived from the artifact's location, on create and on
+//!   every update.
 //! - **Markers.** The ownership marker is written into the raw tags by `create` itself.
 //!   `read` reports the tags with the marker (a map, or `managed-by-infra=<fleet>` in a
 //!   Scaleway string list); `ownership` returns the raw tags.
@@ -65,6 +79,7 @@
 //! # });
 //! ```
 
+pub mod clouds;
 mod faults;
 mod kinds;
 mod rng;

@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use infra_core::{
-    BackendError, ErrorKind, Listed, MARKER_KEY, Marker, Mutability, RawTags, SecretString,
-    Sighting,
+    BackendError, ErrorKind, Listed, MARKER_KEY, Marker, RawTags, SecretString, Sighting,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::clouds;
 use super::faults::{CallRecord, Fault, Faults, Op, Outcome, Verdict};
 use super::kinds::{self, Site, TagShape};
 use super::rng::Rng;
@@ -47,10 +47,16 @@ pub(crate) struct Stored {
 }
 
 impl Stored {
-    /// The configuration in force as `read` reports it: the stored fields, plus the tags
-    /// (marker included) in the kind's shape.
+    /// The configuration in force as `read` reports it: the stored fields the provider
+    /// reports for this kind ([`clouds`]), plus the tags (marker included) in the kind's
+    /// shape.
     pub(crate) fn reported(&self) -> Map<String, Value> {
-        let mut reported = self.config.clone();
+        let mut reported: Map<String, Value> = self
+            .config
+            .iter()
+            .filter(|(field, _)| clouds::reports(&self.provider, &self.kind, field, &self.config))
+            .map(|(field, value)| (field.clone(), value.clone()))
+            .collect();
         match kinds::tag_shape(&self.kind) {
             TagShape::Map => {
                 let tags: Map<String, Value> = self
@@ -125,6 +131,17 @@ pub(crate) fn tags_from_json(value: &Value) -> RawTags {
             .collect(),
         _ => RawTags::new(),
     }
+}
+
+/// The raw tags after an update asks for `asked`: those tags, with the marker kept as it
+/// was (an update neither writes nor removes it).
+fn retagged(current: &RawTags, asked: &Value) -> RawTags {
+    let mut tags = tags_from_json(asked);
+    tags.remove(MARKER_KEY);
+    if let Some(marker) = current.get(MARKER_KEY) {
+        tags.insert(MARKER_KEY.to_string(), marker.clone());
+    }
+    tags
 }
 
 fn strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
@@ -848,46 +865,48 @@ impl World {
         handle: &str,
         prepared: Result<Prepared, BackendError>,
     ) -> Result<Sighting, BackendError> {
-        kinds::check_scope(call.provider, kind, region)?;
-        let id = self.find(call.provider, kind, region, handle)?;
-        let prepared = prepared?;
-        let fields = kinds::fields(kind);
+        let provider = call.provider;
+        kinds::check_scope(provider, kind, region)?;
+        let id = self.find(provider, kind, region, handle)?;
+        let Prepared {
+            config: mut asked,
+            secret,
+        } = prepared?;
         let seed = self.seed;
-        let account = self.account(call.provider);
+        let account = self.account(provider);
         let mut rng = self.rng.clone();
         let stored = self
             .resources
             .get_mut(&id)
-            .ok_or_else(|| kinds::not_found(call.provider, kind, handle))?;
+            .ok_or_else(|| kinds::not_found(provider, kind, handle))?;
         call.name = Some(stored.name.clone());
+        let asked_tags = asked.remove("tags");
+        kinds::drop_instructions(provider, kind, &mut asked);
+        // A change the cloud cannot make refuses the whole update: nothing is applied.
+        for (field, value) in &asked {
+            if let Some(refusal) =
+                clouds::refusal(provider, kind, field, stored.config.get(field), value)
+            {
+                return Err(refusal.error(provider, handle, field));
+            }
+        }
         let before = (
             stored.config.clone(),
             stored.tags.clone(),
             stored.secret.clone(),
         );
-
-        let mut config = stored.config.clone();
-        for (field, value) in prepared.config {
-            if field == "tags" {
-                let mut tags = tags_from_json(&value);
-                tags.remove(MARKER_KEY);
-                if let Some(marker) = stored.tags.get(MARKER_KEY) {
-                    tags.insert(MARKER_KEY.to_string(), marker.clone());
-                }
-                stored.tags = tags;
-                continue;
-            }
-            // What the API cannot change after creation stays as it was.
-            let fixed = fields
-                .iter()
-                .any(|f| f.name == field && f.mutability == Mutability::ForcesReplace);
-            if fixed && config.contains_key(&field) {
-                continue;
-            }
-            config.insert(field, value);
+        if let Some(value) = asked_tags {
+            stored.tags = retagged(&stored.tags, &value);
         }
+        let mut config = stored.config.clone();
+        for field in kinds::rederived(provider, kind) {
+            if !asked.contains_key(*field) {
+                config.remove(*field);
+            }
+        }
+        config.extend(asked);
         let site = Site {
-            provider: call.provider,
+            provider,
             kind,
             region,
             name: &stored.name,
@@ -896,7 +915,7 @@ impl World {
         };
         kinds::fill(&site, &mut config);
         stored.config = config;
-        match prepared.secret {
+        match secret {
             Some(SecretInput::Value(value)) => stored.secret = Some(value),
             Some(SecretInput::Generate(length)) if stored.secret.is_none() => {
                 stored.secret = Some(rng.mixed(length));
@@ -910,7 +929,7 @@ impl World {
                 stored.secret.clone(),
             )
         {
-            kinds::bump_version(call.provider, kind, &mut stored.observed, &mut rng);
+            kinds::bump_version(provider, kind, &mut stored.observed, &mut rng);
         }
         let sighting = stored.sighting();
         self.rng = rng;
