@@ -309,3 +309,54 @@ impl ApplyResult {
         self.failed.iter().filter(move |f| f.error.kind == kind)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{ApplyResult, NotAttemptedReason, Subject};
+
+    fn subject(name: &str) -> Subject {
+        Subject {
+            provider: "aws".into(),
+            kind: "s3Bucket".into(),
+            name: name.into(),
+            region: "eu-west-3".into(),
+        }
+    }
+
+    #[test]
+    fn a_result_that_omits_empty_buckets_reads_them_as_empty() {
+        let peer = serde_json::json!({
+            "apply": "v1",
+            "pruned": [{"resource": subject("old"), "alreadyAbsent": false}],
+        });
+        let result = ApplyResult::from_envelope(&peer).unwrap();
+        assert!(result.applied.is_empty());
+        assert!(result.not_attempted.is_empty());
+        assert!(result.failed.is_empty());
+        assert_eq!(result.pruned[0].resource, subject("old"));
+        let bare = ApplyResult::from_envelope(&serde_json::json!({"apply": "v3"})).unwrap();
+        assert_eq!(bare, ApplyResult::default());
+    }
+
+    #[test]
+    fn every_version_reads_and_an_unknown_one_is_refused() {
+        let result = ApplyResult::none_attempted(
+            [subject("b"), subject("a"), subject("a")],
+            NotAttemptedReason::Refused,
+            "refused: the plan is stale",
+        );
+        assert_eq!(result.not_attempted.len(), 2, "each resource once");
+        let envelope = result.to_envelope();
+        assert_eq!(envelope["apply"], "v3");
+        assert_eq!(envelope["notAttempted"][0]["reason"], "refused");
+        assert_eq!(ApplyResult::from_envelope(&envelope).unwrap(), result);
+        let mut future = envelope.clone();
+        future["apply"] = "v4".into();
+        assert!(
+            ApplyResult::from_envelope(&future)
+                .unwrap_err()
+                .contains("v1, v2 and v3")
+        );
+        assert!(!result.is_success());
+    }
+}

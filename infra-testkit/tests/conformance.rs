@@ -578,7 +578,10 @@ mod applier_judgements {
             resource: subject("q"),
             action,
             fields: vec![],
+            reason: None,
+            step: None,
             detail: None,
+            needs_confirmation: false,
         };
         ScenarioLog {
             steps: vec![ApplyStep {
@@ -586,7 +589,8 @@ mod applier_judgements {
                 plan: PlanReport {
                     fleet: "f".into(),
                     changes: vec![planned],
-                    forgotten: vec![],
+                    records: vec![],
+                    strays: vec![],
                 },
                 result,
                 handed_in: BTreeSet::from([subject("q")]),

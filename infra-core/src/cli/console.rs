@@ -48,9 +48,28 @@ impl std::fmt::Debug for Console {
 /// What the environment allows on a terminal: `NO_COLOR` (set and not empty) and
 /// `TERM=dumb` both forbid colour and cursor control.
 pub(super) fn decorations_allowed() -> bool {
-    let no_colour = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let dumb = std::env::var_os("TERM").is_some_and(|t| t == "dumb");
+    decorations(
+        std::env::var_os("NO_COLOR").as_deref(),
+        std::env::var_os("TERM").as_deref(),
+    )
+}
+
+fn decorations(no_colour: Option<&std::ffi::OsStr>, term: Option<&std::ffi::OsStr>) -> bool {
+    let no_colour = no_colour.is_some_and(|v| !v.is_empty());
+    let dumb = term.is_some_and(|t| t == "dumb");
     !no_colour && !dumb
+}
+
+impl ProgressStyle {
+    /// How progress may be shown on a standard error that is (or is not) a terminal,
+    /// with decorations allowed (or not).
+    fn choose(err_terminal: bool, decorations: bool) -> Self {
+        match (err_terminal, decorations) {
+            (false, _) => ProgressStyle::Off,
+            (true, false) => ProgressStyle::Lines,
+            (true, true) => ProgressStyle::InPlace,
+        }
+    }
 }
 
 impl Console {
@@ -63,11 +82,7 @@ impl Console {
             err: Box::new(std::io::stderr()),
             interactive: std::io::stdin().is_terminal() && err_terminal,
             colour: std::io::stdout().is_terminal() && decorations,
-            progress: match (err_terminal, decorations) {
-                (false, _) => ProgressStyle::Off,
-                (true, false) => ProgressStyle::Lines,
-                (true, true) => ProgressStyle::InPlace,
-            },
+            progress: ProgressStyle::choose(err_terminal, decorations),
             confirm: Box::new(|question| {
                 eprint!("{question} [y/N] ");
                 let _ = std::io::stderr().flush();
@@ -144,5 +159,32 @@ impl<'c> Io<'c> {
                 false
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::{ProgressStyle, decorations};
+
+    #[test]
+    fn no_colour_and_a_dumb_terminal_forbid_decorations() {
+        let os = |s: &'static str| Some(OsStr::new(s));
+        assert!(decorations(None, os("xterm-256color")));
+        assert!(decorations(None, None));
+        assert!(!decorations(os("1"), os("xterm")));
+        assert!(!decorations(os("anything"), None));
+        // An empty NO_COLOR is as good as unset (the convention's own rule).
+        assert!(decorations(os(""), os("xterm")));
+        assert!(!decorations(None, os("dumb")));
+    }
+
+    #[test]
+    fn progress_rewrites_a_line_only_on_a_terminal_that_allows_it() {
+        assert_eq!(ProgressStyle::choose(false, true), ProgressStyle::Off);
+        assert_eq!(ProgressStyle::choose(false, false), ProgressStyle::Off);
+        assert_eq!(ProgressStyle::choose(true, false), ProgressStyle::Lines);
+        assert_eq!(ProgressStyle::choose(true, true), ProgressStyle::InPlace);
     }
 }

@@ -76,7 +76,7 @@ impl Engine {
     /// its records while the fleet still declares something: resources it deletes or
     /// prunes, and recorded resources that read as absent (their rows dropped, or the
     /// resources created again) — the sign of credentials for the wrong account. Exactly
-    /// half passes.
+    /// half passes; a resource moved to another region is not counted.
     pub(super) fn brake(
         &self,
         plan: &Plan,
@@ -91,9 +91,28 @@ impl Engine {
         if !declares || managed == 0 {
             return Ok(());
         }
+        // An orphan whose provider, kind and name are declared in another region is a
+        // move, not a loss: the fleet still manages the resource.
+        let declared: BTreeSet<(&str, &str, &str)> = observation
+            .slots
+            .iter()
+            .filter(|s| s.index.is_some())
+            .map(|s| {
+                let r = &s.subject;
+                (r.provider.as_str(), r.kind.as_str(), r.name.as_str())
+            })
+            .collect();
+        let moved = |slot: &super::model::Slot| {
+            let r = &slot.subject;
+            slot.index.is_none()
+                && declared.contains(&(r.provider.as_str(), r.kind.as_str(), r.name.as_str()))
+        };
         let mut deletes = 0;
         let mut absent = 0;
         for slot in &observation.slots {
+            if moved(slot) {
+                continue;
+            }
             // A row written before a create whose outcome is not known is no managed
             // resource gone missing.
             let recorded = || {

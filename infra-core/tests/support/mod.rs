@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod console;
+pub mod unreadable;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -1,0 +1,288 @@
+//! Divergence as the clouds answer it: sets in any order are the same set, a database
+//! moving between shapes is replaced, a new code artifact is seen through its digest,
+//! and a composed secret is written again when what it is composed from changes —
+//! without any secret value reaching a record.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use infra_core::kinds::*;
+use infra_core::{AwsRegion, Change, Expr, Fleet, Options, Partial, RecordStore, compose_secret};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_set_the_cloud_answers_in_another_order_is_no_drift() {
+    let cloud = support::cloud(51);
+    let (engine, _) = support::engine_in_memory(&cloud);
+    let mut f = Fleet::builder("sets");
+    f.declare(
+        AwsRegion::EuWest3,
+        "runner",
+        Iam {
+            policies: Expr::lit(BTreeSet::from([
+                "a".to_owned(),
+                "b".to_owned(),
+                "c".to_owned(),
+            ])),
+            assumed_by: Expr::lit(BTreeSet::from(["lambda.amazonaws.com".to_owned()])),
+            description: Partial::Unknown,
+            tags: Partial::Unknown,
+        },
+    );
+    let fleet = f.build().unwrap();
+    engine
+        .apply(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    let role = cloud.find("aws", "iam", "runner")[0].handle.clone();
+    cloud.set_field(&role, "policies", json!(["c", "a", "b"]));
+    let report = engine
+        .plan(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(!report.has_changes(), "{}", report.render());
+    // A set that really differs is drift.
+    cloud.set_field(&role, "policies", json!(["c", "a"]));
+    let report = engine
+        .plan(&fleet.plan(), &Options::default())
+        .await
+        .unwrap();
+    assert_eq!(report.changes[0].action, "update", "{}", report.render());
+}
+
+fn database(serverless: bool, username: &str) -> Fleet {
+    let mut f = Fleet::builder("shapes");
+    let here = AwsRegion::EuWest3;
+    let password = f.declare(here, "db-password", Secrets::generated(24));
+    let db = f.declare(
+        here,
+        "db",
+        if serverless {
+            Postgres::serverless("16", Acu::halves(1), Acu::whole(4), username, password)
+        } else {
+            Postgres::classic("16", "db.t4g.micro", username, password)
+        },
+    );
+    let host = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());
+    f.declare(
+        here,
+        "db-url",
+        Secrets::composed(compose_secret!(
+            "postgres://app:{}@{}/app",
+            Expr::secret(password),
+            host
+        )),
+    );
+    f.build().unwrap()
+}
+
+#[tokio::test]
+async fn a_database_moving_between_shapes_is_replaced_not_updated() {
+    let cloud = support::cloud(52);
+    let (engine, _) = support::engine_in_memory(&cloud);
+    engine
+        .apply(&database(false, "app").plan(), &Options::default())
+        .await
+        .unwrap();
+    let serverless = database(true, "app");
+    let report = engine
+        .plan(&serverless.plan(), &Options::default())
+        .await
+        .unwrap();
+    let db = report
+        .changes
+        .iter()
+        .find(|c| c.resource.name == "db")
+        .unwrap();
+    assert_eq!(db.action, "replace", "{}", report.render());
+    let outcome = engine
+        .apply(&serverless.plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(outcome.is_success(), "{:#?}", outcome.result);
+    assert!(
+        outcome
+            .result
+            .applied
+            .iter()
+            .any(|a| a.resource.name == "db" && a.change == Change::Replaced)
+    );
+    let again = engine
+        .plan(&serverless.plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(!again.has_changes(), "{}", again.render());
+}
+
+#[tokio::test]
+async fn a_composed_secret_is_written_again_when_its_inputs_change() {
+    let cloud = support::cloud(53);
+    let (engine, store) = support::engine_in_memory(&cloud);
+    engine
+        .apply(&database(false, "app").plan(), &Options::default())
+        .await
+        .unwrap();
+    let url = |cloud: &infra_testkit::sim::SimCloud| {
+        let handle = cloud.find("aws", "secrets", "db-url")[0].handle.clone();
+        cloud.stored_secret(&handle).unwrap().expose().to_owned()
+    };
+    let endpoint = |cloud: &infra_testkit::sim::SimCloud| {
+        cloud.find("aws", "postgres", "db")[0].observed["endpoint"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let first = url(&cloud);
+    assert!(first.contains(&endpoint(&cloud)));
+    let again = engine
+        .plan(&database(false, "app").plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(
+        !again.has_changes(),
+        "equal values are no change: {}",
+        again.render()
+    );
+
+    // A new administrator name replaces the database, which gets a new endpoint: the
+    // connection string composed from it is written again.
+    let renamed = database(false, "admin");
+    let outcome = engine
+        .apply(&renamed.plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(outcome.is_success(), "{:#?}", outcome.result);
+    let second = url(&cloud);
+    assert_ne!(first, second);
+    assert!(
+        second.contains(&endpoint(&cloud)),
+        "the new endpoint is in the secret"
+    );
+    let again = engine
+        .plan(&renamed.plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(!again.has_changes(), "{}", again.render());
+
+    // An edit behind the engine's back is seen, as a sensitive difference, and repaired.
+    let handle = cloud.find("aws", "secrets", "db-url")[0].handle.clone();
+    let backend = cloud.backend("aws");
+    let settled = SecretsSettled {
+        value_from: SecretSourceSettled::Composed(infra_core::SecretString::new("tampered")),
+        description: Partial::Unknown,
+        tags: Partial::Unknown,
+    };
+    backend
+        .update(
+            "secrets",
+            "eu-west-3",
+            &handle,
+            infra_core::SettledSpec::new::<Secrets>(&settled),
+        )
+        .await
+        .unwrap();
+    let report = engine
+        .plan(&renamed.plan(), &Options::default())
+        .await
+        .unwrap();
+    let line = report
+        .changes
+        .iter()
+        .find(|c| c.resource.name == "db-url")
+        .unwrap();
+    assert_eq!(line.action, "update", "{}", report.render());
+    assert!(line.fields[0].sensitive);
+    assert!(report.render().contains("valueFrom: (sensitive)"));
+    engine
+        .apply(&renamed.plan(), &Options::default())
+        .await
+        .unwrap();
+    assert_eq!(url(&cloud), second);
+
+    // No value, nor anything it was composed from, reached the records.
+    let ledger = store.load_ledger("shapes").unwrap();
+    let mut records = format!("{ledger:?}");
+    for (provider, kind) in store.cached_pairs("shapes").unwrap() {
+        let entries = store.load_cache("shapes", &provider, &kind).unwrap();
+        records.push_str(&serde_json::to_string(&entries).unwrap());
+    }
+    let password = cloud.find("aws", "secrets", "db-password")[0]
+        .handle
+        .clone();
+    let password = cloud.stored_secret(&password).unwrap();
+    assert!(!records.contains(password.expose()));
+    assert!(!records.contains(&second));
+}
+
+#[tokio::test]
+async fn a_new_code_artifact_under_the_same_location_is_seen_through_its_digest() {
+    let cloud = support::cloud(54);
+    let (engine, _) = support::engine_in_memory(&cloud);
+    let function = |digest: Option<String>| {
+        let mut f = Fleet::builder("code");
+        let here = AwsRegion::EuWest3;
+        let role = f.declare(
+            here,
+            "fn-role",
+            Iam {
+                policies: Expr::lit(BTreeSet::new()),
+                assumed_by: Expr::lit(BTreeSet::from(["lambda.amazonaws.com".to_owned()])),
+                description: Partial::Unknown,
+                tags: Partial::Unknown,
+            },
+        );
+        f.declare(
+            here,
+            "handler",
+            Compute {
+                runtime: "python3.12".into(),
+                handler: "app.handle".into(),
+                code: "s3://code/app.zip".into(),
+                code_sha256: match digest {
+                    Some(d) => Partial::Known(Expr::lit(d)),
+                    None => Partial::Unknown,
+                },
+                memory_mb: Partial::Unknown,
+                timeout_seconds: Partial::Unknown,
+                environment: Partial::Unknown,
+                secret_environment: Partial::Unknown,
+                role: Some(role),
+                tags: Partial::Unknown,
+            },
+        );
+        f.build().unwrap()
+    };
+    let v1 = code_digest(b"version one");
+    engine
+        .apply(&function(Some(v1.clone())).plan(), &Options::default())
+        .await
+        .unwrap();
+    let quiet = engine
+        .plan(&function(Some(v1)).plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(!quiet.has_changes(), "{}", quiet.render());
+    // The artifact under the same location is rebuilt: only its digest says so.
+    let v2 = code_digest(b"version two");
+    let report = engine
+        .plan(&function(Some(v2.clone())).plan(), &Options::default())
+        .await
+        .unwrap();
+    let line = report
+        .changes
+        .iter()
+        .find(|c| c.resource.name == "handler")
+        .unwrap();
+    assert_eq!(line.action, "update", "{}", report.render());
+    assert_eq!(line.fields[0].field, "codeSha256");
+    engine
+        .apply(&function(Some(v2.clone())).plan(), &Options::default())
+        .await
+        .unwrap();
+    let again = engine
+        .plan(&function(Some(v2)).plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(!again.has_changes(), "{}", again.render());
+}
