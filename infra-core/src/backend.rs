@@ -125,6 +125,10 @@ pub struct Sighting {
     observed_json: serde_json::Value,
     reported: serde_json::Map<String, serde_json::Value>,
     raw_tags: Option<RawTags>,
+    /// What this fleet last wrote of fields the cloud does not report (kept in the
+    /// cache): compared in their place, since a declared change to such a field is
+    /// otherwise invisible.
+    recalled: serde_json::Map<String, serde_json::Value>,
 }
 
 impl fmt::Debug for Sighting {
@@ -155,6 +159,7 @@ impl Sighting {
             observed_json,
             reported,
             raw_tags: None,
+            recalled: serde_json::Map::new(),
         }
     }
 
@@ -193,6 +198,7 @@ impl Sighting {
             observed_json: observed,
             reported,
             raw_tags: None,
+            recalled: serde_json::Map::new(),
         })
     }
 
@@ -218,6 +224,40 @@ impl Sighting {
     /// The reported configuration as JSON: only the fields the cloud said, camelCase.
     pub fn reported(&self) -> &serde_json::Map<String, serde_json::Value> {
         &self.reported
+    }
+
+    /// What this fleet last wrote of the fields the cloud does not report.
+    pub fn recalled(&self) -> &serde_json::Map<String, serde_json::Value> {
+        &self.recalled
+    }
+
+    /// The same sighting, remembering `written` for the fields the cloud did not
+    /// report (a field it reports is left to the cloud).
+    pub(crate) fn recalling(
+        mut self,
+        written: &serde_json::Map<String, serde_json::Value>,
+    ) -> Self {
+        self.recalled = written
+            .iter()
+            .filter(|(k, _)| !self.reported.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        self
+    }
+
+    /// What the comparison with a declaration reads: the configuration the cloud
+    /// reports, and for a field it does not report, what this fleet last wrote there.
+    pub(crate) fn compared(
+        &self,
+    ) -> std::borrow::Cow<'_, serde_json::Map<String, serde_json::Value>> {
+        if self.recalled.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.reported);
+        }
+        let mut both = self.reported.clone();
+        for (k, v) in &self.recalled {
+            both.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        std::borrow::Cow::Owned(both)
     }
 
     /// The same sighting with the ownership marker stripped from its reported tags.

@@ -26,8 +26,9 @@ use serde::{Deserialize, Serialize};
 /// one): 2 marks the rows `discover` adopted on the ownership marker alone, and the rows
 /// written before a create whose outcome is not known.
 pub const LEDGER_VERSION: u32 = 2;
-/// The schema version of a cache file this crate writes and reads.
-pub const CACHE_VERSION: u32 = 1;
+/// The schema version of a cache file this crate writes (it reads every earlier one):
+/// 2 keeps, per resource, what the fleet last wrote of fields the cloud does not report.
+pub const CACHE_VERSION: u32 = 2;
 
 /// One managed resource.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -118,6 +119,11 @@ pub struct CacheEntry {
     pub handle: String,
     /// Its observed state, as the kind's `Observed` type serialises.
     pub observed: serde_json::Value,
+    /// What this fleet last wrote of the fields the cloud does not report (a database's
+    /// password secret, by handle), so that a declared change to one is seen. Never a
+    /// sensitive field: no secret value, nor anything derived from one.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub written: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A record could not be read or written.
@@ -739,6 +745,7 @@ mod tests {
             region: "eu-west-3".into(),
             handle: "arn:aws:s3:::logs".into(),
             observed: serde_json::json!({"arn": "arn:aws:s3:::logs", "region": "eu-west-3"}),
+            written: serde_json::Map::new(),
         };
         store
             .save_cache("shop", "aws", "s3Bucket", std::slice::from_ref(&entry))

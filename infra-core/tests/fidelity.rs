@@ -286,3 +286,103 @@ async fn a_new_code_artifact_under_the_same_location_is_seen_through_its_digest(
         .unwrap();
     assert!(!again.has_changes(), "{}", again.render());
 }
+
+#[tokio::test]
+async fn a_renamed_password_secret_reaches_its_database_across_clouds_one_call_at_a_time() {
+    let declare = |secret_name: &str| {
+        let mut f = Fleet::builder("moves");
+        let password = f.declare(
+            infra_core::GcpRegion::EuropeWest1,
+            secret_name,
+            Secrets::generated(16),
+        );
+        f.declare(
+            AwsRegion::EuWest3,
+            "orders",
+            Postgres::classic("16", "db.t4g.micro", "admin", password),
+        );
+        f.build().unwrap()
+    };
+    for parallelism in [1, 16] {
+        let cloud = support::cloud(55);
+        let (engine, _) = support::engine_in_memory(&cloud);
+        let options = Options {
+            parallelism,
+            ..Options::default()
+        };
+        let first = engine.apply(&declare("pw").plan(), &options).await.unwrap();
+        assert!(first.is_success(), "{:#?}", first.result);
+        let renamed = engine
+            .apply(&declare("pw-v2").plan(), &options)
+            .await
+            .unwrap();
+        assert!(
+            renamed.is_success(),
+            "parallelism {parallelism}: {:#?}",
+            renamed.result
+        );
+        let secret = &cloud.find("gcp", "secrets", "pw-v2")[0];
+        let db = &cloud.find("aws", "postgres", "orders")[0];
+        assert_eq!(db.config["masterPassword"], json!(secret.handle));
+    }
+}
+
+#[tokio::test]
+async fn a_declared_change_to_a_field_the_cloud_never_reports_is_seen_through_what_was_written() {
+    let declare = |uses_second: bool| {
+        let mut f = Fleet::builder("recall");
+        let here = AwsRegion::EuWest3;
+        let first = f.declare(here, "pw-one", Secrets::generated(16));
+        let second = f.declare(here, "pw-two", Secrets::generated(16));
+        let password = if uses_second { second } else { first };
+        f.declare(
+            here,
+            "orders",
+            Postgres::classic("16", "db.t4g.micro", "admin", password),
+        );
+        f.build().unwrap()
+    };
+    let cloud = support::cloud(56);
+    let (engine, store) = support::engine_in_memory(&cloud);
+    engine
+        .apply(&declare(false).plan(), &Options::default())
+        .await
+        .unwrap();
+    // RDS never reports the password's secret; the cache keeps what was written.
+    let db = &cloud.find("aws", "postgres", "orders")[0];
+    let one = cloud.find("aws", "secrets", "pw-one")[0].handle.clone();
+    let two = cloud.find("aws", "secrets", "pw-two")[0].handle.clone();
+    assert_eq!(db.config["masterPassword"], json!(one));
+    let cached = store.load_cache("recall", "aws", "postgres").unwrap();
+    assert_eq!(cached[0].written["masterPassword"], json!(one));
+    // What the cloud reports is left to the cloud.
+    assert!(!cached[0].written.contains_key("engineVersion"));
+
+    let report = engine
+        .plan(&declare(true).plan(), &Options::default())
+        .await
+        .unwrap();
+    let line = report
+        .changes
+        .iter()
+        .find(|c| c.resource.name == "orders")
+        .unwrap();
+    assert_eq!(line.action, "update", "{}", report.render());
+    assert_eq!(line.fields[0].field, "masterPassword");
+    assert_eq!(
+        (&line.fields[0].before, &line.fields[0].after),
+        (&json!(one), &json!(two))
+    );
+    let outcome = engine
+        .apply(&declare(true).plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(outcome.is_success(), "{:#?}", outcome.result);
+    let db = &cloud.find("aws", "postgres", "orders")[0];
+    assert_eq!(db.config["masterPassword"], json!(two));
+    let again = engine
+        .plan(&declare(true).plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(!again.has_changes(), "{}", again.render());
+}

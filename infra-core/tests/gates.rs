@@ -13,6 +13,7 @@ use infra_core::{
     ScalewayRegion, SecretString, SettledSpec, Sighting, Step, Unreachable,
 };
 use infra_testkit::sim::{Op, SimCloud};
+use support::altered::{Alteration, Altered};
 
 fn web_group() -> SecurityGroup {
     SecurityGroup {
@@ -421,105 +422,18 @@ fn not_attempted(result: &infra_core::ApplyResult) -> Vec<(&str, NotAttemptedRea
 /// `governs`, only records changes to them for approval.
 async fn apply_without_groups(seed: u64, governs: bool) -> (SimCloud, infra_core::Outcome) {
     let cloud = support::cloud(seed);
-    let backends = Backends::new().with(Arc::new(Without {
-        inner: cloud.backend("aws"),
-        kind: "securityGroup",
-        governs,
-    }));
+    let how = if governs {
+        Alteration::Governs
+    } else {
+        Alteration::Lacks
+    };
+    let backends = Backends::new().with(Altered::new(cloud.backend("aws"), "securityGroup", how));
     let engine = infra_core::Engine::new(backends, Arc::new(infra_core::MemoryStore::new()));
     let outcome = engine
         .apply(&small(&[]).plan(), &Options::default())
         .await
         .unwrap();
     (cloud, outcome)
-}
-
-/// A backend that forwards to another but does not realise one kind or, when
-/// `governs`, realises it but only records changes to it for approval.
-struct Without {
-    inner: Arc<dyn Backend>,
-    kind: &'static str,
-    governs: bool,
-}
-
-impl Without {
-    fn governed(&self, kind: &str) -> Result<(), BackendError> {
-        if self.governs && kind == self.kind {
-            return Err(BackendError::awaiting_approval(format!(
-                "plan recorded for {kind}; it awaits approval"
-            )));
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl Backend for Without {
-    fn provider(&self) -> &'static str {
-        self.inner.provider()
-    }
-    fn capabilities(&self) -> Capabilities {
-        let mut caps = self.inner.capabilities();
-        if !self.governs {
-            caps.kinds.remove(self.kind);
-            caps.ownership.remove(self.kind);
-        }
-        caps
-    }
-    async fn account(&self) -> Result<String, BackendError> {
-        self.inner.account().await
-    }
-    async fn list(&self, kind: &'static str, region: &str) -> Result<Vec<Listed>, BackendError> {
-        self.inner.list(kind, region).await
-    }
-    async fn read(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<Sighting, BackendError> {
-        self.inner.read(kind, region, handle).await
-    }
-    async fn create(
-        &self,
-        kind: &'static str,
-        region: &str,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        self.governed(kind)?;
-        self.inner.create(kind, region, name, spec, marker).await
-    }
-    async fn update(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        self.governed(kind)?;
-        self.inner.update(kind, region, handle, spec).await
-    }
-    async fn delete(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<(), BackendError> {
-        self.inner.delete(kind, region, handle).await
-    }
-    async fn ownership(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<RawTags, BackendError> {
-        self.inner.ownership(kind, region, handle).await
-    }
-    async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError> {
-        self.inner.secret_value(region, handle).await
-    }
 }
 
 #[tokio::test]

@@ -12,8 +12,8 @@ use infra_core::{
     AwsRegion, Backends, Expr, FileStore, Fleet, LedgerRow, Partial, RawTags, RecordStore,
 };
 use infra_testkit::sim::{CallFilter, Op, SimCloud};
+use support::altered::{Alteration, Altered};
 use support::console::{Session, answering, json, session};
-use support::unreadable::TagsUnreadable;
 
 fn buckets(names: &[&str]) -> Result<Fleet, infra_core::CheckReport> {
     let mut f = Fleet::builder("shop");
@@ -118,10 +118,11 @@ async fn discover_adds_and_never_drops_a_row_and_says_what_it_could_not_look_at(
     );
     // The declaration no longer names the us-east-1 region; the queue's tags cannot be
     // read.
-    let backends = Backends::new().with(Arc::new(TagsUnreadable {
-        inner: cloud.backend("aws"),
-        kind: "queues",
-    }));
+    let backends = Backends::new().with(Altered::new(
+        cloud.backend("aws"),
+        "queues",
+        Alteration::TagsUnreadable,
+    ));
     let (code, out, _) = s
         .run_on(buckets(&["shop-assets"]), backends, &["discover"])
         .await;

@@ -12,7 +12,7 @@ use infra_core::{
     Partial, RecordStore, Step,
 };
 use infra_testkit::sim::Op;
-use support::unreadable::TagsUnreadable;
+use support::altered::{Alteration, Altered};
 
 fn buckets(names: &[(&str, AwsRegion)]) -> Fleet {
     let mut f = Fleet::builder("safe");
@@ -87,10 +87,11 @@ async fn the_marker_is_read_again_right_before_a_delete() {
 /// An engine whose backend cannot read the tags of queues.
 fn blind_to_queues(cloud: &infra_testkit::sim::SimCloud, store: Arc<MemoryStore>) -> Engine {
     Engine::new(
-        Backends::new().with(Arc::new(TagsUnreadable {
-            inner: cloud.backend("aws"),
-            kind: "queues",
-        })),
+        Backends::new().with(Altered::new(
+            cloud.backend("aws"),
+            "queues",
+            Alteration::TagsUnreadable,
+        )),
         store,
     )
     .with_clock(cloud.clock())

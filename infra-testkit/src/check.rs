@@ -16,13 +16,16 @@
 //! a parallelism, then checks, in order:
 //!
 //! 1. a dry run makes no write;
-//! 2. an apply under those faults accounts for every resource exactly once;
+//! 2. an apply under those faults accounts for every resource exactly once: each
+//!    declared resource and each row of the records it started from, in one bucket each,
+//!    and nothing else;
 //! 3. after the faults stop (and the "process" restarts from the records it left), an
 //!    apply converges: every resource applied, none twice in the cloud, and a second
 //!    plan empty;
 //! 4. no secret value reaches a record;
 //! 5. prune is owned-only, on the calls made: with a foreign resource and an owned
-//!    orphan in one scope, exactly one delete, of the orphan;
+//!    orphan in one scope, exactly one delete, of the orphan — and the orphan's row is
+//!    accounted for in the result;
 //! 6. the brake holds: with more owned orphans than declared resources, the apply is
 //!    refused and writes nothing;
 //! 7. teardown deletes every resource after everything that depends on it, and leaves
@@ -193,10 +196,14 @@ pub struct FleetCheck {
     cases: u32,
     max_fault_rate: f64,
     extra: Vec<BackendFactory>,
+    records: Option<RecordsLayer>,
 }
 
 /// Makes a fresh backend for one case (from the case's seed).
 type BackendFactory = Arc<dyn Fn(u64) -> Arc<dyn Backend> + Send + Sync>;
+
+/// Wraps the records the engine of a case keeps.
+pub type RecordsLayer = Arc<dyn Fn(Arc<dyn RecordStore>) -> Arc<dyn RecordStore> + Send + Sync>;
 
 impl fmt::Debug for FleetCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -204,6 +211,7 @@ impl fmt::Debug for FleetCheck {
             .field("cases", &self.cases)
             .field("max_fault_rate", &self.max_fault_rate)
             .field("extra_backends", &self.extra.len())
+            .field("records_layer", &self.records.is_some())
             .finish()
     }
 }
@@ -230,6 +238,7 @@ impl FleetCheck {
             cases,
             max_fault_rate: 0.2,
             extra: Vec::new(),
+            records: None,
         }
     }
 
@@ -255,6 +264,17 @@ impl FleetCheck {
         self
     }
 
+    /// A layer around the records each case's engine keeps (a record store of your
+    /// own in front of the in-memory one; or, in this crate's tests, a broken one that
+    /// shows the checks can fail). The checks read the records beneath the layer.
+    pub fn records(
+        mut self,
+        layer: impl Fn(Arc<dyn RecordStore>) -> Arc<dyn RecordStore> + Send + Sync + 'static,
+    ) -> Self {
+        self.records = Some(Arc::new(layer));
+        self
+    }
+
     /// Runs every case; the first failure (shrunk to its simplest scenario) comes back.
     pub fn run(&self, fleet: &Fleet) -> Result<u32, Box<Failure>> {
         let mut runner = TestRunner::new(Config {
@@ -266,7 +286,7 @@ impl FleetCheck {
         let result = runner.run(&scenario(self.max_fault_rate), |scenario| {
             let extra: Vec<Arc<dyn Backend>> =
                 self.extra.iter().map(|make| make(scenario.seed)).collect();
-            match run_case(fleet, &scenario, &extra) {
+            match run_case_with(fleet, &scenario, &extra, self.records.as_ref()) {
                 Ok(()) => Ok(()),
                 Err(failure) => {
                     let message = failure.to_string();
@@ -303,7 +323,16 @@ fn runtime() -> tokio::runtime::Runtime {
 /// The simulated world's providers.
 const SIMULATED: [&str; 3] = ["aws", "gcp", "scaleway"];
 
-fn engine(cloud: &SimCloud, store: Arc<dyn RecordStore>, extra: &[Arc<dyn Backend>]) -> Engine {
+fn engine(
+    cloud: &SimCloud,
+    store: Arc<dyn RecordStore>,
+    extra: &[Arc<dyn Backend>],
+    layer: Option<&RecordsLayer>,
+) -> Engine {
+    let store = match layer {
+        Some(layer) => layer(store),
+        None => store,
+    };
     let mut backends: Backends = cloud.backends();
     for b in extra {
         backends.insert(Arc::clone(b));
@@ -331,7 +360,36 @@ pub fn declared_subjects(fleet: &Fleet) -> BTreeSet<Subject> {
         .collect()
 }
 
-/// Checks that a result accounts for `expected` (and perhaps orphans) exactly once.
+/// What an apply of `fleet` is handed, from records holding `ledger`: each declared
+/// resource in play and each row of the records (rows released with `forget` aside:
+/// they leave the records without a call, and the plan reports them).
+pub fn handed_in(fleet: &Fleet, ledger: &Ledger) -> BTreeSet<Subject> {
+    let forgotten: BTreeSet<(&str, &str, &str)> = fleet
+        .forgets()
+        .iter()
+        .map(|r| {
+            (
+                r.resource.provider,
+                r.resource.kind,
+                r.resource.name.as_str(),
+            )
+        })
+        .collect();
+    let rows = ledger
+        .rows
+        .iter()
+        .filter(|r| !forgotten.contains(&(r.provider.as_str(), r.kind.as_str(), r.name.as_str())))
+        .map(|r| Subject {
+            provider: r.provider.clone(),
+            kind: r.kind.clone(),
+            name: r.name.clone(),
+            region: r.region.clone(),
+        });
+    declared_subjects(fleet).into_iter().chain(rows).collect()
+}
+
+/// Checks that a result accounts for exactly `expected`, each once: nothing handed in is
+/// missing (a dropped orphan fails it), nothing else is there, nothing is there twice.
 pub fn total_and_disjoint(
     result: &ApplyResult,
     expected: &BTreeSet<Subject>,
@@ -342,6 +400,9 @@ pub fn total_and_disjoint(
         return Err(format!(
             "{missing} was handed in and is missing from the result"
         ));
+    }
+    if let Some(extra) = got.iter().find(|s| !expected.contains(*s)) {
+        return Err(format!("{extra} is in the result but was not handed in"));
     }
     Ok(())
 }
@@ -375,6 +436,16 @@ pub fn run_case(
     scenario: &Scenario,
     extra: &[Arc<dyn Backend>],
 ) -> Result<(), Box<Failure>> {
+    run_case_with(fleet, scenario, extra, None)
+}
+
+/// [`run_case`], with a layer around the engine's records.
+pub fn run_case_with(
+    fleet: &Fleet,
+    scenario: &Scenario,
+    extra: &[Arc<dyn Backend>],
+    layer: Option<&RecordsLayer>,
+) -> Result<(), Box<Failure>> {
     count_case();
     let fail = |property: &'static str, detail: String| {
         Box::new(Failure {
@@ -393,9 +464,11 @@ pub fn run_case(
         };
         let plan = fleet.plan();
         let expected = declared_subjects(fleet);
+        let ledger_of =
+            |store: &CrashStore| store.load_ledger(fleet.name()).expect("memory records");
 
         // 1. A dry run makes no write.
-        let engine0 = engine(&cloud, store.clone(), extra);
+        let engine0 = engine(&cloud, store.clone(), extra, layer);
         engine0
             .plan(&plan, &options)
             .await
@@ -412,22 +485,24 @@ pub fn run_case(
         if let Some(n) = scenario.crash_after {
             cloud.crash_after(n);
         }
+        let handed = handed_in(fleet, &ledger_of(&store));
         if let Ok(outcome) = engine0.apply(&plan, &options).await
             && !cloud.is_crashed()
         {
-            total_and_disjoint(&outcome.result, &expected)
+            total_and_disjoint(&outcome.result, &handed)
                 .map_err(|e| fail("the result is total and disjoint under faults", e))?;
         }
         cloud.clear_faults();
         cloud.revive();
 
         // 3. A new process, from the records the old one left, converges.
-        let engine1 = engine(&cloud, store.clone(), extra);
+        let engine1 = engine(&cloud, store.clone(), extra, layer);
+        let handed = handed_in(fleet, &ledger_of(&store));
         let outcome = engine1
             .apply(&plan, &options)
             .await
             .map_err(|e| fail("a clean apply after faults succeeds", e.to_string()))?;
-        total_and_disjoint(&outcome.result, &expected)
+        total_and_disjoint(&outcome.result, &handed)
             .map_err(|e| fail("the result is total and disjoint", e))?;
         if !outcome.result.is_success() {
             return Err(fail(
@@ -496,7 +571,7 @@ pub fn run_case(
                     [(MARKER_KEY.to_owned(), fleet.name().to_owned())].into(),
                 )
                 .map_err(|e| fail("an owned orphan can be placed", e.to_string()))?;
-            let mut ledger = store.load_ledger(fleet.name()).expect("memory records");
+            let mut ledger = ledger_of(&store);
             ledger.rows.insert(LedgerRow {
                 provider: scope.provider.clone(),
                 kind: scope.kind.clone(),
@@ -506,6 +581,9 @@ pub fn run_case(
             store
                 .save_ledger(fleet.name(), &ledger)
                 .expect("memory records");
+            // What the apply is handed: from the rows written here, not from what the
+            // engine reads back, so that a row lost on the way fails the check.
+            let handed = handed_in(fleet, &ledger);
             cloud.clear_calls();
             let outcome = engine1
                 .apply(
@@ -517,6 +595,12 @@ pub fn run_case(
                 )
                 .await
                 .map_err(|e| fail("an apply with an orphan succeeds", e.to_string()))?;
+            total_and_disjoint(&outcome.result, &handed).map_err(|e| {
+                fail(
+                    "the result accounts for every declared resource and every ledger row",
+                    e,
+                )
+            })?;
             let deletes: Vec<String> = cloud
                 .calls()
                 .iter()
@@ -543,7 +627,7 @@ pub fn run_case(
             .iter()
             .find(|s| SIMULATED.contains(&s.provider.as_str()))
         {
-            let mut ledger = store.load_ledger(fleet.name()).expect("memory records");
+            let mut ledger = ledger_of(&store);
             for i in 0..=expected.len() {
                 let name = format!("zz-brake-{i:03}");
                 cloud
@@ -595,10 +679,13 @@ pub fn run_case(
 
         // 7. Teardown: dependants first, nothing left.
         cloud.clear_calls();
+        let handed = handed_in(fleet, &ledger_of(&store));
         let outcome = engine1
             .apply(&Plan::absent(fleet), &options)
             .await
             .map_err(|e| fail("a teardown succeeds", e.to_string()))?;
+        total_and_disjoint(&outcome.result, &handed)
+            .map_err(|e| fail("the teardown's result is total and disjoint", e))?;
         if !outcome.result.is_success() {
             return Err(fail(
                 "the teardown converges",

@@ -109,6 +109,10 @@ proptest! {
                             cloud.crash_after(*n);
                         }
                         let clean = faults.is_none() && crash_after.is_none();
+                        let handed = infra_testkit::check::handed_in(
+                            &fleet,
+                            &store.load_ledger(&fleet_name).unwrap(),
+                        );
                         let result = engine.apply(&fleet.plan(), &forced).await;
                         let crashed = cloud.is_crashed();
                         cloud.clear_faults();
@@ -116,8 +120,7 @@ proptest! {
                         match result {
                             Ok(outcome) => {
                                 if !crashed {
-                                    let declared = infra_testkit::check::declared_subjects(&fleet);
-                                    total_and_disjoint(&outcome.result, &declared)
+                                    total_and_disjoint(&outcome.result, &handed)
                                         .map_err(|e| TestCaseError::fail(format!("step {step}: {e}")))?;
                                 }
                                 if clean {

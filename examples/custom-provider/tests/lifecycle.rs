@@ -118,9 +118,12 @@ async fn a_ttl_change_is_an_update_and_a_record_type_change_is_a_replace() {
         .iter()
         .find(|c| c.resource.name == "assets")
         .unwrap();
+    let fields: Vec<&str> = change.fields.iter().map(|f| f.field).collect();
+    assert_eq!((change.action, fields.as_slice()), ("update", &["ttl"][..]));
     assert_eq!(
-        (change.action, change.fields.as_slice()),
-        ("update", &["ttl"][..])
+        (&change.fields[0].before, &change.fields[0].after),
+        (&serde_json::json!(600), &serde_json::json!(900)),
+        "the plan shows the old and the new value"
     );
     let outcome = w
         .engine
@@ -148,7 +151,11 @@ async fn a_ttl_change_is_an_update_and_a_record_type_change_is_a_replace() {
         .find(|c| c.resource.name == "www")
         .unwrap();
     assert_eq!(change.action, "replace");
-    assert!(change.fields.contains(&"recordType"), "{:?}", change.fields);
+    assert!(
+        change.fields.iter().any(|f| f.field == "recordType"),
+        "{:?}",
+        change.fields
+    );
     let outcome = w
         .engine
         .apply(&v6.plan(), &Options::default())
@@ -203,8 +210,9 @@ async fn a_value_changed_behind_the_fleets_back_is_put_back_in_place() {
         .iter()
         .find(|c| c.resource.name == "assets")
         .unwrap();
+    let fields: Vec<&str> = change.fields.iter().map(|f| f.field).collect();
     assert_eq!(
-        (change.action, change.fields.as_slice()),
+        (change.action, fields.as_slice()),
         ("update", &["value"][..])
     );
     w.engine

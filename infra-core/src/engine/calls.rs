@@ -61,6 +61,25 @@ struct Call<'a> {
     fields: &'static [FieldInfo],
 }
 
+impl Call<'_> {
+    /// A sighting of what a create or an update wrote, remembering the fields of
+    /// `spec` the cloud does not report (a sensitive one never).
+    fn remembering(&self, sighting: Sighting, spec: SettledSpec<'_>) -> Sighting {
+        let serde_json::Value::Object(sent) = spec.to_json() else {
+            return sighting;
+        };
+        let written: serde_json::Map<String, serde_json::Value> = sent
+            .into_iter()
+            .filter(|(name, _)| {
+                self.fields
+                    .iter()
+                    .any(|f| f.name == name.as_str() && !f.sensitive)
+            })
+            .collect();
+        sighting.recalling(&written)
+    }
+}
+
 impl Engine {
     /// The work of one node, as a future that makes the provider calls.
     pub(super) fn job<'a>(
@@ -150,7 +169,7 @@ impl Engine {
                 } else {
                     Change::Created
                 },
-                sighting: Some(sighting.without_marker()),
+                sighting: Some(call.remembering(sighting.without_marker(), settled_spec)),
             },
             Err(e) => Done::Failed(step, e),
         }
@@ -164,13 +183,15 @@ impl Engine {
             .clone()
             .expect("an existing resource was seen");
         let target = spec.0.lenient_json(&call.env);
-        let mut fields = divergence(call.fields, &target, sighting.reported());
+        let compared = sighting.compared();
+        let mut fields = divergence(call.fields, &target, &compared);
         fields.extend(unreported_moves(
             call.fields,
             &spec.0.lenient_json(&call.initial),
             &target,
-            sighting.reported(),
+            &compared,
         ));
+        drop(compared);
         let composes = spec.0.composes_secret();
         if fields.is_empty() && !composes {
             return Done::Built {
@@ -212,7 +233,7 @@ impl Engine {
             {
                 Ok(s) => Done::Built {
                     change: Change::Updated,
-                    sighting: Some(s.without_marker()),
+                    sighting: Some(call.remembering(s.without_marker(), settled_spec)),
                 },
                 Err(e) => Done::Failed(Step::Update, e),
             };
@@ -248,7 +269,7 @@ impl Engine {
             return Done::Failed(Step::Replace, e);
         }
         let created = match self.create_or_find(call, spec, Some(old)).await {
-            Ok(s) => s.without_marker(),
+            Ok(s) => call.remembering(s.without_marker(), spec),
             Err(e) => return Done::Failed(Step::Replace, e),
         };
         if create_first && let Done::Failed(_, e) = self.delete_owned(call, old).await {

@@ -52,7 +52,7 @@ impl Engine {
                                 [slot.index.expect("declared")]
                             .kind
                             .fields;
-                            let mut fields = divergence(kind_fields, &target, sighting.reported());
+                            let mut fields = divergence(kind_fields, &target, &sighting.compared());
                             if slot.secret_differs == Some(true) {
                                 fields.push(Divergence::hidden("valueFrom", Mutability::Mutable));
                             }

@@ -127,6 +127,7 @@ impl Engine {
         let confirmed = self.confirmed_deletes(&slots, options)?;
         self.observe(fleet.name(), &mut slots, &ledger, &included)
             .await;
+        self.recall(fleet.name(), &mut slots)?;
         self.compare_composed_secrets(plan, &mut slots).await;
         let strays = self.strays(plan, &ledger).await;
 

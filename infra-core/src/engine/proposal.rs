@@ -274,6 +274,7 @@ fn seen_json(slot: &Slot) -> serde_json::Value {
         Seen::Present { sighting, owner } => serde_json::json!({
             "handle": sighting.handle,
             "reported": sighting.reported(),
+            "recalled": sighting.recalled(),
             "observed": sighting.observed_json(),
             "owner": format!("{owner:?}"),
             "secretDiffers": slot.secret_differs,

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::Engine;
-use super::model::{Decision, Observation, Slot, Target, row_of};
+use super::model::{Decision, Observation, Seen, Slot, Target, row_of};
 use crate::backend::Sighting;
 use crate::{ApplyResult, CacheEntry, Ledger, RecordError, Step};
 
@@ -60,26 +60,74 @@ pub(super) fn settle_ledger(ledger: &mut Ledger, observation: &Observation, resu
 }
 
 impl Engine {
+    /// Gives each declared resource seen present what this fleet last wrote of the
+    /// fields its cloud does not report, from the cache (when the cache holds the same
+    /// resource, by handle): a declared change to such a field is then seen. Without
+    /// a cache, nothing is recalled, and such a change waits for another change.
+    pub(super) fn recall(&self, fleet: &str, slots: &mut [Slot]) -> Result<(), RecordError> {
+        let mut pairs: BTreeMap<(&'static str, &'static str), Vec<usize>> = BTreeMap::new();
+        for (i, slot) in slots.iter().enumerate() {
+            if slot.index.is_some() && matches!(slot.seen, Seen::Present { .. }) {
+                pairs.entry((slot.provider, slot.kind)).or_default().push(i);
+            }
+        }
+        for ((provider, kind), members) in pairs {
+            let entries = self.store.load_cache(fleet, provider, kind)?;
+            if entries.iter().all(|e| e.written.is_empty()) {
+                continue;
+            }
+            for i in members {
+                let slot = &mut slots[i];
+                let Seen::Present { sighting, .. } = &mut slot.seen else {
+                    continue;
+                };
+                if let Some(entry) = entries.iter().find(|e| {
+                    e.name == slot.subject.name
+                        && e.region == slot.subject.region
+                        && e.handle == sighting.handle
+                }) {
+                    *sighting = sighting.clone().recalling(&entry.written);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Writes the observation cache: one entry per resource that exists and is ours, by
-    /// provider and kind; pairs left empty (and pairs no longer in play) lose their file.
+    /// provider and kind; a resource this run did not look at (left out by the caller,
+    /// or not observed) keeps the entry it had; pairs left empty (and pairs no longer in
+    /// play) lose their file.
     pub(super) fn save_cache<'s>(
         &self,
         fleet: &str,
         slots: impl Iterator<Item = (&'s Slot, Option<&'s Sighting>)>,
     ) -> Result<(), RecordError> {
         let mut pairs: BTreeMap<(String, String), Vec<CacheEntry>> = BTreeMap::new();
+        let mut unseen: BTreeMap<(String, String), Vec<(&str, &str)>> = BTreeMap::new();
         for (slot, sighting) in slots {
-            let entries = pairs
-                .entry((slot.provider.to_owned(), slot.kind.to_owned()))
-                .or_default();
+            let pair = (slot.provider.to_owned(), slot.kind.to_owned());
+            let entries = pairs.entry(pair.clone()).or_default();
             if let Some(sighting) = sighting {
                 entries.push(CacheEntry {
                     name: slot.subject.name.clone(),
                     region: slot.subject.region.clone(),
                     handle: sighting.handle.clone(),
                     observed: sighting.observed_json().clone(),
+                    written: sighting.recalled().clone(),
                 });
+            } else if matches!(slot.seen, Seen::Unobserved(_)) {
+                unseen
+                    .entry(pair)
+                    .or_default()
+                    .push((slot.subject.name.as_str(), slot.subject.region.as_str()));
             }
+        }
+        for ((provider, kind), members) in unseen {
+            let old = self.store.load_cache(fleet, &provider, &kind)?;
+            let kept = old
+                .into_iter()
+                .filter(|e| members.contains(&(e.name.as_str(), e.region.as_str())));
+            pairs.entry((provider, kind)).or_default().extend(kept);
         }
         for (provider, kind) in self.store.cached_pairs(fleet)? {
             pairs.entry((provider, kind)).or_default();

@@ -379,8 +379,10 @@ impl Field for SecretSource {
     }
 }
 
-/// A secret held by the cloud's secret manager. Its value is never read back, cached or
-/// shown: a composed secret is written on create and not compared afterwards.
+/// A secret held by the cloud's secret manager. Its value is never cached, stored or
+/// shown. A composed secret is written again when what it is composed from changes: the
+/// engine composes the value afresh and compares it, in memory, with the value the
+/// cloud holds (both read through `secret_value`); a generated one is never rewritten.
 #[derive(Clone, Debug, PartialEq, Spec)]
 #[cfg_attr(any(test, feature = "testing"), derive(Sample))]
 #[spec(kind = "secrets", observed = SecretsObserved, check = Secrets::check_source, name_rule = secret_name)]

@@ -3,8 +3,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod altered;
 pub mod console;
-pub mod unreadable;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

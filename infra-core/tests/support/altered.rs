@@ -1,5 +1,5 @@
-//! A backend whose tags of one kind cannot be read: it realises the kind, but cannot
-//! tell whose its resources are (as Scaleway cannot for queues).
+//! A backend that forwards every call to another and alters one kind: the way a
+//! provider that lacks it, governs it, or cannot read its tags behaves.
 
 use std::sync::Arc;
 
@@ -9,20 +9,58 @@ use infra_core::{
     Sighting,
 };
 
-/// Forwards every call to `inner`, and declares the tags of `kind` unreadable.
-pub struct TagsUnreadable {
+/// What is different about the altered kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alteration {
+    /// The backend does not realise it.
+    Lacks,
+    /// The backend realises it, but only records changes to it for approval.
+    Governs,
+    /// The backend realises it, but cannot read its tags (as Scaleway cannot for
+    /// queues): whose a resource is cannot be told.
+    TagsUnreadable,
+}
+
+/// Forwards every call to `inner`, with `kind` altered as `how` says.
+pub struct Altered {
     pub inner: Arc<dyn Backend>,
     pub kind: &'static str,
+    pub how: Alteration,
+}
+
+impl Altered {
+    /// `inner`, with `kind` altered as `how` says.
+    pub fn new(inner: Arc<dyn Backend>, kind: &'static str, how: Alteration) -> Arc<Self> {
+        Arc::new(Altered { inner, kind, how })
+    }
+
+    fn governed(&self, kind: &str) -> Result<(), BackendError> {
+        if self.how == Alteration::Governs && kind == self.kind {
+            return Err(BackendError::awaiting_approval(format!(
+                "plan recorded for {kind}; it awaits approval"
+            )));
+        }
+        Ok(())
+    }
 }
 
 #[async_trait]
-impl Backend for TagsUnreadable {
+impl Backend for Altered {
     fn provider(&self) -> &'static str {
         self.inner.provider()
     }
     fn capabilities(&self) -> Capabilities {
         let mut caps = self.inner.capabilities();
-        caps.ownership.remove(self.kind);
+        match self.how {
+            Alteration::Lacks => {
+                caps.kinds.remove(self.kind);
+                caps.ownership.remove(self.kind);
+            }
+            Alteration::TagsUnreadable => {
+                caps.ownership.remove(self.kind);
+            }
+            Alteration::Governs => {}
+        }
         caps
     }
     async fn account(&self) -> Result<String, BackendError> {
@@ -47,6 +85,7 @@ impl Backend for TagsUnreadable {
         spec: SettledSpec<'_>,
         marker: &Marker,
     ) -> Result<Sighting, BackendError> {
+        self.governed(kind)?;
         self.inner.create(kind, region, name, spec, marker).await
     }
     async fn update(
@@ -56,6 +95,7 @@ impl Backend for TagsUnreadable {
         handle: &str,
         spec: SettledSpec<'_>,
     ) -> Result<Sighting, BackendError> {
+        self.governed(kind)?;
         self.inner.update(kind, region, handle, spec).await
     }
     async fn delete(
@@ -72,7 +112,7 @@ impl Backend for TagsUnreadable {
         region: &str,
         handle: &str,
     ) -> Result<RawTags, BackendError> {
-        if kind == self.kind {
+        if self.how == Alteration::TagsUnreadable && kind == self.kind {
             return Err(BackendError::invalid(format!(
                 "the tags of a {kind} cannot be read"
             )));

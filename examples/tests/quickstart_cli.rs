@@ -1,0 +1,170 @@
+//! The quickstart binary run as a newcomer runs it: a separate process, its streams
+//! piped, its world and records in fresh directories. What is checked is what a person
+//! sees: the exit code, the text, and what is left on disk.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The quickstart example, built beside this test by `cargo test`.
+fn quickstart() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let profile = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("tests run from <target>/<profile>/deps");
+    let path = profile.join("examples").join("quickstart");
+    assert!(path.exists(), "{} is not built", path.display());
+    path
+}
+
+/// A fresh world file and state directory.
+struct Place {
+    dir: tempfile::TempDir,
+}
+
+impl Place {
+    fn new() -> Self {
+        Place {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn world(&self) -> PathBuf {
+        self.dir.path().join("world.json")
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(quickstart());
+        command
+            .arg("--state-dir")
+            .arg(self.dir.path().join("state"))
+            .args(args)
+            .env("INFRA_SIM_WORLD", self.world())
+            .env_remove("NO_COLOR")
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let Output {
+            status,
+            stdout,
+            stderr,
+        } = self.command(args).output().expect("the quickstart runs");
+        (
+            status.code().expect("an exit code, not a signal"),
+            String::from_utf8(stdout).unwrap(),
+            String::from_utf8(stderr).unwrap(),
+        )
+    }
+}
+
+#[test]
+fn a_corrupt_world_and_a_fresh_state_directory_never_read_as_no_changes() {
+    let place = Place::new();
+    std::fs::write(place.world(), "{ this is not a world").unwrap();
+    let (code, out, _) = place.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(!out.contains("No changes"), "{out}");
+    assert!(
+        out.contains("world.json:1:3: not a simulated world"),
+        "{out}"
+    );
+    assert!(out.contains("Incomplete: 9 of 9 resources"), "{out}");
+    let (code, out, _) = place.run(&["plan", "--json"]);
+    assert_eq!(code, 1);
+    let plan: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(plan["complete"], false);
+    // And the world file is left as it was.
+    assert_eq!(
+        std::fs::read_to_string(place.world()).unwrap(),
+        "{ this is not a world"
+    );
+}
+
+#[test]
+fn a_typo_in_a_target_is_an_error_naming_the_nearest_resources() {
+    let place = Place::new();
+    let (code, out, err) = place.run(&["plan", "--target", "no-such-name"]);
+    assert_eq!(code, 1);
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("--target \"no-such-name\" names no resource"),
+        "{err}"
+    );
+    let (code, _, err) = place.run(&["plan", "--target", "app-bd"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("did you mean 'aws/postgres/app-db (eu-west-3)'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_plan_file_applies_exactly_and_a_stale_one_is_refused() {
+    let place = Place::new();
+    let file = place.file("p.json");
+    let file = file.to_str().unwrap();
+    let (code, planned, _) = place.run(&["plan", "--out", file]);
+    assert_eq!(code, 0, "{planned}");
+    let (code, out, _) = place.run(&["apply", file]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("9 created"), "{out}");
+    let (code, _, _) = place.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0);
+    let world = std::fs::read_to_string(place.world()).unwrap();
+    let (code, out, err) = place.run(&["apply", file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(err.contains("the plan is stale"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(place.world()).unwrap(),
+        world,
+        "a stale plan changed the world"
+    );
+    let (code, _, _) = place.run(&["destroy", "--yes"]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn output_that_cannot_be_written_exits_non_zero() {
+    let full = Path::new("/dev/full");
+    if !full.exists() {
+        eprintln!("SKIPPED: this system has no /dev/full to write to");
+        return;
+    }
+    let place = Place::new();
+    let status = place
+        .command(&["check"])
+        .stdout(std::fs::File::create(full).unwrap())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+}
+
+#[test]
+fn piped_output_holds_no_colour_and_no_cursor_control() {
+    let place = Place::new();
+    let (code, out, err) = place.run(&["apply", "--yes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out2, err2) = place.run(&["destroy", "--yes"]);
+    assert_eq!(code, 0);
+    for text in [out, err, out2, err2] {
+        assert!(!text.contains('\u{1b}'), "an escape sequence in: {text:?}");
+        assert!(!text.contains('\r'), "a carriage return in: {text:?}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_1_and_help_exits_0() {
+    let place = Place::new();
+    let (code, _, err) = place.run(&["plan", "--bogus"]);
+    assert_eq!(code, 1, "{err}");
+    let (code, out, _) = place.run(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("Exit codes:"), "{out}");
+}
