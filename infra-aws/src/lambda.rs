@@ -13,8 +13,15 @@
 //!
 //! What read reports when Lambda does not say:
 //! - `runtime`, `handler`: absent for an image-based function: `Unknown`.
-//! - `code`: Lambda does not report where the code came from: `Unknown`. So a change of
-//!   `code` alone is not seen as drift; any update deploys the declared code again.
+//! - `code`: `Unknown`, always. Lambda keeps the code it was given but not the bucket
+//!   and key it was fetched from, so a change of `code` alone is not seen as drift (any
+//!   update deploys the declared archive again).
+//! - `codeSha256`: the digest of the code as deployed, Lambda's `CodeSha256` (base64
+//!   SHA-256 of the archive); `Unknown` if Lambda leaves it out or answers it empty.
+//!   This is how a new archive uploaded over an unchanged `s3://bucket/key` is noticed:
+//!   declare the new archive's digest ([`infra_core::kinds::code_digest`]), it differs
+//!   from the deployed one, and the update redeploys from the location. Left unsaid,
+//!   the digest is reported but never compared.
 //! - `memoryMb`, `timeoutSeconds`: Lambda always answers; absent is `Unknown`.
 //! - `environment`: no environment is the truth, an empty map; an environment Lambda
 //!   could not decrypt is `Unknown`. The secret variables are left out of it.
@@ -284,8 +291,16 @@ async fn sighting(c: &RegionClients, name: &str, f: &Function) -> Result<Sightin
         ComputeReported {
             runtime: known(config.runtime().map(|r| r.as_str().to_owned())),
             handler: known(config.handler().map(str::to_owned)),
-            // Lambda does not report where the code came from.
+            // Lambda does not report where the code came from, only what it is.
             code: Partial::Unknown,
+            // An empty digest names no code (moto answers one when it could not fetch
+            // the archive): unknown, not a value to compare.
+            code_sha256: known(
+                config
+                    .code_sha256()
+                    .filter(|d| !d.is_empty())
+                    .map(str::to_owned),
+            ),
             memory_mb: known(config.memory_size().and_then(|m| u32::try_from(m).ok())),
             timeout_seconds: known(config.timeout().and_then(|t| u32::try_from(t).ok())),
             environment,
@@ -515,7 +530,9 @@ impl KindOps for ComputeOps {
             .map_err(|e| classify("lambda:UpdateFunctionConfiguration", e, NO_FUNCTION))?;
         wait_updated(c, handle).await?;
         // Lambda does not say where the deployed code came from: the declared archive is
-        // deployed again (the same archive leaves the same code).
+        // deployed again (the same archive leaves the same code). A declared `codeSha256`
+        // that differs from the deployed code's brings the update here, and this call
+        // fetches the archive now under the location.
         c.lambda()
             .update_function_code()
             .function_name(handle)

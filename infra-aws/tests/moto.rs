@@ -175,6 +175,30 @@ async fn s3() -> aws_sdk_s3::Client {
     )
 }
 
+/// The smallest valid zip archive: an end-of-central-directory record alone, carrying
+/// `comment` as the archive's comment (so that two archives can differ while both stay
+/// valid and empty).
+fn zip_archive(comment: &[u8]) -> Vec<u8> {
+    let mut zip = b"PK\x05\x06".to_vec();
+    zip.extend_from_slice(&[0; 16]);
+    let length = u16::try_from(comment.len()).expect("a zip comment is under 64 KiB");
+    zip.extend_from_slice(&length.to_le_bytes());
+    zip.extend_from_slice(comment);
+    zip
+}
+
+/// Writes `archive` as the code archive `app.zip` in `bucket`.
+async fn put_code(bucket: &str, archive: Vec<u8>) {
+    s3().await
+        .put_object()
+        .bucket(bucket)
+        .key("app.zip")
+        .body(archive.into())
+        .send()
+        .await
+        .expect("the code archive");
+}
+
 /// A bucket holding an (empty) code archive for the Lambda sample, outside any fleet.
 async fn upload_code() -> String {
     let bucket = format!(
@@ -194,16 +218,7 @@ async fn upload_code() -> String {
         .send()
         .await
         .expect("the code bucket");
-    // The smallest valid zip archive: an end-of-central-directory record alone.
-    let mut empty_zip = b"PK\x05\x06".to_vec();
-    empty_zip.extend_from_slice(&[0; 18]);
-    s3.put_object()
-        .bucket(&bucket)
-        .key("app.zip")
-        .body(empty_zip.into())
-        .send()
-        .await
-        .expect("the code archive");
+    put_code(&bucket, zip_archive(b"")).await;
     bucket
 }
 
@@ -462,4 +477,127 @@ async fn the_staged_scenario_runs_on_moto_and_leaves_nothing_behind() {
     }
     let left = sweep(&backend, &prefix).await;
     assert!(left.is_empty(), "left behind: {left:#?}");
+}
+
+/// A fleet of one Lambda function (and the role it runs as) whose code is
+/// `s3://{code_bucket}/app.zip`, declared with the digest `code_sha256`; with no digest,
+/// the same fleet declaring nothing, so that an apply prunes both.
+fn one_function(prefix: &str, code_bucket: &str, code_sha256: Option<String>) -> Fleet {
+    let here = AwsRegion::EuWest3;
+    let mut f = Fleet::builder(format!("{prefix}digest"));
+    if let Some(digest) = code_sha256 {
+        let role = f.declare(
+            here,
+            format!("{prefix}digest-role"),
+            Iam {
+                policies: Expr::lit(["AWSLambdaBasicExecutionRole".to_owned()].into()),
+                assumed_by: Expr::lit(["lambda.amazonaws.com".to_owned()].into()),
+                description: Partial::Unknown,
+                tags: Partial::Unknown,
+            },
+        );
+        f.declare(
+            here,
+            format!("{prefix}digest-fn"),
+            Compute {
+                runtime: "python3.12".into(),
+                handler: "app.handler".into(),
+                code: Expr::lit(format!("s3://{code_bucket}/app.zip")),
+                code_sha256: Partial::Known(Expr::lit(digest)),
+                memory_mb: Partial::Known(Expr::lit(128)),
+                timeout_seconds: Partial::Known(Expr::lit(30)),
+                environment: Partial::Unknown,
+                secret_environment: Partial::Unknown,
+                role: Some(role),
+                tags: Partial::Unknown,
+            },
+        );
+    }
+    f.build().expect("the fleet is sound")
+}
+
+/// The `codeSha256` the backend reads of the function `name`.
+async fn deployed_digest(backend: &AwsBackend, name: &str) -> Option<serde_json::Value> {
+    backend
+        .read("compute", "eu-west-3", name)
+        .await
+        .expect("the function reads")
+        .reported()
+        .get("codeSha256")
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_archive_under_the_same_key_is_deployed_once_its_digest_is_declared() {
+    let Some(backend) = moto().await else { return };
+    let code_bucket = upload_code().await;
+    let archive_a = zip_archive(b"");
+    let archive_b = zip_archive(b"the second build");
+    let (digest_a, digest_b) = (code_digest(&archive_a), code_digest(&archive_b));
+    assert_ne!(digest_a, digest_b);
+    let prefix = infra_testkit::conformance::fresh_prefix(&infra_core::SystemClock::new());
+    let function = format!("{prefix}digest-fn");
+    let engine = Engine::new(
+        infra_core::Backends::new().with(backend.clone()),
+        Arc::new(MemoryStore::new()),
+    );
+    let options = Options::default();
+
+    // Archive A, declared with its digest: created, and then nothing to do.
+    let with_a = one_function(&prefix, &code_bucket, Some(digest_a.clone()));
+    let created = engine.apply(&with_a.plan(), &options).await.expect("apply");
+    assert!(created.result.is_success(), "{:#?}", created.result);
+    assert_eq!(
+        deployed_digest(&backend, &function).await,
+        Some(serde_json::json!(digest_a)),
+        "Lambda reports the digest of the archive it was created from"
+    );
+    let again = engine.plan(&with_a.plan(), &options).await.expect("plan");
+    assert!(!again.has_changes(), "{}", again.render());
+
+    // Archive B over the same key: unseen while A's digest is declared...
+    put_code(&code_bucket, archive_b).await;
+    let unchanged = engine.plan(&with_a.plan(), &options).await.expect("plan");
+    assert!(!unchanged.has_changes(), "{}", unchanged.render());
+
+    // ...and an update of `codeSha256` alone once B's is.
+    let with_b = one_function(&prefix, &code_bucket, Some(digest_b.clone()));
+    let planned = engine.plan(&with_b.plan(), &options).await.expect("plan");
+    let changed: Vec<_> = planned
+        .changes
+        .iter()
+        .filter(|c| c.action != "unchanged")
+        .collect();
+    assert_eq!(changed.len(), 1, "{}", planned.render());
+    assert_eq!(changed[0].resource.name, function);
+    assert_eq!(changed[0].action, "update");
+    assert_eq!(changed[0].fields, vec!["codeSha256"]);
+
+    let updated = engine.apply(&with_b.plan(), &options).await.expect("apply");
+    assert!(updated.result.is_success(), "{:#?}", updated.result);
+    assert!(
+        updated
+            .result
+            .applied
+            .iter()
+            .any(|a| a.resource.name == function && a.change == infra_core::Change::Updated),
+        "{:#?}",
+        updated.result
+    );
+    assert_eq!(
+        deployed_digest(&backend, &function).await,
+        Some(serde_json::json!(digest_b)),
+        "the update deployed archive B"
+    );
+    let settled = engine.plan(&with_b.plan(), &options).await.expect("plan");
+    assert!(!settled.has_changes(), "{}", settled.render());
+
+    // Nothing declared: the function and its role are pruned.
+    let emptied = engine
+        .apply(&one_function(&prefix, &code_bucket, None).plan(), &options)
+        .await
+        .expect("apply");
+    assert!(emptied.result.is_success(), "{:#?}", emptied.result);
+    assert_eq!(emptied.result.pruned.len(), 2, "{:#?}", emptied.result);
+    remove_code(&code_bucket).await;
 }
