@@ -127,9 +127,13 @@ pub struct Sighting {
     raw_tags: Option<RawTags>,
     /// What this fleet last wrote of fields the cloud does not report (kept in the
     /// cache): compared in their place, since a declared change to such a field is
-    /// otherwise invisible.
-    recalled: serde_json::Map<String, serde_json::Value>,
+    /// otherwise invisible. Boxed: most sightings recall nothing.
+    recalled: Option<Box<serde_json::Map<String, serde_json::Value>>>,
 }
+
+/// What a sighting that recalls nothing recalls.
+static NOTHING_RECALLED: std::sync::LazyLock<serde_json::Map<String, serde_json::Value>> =
+    std::sync::LazyLock::new(serde_json::Map::new);
 
 impl fmt::Debug for Sighting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -159,7 +163,7 @@ impl Sighting {
             observed_json,
             reported,
             raw_tags: None,
-            recalled: serde_json::Map::new(),
+            recalled: None,
         }
     }
 
@@ -198,7 +202,7 @@ impl Sighting {
             observed_json: observed,
             reported,
             raw_tags: None,
-            recalled: serde_json::Map::new(),
+            recalled: None,
         })
     }
 
@@ -228,7 +232,7 @@ impl Sighting {
 
     /// What this fleet last wrote of the fields the cloud does not report.
     pub fn recalled(&self) -> &serde_json::Map<String, serde_json::Value> {
-        &self.recalled
+        self.recalled.as_deref().unwrap_or(&NOTHING_RECALLED)
     }
 
     /// The same sighting, remembering `written` for the fields the cloud did not
@@ -237,11 +241,12 @@ impl Sighting {
         mut self,
         written: &serde_json::Map<String, serde_json::Value>,
     ) -> Self {
-        self.recalled = written
+        let recalled: serde_json::Map<String, serde_json::Value> = written
             .iter()
             .filter(|(k, _)| !self.reported.contains_key(*k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        self.recalled = (!recalled.is_empty()).then(|| Box::new(recalled));
         self
     }
 
@@ -250,11 +255,11 @@ impl Sighting {
     pub(crate) fn compared(
         &self,
     ) -> std::borrow::Cow<'_, serde_json::Map<String, serde_json::Value>> {
-        if self.recalled.is_empty() {
+        let Some(recalled) = &self.recalled else {
             return std::borrow::Cow::Borrowed(&self.reported);
-        }
+        };
         let mut both = self.reported.clone();
-        for (k, v) in &self.recalled {
+        for (k, v) in recalled.iter() {
             both.entry(k.clone()).or_insert_with(|| v.clone());
         }
         std::borrow::Cow::Owned(both)

@@ -116,7 +116,7 @@ async fn a_person_who_answers_no_changes_nothing() {
     assert_eq!(code, 1);
     assert!(err.contains("declined"), "{err}");
     assert!(
-        out.contains("not attempted: refused (apply declined"),
+        out.contains("not attempted: refused (refused: declined at the prompt)"),
         "{out}"
     );
     assert!(cloud.writes().is_empty());

@@ -5,12 +5,10 @@ mod support;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use infra_core::kinds::*;
 use infra_core::{
-    ApplyError, Aws, AwsRegion, Backend, BackendError, Backends, Capabilities, ErrorKind, Expr,
-    Fleet, Listed, Marker, NotAttemptedReason, Options, Partial, Plan, RawTags, RecordStore,
-    ScalewayRegion, SecretString, SettledSpec, Sighting, Step, Unreachable,
+    ApplyError, Aws, AwsRegion, Backends, ErrorKind, Expr, Fleet, NotAttemptedReason, Options,
+    Partial, Plan, RawTags, RecordStore, ScalewayRegion, Step, Unreachable,
 };
 use infra_testkit::sim::{Op, SimCloud};
 use support::altered::{Alteration, Altered};

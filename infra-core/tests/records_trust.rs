@@ -5,8 +5,6 @@
 
 mod support;
 
-use std::sync::Arc;
-
 use infra_core::kinds::*;
 use infra_core::{
     AwsRegion, Backends, Expr, FileStore, Fleet, LedgerRow, Partial, RawTags, RecordStore,

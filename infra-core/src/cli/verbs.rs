@@ -175,9 +175,9 @@ pub(super) async fn apply(
         return refused(io, engine, plan, &e, run.json, verb);
     }
     if !run.yes && proposal.report().has_changes() {
-        if let Err(why) = ask(io, &mut proposal, verb) {
-            let result = engine.stopped(plan, NotAttemptedReason::Refused, &why);
-            io.err(&why);
+        if let Err((summary, why)) = ask(io, &mut proposal, verb) {
+            io.err(&paint(io.colour(), &format!("error: {why}")));
+            let result = engine.stopped(plan, NotAttemptedReason::Refused, summary);
             return finish(io, &result, None, run.json, verb);
         }
         // What was shown is what runs: look again before changing anything.
@@ -189,12 +189,15 @@ pub(super) async fn apply(
 }
 
 /// Asks a person to confirm the plan shown (and, separately, any delete that needs a
-/// confirmation by name). `Err` says why nothing will run.
-fn ask(io: &mut Io<'_>, proposal: &mut Proposal, verb: &str) -> Result<(), String> {
+/// confirmation by name). `Err` says, in a few words and in full, why nothing will run.
+fn ask(io: &mut Io<'_>, proposal: &mut Proposal, verb: &str) -> Result<(), (&'static str, String)> {
     if !io.interactive() {
-        return Err(format!(
-            "`{verb}` changes real resources and asks first, but there is no terminal to ask \
-             on. Review the plan above, then run again with --yes (or apply a plan file)"
+        return Err((
+            "refused: nobody could be asked (no terminal, no --yes)",
+            format!(
+                "`{verb}` changes real resources and asks first, but there is no terminal to \
+                 ask on. Review the plan above, then run again with --yes (or apply a plan file)"
+            ),
         ));
     }
     let question = format!(
@@ -202,8 +205,9 @@ fn ask(io: &mut Io<'_>, proposal: &mut Proposal, verb: &str) -> Result<(), Strin
         proposal.report().fleet
     );
     if !io.confirm(&question) {
-        return Err(format!(
-            "{verb} declined at the prompt; nothing was changed"
+        return Err((
+            "refused: declined at the prompt",
+            format!("{verb} declined at the prompt; nothing was changed"),
         ));
     }
     let unconfirmed: Vec<String> = proposal
