@@ -571,7 +571,13 @@ async fn a_new_archive_under_the_same_key_is_deployed_once_its_digest_is_declare
     assert_eq!(changed.len(), 1, "{}", planned.render());
     assert_eq!(changed[0].resource.name, function);
     assert_eq!(changed[0].action, "update");
-    assert_eq!(changed[0].fields, vec!["codeSha256"]);
+    let fields: Vec<&str> = changed[0].fields.iter().map(|f| f.field).collect();
+    assert_eq!(fields, ["codeSha256"]);
+    // The plan shows the deployed digest and the declared one.
+    assert_eq!(
+        (&changed[0].fields[0].before, &changed[0].fields[0].after),
+        (&serde_json::json!(digest_a), &serde_json::json!(digest_b))
+    );
 
     let updated = engine.apply(&with_b.plan(), &options).await.expect("apply");
     assert!(updated.result.is_success(), "{:#?}", updated.result);
