@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 
-use super::model::subject;
+use super::model::{Slot, subject};
+use super::observe::Listing;
 use super::{ApplyError, Engine};
 use crate::{
     Backend, BackendError, ErrorKind, Ledger, LedgerRow, Listed, Marker, Ownership, Plan, Subject,
@@ -157,6 +158,19 @@ impl Engine {
                 }
             }
         }
+        let (found, blind) = self.marked_among(fleet, candidates).await;
+        survey.found = found;
+        survey.blind.extend(blind);
+        survey
+    }
+
+    /// Which of the listed `candidates` carry this fleet's marker, and what could not
+    /// be read (each with its reason). Reads are in flight together, at most 16.
+    async fn marked_among(
+        &self,
+        fleet: &str,
+        candidates: Vec<(Arc<dyn Backend>, &'static str, LedgerRow, String)>,
+    ) -> (Vec<LedgerRow>, Vec<String>) {
         let marker = Marker::new(fleet);
         // Owned inputs, and a method rather than a closure: the future stays `Send`.
         let reads: Vec<_> = candidates
@@ -175,19 +189,18 @@ impl Engine {
             .buffer_unordered(16)
             .collect::<Vec<_>>()
             .await;
+        let (mut found, mut blind) = (Vec::new(), Vec::new());
         for (row, verdict) in verdicts {
             match verdict {
-                Ok(Ownership::Ours) => survey.found.push(row),
+                Ok(Ownership::Ours) => found.push(row),
                 Ok(_) => {}
                 // Gone between the list and the read.
                 Err(e) if e.kind == ErrorKind::NotFound => {}
-                Err(e) => survey
-                    .blind
-                    .push(format!("{row}: its ownership could not be read: {e}")),
+                Err(e) => blind.push(format!("{row}: its ownership could not be read: {e}")),
             }
         }
-        survey.found.sort();
-        survey
+        found.sort();
+        (found, blind)
     }
 
     /// Who owns one listed resource, by its marker.
@@ -212,34 +225,58 @@ impl Engine {
         .await
     }
 
-    /// Strays: resources carrying this fleet's marker in the regions it declares that
-    /// the declaration does not name. Looked for only when the records are empty, the
-    /// one case where such resources mean lost records rather than rows to prune.
-    pub(super) async fn strays(&self, plan: &Plan, ledger: &Ledger) -> Vec<Subject> {
-        if !ledger.is_empty() {
+    /// Strays: among what observation listed, resources carrying this fleet's marker
+    /// that no slot names. Looked for only when the records are empty (observation
+    /// then keeps its listings), the one case where such resources mean lost records
+    /// rather than rows to prune. Kinds or regions the declaration no longer uses are
+    /// not listed by a plan; `discover` looks there too.
+    pub(super) async fn strays(
+        &self,
+        fleet: &str,
+        slots: &[Slot],
+        listings: Vec<Listing>,
+    ) -> Vec<Subject> {
+        if listings.is_empty() {
             return Vec::new();
         }
-        let fleet = plan.fleet();
-        let mut regions: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        let mut declared = BTreeSet::new();
-        for r in fleet.resources() {
-            let rf = r.reference();
-            regions
-                .entry(rf.provider.to_owned())
-                .or_default()
-                .insert(r.region().to_owned());
-            declared.insert(super::model::row_of(&subject(
-                rf.provider,
-                rf.kind,
-                &rf.name,
-                r.region(),
-            )));
+        let named: BTreeSet<(&str, &str, &str, &str)> = slots
+            .iter()
+            .map(|s| {
+                let r = &s.subject;
+                (r.provider.as_str(), r.kind.as_str(), r.name.as_str(), r.region.as_str())
+            })
+            .collect();
+        let capabilities = self.capabilities();
+        let mut candidates = Vec::new();
+        for listing in &listings {
+            let Some(backend) = self.backends.get(listing.provider) else {
+                continue;
+            };
+            if !capabilities
+                .get(listing.provider)
+                .is_some_and(|c| c.ownership.contains(listing.kind))
+            {
+                continue;
+            }
+            for l in &listing.listed {
+                let key = (listing.provider, listing.kind, l.name.as_str(), listing.region.as_str());
+                if named.contains(&key) {
+                    continue;
+                }
+                let row = super::model::row_of(&subject(
+                    listing.provider,
+                    listing.kind,
+                    &l.name,
+                    &listing.region,
+                ));
+                candidates.push((Arc::clone(backend), listing.kind, row, l.handle.clone()));
+            }
         }
-        let survey = self
-            .survey(fleet.name(), &regions, |row| declared.contains(row))
-            .await;
-        survey
-            .found
+        if candidates.is_empty() {
+            return Vec::new();
+        }
+        let (found, _) = self.marked_among(fleet, candidates).await;
+        found
             .iter()
             .map(|r| subject(&r.provider, &r.kind, &r.name, &r.region))
             .collect()

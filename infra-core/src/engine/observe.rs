@@ -18,6 +18,14 @@ use crate::{
 /// A provider, a kind and a region: what one `list` covers.
 type Scope = (&'static str, &'static str, String);
 
+/// What one `list` of a provider's kind in a region answered.
+pub(super) struct Listing {
+    pub(super) provider: &'static str,
+    pub(super) kind: &'static str,
+    pub(super) region: String,
+    pub(super) listed: Vec<crate::Listed>,
+}
+
 /// One read to make, with everything it needs owned.
 struct Read {
     slot: usize,
@@ -125,11 +133,14 @@ impl Engine {
 
         let included = self.filter(plan, &slots, options)?;
         let confirmed = self.confirmed_deletes(&slots, options)?;
-        self.observe(fleet.name(), &mut slots, &ledger, &included)
+        // With no records, what carries the fleet's marker and is not declared is
+        // looked for among what observation lists anyway: lost records.
+        let listings = self
+            .observe(fleet.name(), &mut slots, &ledger, &included, ledger.is_empty())
             .await;
         self.recall(fleet.name(), &mut slots)?;
         self.compare_composed_secrets(plan, &mut slots).await;
-        let strays = self.strays(plan, &ledger).await;
+        let strays = self.strays(fleet.name(), &slots, listings).await;
 
         Ok(Observation {
             slots,
@@ -142,13 +153,16 @@ impl Engine {
 
     /// Lists each (provider, kind, region) in play once, matches names, and reads every
     /// match (and its ownership), with reads in flight bounded.
+    /// Returns what each list answered when `keep_listings` asks for it (to look for
+    /// strays among them), and nothing otherwise.
     pub(super) async fn observe(
         &self,
         fleet: &str,
         slots: &mut [Slot],
         ledger: &Ledger,
         included: &[bool],
-    ) {
+        keep_listings: bool,
+    ) -> Vec<Listing> {
         let marker = Marker::new(fleet);
         let capabilities = self.capabilities();
         // Which slots each (provider, kind, region) must answer for.
@@ -190,8 +204,17 @@ impl Engine {
             .await;
 
         let mut reads = Vec::new();
+        let mut listings = Vec::new();
         for (scope, result) in lists {
             let members = &scopes[&scope];
+            if keep_listings && let Ok(listed) = &result {
+                listings.push(Listing {
+                    provider: scope.0,
+                    kind: scope.1,
+                    region: scope.2.clone(),
+                    listed: listed.clone(),
+                });
+            }
             match result {
                 Err(e) => {
                     for &i in members {
@@ -250,6 +273,7 @@ impl Engine {
         for (i, seen) in observed {
             slots[i].seen = seen;
         }
+        listings
     }
 
     /// Why a slot cannot be looked at, if it cannot: left out by the caller, no
