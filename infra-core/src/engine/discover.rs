@@ -243,7 +243,12 @@ impl Engine {
             .iter()
             .map(|s| {
                 let r = &s.subject;
-                (r.provider.as_str(), r.kind.as_str(), r.name.as_str(), r.region.as_str())
+                (
+                    r.provider.as_str(),
+                    r.kind.as_str(),
+                    r.name.as_str(),
+                    r.region.as_str(),
+                )
             })
             .collect();
         let capabilities = self.capabilities();
@@ -259,7 +264,12 @@ impl Engine {
                 continue;
             }
             for l in &listing.listed {
-                let key = (listing.provider, listing.kind, l.name.as_str(), listing.region.as_str());
+                let key = (
+                    listing.provider,
+                    listing.kind,
+                    l.name.as_str(),
+                    listing.region.as_str(),
+                );
                 if named.contains(&key) {
                     continue;
                 }

@@ -136,7 +136,13 @@ impl Engine {
         // With no records, what carries the fleet's marker and is not declared is
         // looked for among what observation lists anyway: lost records.
         let listings = self
-            .observe(fleet.name(), &mut slots, &ledger, &included, ledger.is_empty())
+            .observe(
+                fleet.name(),
+                &mut slots,
+                &ledger,
+                &included,
+                ledger.is_empty(),
+            )
             .await;
         self.recall(fleet.name(), &mut slots)?;
         self.compare_composed_secrets(plan, &mut slots).await;

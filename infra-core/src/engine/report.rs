@@ -156,7 +156,9 @@ impl PlanReport {
         let width = self
             .changes
             .iter()
-            .map(|c| c.resource.to_string().len())
+            .map(|c| &c.resource)
+            .chain(self.records.iter().map(|r| &r.resource))
+            .map(|s| s.to_string().len())
             .max()
             .unwrap_or(0);
         for c in &self.changes {
@@ -169,7 +171,7 @@ impl PlanReport {
                 "forget" => "forget: the record only; the cloud is untouched",
                 _ => "drop: declared absent and already gone; the record is dropped",
             };
-            let _ = writeln!(out, "  ~ {}  {what}", r.resource);
+            let _ = writeln!(out, "  ~ {:<width$}  {what}", r.resource.to_string());
         }
         self.render_verdict(&mut out);
         out
@@ -197,14 +199,16 @@ impl PlanReport {
 
     fn render_verdict(&self, out: &mut String) {
         if !self.strays.is_empty() {
+            let one = self.strays.len() == 1;
             let _ = writeln!(
                 out,
-                "{} resource{} carry this fleet's marker but {} neither declared nor in the \
+                "{} resource{} {} this fleet's marker but {} neither declared nor in the \
                  records (lost records?). Run `discover` to take {} back:",
                 self.strays.len(),
                 plural(self.strays.len()),
-                if self.strays.len() == 1 { "is" } else { "are" },
-                if self.strays.len() == 1 { "it" } else { "them" },
+                if one { "carries" } else { "carry" },
+                if one { "is" } else { "are" },
+                if one { "it" } else { "them" },
             );
             for s in &self.strays {
                 let _ = writeln!(out, "  ? {s}");
