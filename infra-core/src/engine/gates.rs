@@ -116,8 +116,9 @@ impl Engine {
             // A row written before a create whose outcome is not known is no managed
             // resource gone missing.
             let recorded = || {
-                let row = row_of(&slot.subject);
-                observation.ledger.rows.contains(&row) && !observation.ledger.is_intent(&row)
+                slot.recorded
+                    && (observation.ledger.intents.is_empty()
+                        || !observation.ledger.is_intent(&row_of(&slot.subject)))
             };
             match slot.decision {
                 Decision::Delete | Decision::Prune => deletes += 1,

@@ -91,6 +91,8 @@ pub(super) struct Slot {
     pub(super) kind: &'static str,
     /// The declared index, for declared resources.
     pub(super) index: Option<usize>,
+    /// Whether the ledger holds its row (always, for an orphan).
+    pub(super) recorded: bool,
     pub(super) target: Target,
     pub(super) seen: Seen,
     /// For a composed secret that exists: whether the value the cloud holds differs
@@ -177,6 +179,9 @@ impl Observation {
     /// Whether deleting `subject` needs a confirmation the user has not given: its row
     /// was adopted by `discover` on the marker alone.
     pub(super) fn needs_confirmation(&self, subject: &Subject) -> bool {
+        if self.ledger.discovered.is_empty() {
+            return false;
+        }
         let row = row_of(subject);
         self.ledger.is_discovered(&row) && !self.confirmed.contains(&row)
     }

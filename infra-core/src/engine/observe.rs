@@ -11,7 +11,7 @@ use super::model::{
 use super::{ApplyError, Engine, Options};
 use crate::backend::Capabilities;
 use crate::{
-    Backend, BackendError, ErrorKind, Ledger, Marker, NotAttemptedReason, Ownership, Plan, Status,
+    Backend, BackendError, ErrorKind, Marker, NotAttemptedReason, Ownership, Plan, Status,
     with_retries,
 };
 
@@ -87,8 +87,10 @@ impl Engine {
                 Status::Present(spec) => Target::Present(spec.clone()),
             };
             let rf = r.reference();
+            let subject = subject(rf.provider, rf.kind, &rf.name, r.region());
             slots.push(Slot {
-                subject: subject(rf.provider, rf.kind, &rf.name, r.region()),
+                recorded: !ledger.is_empty() && ledger.rows.contains(&row_of(&subject)),
+                subject,
                 provider: rf.provider,
                 kind: rf.kind,
                 index: Some(index),
@@ -124,6 +126,7 @@ impl Engine {
                 provider,
                 kind: static_kind(&row.kind, &**backend),
                 index: None,
+                recorded: true,
                 target: Target::Orphan,
                 seen: Seen::Absent,
                 secret_differs: None,
@@ -136,13 +139,7 @@ impl Engine {
         // With no records, what carries the fleet's marker and is not declared is
         // looked for among what observation lists anyway: lost records.
         let listings = self
-            .observe(
-                fleet.name(),
-                &mut slots,
-                &ledger,
-                &included,
-                ledger.is_empty(),
-            )
+            .observe(fleet.name(), &mut slots, &included, ledger.is_empty())
             .await;
         self.recall(fleet.name(), &mut slots)?;
         self.compare_composed_secrets(plan, &mut slots).await;
@@ -165,7 +162,6 @@ impl Engine {
         &self,
         fleet: &str,
         slots: &mut [Slot],
-        ledger: &Ledger,
         included: &[bool],
         keep_listings: bool,
     ) -> Vec<Listing> {
@@ -194,7 +190,7 @@ impl Engine {
                 let backend = Arc::clone(self.backends.get(scope.0).expect("checked above"));
                 let expected: Vec<String> = members
                     .iter()
-                    .filter(|&&i| ledger.rows.contains(&row_of(&slots[i].subject)))
+                    .filter(|&&i| slots[i].recorded)
                     .map(|&i| slots[i].subject.name.clone())
                     .collect();
                 (scope.clone(), backend, expected)
@@ -263,7 +259,7 @@ impl Engine {
                     readable: ownership_kinds
                         .get(slot.provider)
                         .is_some_and(|k| k.contains(slot.kind)),
-                    in_ledger: ledger.rows.contains(&row_of(&slot.subject)),
+                    in_ledger: slot.recorded,
                     marker: marker.clone(),
                 }
             })

@@ -418,14 +418,14 @@ impl Engine {
 fn record_changes(observation: &Observation) -> Vec<RecordChange> {
     let ledger = &observation.ledger;
     let mut changes = Vec::new();
+    let discovered = |slot: &Slot| {
+        !ledger.discovered.is_empty() && ledger.discovered.contains(&row_of(&slot.subject))
+    };
     for slot in &observation.slots {
-        let row = row_of(&slot.subject);
         let change = match (&slot.decision, &slot.target) {
-            (Decision::Existing { .. }, _) if !ledger.rows.contains(&row) => "adopt",
-            (Decision::Existing { .. }, Target::Present(_)) if ledger.discovered.contains(&row) => {
-                "confirm"
-            }
-            (Decision::AlreadyAbsent, Target::Absent) if ledger.rows.contains(&row) => "drop",
+            (Decision::Existing { .. }, _) if !slot.recorded => "adopt",
+            (Decision::Existing { .. }, Target::Present(_)) if discovered(slot) => "confirm",
+            (Decision::AlreadyAbsent, Target::Absent) if slot.recorded => "drop",
             _ => continue,
         };
         changes.push(RecordChange {
