@@ -21,7 +21,11 @@
 //!   does not say asks for 20 GiB). An Aurora cluster's storage grows on its own and is
 //!   not a setting: `Unknown` (and a declared value is not sent).
 //! - `masterUsername`, `backupRetentionDays`: RDS always answers; absent is `Unknown`.
-//! - `masterPassword`: RDS never reports a password, nor where it came from: `Unknown`.
+//! - `masterPassword`: RDS never reports a password, nor where it came from. The
+//!   handle (ARN) of the secret that holds it is kept in the bookkeeping tag
+//!   [`PASSWORD_TAG`], written with the password, and reported from there; without the
+//!   tag (a database this backend did not create), `Unknown`. The tag is kept out of the
+//!   reported `tags`.
 //! - `tags`: the `TagList` RDS describes (no list is the truth, an empty map). The
 //!   marker is included; the engine strips it.
 //!
@@ -29,8 +33,10 @@
 //! and of the cluster's writer instance too.
 //!
 //! The master password is the value of one of the fleet's secrets, whose handle (its
-//! ARN) the settled spec holds: it is read from Secrets Manager for the create call
-//! alone and never stored nor logged. An update does not touch it.
+//! ARN) the settled spec holds: it is read from Secrets Manager for the call that sets
+//! it and never stored nor logged. A create sets it; an update sets it again only when
+//! the declared secret is not the one [`PASSWORD_TAG`] names (the database was pointed
+//! at another secret, or the secret was replaced), and then moves the tag.
 //!
 //! Moving between the classic and the serverless shapes cannot be done in place: an
 //! `update` asked for it refuses with `Invalid`.
@@ -43,10 +49,10 @@ use aws_sdk_rds::types::{DbCluster, DbInstance, ServerlessV2ScalingConfiguration
 use aws_smithy_runtime_api::client::waiters::error::WaiterError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use infra_core::kinds::{
-    Acu, Capacity, Postgres, PostgresObserved, PostgresReported, PostgresSettled,
+    Acu, Capacity, Postgres, PostgresObserved, PostgresReported, PostgresSettled, Secrets,
 };
 use infra_core::{
-    BackendError, ErrorKind, Listed, Marker, Partial, RawTags, SettledSpec, Sighting,
+    BackendError, ErrorKind, Handle, Listed, Marker, Partial, RawTags, SettledSpec, Sighting,
 };
 
 use crate::clients::RegionClients;
@@ -95,6 +101,19 @@ impl Db {
             Db::Instance(i) => i.db_instance_arn(),
             Db::Cluster(c) => c.db_cluster_arn(),
         }
+    }
+}
+
+/// The bookkeeping tag naming the secret (its ARN) whose value the master password was
+/// last set from: RDS reports no password and no source, so this is how a read can say
+/// which secret the database uses.
+pub(crate) const PASSWORD_TAG: &str = "infra-master-password";
+
+/// The secret the master password was last set from, as the bookkeeping tag says.
+fn password_source(tags: &RawTags) -> Partial<Handle<Secrets>> {
+    match tags.get(PASSWORD_TAG) {
+        Some(arn) => Partial::Known(Handle::new(arn.clone())),
+        None => Partial::Unknown,
     }
 }
 
@@ -199,7 +218,11 @@ async fn describe(c: &RegionClients, handle: &str) -> Result<Db, BackendError> {
 }
 
 fn sighting(handle: &str, db: &Db) -> Result<Sighting, BackendError> {
-    let tags = Partial::Known(db.tags());
+    let raw = db.tags();
+    let master_password = password_source(&raw);
+    let mut declared = raw.clone();
+    declared.remove(PASSWORD_TAG);
+    let tags = Partial::Known(declared);
     match db {
         Db::Instance(i) => {
             let endpoint = i
@@ -228,7 +251,7 @@ fn sighting(handle: &str, db: &Db) -> Result<Sighting, BackendError> {
                     })),
                     storage_gb: known(i.allocated_storage().and_then(|s| u32::try_from(s).ok())),
                     master_username: known(i.master_username().map(str::to_owned)),
-                    master_password: Partial::Unknown,
+                    master_password: master_password.clone(),
                     backup_retention_days: known(
                         i.backup_retention_period()
                             .and_then(|d| u32::try_from(d).ok()),
@@ -267,7 +290,7 @@ fn sighting(handle: &str, db: &Db) -> Result<Sighting, BackendError> {
                     // not a setting.
                     storage_gb: Partial::Unknown,
                     master_username: known(cl.master_username().map(str::to_owned)),
-                    master_password: Partial::Unknown,
+                    master_password,
                     backup_retention_days: known(
                         cl.backup_retention_period()
                             .and_then(|d| u32::try_from(d).ok()),
@@ -479,6 +502,7 @@ async fn update_instance(
     handle: &str,
     i: &DbInstance,
     spec: &PostgresSettled,
+    password: Option<String>,
 ) -> Result<(), BackendError> {
     let Capacity::Classic { instance_class } = &spec.capacity else {
         return Err(shape_change(handle, "a classic DB instance", "serverless"));
@@ -492,6 +516,10 @@ async fn update_instance(
     // the same update twice sends one modification.
     let pending = i.pending_modified_values();
     let mut changes = false;
+    if let Some(password) = password {
+        modify = modify.master_user_password(password);
+        changes = true;
+    }
     let class = pending
         .and_then(|p| p.db_instance_class())
         .or(i.db_instance_class());
@@ -543,6 +571,7 @@ async fn update_cluster(
     handle: &str,
     cl: &DbCluster,
     spec: &PostgresSettled,
+    password: Option<String>,
 ) -> Result<(), BackendError> {
     let Capacity::Serverless {
         min_capacity,
@@ -561,6 +590,10 @@ async fn update_cluster(
         .db_cluster_identifier(handle)
         .apply_immediately(true);
     let mut changes = false;
+    if let Some(password) = password {
+        modify = modify.master_user_password(password);
+        changes = true;
+    }
     let current = cl
         .serverless_v2_scaling_configuration()
         .and_then(|s| Some((acu(s.min_capacity()?)?, acu(s.max_capacity()?)?)));
@@ -740,7 +773,11 @@ impl KindOps for PostgresOps {
             )
             .with_code("DBInstanceAlreadyExists"));
         }
-        let tags = with_marker(spec.tags.known(), marker);
+        let mut tags = with_marker(spec.tags.known(), marker);
+        tags.insert(
+            PASSWORD_TAG.to_owned(),
+            spec.master_password.as_str().to_owned(),
+        );
         match &spec.capacity {
             Capacity::Classic { instance_class } => {
                 create_classic(c, name, spec, instance_class, &tags).await?
@@ -761,16 +798,31 @@ impl KindOps for PostgresOps {
     ) -> Result<Sighting, BackendError> {
         let spec: &PostgresSettled = spec.get::<Postgres>()?;
         let db = describe(c, handle).await?;
+        let current = db.tags();
+        // The password is set again only when the database was pointed at another
+        // secret than the one it was last set from.
+        let source = spec.master_password.as_str();
+        let password = match current.get(PASSWORD_TAG) {
+            Some(last) if last == source => None,
+            _ => Some(master_password(c, source).await?),
+        };
         match &db {
-            Db::Instance(i) => update_instance(c, handle, i, spec).await?,
-            Db::Cluster(cl) => update_cluster(c, handle, cl, spec).await?,
+            Db::Instance(i) => update_instance(c, handle, i, spec, password).await?,
+            Db::Cluster(cl) => update_cluster(c, handle, cl, spec, password).await?,
         }
-        if let Some(declared) = spec.tags.known() {
-            let arn = db.arn().ok_or_else(|| {
-                BackendError::new(ErrorKind::Other, format!("RDS named no ARN for {handle}"))
-            })?;
-            set_tags(c, arn, declared, &db.tags()).await?;
-        }
+        let arn = db.arn().ok_or_else(|| {
+            BackendError::new(ErrorKind::Other, format!("RDS named no ARN for {handle}"))
+        })?;
+        let mut wanted = match spec.tags.known() {
+            Some(declared) => declared.clone(),
+            None => {
+                let mut kept = current.clone();
+                kept.remove(PASSWORD_TAG);
+                kept
+            }
+        };
+        wanted.insert(PASSWORD_TAG.to_owned(), source.to_owned());
+        set_tags(c, arn, &wanted, &current).await?;
         self.read(c, handle).await
     }
 

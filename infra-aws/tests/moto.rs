@@ -607,3 +607,120 @@ async fn a_new_archive_under_the_same_key_is_deployed_once_its_digest_is_declare
     assert_eq!(emptied.result.pruned.len(), 2, "{:#?}", emptied.result);
     remove_code(&code_bucket).await;
 }
+
+/// A fleet of two generated secrets and a classic database whose master password comes
+/// from the first or, with `second`, the second; with `None`, nothing (a teardown).
+fn database_on(prefix: &str, second: Option<bool>) -> Fleet {
+    let here = AwsRegion::EuWest3;
+    let mut f = Fleet::builder(format!("{prefix}password"));
+    if let Some(second) = second {
+        let one = f.declare(here, format!("{prefix}pw-one"), Secrets::generated(24));
+        let two = f.declare(here, format!("{prefix}pw-two"), Secrets::generated(24));
+        f.declare(
+            here,
+            format!("{prefix}orders"),
+            Postgres::classic(
+                "16",
+                "db.t4g.micro",
+                "admin",
+                if second { two } else { one },
+            ),
+        );
+    }
+    f.build().expect("the fleet is sound")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_pointed_at_another_password_secret_gets_its_value() {
+    let Some(backend) = moto().await else { return };
+    let prefix = infra_testkit::conformance::fresh_prefix(&infra_core::SystemClock::new());
+    let db = format!("{prefix}orders");
+    let engine = Engine::new(
+        infra_core::Backends::new().with(backend.clone()),
+        Arc::new(MemoryStore::new()),
+    );
+    let options = Options::default();
+    let source = |backend: Arc<AwsBackend>, db: String| async move {
+        backend
+            .read("postgres", "eu-west-3", &db)
+            .await
+            .expect("the database reads")
+            .reported()
+            .get("masterPassword")
+            .cloned()
+    };
+    let first = engine
+        .apply(&database_on(&prefix, Some(false)).plan(), &options)
+        .await
+        .expect("apply");
+    assert!(first.result.is_success(), "{:#?}", first.result);
+    let arn = |name: &str| {
+        let name = format!("{prefix}{name}");
+        let backend = backend.clone();
+        async move {
+            backend
+                .list("secrets", "eu-west-3")
+                .await
+                .expect("secrets list")
+                .into_iter()
+                .find(|l| l.name == name)
+                .expect("the secret exists")
+                .handle
+        }
+    };
+    let (one, two) = (arn("pw-one").await, arn("pw-two").await);
+    // RDS reports no password source; the bookkeeping tag does, and only there.
+    assert_eq!(
+        source(backend.clone(), db.clone()).await,
+        Some(serde_json::json!(one))
+    );
+    let quiet = engine
+        .plan(&database_on(&prefix, Some(false)).plan(), &options)
+        .await
+        .expect("plan");
+    assert!(!quiet.has_changes(), "{}", quiet.render());
+
+    let moved = engine
+        .plan(&database_on(&prefix, Some(true)).plan(), &options)
+        .await
+        .expect("plan");
+    let line = moved
+        .changes
+        .iter()
+        .find(|c| c.resource.name == db)
+        .expect("the database is planned");
+    assert_eq!(line.action, "update", "{}", moved.render());
+    let fields: Vec<&str> = line.fields.iter().map(|f| f.field).collect();
+    assert_eq!(fields, ["masterPassword"]);
+    let updated = engine
+        .apply(&database_on(&prefix, Some(true)).plan(), &options)
+        .await
+        .expect("apply");
+    assert!(updated.result.is_success(), "{:#?}", updated.result);
+    assert_eq!(
+        source(backend.clone(), db.clone()).await,
+        Some(serde_json::json!(two))
+    );
+    let read = backend
+        .read("postgres", "eu-west-3", &db)
+        .await
+        .expect("the database reads");
+    assert!(
+        !read.reported()["tags"]
+            .as_object()
+            .expect("tags")
+            .contains_key("infra-master-password"),
+        "the bookkeeping tag is not a declared tag"
+    );
+    let settled = engine
+        .plan(&database_on(&prefix, Some(true)).plan(), &options)
+        .await
+        .expect("plan");
+    assert!(!settled.has_changes(), "{}", settled.render());
+
+    let emptied = engine
+        .apply(&database_on(&prefix, None).plan(), &options)
+        .await
+        .expect("apply");
+    assert!(emptied.result.is_success(), "{:#?}", emptied.result);
+}
