@@ -139,6 +139,12 @@ impl Plan {
         self.targets.iter().all(|t| matches!(t, Status::Unmanaged))
     }
 
+    /// Whether the plan declares any resource present: a plan that declares none is a
+    /// teardown (the brake does not hold it, and a scope follows dependants).
+    pub fn declares_something(&self) -> bool {
+        self.targets.iter().any(|t| matches!(t, Status::Present(_)))
+    }
+
     /// Sets one key's target.
     pub fn set<K: Kind>(&mut self, key: Key<K>, status: Status<K>) -> Result<(), ForeignKey> {
         let index = self.fleet.index_of(key.id()).ok_or_else(|| ForeignKey {

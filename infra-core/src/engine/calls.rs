@@ -185,12 +185,15 @@ impl Engine {
         let target = spec.0.lenient_json(&call.env);
         let compared = sighting.compared();
         let mut fields = divergence(call.fields, &target, &compared);
-        fields.extend(unreported_moves(
-            call.fields,
-            &spec.0.lenient_json(&call.initial),
-            &target,
-            &compared,
-        ));
+        // Settled again as it was before the run only when something it reads moved.
+        if !call.env.same_as(&call.initial) {
+            fields.extend(unreported_moves(
+                call.fields,
+                &spec.0.lenient_json(&call.initial),
+                &target,
+                &compared,
+            ));
+        }
         drop(compared);
         let composes = spec.0.composes_secret();
         if fields.is_empty() && !composes {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::{Decision, Observation, row_of};
 use super::{ApplyError, Engine, Options};
-use crate::{Ledger, Plan, Status, with_retries};
+use crate::{Ledger, Plan, with_retries};
 
 impl Engine {
     /// The refusals that come before anything is listed.
@@ -86,7 +86,7 @@ impl Engine {
         if options.force {
             return Ok(());
         }
-        let declares = plan.targets.iter().any(|t| matches!(t, Status::Present(_)));
+        let declares = plan.declares_something();
         let managed = observation.ledger.len();
         if !declares || managed == 0 {
             return Ok(());

@@ -144,6 +144,17 @@ impl World {
         self.observed.insert(key, sighting.observed_arc());
     }
 
+    /// Whether both hold the same handles and the very same observed states (the
+    /// states are compared by identity: a new read is a new state).
+    pub(super) fn same_as(&self, other: &World) -> bool {
+        self.handles == other.handles
+            && self.observed.len() == other.observed.len()
+            && self
+                .observed
+                .iter()
+                .all(|(k, v)| other.observed.get(k).is_some_and(|o| Arc::ptr_eq(v, o)))
+    }
+
     pub(super) fn forget(&mut self, key: KeyId) {
         self.handles.remove(&key);
         self.observed.remove(&key);

@@ -86,11 +86,7 @@ impl Proposal {
         PlanFile {
             plan_file: PLAN_FILE_VERSION.to_owned(),
             fleet: self.report.fleet.clone(),
-            teardown: !self
-                .plan
-                .targets
-                .iter()
-                .any(|t| matches!(t, crate::Status::Present(_))),
+            teardown: !self.plan.declares_something(),
             options: FileOptions {
                 targets: self.options.targets.clone(),
                 excludes: self.options.excludes.clone(),

@@ -200,10 +200,7 @@ impl Engine {
                 .filter_map(|(s, &hit)| s.index.filter(|_| hit))
                 .collect()
         };
-        let teardown = !plan
-            .targets
-            .iter()
-            .any(|t| matches!(t, crate::Status::Present(_)));
+        let teardown = !plan.declares_something();
         let (along, behind) = if teardown {
             (dependants.as_slice(), deps)
         } else {
