@@ -58,7 +58,8 @@ pub use provider::{
     Aws, AwsRegion, Gcp, GcpRegion, Provider, Region, Scaleway, ScalewayRegion, Supports,
 };
 pub use records::{
-    CacheEntry, FileStore, Ledger, LedgerRow, MemoryStore, RecordError, RecordStore,
+    CacheEntry, FileStore, Ledger, LedgerRow, LockError, LockGuard, LockHolder, MemoryStore,
+    RecordError, RecordStore, lock_fleet,
 };
 pub use refine::Refines;
 pub use secret::SecretString;

@@ -160,6 +160,20 @@ impl RecordStore for CrashStore {
     fn cached_pairs(&self, fleet: &str) -> Result<Vec<(String, String)>, RecordError> {
         self.inner.cached_pairs(fleet)
     }
+    fn try_lock(
+        &self,
+        fleet: &str,
+        holder: &infra_core::LockHolder,
+    ) -> Result<infra_core::LockGuard, infra_core::LockError> {
+        self.inner.try_lock(fleet, holder)
+    }
+    fn force_unlock(
+        &self,
+        fleet: &str,
+        id: &str,
+    ) -> Result<infra_core::LockHolder, infra_core::LockError> {
+        self.inner.force_unlock(fleet, id)
+    }
 }
 
 /// A property that did not hold, with everything needed to replay it.

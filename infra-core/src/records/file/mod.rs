@@ -1,0 +1,346 @@
+//! Records as JSON files under a state directory.
+//!
+//! A fleet's records are in its own directory, and the store reads, rewrites and
+//! deletes only the files it made there:
+//!
+//! ```text
+//! <state-dir>/<fleet>/ledger.json                    the ledger
+//! <state-dir>/<fleet>/manifest.json                  the cache files this store wrote
+//! <state-dir>/<fleet>/cache/<provider>/<kind>.json   the cache of one provider and kind
+//! <state-dir>/<fleet>/lock.json                      the lock, while a run holds it
+//! ```
+//!
+//! Any other file or directory (a backup copy, notes) is never parsed, rewritten or
+//! deleted. A cache file counts only once the manifest names it: the manifest is written
+//! before a new cache file, and a pair leaves it only after its file is gone, so that a
+//! run killed in between leaves at most a name whose file is missing (read as empty).
+//! Temporary files are named `.infra-tmp-<pid>-<n>`; the run that next takes the lock
+//! removes those a killed run left.
+
+mod io;
+mod lock;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    CACHE_VERSION, CacheEntry, LEDGER_VERSION, Ledger, LedgerRow, LockError, LockGuard, LockHolder,
+    RecordError, RecordStore,
+};
+
+/// The schema version of the manifest this crate writes.
+const MANIFEST_VERSION: u32 = 1;
+
+/// Records as JSON files under a state directory.
+#[derive(Clone, Debug)]
+pub struct FileStore {
+    root: PathBuf,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LedgerFile {
+    ledger: u32,
+    fleet: String,
+    rows: Vec<RowFile>,
+}
+
+/// A ledger row as the file holds it.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RowFile {
+    provider: String,
+    kind: String,
+    name: String,
+    region: String,
+    /// Adopted by `discover` on the marker alone (version 2).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    discovered: bool,
+    /// Written before a create whose outcome is not known (version 2).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    intent: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CacheFile {
+    cache: u32,
+    provider: String,
+    kind: String,
+    entries: Vec<CacheEntry>,
+}
+
+/// The cache files this store wrote for a fleet.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestFile {
+    manifest: u32,
+    fleet: String,
+    cache: Vec<PairFile>,
+}
+
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PairFile {
+    provider: String,
+    kind: String,
+}
+
+fn check_component(what: &'static str, name: &str) -> Result<(), RecordError> {
+    let bad = |why| {
+        Err(RecordError::BadName {
+            what,
+            name: name.to_owned(),
+            why,
+        })
+    };
+    if name.is_empty() {
+        return bad("it is empty");
+    }
+    if name == "." || name == ".." {
+        return bad("it is a relative path");
+    }
+    if name.chars().any(|c| c == '/' || c == '\\') {
+        return bad("it holds a path separator");
+    }
+    if name.chars().any(char::is_control) {
+        return bad("it holds a control character");
+    }
+    Ok(())
+}
+
+impl FileStore {
+    /// Records under `root` (conventionally `.infra`).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        FileStore { root: root.into() }
+    }
+
+    /// The state directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn fleet_dir(&self, fleet: &str) -> Result<PathBuf, RecordError> {
+        check_component("fleet", fleet)?;
+        Ok(self.root.join(fleet))
+    }
+
+    /// The ledger file of a fleet.
+    pub fn ledger_path(&self, fleet: &str) -> Result<PathBuf, RecordError> {
+        Ok(self.fleet_dir(fleet)?.join("ledger.json"))
+    }
+
+    /// The cache file of one provider and kind.
+    pub fn cache_path(
+        &self,
+        fleet: &str,
+        provider: &str,
+        kind: &str,
+    ) -> Result<PathBuf, RecordError> {
+        check_component("provider", provider)?;
+        check_component("kind", kind)?;
+        Ok(self
+            .fleet_dir(fleet)?
+            .join("cache")
+            .join(provider)
+            .join(format!("{kind}.json")))
+    }
+
+    fn manifest_path(&self, fleet: &str) -> Result<PathBuf, RecordError> {
+        Ok(self.fleet_dir(fleet)?.join("manifest.json"))
+    }
+
+    /// The cache pairs the manifest names.
+    fn manifest(&self, fleet: &str) -> Result<Vec<PairFile>, RecordError> {
+        let path = self.manifest_path(fleet)?;
+        let Some(text) = io::read(&path)? else {
+            return Ok(Vec::new());
+        };
+        let file: ManifestFile = io::parse(&path, &text, MANIFEST_VERSION)?;
+        if file.fleet != fleet {
+            return Err(RecordError::OtherFleet {
+                path,
+                found: file.fleet,
+                expected: fleet.to_owned(),
+            });
+        }
+        Ok(file.cache)
+    }
+
+    fn save_manifest(&self, fleet: &str, mut cache: Vec<PairFile>) -> Result<(), RecordError> {
+        cache.sort();
+        cache.dedup();
+        io::write_atomically(
+            &self.manifest_path(fleet)?,
+            &ManifestFile {
+                manifest: MANIFEST_VERSION,
+                fleet: fleet.to_owned(),
+                cache,
+            },
+        )
+    }
+}
+
+impl FileStore {
+    /// The ledger file, read and checked: this fleet's, of a version this build reads.
+    fn ledger_file(&self, fleet: &str) -> Result<Option<LedgerFile>, RecordError> {
+        let path = self.ledger_path(fleet)?;
+        let Some(text) = io::read(&path)? else {
+            return Ok(None);
+        };
+        let file: LedgerFile = io::parse(&path, &text, LEDGER_VERSION)?;
+        if file.fleet != fleet {
+            return Err(RecordError::OtherFleet {
+                path,
+                found: file.fleet,
+                expected: fleet.to_owned(),
+            });
+        }
+        Ok(Some(file))
+    }
+
+    /// The cache file of a pair the manifest names, read and checked.
+    fn cache_file(&self, path: &Path) -> Result<Option<CacheFile>, RecordError> {
+        match io::read(path)? {
+            Some(text) => io::parse(path, &text, CACHE_VERSION).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+impl RecordStore for FileStore {
+    fn load_ledger(&self, fleet: &str) -> Result<Ledger, RecordError> {
+        let mut ledger = Ledger::default();
+        let Some(file) = self.ledger_file(fleet)? else {
+            return Ok(ledger);
+        };
+        for r in file.rows {
+            let row = LedgerRow {
+                provider: r.provider,
+                kind: r.kind,
+                name: r.name,
+                region: r.region,
+            };
+            if r.discovered {
+                ledger.discovered.insert(row.clone());
+            }
+            if r.intent {
+                ledger.intents.insert(row.clone());
+            }
+            ledger.rows.insert(row);
+        }
+        Ok(ledger)
+    }
+
+    fn save_ledger(&self, fleet: &str, ledger: &Ledger) -> Result<(), RecordError> {
+        // Never overwrite a file this build cannot read, or another fleet's.
+        self.ledger_file(fleet)?;
+        io::write_atomically(
+            &self.ledger_path(fleet)?,
+            &LedgerFile {
+                ledger: LEDGER_VERSION,
+                fleet: fleet.to_owned(),
+                rows: ledger
+                    .rows
+                    .iter()
+                    .map(|r| RowFile {
+                        provider: r.provider.clone(),
+                        kind: r.kind.clone(),
+                        name: r.name.clone(),
+                        region: r.region.clone(),
+                        discovered: ledger.discovered.contains(r),
+                        intent: ledger.intents.contains(r),
+                    })
+                    .collect(),
+            },
+        )
+    }
+
+    fn load_cache(
+        &self,
+        fleet: &str,
+        provider: &str,
+        kind: &str,
+    ) -> Result<Vec<CacheEntry>, RecordError> {
+        let path = self.cache_path(fleet, provider, kind)?;
+        let pair = PairFile {
+            provider: provider.to_owned(),
+            kind: kind.to_owned(),
+        };
+        // A file the manifest does not name is not ours: never read.
+        if !self.manifest(fleet)?.contains(&pair) {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .cache_file(&path)?
+            .map(|f| f.entries)
+            .unwrap_or_default())
+    }
+
+    fn save_cache(
+        &self,
+        fleet: &str,
+        provider: &str,
+        kind: &str,
+        entries: &[CacheEntry],
+    ) -> Result<(), RecordError> {
+        let path = self.cache_path(fleet, provider, kind)?;
+        let pair = PairFile {
+            provider: provider.to_owned(),
+            kind: kind.to_owned(),
+        };
+        let mut manifest = self.manifest(fleet)?;
+        let listed = manifest.contains(&pair);
+        if listed {
+            // Never overwrite a file this build cannot read.
+            self.cache_file(&path)?;
+        }
+        if entries.is_empty() {
+            if listed {
+                io::remove(&path)?;
+                let _ = std::fs::remove_dir(self.fleet_dir(fleet)?.join("cache"));
+                manifest.retain(|p| p != &pair);
+                self.save_manifest(fleet, manifest)?;
+            }
+            return Ok(());
+        }
+        if !listed {
+            manifest.push(pair);
+            self.save_manifest(fleet, manifest)?;
+        }
+        let mut entries = entries.to_vec();
+        entries.sort_by(|a, b| (&a.name, &a.region).cmp(&(&b.name, &b.region)));
+        io::write_atomically(
+            &path,
+            &CacheFile {
+                cache: CACHE_VERSION,
+                provider: provider.to_owned(),
+                kind: kind.to_owned(),
+                entries,
+            },
+        )
+    }
+
+    fn cached_pairs(&self, fleet: &str) -> Result<Vec<(String, String)>, RecordError> {
+        Ok(self
+            .manifest(fleet)?
+            .into_iter()
+            .map(|p| (p.provider, p.kind))
+            .collect())
+    }
+
+    fn try_lock(&self, fleet: &str, holder: &LockHolder) -> Result<LockGuard, LockError> {
+        lock::try_lock(&self.fleet_dir(fleet)?, fleet, holder)
+    }
+
+    fn force_unlock(&self, fleet: &str, id: &str) -> Result<LockHolder, LockError> {
+        lock::force_unlock(&self.fleet_dir(fleet)?, fleet, id)
+    }
+
+    fn describe(&self) -> String {
+        format!("the state directory {}", self.root.display())
+    }
+}

@@ -1,0 +1,162 @@
+use super::*;
+
+fn row(name: &str) -> LedgerRow {
+    LedgerRow {
+        provider: "aws".into(),
+        kind: "s3Bucket".into(),
+        name: name.into(),
+        region: "eu-west-3".into(),
+    }
+}
+
+#[test]
+fn a_ledger_round_trips_and_its_file_is_stable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let ledger = Ledger {
+        rows: [row("b-bucket"), row("a-bucket"), row("c-bucket")].into(),
+        discovered: [row("b-bucket")].into(),
+        intents: [row("c-bucket")].into(),
+    };
+    store.save_ledger("shop", &ledger).unwrap();
+    assert_eq!(store.load_ledger("shop").unwrap(), ledger);
+    let text = std::fs::read_to_string(dir.path().join("shop/ledger.json")).unwrap();
+    assert!(
+        text.starts_with("{\n  \"ledger\": 2,\n  \"fleet\": \"shop\""),
+        "{text}"
+    );
+    assert_eq!(text.matches("\"discovered\": true").count(), 1, "{text}");
+    assert_eq!(text.matches("\"intent\": true").count(), 1, "{text}");
+    // No temporary file is left behind.
+    let names: Vec<String> = std::fs::read_dir(dir.path().join("shop"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["ledger.json"]);
+}
+
+#[test]
+fn a_version_1_ledger_is_read_and_rewritten_as_version_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let path = dir.path().join("shop/ledger.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(
+        &path,
+        r#"{"ledger": 1, "fleet": "shop", "rows": [{"provider": "aws", "kind": "s3Bucket", "name": "a-bucket", "region": "eu-west-3"}]}"#,
+    )
+    .unwrap();
+    let ledger = store.load_ledger("shop").unwrap();
+    assert_eq!(ledger.rows, [row("a-bucket")].into());
+    assert!(ledger.discovered.is_empty());
+    store.save_ledger("shop", &ledger).unwrap();
+    assert_eq!(store.load_ledger("shop").unwrap(), ledger);
+    assert!(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("\"ledger\": 2")
+    );
+}
+
+#[test]
+fn a_missing_ledger_is_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        FileStore::new(dir.path())
+            .load_ledger("shop")
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_malformed_ledger_is_refused_with_path_and_line_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let path = dir.path().join("shop/ledger.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let broken = "{\n  \"ledger\": 1,\n  \"fleet\": \"shop\",\n  \"rows\": [\n    {\"provider\": \"aws\"}\n  ]\n}\n";
+    std::fs::write(&path, broken).unwrap();
+    let err = store.load_ledger("shop").unwrap_err();
+    match &err {
+        RecordError::Malformed { path: p, line, .. } => {
+            assert_eq!(p, &path);
+            assert_eq!(*line, 5);
+        }
+        other => panic!("expected a malformed-file error, got {other:?}"),
+    }
+    assert!(err.to_string().contains("ledger.json:5:"), "{err}");
+    assert!(err.to_string().contains("missing field `kind`"), "{err}");
+    // Saving over it is refused too, and the file is untouched.
+    assert!(store.save_ledger("shop", &Ledger::default()).is_err());
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
+}
+
+#[test]
+fn a_newer_ledger_is_refused_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let path = dir.path().join("shop/ledger.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let newer = "{\"ledger\": 3, \"fleet\": \"shop\", \"rows\": [], \"owners\": {}}";
+    std::fs::write(&path, newer).unwrap();
+    let err = store.load_ledger("shop").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RecordError::NewerVersion {
+                found: 3,
+                supported: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(store.save_ledger("shop", &Ledger::default()).is_err());
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), newer);
+}
+
+#[test]
+fn an_emptied_cache_pair_deletes_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let entry = CacheEntry {
+        name: "logs".into(),
+        region: "eu-west-3".into(),
+        handle: "arn:aws:s3:::logs".into(),
+        observed: serde_json::json!({"arn": "arn:aws:s3:::logs", "region": "eu-west-3"}),
+        written: serde_json::Map::new(),
+    };
+    store
+        .save_cache("shop", "aws", "s3Bucket", std::slice::from_ref(&entry))
+        .unwrap();
+    assert_eq!(
+        store.load_cache("shop", "aws", "s3Bucket").unwrap(),
+        vec![entry]
+    );
+    assert_eq!(
+        store.cached_pairs("shop").unwrap(),
+        vec![("aws".to_owned(), "s3Bucket".to_owned())]
+    );
+    store.save_cache("shop", "aws", "s3Bucket", &[]).unwrap();
+    assert!(!dir.path().join("shop/aws/s3Bucket.json").exists());
+    assert!(
+        store
+            .load_cache("shop", "aws", "s3Bucket")
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.cached_pairs("shop").unwrap().is_empty());
+}
+
+#[test]
+fn names_that_would_escape_the_state_directory_are_refused() {
+    let store = FileStore::new("/nonexistent");
+    for bad in ["../etc", "a/b", "a\\b", "..", "", "tab\there"] {
+        assert!(
+            matches!(store.ledger_path(bad), Err(RecordError::BadName { .. })),
+            "{bad:?} was accepted"
+        );
+    }
+    assert!(store.cache_path("shop", "aws", "../../x").is_err());
+}

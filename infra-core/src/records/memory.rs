@@ -1,0 +1,130 @@
+//! Records in memory.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use super::{CacheEntry, Ledger, LockError, LockGuard, LockHolder, RecordError, RecordStore};
+
+/// Records in memory, for tests and for runs that keep nothing.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    ledgers: Mutex<BTreeMap<String, Ledger>>,
+    caches: Mutex<BTreeMap<(String, String, String), Vec<CacheEntry>>>,
+    locks: Arc<Mutex<BTreeMap<String, LockHolder>>>,
+}
+
+/// Releases a memory store's lock when dropped.
+struct Release {
+    locks: Arc<Mutex<BTreeMap<String, LockHolder>>>,
+    fleet: String,
+    id: String,
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let mut locks = self.locks.lock().expect("store lock");
+        if locks.get(&self.fleet).is_some_and(|h| h.id == self.id) {
+            locks.remove(&self.fleet);
+        }
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl RecordStore for MemoryStore {
+    fn load_ledger(&self, fleet: &str) -> Result<Ledger, RecordError> {
+        Ok(self
+            .ledgers
+            .lock()
+            .expect("store lock")
+            .get(fleet)
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    fn save_ledger(&self, fleet: &str, ledger: &Ledger) -> Result<(), RecordError> {
+        self.ledgers
+            .lock()
+            .expect("store lock")
+            .insert(fleet.to_owned(), ledger.clone());
+        Ok(())
+    }
+
+    fn load_cache(
+        &self,
+        fleet: &str,
+        provider: &str,
+        kind: &str,
+    ) -> Result<Vec<CacheEntry>, RecordError> {
+        Ok(self
+            .caches
+            .lock()
+            .expect("store lock")
+            .get(&(fleet.to_owned(), provider.to_owned(), kind.to_owned()))
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    fn save_cache(
+        &self,
+        fleet: &str,
+        provider: &str,
+        kind: &str,
+        entries: &[CacheEntry],
+    ) -> Result<(), RecordError> {
+        let key = (fleet.to_owned(), provider.to_owned(), kind.to_owned());
+        let mut caches = self.caches.lock().expect("store lock");
+        if entries.is_empty() {
+            caches.remove(&key);
+        } else {
+            caches.insert(key, entries.to_vec());
+        }
+        Ok(())
+    }
+
+    fn cached_pairs(&self, fleet: &str) -> Result<Vec<(String, String)>, RecordError> {
+        Ok(self
+            .caches
+            .lock()
+            .expect("store lock")
+            .keys()
+            .filter(|(f, _, _)| f == fleet)
+            .map(|(_, p, k)| (p.clone(), k.clone()))
+            .collect())
+    }
+
+    fn try_lock(&self, fleet: &str, holder: &LockHolder) -> Result<LockGuard, LockError> {
+        let mut locks = self.locks.lock().expect("store lock");
+        if let Some(current) = locks.get(fleet) {
+            return Err(LockError::Held {
+                fleet: fleet.to_owned(),
+                holder: Some(current.clone()),
+                waited: std::time::Duration::ZERO,
+            });
+        }
+        locks.insert(fleet.to_owned(), holder.clone());
+        let release = Release {
+            locks: Arc::clone(&self.locks),
+            fleet: fleet.to_owned(),
+            id: holder.id.clone(),
+        };
+        Ok(LockGuard::new(holder.clone(), None, release))
+    }
+
+    fn force_unlock(&self, fleet: &str, id: &str) -> Result<LockHolder, LockError> {
+        let mut locks = self.locks.lock().expect("store lock");
+        match locks.get(fleet) {
+            Some(h) if h.id == id => Ok(locks.remove(fleet).expect("present")),
+            current => Err(LockError::NoSuchLock {
+                fleet: fleet.to_owned(),
+                id: id.to_owned(),
+                current: current.cloned(),
+            }),
+        }
+    }
+}
