@@ -15,6 +15,15 @@ pub(super) struct Args {
     /// Where the ledger and the observation cache are kept.
     #[arg(long, global = true, default_value = ".infra", value_name = "DIR")]
     pub(super) state_dir: PathBuf,
+    /// Where the records are kept instead of the state directory: a `postgres://` URL
+    /// (shared by a team, locked per fleet), or `file:DIR`. Default: `INFRA_RECORDS_URL`,
+    /// else the state directory.
+    #[arg(long, global = true, value_name = "URL")]
+    pub(super) records: Option<String>,
+    /// How long a run that writes records waits for another run of the same fleet to
+    /// finish (`30s`, `5m`); by default it does not wait, and says who holds the lock.
+    #[arg(long, global = true, default_value = "0", value_name = "DURATION", value_parser = crate::records::parse_duration)]
+    pub(super) lock_timeout: std::time::Duration,
     /// More logging on standard error (-v: info, -vv: debug).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub(super) verbose: u8,
@@ -72,6 +81,57 @@ pub(super) enum Verb {
     /// Adds to the ledger every resource in the fleet's regions that carries its
     /// ownership marker. Never removes a row.
     Discover,
+    /// Removes the fleet's lock whose id is LOCK_ID (printed by the run it turned away),
+    /// whoever holds it. For a run that is gone; a run still going keeps writing.
+    ForceUnlock {
+        /// The lock's id.
+        #[arg(value_name = "LOCK_ID")]
+        id: String,
+    },
+    /// The record store itself.
+    #[command(subcommand)]
+    Records(RecordsVerb),
+}
+
+/// What `records` does.
+#[derive(Debug, Subcommand)]
+pub(super) enum RecordsVerb {
+    /// Copies this fleet's records (ledger and cache) to another store — a `postgres://`
+    /// URL or `file:DIR` — checks the copy, and leaves the source as it was. Refused
+    /// when the destination already holds different records for this fleet.
+    Migrate {
+        /// The destination.
+        #[arg(long, value_name = "URL")]
+        to: String,
+    },
+}
+
+impl Verb {
+    /// The verb's name, as a lock's holder describes what it is doing.
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            Verb::Check => "check",
+            Verb::Refresh => "refresh",
+            Verb::Plan { .. } => "plan",
+            Verb::Apply { .. } => "apply",
+            Verb::Destroy { .. } => "destroy",
+            Verb::Discover => "discover",
+            Verb::ForceUnlock { .. } => "force-unlock",
+            Verb::Records(RecordsVerb::Migrate { .. }) => "records migrate",
+        }
+    }
+
+    /// Whether the verb may write the fleet's records, and so holds its lock.
+    pub(super) fn writes_records(&self) -> bool {
+        match self {
+            Verb::Check | Verb::Plan { .. } | Verb::ForceUnlock { .. } => false,
+            Verb::Refresh
+            | Verb::Apply { .. }
+            | Verb::Destroy { .. }
+            | Verb::Discover
+            | Verb::Records(_) => true,
+        }
+    }
 }
 
 /// How a run that changes things asks and reports.

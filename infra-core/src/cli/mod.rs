@@ -40,21 +40,21 @@
 //! standard output (a full disk, a closed pipe) exits 1 whatever the verb.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Parser;
 
 mod args;
 mod console;
 mod render;
+mod store;
 mod verbs;
 
 pub use crate::engine::Progress;
 pub use console::{Console, ProgressStyle};
 pub use render::render_result;
 
-use crate::{Backends, CheckReport, Engine, FileStore, Fleet};
-use args::{Args, Verb};
+use crate::{ApplyError, Backends, CheckReport, Engine, Fleet, LockGuard, Plan};
+use args::{Args, RecordsVerb, Verb};
 use console::Io;
 
 /// The exit codes, as `--help` shows them.
@@ -178,12 +178,55 @@ where
     if let Verb::Check = args.verb {
         return verbs::check(io, fleet);
     }
-    let store = Arc::new(FileStore::new(&args.state_dir));
-    let mut engine = Engine::new(backends(fleet), store);
+    let location = store::location(args.records.as_deref(), &args.state_dir);
+    let records = match store::open(&location) {
+        Ok(s) => s,
+        Err(e) => {
+            io.err(&render::paint(io.colour(), &format!("error: {e}")));
+            return 1;
+        }
+    };
+    match &args.verb {
+        Verb::ForceUnlock { id } => return store::force_unlock(io, &*records, fleet.name(), id),
+        Verb::Records(RecordsVerb::Migrate { to }) => {
+            let lock = store::lock(
+                io,
+                &*records,
+                fleet.name(),
+                "records migrate",
+                args.lock_timeout,
+            );
+            let _guard = match lock.await {
+                Ok(guard) => guard,
+                Err(e) => return refused_before_start(io, None, fleet, &args.verb, e.into()),
+            };
+            return store::migrate(io, &*records, fleet.name(), to, args.lock_timeout).await;
+        }
+        _ => {}
+    }
+    let mut engine = Engine::new(backends(fleet), records.clone());
     engine = verbs::with_progress(engine, io.progress());
+    // One writer per fleet: the lock is held from the first read of the records to
+    // the last write.
+    let _lock: Option<LockGuard> = if args.verb.writes_records() {
+        match store::lock(
+            io,
+            &*records,
+            fleet.name(),
+            args.verb.name(),
+            args.lock_timeout,
+        )
+        .await
+        {
+            Ok(guard) => Some(guard),
+            Err(e) => return refused_before_start(io, Some(&engine), fleet, &args.verb, e.into()),
+        }
+    } else {
+        None
+    };
     match args.verb {
         Verb::Check => unreachable!("handled above"),
-        Verb::Refresh => verbs::refresh(io, &engine, fleet, &args.state_dir).await,
+        Verb::Refresh => verbs::refresh(io, &engine, fleet, &records.describe()).await,
         Verb::Plan {
             destroy,
             json,
@@ -237,5 +280,29 @@ where
             .await
         }
         Verb::Discover => verbs::discover(io, &engine, fleet).await,
+        Verb::ForceUnlock { .. } | Verb::Records(_) => unreachable!("handled above"),
+    }
+}
+
+/// A run turned away before it began (the lock is another run's): `apply` and
+/// `destroy` still account for every resource, as refused.
+fn refused_before_start(
+    io: &mut Io<'_>,
+    engine: Option<&Engine>,
+    fleet: &Fleet,
+    verb: &Verb,
+    e: ApplyError,
+) -> u8 {
+    match (verb, engine) {
+        (Verb::Apply { run, .. }, Some(engine)) => {
+            verbs::refused(io, engine, &fleet.plan(), &e, run.json, "apply")
+        }
+        (Verb::Destroy { run, .. }, Some(engine)) => {
+            verbs::refused(io, engine, &Plan::absent(fleet), &e, run.json, "destroy")
+        }
+        _ => {
+            io.err(&render::paint(io.colour(), &format!("error: {e}")));
+            1
+        }
     }
 }

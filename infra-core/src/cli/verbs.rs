@@ -57,19 +57,11 @@ pub(super) fn check(io: &mut Io<'_>, fleet: &Fleet) -> u8 {
     0
 }
 
-pub(super) async fn refresh(
-    io: &mut Io<'_>,
-    engine: &Engine,
-    fleet: &Fleet,
-    state_dir: &Path,
-) -> u8 {
+pub(super) async fn refresh(io: &mut Io<'_>, engine: &Engine, fleet: &Fleet, records: &str) -> u8 {
     match engine.refresh(&fleet.plan()).await {
         Ok(report) => {
             io.out(&colour_lines(io.colour(), &report.render()));
-            io.err(&format!(
-                "observations recorded under {}",
-                state_dir.join(fleet.name()).display()
-            ));
+            io.err(&format!("observations recorded in {records}"));
             if report.is_complete() { 0 } else { 1 }
         }
         Err(e) => error(io, &e),
@@ -325,7 +317,7 @@ async fn carry_out(
 
 /// A run refused as a whole: the error, and a result in which every resource it
 /// covers is not attempted (`refused`).
-fn refused(
+pub(super) fn refused(
     io: &mut Io<'_>,
     engine: &Engine,
     plan: &Plan,

@@ -69,6 +69,8 @@ impl Engine {
     /// carry this fleet's marker, and adds a row for each that the ledger lacks.
     pub async fn discover(&self, plan: &Plan) -> Result<Discovery, ApplyError> {
         let fleet = plan.fleet();
+        // Every record is read and checked before the first cloud call.
+        self.store.verify(fleet.name())?;
         let old = self.store.load_ledger(fleet.name())?;
         self.gates(plan, &old).await?;
         let mut regions: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();

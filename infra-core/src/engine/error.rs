@@ -1,6 +1,6 @@
 //! Why a run is refused as a whole, before any change.
 
-use crate::{BackendError, Problem, RecordError};
+use crate::{BackendError, LockError, Problem, RecordError};
 
 /// Why an apply (or a plan) was refused as a whole.
 #[derive(Debug, thiserror::Error)]
@@ -8,6 +8,9 @@ pub enum ApplyError {
     /// A record could not be read or written.
     #[error(transparent)]
     Records(#[from] RecordError),
+    /// Another run holds the fleet's lock (or the lock could not be taken).
+    #[error(transparent)]
+    Locked(#[from] LockError),
     /// The ledger holds rows for a provider whose backend cannot reach its cloud.
     #[error(
         "the ledger records {rows} {provider} resource{s}, but {provider} is unreachable ({why}). \
@@ -119,6 +122,10 @@ impl ApplyError {
     pub fn summary(&self) -> String {
         match self {
             ApplyError::Records(_) => "refused: the records could not be read or written".into(),
+            ApplyError::Locked(LockError::Held { .. }) => {
+                "refused: another run holds the fleet's lock".into()
+            }
+            ApplyError::Locked(_) => "refused: the fleet's lock could not be taken".into(),
             ApplyError::Unreachable { provider, .. } => {
                 format!("refused: {provider} has records but is unreachable")
             }

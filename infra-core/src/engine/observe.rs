@@ -49,6 +49,8 @@ impl Engine {
         options: &Options,
     ) -> Result<Observation, ApplyError> {
         let fleet = plan.fleet();
+        // Every record is read and checked before the first cloud call.
+        self.store.verify(fleet.name())?;
         let ledger = self.store.load_ledger(fleet.name())?;
         self.gates(plan, &ledger).await?;
 
