@@ -10,7 +10,8 @@
 //! }
 //! ```
 //!
-//! Verbs: `check` (offline), `refresh`, `plan`, `apply`, `destroy`, `discover`. Reports
+//! Verbs: `check` (offline), `refresh`, `plan`, `apply`, `destroy`, `discover`,
+//! `force-unlock`, `records migrate`. Reports
 //! and JSON go to standard output; logs (`-v`, `-vv`), progress, questions and errors to
 //! standard error (with `--json`, the plan an apply shows goes there too, so that
 //! standard output holds one JSON document). Colour and cursor control only on a
@@ -25,6 +26,19 @@
 //! and every row of the records in its result (`--json`: the `apply` envelope), even
 //! when it is refused before any call.
 //!
+//! # Records and the fleet's lock
+//!
+//! Records are kept in the state directory (`--state-dir`, `.infra` by default), or in
+//! the store `--records URL` (or `INFRA_RECORDS_URL`) names: `postgres://…` for a
+//! team's shared records (feature `postgres`), `file:DIR`. Every record is read and
+//! checked before the first cloud call. A run that may write records (`apply`,
+//! `destroy`, `discover`, `refresh`, `records migrate`) holds the fleet's lock for its
+//! whole duration: a second such run is refused at once, naming the holder (host,
+//! process, verb, since when, lock id), or waits up to `--lock-timeout DURATION`. A lock
+//! whose run died is released with it (the operating system's file lock, the database
+//! session) and reported by the run that takes it over; `force-unlock LOCK_ID` removes a
+//! lock deliberately. `plan` and `check` take no lock.
+//!
 //! # Exit codes
 //!
 //! | verb | 0 | 1 | 2 |
@@ -34,6 +48,11 @@
 //! | `plan` | complete (and, with `--detailed-exitcode`, no changes) | something could not be looked at or cannot be decided, an error, a failed write of the output or the plan file | complete, with changes (`--detailed-exitcode` only) |
 //! | `apply`, `destroy` | every resource converged or pruned, or left out by `--target`/`--exclude`; records saved | anything failed or not attempted for another reason, a refusal (gate, brake, stale plan, declined question), records not saved, an error | — |
 //! | `discover` | every place in scope looked at | something could not be looked at, an error | — |
+//! | `force-unlock` | the lock was removed | no lock has that id, an error | — |
+//! | `records migrate` | the records were copied and read back equal | the destination holds other records, an error | — |
+//!
+//! A run turned away by the lock exits 1 (`apply` and `destroy` with every resource
+//! `not attempted: refused`).
 //!
 //! A usage error (an unknown flag, a missing value) exits 1, never 2: under
 //! `--detailed-exitcode`, 2 means "changes present" and nothing else. A failed write of

@@ -177,6 +177,11 @@ impl fmt::Debug for Observed {
 
 impl Engine {
     /// An engine over `backends`, keeping records in `store`, on the system clock.
+    ///
+    /// The engine does not lock the records: a program that may run twice at once on
+    /// one fleet takes the fleet's lock around each run that writes records, from its
+    /// first read to its last write, with [`crate::lock_fleet`] (as the command-line
+    /// runner does).
     pub fn new(backends: Backends, store: Arc<dyn RecordStore>) -> Self {
         Engine {
             backends,
