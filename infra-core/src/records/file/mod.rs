@@ -211,6 +211,58 @@ impl FileStore {
     }
 }
 
+impl FileStore {
+    /// Moves the cache files an earlier version wrote (`<fleet>/<provider>/<kind>.json`,
+    /// before the manifest) under `cache/` and into the manifest — only at the paths of
+    /// pairs the ledger names, and only files that read as that pair's cache. Anything
+    /// else there is left alone. Runs once, holding the lock, when there is no manifest.
+    fn adopt_earlier_cache(&self, fleet: &str) -> Result<(), RecordError> {
+        if io::read(&self.manifest_path(fleet)?)?.is_some() {
+            return Ok(());
+        }
+        let Some(ledger) = self.ledger_file(fleet)? else {
+            return Ok(());
+        };
+        let mut pairs: Vec<PairFile> = ledger
+            .rows
+            .iter()
+            .map(|r| PairFile {
+                provider: r.provider.clone(),
+                kind: r.kind.clone(),
+            })
+            .collect();
+        pairs.sort();
+        pairs.dedup();
+        let dir = self.fleet_dir(fleet)?;
+        let mut adopted = Vec::new();
+        for pair in pairs {
+            if check_component("provider", &pair.provider).is_err()
+                || check_component("kind", &pair.kind).is_err()
+            {
+                continue;
+            }
+            let old = dir.join(&pair.provider).join(format!("{}.json", pair.kind));
+            let Ok(Some(file)) = self.cache_file(&old) else {
+                continue;
+            };
+            if file.provider != pair.provider || file.kind != pair.kind {
+                continue;
+            }
+            let new = self.cache_path(fleet, &pair.provider, &pair.kind)?;
+            io::write_atomically(&new, &file)?;
+            adopted.push((pair, old));
+        }
+        if adopted.is_empty() {
+            return Ok(());
+        }
+        self.save_manifest(fleet, adopted.iter().map(|(p, _)| p.clone()).collect())?;
+        for (_, old) in adopted {
+            io::remove(&old)?;
+        }
+        Ok(())
+    }
+}
+
 impl RecordStore for FileStore {
     fn load_ledger(&self, fleet: &str) -> Result<Ledger, RecordError> {
         let mut ledger = Ledger::default();
@@ -333,7 +385,9 @@ impl RecordStore for FileStore {
     }
 
     fn try_lock(&self, fleet: &str, holder: &LockHolder) -> Result<LockGuard, LockError> {
-        lock::try_lock(&self.fleet_dir(fleet)?, fleet, holder)
+        let guard = lock::try_lock(&self.fleet_dir(fleet)?, fleet, holder)?;
+        self.adopt_earlier_cache(fleet)?;
+        Ok(guard)
     }
 
     fn force_unlock(&self, fleet: &str, id: &str) -> Result<LockHolder, LockError> {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::records::LockError;
 
 fn row(name: &str) -> LedgerRow {
     LedgerRow {
@@ -138,8 +139,9 @@ fn an_emptied_cache_pair_deletes_its_file() {
         store.cached_pairs("shop").unwrap(),
         vec![("aws".to_owned(), "s3Bucket".to_owned())]
     );
+    assert!(dir.path().join("shop/cache/aws/s3Bucket.json").exists());
     store.save_cache("shop", "aws", "s3Bucket", &[]).unwrap();
-    assert!(!dir.path().join("shop/aws/s3Bucket.json").exists());
+    assert!(!dir.path().join("shop/cache/aws/s3Bucket.json").exists());
     assert!(
         store
             .load_cache("shop", "aws", "s3Bucket")
@@ -159,4 +161,72 @@ fn names_that_would_escape_the_state_directory_are_refused() {
         );
     }
     assert!(store.cache_path("shop", "aws", "../../x").is_err());
+}
+
+#[test]
+fn a_cache_an_earlier_version_wrote_is_adopted_once_and_nothing_else_is_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let fleet = dir.path().join("shop");
+    store
+        .save_ledger(
+            "shop",
+            &Ledger {
+                rows: [row("logs")].into(),
+                ..Ledger::default()
+            },
+        )
+        .unwrap();
+    // Where an earlier version kept the cache of the ledger's pair, and a look-alike
+    // of a pair the ledger does not name.
+    std::fs::create_dir_all(fleet.join("aws")).unwrap();
+    let earlier = r#"{"cache": 2, "provider": "aws", "kind": "s3Bucket", "entries": [
+        {"name": "logs", "region": "eu-west-3", "handle": "arn:aws:s3:::logs", "observed": {}}]}"#;
+    std::fs::write(fleet.join("aws/s3Bucket.json"), earlier).unwrap();
+    std::fs::write(fleet.join("aws/queue.json"), "not ours").unwrap();
+
+    let holder = LockHolder::this_process("apply");
+    drop(store.try_lock("shop", &holder).unwrap());
+    let entries = store.load_cache("shop", "aws", "s3Bucket").unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].handle, "arn:aws:s3:::logs");
+    assert!(
+        !fleet.join("aws/s3Bucket.json").exists(),
+        "moved under cache/"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fleet.join("aws/queue.json")).unwrap(),
+        "not ours"
+    );
+    // Once: a manifest now exists, and a second lock changes nothing.
+    drop(store.try_lock("shop", &holder).unwrap());
+    assert_eq!(store.cached_pairs("shop").unwrap().len(), 1);
+}
+
+#[test]
+fn the_lock_is_exclusive_released_on_drop_and_says_who_holds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let first = LockHolder::this_process("apply");
+    let guard = store.try_lock("shop", &first).unwrap();
+    assert!(guard.replaced().is_none());
+    // A second store on the same directory is another opener: refused, told who.
+    let second = FileStore::new(dir.path());
+    match second.try_lock("shop", &LockHolder::this_process("destroy")) {
+        Err(LockError::Held { holder, .. }) => assert_eq!(holder, Some(first.clone())),
+        other => panic!("expected the lock to be held, got {other:?}"),
+    }
+    // Another fleet's lock is another lock.
+    drop(
+        second
+            .try_lock("billing", &LockHolder::this_process("apply"))
+            .unwrap(),
+    );
+    drop(guard);
+    assert!(!dir.path().join("shop/lock.json").exists());
+    drop(
+        second
+            .try_lock("shop", &LockHolder::this_process("destroy"))
+            .unwrap(),
+    );
 }
