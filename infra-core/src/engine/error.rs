@@ -10,7 +10,7 @@ pub enum ApplyError {
     Records(#[from] RecordError),
     /// Another run holds the fleet's lock (or the lock could not be taken).
     #[error(transparent)]
-    Locked(#[from] LockError),
+    Locked(Box<LockError>),
     /// The ledger holds rows for a provider whose backend cannot reach its cloud.
     #[error(
         "the ledger records {rows} {provider} resource{s}, but {provider} is unreachable ({why}). \
@@ -116,13 +116,19 @@ pub enum ApplyError {
     },
 }
 
+impl From<LockError> for ApplyError {
+    fn from(e: LockError) -> Self {
+        ApplyError::Locked(Box::new(e))
+    }
+}
+
 impl ApplyError {
     /// The refusal in a few words, for the detail of each resource a refused run did
     /// not attempt (the whole sentence is the error itself).
     pub fn summary(&self) -> String {
         match self {
             ApplyError::Records(_) => "refused: the records could not be read or written".into(),
-            ApplyError::Locked(LockError::Held { .. }) => {
+            ApplyError::Locked(e) if matches!(**e, LockError::Held { .. }) => {
                 "refused: another run holds the fleet's lock".into()
             }
             ApplyError::Locked(_) => "refused: the fleet's lock could not be taken".into(),

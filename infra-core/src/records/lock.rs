@@ -32,6 +32,10 @@ pub struct LockHolder {
 
 impl LockHolder {
     /// This process, now, doing `verb`.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a lock's holder is described to people with the wall-clock time"
+    )]
     pub fn this_process(verb: &str) -> Self {
         let since = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -122,12 +126,12 @@ impl LockGuard {
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Another run holds it.
-    #[error("{}", held_message(fleet, holder.as_ref(), *waited))]
+    #[error("{}", held_message(fleet, holder.as_deref(), *waited))]
     Held {
         /// The fleet.
         fleet: String,
         /// Who holds it, when the store could say.
-        holder: Option<LockHolder>,
+        holder: Option<Box<LockHolder>>,
         /// How long this run waited for it.
         waited: Duration,
     },
@@ -145,7 +149,7 @@ pub enum LockError {
         /// The id given.
         id: String,
         /// The lock the fleet has, if any.
-        current: Option<LockHolder>,
+        current: Option<Box<LockHolder>>,
     },
     /// The store failed.
     #[error(transparent)]
@@ -182,6 +186,10 @@ fn held_message(fleet: &str, holder: Option<&LockHolder>, waited: Duration) -> S
 
 /// Takes the fleet's lock, asking again every 100 ms until `timeout` has passed (zero:
 /// once).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "waiting for another process is real time, outside any run's clock"
+)]
 pub async fn lock_fleet(
     store: &dyn RecordStore,
     fleet: &str,

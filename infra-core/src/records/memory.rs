@@ -103,7 +103,7 @@ impl RecordStore for MemoryStore {
         if let Some(current) = locks.get(fleet) {
             return Err(LockError::Held {
                 fleet: fleet.to_owned(),
-                holder: Some(current.clone()),
+                holder: Some(Box::new(current.clone())),
                 waited: std::time::Duration::ZERO,
             });
         }
@@ -123,7 +123,7 @@ impl RecordStore for MemoryStore {
             current => Err(LockError::NoSuchLock {
                 fleet: fleet.to_owned(),
                 id: id.to_owned(),
-                current: current.cloned(),
+                current: current.cloned().map(Box::new),
             }),
         }
     }

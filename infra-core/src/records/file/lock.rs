@@ -74,7 +74,7 @@ pub(super) fn try_lock(
                 let _ = file.read_to_string(&mut text);
                 return Err(LockError::Held {
                     fleet: fleet.to_owned(),
-                    holder: described(&text),
+                    holder: described(&text).map(Box::new),
                     waited: Duration::ZERO,
                 });
             }
@@ -135,7 +135,7 @@ pub(super) fn force_unlock(dir: &Path, fleet: &str, id: &str) -> Result<LockHold
         current => Err(LockError::NoSuchLock {
             fleet: fleet.to_owned(),
             id: id.to_owned(),
-            current,
+            current: current.map(Box::new),
         }),
     }
 }

@@ -213,7 +213,7 @@ fn the_lock_is_exclusive_released_on_drop_and_says_who_holds_it() {
     // A second store on the same directory is another opener: refused, told who.
     let second = FileStore::new(dir.path());
     match second.try_lock("shop", &LockHolder::this_process("destroy")) {
-        Err(LockError::Held { holder, .. }) => assert_eq!(holder, Some(first.clone())),
+        Err(LockError::Held { holder, .. }) => assert_eq!(holder.as_deref(), Some(&first)),
         other => panic!("expected the lock to be held, got {other:?}"),
     }
     // Another fleet's lock is another lock.
