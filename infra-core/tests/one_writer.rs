@@ -434,3 +434,95 @@ async fn a_typo_in_the_lock_timeout_is_a_usage_error() {
     assert!(err.contains("--lock-timeout"), "{err}");
     assert!(cloud.calls().is_empty());
 }
+
+#[tokio::test]
+async fn records_move_between_stores_without_loss_and_the_copy_is_used() {
+    let cloud = support::cloud(48);
+    let mut s = answering(false, true);
+    let (code, _, _) = s
+        .run(buckets(&["alpha", "beta"]), &cloud, &["apply", "--yes"])
+        .await;
+    assert_eq!(code, 0);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let to = format!("file:{}", elsewhere.path().display());
+    let (code, out, err) = s
+        .run(
+            buckets(&["alpha", "beta"]),
+            &cloud,
+            &["records", "migrate", "--to", &to],
+        )
+        .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("(2 ledger rows, 1 cache record)"), "{out}");
+    assert_eq!(rows(elsewhere.path()), ["alpha", "beta"]);
+    assert_eq!(
+        rows(s.state.path()),
+        ["alpha", "beta"],
+        "the source is kept"
+    );
+
+    // The copy is what a run on the other store sees: nothing to do.
+    let (code, out, _) = s
+        .run(
+            buckets(&["alpha", "beta"]),
+            &cloud,
+            &["--records", &to, "plan", "--detailed-exitcode"],
+        )
+        .await;
+    assert_eq!(code, 0, "{out}");
+    // And back, into a fresh directory.
+    let back = tempfile::tempdir().unwrap();
+    let back_to = format!("file:{}", back.path().display());
+    let (code, _, _) = s
+        .run(
+            buckets(&["alpha", "beta"]),
+            &cloud,
+            &["--records", &to, "records", "migrate", "--to", &back_to],
+        )
+        .await;
+    assert_eq!(code, 0);
+    assert_eq!(rows(back.path()), ["alpha", "beta"]);
+
+    // A destination holding other records is refused and left as it was.
+    let (code, _, _) = s
+        .run(
+            buckets(&["alpha"]),
+            &cloud,
+            &["--records", &to, "apply", "--yes"],
+        )
+        .await;
+    assert_eq!(code, 0);
+    let (code, _, err) = s
+        .run(
+            buckets(&["alpha"]),
+            &cloud,
+            &["records", "migrate", "--to", &to],
+        )
+        .await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("already holds different records for this fleet"),
+        "{err}"
+    );
+    assert_eq!(rows(elsewhere.path()), ["alpha"]);
+}
+
+#[tokio::test]
+async fn a_record_store_that_cannot_be_opened_is_an_error_without_its_password() {
+    let cloud = support::cloud(49);
+    let mut s = answering(false, true);
+    let (code, out, err) = s
+        .run(
+            buckets(&["alpha"]),
+            &cloud,
+            &["--records", "mysql://infra:hunter2@db/infra", "plan"],
+        )
+        .await;
+    assert_eq!(code, 1, "{out}");
+    assert!(err.contains("is not a record store"), "{err}");
+    assert!(
+        !err.contains("hunter2") && !out.contains("hunter2"),
+        "{err}"
+    );
+    assert!(cloud.calls().is_empty());
+}
