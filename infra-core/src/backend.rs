@@ -482,6 +482,34 @@ pub trait Backend: Send + Sync {
     /// # Behavior
     /// - Reads the current version's value of a `secrets` resource.
     async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError>;
+
+    /// Puts this fleet's ownership marker on a resource that exists already (one made
+    /// by another tool, taken over by `import-tfstate`), changing nothing else.
+    ///
+    /// # Behavior
+    /// - Writes the marker tag and leaves every other tag, and the configuration, as
+    ///   they were; the next `ownership` returns the marker.
+    /// - Idempotent: marking a resource twice leaves the same tags.
+    /// - A resource that does not exist is `NotFound`.
+    /// - A provider that cannot write tags on the kind answers `Invalid`, changing
+    ///   nothing. The default does so for every kind: a provider that does not implement
+    ///   this method cannot have resources taken over.
+    async fn mark(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        let _ = (region, handle, marker);
+        Err(BackendError::new(
+            ErrorKind::Invalid,
+            format!(
+                "the {} provider cannot put an ownership marker on an existing {kind}",
+                self.provider()
+            ),
+        ))
+    }
 }
 
 /// How transient failures of idempotent calls are retried.

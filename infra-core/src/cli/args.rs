@@ -91,6 +91,44 @@ pub(super) enum Verb {
     /// The record store itself.
     #[command(subcommand)]
     Records(RecordsVerb),
+    /// What the records hold (`state list`, `state show ADDRESS`), and a row renamed to
+    /// follow its resource (`state mv OLD NEW`).
+    State {
+        #[command(subcommand)]
+        command: StateCommand,
+    },
+    /// Stops managing a resource without deleting it: its row and its cached
+    /// observation are removed; the resource, and its ownership marker, stay in the
+    /// cloud. Refused for a resource the fleet still declares.
+    Forget {
+        /// The resource, in any form a plan prints: `aws/postgres/db (eu-west-3)`,
+        /// `aws/postgres/db` or `db`.
+        #[arg(value_name = "ADDRESS")]
+        address: String,
+    },
+    /// Prints the fleet's dependency graph as DOT: an edge from each resource to what
+    /// it depends on. Reaches no cloud unless --plan is given.
+    Graph {
+        /// Colour each resource by what `apply` would do to it, reading the clouds as
+        /// `plan` does (an incomplete plan colours what it could not look at as unknown,
+        /// and exits 1).
+        #[arg(long)]
+        plan: bool,
+    },
+    /// Takes over resources a Terraform state (version 4) lists: each one confirmed
+    /// gets this fleet's ownership marker, then a row in the ledger, and its declaration
+    /// is printed to paste into the fleet.
+    ImportTfstate {
+        /// The state file (`terraform.tfstate`, or `terraform state pull > FILE`).
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Import every resource that can be, without asking.
+        #[arg(long, short = 'y')]
+        yes: bool,
+        /// Print the outcome as JSON (the list and the questions go to standard error).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// What `records` does.
@@ -118,20 +156,80 @@ impl Verb {
             Verb::Discover => "discover",
             Verb::ForceUnlock { .. } => "force-unlock",
             Verb::Records(RecordsVerb::Migrate { .. }) => "records migrate",
+            Verb::State {
+                command: StateCommand::List { .. },
+            } => "state list",
+            Verb::State {
+                command: StateCommand::Show { .. },
+            } => "state show",
+            Verb::State {
+                command: StateCommand::Mv { .. },
+            } => "state mv",
+            Verb::Forget { .. } => "forget",
+            Verb::Graph { .. } => "graph",
+            Verb::ImportTfstate { .. } => "import-tfstate",
         }
     }
 
     /// Whether the verb may write the fleet's records, and so holds its lock.
     pub(super) fn writes_records(&self) -> bool {
         match self {
-            Verb::Check | Verb::Plan { .. } | Verb::ForceUnlock { .. } => false,
+            Verb::Check
+            | Verb::Plan { .. }
+            | Verb::ForceUnlock { .. }
+            | Verb::Graph { .. }
+            | Verb::State {
+                command: StateCommand::List { .. } | StateCommand::Show { .. },
+            } => false,
             Verb::Refresh
             | Verb::Apply { .. }
             | Verb::Destroy { .. }
             | Verb::Discover
-            | Verb::Records(_) => true,
+            | Verb::Records(_)
+            | Verb::Forget { .. }
+            | Verb::ImportTfstate { .. }
+            | Verb::State {
+                command: StateCommand::Mv { .. },
+            } => true,
         }
     }
+}
+
+/// What `state` does.
+#[derive(Debug, Subcommand)]
+pub(super) enum StateCommand {
+    /// Lists the ledger's rows, with the ones `discover` adopted on the marker alone and
+    /// the ones written before a create whose outcome is not known.
+    List {
+        /// Print the list as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Shows one row and what was last observed of its resource: its handle, its
+    /// observed state, what this fleet last wrote of the fields the cloud does not
+    /// report. Never a secret value.
+    Show {
+        /// The resource, in any form a plan prints.
+        #[arg(value_name = "ADDRESS")]
+        address: String,
+        /// Print it as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Renames a row (and its cached observation) to follow its resource, when the
+    /// cloud already knows that very resource (the same handle) as NEW: after a rename
+    /// made in the cloud, or between two kinds that list the same resources. Refused
+    /// otherwise, since no provider here can rename a resource: a declaration named NEW
+    /// would not find it.
+    Mv {
+        /// The row to rename, in any form a plan prints.
+        #[arg(value_name = "OLD")]
+        old: String,
+        /// Its new address: `provider/kind/name (region)`, `provider/kind/name`, or a bare
+        /// name (the rest taken from OLD).
+        #[arg(value_name = "NEW")]
+        new: String,
+    },
 }
 
 /// How a run that changes things asks and reports.

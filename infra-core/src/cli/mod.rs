@@ -17,6 +17,11 @@
 //! standard output holds one JSON document). Colour and cursor control only on a
 //! terminal that takes them: never with `NO_COLOR` set or `TERM=dumb`.
 //!
+//! The records by hand: `state list` and `state show ADDRESS` (read them), `state mv OLD
+//! NEW`, `forget ADDRESS` (touches no cloud), `import-tfstate FILE` (takes over what a
+//! Terraform state lists); and `graph` (the dependency graph as DOT, offline; `graph
+//! --plan` reads the clouds).
+//!
 //! `apply` and `destroy` show what they will do and ask before doing it; `--yes`
 //! answers for you, and without a terminal they refuse unless `--yes` is given. What was
 //! shown is what runs: after a person answers, everything the plan was made from is
@@ -50,9 +55,23 @@
 //! | `discover` | every place in scope looked at | something could not be looked at, an error | — |
 //! | `force-unlock` | the lock was removed | no lock has that id, an error | — |
 //! | `records migrate` | the records were copied and read back equal | the destination holds other records, an error | — |
+//! | `state list`, `state show` | the records were read (and the address names one row) | an address that names no row (the nearest are named) or several, records that cannot be read | — |
+//! | `state mv` | the row and its cached observation moved | a refusal (the cloud does not show that very resource under the new address, another region or provider, a row there already), the lock held by another run, an error | — |
+//! | `forget` | the row and its cached observation removed; the cloud untouched | a resource still declared, an unknown address, the lock held by another run, an error | — |
+//! | `graph` | the graph printed (with `--plan`: and the plan complete) | with `--plan`: something could not be looked at (coloured unknown), an error | — |
+//! | `import-tfstate` | every resource confirmed was marked and recorded (those that cannot be taken over are listed, and left alone) | a file that is not a version 4 state (named with its line), a refusal (no terminal and no --yes), something that could not be looked at or marked, records not saved, the lock held by another run | — |
 //!
 //! A run turned away by the lock exits 1 (`apply` and `destroy` with every resource
 //! `not attempted: refused`).
+//!
+//! `state mv`, `forget` and `import-tfstate` hold the fleet's lock from their first read
+//! of the records to their last write (another run holding it refuses them at once).
+//! `forget` is the command-line twin of the declaration's `FleetBuilder::forget`: the
+//! resource stays in the cloud with its ownership marker, so `discover` would take it
+//! back. `state mv` renames a row only when the cloud already shows that very resource
+//! (the same handle) under the new address: a resource is found by the name it is
+//! declared under, and no provider here renames one, so renaming a declaration alone
+//! is refused rather than recorded.
 //!
 //! A usage error (an unknown flag, a missing value) exits 1, never 2: under
 //! `--detailed-exitcode`, 2 means "changes present" and nothing else. A failed write of
@@ -64,8 +83,12 @@ use clap::Parser;
 
 mod args;
 mod console;
+mod graph;
+mod reach;
 mod render;
+mod state;
 mod store;
+mod tfstate;
 mod verbs;
 
 pub use crate::engine::Progress;
@@ -299,6 +322,14 @@ where
             .await
         }
         Verb::Discover => verbs::discover(io, &engine, fleet).await,
+        Verb::State { command } => state_command(io, &engine, fleet, command).await,
+        Verb::Forget { address } => state::forget(io, fleet, &**engine.store(), &address).await,
+        Verb::Graph { plan: false } => graph::graph(io, fleet),
+        Verb::Graph { plan: true } => graph::graph_plan(io, &engine, fleet).await,
+        Verb::ImportTfstate { file, yes, json } => {
+            let verb = tfstate::ImportVerb { file, yes, json };
+            tfstate::import(io, &engine, fleet, verb).await
+        }
         Verb::ForceUnlock { .. } | Verb::Records(_) => unreachable!("handled above"),
     }
 }
@@ -323,5 +354,21 @@ fn refused_before_start(
             io.err(&render::paint(io.colour(), &format!("error: {e}")));
             1
         }
+    }
+}
+
+async fn state_command(
+    io: &mut Io<'_>,
+    engine: &Engine,
+    fleet: &Fleet,
+    command: args::StateCommand,
+) -> u8 {
+    use args::StateCommand;
+    match command {
+        StateCommand::List { json } => state::list(io, fleet, &**engine.store(), json),
+        StateCommand::Show { address, json } => {
+            state::show(io, fleet, &**engine.store(), &address, json)
+        }
+        StateCommand::Mv { old, new } => state::mv(io, engine, fleet, &old, &new).await,
     }
 }

@@ -76,6 +76,8 @@ pub use proposal::{
     FileOptions, Fingerprint, PLAN_FILE_VERSION, PlanFile, Proposal, ResourceDigest,
 };
 pub use report::{PlanReport, PlannedChange, RecordChange, symbol};
+#[cfg(feature = "cli")]
+pub(crate) use scope::resolve_address;
 
 use model::{Observation, owned_sighting};
 

@@ -118,15 +118,14 @@ impl Named {
 /// The names in play closest to `wanted` (by edit distance), at most three, for an
 /// address that names nothing.
 fn nearest(wanted: &str, slots: &[Slot]) -> Vec<String> {
+    nearest_among(wanted, slots.iter().map(|s| &s.subject))
+}
+
+/// [`nearest`] among any subjects.
+fn nearest_among<'s>(wanted: &str, subjects: impl Iterator<Item = &'s Subject>) -> Vec<String> {
     let wanted_name = wanted.rsplit('/').next().unwrap_or(wanted);
-    let mut scored: Vec<(usize, String)> = slots
-        .iter()
-        .map(|s| {
-            (
-                distance(wanted_name, &s.subject.name),
-                s.subject.to_string(),
-            )
-        })
+    let mut scored: Vec<(usize, String)> = subjects
+        .map(|s| (distance(wanted_name, &s.name), s.to_string()))
         .collect();
     scored.sort();
     scored.dedup_by(|a, b| a.1 == b.1);
@@ -157,6 +156,22 @@ fn distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// Which of `subjects` one address names (in any form a plan prints), or, when it names
+/// none of them, the nearest names among them: for the commands that take one address
+/// of the records (`state show`, `state mv`, `forget`).
+#[cfg(feature = "cli")]
+pub(crate) fn resolve_address(text: &str, subjects: &[Subject]) -> Result<Vec<usize>, Vec<String>> {
+    let address = Address::parse(text);
+    let hits: Vec<usize> = (0..subjects.len())
+        .filter(|&i| address.names(&subjects[i]))
+        .collect();
+    if hits.is_empty() {
+        Err(nearest_among(&address.path, subjects.iter()))
+    } else {
+        Ok(hits)
+    }
 }
 
 impl Engine {

@@ -784,4 +784,29 @@ impl Backend for SimBackend {
             .serve(call, move |w, c| w.secret_value(c, region, handle))
             .await
     }
+
+    /// A tag write, logged (and faulted) as an `update` and saved with the world.
+    async fn mark(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        let call = self.call(Op::Update, Some(kind), Some(region), None, Some(handle));
+        let provider = self.provider;
+        let (key, value) = (marker.key().to_string(), marker.value().to_string());
+        self.cloud
+            .serve(call, move |w, c| {
+                kinds::check_scope(provider, kind, region)?;
+                let stored = w
+                    .by_handle_mut(handle)
+                    .filter(|s| s.provider == provider && s.kind == kind && s.region == region)
+                    .ok_or_else(|| kinds::not_found(provider, kind, handle))?;
+                c.name = Some(stored.name.clone());
+                stored.tags.insert(key, value);
+                Ok(())
+            })
+            .await
+    }
 }

@@ -1,0 +1,26 @@
+//! The state commands: what the records hold (`state list`, `state show`), a row renamed
+//! to follow its resource (`state mv`), and a resource let go without deleting it
+//! (`forget`).
+//!
+//! Those that write the records hold the fleet's lock from their first read of them to
+//! their last write; none of them writes to a cloud.
+
+mod forget;
+mod mv;
+mod rows;
+mod view;
+
+pub(super) use forget::forget;
+pub(super) use mv::mv;
+pub(super) use rows::declared;
+pub(super) use view::{list, show};
+
+use super::console::Io;
+use super::render::paint;
+
+/// Prints an error and answers exit code 1.
+pub(super) fn error(io: &mut Io<'_>, error: &dyn std::fmt::Display) -> u8 {
+    let text = paint(io.colour(), &format!("error: {error}"));
+    io.err(&text);
+    1
+}
