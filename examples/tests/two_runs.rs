@@ -1,0 +1,184 @@
+//! Two runs of the quickstart binary at once, as two people (or two pipelines) start
+//! them: separate processes on one state directory and one simulated world. Nothing is
+//! lost, and a run turned away says who holds the fleet.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use infra_core::{FileStore, LockHolder, RecordStore};
+
+/// The quickstart example, built beside this test by `cargo test`.
+fn quickstart() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let profile = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("tests run from <target>/<profile>/deps");
+    let path = profile.join("examples").join("quickstart");
+    assert!(path.exists(), "{} is not built", path.display());
+    path
+}
+
+fn command(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(quickstart());
+    command
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .args(args)
+        .env("INFRA_SIM_WORLD", dir.join("world.json"))
+        .env_remove("INFRA_RECORDS_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+fn finish(child: Child) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = child.wait_with_output().expect("the quickstart runs");
+    (
+        status.code().expect("an exit code, not a signal"),
+        String::from_utf8(stdout).unwrap(),
+        String::from_utf8(stderr).unwrap(),
+    )
+}
+
+fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    finish(command(dir, args).spawn().unwrap())
+}
+
+fn ledger_names(dir: &Path) -> Vec<String> {
+    FileStore::new(dir.join("state"))
+        .load_ledger("quickstart")
+        .unwrap()
+        .rows
+        .iter()
+        .map(|r| r.name.clone())
+        .collect()
+}
+
+#[test]
+fn two_processes_applying_different_targets_at_once_lose_nothing() {
+    for round in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let wait = ["--lock-timeout", "2m"];
+        let a = command(
+            dir.path(),
+            &[
+                "apply",
+                "--yes",
+                "--target",
+                "quickstart-artifacts",
+                wait[0],
+                wait[1],
+            ],
+        )
+        .spawn()
+        .unwrap();
+        let b = command(
+            dir.path(),
+            &["apply", "--yes", "--target", "app-jobs", wait[0], wait[1]],
+        )
+        .spawn()
+        .unwrap();
+        let (a, b) = (finish(a), finish(b));
+        assert_eq!(a.0, 0, "round {round}: {}{}", a.1, a.2);
+        assert_eq!(b.0, 0, "round {round}: {}{}", b.1, b.2);
+        assert_eq!(
+            ledger_names(dir.path()),
+            ["app-jobs", "quickstart-artifacts"],
+            "round {round}"
+        );
+        // The world holds both too: a plan of the two sees nothing to do.
+        let (code, out, _) = run(
+            dir.path(),
+            &[
+                "plan",
+                "--detailed-exitcode",
+                "--target",
+                "quickstart-artifacts",
+                "--target",
+                "app-jobs",
+            ],
+        );
+        assert_eq!(code, 0, "round {round}: {out}");
+    }
+}
+
+#[test]
+fn apply_and_destroy_started_together_leave_the_world_and_the_records_agreeing() {
+    for round in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let apply = command(dir.path(), &["apply", "--yes"]).spawn().unwrap();
+        let destroy = command(dir.path(), &["destroy", "--yes"]).spawn().unwrap();
+        let (apply, destroy) = (finish(apply), finish(destroy));
+        for (code, _, err) in [&apply, &destroy] {
+            assert!(
+                *code == 0 || err.contains("is locked by"),
+                "round {round}: a failure other than the lock: {err}"
+            );
+        }
+        // Whatever ran, a plan now reads the world and the records as one: a complete
+        // plan, whose only changes are creates (when the destroy went last) or none.
+        let (code, out, _) = run(dir.path(), &["plan", "--json"]);
+        assert_eq!(code, 0, "round {round}: {out}");
+        let plan: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let actions: Vec<&str> = plan["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["action"].as_str().unwrap())
+            .collect();
+        let rows = ledger_names(dir.path()).len();
+        if rows == 0 {
+            assert!(actions.iter().all(|a| *a == "create"), "{actions:?}");
+        } else {
+            assert_eq!(rows, 9, "round {round}");
+            assert!(actions.iter().all(|a| *a == "unchanged"), "{actions:?}");
+            assert!(plan.get("records").is_none(), "{out}");
+        }
+    }
+}
+
+#[test]
+fn a_run_holding_the_fleet_is_named_to_the_run_it_turns_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let holder = LockHolder {
+        id: "5eed5eed5eed5eed".into(),
+        host: "ci-runner-3".into(),
+        pid: 31337,
+        verb: "destroy".into(),
+        since: 1_796_146_673,
+    };
+    let guard = FileStore::new(dir.path().join("state"))
+        .try_lock("quickstart", &holder)
+        .unwrap();
+    let (code, out, err) = run(dir.path(), &["apply", "--yes", "--json"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains(
+            "fleet `quickstart` is locked by `destroy` (process 31337 on ci-runner-3, since \
+             2026-12-01T17:37:53Z, lock id 5eed5eed5eed5eed)"
+        ),
+        "{err}"
+    );
+    let result: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(result["notAttempted"].as_array().unwrap().len(), 9, "{out}");
+    assert!(
+        !dir.path().join("world.json").exists(),
+        "no cloud was touched"
+    );
+
+    // Waiting: the lock is released while the second run waits for it.
+    let waiting = command(dir.path(), &["apply", "--yes", "--lock-timeout", "2m"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    drop(guard);
+    let (code, out, err) = finish(waiting);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(ledger_names(dir.path()).len(), 9);
+}
