@@ -18,16 +18,24 @@ use custom_provider::{DnsBackend, DnsService, example_fleet};
 use infra_core::{Backends, Provider, Unreachable};
 use infra_testkit::sim::SimCloud;
 
+/// The file `var` names, taken as given (a directory that does not exist there is an
+/// error of the first write), or else `default`, its directory made here (should that
+/// fail, the first write says why).
 fn file(var: &str, default: &str) -> PathBuf {
-    std::env::var_os(var)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(default))
+    if let Some(path) = std::env::var_os(var) {
+        return PathBuf::from(path);
+    }
+    let path = PathBuf::from(default);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    path
 }
 
 fn main() -> ExitCode {
-    let world = file("INFRA_SIM_WORLD", ".infra/simulated-cloud.json");
-    let records = file("INFRA_DNS_SERVICE", ".infra/dns-service.json");
     infra_core::cli::run(example_fleet(), |_fleet| {
+        let world = file("INFRA_SIM_WORLD", ".infra/simulated-cloud.json");
+        let records = file("INFRA_DNS_SERVICE", ".infra/dns-service.json");
         // Each stand-in that cannot open its file is unreachable, and says why.
         let mut backends = match SimCloud::open(&world) {
             Ok(cloud) => cloud.backends(),

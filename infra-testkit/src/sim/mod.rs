@@ -50,18 +50,43 @@
 //!   consistency ([`SimCloud::set_list_lag`]) and a call log ([`SimCloud::calls`]).
 //!
 //! Everything random comes from the seed: two worlds built from the same seed and given
-//! the same calls assign the same handles and answer the same way.
+//! the same calls assign the same handles, generate the same secrets and answer the same
+//! way.
 //!
 //! ## Persistence
 //!
-//! [`SimCloud::open`] keeps the world in a JSON file (its own schema, versioned), saved
-//! after every write, so that separate processes can apply, plan and destroy against the
-//! same simulated estate. **The file plays the cloud's own storage: it holds secret
-//! values in plaintext**, as a secret manager would. Keep it out of version control.
+//! [`SimCloud::open`] keeps the world in a JSON file (its own schema, versioned), so that
+//! separate processes can apply, plan and destroy against the same simulated estate.
+//! **The file plays the cloud's own storage: it holds secret values in plaintext**, as a
+//! secret manager would. Keep it out of version control. The file is kept as a cloud
+//! keeps its storage (the mechanics are in `world_file.rs`):
+//!
+//! - **A write is made only once it is saved.** Every `create`, `update` and `delete`
+//!   is saved before it answers. When the world cannot be saved (a directory that does
+//!   not exist, a full disk, a directory that refuses writes), the call fails with an
+//!   `Other` error naming the file and the system's reason, and the change is undone:
+//!   the world in memory goes back to what the file holds, so the call was *not* made,
+//!   and `may_have_been_sent` is false. That is the truth, not a guess — the file never
+//!   saw the change — and every later call, from this process or another, sees the same
+//!   world. Opening creates nothing; a missing directory is reported by the first write.
+//! - **Written atomically, and private.** A temporary file beside the world file
+//!   (`.<name>.infra-tmp-<pid>-<n>`, mode 0600 from its creation), flushed, then renamed
+//!   over it; on failure it is removed, and one left by a killed process is removed by
+//!   the next open.
+//! - **Shared by its clients.** Every write holds an exclusive OS file lock on
+//!   `<name>.lock` beside the world file while it reads the file, applies the call and
+//!   saves. Every call, reads included, first reads the file again and takes the world
+//!   it holds when another process, or a person, changed it since: two runs against one
+//!   world never undo each other's changes.
+//! - **A seed of its own.** A new world file gets a random seed, saved in the file with
+//!   the world, so the same world keeps its behaviour and two worlds generate different
+//!   secrets; [`SimCloud::new`] takes the seed, for tests that need determinism.
+//!
 //! Faults, denials, latency, eventual-consistency lag and the call log belong to the
 //! test run and are not saved. A direct edit of the world (`insert_foreign`,
-//! `set_field`, …) that cannot be saved panics: it is test set-up, and a test should not
-//! carry on with a world its file does not hold.
+//! `set_field`, …) that cannot be saved is undone and panics, and so does a look at the
+//! world (`resources`, `find`, …) whose file cannot be read: it is test set-up, and a
+//! test should not carry on with a world its file does not hold.
 //!
 //! ```
 //! use infra_core::{Backend, ErrorKind};
@@ -84,6 +109,7 @@ mod faults;
 mod kinds;
 mod rng;
 mod world;
+mod world_file;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -99,7 +125,7 @@ use infra_core::{
 use serde_json::{Map, Value};
 
 pub use faults::{CallFilter, CallRecord, Fault, FaultPlan, FaultRule, Op, Outcome};
-pub use world::WorldFileError;
+pub use world_file::WorldFileError;
 
 use world::{Prepared, SecretInput, Stored, World};
 
@@ -177,9 +203,17 @@ impl SimCloud {
         }
     }
 
-    /// The world saved in the JSON file at `path`, or an empty one (seed 0) if there is
-    /// no such file; either way it is saved there after every write. A file that is not
-    /// a world is refused with its path, line and column, and left untouched.
+    /// The world kept in the JSON file at `path`, or an empty one with a random seed
+    /// if there is no such file (the seed is saved with the world at its first write, so
+    /// that the world keeps its behaviour). A file that is not a world is refused with
+    /// its path, line and column, and left untouched; an empty path, or one that names
+    /// no file, is refused as [`WorldFileError::BadPath`]. Nothing is created by
+    /// opening: a directory that does not exist is reported by the first write.
+    ///
+    /// The file is the world: every call reads it again when another process (or a
+    /// person) changed it, and a write counts as made only once it is saved — under an
+    /// exclusive lock, atomically, mode 0600. A write that cannot be saved fails, not
+    /// made, and is undone (see "Persistence" in the module documentation).
     ///
     /// The file holds secret values in plaintext (see the module documentation).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, WorldFileError> {
@@ -191,32 +225,24 @@ impl SimCloud {
         path: impl AsRef<Path>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, WorldFileError> {
-        let path = path.as_ref();
-        let world = match World::load(path)? {
-            Some(world) => world,
-            None => {
-                let mut world = World::new(0);
-                world.path = Some(path.to_path_buf());
-                world
-            }
-        };
-        Ok(Self::from_world(world, clock))
+        Ok(Self::from_world(World::open(path.as_ref())?, clock))
     }
 
-    /// Saves the world to its file now (it is saved after every write anyway). Does
-    /// nothing for a world without a file.
+    /// Saves the world to its file now, as the file holds it (it is saved after every
+    /// write anyway; this creates the file of a world not written yet). Does nothing for
+    /// a world without a file.
     pub fn save(&self) -> Result<(), WorldFileError> {
-        self.world().persist()
+        self.world().transact(true, |_| ((), true))
     }
 
     /// The file the world is saved in, if any.
     pub fn path(&self) -> Option<PathBuf> {
-        self.world().path.clone()
+        self.world().path().map(Path::to_path_buf)
     }
 
     /// The seed the world was built from.
     pub fn seed(&self) -> u64 {
-        self.world().seed
+        self.current().seed
     }
 
     /// The clock latency is slept on.
@@ -231,17 +257,29 @@ impl SimCloud {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Runs `f` on the world, then saves it if it changed something.
-    fn mutate<T>(&self, f: impl FnOnce(&mut World) -> (T, bool)) -> T {
+    /// The world as its file holds it now.
+    ///
+    /// # Panics
+    /// When the file cannot be read: this serves a test's look at the world, and a test
+    /// should not carry on with a world its file does not hold.
+    fn current(&self) -> MutexGuard<'_, World> {
         let mut world = self.world();
-        let (value, changed) = f(&mut world);
-        if changed {
-            // Direct edits are test set-up: a failure to save them is the test's to see.
-            if let Err(e) = world.persist() {
-                panic!("the simulated cloud could not save its world: {e}");
-            }
+        if let Err(e) = world.refresh() {
+            panic!("the simulated cloud could not read its world: {e}");
         }
-        value
+        world
+    }
+
+    /// Runs `f` on the world as its file holds it now, then saves it if `f` changed
+    /// something.
+    ///
+    /// # Panics
+    /// When the world cannot be saved (the change is undone first): direct edits are
+    /// test set-up, and a failure to save them is the test's to see.
+    fn mutate<T>(&self, f: impl FnOnce(&mut World) -> (T, bool)) -> T {
+        self.world()
+            .transact(true, f)
+            .unwrap_or_else(|e| panic!("the simulated cloud could not save its world: {e}"))
     }
 
     /// The backend of `provider` (`aws`, `gcp` or `scaleway`).
@@ -279,7 +317,7 @@ impl SimCloud {
 
     /// The account id `provider`'s backend answers.
     pub fn account(&self, provider: &str) -> String {
-        self.world().account(provider)
+        self.current().account(provider)
     }
 
     /// Sets the account id `provider`'s backend answers (handles already assigned keep
@@ -492,17 +530,17 @@ impl SimCloud {
 
     /// Every resource, in creation order.
     pub fn resources(&self) -> Vec<SimResource> {
-        self.world().resources().map(SimResource::of).collect()
+        self.current().resources().map(SimResource::of).collect()
     }
 
     /// The resource with this handle.
     pub fn resource(&self, handle: &str) -> Option<SimResource> {
-        self.world().by_handle(handle).map(SimResource::of)
+        self.current().by_handle(handle).map(SimResource::of)
     }
 
     /// The resources of a provider's kind with this name, in any region.
     pub fn find(&self, provider: &str, kind: &str, name: &str) -> Vec<SimResource> {
-        self.world()
+        self.current()
             .resources()
             .filter(|s| s.provider == provider && s.kind == kind && s.name == name)
             .map(SimResource::of)
@@ -511,7 +549,7 @@ impl SimCloud {
 
     /// How many resources the world holds.
     pub fn len(&self) -> usize {
-        self.world().resources().count()
+        self.current().resources().count()
     }
 
     /// Whether the world holds no resource.
@@ -521,7 +559,7 @@ impl SimCloud {
 
     /// How many resources of a provider's kind the world holds, in every region.
     pub fn count(&self, provider: &str, kind: &str) -> usize {
-        self.world()
+        self.current()
             .resources()
             .filter(|s| s.provider == provider && s.kind == kind)
             .count()
@@ -576,7 +614,7 @@ impl SimCloud {
 
     /// The value a secret holds, as the cloud stores it.
     pub fn stored_secret(&self, handle: &str) -> Option<SecretString> {
-        self.world()
+        self.current()
             .by_handle(handle)
             .and_then(|s| s.secret.clone())
             .map(SecretString::new)

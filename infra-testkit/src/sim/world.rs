@@ -1,10 +1,9 @@
-//! The simulated world: every resource of every provider, its indexes, and the file it
-//! may be saved in.
+//! The simulated world: every resource of every provider, its indexes, and serving
+//! calls on them. How the world is kept in its file is in `world_file`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use infra_core::{
@@ -17,6 +16,7 @@ use super::clouds;
 use super::faults::{CallRecord, Fault, Faults, Op, Outcome, Verdict};
 use super::kinds::{self, Site, TagShape};
 use super::rng::Rng;
+use super::world_file::{WorldFile, WorldFileError};
 
 /// The schema version of the world file.
 pub(crate) const FORMAT_VERSION: u32 = 1;
@@ -169,8 +169,9 @@ pub(crate) struct World {
     scopes: HashMap<ScopeKey, BTreeSet<u64>>,
     refs: HashMap<u64, BTreeSet<u64>>,
     dependants: HashMap<u64, BTreeSet<u64>>,
+    /// The file the world is kept in, if any.
+    pub(super) file: Option<WorldFile>,
     // Behaviour, not saved.
-    pub(crate) path: Option<PathBuf>,
     pub(crate) faults: Faults,
     pub(crate) list_lag: u32,
     pub(crate) latency: Duration,
@@ -185,7 +186,7 @@ impl fmt::Debug for World {
         f.debug_struct("World")
             .field("seed", &self.seed)
             .field("resources", &self.resources.len())
-            .field("path", &self.path)
+            .field("path", &self.path())
             .field("calls", &self.log.len())
             .finish()
     }
@@ -218,70 +219,17 @@ struct FileIn {
     resources: Vec<Stored>,
 }
 
-/// Why a world file could not be opened or saved.
-#[derive(Debug)]
-pub enum WorldFileError {
-    /// The file could not be read or written.
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What the system said.
-        source: std::io::Error,
-    },
-    /// The file is not a world: it was left as it is.
-    Malformed {
-        /// The file.
-        path: PathBuf,
-        /// The line (1-based) where reading stopped.
-        line: usize,
-        /// The column (1-based) where reading stopped.
-        column: usize,
-        /// What was wrong there.
-        message: String,
-    },
-    /// The file holds a world of another schema version, or an inconsistent one.
-    Unsupported {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it.
-        message: String,
-    },
-}
-
-impl fmt::Display for WorldFileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WorldFileError::Io { path, source } => {
-                write!(f, "{}: {source}", path.display())
-            }
-            WorldFileError::Malformed {
-                path,
-                line,
-                column,
-                message,
-            } => write!(
-                f,
-                "{}:{line}:{column}: not a simulated world ({message}); the file was left untouched",
-                path.display()
-            ),
-            WorldFileError::Unsupported { path, message } => {
-                write!(
-                    f,
-                    "{}: {message}; the file was left untouched",
-                    path.display()
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for WorldFileError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            WorldFileError::Io { source, .. } => Some(source),
-            _ => None,
-        }
-    }
+/// The error of a call whose world file could not be read, or saved.
+fn file_failure(write: bool, e: &WorldFileError) -> BackendError {
+    let message = if write {
+        format!(
+            "the simulated cloud could not save its world ({e}); the change was undone: \
+             nothing was applied"
+        )
+    } else {
+        format!("the simulated cloud could not read its world ({e})")
+    };
+    BackendError::new(ErrorKind::Other, message)
 }
 
 impl World {
@@ -305,7 +253,7 @@ impl World {
             scopes: HashMap::new(),
             refs: HashMap::new(),
             dependants: HashMap::new(),
-            path: None,
+            file: None,
             faults: Faults::new(seed),
             list_lag: 0,
             latency: Duration::ZERO,
@@ -316,24 +264,15 @@ impl World {
         }
     }
 
-    /// Loads the world saved at `path`, or `None` when there is no file.
-    pub(crate) fn load(path: &Path) -> Result<Option<Self>, WorldFileError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(WorldFileError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                });
-            }
-        };
-        let file: FileIn = serde_json::from_str(&text).map_err(|e| WorldFileError::Malformed {
-            path: path.to_path_buf(),
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
-        })?;
+    /// The world a file's bytes hold.
+    pub(super) fn decode(path: &Path, bytes: &[u8]) -> Result<Self, WorldFileError> {
+        let file: FileIn =
+            serde_json::from_slice(bytes).map_err(|e| WorldFileError::Malformed {
+                path: path.to_path_buf(),
+                line: e.line(),
+                column: e.column(),
+                message: e.to_string(),
+            })?;
         let unsupported = |message: String| WorldFileError::Unsupported {
             path: path.to_path_buf(),
             message,
@@ -370,16 +309,11 @@ impl World {
         for id in ids {
             world.link(id);
         }
-        world.path = Some(path.to_path_buf());
-        Ok(Some(world))
+        Ok(world)
     }
 
-    /// Saves the world to its file, if it has one: a temporary file in the same
-    /// directory, then a rename, so that a reader never sees half a world.
-    pub(crate) fn persist(&self) -> Result<(), WorldFileError> {
-        let Some(path) = &self.path else {
-            return Ok(());
-        };
+    /// The world file's content.
+    pub(super) fn encode(&self) -> Vec<u8> {
         let file = FileOut {
             format: FORMAT_NAME,
             version: FORMAT_VERSION,
@@ -389,28 +323,35 @@ impl World {
             accounts: &self.accounts,
             resources: self.resources.values().collect(),
         };
-        let io = |source| WorldFileError::Io {
-            path: path.clone(),
-            source,
-        };
-        let mut text = serde_json::to_vec_pretty(&file)
-            .map_err(|e| io(std::io::Error::other(e.to_string())))?;
-        text.push(b'\n');
-        let file_name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "world.json".into());
-        let temp = path.with_file_name(format!(".{file_name}.{}.tmp", std::process::id()));
-        let write = || -> std::io::Result<()> {
-            let mut out = std::fs::File::create(&temp)?;
-            out.write_all(&text)?;
-            out.sync_all()?;
-            std::fs::rename(&temp, path)
-        };
-        write().map_err(|e| {
-            let _ = std::fs::remove_file(&temp);
-            io(e)
-        })
+        let mut bytes = serde_json::to_vec_pretty(&file).expect("a world serialises");
+        bytes.push(b'\n');
+        bytes
+    }
+
+    /// The file the world is kept in, if any.
+    pub(crate) fn path(&self) -> Option<&Path> {
+        self.file.as_ref().map(WorldFile::path)
+    }
+
+    /// Takes `fresh`'s estate (seed, generator, accounts, resources) and keeps this
+    /// world's behaviour (faults, denials, latency, the call log); a resource in both
+    /// keeps its list lag.
+    pub(super) fn adopt(&mut self, mut fresh: World) {
+        for stored in fresh.resources.values_mut() {
+            if let Some(old) = self.by_handle(&stored.handle) {
+                stored.list_lag = old.list_lag;
+            }
+        }
+        self.seed = fresh.seed;
+        self.rng = fresh.rng;
+        self.next_id = fresh.next_id;
+        self.accounts = fresh.accounts;
+        self.resources = fresh.resources;
+        self.handles = fresh.handles;
+        self.names = fresh.names;
+        self.scopes = fresh.scopes;
+        self.refs = fresh.refs;
+        self.dependants = fresh.dependants;
     }
 
     // ---- indexes ----
@@ -637,19 +578,10 @@ impl World {
         let result = if self.is_denied(call) {
             Err(kinds::denied(provider, call.kind, call.op.name()))
         } else {
-            act(self, call)
+            self.act_on_file(call, act)
         };
         if result.is_ok() {
             call.applied = true;
-            if call.op.is_write() {
-                self.persist().map_err(|e| {
-                    BackendError::new(
-                        ErrorKind::Other,
-                        format!("the simulated cloud could not save its world: {e}"),
-                    )
-                    .maybe_sent()
-                })?;
-            }
         }
         if lose {
             return Err(BackendError::new(
@@ -660,6 +592,24 @@ impl World {
             .maybe_sent());
         }
         result
+    }
+
+    /// Runs `act` on the world as its file holds it now; a write counts as made only
+    /// once it is saved. A write that cannot be saved is undone and fails as not made
+    /// (`may_have_been_sent` false): the world, in memory and on disk, is as it was
+    /// before the call, which is the truth, and what a later call sees.
+    fn act_on_file<T>(
+        &mut self,
+        call: &mut CallRecord,
+        act: impl FnOnce(&mut World, &mut CallRecord) -> Result<T, BackendError>,
+    ) -> Result<T, BackendError> {
+        let write = call.op.is_write();
+        let outcome = self.transact(write, |w| {
+            let result = act(w, call);
+            let changed = write && result.is_ok();
+            (result, changed)
+        });
+        outcome.unwrap_or_else(|e| Err(file_failure(write, &e)))
     }
 
     /// The resource of `kind` in `region` with `handle`, or the provider's `NotFound`.
