@@ -2,20 +2,11 @@
 //! piped, its world and records in fresh directories. What is checked is what a person
 //! sees: the exit code, the text, and what is left on disk.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-/// The quickstart example, built beside this test by `cargo test`.
-fn quickstart() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let profile = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("tests run from <target>/<profile>/deps");
-    let path = profile.join("examples").join("quickstart");
-    assert!(path.exists(), "{} is not built", path.display());
-    path
-}
+use support::quickstart;
 
 /// A fresh world file and state directory.
 struct Place {

@@ -2,23 +2,14 @@
 //! cloud is no kinder than a real one, so a resource whose creation was not saved is
 //! never reported created, the run exits 1, and `--json` says what became of each one.
 
+mod support;
+
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
+use support::quickstart;
 
 use serde_json::Value;
-
-/// The quickstart example, built beside this test by `cargo test`.
-fn quickstart() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let profile = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("tests run from <target>/<profile>/deps");
-    let path = profile.join("examples").join("quickstart");
-    assert!(path.exists(), "{} is not built", path.display());
-    path
-}
 
 /// A run of the quickstart: its exit code, standard output and standard error.
 struct Run {

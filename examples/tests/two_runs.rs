@@ -2,22 +2,13 @@
 //! them: separate processes on one state directory and one simulated world. Nothing is
 //! lost, and a run turned away says who holds the fleet.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use support::quickstart;
 
 use infra_core::{FileStore, LockHolder, RecordStore};
-
-/// The quickstart example, built beside this test by `cargo test`.
-fn quickstart() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let profile = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("tests run from <target>/<profile>/deps");
-    let path = profile.join("examples").join("quickstart");
-    assert!(path.exists(), "{} is not built", path.display());
-    path
-}
 
 fn command(dir: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(quickstart());
