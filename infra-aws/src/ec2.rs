@@ -32,7 +32,7 @@
 //! The marker is written in the creating call itself: in the `TagSpecifications` of
 //! `CreateSecurityGroup` and of `RunInstances`. Updates rewrite declared tags with
 //! `CreateTags` and remove undeclared ones with `DeleteTags`, never touching the
-//! marker (nor an instance's `Name`).
+//! marker (nor an instance's `Name`). `mark` writes the marker alone with `CreateTags`.
 
 use std::collections::BTreeSet;
 
@@ -54,7 +54,7 @@ use infra_core::{
 
 use crate::clients::RegionClients;
 use crate::error::classify;
-use crate::ops::{KindOps, TagChanges, keep_marker, tag_changes, with_marker};
+use crate::ops::{KindOps, TagChanges, keep_marker, marking, tag_changes, with_marker};
 
 /// Adds this module's kinds.
 pub(crate) fn register(add: &mut dyn FnMut(Box<dyn KindOps>)) {
@@ -136,6 +136,24 @@ async fn sync_tags(
             .await
             .map_err(|e| classify("ec2:DeleteTags", e, &[]))?;
     }
+    Ok(())
+}
+
+/// Adds `tags` to `resource`, whose not-found codes are `not_found`: `CreateTags`
+/// writes the keys it names and leaves every other tag as it was.
+async fn add_tags(
+    c: &RegionClients,
+    resource: &str,
+    tags: &RawTags,
+    not_found: &[&str],
+) -> Result<(), BackendError> {
+    c.ec2()
+        .create_tags()
+        .resources(resource)
+        .set_tags(Some(tag_list(tags)))
+        .send()
+        .await
+        .map_err(|e| classify("ec2:CreateTags", e, not_found))?;
     Ok(())
 }
 
@@ -493,6 +511,19 @@ impl KindOps for SecurityGroupOps {
     async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
         Ok(tags_of(describe_group(c, handle).await?.tags()))
     }
+
+    async fn mark(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        let current = tags_of(describe_group(c, handle).await?.tags());
+        if let Some(pair) = marking(&current, marker, &format!("security group {handle}"))? {
+            add_tags(c, handle, &pair, NO_GROUP).await?;
+        }
+        Ok(())
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -802,6 +833,20 @@ impl KindOps for AwsInstanceOps {
 
     async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
         Ok(tags_of(describe_instance(c, handle).await?.tags()))
+    }
+
+    /// A terminated or shutting-down instance is absent here too (`NotFound`).
+    async fn mark(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        let current = tags_of(describe_instance(c, handle).await?.tags());
+        if let Some(pair) = marking(&current, marker, &format!("instance {handle}"))? {
+            add_tags(c, handle, &pair, NO_INSTANCE).await?;
+        }
+        Ok(())
     }
 }
 

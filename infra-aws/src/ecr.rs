@@ -26,7 +26,7 @@ use infra_core::{
 
 use crate::clients::RegionClients;
 use crate::error::classify;
-use crate::ops::{KindOps, TagChanges, tag_changes, wanted_tags, with_marker};
+use crate::ops::{KindOps, TagChanges, marking, tag_changes, wanted_tags, with_marker};
 
 /// Codes that mean the repository does not exist.
 const NO_REPOSITORY: &[&str] = &["RepositoryNotFoundException"];
@@ -271,5 +271,26 @@ impl KindOps for ImageRegistryOps {
     async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
         let repo = describe(c, handle).await?;
         tags(c, &arn_of(&repo, handle)?).await
+    }
+
+    async fn mark(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        let arn = arn_of(&describe(c, handle).await?, handle)?;
+        let current = tags(c, &arn).await?;
+        if let Some(pair) = marking(&current, marker, &format!("repository {handle}"))? {
+            // TagResource adds to the repository's tags; the others stay as they are.
+            c.ecr()
+                .tag_resource()
+                .resource_arn(&arn)
+                .set_tags(Some(tag_list(&pair)?))
+                .send()
+                .await
+                .map_err(|e| classify("ecr:TagResource", e, NO_REPOSITORY))?;
+        }
+        Ok(())
     }
 }

@@ -38,6 +38,8 @@
 //! The marker and the region tag are written in `CreateRole`'s `Tags`, so no role of
 //! ours exists unmarked. Policies are resolved before the role is created and attached
 //! right after; an attach that fails leaves a marked role that the next apply repairs.
+//! `mark` (taking over a role made elsewhere) writes the marker with `TagRole`, and the
+//! region tag with it when the role has none, for the same reason.
 //!
 //! Delete refuses (`DependencyViolation`, leaving the role as it was) while the role
 //! is in an instance profile; otherwise it detaches every managed policy, deletes
@@ -56,7 +58,7 @@ use serde_json::{Value, json};
 
 use crate::clients::RegionClients;
 use crate::error::classify;
-use crate::ops::{KindOps, keep_marker, with_marker};
+use crate::ops::{KindOps, keep_marker, marking, with_marker};
 
 /// Codes that mean the role (or the entity the call names) does not exist.
 const NO_ENTITY: &[&str] = &["NoSuchEntity"];
@@ -637,6 +639,36 @@ impl KindOps for IamOps {
     async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
         let role = get_role(c, handle).await?;
         Ok(raw_tags(role.tags()))
+    }
+
+    /// Writes the marker, and with it the `infra-region` tag of the region asked about
+    /// when the role records none (a role made outside this tool): the two are written
+    /// together, as `CreateRole` does, so that a marked role is listed in its region
+    /// like every other role of ours instead of being in no region's list (where the
+    /// engine would believe it gone). The region tag is bookkeeping that `read` leaves
+    /// out of `tags`; every other tag, and a region tag already there, stay as they
+    /// were. A role whose region tag names another region is `NotFound`, as for `read`.
+    async fn mark(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        let current = raw_tags(get_role(c, handle).await?.tags());
+        if let Some(mut pair) = marking(&current, marker, &format!("iam role {handle}"))? {
+            if !current.contains_key(REGION_TAG) {
+                pair.insert(REGION_TAG.to_owned(), c.region.clone());
+            }
+            // TagRole adds to the role's tags; the others stay as they are.
+            c.iam()
+                .tag_role()
+                .role_name(handle)
+                .set_tags(Some(sdk_tags(&pair)))
+                .send()
+                .await
+                .map_err(|e| classify("iam:TagRole", e, NO_ENTITY))?;
+        }
+        Ok(())
     }
 }
 

@@ -50,7 +50,7 @@ use infra_core::{
 
 use crate::clients::RegionClients;
 use crate::error::classify;
-use crate::ops::{KindOps, TagChanges, keep_marker, tag_changes, with_marker};
+use crate::ops::{KindOps, TagChanges, keep_marker, marking, tag_changes, with_marker};
 
 /// Codes that mean the function does not exist.
 const NO_FUNCTION: &[&str] = &["ResourceNotFoundException"];
@@ -567,6 +567,27 @@ impl KindOps for ComputeOps {
     async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
         let f = get(c, handle).await?;
         raw_tags(c, &f).await
+    }
+
+    async fn mark(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        let f = get(c, handle).await?;
+        let current = raw_tags(c, &f).await?;
+        if let Some(pair) = marking(&current, marker, &format!("function {handle}"))? {
+            // TagResource adds to the function's tags; the others stay as they are.
+            c.lambda()
+                .tag_resource()
+                .resource(f.arn()?)
+                .set_tags(Some(pair.into_iter().collect()))
+                .send()
+                .await
+                .map_err(|e| classify("lambda:TagResource", e, NO_FUNCTION))?;
+        }
+        Ok(())
     }
 }
 

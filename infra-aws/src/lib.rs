@@ -214,6 +214,23 @@ impl Backend for AwsBackend {
             .await
     }
 
+    /// Every kind this crate realises carries tags, so every one can be marked: the
+    /// marker is added with the kind's own tagging call and nothing else is written
+    /// (an IAM role made elsewhere also gets its `infra-region` tag; see the `iam`
+    /// kind). A resource carrying another fleet's marker is refused with `Conflict`
+    /// and left as it was.
+    async fn mark(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        self.ops(kind)?
+            .mark(&self.clients.region(region), handle, marker)
+            .await
+    }
+
     async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError> {
         #[cfg(feature = "secretsmanager")]
         if self.kinds.contains_key("secrets") {

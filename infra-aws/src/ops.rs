@@ -1,7 +1,9 @@
 //! What each kind implements, and the helpers they share.
 
 use async_trait::async_trait;
-use infra_core::{BackendError, Listed, Marker, RawTags, SettledSpec, Sighting};
+use infra_core::{
+    BackendError, ErrorKind, Listed, Marker, Ownership, RawTags, SettledSpec, Sighting,
+};
 
 use crate::clients::RegionClients;
 
@@ -32,6 +34,53 @@ pub(crate) trait KindOps: Send + Sync {
     ) -> Result<Sighting, BackendError>;
     async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError>;
     async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError>;
+    /// Puts the marker on a resource that exists already, adding that one tag and
+    /// changing nothing else. No default: every AWS kind this crate realises carries
+    /// tags, so none has a reason to refuse with `Invalid`. Each implementation reads
+    /// the tags first and asks [`marking`] what to write, so that a resource of another
+    /// fleet is refused (`Conflict`) and one already marked is left untouched.
+    async fn mark(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError>;
+}
+
+/// What `mark` writes on a resource carrying `current`: the marker pair alone, or
+/// `None` when there is nothing to write.
+///
+/// - Unmarked: the marker.
+/// - Carrying this fleet's marker: nothing (marking twice leaves the same tags).
+/// - Carrying the legacy value (`true`), which every fleet reads as its own: nothing
+///   either. Rewriting it with this fleet's name would make it foreign to every other
+///   fleet that holds it from before fleets had names.
+/// - Carrying another fleet's marker: `Conflict` ("the request conflicts with the
+///   resource's state"), and nothing is written. Taking a resource from another fleet
+///   is never a side effect of marking; the caller (`import-tfstate`) checks ownership
+///   first and leaves such resources alone, and this refusal holds even for a caller
+///   that did not. The check and the write are two calls: a marker another writer puts
+///   on the resource between them is not seen.
+///
+/// `what` names the resource in the refusal (`queue https://…`).
+pub(crate) fn marking(
+    current: &RawTags,
+    marker: &Marker,
+    what: &str,
+) -> Result<Option<RawTags>, BackendError> {
+    match marker.verdict(current) {
+        Ownership::Unmarked => Ok(Some(with_marker(None, marker))),
+        Ownership::Ours => Ok(None),
+        Ownership::OtherFleet { fleet } => Err(BackendError::new(
+            ErrorKind::Conflict,
+            format!(
+                "{what} carries the ownership marker of fleet `{fleet}` ({}={fleet}), not \
+                 this fleet's (`{}`): it was left as it was",
+                marker.key(),
+                marker.value()
+            ),
+        )),
+    }
 }
 
 /// Declared tags with the marker added: what a create writes.
@@ -110,5 +159,23 @@ mod tests {
         assert_eq!(changes.remove, vec!["old".to_owned()]);
         assert_eq!(changes.write, tags(&[("team", "ops")]));
         assert!(tag_changes(&current, &wanted, &["old"]).remove.is_empty());
+    }
+
+    #[test]
+    fn marking_writes_the_marker_alone_once_and_never_over_another_fleets() {
+        let marker = Marker::new("shop");
+        let unmarked = tags(&[("team", "web")]);
+        assert_eq!(
+            marking(&unmarked, &marker, "it").unwrap(),
+            Some(tags(&[("managed-by-infra", "shop")]))
+        );
+        let ours = tags(&[("team", "web"), ("managed-by-infra", "shop")]);
+        assert_eq!(marking(&ours, &marker, "it").unwrap(), None);
+        let legacy = tags(&[("managed-by-infra", "true")]);
+        assert_eq!(marking(&legacy, &marker, "it").unwrap(), None);
+        let theirs = tags(&[("managed-by-infra", "blog")]);
+        let refused = marking(&theirs, &marker, "queue q").unwrap_err();
+        assert_eq!(refused.kind, ErrorKind::Conflict);
+        assert!(refused.message.contains("`blog`"), "{}", refused.message);
     }
 }

@@ -57,7 +57,7 @@ use infra_core::{
 
 use crate::clients::RegionClients;
 use crate::error::classify;
-use crate::ops::{KindOps, TagChanges, keep_marker, tag_changes, with_marker};
+use crate::ops::{KindOps, TagChanges, keep_marker, marking, tag_changes, with_marker};
 
 /// Codes that mean the DB instance does not exist.
 const NO_INSTANCE: &[&str] = &["DBInstanceNotFound", "DBInstanceNotFoundFault"];
@@ -871,6 +871,32 @@ impl KindOps for PostgresOps {
 
     async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
         Ok(describe(c, handle).await?.tags())
+    }
+
+    /// Marks the DB instance, or the DB cluster alone: a cluster's member instances are
+    /// reached only through the cluster (its `ownership` reads the cluster's tags), and
+    /// keep their tags as they were.
+    async fn mark(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        let db = describe(c, handle).await?;
+        if let Some(pair) = marking(&db.tags(), marker, &format!("database {handle}"))? {
+            let arn = db.arn().ok_or_else(|| {
+                BackendError::new(ErrorKind::Other, format!("RDS named no ARN for {handle}"))
+            })?;
+            // AddTagsToResource adds to the database's tags; the others stay as they are.
+            c.rds()
+                .add_tags_to_resource()
+                .resource_name(arn)
+                .set_tags(Some(tag_list(&pair)))
+                .send()
+                .await
+                .map_err(|e| classify("rds:AddTagsToResource", e, NO_RESOURCE))?;
+        }
+        Ok(())
     }
 }
 

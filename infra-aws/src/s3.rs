@@ -13,6 +13,8 @@
 //!
 //! The marker is part of `CreateBucket` itself (its configuration carries tags), and
 //! written again at once with `PutBucketTagging` for stand-ins that drop tags on create.
+//! `mark` puts it on a bucket made elsewhere by writing back the tag set it read with the
+//! marker added (`PutBucketTagging` replaces the whole set).
 
 use async_trait::async_trait;
 use aws_sdk_s3::types::{
@@ -29,7 +31,7 @@ use infra_core::{BackendError, Listed, Marker, Partial, RawTags, SettledSpec, Si
 
 use crate::clients::RegionClients;
 use crate::error::classify;
-use crate::ops::{KindOps, wanted_tags, with_marker};
+use crate::ops::{KindOps, marking, wanted_tags, with_marker};
 
 /// Codes that mean the bucket does not exist.
 const NO_BUCKET: &[&str] = &["NoSuchBucket", "NotFound"];
@@ -142,9 +144,11 @@ struct BucketState {
     tags: RawTags,
 }
 
-async fn state(c: &RegionClients, bucket: &str) -> Result<BucketState, BackendError> {
-    let s3 = c.s3();
-    let loc = s3
+/// The bucket's region, which must be the clients' own: a bucket of another region is
+/// `NotFound` here, as for any resource of another region.
+async fn located(c: &RegionClients, bucket: &str) -> Result<String, BackendError> {
+    let loc = c
+        .s3()
         .get_bucket_location()
         .bucket(bucket)
         .send()
@@ -158,6 +162,27 @@ async fn state(c: &RegionClients, bucket: &str) -> Result<BucketState, BackendEr
         ))
         .with_code("NoSuchBucket"));
     }
+    Ok(region)
+}
+
+/// Puts the marker on a bucket made elsewhere. `PutBucketTagging` replaces the whole
+/// set, so what it writes is the set just read (none when S3 answers `NoSuchTagSet`)
+/// with the marker added: every other tag is written back as it was. A tag written by
+/// someone else between the read and the write would be lost; S3 has no conditional
+/// tagging call to prevent it.
+async fn mark_bucket(c: &RegionClients, bucket: &str, marker: &Marker) -> Result<(), BackendError> {
+    located(c, bucket).await?;
+    let mut all = tags(c, bucket).await?;
+    if let Some(pair) = marking(&all, marker, &format!("bucket {bucket}"))? {
+        all.extend(pair);
+        put_tags(c, bucket, &all).await?;
+    }
+    Ok(())
+}
+
+async fn state(c: &RegionClients, bucket: &str) -> Result<BucketState, BackendError> {
+    let s3 = c.s3();
+    let region = located(c, bucket).await?;
     // A bucket never versioned answers with no status: the truth `false`. Some stand-ins
     // answer that case with a document the SDK cannot read; then the field is unknown
     // (and so not compared), never a guess.
@@ -428,6 +453,15 @@ impl KindOps for S3BucketOps {
     async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
         tags(c, handle).await
     }
+
+    async fn mark(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        mark_bucket(c, handle, marker).await
+    }
 }
 
 /// The settings of an `s3Bucket` that change in place (tags aside).
@@ -510,6 +544,15 @@ impl KindOps for ObjectStoreOps {
 
     async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
         tags(c, handle).await
+    }
+
+    async fn mark(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        mark_bucket(c, handle, marker).await
     }
 }
 

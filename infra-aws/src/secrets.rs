@@ -35,7 +35,7 @@ use infra_core::{
 
 use crate::clients::RegionClients;
 use crate::error::classify;
-use crate::ops::{KindOps, TagChanges, tag_changes, wanted_tags, with_marker};
+use crate::ops::{KindOps, TagChanges, marking, tag_changes, wanted_tags, with_marker};
 
 /// Codes that mean the secret does not exist.
 const NO_SECRET: &[&str] = &["ResourceNotFoundException"];
@@ -345,5 +345,26 @@ impl KindOps for SecretsOps {
 
     async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
         Ok(tags_of(&describe(c, handle).await?))
+    }
+
+    /// A secret scheduled for deletion is absent here too (`NotFound`), as for `read`.
+    async fn mark(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        let current = tags_of(&describe(c, handle).await?);
+        if let Some(pair) = marking(&current, marker, &format!("secret {handle}"))? {
+            // TagResource adds to the secret's tags; the others stay as they are.
+            c.secrets()
+                .tag_resource()
+                .secret_id(handle)
+                .set_tags(Some(tag_list(&pair)))
+                .send()
+                .await
+                .map_err(|e| classify("secretsmanager:TagResource", e, NO_SECRET))?;
+        }
+        Ok(())
     }
 }

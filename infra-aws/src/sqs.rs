@@ -43,7 +43,7 @@ use serde_json::{Value, json};
 
 use crate::clients::RegionClients;
 use crate::error::classify;
-use crate::ops::{KindOps, keep_marker, with_marker};
+use crate::ops::{KindOps, keep_marker, marking, with_marker};
 
 /// Codes that mean the queue does not exist.
 const NO_QUEUE: &[&str] = &[
@@ -452,6 +452,26 @@ impl KindOps for QueuesOps {
 
     async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
         tags(c, handle).await
+    }
+
+    async fn mark(
+        &self,
+        c: &RegionClients,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        let current = tags(c, handle).await?;
+        if let Some(pair) = marking(&current, marker, &format!("queue {handle}"))? {
+            // TagQueue adds to the queue's tags; the others stay as they are.
+            c.sqs()
+                .tag_queue()
+                .queue_url(handle)
+                .set_tags(Some(pair.into_iter().collect()))
+                .send()
+                .await
+                .map_err(|e| classify("sqs:TagQueue", e, NO_QUEUE))?;
+        }
+        Ok(())
     }
 }
 
