@@ -489,7 +489,10 @@ pub trait Backend: Send + Sync {
     /// # Behavior
     /// - Writes the marker tag and leaves every other tag, and the configuration, as
     ///   they were; the next `ownership` returns the marker.
-    /// - Idempotent: marking a resource twice leaves the same tags.
+    /// - Idempotent: marking a resource twice leaves the same tags; a resource that
+    ///   already carries this fleet's marker (or the legacy value) is left as it is.
+    /// - A resource carrying another fleet's marker is `Conflict`, its tags unchanged:
+    ///   taking a resource from another fleet is never a side effect.
     /// - A resource that does not exist is `NotFound`.
     /// - A provider that cannot write tags on the kind answers `Invalid`, changing
     ///   nothing. The default does so for every kind: a provider that does not implement

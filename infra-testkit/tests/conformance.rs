@@ -182,6 +182,8 @@ enum Flaw {
     DeniedReadsAsNotFound,
     /// `create` does not write the ownership marker.
     DropsTheMarker,
+    /// `mark` writes its marker over another fleet's.
+    TakesAnothersResource,
 }
 
 /// A simulator backend with one flaw.
@@ -295,6 +297,21 @@ impl Backend for Broken {
         }
         Ok(tags)
     }
+    async fn mark(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        if self.flaw == Flaw::TakesAnothersResource {
+            let mut tags = self.inner.ownership(kind, region, handle).await?;
+            tags.insert(marker.key().into(), marker.value().into());
+            self.cloud.set_raw_tags(handle, tags);
+            return Ok(());
+        }
+        self.inner.mark(kind, region, handle, marker).await
+    }
     async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError> {
         self.inner.secret_value(region, handle).await
     }
@@ -404,6 +421,24 @@ async fn a_backend_that_drops_the_marker_on_create_fails_the_marker_check() {
         24,
     )
     .await;
+}
+
+#[tokio::test]
+async fn a_backend_that_takes_another_fleets_resource_fails_the_mark_check() {
+    let report = caught(
+        Flaw::TakesAnothersResource,
+        "mark_keeps_ours_and_refuses_anothers",
+        "objectStore",
+        25,
+    )
+    .await;
+    let outcome = report
+        .outcome("mark_keeps_ours_and_refuses_anothers", Some("objectStore"))
+        .expect("ran");
+    assert!(
+        matches!(&outcome.verdict, Verdict::Fail(why) if why.contains("took this fleet's resource")),
+        "{outcome}"
+    );
 }
 
 // ---- nothing to check ----

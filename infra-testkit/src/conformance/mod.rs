@@ -127,6 +127,9 @@ fn kind_checks() -> Vec<(&'static str, KindCheck)> {
         ("a_taken_name_is_conflict", |c, s| {
             Box::pin(lifecycle::a_taken_name_is_conflict(c, s))
         }),
+        ("mark_keeps_ours_and_refuses_anothers", |c, s| {
+            Box::pin(lifecycle::mark_keeps_ours_and_refuses_anothers(c, s))
+        }),
     ]
 }
 

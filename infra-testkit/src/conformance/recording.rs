@@ -28,6 +28,8 @@ pub enum CallOp {
     Ownership,
     /// `secret_value`.
     SecretValue,
+    /// `mark`.
+    Mark,
 }
 
 /// One call the recorded backend received.
@@ -302,6 +304,26 @@ impl Backend for RecordingBackend {
         let error = error_of(&result);
         self.record(
             CallOp::Ownership,
+            Some(kind),
+            Some(region),
+            None,
+            Some(handle),
+            error,
+        );
+        result
+    }
+
+    async fn mark(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        let result = self.inner.mark(kind, region, handle, marker).await;
+        let error = error_of(&result);
+        self.record(
+            CallOp::Mark,
             Some(kind),
             Some(region),
             None,

@@ -842,8 +842,19 @@ impl Backend for SimBackend {
                     .filter(|s| s.provider == provider && s.kind == kind && s.region == region)
                     .ok_or_else(|| kinds::not_found(provider, kind, handle))?;
                 c.name = Some(stored.name.clone());
-                stored.tags.insert(key, value);
-                Ok(())
+                match stored.tags.get(&key).map(String::as_str) {
+                    // Already this fleet's (or the legacy value every fleet reads as its
+                    // own): nothing to write.
+                    Some(v) if v == value || v == infra_core::LEGACY_MARKER_VALUE => Ok(()),
+                    Some(other) => Err(BackendError::new(
+                        ErrorKind::Conflict,
+                        format!("{handle} carries the marker of fleet `{other}`; left as it is"),
+                    )),
+                    None => {
+                        stored.tags.insert(key, value);
+                        Ok(())
+                    }
+                }
             })
             .await
     }

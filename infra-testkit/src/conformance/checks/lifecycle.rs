@@ -570,3 +570,56 @@ async fn secret(ctx: &Context, sample: &KindSample) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `mark` leaves a resource that carries this fleet's marker as it is, and refuses one
+/// that carries another fleet's marker (`Conflict`), leaving its tags unchanged.
+pub async fn mark_keeps_ours_and_refuses_anothers(ctx: &Context, sample: &KindSample) -> Verdict {
+    if !ctx.caps.ownership.contains(sample.kind) {
+        return Verdict::skip(
+            "the backend cannot read tags of this kind (not in `capabilities().ownership`)",
+        );
+    }
+    mark(ctx, sample).await.into()
+}
+
+async fn mark(ctx: &Context, sample: &KindSample) -> Result<(), String> {
+    let (kind, region) = (sample.kind, ctx.primary());
+    let name = ctx.name("mrk", sample);
+    let harness = ctx.harness();
+    apply_ok(ctx, &harness, sample, &name, Variant::Base).await?;
+    let handle = created_handle(&harness, &name)?;
+    let ownership = || async {
+        ctx.settle(|| ctx.backend.ownership(kind, region, &handle))
+            .await
+            .map_err(|e| format!("`ownership` of {handle} failed: {e}"))
+    };
+    let before = ownership().await?;
+    let ours = infra_core::Marker::new(ctx.fleet.clone());
+    match ctx.backend.mark(kind, region, &handle, &ours).await {
+        Ok(()) => {}
+        Err(e) if e.kind == ErrorKind::Invalid => {
+            return Err(format!(
+                "`mark` is not implemented for {kind} ({e}): resources of this kind cannot \
+                 be taken over"
+            ));
+        }
+        Err(e) => return Err(format!("marking a resource already ours failed: {e}")),
+    }
+    if ownership().await? != before {
+        return Err("marking a resource already ours changed its tags".into());
+    }
+    let theirs = infra_core::Marker::new(format!("{}-other", ctx.fleet));
+    match ctx.backend.mark(kind, region, &handle, &theirs).await {
+        Err(e) if e.kind == ErrorKind::Conflict => {}
+        Ok(()) => return Err("`mark` for another fleet took this fleet's resource".into()),
+        Err(e) => {
+            return Err(format!(
+                "`mark` for another fleet answered {e}, not Conflict"
+            ));
+        }
+    }
+    if ownership().await? != before {
+        return Err("a refused `mark` changed the resource's tags".into());
+    }
+    Ok(())
+}
