@@ -23,10 +23,14 @@ use serde::{Deserialize, Serialize};
 mod file;
 mod lock;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 
 pub use file::FileStore;
 pub use lock::{LockError, LockGuard, LockHolder, host_name, lock_fleet, parse_duration};
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
 
 /// The schema version of the ledger file this crate writes (it reads every earlier
 /// one): 2 marks the rows `discover` adopted on the ownership marker alone, and the rows
