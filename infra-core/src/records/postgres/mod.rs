@@ -48,12 +48,13 @@ fn key(text: &str) -> i64 {
 /// (fleet, provider, kind) pair in one transaction (an empty list deletes the pair): a
 /// run killed mid-save leaves the records as they were before it. Cache entries come
 /// back in the order saved. `jsonb` keeps values, not their spelling: an object's keys
-/// come back in `jsonb`'s order, `-0.0` as `0.0`, a float with an integral value of 10¹⁶
-/// or more as that integer, and a float written in many digits is read back by
-/// serde_json to within one unit in its last place. PostgreSQL's text holds no NUL
-/// character: a name holding one is refused ([`RecordError::BadName`]), as is a
-/// `\u0000` in observed JSON (by the server). Unqualified table names follow the
-/// connection's `search_path` (`?options=-c%20search_path%3Dteam_a` picks a schema).
+/// come back in `jsonb`'s order, `-0.0` as `0.0`, an integral float of 10¹⁶ or more
+/// that fits a 64-bit integer as that integer, and other floats in plain decimal, which
+/// serde_json (without its `float_roundtrip` feature) reads back to within a few units
+/// in the last place. PostgreSQL's text holds no NUL character: a name holding one is
+/// refused ([`RecordError::BadName`]), as is a `\u0000` in observed JSON (by the
+/// server). Unqualified table names follow the connection's `search_path`
+/// (`?options=-c%20search_path%3Dteam_a` picks a schema).
 ///
 /// # The lock
 ///
