@@ -8,6 +8,9 @@
 //! - P3: a refresh's wall time against lists + N·L/P.
 //! - P4: peak resident memory growth per resource while a large fleet is planned.
 //! - P2seq: the speedup of parallel apply over one call at a time.
+//! - P5 (feature `postgres`, with `INFRA_BENCH_DATABASE_URL` or
+//!   `INFRA_TEST_DATABASE_URL` set): an apply with its records on PostgreSQL against the
+//!   same apply with them in files.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,6 +18,10 @@ use std::time::{Duration, Instant};
 use benches::precise::PreciseClock;
 use benches::{BenchCloud, dag, runtime};
 use infra_core::{Backends, Engine, ManualClock, MemoryStore, Options};
+
+#[cfg(feature = "postgres")]
+#[path = "report/records.rs"]
+mod records;
 
 fn bench_engine(latency: Duration, real: bool) -> (Engine, Arc<BenchCloud>) {
     let clock: Arc<dyn infra_core::Clock> = if real {
@@ -187,4 +194,9 @@ fn main() {
         "P2seq apply_speedup_vs_sequential n={n} value={:.2}",
         seq.as_secs_f64() / par.as_secs_f64()
     );
+
+    #[cfg(feature = "postgres")]
+    records::p5(&rt, 1000);
+    #[cfg(not(feature = "postgres"))]
+    eprintln!("P5 records_postgres_vs_file skipped: build with --features postgres");
 }

@@ -23,10 +23,16 @@ use serde::{Deserialize, Serialize};
 mod file;
 mod lock;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
+mod redact;
 
 pub use file::FileStore;
 pub use lock::{LockError, LockGuard, LockHolder, host_name, lock_fleet, parse_duration};
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
+pub use redact::redact_url;
 
 /// The schema version of the ledger file this crate writes (it reads every earlier
 /// one): 2 marks the rows `discover` adopted on the ownership marker alone, and the rows
@@ -254,65 +260,5 @@ pub trait RecordStore: Send + Sync {
     /// Where the records are, in a few words, for messages (never a password).
     fn describe(&self) -> String {
         "records in memory".to_owned()
-    }
-}
-
-/// A store's URL without its password (`postgres://infra:secret@db/x` →
-/// `postgres://infra@db/x`), for messages and descriptions.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, tail) = match rest.find(['/', '?', '#']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    let authority = match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or_default();
-            format!("{user}@{host}")
-        }
-        None => authority.to_owned(),
-    };
-    // A password may also be given as a query parameter.
-    format!("{scheme}://{authority}{}", redact_query(tail))
-}
-
-fn redact_query(tail: &str) -> String {
-    let Some((path, query)) = tail.split_once('?') else {
-        return tail.to_owned();
-    };
-    let query: Vec<String> = query
-        .split('&')
-        .map(|kv| match kv.split_once('=') {
-            Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=(redacted)"),
-            _ => kv.to_owned(),
-        })
-        .collect();
-    format!("{path}?{}", query.join("&"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact_url;
-
-    #[test]
-    fn passwords_never_leave_a_url() {
-        for (url, shown) in [
-            (
-                "postgres://infra:hunter2@db:5432/x",
-                "postgres://infra@db:5432/x",
-            ),
-            ("postgres://infra@db/x", "postgres://infra@db/x"),
-            (
-                "postgres://db/x?password=hunter2&sslmode=require",
-                "postgres://db/x?password=(redacted)&sslmode=require",
-            ),
-            ("postgres://a:b:c@db", "postgres://a@db"),
-            ("file:.infra", "file:.infra"),
-        ] {
-            assert_eq!(redact_url(url), shown);
-            assert!(!redact_url(url).contains("hunter2"));
-        }
     }
 }

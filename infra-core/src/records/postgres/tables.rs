@@ -1,0 +1,260 @@
+//! The ledger and the cache in their tables. Each save is one transaction: the rows
+//! before it, or the rows after it, never a mix.
+
+use std::sync::Arc;
+
+use sqlx::postgres::PgPool;
+use sqlx::{Postgres, Transaction};
+
+use super::key;
+use super::worker::{Failure, Shared, db};
+use crate::records::{CacheEntry, Ledger, LedgerRow};
+
+/// Writers of one fleet's records take turns on this (a run holds the fleet's lock
+/// anyway; two stores writing without it must not interleave their delete and insert).
+fn write_lock(fleet: &str) -> i64 {
+    key(&format!("infra records write:{fleet}"))
+}
+
+async fn begin_writing(
+    pool: &PgPool,
+    fleet: &str,
+) -> Result<Transaction<'static, Postgres>, Failure> {
+    let mut tx = pool.begin().await.map_err(db)?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(write_lock(fleet))
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    Ok(tx)
+}
+
+type RowColumns = (String, String, String, String, bool, bool);
+
+pub(super) async fn load_ledger(shared: Arc<Shared>, fleet: String) -> Result<Ledger, Failure> {
+    let rows: Vec<RowColumns> = sqlx::query_as(
+        "SELECT provider, kind, name, region, discovered, intent \
+         FROM infra_ledger_rows WHERE fleet = $1",
+    )
+    .bind(&fleet)
+    .fetch_all(&shared.pool)
+    .await
+    .map_err(db)?;
+    let mut ledger = Ledger::default();
+    for (provider, kind, name, region, discovered, intent) in rows {
+        let row = LedgerRow {
+            provider,
+            kind,
+            name,
+            region,
+        };
+        if discovered {
+            ledger.discovered.insert(row.clone());
+        }
+        if intent {
+            ledger.intents.insert(row.clone());
+        }
+        ledger.rows.insert(row);
+    }
+    Ok(ledger)
+}
+
+/// The ledger's rows as columns, for one `INSERT … SELECT FROM UNNEST`.
+#[derive(Default)]
+struct LedgerColumns {
+    provider: Vec<String>,
+    kind: Vec<String>,
+    name: Vec<String>,
+    region: Vec<String>,
+    discovered: Vec<bool>,
+    intent: Vec<bool>,
+}
+
+impl LedgerColumns {
+    fn of(ledger: &Ledger) -> Self {
+        let mut c = LedgerColumns::default();
+        for row in &ledger.rows {
+            c.provider.push(row.provider.clone());
+            c.kind.push(row.kind.clone());
+            c.name.push(row.name.clone());
+            c.region.push(row.region.clone());
+            c.discovered.push(ledger.is_discovered(row));
+            c.intent.push(ledger.is_intent(row));
+        }
+        c
+    }
+}
+
+pub(super) async fn save_ledger(
+    shared: Arc<Shared>,
+    fleet: String,
+    ledger: Ledger,
+) -> Result<(), Failure> {
+    let c = LedgerColumns::of(&ledger);
+    let mut tx = begin_writing(&shared.pool, &fleet).await?;
+    sqlx::query("DELETE FROM infra_ledger_rows WHERE fleet = $1")
+        .bind(&fleet)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    sqlx::query(
+        "INSERT INTO infra_ledger_rows (fleet, provider, kind, name, region, discovered, intent) \
+         SELECT $1, r.* FROM UNNEST($2::text[], $3::text[], $4::text[], $5::text[], \
+         $6::bool[], $7::bool[]) AS r",
+    )
+    .bind(&fleet)
+    .bind(c.provider)
+    .bind(c.kind)
+    .bind(c.name)
+    .bind(c.region)
+    .bind(c.discovered)
+    .bind(c.intent)
+    .execute(&mut *tx)
+    .await
+    .map_err(db)?;
+    tx.commit().await.map_err(db)
+}
+
+type EntryColumns = (String, String, String, String, String);
+
+pub(super) async fn load_cache(
+    shared: Arc<Shared>,
+    fleet: String,
+    provider: String,
+    kind: String,
+) -> Result<Vec<CacheEntry>, Failure> {
+    let rows: Vec<EntryColumns> = sqlx::query_as(
+        "SELECT name, region, handle, observed::text, written::text FROM infra_cache_entries \
+         WHERE fleet = $1 AND provider = $2 AND kind = $3 ORDER BY position",
+    )
+    .bind(&fleet)
+    .bind(&provider)
+    .bind(&kind)
+    .fetch_all(&shared.pool)
+    .await
+    .map_err(db)?;
+    rows.into_iter()
+        .map(|columns| entry(&fleet, &provider, &kind, columns))
+        .collect()
+}
+
+/// A cache entry from its columns, its JSON parsed.
+fn entry(
+    fleet: &str,
+    provider: &str,
+    kind: &str,
+    (name, region, handle, observed, written): EntryColumns,
+) -> Result<CacheEntry, Failure> {
+    let at = |what: &str, e: serde_json::Error| {
+        format!("the cache entry {provider}/{kind}/{name} of fleet `{fleet}`: {what}: {e}")
+    };
+    Ok(CacheEntry {
+        observed: serde_json::from_str(&observed).map_err(|e| at("observed", e))?,
+        written: serde_json::from_str(&written).map_err(|e| at("written", e))?,
+        name,
+        region,
+        handle,
+    })
+}
+
+/// The entries as columns, JSON as text (cast to `jsonb` by the server).
+#[derive(Default)]
+struct CacheColumns {
+    name: Vec<String>,
+    region: Vec<String>,
+    handle: Vec<String>,
+    observed: Vec<String>,
+    written: Vec<String>,
+}
+
+impl CacheColumns {
+    fn of(entries: &[CacheEntry]) -> Self {
+        let mut c = CacheColumns::default();
+        for e in entries {
+            c.name.push(e.name.clone());
+            c.region.push(e.region.clone());
+            c.handle.push(e.handle.clone());
+            c.observed.push(e.observed.to_string());
+            c.written
+                .push(serde_json::Value::Object(e.written.clone()).to_string());
+        }
+        c
+    }
+}
+
+/// One cache pair: fleet, provider, kind.
+pub(super) type Pair = (String, String, String);
+
+pub(super) async fn save_cache(
+    shared: Arc<Shared>,
+    (fleet, provider, kind): Pair,
+    entries: Vec<CacheEntry>,
+) -> Result<(), Failure> {
+    let c = CacheColumns::of(&entries);
+    let mut tx = begin_writing(&shared.pool, &fleet).await?;
+    sqlx::query("DELETE FROM infra_cache_entries WHERE fleet = $1 AND provider = $2 AND kind = $3")
+        .bind(&fleet)
+        .bind(&provider)
+        .bind(&kind)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    if !entries.is_empty() {
+        sqlx::query(
+            "INSERT INTO infra_cache_entries \
+             (fleet, provider, kind, position, name, region, handle, observed, written) \
+             SELECT $1, $2, $3, e.position, e.name, e.region, e.handle, e.observed::jsonb, \
+             e.written::jsonb FROM UNNEST($4::text[], $5::text[], $6::text[], $7::text[], \
+             $8::text[]) WITH ORDINALITY AS e(name, region, handle, observed, written, position)",
+        )
+        .bind(&fleet)
+        .bind(&provider)
+        .bind(&kind)
+        .bind(c.name)
+        .bind(c.region)
+        .bind(c.handle)
+        .bind(c.observed)
+        .bind(c.written)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    }
+    tx.commit().await.map_err(db)
+}
+
+pub(super) async fn cached_pairs(
+    shared: Arc<Shared>,
+    fleet: String,
+) -> Result<Vec<(String, String)>, Failure> {
+    let mut pairs: Vec<(String, String)> =
+        sqlx::query_as("SELECT DISTINCT provider, kind FROM infra_cache_entries WHERE fleet = $1")
+            .bind(&fleet)
+            .fetch_all(&shared.pool)
+            .await
+            .map_err(db)?;
+    pairs.sort();
+    Ok(pairs)
+}
+
+/// Every record of the fleet read and checked, in two queries (not one per cache pair):
+/// the ledger, and every cache entry with its JSON parsed.
+pub(super) async fn verify(shared: Arc<Shared>, fleet: String) -> Result<(), Failure> {
+    load_ledger(Arc::clone(&shared), fleet.clone()).await?;
+    let rows: Vec<(String, String, String, String, String, String, String)> = sqlx::query_as(
+        "SELECT provider, kind, name, region, handle, observed::text, written::text \
+         FROM infra_cache_entries WHERE fleet = $1",
+    )
+    .bind(&fleet)
+    .fetch_all(&shared.pool)
+    .await
+    .map_err(db)?;
+    for (provider, kind, name, region, handle, observed, written) in rows {
+        entry(
+            &fleet,
+            &provider,
+            &kind,
+            (name, region, handle, observed, written),
+        )?;
+    }
+    Ok(())
+}
