@@ -106,7 +106,8 @@ fn baseline(machine: &str) -> String {
 async fn world(cli: &Cli) -> String {
     let mut out = String::new();
     for args in [
-        &["principal", "add", "ann", "--role", "author"][..],
+        // The first command makes the store file.
+        &["--create", "principal", "add", "ann", "--role", "author"][..],
         &["principal", "add", "alice", "--role", "publisher"],
         &["principal", "add", "bob", "--role", "approver"],
         &["principal", "add", "root", "--role", "recovery-admin"],

@@ -83,8 +83,9 @@ impl Bench {
             ("bob", "approver"),
             ("root", "recovery-admin"),
         ] {
+            // `--create` makes the store file on the first command; later ones find it.
             bench
-                .ok(None, &["principal", "add", id, "--role", role])
+                .ok(None, &["--create", "principal", "add", id, "--role", role])
                 .await;
         }
         let facts = bench.sim.facts();

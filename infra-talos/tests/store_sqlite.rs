@@ -92,7 +92,7 @@ async fn migrates_version_one_to_current() {
             .fetch_all(store.pool())
             .await
             .unwrap();
-    assert_eq!(versions, [1, 2, 3]);
+    assert_eq!(versions, [1, 2, 3, 4]);
     check_current_version(&store, &clock, before).await;
 }
 
@@ -323,7 +323,7 @@ async fn database_clock_happy_path() {
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("store.db"))
+    let store = SqliteStore::open_or_create(&dir.path().join("store.db"))
         .await
         .unwrap();
     store_suite::happy_path(Env {

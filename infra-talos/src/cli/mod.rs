@@ -13,6 +13,13 @@
 //! `INFRA_TALOS_KEYRING`, `INFRA_TALOS_TALOSCONFIG`), the environment winning;
 //! `--database` wins over both. The acting identity is passed to every store act.
 //!
+//! **The store** (`database`). A `sqlite:<path>` file must exist unless `--create` is
+//! given; a store in memory (`sqlite:`, `sqlite::memory:`) is refused. A file holding
+//! another application's tables, a database at a schema version newer than this
+//! build's, and one whose applied migrations differ from this build's (checksums) are
+//! refused and left untouched. Every such error names the file, or the PostgreSQL URL
+//! without its password, and exits 2.
+//!
 //! **Exit codes.** 0: done. 1: the contract refused the act (the message names the
 //! comparison or the rule, and why). 2: a usage or configuration error. 3: `run` left
 //! an operation unfinished — its outcome is not known yet (a lost response, a request
@@ -21,12 +28,13 @@
 //!
 //! No output, record or error ever holds a configuration's plaintext or a secret.
 
+mod database;
 mod timeline;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -34,26 +42,31 @@ use clap::{Args, Parser, Subcommand};
 use infra_core::SystemClock;
 use serde::Deserialize;
 
-use crate::backend::{Inventory, WallTime};
+use crate::backend::WallTime;
 use crate::contract::{Role, SpanMs};
 use crate::keys::{KeyProvider, LocalKeyring};
-use crate::store::postgres::PgStore;
-use crate::store::sqlite::SqliteStore;
+use database::{Db, open_store};
+
 use crate::store::{
     AccountingRequest, Actor, ContributionKind, IdentityKey, MachineSpec, PlanSpec, PrincipalKind,
-    PrincipalSpec, SealedReleaseSpec, Store, StoreError,
+    PrincipalSpec, SealedReleaseSpec, StoreError,
 };
 
 /// The `talos` command set, for embedding as a subcommand of a consumer binary.
 #[derive(Debug, Args)]
 pub struct TalosArgs {
-    /// The store: `sqlite:<path>` or a `postgres://` URL (overrides the configuration).
+    /// The store: `sqlite:<path>` (an existing file, or with `--create` a new one) or a
+    /// `postgres://` URL (overrides the configuration).
     #[arg(long, global = true)]
     pub database: Option<String>,
     /// A JSON configuration file (`actor`, `role`, `database`, `keyring`,
     /// `talosconfig`).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
+    /// Make a new store file if the `sqlite:` path names none (without it a missing
+    /// file is refused, so a mistyped path never starts an empty store).
+    #[arg(long, global = true)]
+    pub create: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -418,6 +431,8 @@ struct Config {
     actor: Option<String>,
     role: Option<String>,
     database: Option<String>,
+    /// `--create`: a missing SQLite store file may be made.
+    create: bool,
     keyring: Option<PathBuf>,
     talosconfig: Option<PathBuf>,
 }
@@ -454,6 +469,7 @@ impl Config {
                 .clone()
                 .or_else(|| var("INFRA_TALOS_DATABASE"))
                 .or(file.database),
+            create: args.create,
             keyring: var("INFRA_TALOS_KEYRING")
                 .map(PathBuf::from)
                 .or(file.keyring),
@@ -481,46 +497,6 @@ impl Config {
             )
         })?;
         LocalKeyring::open(dir).map_err(|e| Failure::Usage(e.to_string()))
-    }
-}
-
-/// An open store: the contract's transactions and the inventory lookups.
-struct Db {
-    store: Arc<dyn Store>,
-    inventory: Arc<dyn Inventory>,
-}
-
-impl Db {
-    fn of<S: Store + Inventory + 'static>(s: S) -> Db {
-        let s = Arc::new(s);
-        Db {
-            store: s.clone(),
-            inventory: s,
-        }
-    }
-}
-
-async fn open_store(config: &Config) -> Result<Db, Failure> {
-    let url = config.database.as_deref().ok_or_else(|| {
-        Failure::Usage(
-            "no store: give --database sqlite:<path> or a postgres:// URL, or set `database`"
-                .into(),
-        )
-    })?;
-    if let Some(path) = url.strip_prefix("sqlite:") {
-        let store = SqliteStore::open(Path::new(path))
-            .await
-            .map_err(|e| Failure::Usage(format!("cannot open the store: {e}")))?;
-        Ok(Db::of(store))
-    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let store = PgStore::connect(url)
-            .await
-            .map_err(|e| Failure::Usage(format!("cannot open the store: {e}")))?;
-        Ok(Db::of(store))
-    } else {
-        Err(Failure::Usage(
-            "the store must be `sqlite:<path>` or a postgres:// URL".into(),
-        ))
     }
 }
 
@@ -572,7 +548,7 @@ pub async fn execute(args: TalosArgs, io: &mut Io<'_>) -> ExitCode {
 }
 
 async fn dispatch(command: Command, config: &Config) -> Result<String, Failure> {
-    let db = open_store(config).await?;
+    let db = open_store(config.database.as_deref(), config.create).await?;
     let store = &db.store;
     let mut out = String::new();
     match command {

@@ -26,6 +26,7 @@ use crate::contract::plan::{self, PlanEvent, PlanState, SelfApproval, Stage};
 use crate::contract::{InstantMs, Revision, Role};
 
 use super::common::*;
+use super::migrations::{Applied, CREATE_BOOKKEEPING, Migration, check_applied};
 use super::{
     AccountingRequest, Actor, AttemptAccounting, AttemptView, BlanketApproval, Committed,
     ContributionKind, DependencyCheck, HookPoint, IdentityKey, MachineSpec, MachineView,
@@ -3155,41 +3156,120 @@ impl Backend {
     }
 }
 
-/// Apply the migrations not yet applied, in version order, up to `upto`.
-async fn migrate(pool: &sqlx::Pool<Db>, upto: i64) -> StoreResult<()> {
-    let mut tx = begin(pool).await.map_err(db_err)?;
-    migration_lock(&mut tx).await.map_err(db_err)?;
-    sqlx::query(
-        "CREATE TABLE IF NOT EXISTS store_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL)",
-    )
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    for (version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 <= upto) {
-        let done = sqlx::query("SELECT version FROM store_migrations WHERE version = $1")
-            .bind(*version)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db_err)?;
-        if done.is_some() {
-            continue;
-        }
-        sqlx::raw_sql(*sql)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
-        sqlx::query("INSERT INTO store_migrations (version, name) VALUES ($1, $2)")
-            .bind(*version)
-            .bind(*name)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
-    }
-    let epoch = super::random_128()?;
+/// Apply the migrations not yet applied, in version order, up to `upto`, in one
+/// transaction, after comparing what the database records with this build's
+/// migrations (`super::migrations::check_applied`); `store` names the database in
+/// every error. A refusal or a failure rolls everything back.
+async fn migrate(pool: &sqlx::Pool<Db>, upto: i64, store: &str) -> StoreResult<()> {
+    let mut tx = begin(pool).await.map_err(|e| bookkeeping_failed(store, e))?;
+    let applied = checked_bookkeeping(&mut tx, store).await?;
+    apply_pending(&mut tx, &applied, upto, store).await?;
+    let epoch = super::random_128()
+        .map_err(|e| StoreError::open_failed(store, "cannot make its installation epoch", e))?;
     sqlx::query("INSERT INTO installation (id, epoch) VALUES (1, $1) ON CONFLICT (id) DO NOTHING")
         .bind(epoch.to_vec())
         .execute(&mut *tx)
         .await
-        .map_err(db_err)?;
-    tx.commit().await.map_err(db_err)
+        .map_err(|e| StoreError::open_failed(store, "cannot record its installation", e))?;
+    tx.commit()
+        .await
+        .map_err(|e| StoreError::open_failed(store, "cannot commit its migrations", e))
+}
+
+fn bookkeeping_failed(store: &str, e: sqlx::Error) -> StoreError {
+    StoreError::open_failed(store, "cannot keep its migration records", e)
+}
+
+/// The bookkeeping rows, once the table and its checksum column exist, compared with
+/// this build's migrations; rows from before checksums get this build's.
+async fn checked_bookkeeping(tx: &mut Tx, store: &str) -> StoreResult<Vec<Applied>> {
+    let failed = |e| bookkeeping_failed(store, e);
+    migration_lock(tx).await.map_err(failed)?;
+    sqlx::query(CREATE_BOOKKEEPING)
+        .execute(&mut **tx)
+        .await
+        .map_err(failed)?;
+    ensure_checksum_column(tx).await.map_err(failed)?;
+    let applied = applied_migrations(tx).await.map_err(failed)?;
+    check_applied(&applied, MIGRATIONS).map_err(|p| StoreError::open(store, p))?;
+    record_missing_checksums(tx, &applied).await.map_err(failed)?;
+    Ok(applied)
+}
+
+/// Runs the migrations up to `upto` that `applied` does not hold, then checks the
+/// references if any ran.
+async fn apply_pending(
+    tx: &mut Tx,
+    applied: &[Applied],
+    upto: i64,
+    store: &str,
+) -> StoreResult<()> {
+    let pending: Vec<&Migration> = MIGRATIONS
+        .iter()
+        .filter(|m| m.version <= upto && !applied.iter().any(|a| a.version == m.version))
+        .collect();
+    for migration in &pending {
+        apply_migration(tx, migration, store).await?;
+    }
+    if pending.is_empty() {
+        return Ok(());
+    }
+    check_references(tx).await.map_err(|e| {
+        let what = "has rows whose references do not resolve after migrating";
+        StoreError::open_failed(store, what, e)
+    })
+}
+
+/// Every row of the bookkeeping table, oldest first.
+async fn applied_migrations(tx: &mut Tx) -> Result<Vec<Applied>, sqlx::Error> {
+    let sql = "SELECT version, name, checksum FROM store_migrations ORDER BY version";
+    let rows = sqlx::query(sql).fetch_all(&mut **tx).await?;
+    rows.iter()
+        .map(|row| {
+            Ok(Applied {
+                version: row.try_get("version")?,
+                name: row.try_get("name")?,
+                checksum: row.try_get("checksum")?,
+            })
+        })
+        .collect()
+}
+
+/// Records this build's checksum for migrations a build from before checksums
+/// applied (see `super::migrations`).
+async fn record_missing_checksums(tx: &mut Tx, applied: &[Applied]) -> Result<(), sqlx::Error> {
+    for row in applied.iter().filter(|a| a.checksum.is_none()) {
+        let Some(ours) = MIGRATIONS.iter().find(|m| m.version == row.version) else {
+            continue;
+        };
+        sqlx::query("UPDATE store_migrations SET checksum = $2 WHERE version = $1")
+            .bind(row.version)
+            .bind(ours.checksum())
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Runs one migration and records it with its checksum.
+async fn apply_migration(tx: &mut Tx, migration: &Migration, store: &str) -> StoreResult<()> {
+    let failed = |e: sqlx::Error| {
+        StoreError::open_failed(
+            store,
+            format!("migration {} ({}) failed", migration.version, migration.name),
+            e,
+        )
+    };
+    sqlx::raw_sql(migration.sql)
+        .execute(&mut **tx)
+        .await
+        .map_err(failed)?;
+    sqlx::query("INSERT INTO store_migrations (version, name, checksum) VALUES ($1, $2, $3)")
+        .bind(migration.version)
+        .bind(migration.name)
+        .bind(migration.checksum())
+        .execute(&mut **tx)
+        .await
+        .map_err(failed)?;
+    Ok(())
 }

@@ -29,6 +29,14 @@
 //!
 //! Revisions come from one counter per machine, advanced under the machine row's lock,
 //! so revision order is commit order within a machine (§4.1).
+//!
+//! Opening a store checks its database before changing it: a SQLite file is read
+//! without writing first (module `sqlite_file`) and another application's file is
+//! refused; each applied migration is recorded with the SHA-256 of its SQL, and a
+//! database whose record differs from this build's migrations, or that is at a newer
+//! schema version, is refused (module `migrations`). Every such error is a
+//! [`StoreError::Open`] naming the file, or the PostgreSQL URL without its password
+//! ([`OpenProblem`], module `open`).
 
 use std::fmt;
 use std::future::Future;
@@ -51,10 +59,17 @@ use crate::keys;
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod common;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod migrations;
+mod open;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(feature = "sqlite")]
+mod sqlite_file;
+
+pub use open::{OpenProblem, postgres_url_without_password};
 
 /// Who performs an act: a principal and the role it acts in (§2).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -558,6 +573,15 @@ pub enum StoreError {
     /// The database failed.
     #[error("database error: {0}")]
     Database(String),
+    /// The store's database was not opened: it could not be reached, read or
+    /// migrated, or it was refused as it is ([`OpenProblem`]).
+    #[error("store {store}: {problem}")]
+    Open {
+        /// The SQLite file's path, or the PostgreSQL URL without its password.
+        store: String,
+        /// Why.
+        problem: OpenProblem,
+    },
 }
 
 impl StoreError {

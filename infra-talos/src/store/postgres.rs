@@ -11,6 +11,8 @@
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
+use super::postgres_url_without_password;
+
 type Db = sqlx::Postgres;
 type DbRow = sqlx::postgres::PgRow;
 type Backend = PgStore;
@@ -33,27 +35,32 @@ macro_rules! now_sql {
     };
 }
 
-/// The versioned migrations, applied in order on start.
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "contract_store",
-        include_str!("../../migrations/postgres/0001_contract_store.sql"),
-    ),
-    (
-        2,
-        "sealed_bindings_and_records",
-        include_str!("../../migrations/postgres/0002_sealed_bindings_and_records.sql"),
-    ),
-    (
-        3,
-        "blanket_approvals",
-        include_str!("../../migrations/postgres/0003_blanket_approvals.sql"),
-    ),
+/// The versioned migrations, applied in order on start (`super::migrations`).
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "contract_store",
+        sql: include_str!("../../migrations/postgres/0001_contract_store.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "sealed_bindings_and_records",
+        sql: include_str!("../../migrations/postgres/0002_sealed_bindings_and_records.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "blanket_approvals",
+        sql: include_str!("../../migrations/postgres/0003_blanket_approvals.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "not_null_identifiers",
+        sql: include_str!("../../migrations/postgres/0004_not_null_identifiers.sql"),
+    },
 ];
 
 /// The schema version this build migrates to.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The controller's store on PostgreSQL.
 #[derive(Debug, Clone)]
@@ -67,20 +74,33 @@ impl PgStore {
     ///
     /// # Errors
     ///
-    /// [`super::StoreError::Database`] when the database cannot be reached or
-    /// migrated.
+    /// [`super::StoreError::Open`], naming the URL without its password, when the URL
+    /// is not one, the database cannot be reached or migrated, or it is refused as it
+    /// is (a newer schema version, a changed migration: [`super::OpenProblem`]).
     pub async fn connect(url: &str) -> StoreResult<Self> {
-        let options: PgConnectOptions = url.parse().map_err(db_err)?;
-        Self::open(options, 8, Settings::default(), SCHEMA_VERSION).await
+        let store = postgres_url_without_password(url);
+        let options: PgConnectOptions = url
+            .parse()
+            .map_err(|e| StoreError::open_failed(&store, "is not a PostgreSQL URL", e))?;
+        Self::open(&store, options, 8, Settings::default(), SCHEMA_VERSION).await
     }
 
     /// Like [`PgStore::connect`], with explicit connection options and pool size.
     ///
     /// # Errors
     ///
-    /// As [`PgStore::connect`].
+    /// As [`PgStore::connect`]; the database is named by user, host, port and
+    /// database.
     pub async fn connect_with(options: PgConnectOptions, pool_size: u32) -> StoreResult<Self> {
-        Self::open(options, pool_size, Settings::default(), SCHEMA_VERSION).await
+        let store = options_display(&options);
+        Self::open(
+            &store,
+            options,
+            pool_size,
+            Settings::default(),
+            SCHEMA_VERSION,
+        )
+        .await
     }
 
     /// A store with test settings (guards, clock, hooks).
@@ -95,7 +115,8 @@ impl PgStore {
         pool_size: u32,
         settings: Settings,
     ) -> StoreResult<Self> {
-        Self::open(options, pool_size, settings, SCHEMA_VERSION).await
+        let store = options_display(&options);
+        Self::open(&store, options, pool_size, settings, SCHEMA_VERSION).await
     }
 
     /// A store with test settings whose schema is migrated only up to `version`,
@@ -112,10 +133,12 @@ impl PgStore {
         settings: Settings,
         version: i64,
     ) -> StoreResult<Self> {
-        Self::open(options, pool_size, settings, version).await
+        let store = options_display(&options);
+        Self::open(&store, options, pool_size, settings, version).await
     }
 
     async fn open(
+        store: &str,
         options: PgConnectOptions,
         pool_size: u32,
         settings: Settings,
@@ -125,14 +148,17 @@ impl PgStore {
             .max_connections(pool_size.max(1))
             .connect_with(options)
             .await
-            .map_err(db_err)?;
-        migrate(&pool, upto).await?;
+            .map_err(|e| StoreError::open_failed(store, "cannot be connected to", e))?;
+        migrate(&pool, upto, store).await?;
         if !settings.guards.scope_index {
             for sql in [
                 "DROP INDEX operations_machine_scope",
                 "DROP INDEX operations_rollout_slot",
             ] {
-                sqlx::query(sql).execute(&pool).await.map_err(db_err)?;
+                sqlx::query(sql)
+                    .execute(&pool)
+                    .await
+                    .map_err(|e| StoreError::open_failed(store, "cannot drop a scope index", e))?;
             }
         }
         Ok(Self { pool, settings })
@@ -145,6 +171,21 @@ impl PgStore {
     }
 }
 
+/// Connection options as errors name them: user, host (or socket), port and
+/// database; never the password.
+fn options_display(options: &PgConnectOptions) -> String {
+    let host = options.get_socket().map_or_else(
+        || options.get_host().to_owned(),
+        |socket| socket.display().to_string(),
+    );
+    format!(
+        "postgres://{}@{host}:{}/{}",
+        options.get_username(),
+        options.get_port(),
+        options.get_database().unwrap_or_default()
+    )
+}
+
 async fn begin(pool: &sqlx::PgPool) -> Result<sqlx::Transaction<'static, Db>, sqlx::Error> {
     pool.begin().await
 }
@@ -154,6 +195,23 @@ async fn migration_lock(tx: &mut sqlx::Transaction<'static, Db>) -> Result<(), s
         .execute(&mut **tx)
         .await
         .map(|_| ())
+}
+
+/// Adds the checksum column to a bookkeeping table made before checksums were
+/// recorded.
+async fn ensure_checksum_column(
+    tx: &mut sqlx::Transaction<'static, Db>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("ALTER TABLE store_migrations ADD COLUMN IF NOT EXISTS checksum TEXT")
+        .execute(&mut **tx)
+        .await
+        .map(|_| ())
+}
+
+/// Foreign keys are enforced statement by statement on PostgreSQL: nothing to check
+/// after migrating.
+async fn check_references(_tx: &mut sqlx::Transaction<'static, Db>) -> Result<(), sqlx::Error> {
+    Ok(())
 }
 
 /// Serialization failures and deadlocks: the aborts PostgreSQL asks us to retry.

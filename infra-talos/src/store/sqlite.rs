@@ -8,6 +8,9 @@ use std::path::Path;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 
+use super::OpenProblem;
+use super::sqlite_file;
+
 type Db = sqlx::Sqlite;
 type DbRow = sqlx::sqlite::SqliteRow;
 type Backend = SqliteStore;
@@ -30,27 +33,32 @@ macro_rules! now_sql {
     };
 }
 
-/// The versioned migrations, applied in order on start.
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "contract_store",
-        include_str!("../../migrations/sqlite/0001_contract_store.sql"),
-    ),
-    (
-        2,
-        "sealed_bindings_and_records",
-        include_str!("../../migrations/sqlite/0002_sealed_bindings_and_records.sql"),
-    ),
-    (
-        3,
-        "blanket_approvals",
-        include_str!("../../migrations/sqlite/0003_blanket_approvals.sql"),
-    ),
+/// The versioned migrations, applied in order on start (`super::migrations`).
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "contract_store",
+        sql: include_str!("../../migrations/sqlite/0001_contract_store.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "sealed_bindings_and_records",
+        sql: include_str!("../../migrations/sqlite/0002_sealed_bindings_and_records.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "blanket_approvals",
+        sql: include_str!("../../migrations/sqlite/0003_blanket_approvals.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "not_null_identifiers",
+        sql: include_str!("../../migrations/sqlite/0004_not_null_identifiers.sql"),
+    },
 ];
 
 /// The schema version this build migrates to.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The embedded controller store on SQLite.
 #[derive(Debug, Clone)]
@@ -59,15 +67,37 @@ pub struct SqliteStore {
     settings: Settings,
 }
 
+/// Whether opening a store may create its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IfMissing {
+    Refuse,
+    Create,
+}
+
 impl SqliteStore {
-    /// Open (creating if needed) the database file at `path` and apply pending
-    /// migrations.
+    /// Open the existing store file at `path` and apply pending migrations. A
+    /// missing file is refused ([`SqliteStore::open_or_create`] makes one).
+    ///
+    /// Before anything is written the file is read without changing it, and it is
+    /// refused, left as it was, when it holds another application's tables, is at a
+    /// schema version newer than this build's, or records a migration whose checksum
+    /// is not this build's ([`super::OpenProblem`]).
     ///
     /// # Errors
     ///
-    /// [`super::StoreError::Database`] when the file cannot be opened or migrated.
+    /// [`super::StoreError::Open`], naming the path, for each refusal above and when
+    /// the file cannot be read, opened or migrated.
     pub async fn open(path: &Path) -> StoreResult<Self> {
-        Self::build(file_options(path), Settings::default(), SCHEMA_VERSION).await
+        Self::open_file(path, IfMissing::Refuse, Settings::default(), SCHEMA_VERSION).await
+    }
+
+    /// Like [`SqliteStore::open`], but a missing file is created as a new store.
+    ///
+    /// # Errors
+    ///
+    /// As [`SqliteStore::open`], except for a missing file.
+    pub async fn open_or_create(path: &Path) -> StoreResult<Self> {
+        Self::open_file(path, IfMissing::Create, Settings::default(), SCHEMA_VERSION).await
     }
 
     /// A store in memory, gone when dropped.
@@ -76,10 +106,17 @@ impl SqliteStore {
     ///
     /// As [`SqliteStore::open`].
     pub async fn in_memory() -> StoreResult<Self> {
-        Self::build(memory_options(), Settings::default(), SCHEMA_VERSION).await
+        Self::build(
+            MEMORY,
+            memory_options(),
+            Settings::default(),
+            SCHEMA_VERSION,
+        )
+        .await
     }
 
-    /// A store with test settings (guards, clock, hooks); in memory without a path.
+    /// A store with test settings (guards, clock, hooks); in memory without a path,
+    /// the file created if missing.
     ///
     /// # Errors
     ///
@@ -87,8 +124,7 @@ impl SqliteStore {
     #[cfg(feature = "controls")]
     #[doc(hidden)]
     pub async fn open_for_tests(path: Option<&Path>, settings: Settings) -> StoreResult<Self> {
-        let options = path.map_or_else(memory_options, file_options);
-        Self::build(options, settings, SCHEMA_VERSION).await
+        Self::open_at_version_for_tests(path, settings, SCHEMA_VERSION).await
     }
 
     /// Like [`SqliteStore::open_for_tests`], with the schema migrated only up to
@@ -104,11 +140,32 @@ impl SqliteStore {
         settings: Settings,
         version: i64,
     ) -> StoreResult<Self> {
-        let options = path.map_or_else(memory_options, file_options);
-        Self::build(options, settings, version).await
+        match path {
+            Some(path) => Self::open_file(path, IfMissing::Create, settings, version).await,
+            None => Self::build(MEMORY, memory_options(), settings, version).await,
+        }
+    }
+
+    /// Checks what the file holds (`super::sqlite_file`), then opens it.
+    async fn open_file(
+        path: &Path,
+        if_missing: IfMissing,
+        settings: Settings,
+        upto: i64,
+    ) -> StoreResult<Self> {
+        let store = sqlite_file::display(path);
+        if names_no_file(path) {
+            return Err(StoreError::open(&store, OpenProblem::NotAFile));
+        }
+        let contents = sqlite_file::inspect(path).await?;
+        sqlite_file::refusal(&contents, if_missing == IfMissing::Create, MIGRATIONS)
+            .map_err(|p| StoreError::open(&store, p))?;
+        let create = contents == sqlite_file::FileContents::Missing;
+        Self::build(&store, file_options(path, create), settings, upto).await
     }
 
     async fn build(
+        store: &str,
         options: SqliteConnectOptions,
         settings: Settings,
         upto: i64,
@@ -120,14 +177,17 @@ impl SqliteStore {
             .max_lifetime(None)
             .connect_with(options)
             .await
-            .map_err(db_err)?;
-        migrate(&pool, upto).await?;
+            .map_err(|e| StoreError::open_failed(store, "cannot be opened", e))?;
+        migrate_without_enforcement(&pool, upto, store).await?;
         if !settings.guards.scope_index {
             for sql in [
                 "DROP INDEX operations_machine_scope",
                 "DROP INDEX operations_rollout_slot",
             ] {
-                sqlx::query(sql).execute(&pool).await.map_err(db_err)?;
+                sqlx::query(sql)
+                    .execute(&pool)
+                    .await
+                    .map_err(|e| StoreError::open_failed(store, "cannot drop a scope index", e))?;
             }
         }
         Ok(Self { pool, settings })
@@ -140,10 +200,51 @@ impl SqliteStore {
     }
 }
 
-fn file_options(path: &Path) -> SqliteConnectOptions {
+/// How errors name a store in memory.
+const MEMORY: &str = "sqlite::memory:";
+
+/// An empty path, or SQLite's `:memory:`: no file.
+fn names_no_file(path: &Path) -> bool {
+    path.as_os_str().is_empty() || path.as_os_str() == ":memory:"
+}
+
+/// Migrates with foreign-key enforcement off, as SQLite asks for a migration that
+/// rebuilds a table others refer to; `check_references` verifies every reference
+/// before the migration commits. The pool's one connection carries the setting, so
+/// it is set back before the store is used.
+async fn migrate_without_enforcement(
+    pool: &sqlx::SqlitePool,
+    upto: i64,
+    store: &str,
+) -> StoreResult<()> {
+    let enforcement = |on: bool| {
+        let sql = if on {
+            "PRAGMA foreign_keys = ON"
+        } else {
+            "PRAGMA foreign_keys = OFF"
+        };
+        async move {
+            sqlx::query(sql)
+                .execute(pool)
+                .await
+                .map(|_| ())
+                .map_err(|e| {
+                    StoreError::open_failed(store, "cannot set foreign-key enforcement", e)
+                })
+        }
+    };
+    enforcement(false).await?;
+    let migrated = migrate(pool, upto, store).await;
+    enforcement(true).await?;
+    migrated
+}
+
+/// The file's options, in rollback-journal mode; `create` only when the file was
+/// found missing and making it was asked for.
+fn file_options(path: &Path, create: bool) -> SqliteConnectOptions {
     SqliteConnectOptions::new()
-        .filename(path)
-        .create_if_missing(true)
+        .filename(sqlite_file::as_given_to_sqlite(path))
+        .create_if_missing(create)
         .journal_mode(SqliteJournalMode::Delete)
         .foreign_keys(true)
 }
@@ -160,6 +261,40 @@ async fn begin(pool: &sqlx::SqlitePool) -> Result<sqlx::Transaction<'static, Db>
 
 async fn migration_lock(_tx: &mut sqlx::Transaction<'static, Db>) -> Result<(), sqlx::Error> {
     Ok(())
+}
+
+/// Adds the checksum column to a bookkeeping table made before checksums were
+/// recorded.
+async fn ensure_checksum_column(
+    tx: &mut sqlx::Transaction<'static, Db>,
+) -> Result<(), sqlx::Error> {
+    let present: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pragma_table_info('store_migrations') WHERE name = 'checksum'",
+    )
+    .fetch_one(&mut **tx)
+    .await?;
+    if present == 0 {
+        sqlx::query("ALTER TABLE store_migrations ADD COLUMN checksum TEXT")
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Every reference resolves after migrating (enforcement is off while migrating:
+/// `migrate_without_enforcement`).
+async fn check_references(tx: &mut sqlx::Transaction<'static, Db>) -> Result<(), sqlx::Error> {
+    let broken = sqlx::query("PRAGMA foreign_key_check")
+        .fetch_all(&mut **tx)
+        .await?;
+    if broken.is_empty() {
+        Ok(())
+    } else {
+        Err(sqlx::Error::Protocol(format!(
+            "{} row(s) refer to rows that do not exist",
+            broken.len()
+        )))
+    }
 }
 
 /// With one connection and immediate transactions nothing is aborted for a retry.
