@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use support::quickstart;
 
+use infra_core::records::PostgresStore;
 use infra_core::{FileStore, LockHolder, RecordStore};
 
 fn command(dir: &Path, args: &[&str]) -> Command {
@@ -172,4 +173,152 @@ fn a_run_holding_the_fleet_is_named_to_the_run_it_turns_away() {
     let (code, out, err) = finish(waiting);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(ledger_names(dir.path()).len(), 9);
+}
+
+/// The database the PostgreSQL records are tested in; without one, a loud skip (a
+/// failure when `CI=true`: these tests must run in CI).
+fn database_url() -> Option<String> {
+    match std::env::var("INFRA_TEST_DATABASE_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "INFRA_TEST_DATABASE_URL is not set and CI=true: the two-machine test must run"
+            );
+            eprintln!(
+                "!!! SKIPPED: two runs on PostgreSQL records — set INFRA_TEST_DATABASE_URL !!!"
+            );
+            None
+        }
+    }
+}
+
+fn on_postgres(dir: &Path, url: &str, args: &[&str]) -> Command {
+    let mut c = command(dir, args);
+    c.env("INFRA_RECORDS_URL", url);
+    c
+}
+
+fn pg_ledger_names(store: &PostgresStore) -> Vec<String> {
+    store
+        .load_ledger("quickstart")
+        .unwrap()
+        .rows
+        .iter()
+        .map(|r| r.name.clone())
+        .collect()
+}
+
+/// Two machines sharing a fleet's records in PostgreSQL, as two processes: runs at once
+/// lose nothing, a run holding the fleet is named (and waited for), a run killed while
+/// holding it does not block the next, and the records move to files and back. One
+/// test, since every step uses the one fleet `quickstart`.
+#[test]
+fn two_machines_sharing_postgres_records_lose_nothing() {
+    let Some(url) = database_url() else { return };
+    let store = PostgresStore::connect(&url).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A fresh start: whatever an earlier run left for this fleet.
+    store
+        .save_ledger("quickstart", &Default::default())
+        .unwrap();
+    for (provider, kind) in store.cached_pairs("quickstart").unwrap() {
+        store
+            .save_cache("quickstart", &provider, &kind, &[])
+            .unwrap();
+    }
+
+    let wait = ["--lock-timeout", "2m"];
+    let a = on_postgres(
+        dir.path(),
+        &url,
+        &[
+            "apply",
+            "--yes",
+            "--target",
+            "quickstart-artifacts",
+            wait[0],
+            wait[1],
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let b = on_postgres(
+        dir.path(),
+        &url,
+        &["apply", "--yes", "--target", "app-jobs", wait[0], wait[1]],
+    )
+    .spawn()
+    .unwrap();
+    let (a, b) = (finish(a), finish(b));
+    assert_eq!(a.0, 0, "{}{}", a.1, a.2);
+    assert_eq!(b.0, 0, "{}{}", b.1, b.2);
+    assert_eq!(
+        pg_ledger_names(&store),
+        ["app-jobs", "quickstart-artifacts"]
+    );
+
+    // Another machine holds the fleet: named, then waited for.
+    let elsewhere = LockHolder {
+        id: "ab12ab12ab12ab12".into(),
+        host: "ci-runner-9".into(),
+        pid: 4711,
+        verb: "apply".into(),
+        since: 1_796_146_673,
+    };
+    let guard = store.try_lock("quickstart", &elsewhere).unwrap();
+    let (code, _, err) = finish(
+        on_postgres(dir.path(), &url, &["apply", "--yes"])
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("is locked by `apply` (process 4711 on ci-runner-9"),
+        "{err}"
+    );
+    let waiting = on_postgres(dir.path(), &url, &["apply", "--yes", wait[0], wait[1]])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    drop(guard);
+    let (code, out, err) = finish(waiting);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(pg_ledger_names(&store).len(), 9);
+
+    // A run killed while it holds the lock: its session ends, and the next run goes on.
+    let mut killed = on_postgres(dir.path(), &url, &["destroy", "--yes"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let _ = killed.kill();
+    let _ = killed.wait();
+    let (code, out, err) = finish(
+        on_postgres(dir.path(), &url, &["apply", "--yes"])
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+
+    // To files and back, and the copy is what a run there sees.
+    let files = format!("file:{}", dir.path().join("moved").display());
+    let (code, out, err) = finish(
+        on_postgres(dir.path(), &url, &["records", "migrate", "--to", &files])
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, _) = run(
+        dir.path(),
+        &["--records", &files, "plan", "--detailed-exitcode"],
+    );
+    assert_eq!(code, 0, "{out}");
+
+    let (code, out, err) = finish(
+        on_postgres(dir.path(), &url, &["destroy", "--yes"])
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(pg_ledger_names(&store).is_empty());
 }
