@@ -228,47 +228,54 @@ where
             return 1;
         }
     };
-    match &args.verb {
-        Verb::ForceUnlock { id } => return store::force_unlock(io, &*records, fleet.name(), id),
-        Verb::Records(RecordsVerb::Migrate { to }) => {
-            let lock = store::lock(
-                io,
-                &*records,
-                fleet.name(),
-                "records migrate",
-                args.lock_timeout,
-            );
-            let _guard = match lock.await {
-                Ok(guard) => guard,
-                Err(e) => return refused_before_start(io, None, fleet, &args.verb, e.into()),
-            };
-            return store::migrate(io, &*records, fleet.name(), to, args.lock_timeout).await;
-        }
-        _ => {}
+    if let Some(code) = about_the_store(&args, fleet, &*records, io).await {
+        return code;
     }
     let mut engine = Engine::new(backends(fleet), records.clone());
     engine = verbs::with_progress(engine, io.progress());
     // One writer per fleet: the lock is held from the first read of the records to
     // the last write.
     let _lock: Option<LockGuard> = if args.verb.writes_records() {
-        match store::lock(
-            io,
-            &*records,
-            fleet.name(),
-            args.verb.name(),
-            args.lock_timeout,
-        )
-        .await
-        {
+        let name = args.verb.name();
+        match store::lock(io, &*records, fleet.name(), name, args.lock_timeout).await {
             Ok(guard) => Some(guard),
             Err(e) => return refused_before_start(io, Some(&engine), fleet, &args.verb, e.into()),
         }
     } else {
         None
     };
-    match args.verb {
+    run_verb(args.verb, fleet, &engine, io).await
+}
+
+/// The verbs about the store itself, which need no backend: `force-unlock` and
+/// `records migrate`. `None` for every other verb.
+async fn about_the_store(
+    args: &Args,
+    fleet: &Fleet,
+    records: &dyn crate::RecordStore,
+    io: &mut Io<'_>,
+) -> Option<u8> {
+    match &args.verb {
+        Verb::ForceUnlock { id } => Some(store::force_unlock(io, records, fleet.name(), id)),
+        Verb::Records(RecordsVerb::Migrate { to }) => {
+            let name = args.verb.name();
+            let lock = store::lock(io, records, fleet.name(), name, args.lock_timeout).await;
+            let _guard = match lock {
+                Ok(guard) => guard,
+                Err(e) => return Some(refused_before_start(io, None, fleet, &args.verb, e.into())),
+            };
+            Some(store::migrate(io, records, fleet.name(), to, args.lock_timeout).await)
+        }
+        _ => None,
+    }
+}
+
+/// One verb that works on the fleet, with its engine (and, if it writes records, the
+/// fleet's lock held by the caller).
+async fn run_verb(verb: Verb, fleet: &Fleet, engine: &Engine, io: &mut Io<'_>) -> u8 {
+    match verb {
         Verb::Check => unreachable!("handled above"),
-        Verb::Refresh => verbs::refresh(io, &engine, fleet, &records.describe()).await,
+        Verb::Refresh => verbs::refresh(io, engine, fleet, &engine.store().describe()).await,
         Verb::Plan {
             destroy,
             json,
@@ -282,7 +289,7 @@ where
                 detailed_exitcode,
                 out,
             };
-            verbs::plan(io, &engine, fleet, plan, scope).await
+            verbs::plan(io, engine, fleet, plan, scope).await
         }
         Verb::Apply {
             plan_file: Some(file),
@@ -298,7 +305,7 @@ where
                 ));
                 return 1;
             }
-            verbs::apply_file(io, &engine, fleet, &file, &run).await
+            verbs::apply_file(io, engine, fleet, &file, &run).await
         }
         Verb::Apply {
             plan_file: None,
@@ -307,13 +314,13 @@ where
             scope,
         } => {
             let options = verbs::options(scope, run.parallelism, force);
-            verbs::apply(io, &engine, &fleet.plan(), options, &run, "apply").await
+            verbs::apply(io, engine, &fleet.plan(), options, &run, "apply").await
         }
         Verb::Destroy { run, scope } => {
             let options = verbs::options(scope, run.parallelism, true);
             verbs::apply(
                 io,
-                &engine,
+                engine,
                 &crate::Plan::absent(fleet),
                 options,
                 &run,
@@ -321,14 +328,14 @@ where
             )
             .await
         }
-        Verb::Discover => verbs::discover(io, &engine, fleet).await,
-        Verb::State { command } => state_command(io, &engine, fleet, command).await,
+        Verb::Discover => verbs::discover(io, engine, fleet).await,
+        Verb::State { command } => state_command(io, engine, fleet, command).await,
         Verb::Forget { address } => state::forget(io, fleet, &**engine.store(), &address).await,
         Verb::Graph { plan: false } => graph::graph(io, fleet),
-        Verb::Graph { plan: true } => graph::graph_plan(io, &engine, fleet).await,
+        Verb::Graph { plan: true } => graph::graph_plan(io, engine, fleet).await,
         Verb::ImportTfstate { file, yes, json } => {
             let verb = tfstate::ImportVerb { file, yes, json };
-            tfstate::import(io, &engine, fleet, verb).await
+            tfstate::import(io, engine, fleet, verb).await
         }
         Verb::ForceUnlock { .. } | Verb::Records(_) => unreachable!("handled above"),
     }
