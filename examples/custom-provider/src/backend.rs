@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use infra_core::{
-    Backend, BackendError, Capabilities, Clock, ErrorKind, Kind, Listed, MARKER_KEY, Marker,
-    Partial, Provider, RawTags, SecretString, SettledSpec, Sighting,
+    Backend, BackendError, Capabilities, Clock, ErrorKind, Kind, LEGACY_MARKER_VALUE, Listed,
+    MARKER_KEY, Marker, Partial, Provider, RawTags, SecretString, SettledSpec, Sighting,
 };
 
 use crate::Dns;
@@ -292,6 +292,41 @@ impl Backend for DnsBackend {
         // The tags as stored: nothing stripped.
         let record = self.service.get_record(region, handle).map_err(map_error)?;
         Ok(record.tags)
+    }
+
+    async fn mark(
+        &self,
+        kind: &'static str,
+        region: &str,
+        handle: &str,
+        marker: &Marker,
+    ) -> Result<(), BackendError> {
+        only_records(kind)?;
+        self.wait().await;
+        let current = self.service.get_record(region, handle).map_err(map_error)?;
+        match current.tags.get(MARKER_KEY).map(String::as_str) {
+            // Already this fleet's (or every fleet's, the legacy value): nothing to write.
+            Some(v) if v == marker.value() || v == LEGACY_MARKER_VALUE => return Ok(()),
+            Some(other) => {
+                return Err(BackendError::new(
+                    ErrorKind::Conflict,
+                    format!("record {handle} carries the marker of fleet `{other}`"),
+                ));
+            }
+            None => {}
+        }
+        // The service replaces the whole tag set: write back what is there, plus the
+        // marker.
+        let mut tags = current.tags;
+        tags.insert(marker.key().to_owned(), marker.value().to_owned());
+        let patch = RecordPatch {
+            tags: Some(tags),
+            ..RecordPatch::default()
+        };
+        self.service
+            .update_record(region, handle, patch)
+            .map(drop)
+            .map_err(map_error)
     }
 
     async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError> {

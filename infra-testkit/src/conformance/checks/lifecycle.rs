@@ -579,10 +579,25 @@ pub async fn mark_keeps_ours_and_refuses_anothers(ctx: &Context, sample: &KindSa
             "the backend cannot read tags of this kind (not in `capabilities().ownership`)",
         );
     }
-    mark(ctx, sample).await.into()
+    match mark(ctx, sample).await {
+        Ok(Marked::Yes) => Verdict::Pass,
+        Ok(Marked::Unsupported(why)) => Verdict::skip(format!(
+            "`mark` answers Invalid for this kind ({why}), changing nothing: its resources \
+             cannot be taken over"
+        )),
+        Err(why) => Verdict::Fail(why),
+    }
 }
 
-async fn mark(ctx: &Context, sample: &KindSample) -> Result<(), String> {
+/// What `mark` did to a resource of this fleet.
+enum Marked {
+    /// Kept it as it was, and refused another fleet's marker.
+    Yes,
+    /// Answered `Invalid` (the kind cannot be marked), changing nothing.
+    Unsupported(String),
+}
+
+async fn mark(ctx: &Context, sample: &KindSample) -> Result<Marked, String> {
     let (kind, region) = (sample.kind, ctx.primary());
     let name = ctx.name("mrk", sample);
     let harness = ctx.harness();
@@ -598,10 +613,12 @@ async fn mark(ctx: &Context, sample: &KindSample) -> Result<(), String> {
     match ctx.backend.mark(kind, region, &handle, &ours).await {
         Ok(()) => {}
         Err(e) if e.kind == ErrorKind::Invalid => {
-            return Err(format!(
-                "`mark` is not implemented for {kind} ({e}): resources of this kind cannot \
-                 be taken over"
-            ));
+            if ownership().await? != before {
+                return Err(format!(
+                    "`mark` answered Invalid ({e}) but changed the tags"
+                ));
+            }
+            return Ok(Marked::Unsupported(e.message));
         }
         Err(e) => return Err(format!("marking a resource already ours failed: {e}")),
     }
@@ -621,5 +638,5 @@ async fn mark(ctx: &Context, sample: &KindSample) -> Result<(), String> {
     if ownership().await? != before {
         return Err("a refused `mark` changed the resource's tags".into());
     }
-    Ok(())
+    Ok(Marked::Yes)
 }
