@@ -223,10 +223,7 @@ where
     let location = store::location(args.records.as_deref(), &args.state_dir);
     let records = match store::open(&location) {
         Ok(s) => s,
-        Err(e) => {
-            io.err(&render::paint(io.colour(), &format!("error: {e}")));
-            return 1;
-        }
+        Err(e) => return render::error(io, &e),
     };
     if let Some(code) = about_the_store(&args, fleet, &*records, io).await {
         return code;
@@ -357,10 +354,7 @@ fn refused_before_start(
         (Verb::Destroy { run, .. }, Some(engine)) => {
             verbs::refused(io, engine, &Plan::absent(fleet), &e, run.json, "destroy")
         }
-        _ => {
-            io.err(&render::paint(io.colour(), &format!("error: {e}")));
-            1
-        }
+        _ => render::error(io, &e),
     }
 }
 

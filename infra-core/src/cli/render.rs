@@ -119,6 +119,14 @@ const YELLOW: &str = "33";
 const MAGENTA: &str = "35";
 
 /// Text in an SGR colour, when `colour` allows.
+/// Prints `error: …` on the error stream (in colour where allowed) and answers exit
+/// code 1.
+pub(super) fn error(io: &mut super::console::Io<'_>, error: &dyn std::fmt::Display) -> u8 {
+    let text = paint(io.colour(), &format!("error: {error}"));
+    io.err(&text);
+    1
+}
+
 pub(super) fn paint(colour: bool, text: &str) -> String {
     if colour {
         format!("\x1b[{RED}m{text}\x1b[0m")

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::console::Io;
-use super::render::paint;
+use super::render::error;
 use crate::{FileStore, LockError, LockGuard, RecordError, RecordStore, lock_fleet};
 
 /// Where records are: `--records`, else `INFRA_RECORDS_URL`, else the state directory.
@@ -68,12 +68,6 @@ pub(super) async fn lock(
         ));
     }
     Ok(guard)
-}
-
-fn error(io: &mut Io<'_>, e: &dyn std::fmt::Display) -> u8 {
-    let text = paint(io.colour(), &format!("error: {e}"));
-    io.err(&text);
-    1
 }
 
 /// `force-unlock LOCK_ID`.

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use super::args::{RunFlags, Scope};
 use super::console::{Io, ProgressStyle};
-use super::render::{colour_lines, paint, render_discovery, render_result_titled};
+use super::render::{colour_lines, error, paint, render_discovery, render_result_titled};
 use crate::engine::{PlanFile, Proposal};
 use crate::{
     ApplyError, ApplyResult, Engine, Fleet, NotAttemptedReason, Options, Outcome, Plan, PlanReport,
@@ -39,12 +39,6 @@ pub(super) fn with_progress(engine: Engine, style: ProgressStyle) -> Engine {
             }
         }),
     }
-}
-
-fn error(io: &mut Io<'_>, error: &dyn std::fmt::Display) -> u8 {
-    let text = paint(io.colour(), &format!("error: {error}"));
-    io.err(&text);
-    1
 }
 
 pub(super) fn check(io: &mut Io<'_>, fleet: &Fleet) -> u8 {

@@ -15,12 +15,4 @@ pub(super) use mv::mv;
 pub(super) use rows::declared;
 pub(super) use view::{list, show};
 
-use super::console::Io;
-use super::render::paint;
-
-/// Prints an error and answers exit code 1.
-pub(super) fn error(io: &mut Io<'_>, error: &dyn std::fmt::Display) -> u8 {
-    let text = paint(io.colour(), &format!("error: {error}"));
-    io.err(&text);
-    1
-}
+pub(super) use super::render::error;
