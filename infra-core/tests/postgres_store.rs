@@ -521,6 +521,22 @@ fn held_by(result: Result<infra_core::records::LockGuard, LockError>) -> Option<
 }
 
 #[test]
+fn a_row_not_written_by_the_session_holding_the_lock_is_never_named() {
+    let Some(url) = database_url("a stale holder row is not named") else {
+        return;
+    };
+    let db = Db::new(&url, "lock_stale_row");
+    let first = PostgresStore::connect(&db.url).unwrap();
+    let second = PostgresStore::connect(&db.url).unwrap();
+    let guard = first.try_lock("prod", &holder("apply")).unwrap();
+    // The row now describes a session that does not hold the lock: a run that died
+    // whose row the holder has not yet replaced, as in the instant after taking it.
+    db.sql("UPDATE infra_lock_holders SET backend_pid = 0, id = 'dead0000dead0000'");
+    assert_eq!(held_by(second.try_lock("prod", &holder("destroy"))), None);
+    drop(guard);
+}
+
+#[test]
 fn a_second_session_is_turned_away_naming_the_holder_until_the_first_lets_go() {
     let Some(url) = database_url("lock held by another session") else {
         return;

@@ -52,6 +52,35 @@ async fn holder_row(
     .await
 }
 
+/// How long a run turned away waits for the session holding the lock to describe itself
+/// (it writes its row right after taking the lock), asking every 25 ms.
+const DESCRIBE_WAIT: Duration = Duration::from_millis(500);
+
+/// The holder of a lock another session holds: the row written by that very session
+/// (the row's `backend_pid` is the session in `pg_locks`). A row left by a run that died,
+/// or none yet, is waited on briefly, then answered as unknown rather than named wrongly.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "waiting on another session is real time, outside any run's clock"
+)]
+async fn current_holder(
+    conn: &mut PgConnection,
+    fleet: &str,
+) -> Result<Option<LockHolder>, sqlx::Error> {
+    let deadline = tokio::time::Instant::now() + DESCRIBE_WAIT;
+    loop {
+        let session = lock_session(conn, fleet).await?;
+        let row = holder_row(conn, fleet).await?;
+        match (session, row) {
+            (Some(pid), Some(row)) if row.5 == pid => return Ok(Some(holder_of(row))),
+            // Released meanwhile: nobody to name.
+            (None, _) => return Ok(None),
+            _ if tokio::time::Instant::now() >= deadline => return Ok(None),
+            _ => tokio::time::sleep(Duration::from_millis(25)).await,
+        }
+    }
+}
+
 /// Takes the fleet's lock on a connection of its own, or says who holds it.
 pub(super) async fn try_lock(
     shared: Arc<Shared>,
@@ -65,8 +94,8 @@ pub(super) async fn try_lock(
         .await
         .map_err(db)?;
     if !got {
-        let current = holder_row(&mut conn, &fleet).await.map_err(db)?;
-        return Ok(Taken::Held(current.map(holder_of)));
+        let current = current_holder(&mut conn, &fleet).await.map_err(db)?;
+        return Ok(Taken::Held(current));
     }
     // From here the connection holds the lock: out of the pool, and closed (which
     // unlocks it) if describing the holder fails.
