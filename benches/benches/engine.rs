@@ -23,7 +23,7 @@ fn instant_engine() -> (Engine, Arc<BenchCloud>) {
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new());
     let cloud = Arc::new(BenchCloud::new(Arc::clone(&clock), Duration::ZERO));
     let engine = Engine::new(
-        Backends::new().with(Arc::clone(&cloud) as Arc<dyn infra_core::Backend>),
+        Backends::new().with(cloud.backend()),
         Arc::new(MemoryStore::new()),
     )
     .with_clock(clock);

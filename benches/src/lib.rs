@@ -7,9 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use infra_core::sdk::{
+    CreateArgs, DeleteArgs, KindBackend, ListArgs, OwnershipArgs, ReadArgs, Reading, Router,
+    UpdateArgs, Written,
+};
 use infra_core::{
-    Backend, BackendError, Capabilities, Clock, Expr, Fleet, Key, Listed, Marker, Provider,
-    RawTags, Region, SecretString, SettledSpec, Sighting, Spec, Supports,
+    Backend, BackendError, Clock, Expr, Fleet, Key, Listed, Provider, RawTags, Region, Spec,
+    Supports,
 };
 use serde::{Deserialize, Serialize};
 
@@ -256,8 +260,8 @@ impl BenchCloud {
         *span = Some(span.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
     }
 
-    fn sighting(name: &str, size: u32) -> Sighting {
-        Sighting::of::<Node>(
+    fn reading(name: &str, size: u32) -> Reading<Node> {
+        Reading::new(
             name,
             NodeObserved {
                 id: name.to_owned(),
@@ -268,6 +272,11 @@ impl BenchCloud {
             },
         )
     }
+
+    /// The engine's backend for this cloud.
+    pub fn backend(self: &Arc<Self>) -> Arc<dyn Backend> {
+        Arc::new(Router::new(Bench::ID, "bench".to_owned()).kind::<Node>(Arc::clone(self)))
+    }
 }
 
 fn gone(handle: &str) -> BackendError {
@@ -275,17 +284,8 @@ fn gone(handle: &str) -> BackendError {
 }
 
 #[async_trait]
-impl Backend for BenchCloud {
-    fn provider(&self) -> &'static str {
-        Bench::ID
-    }
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::with_kinds([<Node as infra_core::Kind>::ID])
-    }
-    async fn account(&self) -> Result<String, BackendError> {
-        Ok("bench".into())
-    }
-    async fn list(&self, _: &'static str, _: &str) -> Result<Vec<Listed>, BackendError> {
+impl KindBackend<Node> for BenchCloud {
+    async fn list(&self, _: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         self.wait().await;
         Ok(self
             .nodes
@@ -298,70 +298,56 @@ impl Backend for BenchCloud {
             })
             .collect())
     }
-    async fn read(&self, _: &'static str, _: &str, handle: &str) -> Result<Sighting, BackendError> {
+    async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<Node>, BackendError> {
         self.wait().await;
-        let node = self.nodes.lock().expect("lock").get(handle).cloned();
-        node.map(|(size, tags)| Self::sighting(handle, size).with_raw_tags(tags))
-            .ok_or_else(|| gone(handle))
+        let node = self.nodes.lock().expect("lock").get(args.handle).cloned();
+        node.map(|(size, tags)| Self::reading(args.handle, size).with_raw_tags(tags))
+            .ok_or_else(|| gone(args.handle))
     }
     async fn create(
         &self,
-        _: &'static str,
-        _: &str,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
+        args: CreateArgs<'_, Node>,
+    ) -> Result<Written<Reading<Node>>, BackendError> {
         self.wait().await;
-        let size = spec.get::<Node>()?.size;
+        let size = args.spec.size;
+        let marker = args.marker;
         let tags = RawTags::from([(marker.key().to_owned(), marker.value().to_owned())]);
         self.nodes
             .lock()
             .expect("lock")
-            .insert(name.to_owned(), (size, tags));
-        Ok(Self::sighting(name, size))
+            .insert(args.name.to_owned(), (size, tags));
+        Ok(Written::Done(Self::reading(args.name, size)))
     }
     async fn update(
         &self,
-        _: &'static str,
-        _: &str,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
+        args: UpdateArgs<'_, Node>,
+    ) -> Result<Written<Reading<Node>>, BackendError> {
         self.wait().await;
-        let size = spec.get::<Node>()?.size;
+        let size = args.spec.size;
         let mut nodes = self.nodes.lock().expect("lock");
-        let node = nodes.get_mut(handle).ok_or_else(|| gone(handle))?;
+        let node = nodes
+            .get_mut(args.handle)
+            .ok_or_else(|| gone(args.handle))?;
         node.0 = size;
-        Ok(Self::sighting(handle, size))
+        Ok(Written::Done(Self::reading(args.handle, size)))
     }
-    async fn delete(&self, _: &'static str, _: &str, handle: &str) -> Result<(), BackendError> {
+    async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
         self.wait().await;
         self.nodes
             .lock()
             .expect("lock")
-            .remove(handle)
+            .remove(args.handle)
             .map(|_| ())
-            .ok_or_else(|| gone(handle))
+            .ok_or_else(|| gone(args.handle))
     }
-    async fn ownership(
-        &self,
-        _: &'static str,
-        _: &str,
-        handle: &str,
-    ) -> Result<RawTags, BackendError> {
+    async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
         self.wait().await;
         let tags = self
             .nodes
             .lock()
             .expect("lock")
-            .get(handle)
+            .get(args.handle)
             .map(|n| n.1.clone());
-        tags.ok_or_else(|| gone(handle))
-    }
-    async fn secret_value(&self, _: &str, _: &str) -> Result<SecretString, BackendError> {
-        Err(BackendError::invalid(
-            "the benchmark cloud holds no secrets",
-        ))
+        tags.ok_or_else(|| gone(args.handle))
     }
 }

@@ -31,6 +31,7 @@ use infra_core::{
 };
 
 use clients::Clients;
+use infra_core::sdk::Written;
 use ops::KindOps;
 
 /// The AWS backend: every kind this build's features enable, in any region.
@@ -174,10 +175,11 @@ impl Backend for AwsBackend {
         name: &str,
         spec: SettledSpec<'_>,
         marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<Written, BackendError> {
         self.ops(kind)?
             .create(&self.clients.region(region), name, spec, marker)
             .await
+            .map(Written::Done)
     }
 
     async fn update(
@@ -186,10 +188,11 @@ impl Backend for AwsBackend {
         region: &str,
         handle: &str,
         spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<Written, BackendError> {
         self.ops(kind)?
             .update(&self.clients.region(region), handle, spec)
             .await
+            .map(Written::Done)
     }
 
     async fn delete(

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::sdk::Written;
 use crate::{BackendError, Clock, ErrorKind, Kind, SecretString};
 
 /// Raw tags (labels) of a resource, as the cloud holds them.
@@ -419,7 +420,9 @@ pub trait Backend: Send + Sync {
         handle: &str,
     ) -> Result<Sighting, BackendError>;
 
-    /// Creates a resource named `name` and returns a read of it.
+    /// Creates a resource named `name` and returns a read of it, or a deferral
+    /// ([`Written::Deferred`]: the change was recorded, for a person to approve, say,
+    /// and nothing was created yet).
     ///
     /// # Behavior
     /// - Writes the ownership marker as part of the creating call itself where the API
@@ -435,9 +438,10 @@ pub trait Backend: Send + Sync {
         name: &str,
         spec: SettledSpec<'_>,
         marker: &Marker,
-    ) -> Result<Sighting, BackendError>;
+    ) -> Result<Written, BackendError>;
 
-    /// Brings a resource's configuration to `spec` in place and returns a read of it.
+    /// Brings a resource's configuration to `spec` in place and returns a read of it, or
+    /// a deferral ([`Written::Deferred`]).
     ///
     /// # Behavior
     /// - Keeps the ownership marker.
@@ -449,7 +453,7 @@ pub trait Backend: Send + Sync {
         region: &str,
         handle: &str,
         spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError>;
+    ) -> Result<Written, BackendError>;
 
     /// Deletes a resource.
     ///
@@ -674,7 +678,7 @@ impl Backend for Unreachable {
         _: &str,
         _: SettledSpec<'_>,
         _: &Marker,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<Written, BackendError> {
         Err(self.refuse())
     }
     async fn update(
@@ -683,7 +687,7 @@ impl Backend for Unreachable {
         _: &str,
         _: &str,
         _: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<Written, BackendError> {
         Err(self.refuse())
     }
     async fn delete(&self, _: &'static str, _: &str, _: &str) -> Result<(), BackendError> {

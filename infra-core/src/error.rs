@@ -28,11 +28,6 @@ pub enum ErrorKind {
     Invalid,
     /// The provider could not be reached or failed on its side; the call may be retried.
     Unavailable,
-    /// Not a failure of the call: the backend recorded the change for a person to
-    /// approve and changed nothing yet (a governed backend, such as a Talos controller
-    /// that turns an apply into plans awaiting approval). The engine reports such a
-    /// resource as not attempted, with the reason `awaiting-approval`.
-    AwaitingApproval,
     /// Anything else.
     Other,
 }
@@ -54,7 +49,6 @@ impl fmt::Display for ErrorKind {
             ErrorKind::DependencyViolation => "dependency violation",
             ErrorKind::Invalid => "invalid",
             ErrorKind::Unavailable => "unavailable",
-            ErrorKind::AwaitingApproval => "awaiting approval",
             ErrorKind::Other => "error",
         })
     }
@@ -119,12 +113,6 @@ impl BackendError {
     /// `NotFound`.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::NotFound, message)
-    }
-
-    /// The change was recorded for approval and nothing changed yet
-    /// ([`ErrorKind::AwaitingApproval`]): the engine reports the resource not attempted.
-    pub fn awaiting_approval(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::AwaitingApproval, message)
     }
 
     /// `Invalid`.

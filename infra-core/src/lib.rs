@@ -25,6 +25,7 @@ pub mod plan;
 pub mod provider;
 pub mod records;
 pub mod refine;
+pub mod sdk;
 pub mod secret;
 pub mod settle;
 pub mod status;

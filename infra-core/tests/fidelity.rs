@@ -181,7 +181,8 @@ async fn a_composed_secret_is_written_again_when_its_inputs_change() {
             infra_core::SettledSpec::new::<Secrets>(&settled),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .expect_done("the simulated cloud writes at once");
     let report = engine
         .plan(&renamed.plan(), &Options::default())
         .await

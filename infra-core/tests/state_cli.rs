@@ -4,14 +4,12 @@
 
 mod support;
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use infra_core::kinds::*;
+use infra_core::sdk::layer::{Answer, Call, Layer, Layered, Next};
 use infra_core::{
-    AwsRegion, Backend, BackendError, Backends, Capabilities, CheckReport, Expr, FileStore, Fleet,
-    LedgerRow, Listed, Marker, RawTags, RecordStore, SecretString, SettledSpec, Sighting,
-    compose_secret,
+    AwsRegion, BackendError, Backends, CheckReport, Expr, FileStore, Fleet, LedgerRow, RawTags,
+    RecordStore, compose_secret,
 };
 use infra_testkit::sim::SimCloud;
 use support::altered::{Alteration, Altered};
@@ -276,61 +274,31 @@ async fn state_mv_refuses_a_rename_the_cloud_cannot_follow() {
 /// an EC2 instance's `Name` tag is changed in the console): `list` shows it by its new
 /// name; everything else reaches the simulated cloud unchanged.
 struct RenamedInCloud {
-    inner: Arc<dyn Backend>,
     from: &'static str,
     to: &'static str,
 }
 
 #[async_trait]
-impl Backend for RenamedInCloud {
-    fn provider(&self) -> &'static str {
-        self.inner.provider()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    async fn account(&self) -> Result<String, BackendError> {
-        self.inner.account().await
-    }
-    async fn list(&self, kind: &'static str, region: &str) -> Result<Vec<Listed>, BackendError> {
-        let mut listed = self.inner.list(kind, region).await?;
-        for l in &mut listed {
-            if kind == "awsInstance" && l.name == self.from {
-                l.name = self.to.to_owned();
+impl Layer for RenamedInCloud {
+    async fn call(&self, call: Call<'_>, next: Next<'_>) -> Result<Answer, BackendError> {
+        let answer = next.run(call).await?;
+        match (call, answer) {
+            (
+                Call::List {
+                    kind: "awsInstance",
+                    ..
+                },
+                Answer::List(mut listed),
+            ) => {
+                for l in &mut listed {
+                    if l.name == self.from {
+                        l.name = self.to.to_owned();
+                    }
+                }
+                Ok(Answer::List(listed))
             }
+            (_, answer) => Ok(answer),
         }
-        Ok(listed)
-    }
-    async fn read(&self, k: &'static str, r: &str, h: &str) -> Result<Sighting, BackendError> {
-        self.inner.read(k, r, h).await
-    }
-    async fn create(
-        &self,
-        k: &'static str,
-        r: &str,
-        n: &str,
-        spec: SettledSpec<'_>,
-        m: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        self.inner.create(k, r, n, spec, m).await
-    }
-    async fn update(
-        &self,
-        k: &'static str,
-        r: &str,
-        h: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        self.inner.update(k, r, h, spec).await
-    }
-    async fn delete(&self, k: &'static str, r: &str, h: &str) -> Result<(), BackendError> {
-        self.inner.delete(k, r, h).await
-    }
-    async fn ownership(&self, k: &'static str, r: &str, h: &str) -> Result<RawTags, BackendError> {
-        self.inner.ownership(k, r, h).await
-    }
-    async fn secret_value(&self, r: &str, h: &str) -> Result<SecretString, BackendError> {
-        self.inner.secret_value(r, h).await
     }
 }
 
@@ -362,11 +330,13 @@ async fn state_mv_follows_a_rename_made_in_the_cloud_without_a_recreate() {
     applied(&cloud, &mut s, instance_fleet("web-1")).await;
     let handle = cloud.find("aws", "awsInstance", "web-1").remove(0).handle;
     let renamed = || {
-        Backends::new().with(Arc::new(RenamedInCloud {
-            inner: cloud.backend("aws"),
-            from: "web-1",
-            to: "web-2",
-        }))
+        Backends::new().with(Layered::wrap(
+            cloud.backend("aws"),
+            RenamedInCloud {
+                from: "web-1",
+                to: "web-2",
+            },
+        ))
     };
 
     // Without the move, the old row reads as gone and the renamed instance as a

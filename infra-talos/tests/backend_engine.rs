@@ -455,9 +455,13 @@ async fn apply_records_a_plan_awaiting_approval_and_sends_nothing() {
             infra_core::SettledSpec::new::<TalosMachine>(&settled("rel-1")),
         )
         .await
-        .unwrap_err();
-    assert_eq!(direct.kind, ErrorKind::AwaitingApproval);
-    insta::assert_snapshot!("second_apply_message", direct.message);
+        .unwrap();
+    let deferral = direct.deferral().expect("the update is deferred, not made");
+    assert_eq!(
+        deferral.reason,
+        infra_core::sdk::DeferralReason::AwaitingApproval
+    );
+    insta::assert_snapshot!("second_apply_message", deferral.detail);
 
     // Once cancelled, the next apply makes a fresh plan for the same binding.
     world

@@ -7,9 +7,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use infra_core::kinds::*;
+use infra_core::sdk::Written;
+use infra_core::sdk::layer::{Answer, Call, Layer, Layered, Next};
 use infra_core::{
-    Backend, BackendError, Capabilities, ErrorKind, FieldInfo, Kind, LEGACY_MARKER_VALUE, Listed,
-    MARKER_KEY, Marker, Mutability, RawTags, SecretString, SettledSpec, Sighting, Spec,
+    Backend, BackendError, Capabilities, ErrorKind, FieldInfo, Kind, LEGACY_MARKER_VALUE,
+    MARKER_KEY, Mutability, Sighting, Spec,
 };
 use infra_testkit::conformance::{
     Conformance, EVERY_CHECK, Report, SECRET_CHECK, SimHooks, Verdict, kind_check_names, samples,
@@ -186,20 +188,19 @@ enum Flaw {
     TakesAnothersResource,
 }
 
-/// A simulator backend with one flaw.
+/// The layer that gives a simulator backend one flaw.
 struct Broken {
-    inner: Arc<dyn Backend>,
     cloud: SimCloud,
     flaw: Flaw,
 }
 
 impl Broken {
     fn around(cloud: &SimCloud, provider: &'static str, flaw: Flaw) -> Arc<dyn Backend> {
-        Arc::new(Broken {
-            inner: cloud.backend(provider),
+        let layer = Broken {
             cloud: cloud.clone(),
             flaw,
-        })
+        };
+        Layered::wrap(cloud.backend(provider), layer)
     }
 }
 
@@ -225,95 +226,50 @@ fn blank_description(kind: &str, s: Sighting) -> Result<Sighting, BackendError> 
 }
 
 #[async_trait]
-impl Backend for Broken {
-    fn provider(&self) -> &'static str {
-        self.inner.provider()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    async fn account(&self) -> Result<String, BackendError> {
-        self.inner.account().await
-    }
-    async fn list(&self, kind: &'static str, region: &str) -> Result<Vec<Listed>, BackendError> {
-        self.inner.list(kind, region).await
-    }
-    async fn read(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<Sighting, BackendError> {
-        match (self.flaw, self.inner.read(kind, region, handle).await) {
-            (Flaw::SentinelForUnsaid, Ok(s)) => blank_description(kind, s),
-            (Flaw::DeniedReadsAsNotFound, Err(e)) if e.kind == ErrorKind::Denied => {
-                Err(BackendError::not_found(e.message))
+impl Layer for Broken {
+    async fn call(&self, call: Call<'_>, next: Next<'_>) -> Result<Answer, BackendError> {
+        let inner = next.backend();
+        match (self.flaw, call) {
+            (Flaw::SentinelForUnsaid, Call::Read { kind, .. }) => match next.run(call).await? {
+                Answer::Read(s) => Ok(Answer::Read(blank_description(kind, s)?)),
+                other => Ok(other),
+            },
+            (Flaw::DeniedReadsAsNotFound, Call::Read { .. }) => match next.run(call).await {
+                Err(e) if e.kind == ErrorKind::Denied => Err(BackendError::not_found(e.message)),
+                other => other,
+            },
+            (Flaw::DropsTheMarker, Call::Create { kind, region, .. }) => {
+                let answer = next.run(call).await?;
+                if let Answer::Written(Written::Done(s)) = &answer {
+                    let mut tags = inner.ownership(kind, region, &s.handle).await?;
+                    tags.remove(MARKER_KEY);
+                    self.cloud.set_raw_tags(&s.handle, tags);
+                }
+                Ok(answer)
             }
-            (_, other) => other,
+            (Flaw::ClaimsEverything, Call::Ownership { .. }) => match next.run(call).await? {
+                Answer::Ownership(mut tags) => {
+                    tags.insert(MARKER_KEY.into(), LEGACY_MARKER_VALUE.into());
+                    Ok(Answer::Ownership(tags))
+                }
+                other => Ok(other),
+            },
+            (
+                Flaw::TakesAnothersResource,
+                Call::Mark {
+                    kind,
+                    region,
+                    handle,
+                    marker,
+                },
+            ) => {
+                let mut tags = inner.ownership(kind, region, handle).await?;
+                tags.insert(marker.key().into(), marker.value().into());
+                self.cloud.set_raw_tags(handle, tags);
+                Ok(Answer::Marked)
+            }
+            _ => next.run(call).await,
         }
-    }
-    async fn create(
-        &self,
-        kind: &'static str,
-        region: &str,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        let sighting = self.inner.create(kind, region, name, spec, marker).await?;
-        if self.flaw == Flaw::DropsTheMarker {
-            let mut tags = self.inner.ownership(kind, region, &sighting.handle).await?;
-            tags.remove(MARKER_KEY);
-            self.cloud.set_raw_tags(&sighting.handle, tags);
-        }
-        Ok(sighting)
-    }
-    async fn update(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        self.inner.update(kind, region, handle, spec).await
-    }
-    async fn delete(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<(), BackendError> {
-        self.inner.delete(kind, region, handle).await
-    }
-    async fn ownership(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<RawTags, BackendError> {
-        let mut tags = self.inner.ownership(kind, region, handle).await?;
-        if self.flaw == Flaw::ClaimsEverything {
-            tags.insert(MARKER_KEY.into(), LEGACY_MARKER_VALUE.into());
-        }
-        Ok(tags)
-    }
-    async fn mark(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-        marker: &Marker,
-    ) -> Result<(), BackendError> {
-        if self.flaw == Flaw::TakesAnothersResource {
-            let mut tags = self.inner.ownership(kind, region, handle).await?;
-            tags.insert(marker.key().into(), marker.value().into());
-            self.cloud.set_raw_tags(handle, tags);
-            return Ok(());
-        }
-        self.inner.mark(kind, region, handle, marker).await
-    }
-    async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError> {
-        self.inner.secret_value(region, handle).await
     }
 }
 
@@ -443,60 +399,19 @@ async fn a_backend_that_takes_another_fleets_resource_fails_the_mark_check() {
 
 // ---- nothing to check ----
 
-/// A simulator backend that declares no capabilities at all.
-struct NoCapabilities(Arc<dyn Backend>);
+/// A layer that declares no capabilities at all.
+struct NoCapabilities;
 
-#[async_trait]
-impl Backend for NoCapabilities {
-    fn provider(&self) -> &'static str {
-        self.0.provider()
-    }
-    fn capabilities(&self) -> Capabilities {
+impl Layer for NoCapabilities {
+    fn capabilities(&self, _: Capabilities) -> Capabilities {
         Capabilities::default()
-    }
-    async fn account(&self) -> Result<String, BackendError> {
-        self.0.account().await
-    }
-    async fn list(&self, kind: &'static str, region: &str) -> Result<Vec<Listed>, BackendError> {
-        self.0.list(kind, region).await
-    }
-    async fn read(&self, k: &'static str, r: &str, h: &str) -> Result<Sighting, BackendError> {
-        self.0.read(k, r, h).await
-    }
-    async fn create(
-        &self,
-        k: &'static str,
-        r: &str,
-        n: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        self.0.create(k, r, n, spec, marker).await
-    }
-    async fn update(
-        &self,
-        k: &'static str,
-        r: &str,
-        h: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        self.0.update(k, r, h, spec).await
-    }
-    async fn delete(&self, k: &'static str, r: &str, h: &str) -> Result<(), BackendError> {
-        self.0.delete(k, r, h).await
-    }
-    async fn ownership(&self, k: &'static str, r: &str, h: &str) -> Result<RawTags, BackendError> {
-        self.0.ownership(k, r, h).await
-    }
-    async fn secret_value(&self, r: &str, h: &str) -> Result<SecretString, BackendError> {
-        self.0.secret_value(r, h).await
     }
 }
 
 #[tokio::test]
 async fn with_no_capabilities_everything_skips_loudly_and_ci_fails() {
     let cloud = SimCloud::new(31);
-    let report = run_against(&cloud, Arc::new(NoCapabilities(cloud.backend("aws")))).await;
+    let report = run_against(&cloud, Layered::wrap(cloud.backend("aws"), NoCapabilities)).await;
     assert!(report.nothing_ran(), "{report}");
     assert!(report.is_success());
     assert_eq!(report.passed().count(), 0);

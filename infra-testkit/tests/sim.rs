@@ -45,6 +45,7 @@ async fn create<K: Kind>(
             &marker(),
         )
         .await
+        .map(|w| w.expect_done("the simulated cloud writes at once"))
 }
 
 async fn update<K: Kind>(
@@ -58,6 +59,7 @@ async fn update<K: Kind>(
     backend
         .update(K::ID, region, handle, SettledSpec::new::<K>(&settled))
         .await
+        .map(|w| w.expect_done("the simulated cloud writes at once"))
 }
 
 fn security_group() -> SecurityGroup {

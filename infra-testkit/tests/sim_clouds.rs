@@ -29,6 +29,7 @@ async fn create<K: Kind>(
     backend
         .create(K::ID, region, name, spec, &Marker::new("shop"))
         .await
+        .map(|w| w.expect_done("the simulated cloud writes at once"))
 }
 
 async fn update<K: Kind>(
@@ -42,6 +43,7 @@ async fn update<K: Kind>(
     backend
         .update(K::ID, region, handle, SettledSpec::new::<K>(&settled))
         .await
+        .map(|w| w.expect_done("the simulated cloud writes at once"))
 }
 
 fn known<T: infra_core::Value>(value: T) -> Partial<Expr<T>> {

@@ -28,6 +28,7 @@ async fn create<K: Kind>(
             &Marker::new("shop"),
         )
         .await
+        .map(|w| w.expect_done("the simulated cloud writes at once"))
 }
 
 fn security_group() -> SecurityGroup {

@@ -30,7 +30,7 @@ fn bench_engine(latency: Duration, real: bool) -> (Engine, Arc<BenchCloud>) {
         Arc::new(ManualClock::new())
     };
     let cloud = Arc::new(BenchCloud::new(Arc::clone(&clock), latency));
-    let backend: Arc<dyn infra_core::Backend> = Arc::clone(&cloud) as _;
+    let backend = cloud.backend();
     let engine =
         Engine::new(Backends::new().with(backend), Arc::new(MemoryStore::new())).with_clock(clock);
     (engine, cloud)

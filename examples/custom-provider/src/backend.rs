@@ -13,6 +13,8 @@ use infra_core::{
     MARKER_KEY, Marker, Partial, Provider, RawTags, SecretString, SettledSpec, Sighting,
 };
 
+use infra_core::sdk::Written;
+
 use crate::Dns;
 use crate::record::{DnsRecord, DnsRecordObserved, DnsRecordReported, RecordType};
 use crate::service::{DnsService, NewRecord, RecordPatch, ServiceError, StoredRecord};
@@ -202,7 +204,7 @@ impl Backend for DnsBackend {
         name: &str,
         spec: SettledSpec<'_>,
         marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<Written, BackendError> {
         only_records(kind)?;
         let spec = spec.get::<DnsRecord>()?;
         // The marker goes into the creating call itself: no crash can leave an unmarked
@@ -222,7 +224,7 @@ impl Backend for DnsBackend {
         // Tried once: a create is not idempotent. A lost response maps to an error that
         // may have been sent, and the next observation finds the marked record.
         let record = self.service.create_record(region, new).map_err(map_error)?;
-        Ok(sighting_of(&record))
+        Ok(Written::Done(sighting_of(&record)))
     }
 
     async fn update(
@@ -231,7 +233,7 @@ impl Backend for DnsBackend {
         region: &str,
         handle: &str,
         spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<Written, BackendError> {
         only_records(kind)?;
         let spec = spec.get::<DnsRecord>()?;
         self.wait().await;
@@ -264,7 +266,7 @@ impl Backend for DnsBackend {
             .service
             .update_record(region, handle, patch)
             .map_err(map_error)?;
-        Ok(sighting_of(&record))
+        Ok(Written::Done(sighting_of(&record)))
     }
 
     async fn delete(

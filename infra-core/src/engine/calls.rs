@@ -14,6 +14,7 @@ use super::schedule::Work;
 use crate::backend::{Capabilities, SettledSpec, Sighting};
 use crate::fleet::DynSpec;
 use crate::key::KeyId;
+use crate::sdk::{Deferral, Written};
 use crate::{
     Backend, BackendError, Change, Dep, Divergence, ErrorKind, FieldInfo, Marker, Mutability,
     NotYet, Ownership, Plan, Repair, Step, divergence, repair_of, with_retries,
@@ -163,7 +164,8 @@ impl Engine {
         // looked for among the others of its name.
         let replaced = call.existing.as_ref().map(|s| s.handle.as_str());
         match self.create_or_find(&call, settled_spec, replaced).await {
-            Ok(sighting) => Done::Built {
+            Ok(Written::Deferred(d)) => deferred(d),
+            Ok(Written::Done(sighting)) => Done::Built {
                 change: if step == Step::Replace {
                     Change::Replaced
                 } else {
@@ -234,7 +236,8 @@ impl Engine {
             })
             .await
             {
-                Ok(s) => Done::Built {
+                Ok(Written::Deferred(d)) => deferred(d),
+                Ok(Written::Done(s)) => Done::Built {
                     change: Change::Updated,
                     sighting: Some(call.remembering(s.without_marker(), settled_spec)),
                 },
@@ -272,7 +275,8 @@ impl Engine {
             return Done::Failed(Step::Replace, e);
         }
         let created = match self.create_or_find(call, spec, Some(old)).await {
-            Ok(s) => call.remembering(s.without_marker(), spec),
+            Ok(Written::Deferred(d)) => return deferred(d),
+            Ok(Written::Done(s)) => call.remembering(s.without_marker(), spec),
             Err(e) => return Done::Failed(Step::Replace, e),
         };
         if create_first && let Done::Failed(_, e) = self.delete_owned(call, old).await {
@@ -321,10 +325,10 @@ impl Engine {
         call: &Call<'_>,
         spec: SettledSpec<'_>,
         replaced: Option<&str>,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<Written, BackendError> {
         let (backend, kind, region, name) = (&*call.backend, call.kind, &*call.region, &*call.name);
         let error = match backend.create(kind, region, name, spec, call.marker).await {
-            Ok(sighting) => return Ok(sighting),
+            Ok(written) => return Ok(written),
             Err(e) if !e.may_have_been_sent => return Err(e),
             Err(e) => e,
         };
@@ -350,7 +354,7 @@ impl Engine {
             })
             .await
             {
-                return Ok(sighting);
+                return Ok(Written::Done(sighting));
             }
         }
         Err(error)
@@ -460,4 +464,10 @@ pub(super) fn reads_of(plan: &Plan, spec: &DynSpec, world: &World) -> (World, Ve
         }
     }
     (env, secrets)
+}
+
+/// A write the backend deferred: not attempted, with the deferral's reason and detail,
+/// and not a failure.
+fn deferred(d: Deferral) -> Done {
+    Done::NotAttempted(d.reason.not_attempted(), Some(d.detail))
 }

@@ -307,16 +307,6 @@ impl Engine {
                 }
                 break;
             };
-            // A governed backend recorded the change for approval and changed nothing:
-            // not attempted, and not a failure.
-            let done = match done {
-                Done::Failed(Step::Create | Step::Update | Step::Replace, e)
-                    if e.kind == ErrorKind::AwaitingApproval =>
-                {
-                    Done::NotAttempted(NotAttemptedReason::AwaitingApproval, Some(e.message))
-                }
-                done => done,
-            };
             run.finished += 1;
             if let Some(hook) = &self.progress {
                 hook(Progress {

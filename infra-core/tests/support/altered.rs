@@ -1,13 +1,12 @@
-//! A backend that forwards every call to another and alters one kind: the way a
-//! provider that lacks it, governs it, or cannot read its tags behaves.
+//! A layer that alters one kind of the backend underneath: the way a provider that
+//! lacks it, governs it, or cannot read its tags behaves.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use infra_core::{
-    Backend, BackendError, Capabilities, Listed, Marker, RawTags, SecretString, SettledSpec,
-    Sighting,
-};
+use infra_core::sdk::layer::{Answer, Call, Layer, Layered, Next};
+use infra_core::sdk::{Deferral, Written};
+use infra_core::{Backend, BackendError, Capabilities};
 
 /// What is different about the altered kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,36 +20,26 @@ pub enum Alteration {
     TagsUnreadable,
 }
 
-/// Forwards every call to `inner`, with `kind` altered as `how` says.
+/// `kind` altered as `how` says.
 pub struct Altered {
-    pub inner: Arc<dyn Backend>,
     pub kind: &'static str,
     pub how: Alteration,
 }
 
 impl Altered {
     /// `inner`, with `kind` altered as `how` says.
-    pub fn new(inner: Arc<dyn Backend>, kind: &'static str, how: Alteration) -> Arc<Self> {
-        Arc::new(Altered { inner, kind, how })
-    }
-
-    fn governed(&self, kind: &str) -> Result<(), BackendError> {
-        if self.how == Alteration::Governs && kind == self.kind {
-            return Err(BackendError::awaiting_approval(format!(
-                "plan recorded for {kind}; it awaits approval"
-            )));
-        }
-        Ok(())
+    pub fn new(
+        inner: Arc<dyn Backend>,
+        kind: &'static str,
+        how: Alteration,
+    ) -> Arc<Layered<Altered>> {
+        Layered::wrap(inner, Altered { kind, how })
     }
 }
 
 #[async_trait]
-impl Backend for Altered {
-    fn provider(&self) -> &'static str {
-        self.inner.provider()
-    }
-    fn capabilities(&self) -> Capabilities {
-        let mut caps = self.inner.capabilities();
+impl Layer for Altered {
+    fn capabilities(&self, mut caps: Capabilities) -> Capabilities {
         match self.how {
             Alteration::Lacks => {
                 caps.kinds.remove(self.kind);
@@ -63,63 +52,23 @@ impl Backend for Altered {
         }
         caps
     }
-    async fn account(&self) -> Result<String, BackendError> {
-        self.inner.account().await
-    }
-    async fn list(&self, kind: &'static str, region: &str) -> Result<Vec<Listed>, BackendError> {
-        self.inner.list(kind, region).await
-    }
-    async fn read(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<Sighting, BackendError> {
-        self.inner.read(kind, region, handle).await
-    }
-    async fn create(
-        &self,
-        kind: &'static str,
-        region: &str,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        self.governed(kind)?;
-        self.inner.create(kind, region, name, spec, marker).await
-    }
-    async fn update(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        self.governed(kind)?;
-        self.inner.update(kind, region, handle, spec).await
-    }
-    async fn delete(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<(), BackendError> {
-        self.inner.delete(kind, region, handle).await
-    }
-    async fn ownership(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<RawTags, BackendError> {
-        if self.how == Alteration::TagsUnreadable && kind == self.kind {
-            return Err(BackendError::invalid(format!(
-                "the tags of a {kind} cannot be read"
-            )));
+
+    async fn call(&self, call: Call<'_>, next: Next<'_>) -> Result<Answer, BackendError> {
+        let ours = call.kind() == Some(self.kind);
+        match (self.how, call) {
+            (Alteration::Governs, Call::Create { kind, .. } | Call::Update { kind, .. })
+                if ours =>
+            {
+                Ok(Answer::Written(Written::Deferred(
+                    Deferral::awaiting_approval(format!(
+                        "plan recorded for {kind}; it awaits approval"
+                    )),
+                )))
+            }
+            (Alteration::TagsUnreadable, Call::Ownership { kind, .. }) if ours => Err(
+                BackendError::invalid(format!("the tags of a {kind} cannot be read")),
+            ),
+            _ => next.run(call).await,
         }
-        self.inner.ownership(kind, region, handle).await
-    }
-    async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError> {
-        self.inner.secret_value(region, handle).await
     }
 }

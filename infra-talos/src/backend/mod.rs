@@ -61,6 +61,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use infra_core::sdk::{Deferral, Written};
 use infra_core::{
     Backend, BackendError, Capabilities, Clock, ErrorKind, Kind, Listed, MARKER_KEY, Marker,
     Partial, RawTags, SecretString, SettledSpec, Sighting,
@@ -357,7 +358,7 @@ impl TalosBackend {
         region: &str,
         machine: &str,
         spec: &TalosMachineSettled,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<Written, BackendError> {
         let publisher = self.mode.publisher();
         let (record, view, holding, observation) = self.state(region, machine).await?;
         let inventoried = MachineKey::from(&record.identity);
@@ -422,7 +423,12 @@ impl TalosBackend {
             );
         }
         if !pending && !revert {
-            return Ok(sighting(&record, &view, holding.as_deref(), &observation));
+            return Ok(Written::Done(sighting(
+                &record,
+                &view,
+                holding.as_deref(),
+                &observation,
+            )));
         }
         let now = self.wall.now();
         let plans = self
@@ -443,7 +449,7 @@ impl TalosBackend {
                     .run_direct(executor, region, &record, &live.id, live.state)
                     .await;
             }
-            return Err(BackendError::awaiting_approval(format!(
+            return Ok(Written::Deferred(Deferral::awaiting_approval(format!(
                 "plan {} for machine {machine} (release {}) is already recorded and {}; nothing new was made",
                 live.id,
                 spec.release,
@@ -452,7 +458,7 @@ impl TalosBackend {
                 } else {
                     "waiting for an approver"
                 }
-            )));
+            ))));
         }
         let base = format!(
             "{machine}-{}-b{}{}",
@@ -499,12 +505,12 @@ impl TalosBackend {
                 .run_direct(executor, region, &record, &plan.id, plan.state)
                 .await;
         }
-        Err(BackendError::awaiting_approval(format!(
+        Ok(Written::Deferred(Deferral::awaiting_approval(format!(
             "plan {} recorded for machine {machine} ({} to release {}); it waits for an approver",
             plan.id,
             if revert { "a revert" } else { "convergence" },
             spec.release
-        )))
+        ))))
     }
 }
 
@@ -518,7 +524,7 @@ impl TalosBackend {
         record: &InventoryRecord,
         plan_id: &str,
         state: PlanState,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<Written, BackendError> {
         let machine = record.id.as_str();
         // The engine applies machines in parallel; the contract lets one machine of
         // a rollout scope be in flight at a time. The others queue here.
@@ -538,9 +544,9 @@ impl TalosBackend {
             {
                 Ok(_) => {}
                 Err(StoreError::Refused { reason, .. }) => {
-                    return Err(BackendError::awaiting_approval(format!(
+                    return Ok(Written::Deferred(Deferral::awaiting_approval(format!(
                         "plan {plan_id} recorded for machine {machine}; direct mode could not approve it ({reason}), so it waits for an approver"
-                    )));
+                    ))));
                 }
                 Err(other) => return Err(store_error(other)),
             }
@@ -564,7 +570,7 @@ impl TalosBackend {
         match outcome.state {
             OperationState::Completed => {
                 let (record, view, holding, observation) = self.state(region, machine).await?;
-                Ok(sighting(&record, &view, holding.as_deref(), &observation))
+                Ok(Written::Done(sighting(&record, &view, holding.as_deref(), &observation)))
             }
             OperationState::Rejected => Err(BackendError::invalid(format!(
                 "machine {machine}: the node rejected plan {plan_id}'s configuration (operation {operation}); nothing changed"
@@ -774,7 +780,7 @@ impl Backend for TalosBackend {
         name: &str,
         _spec: SettledSpec<'_>,
         _marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<Written, BackendError> {
         only_machines(kind)?;
         Err(BackendError::invalid(format!(
             "machine {name} is not inventoried in cluster {region}: the engine does not add machines; register it in the inventory (`talos inventory add`) first"
@@ -787,7 +793,7 @@ impl Backend for TalosBackend {
         region: &str,
         handle: &str,
         spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<Written, BackendError> {
         only_machines(kind)?;
         let spec = spec.get::<TalosMachine>()?;
         self.converge(region, handle, spec).await

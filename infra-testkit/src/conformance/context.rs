@@ -15,7 +15,7 @@ use infra_core::{
     Options, Outcome, PlanReport, PlannedChange, Subject,
 };
 
-use super::{ConformanceHooks, KindSample, RecordingBackend, Variant};
+use super::{CallLog, ConformanceHooks, KindSample, RecordingBackend, Variant};
 
 /// The marker value of the "other fleet" whose resources the suite must never touch.
 pub const FOREIGN_FLEET: &str = "someone-else";
@@ -86,7 +86,7 @@ pub fn valid_prefix(prefix: &str) -> bool {
 /// An engine over the backend under test, through a recorder, with its own records.
 pub(crate) struct Harness {
     pub(crate) engine: Engine,
-    pub(crate) recorder: Arc<RecordingBackend>,
+    pub(crate) recorder: CallLog,
     pub(crate) store: Arc<MemoryStore>,
 }
 
@@ -246,10 +246,11 @@ impl Context {
 
     /// An engine over the backend under test, recorded, with fresh records.
     pub(crate) fn harness(&self) -> Harness {
-        let recorder = Arc::new(RecordingBackend::new(Arc::clone(&self.backend)));
+        let recorder = CallLog::new();
+        let recorded = RecordingBackend::wrap(Arc::clone(&self.backend), recorder.clone());
         let store = Arc::new(MemoryStore::new());
         let engine = Engine::new(
-            Backends::new().with(recorder.clone() as Arc<dyn Backend>),
+            Backends::new().with(recorded as Arc<dyn Backend>),
             store.clone(),
         )
         .with_clock(Arc::clone(&self.clock));

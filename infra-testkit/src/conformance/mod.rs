@@ -59,7 +59,7 @@ use infra_core::{Backend, Clock, SystemClock};
 
 pub use context::{Context, FOREIGN_FLEET, fresh_prefix, valid_prefix};
 pub use hooks::{ConformanceHooks, SimHooks};
-pub use recording::{CallOp, RecordedCall, RecordingBackend};
+pub use recording::{CallLog, RecordedCall, RecordingBackend};
 pub use report::{CheckOutcome, Report, Verdict};
 pub use sample::{DeclareFn, KindSample, Variant};
 

@@ -817,8 +817,6 @@ pub(crate) fn fault_code(provider: &str, kind: ErrorKind) -> &'static str {
         (_, ErrorKind::DependencyViolation) => "precondition_failed",
         (_, ErrorKind::Invalid) => "invalid_arguments",
         (_, ErrorKind::Other) => "internal_error",
-        // No cloud answers this: a governed backend says it of its own accord.
-        (_, ErrorKind::AwaitingApproval) => "awaiting_approval",
     }
 }
 

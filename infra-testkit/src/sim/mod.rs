@@ -118,6 +118,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use infra_core::kinds::Secrets;
+use infra_core::sdk::Written;
 use infra_core::{
     Backend, BackendError, Backends, Capabilities, Clock, ErrorKind, Listed, ManualClock, Marker,
     RawTags, SecretString, SettledSpec, Sighting,
@@ -760,7 +761,7 @@ impl Backend for SimBackend {
         name: &str,
         spec: SettledSpec<'_>,
         marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<Written, BackendError> {
         let call = self.call(Op::Create, Some(kind), Some(region), Some(name), None);
         let prepared = prepare(kind, spec);
         self.cloud
@@ -768,6 +769,7 @@ impl Backend for SimBackend {
                 w.create(c, kind, region, name, prepared, marker)
             })
             .await
+            .map(Written::Done)
     }
 
     async fn update(
@@ -776,7 +778,7 @@ impl Backend for SimBackend {
         region: &str,
         handle: &str,
         spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<Written, BackendError> {
         let call = self.call(Op::Update, Some(kind), Some(region), None, Some(handle));
         let prepared = prepare(kind, spec);
         self.cloud
@@ -784,6 +786,7 @@ impl Backend for SimBackend {
                 w.update(c, kind, region, handle, prepared)
             })
             .await
+            .map(Written::Done)
     }
 
     async fn delete(

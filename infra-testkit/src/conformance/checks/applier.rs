@@ -9,7 +9,8 @@ use infra_core::{
 };
 
 use crate::conformance::context::{describe_changes, planned};
-use crate::conformance::{CallOp, Context, KindSample, RecordedCall, Variant, Verdict};
+use crate::conformance::{Context, KindSample, RecordedCall, Variant, Verdict};
+use infra_core::sdk::layer::Op;
 
 /// One apply of the scenario: what was planned, what happened, what was handed in and
 /// what the backend was asked.
@@ -285,7 +286,7 @@ pub fn apply_result_reasons_and_actions_are_legal(ctx: &Context, log: &ScenarioL
 fn deleted_handles(calls: &[RecordedCall], kind: &str) -> BTreeSet<String> {
     calls
         .iter()
-        .filter(|c| c.op == CallOp::Delete && c.kind == Some(kind) && c.error.is_none())
+        .filter(|c| c.op == Op::Delete && c.kind == Some(kind) && c.error.is_none())
         .filter_map(|c| c.handle.clone())
         .collect()
 }
@@ -338,7 +339,7 @@ async fn run(ctx: &Context, sample: &KindSample) -> Result<(), String> {
     let calls = harness.recorder.take();
     let touched_foreign: Vec<String> = calls
         .iter()
-        .filter(|c| matches!(c.op, CallOp::Delete | CallOp::Update))
+        .filter(|c| matches!(c.op, Op::Delete | Op::Update))
         .filter(|c| c.handle.as_deref() == Some(foreign_handle.as_str()))
         .map(|c| format!("{:?}", c.op))
         .collect();
@@ -427,7 +428,7 @@ async fn idempotent(ctx: &Context, sample: &KindSample) -> Result<(), String> {
         .recorder
         .take()
         .into_iter()
-        .filter(|c| matches!(c.op, CallOp::Create | CallOp::Update | CallOp::Delete))
+        .filter(|c| matches!(c.op, Op::Create | Op::Update | Op::Delete))
         .map(|c| {
             format!(
                 "{:?} {} {}",

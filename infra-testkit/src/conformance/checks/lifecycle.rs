@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use crate::conformance::context::{Harness, describe_changes};
 use crate::conformance::recording::{Probe, ProbeResult};
-use crate::conformance::{CallOp, Context, KindSample, Variant, Verdict};
+use crate::conformance::{Context, KindSample, Variant, Verdict};
+use infra_core::sdk::layer::Op;
 
 /// Applies the sample's `variant` as the resource `name`, demanding success.
 async fn apply_ok(
@@ -35,7 +36,7 @@ fn created_handle(harness: &Harness, name: &str) -> Result<String, String> {
         .calls()
         .into_iter()
         .rev()
-        .find(|c| c.op == CallOp::Create && c.error.is_none() && c.name.as_deref() == Some(name))
+        .find(|c| c.op == Op::Create && c.error.is_none() && c.name.as_deref() == Some(name))
         .and_then(|c| c.handle)
         .ok_or_else(|| format!("the apply made no successful `create` of `{name}`"))
 }
@@ -85,7 +86,7 @@ async fn marker(ctx: &Context, sample: &KindSample) -> Result<(), String> {
         .recorder
         .calls()
         .iter()
-        .any(|c| c.op == CallOp::Update && c.handle.as_deref() == Some(handle.as_str()));
+        .any(|c| c.op == Op::Update && c.handle.as_deref() == Some(handle.as_str()));
     if later_writes {
         return Err("the resource was updated right after its create".into());
     }
@@ -369,7 +370,7 @@ async fn update(ctx: &Context, sample: &KindSample) -> Result<(), String> {
     }
     let calls = harness.recorder.take();
     if let Some(c) = calls.iter().find(|c| {
-        matches!(c.op, CallOp::Create | CallOp::Delete)
+        matches!(c.op, Op::Create | Op::Delete)
             && (c.name.as_deref() == Some(name.as_str())
                 || c.handle.as_deref() == Some(before.as_str()))
     }) {

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use infra_core::ErrorKind;
 
 use crate::conformance::context::{describe_changes, planned};
-use crate::conformance::{CallOp, ConformanceHooks, Context, KindSample, Variant, Verdict};
+use crate::conformance::{ConformanceHooks, Context, KindSample, Variant, Verdict};
+use infra_core::sdk::layer::Op;
 
 /// The plan of a resource never created says `create` (absent); after the apply it
 /// says `unchanged` (present); once the resource is deleted behind the engine's back
@@ -138,7 +139,7 @@ async fn unreadable(ctx: &Context, sample: &KindSample, hooks: &dyn ConformanceH
             .recorder
             .take()
             .iter()
-            .any(|c| c.op == CallOp::Create && c.name.as_deref() == Some(name.as_str()));
+            .any(|c| c.op == Op::Create && c.name.as_deref() == Some(name.as_str()));
         if created {
             return Err("with its reads failing, the apply created it again".into());
         }

@@ -1,0 +1,42 @@
+//! The SDK for provider authors: everything a crate that brings a cloud to the engine
+//! needs, and nothing a fleet author does.
+//!
+//! A provider implements [`KindBackend<K>`] once for each kind `K` it realises — list,
+//! read, create, update, delete, ownership and mark, with the kind's own settled spec,
+//! observed state and reported configuration — and hands the implementations to a
+//! [`Router`], which is the engine's [`Backend`]: the routing by kind id is written
+//! once, here. A create or update answers [`Written`]: done, or [`Written::Deferred`]
+//! with a [`Deferral`] (a change recorded for approval is not an error). Errors map the
+//! provider's own onto [`ErrorKind`], `NotFound` only from a curated list of codes.
+//!
+//! [`layer`] wraps any backend in something that sees every call: recording, scripted
+//! faults, latency, tracing, or a layer of your own.
+//!
+//! `docs/provider-layout.md` in the repository is the layout every provider crate
+//! follows; the conformance suite of `infra-testkit` checks a backend against the
+//! **Behavior** sections of [`Backend`].
+
+mod kind_backend;
+pub mod layer;
+mod router;
+mod written;
+
+pub use kind_backend::{
+    CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
+    UpdateArgs,
+};
+pub use router::{Account, Router, SecretArgs, SecretValues};
+pub use written::{Deferral, DeferralReason, Written};
+
+pub use crate::backend::{
+    Backend, Capabilities, LEGACY_MARKER_VALUE, Listed, MARKER_KEY, Marker, Ownership, RawTags,
+    RetryPolicy, SettledSpec, Sighting, Unreachable, strip_marker, with_retries,
+};
+pub use crate::clock::{Clock, ManualClock, SystemClock};
+pub use crate::error::{BackendError, ErrorKind};
+pub use crate::field::{Field, FieldInfo, Mutability};
+pub use crate::key::Handle;
+pub use crate::kind::{Kind, Spec};
+pub use crate::partial::Partial;
+pub use crate::provider::{Provider, Region};
+pub use crate::secret::SecretString;
