@@ -22,7 +22,12 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
         "app-db",
         Postgres {
             backup_retention_days: Partial::Known(Expr::lit(7)),
-            ..Postgres::classic("16", "db.t4g.micro", "app", password)
+            ..Postgres::classic(PostgresClassic {
+                engine_version: "16",
+                instance_class: "db.t4g.micro",
+                master_username: "app",
+                master_password: password,
+            })
         },
     );
     let endpoint = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());

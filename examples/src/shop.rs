@@ -60,7 +60,13 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
         Postgres {
             backup_retention_days: known(7),
             tags: tags(&[("team", "web")]),
-            ..Postgres::serverless("16", Acu::halves(1), Acu::whole(8), "shop", db_password)
+            ..Postgres::serverless(PostgresServerless {
+                engine_version: "16",
+                min_capacity: Acu::halves(1),
+                max_capacity: Acu::whole(8),
+                master_username: "shop",
+                master_password: db_password,
+            })
         },
     );
     let endpoint = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());

@@ -361,7 +361,12 @@ fn staged(prefix: &str, kinds: &std::collections::BTreeSet<&'static str>, stage:
                     } else {
                         14
                     })),
-                    ..Postgres::classic("16", "db.t4g.micro", "app", password)
+                    ..Postgres::classic(PostgresClassic {
+                        engine_version: "16",
+                        instance_class: "db.t4g.micro",
+                        master_username: "app",
+                        master_password: password,
+                    })
                 },
             );
         }
@@ -619,12 +624,12 @@ fn database_on(prefix: &str, second: Option<bool>) -> Fleet {
         f.declare(
             here,
             format!("{prefix}orders"),
-            Postgres::classic(
-                "16",
-                "db.t4g.micro",
-                "admin",
-                if second { two } else { one },
-            ),
+            Postgres::classic(PostgresClassic {
+                engine_version: "16",
+                instance_class: "db.t4g.micro",
+                master_username: "admin",
+                master_password: if second { two } else { one },
+            }),
         );
     }
     f.build().expect("the fleet is sound")

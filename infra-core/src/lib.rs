@@ -22,6 +22,7 @@ pub mod kinds;
 pub mod merge;
 pub mod partial;
 pub mod plan;
+pub mod prelude;
 pub mod provider;
 pub mod records;
 pub mod refine;

@@ -62,7 +62,13 @@ fn every_problem_is_reported_at_once_and_names_its_resource() {
     f.declare(
         here,
         "db",
-        Postgres::serverless("16", Acu::whole(8), Acu::whole(2), "app", password),
+        Postgres::serverless(PostgresServerless {
+            engine_version: "16",
+            min_capacity: Acu::whole(8),
+            max_capacity: Acu::whole(2),
+            master_username: "app",
+            master_password: password,
+        }),
     );
     f.declare(
         here,

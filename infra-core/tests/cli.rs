@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 
 use infra_core::cli::{Console, ProgressStyle, run_with};
-use infra_core::kinds::{Acu, ObjectStore, Postgres, Secrets};
+use infra_core::kinds::{Acu, ObjectStore, Postgres, PostgresServerless, Secrets};
 use infra_core::{AwsRegion, Backends, Fleet, Unreachable};
 use support::console::{answering, json};
 
@@ -18,7 +18,13 @@ fn fleet() -> Result<Fleet, infra_core::CheckReport> {
     f.declare(
         here,
         "db",
-        Postgres::serverless("16", Acu::halves(1), Acu::whole(2), "app", pw),
+        Postgres::serverless(PostgresServerless {
+            engine_version: "16",
+            min_capacity: Acu::halves(1),
+            max_capacity: Acu::whole(2),
+            master_username: "app",
+            master_password: pw,
+        }),
     );
     f.declare(here, "cli-assets", ObjectStore::new());
     f.build()

@@ -59,9 +59,20 @@ fn database(serverless: bool, username: &str) -> Fleet {
         here,
         "db",
         if serverless {
-            Postgres::serverless("16", Acu::halves(1), Acu::whole(4), username, password)
+            Postgres::serverless(PostgresServerless {
+                engine_version: "16",
+                min_capacity: Acu::halves(1),
+                max_capacity: Acu::whole(4),
+                master_username: username,
+                master_password: password,
+            })
         } else {
-            Postgres::classic("16", "db.t4g.micro", username, password)
+            Postgres::classic(PostgresClassic {
+                engine_version: "16",
+                instance_class: "db.t4g.micro",
+                master_username: username,
+                master_password: password,
+            })
         },
     );
     let host = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());
@@ -300,7 +311,12 @@ async fn a_renamed_password_secret_reaches_its_database_across_clouds_one_call_a
         f.declare(
             AwsRegion::EuWest3,
             "orders",
-            Postgres::classic("16", "db.t4g.micro", "admin", password),
+            Postgres::classic(PostgresClassic {
+                engine_version: "16",
+                instance_class: "db.t4g.micro",
+                master_username: "admin",
+                master_password: password,
+            }),
         );
         f.build().unwrap()
     };
@@ -339,7 +355,12 @@ async fn a_declared_change_to_a_field_the_cloud_never_reports_is_seen_through_wh
         f.declare(
             here,
             "orders",
-            Postgres::classic("16", "db.t4g.micro", "admin", password),
+            Postgres::classic(PostgresClassic {
+                engine_version: "16",
+                instance_class: "db.t4g.micro",
+                master_username: "admin",
+                master_password: password,
+            }),
         );
         f.build().unwrap()
     };

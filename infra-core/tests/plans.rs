@@ -126,7 +126,12 @@ fn settling_waits_for_what_does_not_exist_yet() {
     let db = f.declare(
         here,
         "db",
-        Postgres::classic("16", "db.t4g.micro", "app", pw),
+        Postgres::classic(PostgresClassic {
+            engine_version: "16",
+            instance_class: "db.t4g.micro",
+            master_username: "app",
+            master_password: pw,
+        }),
     );
     let endpoint = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());
     let app = AwsInstance {
@@ -206,7 +211,12 @@ fn expressions_list_every_read_and_combine_without_bind() {
     let db = f.declare(
         here,
         "db",
-        Postgres::classic("16", "db.t4g.micro", "app", pw),
+        Postgres::classic(PostgresClassic {
+            engine_version: "16",
+            instance_class: "db.t4g.micro",
+            master_username: "app",
+            master_password: pw,
+        }),
     );
     let bucket = f.declare(here, "bucket", ObjectStore::new());
     let host = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());

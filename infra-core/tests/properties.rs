@@ -118,7 +118,12 @@ fn fleet(items: &[Item], keep: impl Fn(usize) -> bool) -> Fleet {
                 databases.push(f.declare(
                     aws,
                     name,
-                    Postgres::classic("16", "db.t4g.micro", "app", password),
+                    Postgres::classic(PostgresClassic {
+                        engine_version: "16",
+                        instance_class: "db.t4g.micro",
+                        master_username: "app",
+                        master_password: password,
+                    }),
                 ));
             }
             6 => {

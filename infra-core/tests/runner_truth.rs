@@ -142,9 +142,20 @@ fn versioned(second: bool) -> Result<Fleet, infra_core::CheckReport> {
         here,
         "db",
         if second {
-            Postgres::serverless("16", Acu::halves(1), Acu::whole(4), "app", password)
+            Postgres::serverless(PostgresServerless {
+                engine_version: "16",
+                min_capacity: Acu::halves(1),
+                max_capacity: Acu::whole(4),
+                master_username: "app",
+                master_password: password,
+            })
         } else {
-            Postgres::classic("16", "db.t4g.micro", "app", password)
+            Postgres::classic(PostgresClassic {
+                engine_version: "16",
+                instance_class: "db.t4g.micro",
+                master_username: "app",
+                master_password: password,
+            })
         },
     );
     let host = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());

@@ -24,7 +24,13 @@ fn fleet(with_assets: bool) -> Result<Fleet, CheckReport> {
     let db = f.declare(
         HERE,
         "db",
-        Postgres::serverless("16", Acu::halves(1), Acu::whole(2), "app", pw),
+        Postgres::serverless(PostgresServerless {
+            engine_version: "16",
+            min_capacity: Acu::halves(1),
+            max_capacity: Acu::whole(2),
+            master_username: "app",
+            master_password: pw,
+        }),
     );
     let endpoint = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());
     f.declare(

@@ -533,12 +533,12 @@ impl FleetShape {
                         name,
                         Postgres {
                             backup_retention_days: Partial::Known(Expr::lit(knob * 3)),
-                            ..Postgres::classic(
-                                "16",
-                                "db.t4g.micro",
-                                if r.fixed == 1 { "app" } else { "admin" },
-                                password,
-                            )
+                            ..Postgres::classic(PostgresClassic {
+                                engine_version: "16",
+                                instance_class: "db.t4g.micro",
+                                master_username: if r.fixed == 1 { "app" } else { "admin" },
+                                master_password: password,
+                            })
                         },
                     );
                     databases.push((i, key));

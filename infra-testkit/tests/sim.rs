@@ -249,7 +249,12 @@ async fn aws_portable_kinds_get_server_side_values() {
     assert!(!secret.reported().contains_key("valueFrom"));
     env.set_handle(password.id(), &secret.handle);
 
-    let pg = Postgres::classic("16", "db.t4g.micro", "admin", password);
+    let pg = Postgres::classic(PostgresClassic {
+        engine_version: "16",
+        instance_class: "db.t4g.micro",
+        master_username: "admin",
+        master_password: password,
+    });
     let created = create(&*aws, PARIS, "orders", &pg, &env).await.unwrap();
     let observed = created.observed::<Postgres>().unwrap();
     assert_eq!(observed.port, 5432);

@@ -249,7 +249,12 @@ async fn a_database_changes_class_in_place_but_never_shape_nor_user_nor_shrinks(
     env.set_handle(password.id(), &secret.handle);
     let classic = Postgres {
         storage_gb: known(100),
-        ..Postgres::classic("16", "db.t4g.micro", "admin", password)
+        ..Postgres::classic(PostgresClassic {
+            engine_version: "16",
+            instance_class: "db.t4g.micro",
+            master_username: "admin",
+            master_password: password,
+        })
     };
     let db = create(&*aws, PARIS, "orders", &classic, &env)
         .await
@@ -263,12 +268,23 @@ async fn a_database_changes_class_in_place_but_never_shape_nor_user_nor_shrinks(
         (
             Postgres {
                 storage_gb: Partial::Unknown,
-                ..Postgres::serverless("16", Acu::halves(1), Acu::whole(4), "admin", password)
+                ..Postgres::serverless(PostgresServerless {
+                    engine_version: "16",
+                    min_capacity: Acu::halves(1),
+                    max_capacity: Acu::whole(4),
+                    master_username: "admin",
+                    master_password: password,
+                })
             },
             "InvalidParameterCombination",
         ),
         (
-            Postgres::classic("16", "db.t4g.micro", "root", password),
+            Postgres::classic(PostgresClassic {
+                engine_version: "16",
+                instance_class: "db.t4g.micro",
+                master_username: "root",
+                master_password: password,
+            }),
             "InvalidParameterValue",
         ),
         (
@@ -287,7 +303,12 @@ async fn a_database_changes_class_in_place_but_never_shape_nor_user_nor_shrinks(
 
     let larger = Postgres {
         storage_gb: known(200),
-        ..Postgres::classic("16", "db.t4g.large", "admin", password)
+        ..Postgres::classic(PostgresClassic {
+            engine_version: "16",
+            instance_class: "db.t4g.large",
+            master_username: "admin",
+            master_password: password,
+        })
     };
     let updated = update(&*aws, PARIS, &handle, &larger, &env).await.unwrap();
     let large = Capacity::Classic {
@@ -301,12 +322,24 @@ async fn a_database_changes_class_in_place_but_never_shape_nor_user_nor_shrinks(
     assert_eq!(updated.handle, handle);
 
     // A serverless database has no allocated storage to report, and resizes its range.
-    let serverless = Postgres::serverless("16", Acu::halves(1), Acu::whole(2), "admin", password);
+    let serverless = Postgres::serverless(PostgresServerless {
+        engine_version: "16",
+        min_capacity: Acu::halves(1),
+        max_capacity: Acu::whole(2),
+        master_username: "admin",
+        master_password: password,
+    });
     let aurora = create(&*aws, PARIS, "events", &serverless, &env)
         .await
         .unwrap();
     assert!(!aurora.reported().contains_key("storageGb"));
-    let wider = Postgres::serverless("16", Acu::halves(1), Acu::whole(8), "admin", password);
+    let wider = Postgres::serverless(PostgresServerless {
+        engine_version: "16",
+        min_capacity: Acu::halves(1),
+        max_capacity: Acu::whole(8),
+        master_username: "admin",
+        master_password: password,
+    });
     let resized = update(&*aws, PARIS, &aurora.handle, &wider, &env)
         .await
         .unwrap();
@@ -607,7 +640,12 @@ async fn a_renamed_password_secret_reaches_the_database_that_reads_it() {
         fleet.declare(
             AwsRegion::EuWest3,
             "orders",
-            Postgres::classic("16", "db.t4g.micro", "admin", password),
+            Postgres::classic(PostgresClassic {
+                engine_version: "16",
+                instance_class: "db.t4g.micro",
+                master_username: "admin",
+                master_password: password,
+            }),
         );
         fleet.build().expect("the fleet is sound")
     };

@@ -48,11 +48,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::RetryPolicy;
 use crate::backend::{Capabilities, Sighting};
-use crate::{
-    ApplyResult, Backends, Clock, NotAttemptedReason, Plan, RecordStore, RetryPolicy, Subject,
-    SystemClock,
-};
 
 mod calls;
 mod decide;
@@ -71,6 +68,25 @@ mod secrets;
 mod verdict;
 
 pub use discover::Discovery;
+
+// What an embedder driving the engine needs besides the engine itself: the results it
+// answers, the plans it carries out, the records it keeps, the clock it runs on.
+pub use crate::apply_result::{
+    Applied, ApplyResult, Change, Failed, NotAttempted, NotAttemptedReason, Pruned, Step, Subject,
+};
+pub use crate::backend::Backends;
+pub use crate::clock::{Clock, ManualClock, SystemClock};
+pub use crate::diverge::{Divergence, Repair, divergence, repair_of};
+pub use crate::env::{Dep, Env, NotYet, Nothing, ObservedValue};
+pub use crate::fleet::KindMeta;
+pub use crate::key::KeyId;
+pub use crate::merge::{Conflict, Side, WriterConflict, merge_writers};
+pub use crate::plan::{ForeignKey, Plan, PlanConflict};
+pub use crate::records::{
+    CacheEntry, FileStore, Ledger, LedgerRow, LockError, LockGuard, LockHolder, MemoryStore,
+    RecordError, RecordStore, lock_fleet,
+};
+pub use crate::settle::{MapEnv, settle};
 pub use error::ApplyError;
 pub use proposal::{
     FileOptions, Fingerprint, PLAN_FILE_VERSION, PlanFile, Proposal, ResourceDigest,

@@ -596,44 +596,76 @@ pub struct Postgres {
     pub tags: Partial<Expr<Tags>>,
 }
 
+/// The parts of a provisioned database, named so that no two strings can be swapped:
+/// the argument of [`Postgres::classic`].
+#[derive(Clone, Copy, Debug)]
+pub struct PostgresClassic<'a> {
+    /// The engine's major version (`"16"`).
+    pub engine_version: &'a str,
+    /// The instance class (`"db.t4g.micro"`).
+    pub instance_class: &'a str,
+    /// The administrator's user name.
+    pub master_username: &'a str,
+    /// The administrator's password: one of this fleet's secrets.
+    pub master_password: Key<Secrets>,
+}
+
+/// The parts of a serverless database, named: the argument of [`Postgres::serverless`].
+#[derive(Clone, Copy, Debug)]
+pub struct PostgresServerless<'a> {
+    /// The engine's major version (`"16"`).
+    pub engine_version: &'a str,
+    /// The least capacity it scales down to.
+    pub min_capacity: Acu,
+    /// The most capacity it scales up to.
+    pub max_capacity: Acu,
+    /// The administrator's user name.
+    pub master_username: &'a str,
+    /// The administrator's password: one of this fleet's secrets.
+    pub master_password: Key<Secrets>,
+}
+
 impl Postgres {
-    /// A provisioned database of an instance class.
-    pub fn classic(
-        engine_version: impl Into<String>,
-        instance_class: impl Into<String>,
-        master_username: impl Into<String>,
-        master_password: Key<Secrets>,
-    ) -> Self {
+    /// A provisioned database of an instance class, from its named parts:
+    ///
+    /// ```
+    /// # use infra_core::prelude::*;
+    /// # use infra_core::kinds::*;
+    /// # let mut f = Fleet::builder("shop");
+    /// # let password = f.declare(AwsRegion::EuWest3, "db-password", Secrets::generated(32));
+    /// let db = Postgres::classic(PostgresClassic {
+    ///     engine_version: "16",
+    ///     instance_class: "db.t4g.micro",
+    ///     master_username: "app",
+    ///     master_password: password,
+    /// });
+    /// # let _ = db;
+    /// ```
+    pub fn classic(parts: PostgresClassic<'_>) -> Self {
         Postgres {
-            engine_version: Expr::lit(engine_version.into()),
+            engine_version: Expr::lit(parts.engine_version.to_owned()),
             capacity: Expr::lit(Capacity::Classic {
-                instance_class: instance_class.into(),
+                instance_class: parts.instance_class.to_owned(),
             }),
             storage_gb: Partial::Unknown,
-            master_username: Expr::lit(master_username.into()),
-            master_password,
+            master_username: Expr::lit(parts.master_username.to_owned()),
+            master_password: parts.master_password,
             backup_retention_days: Partial::Unknown,
             tags: Partial::Unknown,
         }
     }
 
-    /// A serverless database scaling between two capacities.
-    pub fn serverless(
-        engine_version: impl Into<String>,
-        min_capacity: Acu,
-        max_capacity: Acu,
-        master_username: impl Into<String>,
-        master_password: Key<Secrets>,
-    ) -> Self {
+    /// A serverless database scaling between two capacities, from its named parts.
+    pub fn serverless(parts: PostgresServerless<'_>) -> Self {
         Postgres {
-            engine_version: Expr::lit(engine_version.into()),
+            engine_version: Expr::lit(parts.engine_version.to_owned()),
             capacity: Expr::lit(Capacity::Serverless {
-                min_capacity,
-                max_capacity,
+                min_capacity: parts.min_capacity,
+                max_capacity: parts.max_capacity,
             }),
             storage_gb: Partial::Unknown,
-            master_username: Expr::lit(master_username.into()),
-            master_password,
+            master_username: Expr::lit(parts.master_username.to_owned()),
+            master_password: parts.master_password,
             backup_retention_days: Partial::Unknown,
             tags: Partial::Unknown,
         }

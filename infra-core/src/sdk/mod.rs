@@ -33,10 +33,15 @@ pub use crate::backend::{
     RetryPolicy, SettledSpec, Sighting, Unreachable, strip_marker, with_retries,
 };
 pub use crate::clock::{Clock, ManualClock, SystemClock};
+pub use crate::env::{Dep, Env, NotYet, Nothing, ObservedValue};
 pub use crate::error::{BackendError, ErrorKind};
+pub use crate::expr::Value;
 pub use crate::field::{Field, FieldInfo, Mutability};
 pub use crate::key::Handle;
-pub use crate::kind::{Kind, Spec};
+pub use crate::kind::{Kind, Spec, default_name_rule};
+pub use crate::merge::{Conflict, Merge};
 pub use crate::partial::Partial;
-pub use crate::provider::{Provider, Region};
+pub use crate::provider::{Provider, Region, Supports};
+pub use crate::refine::Refines;
 pub use crate::secret::SecretString;
+pub use infra_derive::Spec;

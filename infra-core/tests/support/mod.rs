@@ -97,7 +97,12 @@ pub fn staged(stage: Stage) -> Fleet {
         "db",
         Postgres {
             backup_retention_days: known(if big { 14 } else { 7 }),
-            ..Postgres::classic("16", "db.t4g.micro", "app", password)
+            ..Postgres::classic(PostgresClassic {
+                engine_version: "16",
+                instance_class: "db.t4g.micro",
+                master_username: "app",
+                master_password: password,
+            })
         },
     );
     let host = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());

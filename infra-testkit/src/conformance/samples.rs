@@ -146,7 +146,12 @@ where
             storage_gb: known(20),
             backup_retention_days: known(if variant == Variant::Mutable { 14 } else { 7 }),
             tags: tags(Variant::Base),
-            ..Postgres::classic("16", postgres_class(P::ID), user, password)
+            ..Postgres::classic(PostgresClassic {
+                engine_version: "16",
+                instance_class: postgres_class(P::ID),
+                master_username: user,
+                master_password: password,
+            })
         },
     );
 }

@@ -70,7 +70,7 @@ fn spec(row: &LedgerRow, attrs: &Map<String, Value>) -> String {
             literal("Queues", &fields)
         }
         "postgres" => format!(
-            "Postgres::classic({:?}, {:?}, {:?}, /* the key of the secret holding its master password */)",
+            "Postgres::classic(PostgresClassic {{ engine_version: {:?}, instance_class: {:?}, master_username: {:?}, master_password: /* the key of the secret holding its master password */ }})",
             major(&text(attrs, "engine_version").unwrap_or_default()),
             text(attrs, "instance_class").unwrap_or_default(),
             text(attrs, "username").unwrap_or_default(),
