@@ -10,6 +10,36 @@
 //! }
 //! ```
 //!
+//! # Backends that load asynchronously
+//!
+//! A real cloud's backend loads its credentials asynchronously, so [`run_async`] takes an
+//! async factory; like [`run`]'s, it is called (and awaited) only for the verbs that
+//! need backends, never for `check`, `force-unlock` or `records migrate`:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//!
+//! use infra_core::{AwsRegion, Backend, Backends, Fleet, Unreachable, kinds::ObjectStore};
+//!
+//! /// Stands in for `infra_aws::AwsBackend::from_env`, which loads AWS's credentials.
+//! async fn from_env() -> Arc<dyn Backend> {
+//!     Arc::new(Unreachable::new("aws", "a stand-in for the AWS backend"))
+//! }
+//!
+//! fn main() -> std::process::ExitCode {
+//!     let mut fleet = Fleet::builder("shop");
+//!     fleet.declare(AwsRegion::EuWest3, "shop-assets", ObjectStore::new());
+//!     infra_core::cli::run_async(fleet.build(), async |_fleet| {
+//!         Backends::new().with(from_env().await)
+//!     })
+//! }
+//! ```
+//!
+//! With the `infra-aws` crate the factory is
+//! `async |_fleet| Backends::new().with(infra_aws::AwsBackend::from_env().await)`
+//! (`examples/aws-fleet` in the repository is such a binary). [`run_with_async`] is the
+//! in-process twin of [`run_with`], for tests and embedding.
+//!
 //! Verbs: `check` (offline), `refresh`, `plan`, `apply`, `destroy`, `discover`,
 //! `force-unlock`, `records migrate`. Reports
 //! and JSON go to standard output; logs (`-v`, `-vv`), progress, questions and errors to
@@ -114,6 +144,17 @@ pub fn run<F>(fleet: Result<Fleet, CheckReport>, backends: F) -> ExitCode
 where
     F: FnOnce(&Fleet) -> Backends,
 {
+    run_async(fleet, async move |fleet: &Fleet| backends(fleet))
+}
+
+/// [`run`] with a factory that awaits: the form for real clouds, whose backends load
+/// their credentials asynchronously (`infra_aws::AwsBackend::from_env().await`). The
+/// factory is awaited only for the verbs that need backends, inside the runner's own
+/// runtime (so it may use Tokio).
+pub fn run_async<F>(fleet: Result<Fleet, CheckReport>, backends: F) -> ExitCode
+where
+    F: AsyncFnOnce(&Fleet) -> Backends,
+{
     let args = match Args::try_parse() {
         Ok(args) => args,
         Err(e) => return usage(&e),
@@ -159,6 +200,28 @@ where
     T: Into<std::ffi::OsString> + Clone,
     F: FnOnce(&Fleet) -> Backends,
 {
+    run_with_async(
+        argv,
+        fleet,
+        async move |fleet: &Fleet| backends(fleet),
+        console,
+    )
+    .await
+}
+
+/// [`run_with`] with a factory that awaits, as [`run_async`] takes: it is awaited only
+/// for the verbs that need backends.
+pub async fn run_with_async<I, T, F>(
+    argv: I,
+    fleet: Result<Fleet, CheckReport>,
+    backends: F,
+    console: &mut Console,
+) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+    F: AsyncFnOnce(&Fleet) -> Backends,
+{
     match Args::try_parse_from(argv) {
         Ok(args) => execute(args, fleet, backends, console).await,
         Err(e) => {
@@ -199,7 +262,7 @@ async fn execute<F>(
     console: &mut Console,
 ) -> u8
 where
-    F: FnOnce(&Fleet) -> Backends,
+    F: AsyncFnOnce(&Fleet) -> Backends,
 {
     let mut io = Io::new(console);
     let code = match fleet {
@@ -215,7 +278,7 @@ where
 
 async fn dispatch<F>(args: Args, fleet: &Fleet, backends: F, io: &mut Io<'_>) -> u8
 where
-    F: FnOnce(&Fleet) -> Backends,
+    F: AsyncFnOnce(&Fleet) -> Backends,
 {
     if let Verb::Check = args.verb {
         return verbs::check(io, fleet);
@@ -228,7 +291,7 @@ where
     if let Some(code) = about_the_store(&args, fleet, &*records, io).await {
         return code;
     }
-    let mut engine = Engine::new(backends(fleet), records.clone());
+    let mut engine = Engine::new(backends(fleet).await, records.clone());
     engine = verbs::with_progress(engine, io.progress());
     // One writer per fleet: the lock is held from the first read of the records to
     // the last write.
