@@ -108,6 +108,7 @@
 //! standard output (a full disk, a closed pipe) exits 1 whatever the verb.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser;
 
@@ -125,7 +126,7 @@ pub use crate::engine::Progress;
 pub use console::{Console, ProgressStyle};
 pub use render::render_result;
 
-use crate::{ApplyError, Backends, CheckReport, Engine, Fleet, LockGuard, Plan};
+use crate::{ApplyError, Backends, CheckReport, Engine, Fleet, LockGuard, Plan, Unreachable};
 use args::{Args, RecordsVerb, Verb};
 use console::Io;
 
@@ -291,7 +292,11 @@ where
     if let Some(code) = about_the_store(&args, fleet, &*records, io).await {
         return code;
     }
-    let mut engine = Engine::new(backends(fleet).await, records.clone());
+    let mut backends = backends(fleet).await;
+    if reaches_clouds(&args.verb) {
+        say_why_unreachable(io, &mut backends);
+    }
+    let mut engine = Engine::new(backends, records.clone());
     engine = verbs::with_progress(engine, io.progress());
     // One writer per fleet: the lock is held from the first read of the records to
     // the last write.
@@ -305,6 +310,52 @@ where
         None
     };
     run_verb(args.verb, fleet, &engine, io).await
+}
+
+/// Whether the verb calls the clouds (`state list`, `state show`, `forget` and `graph`
+/// without `--plan` read only the records and the declaration).
+fn reaches_clouds(verb: &Verb) -> bool {
+    use args::StateCommand;
+    match verb {
+        Verb::Refresh
+        | Verb::Plan { .. }
+        | Verb::Apply { .. }
+        | Verb::Destroy { .. }
+        | Verb::Discover
+        | Verb::State {
+            command: StateCommand::Mv { .. },
+        }
+        | Verb::Graph { plan: true }
+        | Verb::ImportTfstate { .. } => true,
+        Verb::Check
+        | Verb::ForceUnlock { .. }
+        | Verb::Records(_)
+        | Verb::State { .. }
+        | Verb::Forget { .. }
+        | Verb::Graph { plan: false } => false,
+    }
+}
+
+/// An unreachable backend whose reason runs to several lines (what was looked for, what
+/// to do) has it said once, in full, on standard error; the report of each resource
+/// then carries only its first line, and points there.
+fn say_why_unreachable(io: &mut Io<'_>, backends: &mut Backends) {
+    let providers: Vec<&'static str> = backends.providers().collect();
+    for provider in providers {
+        let Some(why) = backends.get(provider).and_then(|b| b.unreachable()) else {
+            continue;
+        };
+        let Some((summary, _)) = why.split_once('\n') else {
+            continue;
+        };
+        let text = render::paint(
+            io.colour(),
+            &format!("error: {provider} is unreachable: {why}"),
+        );
+        io.err(&text);
+        let summary = format!("{} (see standard error)", summary.trim_end());
+        backends.insert(Arc::new(Unreachable::new(provider, summary)));
+    }
 }
 
 /// The verbs about the store itself, which need no backend: `force-unlock` and
