@@ -127,3 +127,61 @@ async fn a_refused_fleet_never_calls_an_async_factory() {
     assert_eq!(code, 1);
     assert!(s.err.take().starts_with("error: "));
 }
+
+#[tokio::test]
+async fn a_long_unreachable_reason_is_said_once_on_standard_error() {
+    let why = "no credentials were found\nlooked for:\n  1. here: not set";
+    let blind = || Backends::new().with(Arc::new(infra_core::Unreachable::new("aws", why)));
+    let mut s = answering(false, true);
+    let state = s.state.path().to_str().unwrap().to_owned();
+    for verb in [&["plan"][..], &["apply", "--yes"]] {
+        let mut argv = vec!["infra-test", "--state-dir", &state];
+        argv.extend_from_slice(verb);
+        let backends = blind();
+        let code = run_with_async(argv, fleet(), async |_: &Fleet| backends, &mut s.console).await;
+        let (out, err) = (s.out.take(), s.err.take());
+        assert_eq!(code, 1, "{verb:?}");
+        assert_eq!(
+            err.trim_end(),
+            format!("error: aws is unreachable: {why}"),
+            "{verb:?}"
+        );
+        assert!(
+            out.contains("aws is unreachable: no credentials were found (see standard error)"),
+            "{verb:?}: {out}"
+        );
+        assert!(!out.contains("looked for"), "{verb:?}: {out}");
+    }
+
+    // A verb that reads only the records says nothing about the clouds.
+    let backends = blind();
+    let code = run_with_async(
+        ["infra-test", "--state-dir", &state, "state", "list"],
+        fleet(),
+        async |_: &Fleet| backends,
+        &mut s.console,
+    )
+    .await;
+    assert_eq!(code, 0);
+    assert!(!s.err.take().contains("unreachable"));
+
+    // A reason of one line is left as it was: the report of each resource holds it.
+    let backends = Backends::new().with(Arc::new(infra_core::Unreachable::new(
+        "aws",
+        "no AWS credentials were found",
+    )));
+    let code = run_with_async(
+        ["infra-test", "--state-dir", &state, "plan"],
+        fleet(),
+        async |_: &Fleet| backends,
+        &mut s.console,
+    )
+    .await;
+    assert_eq!(code, 1);
+    assert_eq!(s.err.take(), "");
+    assert!(
+        s.out
+            .take()
+            .contains("aws is unreachable: no AWS credentials were found\n")
+    );
+}

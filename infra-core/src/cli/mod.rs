@@ -45,7 +45,11 @@
 //! and JSON go to standard output; logs (`-v`, `-vv`), progress, questions and errors to
 //! standard error (with `--json`, the plan an apply shows goes there too, so that
 //! standard output holds one JSON document). Colour and cursor control only on a
-//! terminal that takes them: never with `NO_COLOR` set or `TERM=dumb`.
+//! terminal that takes them: never with `NO_COLOR` set or `TERM=dumb`. A backend that
+//! is unreachable for a reason of several lines (what was looked for and what to do, as
+//! `infra_aws::AwsBackend::from_env` gives without credentials) has it said once, in
+//! full, on standard error by every verb that reaches the clouds; beside each resource
+//! the report carries its first line.
 //!
 //! The records by hand: `state list` and `state show ADDRESS` (read them), `state mv OLD
 //! NEW`, `forget ADDRESS` (touches no cloud), `import-tfstate FILE` (takes over what a
