@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod clients;
+mod credentials;
 #[cfg(feature = "ec2")]
 mod ec2;
 #[cfg(feature = "ecr")]
@@ -87,23 +88,12 @@ impl AwsBackend {
     /// (`AWS_PROFILE`, `AWS_REGION`, `AWS_ENDPOINT_URL`, the environment's keys, SSO,
     /// instance roles). When no credentials can be found, the backend returned is
     /// [`Unreachable`] and says why, so that the engine refuses to act on AWS rather than
-    /// read its silence as agreement.
+    /// read its silence as agreement: its reason names every source that was looked at,
+    /// what was seen there (never a secret) and what to do.
     pub async fn from_env() -> Arc<dyn Backend> {
-        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let why = match config.credentials_provider() {
-            None => Some("no AWS credentials provider is configured".to_owned()),
-            Some(provider) => {
-                use aws_credential_types::provider::ProvideCredentials as _;
-                provider
-                    .provide_credentials()
-                    .await
-                    .err()
-                    .map(|e| format!("no AWS credentials could be loaded ({e})"))
-            }
-        };
-        match why {
-            Some(why) => Arc::new(Unreachable::new("aws", why)),
-            None => Arc::new(AwsBackend::new(config)),
+        match credentials::load().await {
+            Ok(config) => Arc::new(AwsBackend::new(config)),
+            Err(why) => Arc::new(Unreachable::new("aws", why)),
         }
     }
 

@@ -10,12 +10,46 @@
 //! }
 //! ```
 //!
+//! # Backends that load asynchronously
+//!
+//! A real cloud's backend loads its credentials asynchronously, so [`run_async`] takes an
+//! async factory; like [`run`]'s, it is called (and awaited) only for the verbs that
+//! need backends, never for `check`, `force-unlock` or `records migrate`:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//!
+//! use infra_core::{AwsRegion, Backend, Backends, Fleet, Unreachable, kinds::ObjectStore};
+//!
+//! /// Stands in for `infra_aws::AwsBackend::from_env`, which loads AWS's credentials.
+//! async fn from_env() -> Arc<dyn Backend> {
+//!     Arc::new(Unreachable::new("aws", "a stand-in for the AWS backend"))
+//! }
+//!
+//! fn main() -> std::process::ExitCode {
+//!     let mut fleet = Fleet::builder("shop");
+//!     fleet.declare(AwsRegion::EuWest3, "shop-assets", ObjectStore::new());
+//!     infra_core::cli::run_async(fleet.build(), async |_fleet| {
+//!         Backends::new().with(from_env().await)
+//!     })
+//! }
+//! ```
+//!
+//! With the `infra-aws` crate the factory is
+//! `async |_fleet| Backends::new().with(infra_aws::AwsBackend::from_env().await)`
+//! (`examples/aws-fleet` in the repository is such a binary). [`run_with_async`] is the
+//! in-process twin of [`run_with`], for tests and embedding.
+//!
 //! Verbs: `check` (offline), `refresh`, `plan`, `apply`, `destroy`, `discover`,
 //! `force-unlock`, `records migrate`. Reports
 //! and JSON go to standard output; logs (`-v`, `-vv`), progress, questions and errors to
 //! standard error (with `--json`, the plan an apply shows goes there too, so that
 //! standard output holds one JSON document). Colour and cursor control only on a
-//! terminal that takes them: never with `NO_COLOR` set or `TERM=dumb`.
+//! terminal that takes them: never with `NO_COLOR` set or `TERM=dumb`. A backend that
+//! is unreachable for a reason of several lines (what was looked for and what to do, as
+//! `infra_aws::AwsBackend::from_env` gives without credentials) has it said once, in
+//! full, on standard error by every verb that reaches the clouds; beside each resource
+//! the report carries its first line.
 //!
 //! The records by hand: `state list` and `state show ADDRESS` (read them), `state mv OLD
 //! NEW`, `forget ADDRESS` (touches no cloud), `import-tfstate FILE` (takes over what a
@@ -78,6 +112,7 @@
 //! standard output (a full disk, a closed pipe) exits 1 whatever the verb.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser;
 
@@ -95,7 +130,7 @@ pub use crate::engine::Progress;
 pub use console::{Console, ProgressStyle};
 pub use render::render_result;
 
-use crate::{ApplyError, Backends, CheckReport, Engine, Fleet, LockGuard, Plan};
+use crate::{ApplyError, Backends, CheckReport, Engine, Fleet, LockGuard, Plan, Unreachable};
 use args::{Args, RecordsVerb, Verb};
 use console::Io;
 
@@ -113,6 +148,17 @@ Exit codes:
 pub fn run<F>(fleet: Result<Fleet, CheckReport>, backends: F) -> ExitCode
 where
     F: FnOnce(&Fleet) -> Backends,
+{
+    run_async(fleet, async move |fleet: &Fleet| backends(fleet))
+}
+
+/// [`run`] with a factory that awaits: the form for real clouds, whose backends load
+/// their credentials asynchronously (`infra_aws::AwsBackend::from_env().await`). The
+/// factory is awaited only for the verbs that need backends, inside the runner's own
+/// runtime (so it may use Tokio).
+pub fn run_async<F>(fleet: Result<Fleet, CheckReport>, backends: F) -> ExitCode
+where
+    F: AsyncFnOnce(&Fleet) -> Backends,
 {
     let args = match Args::try_parse() {
         Ok(args) => args,
@@ -159,6 +205,28 @@ where
     T: Into<std::ffi::OsString> + Clone,
     F: FnOnce(&Fleet) -> Backends,
 {
+    run_with_async(
+        argv,
+        fleet,
+        async move |fleet: &Fleet| backends(fleet),
+        console,
+    )
+    .await
+}
+
+/// [`run_with`] with a factory that awaits, as [`run_async`] takes: it is awaited only
+/// for the verbs that need backends.
+pub async fn run_with_async<I, T, F>(
+    argv: I,
+    fleet: Result<Fleet, CheckReport>,
+    backends: F,
+    console: &mut Console,
+) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+    F: AsyncFnOnce(&Fleet) -> Backends,
+{
     match Args::try_parse_from(argv) {
         Ok(args) => execute(args, fleet, backends, console).await,
         Err(e) => {
@@ -199,7 +267,7 @@ async fn execute<F>(
     console: &mut Console,
 ) -> u8
 where
-    F: FnOnce(&Fleet) -> Backends,
+    F: AsyncFnOnce(&Fleet) -> Backends,
 {
     let mut io = Io::new(console);
     let code = match fleet {
@@ -215,7 +283,7 @@ where
 
 async fn dispatch<F>(args: Args, fleet: &Fleet, backends: F, io: &mut Io<'_>) -> u8
 where
-    F: FnOnce(&Fleet) -> Backends,
+    F: AsyncFnOnce(&Fleet) -> Backends,
 {
     if let Verb::Check = args.verb {
         return verbs::check(io, fleet);
@@ -228,7 +296,11 @@ where
     if let Some(code) = about_the_store(&args, fleet, &*records, io).await {
         return code;
     }
-    let mut engine = Engine::new(backends(fleet), records.clone());
+    let mut backends = backends(fleet).await;
+    if reaches_clouds(&args.verb) {
+        say_why_unreachable(io, &mut backends);
+    }
+    let mut engine = Engine::new(backends, records.clone());
     engine = verbs::with_progress(engine, io.progress());
     // One writer per fleet: the lock is held from the first read of the records to
     // the last write.
@@ -242,6 +314,52 @@ where
         None
     };
     run_verb(args.verb, fleet, &engine, io).await
+}
+
+/// Whether the verb calls the clouds (`state list`, `state show`, `forget` and `graph`
+/// without `--plan` read only the records and the declaration).
+fn reaches_clouds(verb: &Verb) -> bool {
+    use args::StateCommand;
+    match verb {
+        Verb::Refresh
+        | Verb::Plan { .. }
+        | Verb::Apply { .. }
+        | Verb::Destroy { .. }
+        | Verb::Discover
+        | Verb::State {
+            command: StateCommand::Mv { .. },
+        }
+        | Verb::Graph { plan: true }
+        | Verb::ImportTfstate { .. } => true,
+        Verb::Check
+        | Verb::ForceUnlock { .. }
+        | Verb::Records(_)
+        | Verb::State { .. }
+        | Verb::Forget { .. }
+        | Verb::Graph { plan: false } => false,
+    }
+}
+
+/// An unreachable backend whose reason runs to several lines (what was looked for, what
+/// to do) has it said once, in full, on standard error; the report of each resource
+/// then carries only its first line, and points there.
+fn say_why_unreachable(io: &mut Io<'_>, backends: &mut Backends) {
+    let providers: Vec<&'static str> = backends.providers().collect();
+    for provider in providers {
+        let Some(why) = backends.get(provider).and_then(|b| b.unreachable()) else {
+            continue;
+        };
+        let Some((summary, _)) = why.split_once('\n') else {
+            continue;
+        };
+        let text = render::paint(
+            io.colour(),
+            &format!("error: {provider} is unreachable: {why}"),
+        );
+        io.err(&text);
+        let summary = format!("{} (see standard error)", summary.trim_end());
+        backends.insert(Arc::new(Unreachable::new(provider, summary)));
+    }
 }
 
 /// The verbs about the store itself, which need no backend: `force-unlock` and
