@@ -68,8 +68,17 @@ pub use secret::SecretString;
 pub use settle::{MapEnv, settle};
 pub use status::Status;
 
+/// What the derive macros of `infra-derive` name in the code they write: stable paths
+/// that do not depend on which face re-exports an item.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::env::{Dep, Env, NotYet};
+    pub use crate::field::{Field, FieldInfo, Mutability};
+    pub use crate::key::Handle;
+    pub use crate::kind::{Kind, Spec};
+    pub use crate::merge::{Conflict, Merge};
+    pub use crate::partial::Partial;
+    pub use crate::refine::Refines;
     pub use serde;
 }
 

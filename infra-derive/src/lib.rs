@@ -147,10 +147,10 @@ fn settled_type(ty: &Type) -> Tokens {
         let name = last.ident.to_string();
         match (name.as_str(), types.as_slice()) {
             ("Expr", [inner]) => return quote!(#inner),
-            ("Key", [inner]) => return quote!(::infra_core::Handle<#inner>),
+            ("Key", [inner]) => return quote!(::infra_core::__private::Handle<#inner>),
             ("Partial", [inner]) => {
                 let inner = settled_type(inner);
-                return quote!(::infra_core::Partial<#inner>);
+                return quote!(::infra_core::__private::Partial<#inner>);
             }
             ("Option", [inner]) => {
                 let inner = settled_type(inner);
@@ -167,7 +167,7 @@ fn settled_type(ty: &Type) -> Tokens {
             _ => {}
         }
     }
-    quote!(<#ty as ::infra_core::Field>::Settled)
+    quote!(<#ty as ::infra_core::__private::Field>::Settled)
 }
 
 /// Whether a type names one of `names` anywhere in it (`Partial<Expr<BTreeSet<_>>>`
@@ -255,7 +255,7 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
             if is_partial(f.ty) {
                 settled.clone()
             } else {
-                quote!(::infra_core::Partial<#settled>)
+                quote!(::infra_core::__private::Partial<#settled>)
             }
         })
         .collect();
@@ -264,11 +264,11 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
         .map(|f| {
             let ident = f.ident;
             if is_partial(f.ty) {
-                quote!(::infra_core::Field::settle(&self.#ident, env).unwrap_or_default())
+                quote!(::infra_core::__private::Field::settle(&self.#ident, env).unwrap_or_default())
             } else {
-                quote!(match ::infra_core::Field::settle(&self.#ident, env) {
-                    ::core::result::Result::Ok(v) => ::infra_core::Partial::Known(v),
-                    ::core::result::Result::Err(_) => ::infra_core::Partial::Unknown,
+                quote!(match ::infra_core::__private::Field::settle(&self.#ident, env) {
+                    ::core::result::Result::Ok(v) => ::infra_core::__private::Partial::Known(v),
+                    ::core::result::Result::Err(_) => ::infra_core::__private::Partial::Unknown,
                 })
             }
         })
@@ -290,9 +290,9 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
         .map(|f| {
             let wire = &f.wire;
             let repair = if f.attrs.replace {
-                quote!(::infra_core::Mutability::ForcesReplace)
+                quote!(::infra_core::__private::Mutability::ForcesReplace)
             } else {
-                quote!(::infra_core::Mutability::Mutable)
+                quote!(::infra_core::__private::Mutability::Mutable)
             };
             let if_set = f.attrs.if_set;
             let instruction = match &f.attrs.instruction {
@@ -306,7 +306,7 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
                 Some(path) => quote!(::core::option::Option::Some(#path)),
                 None => quote!(::core::option::Option::None),
             };
-            quote!(::infra_core::FieldInfo {
+            quote!(::infra_core::__private::FieldInfo {
                 name: #wire,
                 mutability: #repair,
                 compare_if_set: #if_set,
@@ -321,7 +321,7 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
     let refines_body = if idents.is_empty() {
         quote!(true)
     } else {
-        quote!(#( ::infra_core::Refines::refines(&self.#idents, &other.#idents) )&&*)
+        quote!(#( ::infra_core::__private::Refines::refines(&self.#idents, &other.#idents) )&&*)
     };
 
     let core = quote! {
@@ -339,7 +339,7 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
                 use ::infra_core::__private::serde::ser::SerializeMap as _;
                 let mut map = serializer.serialize_map(::core::option::Option::None)?;
                 #(
-                    if !<#types as ::infra_core::Field>::settled_is_unsaid(&self.#idents) {
+                    if !<#types as ::infra_core::__private::Field>::settled_is_unsaid(&self.#idents) {
                         map.serialize_entry(#wires, &self.#idents)?;
                     }
                 )*
@@ -377,7 +377,7 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
                 use ::infra_core::__private::serde::ser::SerializeMap as _;
                 let mut map = serializer.serialize_map(::core::option::Option::None)?;
                 #(
-                    if !::infra_core::Field::is_unsaid(&self.#idents) {
+                    if !::infra_core::__private::Field::is_unsaid(&self.#idents) {
                         map.serialize_entry(#wires, &self.#idents)?;
                     }
                 )*
@@ -385,37 +385,37 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
             }
         }
 
-        impl ::infra_core::Refines for #name {
+        impl ::infra_core::__private::Refines for #name {
             fn refines(&self, other: &Self) -> bool {
                 #refines_body
             }
         }
 
-        impl ::infra_core::Merge for #name {
-            fn merge(&self, other: &Self) -> ::core::result::Result<Self, ::infra_core::Conflict> {
+        impl ::infra_core::__private::Merge for #name {
+            fn merge(&self, other: &Self) -> ::core::result::Result<Self, ::infra_core::__private::Conflict> {
                 ::core::result::Result::Ok(Self {
                     #(
-                        #idents: ::infra_core::Merge::merge(&self.#idents, &other.#idents)
+                        #idents: ::infra_core::__private::Merge::merge(&self.#idents, &other.#idents)
                             .map_err(|c| c.within(#wires))?,
                     )*
                 })
             }
         }
 
-        impl ::infra_core::Field for #name {
+        impl ::infra_core::__private::Field for #name {
             type Settled = #settled;
 
-            fn deps(&self, out: &mut ::std::vec::Vec<::infra_core::Dep>) {
-                #( ::infra_core::Field::deps(&self.#idents, out); )*
+            fn deps(&self, out: &mut ::std::vec::Vec<::infra_core::__private::Dep>) {
+                #( ::infra_core::__private::Field::deps(&self.#idents, out); )*
                 let _ = out;
             }
 
             fn settle(
                 &self,
-                env: &dyn ::infra_core::Env,
-            ) -> ::core::result::Result<#settled, ::infra_core::NotYet> {
-                let mut not_yet = ::infra_core::NotYet::default();
-                #( let #idents = not_yet.take(::infra_core::Field::settle(&self.#idents, env)); )*
+                env: &dyn ::infra_core::__private::Env,
+            ) -> ::core::result::Result<#settled, ::infra_core::__private::NotYet> {
+                let mut not_yet = ::infra_core::__private::NotYet::default();
+                #( let #idents = not_yet.take(::infra_core::__private::Field::settle(&self.#idents, env)); )*
                 let ( #( ::core::option::Option::Some(#idents), )* ) = ( #( #idents, )* ) else {
                     return ::core::result::Result::Err(not_yet);
                 };
@@ -424,11 +424,11 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
             }
         }
 
-        impl ::infra_core::Spec for #name {
-            const FIELDS: &'static [::infra_core::FieldInfo] = &[ #( #infos )* ];
+        impl ::infra_core::__private::Spec for #name {
+            const FIELDS: &'static [::infra_core::__private::FieldInfo] = &[ #( #infos )* ];
             type Reported = #reported;
 
-            fn settle_lenient(&self, env: &dyn ::infra_core::Env) -> #reported {
+            fn settle_lenient(&self, env: &dyn ::infra_core::__private::Env) -> #reported {
                 let _ = env;
                 #reported { #( #idents: #lenient, )* }
             }
@@ -448,7 +448,7 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
                 .map(|p| quote!(fn check_name(name: &str) -> ::core::result::Result<(), ::std::string::String> { #p(name) }))
                 .unwrap_or_default();
             quote! {
-                impl ::infra_core::Kind for #name {
+                impl ::infra_core::__private::Kind for #name {
                     const ID: &'static str = #kind;
                     type Observed = #observed;
 
