@@ -60,10 +60,7 @@ fn plan(c: &mut Criterion) {
         // The world: the first two thirds applied, the first third of them at size 1.
         let (engine, _cloud) = instant_engine();
         let (before, _) = dag_sized(n, 50, 11, |i| if i < n / 3 { 1 } else { 2 });
-        let first_two_thirds = Options {
-            targets: (0..2 * n / 3).map(|i| format!("n{i}")).collect(),
-            ..Options::default()
-        };
+        let first_two_thirds = Options::default().targets((0..2 * n / 3).map(|i| format!("n{i}")));
         rt.block_on(engine.apply(&before.plan(), &first_two_thirds))
             .expect("the world is built");
         let (fleet, _) = dag_sized(n, 50, 11, |_| 2);
@@ -96,10 +93,7 @@ fn schedule(c: &mut Criterion) {
         group.throughput(Throughput::Elements(n as u64));
         let (fleet, _) = dag(n, 50, 13);
         let plan = fleet.plan();
-        let options = Options {
-            parallelism: 16,
-            ..Options::default()
-        };
+        let options = Options::default().parallelism(16);
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
             b.iter_batched(
                 || instant_engine().0,

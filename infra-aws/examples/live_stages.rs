@@ -69,10 +69,7 @@ async fn main() -> ExitCode {
         Backends::new().with(Arc::clone(&backend)),
         Arc::new(MemoryStore::new()),
     );
-    let force = Options {
-        force: true,
-        ..Options::default()
-    };
+    let force = Options::default().force(true);
     for stage in 0..4u8 {
         let fleet = staged(&prefix, stage);
         match engine.apply(&fleet.plan(), &force).await {

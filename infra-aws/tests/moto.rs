@@ -425,13 +425,7 @@ async fn the_staged_scenario_runs_on_moto_and_leaves_nothing_behind() {
     for stage in 0..4 {
         let fleet = staged(&prefix, &kinds, stage);
         let outcome = engine
-            .apply(
-                &fleet.plan(),
-                &Options {
-                    force: true,
-                    ..Options::default()
-                },
-            )
+            .apply(&fleet.plan(), &Options::default().force(true))
             .await
             .unwrap_or_else(|e| panic!("stage {stage}: {e}"));
         assert!(

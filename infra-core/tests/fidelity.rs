@@ -323,10 +323,7 @@ async fn a_renamed_password_secret_reaches_its_database_across_clouds_one_call_a
     for parallelism in [1, 16] {
         let cloud = support::cloud(55);
         let (engine, _) = support::engine_in_memory(&cloud);
-        let options = Options {
-            parallelism,
-            ..Options::default()
-        };
+        let options = Options::default().parallelism(parallelism);
         let first = engine.apply(&declare("pw").plan(), &options).await.unwrap();
         assert!(first.is_success(), "{:#?}", first.result);
         let renamed = engine

@@ -366,10 +366,7 @@ async fn target_takes_dependencies_along_and_exclude_leaves_dependants_out() {
     let cloud = support::cloud(9);
     let (engine, _) = support::engine_in_memory(&cloud);
     let fleet = small(&[]);
-    let only_app = Options {
-        targets: vec!["app".into()],
-        ..Options::default()
-    };
+    let only_app = Options::default().targets(["app"]);
     let outcome = engine.apply(&fleet.plan(), &only_app).await.unwrap();
     let created: BTreeSet<&str> = outcome
         .result
@@ -393,10 +390,7 @@ async fn target_takes_dependencies_along_and_exclude_leaves_dependants_out() {
 
     let cloud = support::cloud(10);
     let (engine, _) = support::engine_in_memory(&cloud);
-    let without_web = Options {
-        excludes: vec!["aws/securityGroup/web".into()],
-        ..Options::default()
-    };
+    let without_web = Options::default().excludes(["aws/securityGroup/web"]);
     let outcome = engine.apply(&fleet.plan(), &without_web).await.unwrap();
     let filtered: BTreeSet<&str> = outcome
         .result

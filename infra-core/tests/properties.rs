@@ -386,7 +386,7 @@ proptest! {
             cloud.clear_calls();
             let trimmed = fleet(&items, |i| i != last);
             let outcome = engine
-                .apply(&trimmed.plan(), &Options { force: true, ..Options::default() })
+                .apply(&trimmed.plan(), &Options::default().force(true))
                 .await
                 .unwrap();
             let orphans = subjects_of(&Ledger {
@@ -428,7 +428,7 @@ proptest! {
                 other => prop_assert!(false, "expected the brake, got {:?}", other.map(|o| o.result)),
             }
             prop_assert!(cloud.writes().is_empty(), "the brake let writes through");
-            let forced = engine.apply(&kept.plan(), &Options { force: true, ..Options::default() }).await.unwrap();
+            let forced = engine.apply(&kept.plan(), &Options::default().force(true)).await.unwrap();
             prop_assert!(forced.result.is_success(), "{:#?}", forced.result);
             Ok(())
         })?;

@@ -115,13 +115,7 @@ async fn an_orphan_whose_tags_cannot_be_read_is_not_prunable() {
     let without = Fleet::builder("safe").build().unwrap();
     cloud.clear_calls();
     let outcome = engine
-        .apply(
-            &without.plan(),
-            &Options {
-                force: true,
-                ..Options::default()
-            },
-        )
+        .apply(&without.plan(), &Options::default().force(true))
         .await
         .unwrap();
     let n = &outcome.result.not_attempted;
@@ -267,13 +261,7 @@ async fn a_delete_refusal_that_never_clears_fails_after_bounded_rounds() {
     cloud.clear_calls();
     let empty = Fleet::builder("safe").build().unwrap();
     let outcome = engine
-        .apply(
-            &empty.plan(),
-            &Options {
-                force: true,
-                ..Options::default()
-            },
-        )
+        .apply(&empty.plan(), &Options::default().force(true))
         .await
         .unwrap();
     let failed = &outcome.result.failed;

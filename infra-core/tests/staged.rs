@@ -225,10 +225,7 @@ async fn the_teardown_is_the_build_order_reversed_when_run_one_call_at_a_time() 
     let cloud = support::cloud(3);
     let (engine, _store) = support::engine_in_memory(&cloud);
     let fleet = staged(Stage::Full);
-    let one = Options {
-        parallelism: 1,
-        ..Options::default()
-    };
+    let one = Options::default().parallelism(1);
     cloud.clear_calls();
     engine.apply(&fleet.plan(), &one).await.expect("apply");
     let created: Vec<String> = cloud

@@ -472,10 +472,7 @@ pub fn run_case_with(
     runtime().block_on(async {
         let cloud = SimCloud::with_clock(scenario.seed, Arc::new(ManualClock::new()));
         let store = Arc::new(CrashStore::new(&cloud));
-        let options = Options {
-            parallelism: scenario.parallelism,
-            ..Options::default()
-        };
+        let options = Options::default().parallelism(scenario.parallelism);
         let plan = fleet.plan();
         let expected = declared_subjects(fleet);
         let ledger_of =
@@ -600,13 +597,7 @@ pub fn run_case_with(
             let handed = handed_in(fleet, &ledger);
             cloud.clear_calls();
             let outcome = engine1
-                .apply(
-                    &plan,
-                    &Options {
-                        force: true,
-                        ..options.clone()
-                    },
-                )
+                .apply(&plan, &options.clone().force(true))
                 .await
                 .map_err(|e| fail("an apply with an orphan succeeds", e.to_string()))?;
             total_and_disjoint(&outcome.result, &handed).map_err(|e| {
@@ -680,13 +671,7 @@ pub fn run_case_with(
                 ));
             }
             engine1
-                .apply(
-                    &plan,
-                    &Options {
-                        force: true,
-                        ..options.clone()
-                    },
-                )
+                .apply(&plan, &options.clone().force(true))
                 .await
                 .map_err(|e| fail("a forced apply succeeds", e.to_string()))?;
         }

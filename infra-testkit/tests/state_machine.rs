@@ -77,7 +77,7 @@ proptest! {
             let foreign = cloud
                 .insert_foreign("aws", "queues", "eu-west-3", "not-ours", Default::default())
                 .unwrap();
-            let forced = Options { force: true, ..Options::default() };
+            let forced = Options::default().force(true);
             let fleet_name = model.shape.fleet.clone();
 
             for (step, t) in transitions.iter().chain([&Transition::Apply { faults: None, crash_after: None }]).enumerate() {

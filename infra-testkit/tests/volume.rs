@@ -39,10 +39,7 @@ fn mutations_converge(
         let store = Arc::new(infra_core::MemoryStore::new());
         let engine =
             infra_core::Engine::new(cloud.backends(), store.clone()).with_clock(cloud.clock());
-        let forced = Options {
-            force: true,
-            ..Options::default()
-        };
+        let forced = Options::default().force(true);
         let mut shape = shape.clone();
         let mut released: Vec<String> = Vec::new();
         let mut steps = vec![None];

@@ -82,10 +82,7 @@ fn apply_wall(
 ) -> Applied {
     let (fleet, depth) = dag(n, 50, 2);
     let (engine, cloud) = bench_engine(latency, true);
-    let options = Options {
-        parallelism,
-        ..Options::default()
-    };
+    let options = Options::default().parallelism(parallelism);
     let start = now();
     let outcome = rt
         .block_on(engine.apply(&fleet.plan(), &options))

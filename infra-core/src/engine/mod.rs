@@ -97,7 +97,14 @@ pub(crate) use scope::resolve_address;
 
 use model::{Observation, owned_sighting};
 
-/// How an apply (or a plan) runs.
+/// How an apply (or a plan) runs: `Options::default()`, then the setters.
+///
+/// ```
+/// use infra_core::engine::Options;
+/// let options = Options::default().force(true).targets(["web"]).parallelism(4);
+/// assert!(options.force && options.parallelism == 4);
+/// ```
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
     /// Delete more than half of the ledger while still declaring something.
@@ -111,6 +118,43 @@ pub struct Options {
     /// Deletes confirmed by name: resources `discover` adopted on their marker alone
     /// are deleted only when named here (any address form a plan prints).
     pub allow_delete: Vec<String>,
+}
+
+impl Options {
+    /// Whether to delete more than half of the ledger while still declaring something.
+    #[must_use]
+    pub fn force(mut self, force: bool) -> Self {
+        self.force = force;
+        self
+    }
+
+    /// Provider calls in flight at once (at least 1).
+    #[must_use]
+    pub fn parallelism(mut self, parallelism: usize) -> Self {
+        self.parallelism = parallelism;
+        self
+    }
+
+    /// Only these resources (by name or `provider/kind/name`) and what they depend on.
+    #[must_use]
+    pub fn targets<S: Into<String>>(mut self, targets: impl IntoIterator<Item = S>) -> Self {
+        self.targets = targets.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Not these resources, nor anything that depends on them.
+    #[must_use]
+    pub fn excludes<S: Into<String>>(mut self, excludes: impl IntoIterator<Item = S>) -> Self {
+        self.excludes = excludes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Deletes confirmed by name (see [`Options::allow_delete`]).
+    #[must_use]
+    pub fn allow_deletes<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.allow_delete = names.into_iter().map(Into::into).collect();
+        self
+    }
 }
 
 impl Default for Options {
