@@ -1,7 +1,5 @@
 //! The tracing layer: a span per call, and how it ended.
 
-use std::time::Instant;
-
 use async_trait::async_trait;
 use tracing::Instrument as _;
 
@@ -9,8 +7,8 @@ use super::{Answer, Call, Layer, Next};
 use crate::BackendError;
 
 /// Opens a `tracing` span `backend_call` around each call (provider, method, kind,
-/// region, target) and logs how it ended at debug level (a failure at info), with the
-/// time it took. Specs and secret values are never logged; a failure's message is the
+/// region, target) and logs how it ended at debug level (a failure at info); a
+/// subscriber that records span timings has each call's duration. Specs and secret values are never logged; a failure's message is the
 /// provider's, which never holds one.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Traced;
@@ -26,16 +24,13 @@ impl Layer for Traced {
             region = call.region().unwrap_or(""),
             target = call.target().unwrap_or(""),
         );
-        let started = Instant::now();
         let answer = next.run(call).instrument(span.clone()).await;
-        let took_ms = started.elapsed().as_millis() as u64;
         span.in_scope(|| match &answer {
             Ok(Answer::Written(w)) if w.deferral().is_some() => {
-                tracing::debug!(took_ms, "deferred")
+                tracing::debug!("deferred")
             }
-            Ok(_) => tracing::debug!(took_ms, "answered"),
+            Ok(_) => tracing::debug!("answered"),
             Err(e) => tracing::info!(
-                took_ms,
                 kind = %e.kind,
                 code = e.code.as_deref().unwrap_or(""),
                 may_have_been_sent = e.may_have_been_sent,
