@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use infra_core::sdk::{KindBackend, UpdateArgs};
 use infra_core::{
-    Backend, Backends, Engine, ErrorKind, Fleet, MemoryStore, Options, Plan, RetryPolicy,
-    SystemClock,
+    Backends, Engine, ErrorKind, Fleet, MemoryStore, Options, Plan, RetryPolicy, SystemClock,
 };
 use infra_talos::backend::{
     InventoryRecord, NodeReader, TalosBackend, TalosCluster, TalosMachine, TalosconfigReader,
@@ -330,7 +330,7 @@ impl World {
 
     fn engine(&self, backend: TalosBackend) -> Engine {
         Engine::new(
-            Backends::new().with(Arc::new(backend)),
+            Backends::new().with(backend.into_backend()),
             Arc::new(MemoryStore::new()),
         )
         .with_retry(RetryPolicy::none())
@@ -448,12 +448,7 @@ async fn apply_records_a_plan_awaiting_approval_and_sends_nothing() {
     );
     let direct = world
         .backend()
-        .update(
-            "talosMachine",
-            "lab",
-            "w-pend",
-            infra_core::SettledSpec::new::<TalosMachine>(&settled("rel-1")),
-        )
+        .update(UpdateArgs::new("lab", "w-pend", &settled("rel-1")))
         .await
         .unwrap();
     let deferral = direct.deferral().expect("the update is deferred, not made");
@@ -824,7 +819,7 @@ async fn direct_mode_runs_one_machine_of_a_rollout_scope_at_a_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_and_create_are_refused() {
     let world = World::start().await;
-    let backend = world.backend();
+    let backend = world.backend().into_backend();
     let err = backend
         .delete("talosMachine", "lab", "w-pend")
         .await
@@ -866,6 +861,9 @@ async fn delete_and_create_are_refused() {
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::NotFound);
+    // The router serves `talosMachine` only.
+    let err = backend.list("objectStore", "lab").await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid);
     assert_eq!(world.apply_requests(), 0);
     world.stop().await;
 }

@@ -52,7 +52,7 @@ fn main() -> ExitCode {
             }
         };
         match DnsService::open(&records) {
-            Ok(service) => backends.insert(Arc::new(DnsBackend::new(service))),
+            Ok(service) => backends.insert(DnsBackend::new(service).into_backend()),
             Err(e) => backends.insert(Arc::new(Unreachable::new(
                 custom_provider::Dns::ID,
                 format!("the DNS service could not open its records: {e}"),

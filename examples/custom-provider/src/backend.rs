@@ -1,80 +1,69 @@
-//! `DnsBackend`: the [`Backend`] of the `dns` provider, over a [`DnsService`].
+//! `DnsBackend`: how the `dns` provider realises the kind `dnsRecord`, over a
+//! [`DnsService`].
 //!
-//! Each method follows the `# Behavior` section of the trait method it implements; the
-//! comments below say which sentence a piece of code is there for.
+//! It implements [`KindBackend<DnsRecord>`], the SDK's typed trait: a create receives
+//! a `&DnsRecordSettled`, a read answers a `Reading<DnsRecord>`. A [`Router`] turns it
+//! into the engine's [`Backend`] ([`DnsBackend::into_backend`]); the routing by kind
+//! id, the capabilities and the refusal of secrets are the router's, not written here.
+//!
+//! Each method follows the **Behavior** section of the `Backend` method of the same
+//! name; the comments below say which sentence a piece of code is there for.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use infra_core::{
-    Backend, BackendError, Capabilities, Clock, ErrorKind, Kind, LEGACY_MARKER_VALUE, Listed,
-    MARKER_KEY, Marker, Partial, Provider, RawTags, SecretString, SettledSpec, Sighting,
+use infra_core::sdk::{
+    Account, Backend, BackendError, CreateArgs, DeleteArgs, ErrorKind, KindBackend,
+    LEGACY_MARKER_VALUE, ListArgs, Listed, MARKER_KEY, MarkArgs, OwnershipArgs, Partial, Provider,
+    RawTags, ReadArgs, Reading, Router, UpdateArgs, Written,
 };
-
-use infra_core::sdk::Written;
 
 use crate::Dns;
 use crate::record::{DnsRecord, DnsRecordObserved, DnsRecordReported, RecordType};
 use crate::service::{DnsService, NewRecord, RecordPatch, ServiceError, StoredRecord};
 
-/// The backend of the `dns` provider.
+/// The `dns` provider's implementation of `dnsRecord`.
 ///
-/// Cheap to clone and to share as `Arc<dyn Backend>`; safe to call concurrently (the
-/// service serialises its own state). Every call first waits the configured latency on
-/// the backend's clock, which is the service's clock unless
-/// [`DnsBackend::with_clock`] gives another.
+/// Cheap to clone; safe to call concurrently (the service serialises its own state).
+/// The engine takes it as a [`Router`], shared as `Arc<dyn Backend>`:
 ///
 /// ```
 /// use std::sync::Arc;
 /// use custom_provider::{DnsBackend, DnsService};
-/// use infra_core::{Backend, Backends, ManualClock};
+/// use infra_core::{Backend, Backends};
 ///
-/// let service = DnsService::new();
-/// let backend: Arc<dyn Backend> = Arc::new(
-///     DnsBackend::new(service.clone()).with_clock(Arc::new(ManualClock::new())),
-/// );
+/// let backend: Arc<dyn Backend> = DnsBackend::new(DnsService::new()).into_backend();
+/// assert!(backend.capabilities().kinds.contains("dnsRecord"));
 /// let backends = Backends::new().with(backend);
 /// assert_eq!(backends.providers().collect::<Vec<_>>(), ["dns"]);
 /// ```
-#[derive(Clone)]
+///
+/// Whatever else a backend should do on every call — wait, record, fail on cue, trace —
+/// is a layer around the router (`infra_core::sdk::layer`), not code here:
+///
+/// ```
+/// use std::{sync::Arc, time::Duration};
+/// use custom_provider::{DnsBackend, DnsService};
+/// use infra_core::ManualClock;
+/// use infra_core::sdk::layer::{Latency, Layered};
+///
+/// let clock = Arc::new(ManualClock::new());
+/// let slow = Layered::wrap(
+///     DnsBackend::new(DnsService::new()).into_backend(),
+///     Latency::new(clock, Duration::from_millis(250)),
+/// );
+/// # let _ = slow;
+/// ```
+#[derive(Clone, Debug)]
 pub struct DnsBackend {
     service: DnsService,
-    clock: Arc<dyn Clock>,
-    latency: Duration,
-}
-
-impl std::fmt::Debug for DnsBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DnsBackend")
-            .field("service", &self.service)
-            .field("latency", &self.latency)
-            .finish()
-    }
 }
 
 impl DnsBackend {
-    /// A backend over `service`, on the service's clock, with no latency.
+    /// An implementation over `service`.
     pub fn new(service: DnsService) -> Self {
-        DnsBackend {
-            clock: service.clock(),
-            service,
-            latency: Duration::ZERO,
-        }
-    }
-
-    /// The same backend, waiting on `clock`.
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// The same backend, each call taking `latency` on its clock before it reaches the
-    /// service.
-    pub fn with_latency(mut self, latency: Duration) -> Self {
-        self.latency = latency;
-        self
+        DnsBackend { service }
     }
 
     /// The service it talks to.
@@ -82,10 +71,11 @@ impl DnsBackend {
         &self.service
     }
 
-    async fn wait(&self) {
-        if !self.latency.is_zero() {
-            self.clock.sleep(self.latency).await;
-        }
+    /// The provider's backend, as the engine takes it: a [`Router`] for provider `dns`
+    /// that realises `dnsRecord` with this implementation and asks the service for the
+    /// account.
+    pub fn into_backend(self) -> Arc<dyn Backend> {
+        Arc::new(Router::new(Dns::ID, self.clone()).kind::<DnsRecord>(self))
     }
 }
 
@@ -113,19 +103,6 @@ pub fn map_error(error: ServiceError) -> BackendError {
     mapped.with_code(code)
 }
 
-/// Refuses a call for a kind this backend does not serve.
-fn only_records(kind: &str) -> Result<(), BackendError> {
-    if kind == DnsRecord::ID {
-        Ok(())
-    } else {
-        Err(BackendError::invalid(format!(
-            "the {} backend serves {} only, not {kind}",
-            Dns::ID,
-            DnsRecord::ID
-        )))
-    }
-}
-
 /// The value in the kind's form: a CNAME target without the trailing dot the service
 /// adds. Reversing the service's rewrite here is what keeps a second apply empty.
 fn value_of(record: &StoredRecord) -> String {
@@ -139,7 +116,7 @@ fn value_of(record: &StoredRecord) -> String {
 /// field is `Known`; had it left one out, the field would stay `Unknown`, never a
 /// stand-in such as `""` or `0`. The tags are reported with the marker; the engine
 /// strips it.
-pub fn sighting_of(record: &StoredRecord) -> Sighting {
+pub fn reading_of(record: &StoredRecord) -> Reading<DnsRecord> {
     let observed = DnsRecordObserved {
         id: record.id.clone(),
         fqdn: record.fqdn.clone(),
@@ -151,31 +128,25 @@ pub fn sighting_of(record: &StoredRecord) -> Sighting {
         ttl: Partial::Known(record.ttl),
         tags: Partial::Known(record.tags.clone()),
     };
-    Sighting::of::<DnsRecord>(record.id.clone(), observed, reported)
+    Reading::new(record.id.clone(), observed, reported)
 }
 
+/// The account the service's credentials act in: the same id on every call.
 #[async_trait]
-impl Backend for DnsBackend {
-    fn provider(&self) -> &'static str {
-        Dns::ID
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        // Tags are readable, so ownership can be checked; names are unique per zone, so
-        // a replace deletes before it creates (no `duplicate_names`).
-        Capabilities::with_kinds([DnsRecord::ID])
-    }
-
+impl Account for DnsBackend {
     async fn account(&self) -> Result<String, BackendError> {
-        self.wait().await;
         self.service.account().map_err(map_error)
     }
+}
 
-    async fn list(&self, kind: &'static str, region: &str) -> Result<Vec<Listed>, BackendError> {
-        only_records(kind)?;
-        self.wait().await;
+// Tags are readable, so ownership can be checked (`tags_readable`, true by default);
+// names are unique per zone, so a replace deletes before it creates (`duplicate_names`,
+// false by default).
+#[async_trait]
+impl KindBackend<DnsRecord> for DnsBackend {
+    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         // Whatever the owner; an empty region is an empty list; a denial is `Denied`.
-        let records = self.service.list_records(region).map_err(map_error)?;
+        let records = self.service.list_records(args.region).map_err(map_error)?;
         Ok(records
             .into_iter()
             .map(|r| Listed {
@@ -185,34 +156,25 @@ impl Backend for DnsBackend {
             .collect())
     }
 
-    async fn read(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<Sighting, BackendError> {
-        only_records(kind)?;
-        self.wait().await;
-        let record = self.service.get_record(region, handle).map_err(map_error)?;
-        Ok(sighting_of(&record))
+    async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<DnsRecord>, BackendError> {
+        let record = self
+            .service
+            .get_record(args.region, args.handle)
+            .map_err(map_error)?;
+        Ok(reading_of(&record))
     }
 
     async fn create(
         &self,
-        kind: &'static str,
-        region: &str,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Written, BackendError> {
-        only_records(kind)?;
-        let spec = spec.get::<DnsRecord>()?;
+        args: CreateArgs<'_, DnsRecord>,
+    ) -> Result<Written<Reading<DnsRecord>>, BackendError> {
+        let spec = args.spec;
         // The marker goes into the creating call itself: no crash can leave an unmarked
         // record behind. A declared tag never overrides it.
         let mut tags: BTreeMap<String, String> = spec.tags.known().cloned().unwrap_or_default();
-        tags.insert(marker.key().to_owned(), marker.value().to_owned());
+        tags.insert(args.marker.key().to_owned(), args.marker.value().to_owned());
         let new = NewRecord {
-            name: name.to_owned(),
+            name: args.name.to_owned(),
             zone: spec.zone.clone(),
             record_type: spec.record_type,
             value: spec.value.clone(),
@@ -220,24 +182,26 @@ impl Backend for DnsBackend {
             ttl: spec.ttl.known().copied(),
             tags,
         };
-        self.wait().await;
         // Tried once: a create is not idempotent. A lost response maps to an error that
         // may have been sent, and the next observation finds the marked record.
-        let record = self.service.create_record(region, new).map_err(map_error)?;
-        Ok(Written::Done(sighting_of(&record)))
+        let record = self
+            .service
+            .create_record(args.region, new)
+            .map_err(map_error)?;
+        // This service never holds a change back for approval, so a write is always
+        // `Done`; a governed service would answer `Written::Deferred` instead.
+        Ok(Written::Done(reading_of(&record)))
     }
 
     async fn update(
         &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Written, BackendError> {
-        only_records(kind)?;
-        let spec = spec.get::<DnsRecord>()?;
-        self.wait().await;
-        let current = self.service.get_record(region, handle).map_err(map_error)?;
+        args: UpdateArgs<'_, DnsRecord>,
+    ) -> Result<Written<Reading<DnsRecord>>, BackendError> {
+        let (spec, handle) = (args.spec, args.handle);
+        let current = self
+            .service
+            .get_record(args.region, handle)
+            .map_err(map_error)?;
         // Only mutable fields change in place. A differing type or zone is the engine's
         // to replace; doing anything here would be a silent partial update.
         if current.record_type != spec.record_type || current.zone != spec.zone {
@@ -264,48 +228,33 @@ impl Backend for DnsBackend {
         };
         let record = self
             .service
-            .update_record(region, handle, patch)
+            .update_record(args.region, handle, patch)
             .map_err(map_error)?;
-        Ok(Written::Done(sighting_of(&record)))
+        Ok(Written::Done(reading_of(&record)))
     }
 
-    async fn delete(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<(), BackendError> {
-        only_records(kind)?;
-        self.wait().await;
+    async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
         // Nothing depends on a record inside the service, so no `DependencyViolation`.
         self.service
-            .delete_record(region, handle)
+            .delete_record(args.region, args.handle)
             .map_err(map_error)
     }
 
-    async fn ownership(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<RawTags, BackendError> {
-        only_records(kind)?;
-        self.wait().await;
+    async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
         // The tags as stored: nothing stripped.
-        let record = self.service.get_record(region, handle).map_err(map_error)?;
+        let record = self
+            .service
+            .get_record(args.region, args.handle)
+            .map_err(map_error)?;
         Ok(record.tags)
     }
 
-    async fn mark(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-        marker: &Marker,
-    ) -> Result<(), BackendError> {
-        only_records(kind)?;
-        self.wait().await;
-        let current = self.service.get_record(region, handle).map_err(map_error)?;
+    async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
+        let (handle, marker) = (args.handle, args.marker);
+        let current = self
+            .service
+            .get_record(args.region, handle)
+            .map_err(map_error)?;
         match current.tags.get(MARKER_KEY).map(String::as_str) {
             // Already this fleet's (or every fleet's, the legacy value): nothing to write.
             Some(v) if v == marker.value() || v == LEGACY_MARKER_VALUE => return Ok(()),
@@ -326,15 +275,8 @@ impl Backend for DnsBackend {
             ..RecordPatch::default()
         };
         self.service
-            .update_record(region, handle, patch)
+            .update_record(args.region, handle, patch)
             .map(drop)
             .map_err(map_error)
-    }
-
-    async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError> {
-        Err(BackendError::invalid(format!(
-            "the {} provider has no secrets (asked for {handle} in {region})",
-            Dns::ID
-        )))
     }
 }

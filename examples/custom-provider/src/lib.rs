@@ -6,7 +6,7 @@ pub mod provider;
 pub mod record;
 pub mod service;
 
-pub use backend::{DnsBackend, map_error, sighting_of};
+pub use backend::{DnsBackend, map_error, reading_of};
 pub use fleet::{FLEET_NAME, ZONE, bucket_host, example_fleet};
 pub use provider::{Dns, DnsRegion};
 pub use record::{

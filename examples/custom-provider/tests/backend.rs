@@ -1,25 +1,45 @@
-//! `DnsBackend` called directly, one `# Behavior` sentence of the `Backend` trait at a
-//! time.
+//! `DnsBackend` called directly through its typed `KindBackend<DnsRecord>`, one
+//! `# Behavior` sentence of the `Backend` trait at a time; and the router it is handed
+//! out as, for what the router answers on its own (provider, capabilities, account, a
+//! kind or a secret it does not serve).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use custom_provider::{
-    ACCOUNT_ID, Access, DEFAULT_TTL, DnsBackend, DnsRecord, DnsRecordObserved, DnsRecordSettled,
-    DnsService, NewRecord, RecordType,
+    ACCOUNT_ID, Access, DEFAULT_TTL, DnsBackend, DnsRecordObserved, DnsRecordSettled, DnsService,
+    NewRecord, RecordType,
 };
-use infra_core::{
-    Backend, Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, Partial, SettledSpec,
+use infra_core::sdk::layer::{Latency, Layered};
+use infra_core::sdk::{
+    Backend, CreateArgs, DeleteArgs, KindBackend, ListArgs, OwnershipArgs, ReadArgs, UpdateArgs,
 };
+use infra_core::{Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, Partial};
 use serde_json::json;
 
 const KIND: &str = "dnsRecord";
 
-fn backend() -> (DnsService, Arc<dyn Backend>) {
+fn backend() -> (DnsService, DnsBackend) {
     let service = DnsService::new();
-    let backend: Arc<dyn Backend> = Arc::new(DnsBackend::new(service.clone()));
-    (service, backend)
+    (service.clone(), DnsBackend::new(service))
+}
+
+/// The backend as the engine takes it.
+fn router() -> (DnsService, Arc<dyn Backend>) {
+    let service = DnsService::new();
+    (service.clone(), DnsBackend::new(service).into_backend())
+}
+
+/// The names listed in `region`.
+async fn names(backend: &DnsBackend, region: &str) -> Vec<String> {
+    backend
+        .list(ListArgs::new(region))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.name)
+        .collect()
 }
 
 fn cname(target: &str) -> DnsRecordSettled {
@@ -32,13 +52,9 @@ fn cname(target: &str) -> DnsRecordSettled {
     }
 }
 
-fn spec(settled: &DnsRecordSettled) -> SettledSpec<'_> {
-    SettledSpec::new::<DnsRecord>(settled)
-}
-
 #[tokio::test]
 async fn it_serves_dns_records_with_readable_ownership() {
-    let (_, backend) = backend();
+    let (_, backend) = router();
     assert_eq!(backend.provider(), "dns");
     let caps = backend.capabilities();
     assert_eq!(caps.kinds, [KIND].into());
@@ -49,7 +65,7 @@ async fn it_serves_dns_records_with_readable_ownership() {
 
 #[tokio::test]
 async fn account_answers_the_same_id_every_time() {
-    let (_, backend) = backend();
+    let (_, backend) = router();
     assert_eq!(backend.account().await.unwrap(), ACCOUNT_ID);
     assert_eq!(backend.account().await.unwrap(), ACCOUNT_ID);
 }
@@ -58,7 +74,7 @@ async fn account_answers_the_same_id_every_time() {
 async fn list_answers_one_region_whatever_the_owner() {
     let (service, backend) = backend();
     assert!(
-        backend.list(KIND, "eu").await.unwrap().is_empty(),
+        names(&backend, "eu").await.is_empty(),
         "empty, not NotFound"
     );
     service
@@ -68,39 +84,35 @@ async fn list_answers_one_region_whatever_the_owner() {
         )
         .unwrap();
     let marker = Marker::new("demo");
+    let target = cname("a.example.net");
     backend
-        .create(KIND, "eu", "ours", spec(&cname("a.example.net")), &marker)
-        .await
-        .unwrap();
-    backend
-        .create(
-            KIND,
-            "us",
-            "elsewhere",
-            spec(&cname("a.example.net")),
-            &marker,
-        )
-        .await
-        .unwrap();
-    let names: Vec<String> = backend
-        .list(KIND, "eu")
+        .create(CreateArgs::new("eu", "ours", &target, &marker))
         .await
         .unwrap()
-        .into_iter()
-        .map(|l| l.name)
-        .collect();
-    assert_eq!(names, ["foreign", "ours"]);
+        .expect_done("the service never defers");
+    backend
+        .create(CreateArgs::new("us", "elsewhere", &target, &marker))
+        .await
+        .unwrap()
+        .expect_done("the service never defers");
+    assert_eq!(names(&backend, "eu").await, ["foreign", "ours"]);
 
     service.set_access(Access::Denied);
     assert_eq!(
-        backend.list(KIND, "eu").await.unwrap_err().kind,
+        backend.list(ListArgs::new("eu")).await.unwrap_err().kind,
         ErrorKind::Denied
     );
     service.set_access(Access::Full);
     assert_eq!(
-        backend.list(KIND, "mars").await.unwrap_err().kind,
+        backend.list(ListArgs::new("mars")).await.unwrap_err().kind,
         ErrorKind::Invalid
     );
+}
+
+#[tokio::test]
+async fn the_router_refuses_a_kind_it_does_not_realise() {
+    let (_, backend) = router();
+    assert!(backend.list(KIND, "eu").await.unwrap().is_empty());
     assert_eq!(
         backend.list("objectStore", "eu").await.unwrap_err().kind,
         ErrorKind::Invalid
@@ -114,10 +126,16 @@ async fn create_writes_the_marker_in_the_same_call_and_reports_what_the_service_
         tags: Partial::Known(BTreeMap::from([("team".to_owned(), "web".to_owned())])),
         ..cname("Assets.Example.NET")
     };
-    let sighting = backend
-        .create(KIND, "eu", "assets", spec(&settled), &Marker::new("demo"))
+    let made = backend
+        .create(CreateArgs::new(
+            "eu",
+            "assets",
+            &settled,
+            &Marker::new("demo"),
+        ))
         .await
-        .unwrap();
+        .unwrap()
+        .expect_done("the service never defers");
     let writes = service.writes();
     assert_eq!(
         writes.len(),
@@ -125,18 +143,18 @@ async fn create_writes_the_marker_in_the_same_call_and_reports_what_the_service_
         "one call: the record and its marker together"
     );
 
-    let observed = sighting.observed::<DnsRecord>().unwrap();
+    // The observed state comes back typed.
     assert_eq!(
-        observed,
+        made.observed(),
         &DnsRecordObserved {
-            id: sighting.handle.clone(),
+            id: made.handle().to_owned(),
             fqdn: "assets.example.com".into()
         }
     );
     // Every field the service knows, in the kind's form: the CNAME without the dot the
     // service adds, the TTL it defaulted, the tags with the marker.
     assert_eq!(
-        serde_json::Value::Object(sighting.reported().clone()),
+        serde_json::Value::Object(made.reported().clone()),
         json!({
             "recordType": "CNAME",
             "zone": "example.com",
@@ -146,15 +164,18 @@ async fn create_writes_the_marker_in_the_same_call_and_reports_what_the_service_
         })
     );
     let tags = backend
-        .ownership(KIND, "eu", &sighting.handle)
+        .ownership(OwnershipArgs::new("eu", made.handle()))
         .await
         .unwrap();
     assert_eq!(tags.get(MARKER_KEY).map(String::as_str), Some("demo"));
 
     // The read says the same as the create's answer.
-    let read = backend.read(KIND, "eu", &sighting.handle).await.unwrap();
-    assert_eq!(read.reported(), sighting.reported());
-    assert_eq!(read.observed_json(), sighting.observed_json());
+    let read = backend
+        .read(ReadArgs::new("eu", made.handle()))
+        .await
+        .unwrap();
+    assert_eq!(read.reported(), made.reported());
+    assert_eq!(read.observed(), made.observed());
 }
 
 #[tokio::test]
@@ -168,10 +189,19 @@ async fn a_declared_marker_tag_never_overrides_the_fleets_marker() {
         ..cname("a.example.net")
     };
     let made = backend
-        .create(KIND, "eu", "assets", spec(&settled), &Marker::new("demo"))
+        .create(CreateArgs::new(
+            "eu",
+            "assets",
+            &settled,
+            &Marker::new("demo"),
+        ))
+        .await
+        .unwrap()
+        .expect_done("the service never defers");
+    let tags = backend
+        .ownership(OwnershipArgs::new("eu", made.handle()))
         .await
         .unwrap();
-    let tags = backend.ownership(KIND, "eu", &made.handle).await.unwrap();
     assert_eq!(tags[MARKER_KEY], "demo");
 }
 
@@ -179,12 +209,14 @@ async fn a_declared_marker_tag_never_overrides_the_fleets_marker() {
 async fn a_name_taken_is_a_conflict_and_a_bad_value_is_invalid() {
     let (_, backend) = backend();
     let marker = Marker::new("demo");
+    let (first, second) = (cname("a.example.net"), cname("b.example.net"));
     backend
-        .create(KIND, "eu", "assets", spec(&cname("a.example.net")), &marker)
+        .create(CreateArgs::new("eu", "assets", &first, &marker))
         .await
-        .unwrap();
+        .unwrap()
+        .expect_done("the service never defers");
     let twin = backend
-        .create(KIND, "eu", "assets", spec(&cname("b.example.net")), &marker)
+        .create(CreateArgs::new("eu", "assets", &second, &marker))
         .await
         .unwrap_err();
     assert_eq!(
@@ -196,7 +228,7 @@ async fn a_name_taken_is_a_conflict_and_a_bad_value_is_invalid() {
         ..cname("a.example.net")
     };
     let err = backend
-        .create(KIND, "eu", "api", spec(&bad), &marker)
+        .create(CreateArgs::new("eu", "api", &bad, &marker))
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid);
@@ -206,19 +238,26 @@ async fn a_name_taken_is_a_conflict_and_a_bad_value_is_invalid() {
 #[tokio::test]
 async fn a_missing_record_is_not_found_and_a_denied_one_is_denied() {
     let (service, backend) = backend();
-    let missing = backend.read(KIND, "eu", "rr-0000ffff").await.unwrap_err();
+    let target = cname("a.example.net");
+    let missing = backend
+        .read(ReadArgs::new("eu", "rr-0000ffff"))
+        .await
+        .unwrap_err();
     assert_eq!(
         (missing.kind, missing.code.as_deref()),
         (ErrorKind::NotFound, Some("NoSuchRecord"))
     );
     for err in [
         backend
-            .ownership(KIND, "eu", "rr-0000ffff")
+            .ownership(OwnershipArgs::new("eu", "rr-0000ffff"))
             .await
             .unwrap_err(),
-        backend.delete(KIND, "eu", "rr-0000ffff").await.unwrap_err(),
         backend
-            .update(KIND, "eu", "rr-0000ffff", spec(&cname("a.example.net")))
+            .delete(DeleteArgs::new("eu", "rr-0000ffff"))
+            .await
+            .unwrap_err(),
+        backend
+            .update(UpdateArgs::new("eu", "rr-0000ffff", &target))
             .await
             .unwrap_err(),
     ] {
@@ -226,23 +265,27 @@ async fn a_missing_record_is_not_found_and_a_denied_one_is_denied() {
     }
 
     let made = backend
-        .create(
-            KIND,
+        .create(CreateArgs::new(
             "eu",
             "assets",
-            spec(&cname("a.example.net")),
+            &target,
             &Marker::new("demo"),
-        )
+        ))
         .await
-        .unwrap();
+        .unwrap()
+        .expect_done("the service never defers");
+    let handle = made.handle();
     service.set_access(Access::ListOnly);
     for err in [
-        backend.read(KIND, "eu", &made.handle).await.unwrap_err(),
+        backend.read(ReadArgs::new("eu", handle)).await.unwrap_err(),
         backend
-            .ownership(KIND, "eu", &made.handle)
+            .ownership(OwnershipArgs::new("eu", handle))
             .await
             .unwrap_err(),
-        backend.delete(KIND, "eu", &made.handle).await.unwrap_err(),
+        backend
+            .delete(DeleteArgs::new("eu", handle))
+            .await
+            .unwrap_err(),
     ] {
         assert_eq!(
             err.kind,
@@ -252,7 +295,7 @@ async fn a_missing_record_is_not_found_and_a_denied_one_is_denied() {
     }
     service.set_access(Access::Full);
     service.fail_reads(1);
-    let err = backend.read(KIND, "eu", &made.handle).await.unwrap_err();
+    let err = backend.read(ReadArgs::new("eu", handle)).await.unwrap_err();
     assert!(
         err.kind != ErrorKind::NotFound && err.kind.is_transient(),
         "{err}"
@@ -263,28 +306,31 @@ async fn a_missing_record_is_not_found_and_a_denied_one_is_denied() {
 async fn update_changes_the_mutable_fields_keeps_the_marker_and_is_idempotent() {
     let (service, backend) = backend();
     let made = backend
-        .create(
-            KIND,
+        .create(CreateArgs::new(
             "eu",
             "assets",
-            spec(&cname("a.example.net")),
+            &cname("a.example.net"),
             &Marker::new("demo"),
-        )
+        ))
         .await
-        .unwrap();
+        .unwrap()
+        .expect_done("the service never defers");
+    let handle = made.handle();
     let changed = DnsRecordSettled {
         ttl: Partial::Known(3600),
         tags: Partial::Known(BTreeMap::from([("team".to_owned(), "ops".to_owned())])),
         ..cname("b.example.net")
     };
     let first = backend
-        .update(KIND, "eu", &made.handle, spec(&changed))
+        .update(UpdateArgs::new("eu", handle, &changed))
         .await
-        .unwrap();
+        .unwrap()
+        .expect_done("the service never defers");
     let second = backend
-        .update(KIND, "eu", &made.handle, spec(&changed))
+        .update(UpdateArgs::new("eu", handle, &changed))
         .await
-        .unwrap();
+        .unwrap()
+        .expect_done("the service never defers");
     assert_eq!(first.reported(), second.reported());
     assert_eq!(
         serde_json::Value::Object(first.reported().clone()),
@@ -299,9 +345,10 @@ async fn update_changes_the_mutable_fields_keeps_the_marker_and_is_idempotent() 
 
     // Unsaid fields are left as they are.
     let quiet = backend
-        .update(KIND, "eu", &made.handle, spec(&cname("b.example.net")))
+        .update(UpdateArgs::new("eu", handle, &cname("b.example.net")))
         .await
-        .unwrap();
+        .unwrap()
+        .expect_done("the service never defers");
     assert_eq!(quiet.reported(), first.reported());
 
     // A forces-replace field is never changed in place.
@@ -309,38 +356,41 @@ async fn update_changes_the_mutable_fields_keeps_the_marker_and_is_idempotent() 
         record_type: RecordType::Txt,
         ..cname("b.example.net")
     };
-    let before = service.get_record("eu", &made.handle).unwrap();
+    let before = service.get_record("eu", handle).unwrap();
     let err = backend
-        .update(KIND, "eu", &made.handle, spec(&retyped))
+        .update(UpdateArgs::new("eu", handle, &retyped))
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid);
-    assert_eq!(service.get_record("eu", &made.handle).unwrap(), before);
+    assert_eq!(service.get_record("eu", handle).unwrap(), before);
 }
 
 #[tokio::test]
 async fn delete_removes_the_record() {
     let (_, backend) = backend();
     let made = backend
-        .create(
-            KIND,
+        .create(CreateArgs::new(
             "eu",
             "assets",
-            spec(&cname("a.example.net")),
+            &cname("a.example.net"),
             &Marker::new("demo"),
-        )
+        ))
+        .await
+        .unwrap()
+        .expect_done("the service never defers");
+    backend
+        .delete(DeleteArgs::new("eu", made.handle()))
         .await
         .unwrap();
-    backend.delete(KIND, "eu", &made.handle).await.unwrap();
     assert_eq!(
         backend
-            .read(KIND, "eu", &made.handle)
+            .read(ReadArgs::new("eu", made.handle()))
             .await
             .unwrap_err()
             .kind,
         ErrorKind::NotFound
     );
-    assert!(backend.list(KIND, "eu").await.unwrap().is_empty());
+    assert!(names(&backend, "eu").await.is_empty());
 }
 
 #[tokio::test]
@@ -348,13 +398,12 @@ async fn a_lost_response_may_have_been_sent() {
     let (service, backend) = backend();
     service.lose_next_response();
     let err = backend
-        .create(
-            KIND,
+        .create(CreateArgs::new(
             "eu",
             "assets",
-            spec(&cname("a.example.net")),
+            &cname("a.example.net"),
             &Marker::new("demo"),
-        )
+        ))
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Unavailable);
@@ -364,18 +413,21 @@ async fn a_lost_response_may_have_been_sent() {
 
 #[tokio::test]
 async fn there_are_no_secrets_here() {
-    let (_, backend) = backend();
+    let (_, backend) = router();
     let err = backend.secret_value("eu", "rr-00000001").await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid);
 }
 
+/// Latency is a layer around the router, not a setting of the backend: every call
+/// waits on the injected clock first.
 #[tokio::test]
 async fn latency_is_waited_on_the_injected_clock() {
     let clock = Arc::new(ManualClock::new());
-    let backend = DnsBackend::new(DnsService::new())
-        .with_clock(clock.clone())
-        .with_latency(Duration::from_millis(250));
-    let backend: Arc<dyn Backend> = Arc::new(backend);
+    let (_, inner) = router();
+    let backend: Arc<dyn Backend> = Layered::wrap(
+        inner,
+        Latency::new(clock.clone(), Duration::from_millis(250)),
+    );
     backend.list(KIND, "eu").await.unwrap();
     backend.account().await.unwrap();
     assert_eq!(clock.now(), Duration::from_millis(500));

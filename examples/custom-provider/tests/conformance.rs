@@ -62,7 +62,7 @@ fn sample() -> KindSample {
 #[tokio::test]
 async fn the_dns_backend_passes_the_conformance_suite() {
     let service = DnsService::new();
-    let backend = Arc::new(DnsBackend::new(service.clone()));
+    let backend = DnsBackend::new(service.clone()).into_backend();
     let report = Conformance::new(backend, vec![sample()])
         .regions("eu", Some("us"))
         .clock(service.clock())
@@ -86,6 +86,6 @@ async fn the_dns_backend_passes_the_conformance_suite() {
 fn the_example_fleet_passes_the_fleet_properties() {
     infra_testkit::FleetCheck::new()
         .cases(48)
-        .backend(|_seed| Arc::new(DnsBackend::new(DnsService::new())))
+        .backend(|_seed| DnsBackend::new(DnsService::new()).into_backend())
         .assert(&custom_provider::example_fleet().expect("the example fleet is sound"));
 }

@@ -10,6 +10,7 @@ use custom_provider::{
     DEFAULT_TTL, DnsRecord, DnsRegion, FLEET_NAME, RecordPatch, RecordType, ZONE, bucket_host,
     example_fleet,
 };
+use infra_core::sdk::layer::Op;
 use infra_core::{Change, Fleet, MARKER_KEY, Options, Plan, Problem};
 
 fn changes_of(outcome: &infra_core::Outcome) -> BTreeMap<String, Change> {
@@ -42,7 +43,7 @@ async fn the_fleet_applies_across_both_providers_and_then_plans_nothing() {
     );
 
     // The bucket was created before the record that reads it.
-    let creates: Vec<String> = w.writes().into_iter().map(|c| c.target).collect();
+    let creates: Vec<String> = w.writes().into_iter().filter_map(|c| c.target).collect();
     let at = |name: &str| creates.iter().position(|n| n == name).unwrap();
     assert!(at("dns-demo-assets") < at("assets"), "{creates:?}");
 
@@ -246,8 +247,8 @@ async fn a_teardown_deletes_the_record_before_the_bucket() {
     let deletes: Vec<String> = w
         .writes()
         .into_iter()
-        .filter(|c| c.op == "delete")
-        .map(|c| c.target)
+        .filter(|c| c.op == Op::Delete)
+        .filter_map(|c| c.target)
         .collect();
     let at = |handle: &str| deletes.iter().position(|h| h == handle).unwrap();
     assert!(at(&assets_id) < at(&bucket_handle), "{deletes:?}");

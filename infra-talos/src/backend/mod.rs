@@ -1,7 +1,11 @@
-//! The `talosMachine` kind and its [`Backend`] for the `infra-core` engine.
+//! The `talosMachine` kind and its backend for the `infra-core` engine.
 //!
 //! The provider is `talos`; its regions are clusters ([`TalosCluster`]); its one kind is
-//! [`TalosMachine`]. The backend reads through the controller's store and the read-only
+//! [`TalosMachine`]. [`TalosBackend`] implements the SDK's typed
+//! [`KindBackend<TalosMachine>`](KindBackend), and the engine takes it as a [`Router`]
+//! ([`TalosBackend::into_backend`]), which routes by kind, declares the capabilities,
+//! answers `account` with the configured account id and refuses secrets (the provider
+//! has none). The backend reads through the controller's store and the read-only
 //! observation client, and writes only to the store: it never sends anything to a node.
 //!
 //! # What each call does
@@ -16,8 +20,9 @@
 //!   convergence and drift show in a plan.
 //! - `create` and `update` (the apply): in **governed** mode, the default, the backend
 //!   creates a controller plan for the machine's Desired release through the store, as
-//!   the publisher identity it was configured with, and answers
-//!   [`BackendError::awaiting_approval`] naming the plan: the engine reports the resource
+//!   the publisher identity it was configured with, and answers [`Written::Deferred`]
+//!   ([`Deferral::awaiting_approval`]) naming the plan: a change recorded for approval
+//!   is not an error; the engine reports the resource
 //!   *not attempted (awaiting-approval)*, and nothing reaches the node until an approver
 //!   approves and the controller runs the plan. An apply that finds a live plan for the
 //!   same binding (release, baseline and assignment revisions, drift record) names that
@@ -61,10 +66,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use infra_core::sdk::{Deferral, Written};
-use infra_core::{
-    Backend, BackendError, Capabilities, Clock, ErrorKind, Kind, Listed, MARKER_KEY, Marker,
-    Partial, RawTags, SecretString, SettledSpec, Sighting,
+use infra_core::sdk::{
+    Backend, BackendError, Clock, CreateArgs, Deferral, DeleteArgs, ErrorKind, KindBackend,
+    ListArgs, Listed, MARKER_KEY, OwnershipArgs, Partial, Provider, RawTags, ReadArgs, Reading,
+    Router, UpdateArgs, Written,
 };
 
 pub use inventory::{Inventory, InventoryRecord, PlanRecord};
@@ -188,7 +193,8 @@ impl Mode {
     }
 }
 
-/// The `talos` provider's backend. Cheap to clone; safe to call concurrently.
+/// The `talos` provider's implementation of `talosMachine`. Cheap to clone; safe to
+/// call concurrently. The engine takes it as a [`Router`]: [`TalosBackend::into_backend`].
 #[derive(Clone)]
 pub struct TalosBackend {
     store: Arc<dyn Store>,
@@ -307,6 +313,14 @@ impl TalosBackend {
         &self.mode
     }
 
+    /// The provider's backend, as the engine takes it: a [`Router`] for provider
+    /// `talos` that realises `talosMachine` with this implementation and answers
+    /// `account` with the account id ([`TalosBackend::with_account`]).
+    #[must_use]
+    pub fn into_backend(self) -> Arc<dyn Backend> {
+        Arc::new(Router::new(Talos::ID, self.account.clone()).kind::<TalosMachine>(self))
+    }
+
     fn cluster_id(&self, region: &str) -> String {
         self.clusters
             .get(region)
@@ -358,7 +372,7 @@ impl TalosBackend {
         region: &str,
         machine: &str,
         spec: &TalosMachineSettled,
-    ) -> Result<Written, BackendError> {
+    ) -> Result<Written<Reading<TalosMachine>>, BackendError> {
         let publisher = self.mode.publisher();
         let (record, view, holding, observation) = self.state(region, machine).await?;
         let inventoried = MachineKey::from(&record.identity);
@@ -423,7 +437,7 @@ impl TalosBackend {
             );
         }
         if !pending && !revert {
-            return Ok(Written::Done(sighting(
+            return Ok(Written::Done(reading(
                 &record,
                 &view,
                 holding.as_deref(),
@@ -524,7 +538,7 @@ impl TalosBackend {
         record: &InventoryRecord,
         plan_id: &str,
         state: PlanState,
-    ) -> Result<Written, BackendError> {
+    ) -> Result<Written<Reading<TalosMachine>>, BackendError> {
         let machine = record.id.as_str();
         // The engine applies machines in parallel; the contract lets one machine of
         // a rollout scope be in flight at a time. The others queue here.
@@ -570,7 +584,7 @@ impl TalosBackend {
         match outcome.state {
             OperationState::Completed => {
                 let (record, view, holding, observation) = self.state(region, machine).await?;
-                Ok(Written::Done(sighting(&record, &view, holding.as_deref(), &observation)))
+                Ok(Written::Done(reading(&record, &view, holding.as_deref(), &observation)))
             }
             OperationState::Rejected => Err(BackendError::invalid(format!(
                 "machine {machine}: the node rejected plan {plan_id}'s configuration (operation {operation}); nothing changed"
@@ -657,17 +671,6 @@ fn store_error(e: StoreError) -> BackendError {
     }
 }
 
-fn only_machines(kind: &str) -> Result<(), BackendError> {
-    if kind == TalosMachine::ID {
-        Ok(())
-    } else {
-        Err(BackendError::invalid(format!(
-            "the talos backend serves {} only, not {kind}",
-            TalosMachine::ID
-        )))
-    }
-}
-
 /// The identity the node reports, of the kind the inventory records it by.
 fn reported_identity(record: &InventoryRecord, observation: &Observation) -> Option<MachineKey> {
     match &record.identity {
@@ -689,12 +692,12 @@ fn known<T>(value: Option<T>) -> Partial<T> {
 }
 
 /// A read of a machine: the store's values and the node's.
-fn sighting(
+fn reading(
     record: &InventoryRecord,
     view: &MachineView,
     holding: Option<&str>,
     observation: &Observation,
-) -> Sighting {
+) -> Reading<TalosMachine> {
     let observed_digest = observation.config_digest.value().copied();
     let drift = match (holding, view.applied_digest, observed_digest) {
         (Some(_), _, _) => None,
@@ -728,26 +731,16 @@ fn sighting(
         identity: known(reported_identity(record, observation)),
         drift: known(drift),
     };
-    Sighting::of::<TalosMachine>(record.id.clone(), observed, reported)
+    Reading::new(record.id.clone(), observed, reported)
 }
 
+// Tags are "readable" (the inventory stands in for them) and names do not repeat: the
+// defaults of `tags_readable` and `duplicate_names`. `mark` keeps its default (`Invalid`):
+// a machine is brought under a fleet by inventorying it, not by marking it.
 #[async_trait]
-impl Backend for TalosBackend {
-    fn provider(&self) -> &'static str {
-        "talos"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::with_kinds([TalosMachine::ID])
-    }
-
-    async fn account(&self) -> Result<String, BackendError> {
-        Ok(self.account.clone())
-    }
-
-    async fn list(&self, kind: &'static str, region: &str) -> Result<Vec<Listed>, BackendError> {
-        only_machines(kind)?;
-        let cluster = self.cluster_id(region);
+impl KindBackend<TalosMachine> for TalosBackend {
+    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
+        let cluster = self.cluster_id(args.region);
         Ok(self
             .inventory
             .machines()
@@ -762,69 +755,37 @@ impl Backend for TalosBackend {
             .collect())
     }
 
-    async fn read(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<Sighting, BackendError> {
-        only_machines(kind)?;
-        let (record, view, holding, observation) = self.state(region, handle).await?;
-        Ok(sighting(&record, &view, holding.as_deref(), &observation))
+    async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<TalosMachine>, BackendError> {
+        let (record, view, holding, observation) = self.state(args.region, args.handle).await?;
+        Ok(reading(&record, &view, holding.as_deref(), &observation))
     }
 
     async fn create(
         &self,
-        kind: &'static str,
-        region: &str,
-        name: &str,
-        _spec: SettledSpec<'_>,
-        _marker: &Marker,
-    ) -> Result<Written, BackendError> {
-        only_machines(kind)?;
+        args: CreateArgs<'_, TalosMachine>,
+    ) -> Result<Written<Reading<TalosMachine>>, BackendError> {
         Err(BackendError::invalid(format!(
-            "machine {name} is not inventoried in cluster {region}: the engine does not add machines; register it in the inventory (`talos inventory add`) first"
+            "machine {} is not inventoried in cluster {}: the engine does not add machines; register it in the inventory (`talos inventory add`) first",
+            args.name, args.region
         )))
     }
 
     async fn update(
         &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Written, BackendError> {
-        only_machines(kind)?;
-        let spec = spec.get::<TalosMachine>()?;
-        self.converge(region, handle, spec).await
+        args: UpdateArgs<'_, TalosMachine>,
+    ) -> Result<Written<Reading<TalosMachine>>, BackendError> {
+        self.converge(args.region, args.handle, args.spec).await
     }
 
-    async fn delete(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<(), BackendError> {
-        only_machines(kind)?;
+    async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
         Err(BackendError::invalid(format!(
-            "machine {handle} in cluster {region} is not deleted by the engine: machines leave the inventory by an operator's act; `forget` it to stop managing it"
+            "machine {} in cluster {} is not deleted by the engine: machines leave the inventory by an operator's act; `forget` it to stop managing it",
+            args.handle, args.region
         )))
     }
 
-    async fn ownership(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<RawTags, BackendError> {
-        only_machines(kind)?;
-        self.record_in(region, handle).await?;
+    async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
+        self.record_in(args.region, args.handle).await?;
         Ok(RawTags::from([(MARKER_KEY.to_owned(), self.fleet.clone())]))
-    }
-
-    async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError> {
-        Err(BackendError::invalid(format!(
-            "the talos provider has no secrets (asked for {handle} in {region})"
-        )))
     }
 }

@@ -1,117 +1,22 @@
 //! Shared set-up: one manual clock, the simulated cloud for the built-in kinds, the DNS
-//! service, and an engine over both, with every write recorded in one sequence.
+//! service, and an engine over both, with every call recorded in one sequence (one
+//! `Recorder` layer, cloned around both backends).
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use custom_provider::{
     DnsBackend, DnsRecord, DnsRegion, DnsService, RecordType, ZONE, bucket_host,
 };
 use infra_core::kinds::{ObjectStore, ObjectStoreObserved};
+use infra_core::sdk::layer::{Layered, Recorded, Recorder};
 use infra_core::{
-    AwsRegion, Backend, BackendError, Backends, Capabilities, Engine, Expr, Fleet, Listed,
-    ManualClock, Marker, MemoryStore, Partial, RawTags, RetryPolicy, SecretString, SettledSpec,
-    Sighting,
+    AwsRegion, Backend, Backends, Engine, Expr, Fleet, ManualClock, MemoryStore, Partial,
+    RetryPolicy,
 };
 use infra_testkit::sim::SimCloud;
-
-/// One write a backend was asked for, in the order the engine asked.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Write {
-    pub provider: &'static str,
-    pub op: &'static str,
-    pub kind: &'static str,
-    /// The name given to `create`, or the handle given to `update` and `delete`.
-    pub target: String,
-}
-
-/// A backend that records the writes it is asked for, then passes every call on.
-pub struct Recorded {
-    inner: Arc<dyn Backend>,
-    log: Arc<Mutex<Vec<Write>>>,
-}
-
-impl Recorded {
-    fn note(&self, op: &'static str, kind: &'static str, target: &str) {
-        self.log.lock().unwrap().push(Write {
-            provider: self.inner.provider(),
-            op,
-            kind,
-            target: target.to_owned(),
-        });
-    }
-}
-
-#[async_trait]
-impl Backend for Recorded {
-    fn provider(&self) -> &'static str {
-        self.inner.provider()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    fn unreachable(&self) -> Option<String> {
-        self.inner.unreachable()
-    }
-    async fn account(&self) -> Result<String, BackendError> {
-        self.inner.account().await
-    }
-    async fn list(&self, kind: &'static str, region: &str) -> Result<Vec<Listed>, BackendError> {
-        self.inner.list(kind, region).await
-    }
-    async fn read(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<Sighting, BackendError> {
-        self.inner.read(kind, region, handle).await
-    }
-    async fn create(
-        &self,
-        kind: &'static str,
-        region: &str,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        self.note("create", kind, name);
-        self.inner.create(kind, region, name, spec, marker).await
-    }
-    async fn update(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        self.note("update", kind, handle);
-        self.inner.update(kind, region, handle, spec).await
-    }
-    async fn delete(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<(), BackendError> {
-        self.note("delete", kind, handle);
-        self.inner.delete(kind, region, handle).await
-    }
-    async fn ownership(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<RawTags, BackendError> {
-        self.inner.ownership(kind, region, handle).await
-    }
-    async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError> {
-        self.inner.secret_value(region, handle).await
-    }
-}
 
 /// Everything one test needs.
 pub struct World {
@@ -120,18 +25,19 @@ pub struct World {
     pub dns: DnsService,
     pub engine: Engine,
     pub store: Arc<MemoryStore>,
-    pub log: Arc<Mutex<Vec<Write>>>,
+    pub recorder: Recorder,
 }
 
 impl World {
-    /// The writes asked for so far, in order.
-    pub fn writes(&self) -> Vec<Write> {
-        self.log.lock().unwrap().clone()
+    /// The writes (create, update, delete, mark) made so far, across both providers,
+    /// in the order they ended.
+    pub fn writes(&self) -> Vec<Recorded> {
+        self.recorder.writes()
     }
 
     /// Forgets the writes asked for so far (and the service's own call log).
     pub fn clear(&self) {
-        self.log.lock().unwrap().clear();
+        self.recorder.clear();
         self.dns.clear_calls();
         self.cloud.clear_calls();
     }
@@ -150,16 +56,12 @@ pub fn world(seed: u64) -> World {
     let clock = Arc::new(ManualClock::new());
     let cloud = SimCloud::with_clock(seed, clock.clone());
     let dns = DnsService::with_clock(clock.clone());
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let record = |inner: Arc<dyn Backend>| -> Arc<dyn Backend> {
-        Arc::new(Recorded {
-            inner,
-            log: Arc::clone(&log),
-        })
-    };
+    let recorder = Recorder::new();
+    let record =
+        |inner: Arc<dyn Backend>| -> Arc<dyn Backend> { Layered::wrap(inner, recorder.clone()) };
     let backends = Backends::new()
         .with(record(cloud.backend("aws")))
-        .with(record(Arc::new(DnsBackend::new(dns.clone()))));
+        .with(record(DnsBackend::new(dns.clone()).into_backend()));
     let store = Arc::new(MemoryStore::new());
     let engine = Engine::new(backends, store.clone())
         .with_clock(clock.clone())
@@ -174,7 +76,7 @@ pub fn world(seed: u64) -> World {
         dns,
         engine,
         store,
-        log,
+        recorder,
     }
 }
 
