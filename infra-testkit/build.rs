@@ -1,5 +1,6 @@
 //! Compiles the Talos machine-API and COSI protobuf subset kept in
-//! `../infra-talos/proto` into the simulator's server side (feature `talos`).
+//! `proto/` (a link to `../infra-talos/proto`, so that the published package carries the
+//! files) into the simulator's server side (feature `talos`).
 
 #[cfg(feature = "talos")]
 /// The protobuf files, relative to the proto directory.
@@ -11,7 +12,7 @@ const PROTO_FILES: &[&str] = &[
 
 #[cfg(feature = "talos")]
 /// Where the protobuf files live, relative to this crate.
-const PROTO_DIR: &str = "../infra-talos/proto";
+const PROTO_DIR: &str = "proto";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=build.rs");
