@@ -471,6 +471,43 @@ async fn capabilities_and_accounts() {
     assert_eq!(cloud.backend("gcp").account().await.unwrap(), "my-project");
 }
 
+/// Each provider is a router of exactly its kinds, and a provider's kinds can be used
+/// through the typed trait directly: the call reaches the world and its log as through
+/// the router.
+#[tokio::test]
+async fn each_provider_is_a_router_of_its_typed_kinds() {
+    use infra_core::sdk::{KindBackend, ReadArgs};
+
+    let cloud = SimCloud::new(6);
+    for provider in ["aws", "gcp", "scaleway"] {
+        let router = cloud.router(provider);
+        let kinds: BTreeSet<_> = router.kinds().collect();
+        assert_eq!(kinds, cloud.backend(provider).capabilities().kinds);
+    }
+    let aws = cloud.backend("aws");
+    let sg = create(&*aws, PARIS, "web", &security_group(), &MapEnv::new())
+        .await
+        .unwrap();
+    let sim = cloud.sim_provider("aws");
+    assert_eq!(sim.provider(), "aws");
+    let reading = KindBackend::<SecurityGroup>::read(&sim, ReadArgs::new(PARIS, &sg.handle))
+        .await
+        .unwrap();
+    assert_eq!(reading.handle(), sg.handle);
+    assert_eq!(reading.observed().group_id, sg.handle);
+    assert_eq!(reading.observed().vpc_id, cloud.default_vpc(PARIS));
+    let last = cloud.calls().pop().unwrap();
+    assert_eq!(
+        (last.op, last.kind, last.name.as_deref()),
+        (Op::Read, Some("securityGroup"), Some("web"))
+    );
+    // A kind the provider lacks is the router's to refuse: it never reaches the world.
+    let before = cloud.calls().len();
+    let err = aws.list("function", "fr-par").await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid);
+    assert_eq!(cloud.calls().len(), before);
+}
+
 #[tokio::test]
 async fn missing_is_not_found_and_denied_is_denied() {
     let cloud = SimCloud::new(6);

@@ -8,12 +8,13 @@ use infra_core::kinds::{
     QueuesObserved, S3Bucket, S3BucketObserved, Secrets, SecretsObserved, SecurityGroup,
     SecurityGroupObserved, ServerlessObserved, code_digest,
 };
+use infra_core::sdk::Router;
 use infra_core::{
-    AwsRegion, BackendError, ErrorKind, FieldInfo, GcpRegion, Kind, Partial, Region,
-    ScalewayRegion, SettledSpec, Sighting,
+    AwsRegion, BackendError, ErrorKind, FieldInfo, GcpRegion, Kind, Partial, Region, ScalewayRegion,
 };
 use serde_json::{Map, Value, json};
 
+use super::SimProvider;
 use super::rng::Rng;
 
 /// The providers the simulator serves.
@@ -131,44 +132,17 @@ macro_rules! by_kind {
     };
 }
 
-fn typed_settled_json<K: Kind>(spec: SettledSpec<'_>) -> Result<Map<String, Value>, BackendError> {
-    spec.get::<K>()?;
-    match spec.to_json() {
-        Value::Object(map) => Ok(map),
-        other => Err(BackendError::invalid(format!(
-            "a {} spec did not serialise to an object (got {other})",
-            K::ID
-        ))),
-    }
+fn typed_register<K: Kind>(router: Router, sim: &SimProvider) -> Router {
+    router.kind::<K>(sim.clone())
 }
 
-/// The settled spec as a JSON object, after checking that it is of `kind`.
-pub(crate) fn settled_json(
-    kind: &str,
-    spec: SettledSpec<'_>,
-) -> Result<Map<String, Value>, BackendError> {
-    by_kind!(kind, typed_settled_json(spec))
-        .unwrap_or_else(|| Err(BackendError::invalid(format!("no kind is named {kind:?}"))))
-}
-
-fn typed_sighting<K: Kind>(
-    handle: &str,
-    observed: Value,
-    reported: Map<String, Value>,
-) -> Result<Sighting, BackendError> {
-    Sighting::from_json::<K>(handle, observed, reported)
-}
-
-/// A sighting of a resource of `kind`, with its observed state checked against the
-/// kind's type.
-pub(crate) fn sighting(
-    kind: &str,
-    handle: &str,
-    observed: Value,
-    reported: Map<String, Value>,
-) -> Result<Sighting, BackendError> {
-    by_kind!(kind, typed_sighting(handle, observed, reported))
-        .unwrap_or_else(|| Err(BackendError::invalid(format!("no kind is named {kind:?}"))))
+/// `router` with the kind whose id is given served by `sim`.
+///
+/// # Panics
+/// For an id that no provider has (the ids come from [`kinds_of`]).
+pub(crate) fn register(router: Router, kind: &str, sim: &SimProvider) -> Router {
+    by_kind!(kind, typed_register(router, sim))
+        .unwrap_or_else(|| panic!("the simulated cloud has no kind {kind:?}"))
 }
 
 fn typed_fields<K: Kind>() -> &'static [FieldInfo] {
@@ -822,7 +796,29 @@ pub(crate) fn fault_code(provider: &str, kind: ErrorKind) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use infra_core::Sighting;
+
     use super::*;
+
+    fn typed_sighting<K: Kind>(
+        handle: &str,
+        observed: Value,
+        reported: Map<String, Value>,
+    ) -> Result<Sighting, BackendError> {
+        Sighting::from_json::<K>(handle, observed, reported)
+    }
+
+    /// A sighting of a resource of `kind`, its observed state checked against the
+    /// kind's type.
+    fn sighting(
+        kind: &str,
+        handle: &str,
+        observed: Value,
+        reported: Map<String, Value>,
+    ) -> Result<Sighting, BackendError> {
+        by_kind!(kind, typed_sighting(handle, observed, reported))
+            .unwrap_or_else(|| Err(BackendError::invalid(format!("no kind is named {kind:?}"))))
+    }
 
     /// Every field the cloud fills in is a field of the kind, spelled as it serialises.
     #[test]

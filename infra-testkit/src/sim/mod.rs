@@ -1,8 +1,11 @@
 //! A simulated cloud: AWS, GCP and Scaleway in one process, behind the `Backend` trait.
 //!
 //! A [`SimCloud`] holds one world shared by the three providers; [`SimCloud::backend`]
-//! gives each provider's [`Backend`]. The simulator behaves like a cloud rather than
-//! echoing what it is given:
+//! gives each provider's [`Backend`]. Each is built with the provider SDK as a real
+//! provider is: a [`Router`] of the provider's kinds, each served by a [`SimProvider`]
+//! through the typed [`KindBackend`] trait (the world inside stays JSON, keyed by kind
+//! id, on purpose). The simulator behaves like a cloud rather than echoing what it is
+//! given:
 //!
 //! - **Regions.** Resources live per (provider, kind, region), and `list` answers one
 //!   region. Names are unique per (provider, kind, region), except `awsInstance`; bucket
@@ -111,6 +114,7 @@ mod rng;
 mod world;
 mod world_file;
 
+use std::any::Any;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -118,10 +122,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use infra_core::kinds::Secrets;
-use infra_core::sdk::Written;
+use infra_core::sdk::{
+    Account, CreateArgs, DeleteArgs, Field, KindBackend, ListArgs, MarkArgs, OwnershipArgs,
+    ReadArgs, Reading, Router, SecretArgs, SecretValues, UpdateArgs, Written,
+};
 use infra_core::{
-    Backend, BackendError, Backends, Capabilities, Clock, ErrorKind, Listed, ManualClock, Marker,
-    RawTags, SecretString, SettledSpec, Sighting,
+    Backend, BackendError, Backends, Clock, ErrorKind, Kind, Listed, ManualClock, RawTags,
+    SecretString,
 };
 use serde_json::{Map, Value};
 
@@ -283,25 +290,38 @@ impl SimCloud {
             .unwrap_or_else(|e| panic!("the simulated cloud could not save its world: {e}"))
     }
 
-    /// The backend of `provider` (`aws`, `gcp` or `scaleway`).
+    /// The backend of `provider` (`aws`, `gcp` or `scaleway`): its [`Router`].
     ///
     /// # Panics
     /// For any other provider.
-    pub fn backend(&self, provider: &'static str) -> Arc<dyn Backend> {
-        Arc::new(self.sim_backend(provider))
+    pub fn backend(&self, provider: &str) -> Arc<dyn Backend> {
+        Arc::new(self.router(provider))
     }
 
-    /// The backend of `provider` as its concrete type.
+    /// The [`Router`] of `provider`: each kind the provider has, served by its
+    /// [`SimProvider`], which also answers the account and secrets' values.
     ///
     /// # Panics
     /// For a provider other than `aws`, `gcp` and `scaleway`.
-    pub fn sim_backend(&self, provider: &str) -> SimBackend {
+    pub fn router(&self, provider: &str) -> Router {
+        let sim = self.sim_provider(provider);
+        let router = Router::new(sim.provider, sim.clone()).secrets(sim.clone());
+        kinds::kinds_of(sim.provider)
+            .iter()
+            .fold(router, |router, kind| kinds::register(router, kind, &sim))
+    }
+
+    /// The provider `provider` of this world, as the provider SDK takes it.
+    ///
+    /// # Panics
+    /// For a provider other than `aws`, `gcp` and `scaleway`.
+    pub fn sim_provider(&self, provider: &str) -> SimProvider {
         let provider = kinds::provider_id(provider).unwrap_or_else(|| {
             panic!(
                 "the simulated cloud has no provider {provider:?} (it has aws, gcp and scaleway)"
             )
         });
-        SimBackend {
+        SimProvider {
             provider,
             cloud: self.clone(),
         }
@@ -651,45 +671,72 @@ impl SimCloud {
     }
 }
 
-/// Turns a settled spec into what the world stores, before the call waits: its JSON,
-/// and a secret's value, resolved here and nowhere else (or, for a secret the provider
-/// generates, how long a value to draw).
-fn prepare(kind: &str, spec: SettledSpec<'_>) -> Result<Prepared, BackendError> {
-    if spec.kind() != kind {
-        return Err(BackendError::invalid(format!(
-            "a {} spec was handed to a call for kind {kind}",
-            spec.kind()
-        )));
-    }
-    let mut config = kinds::settled_json(kind, spec)?;
-    let secret = if kind == "secrets" {
-        config.remove("valueFrom");
-        let source = &spec.get::<Secrets>()?.value_from;
-        match source.generated_length() {
-            // The cloud draws the value itself, on create.
-            Some(length) => Some(SecretInput::Generate(usize::from(length).min(4096))),
-            None => Some(SecretInput::Value(source.resolve()?.expose().to_string())),
+/// Turns a settled spec of kind `K` into what the world stores, before the call waits:
+/// its JSON (camelCase, unsaid fields left out, handles as strings, secret values
+/// redacted), and a secret's value, resolved here and nowhere else (or, for a secret the
+/// provider generates, how long a value to draw).
+fn prepare<K: Kind>(spec: &K::Settled) -> Result<Prepared, BackendError> {
+    let mut config = match serde_json::to_value(spec) {
+        Ok(Value::Object(map)) => map,
+        Ok(other) => {
+            return Err(BackendError::invalid(format!(
+                "a {} spec did not serialise to an object (got {other})",
+                K::ID
+            )));
         }
-    } else {
-        None
+        Err(e) => {
+            return Err(BackendError::invalid(format!(
+                "a {} spec did not serialise: {e}",
+                K::ID
+            )));
+        }
+    };
+    let spec: &dyn Any = spec;
+    let secret = match spec.downcast_ref::<<Secrets as Field>::Settled>() {
+        Some(secret) => {
+            config.remove("valueFrom");
+            let source = &secret.value_from;
+            match source.generated_length() {
+                // The cloud draws the value itself, on create.
+                Some(length) => Some(SecretInput::Generate(usize::from(length).min(4096))),
+                None => Some(SecretInput::Value(source.resolve()?.expose().to_string())),
+            }
+        }
+        None => None,
     };
     Ok(Prepared { config, secret })
 }
 
-/// One provider's backend on a [`SimCloud`].
+/// One provider of a [`SimCloud`], as the provider SDK takes it: every kind the provider
+/// has ([`KindBackend`], one implementation generic over the kind), its account
+/// ([`Account`]) and its secrets' values ([`SecretValues`]).
+///
+/// [`SimCloud::router`] assembles it into the provider's [`Router`]; a test that needs a
+/// provider with fewer kinds, or one kind served by something else, can assemble its own
+/// router from it.
+///
+/// Every call goes through the world: it sleeps its latency, is counted and judged by
+/// the faults and denials, and is logged ([`SimCloud::calls`]). `mark` is a tag write,
+/// logged (and faulted) as an `update`.
 #[derive(Clone, Debug)]
-pub struct SimBackend {
+pub struct SimProvider {
     provider: &'static str,
     cloud: SimCloud,
 }
 
-impl SimBackend {
+impl SimProvider {
+    /// The provider's id (`aws`).
+    pub fn provider(&self) -> &'static str {
+        self.provider
+    }
+
     /// The world it serves.
     pub fn cloud(&self) -> &SimCloud {
         &self.cloud
     }
 
-    fn call(
+    /// The log entry of a call, before the world serves it.
+    fn record(
         &self,
         op: Op,
         kind: Option<&'static str>,
@@ -712,111 +759,23 @@ impl SimBackend {
 }
 
 #[async_trait]
-impl Backend for SimBackend {
-    fn provider(&self) -> &'static str {
-        self.provider
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        let kinds = kinds::kinds_of(self.provider).iter().copied();
-        let mut caps = Capabilities::with_kinds(kinds);
-        if caps.kinds.contains("awsInstance") {
-            caps.duplicate_names.insert("awsInstance");
-        }
-        caps
-    }
-
+impl Account for SimProvider {
     async fn account(&self) -> Result<String, BackendError> {
-        let call = self.call(Op::Account, None, None, None, None);
+        let call = self.record(Op::Account, None, None, None, None);
         let provider = self.provider;
         self.cloud
             .serve(call, move |w, _| Ok(w.account(provider)))
             .await
     }
+}
 
-    async fn list(&self, kind: &'static str, region: &str) -> Result<Vec<Listed>, BackendError> {
-        let call = self.call(Op::List, Some(kind), Some(region), None, None);
-        let provider = self.provider;
-        self.cloud
-            .serve(call, move |w, _| w.list(provider, kind, region))
-            .await
-    }
-
-    async fn read(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<Sighting, BackendError> {
-        let call = self.call(Op::Read, Some(kind), Some(region), None, Some(handle));
-        self.cloud
-            .serve(call, move |w, c| w.read(c, kind, region, handle))
-            .await
-    }
-
-    async fn create(
-        &self,
-        kind: &'static str,
-        region: &str,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Written, BackendError> {
-        let call = self.call(Op::Create, Some(kind), Some(region), Some(name), None);
-        let prepared = prepare(kind, spec);
-        self.cloud
-            .serve(call, move |w, c| {
-                w.create(c, kind, region, name, prepared, marker)
-            })
-            .await
-            .map(Written::Done)
-    }
-
-    async fn update(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Written, BackendError> {
-        let call = self.call(Op::Update, Some(kind), Some(region), None, Some(handle));
-        let prepared = prepare(kind, spec);
-        self.cloud
-            .serve(call, move |w, c| {
-                w.update(c, kind, region, handle, prepared)
-            })
-            .await
-            .map(Written::Done)
-    }
-
-    async fn delete(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<(), BackendError> {
-        let call = self.call(Op::Delete, Some(kind), Some(region), None, Some(handle));
-        self.cloud
-            .serve(call, move |w, c| w.delete(c, kind, region, handle))
-            .await
-    }
-
-    async fn ownership(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-    ) -> Result<RawTags, BackendError> {
-        let call = self.call(Op::Ownership, Some(kind), Some(region), None, Some(handle));
-        self.cloud
-            .serve(call, move |w, c| w.ownership(c, kind, region, handle))
-            .await
-    }
-
-    async fn secret_value(&self, region: &str, handle: &str) -> Result<SecretString, BackendError> {
-        let call = self.call(
+#[async_trait]
+impl SecretValues for SimProvider {
+    async fn secret_value(&self, args: SecretArgs<'_>) -> Result<SecretString, BackendError> {
+        let SecretArgs { region, handle, .. } = args;
+        let call = self.record(
             Op::SecretValue,
-            Some("secrets"),
+            Some(Secrets::ID),
             Some(region),
             None,
             Some(handle),
@@ -825,16 +784,97 @@ impl Backend for SimBackend {
             .serve(call, move |w, c| w.secret_value(c, region, handle))
             .await
     }
+}
+
+#[async_trait]
+impl<K: Kind> KindBackend<K> for SimProvider {
+    /// The world's own rule: names repeat where it keeps no namespace for them
+    /// (`awsInstance`).
+    fn duplicate_names(&self) -> bool {
+        kinds::name_scope(self.provider, K::ID).is_none()
+    }
+
+    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
+        let ListArgs { region, .. } = args;
+        let call = self.record(Op::List, Some(K::ID), Some(region), None, None);
+        let provider = self.provider;
+        self.cloud
+            .serve(call, move |w, _| w.list(provider, K::ID, region))
+            .await
+    }
+
+    async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<K>, BackendError> {
+        let ReadArgs { region, handle, .. } = args;
+        let call = self.record(Op::Read, Some(K::ID), Some(region), None, Some(handle));
+        self.cloud
+            .serve(call, move |w, c| {
+                w.read(c, K::ID, region, handle)?.reading()
+            })
+            .await
+    }
+
+    async fn create(&self, args: CreateArgs<'_, K>) -> Result<Written<Reading<K>>, BackendError> {
+        let CreateArgs {
+            region,
+            name,
+            spec,
+            marker,
+            ..
+        } = args;
+        let call = self.record(Op::Create, Some(K::ID), Some(region), Some(name), None);
+        let prepared = prepare::<K>(spec);
+        self.cloud
+            .serve(call, move |w, c| {
+                w.create(c, K::ID, region, name, prepared, marker)?
+                    .reading()
+            })
+            .await
+            .map(Written::Done)
+    }
+
+    async fn update(&self, args: UpdateArgs<'_, K>) -> Result<Written<Reading<K>>, BackendError> {
+        let UpdateArgs {
+            region,
+            handle,
+            spec,
+            ..
+        } = args;
+        let call = self.record(Op::Update, Some(K::ID), Some(region), None, Some(handle));
+        let prepared = prepare::<K>(spec);
+        self.cloud
+            .serve(call, move |w, c| {
+                w.update(c, K::ID, region, handle, prepared)?.reading()
+            })
+            .await
+            .map(Written::Done)
+    }
+
+    async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
+        let DeleteArgs { region, handle, .. } = args;
+        let call = self.record(Op::Delete, Some(K::ID), Some(region), None, Some(handle));
+        self.cloud
+            .serve(call, move |w, c| w.delete(c, K::ID, region, handle))
+            .await
+    }
+
+    async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
+        let OwnershipArgs { region, handle, .. } = args;
+        let call = self.record(Op::Ownership, Some(K::ID), Some(region), None, Some(handle));
+        self.cloud
+            .serve(call, move |w, c| w.ownership(c, K::ID, region, handle))
+            .await
+    }
 
     /// A tag write, logged (and faulted) as an `update` and saved with the world.
-    async fn mark(
-        &self,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
-        marker: &Marker,
-    ) -> Result<(), BackendError> {
-        let call = self.call(Op::Update, Some(kind), Some(region), None, Some(handle));
+    async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
+        let MarkArgs {
+            region,
+            handle,
+            marker,
+            ..
+        } = args;
+        let kind = K::ID;
+        let call = self.record(Op::Update, Some(kind), Some(region), None, Some(handle));
         let provider = self.provider;
         let (key, value) = (marker.key().to_string(), marker.value().to_string());
         self.cloud

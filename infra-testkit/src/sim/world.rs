@@ -6,8 +6,9 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+use infra_core::sdk::Reading;
 use infra_core::{
-    BackendError, ErrorKind, Listed, MARKER_KEY, Marker, RawTags, SecretString, Sighting,
+    BackendError, ErrorKind, Kind, Listed, MARKER_KEY, Marker, RawTags, SecretString,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -85,13 +86,10 @@ impl Stored {
         reported
     }
 
-    pub(crate) fn sighting(&self) -> Result<Sighting, BackendError> {
-        kinds::sighting(
-            &self.kind,
-            &self.handle,
-            self.observed.clone(),
-            self.reported(),
-        )
+    /// A read of the resource as a `K`, its observed state checked against the kind's
+    /// type.
+    pub(crate) fn reading<K: Kind>(&self) -> Result<Reading<K>, BackendError> {
+        Reading::from_json(self.handle.clone(), self.observed.clone(), self.reported())
     }
 }
 
@@ -665,12 +663,12 @@ impl World {
         kind: &str,
         region: &str,
         handle: &str,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<&Stored, BackendError> {
         kinds::check_scope(call.provider, kind, region)?;
         let id = self.find(call.provider, kind, region, handle)?;
         let stored = &self.resources[&id];
         call.name = Some(stored.name.clone());
-        stored.sighting()
+        Ok(stored)
     }
 
     pub(crate) fn ownership(
@@ -793,7 +791,7 @@ impl World {
         name: &str,
         prepared: Result<Prepared, BackendError>,
         marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<&Stored, BackendError> {
         kinds::check_scope(call.provider, kind, region)?;
         let prepared = prepared?;
         let mut tags = prepared
@@ -804,7 +802,7 @@ impl World {
         tags.insert(marker.key().to_string(), marker.value().to_string());
         let handle = self.insert(call.provider, kind, region, name, prepared, tags)?;
         call.handle = Some(handle.clone());
-        self.resources[&self.handles[&handle]].sighting()
+        Ok(&self.resources[&self.handles[&handle]])
     }
 
     pub(crate) fn update(
@@ -814,7 +812,7 @@ impl World {
         region: &str,
         handle: &str,
         prepared: Result<Prepared, BackendError>,
-    ) -> Result<Sighting, BackendError> {
+    ) -> Result<&Stored, BackendError> {
         let provider = call.provider;
         kinds::check_scope(provider, kind, region)?;
         let id = self.find(provider, kind, region, handle)?;
@@ -881,10 +879,9 @@ impl World {
         {
             kinds::bump_version(provider, kind, &mut stored.observed, &mut rng);
         }
-        let sighting = stored.sighting();
         self.rng = rng;
         self.link(id);
-        sighting
+        Ok(&self.resources[&id])
     }
 
     pub(crate) fn delete(
