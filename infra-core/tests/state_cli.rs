@@ -631,7 +631,7 @@ async fn import_tfstate_leaves_out_what_the_provider_cannot_mark() {
     let unmarking = Backends::new().with(Altered::new(
         cloud.backend("aws"),
         "queues",
-        Alteration::Governs,
+        Alteration::CannotMark,
     ));
     let (code, out, _) = s
         .run_on(

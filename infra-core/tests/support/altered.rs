@@ -18,6 +18,9 @@ pub enum Alteration {
     /// The backend realises it, but cannot read its tags (as Scaleway cannot for
     /// queues): whose a resource is cannot be told.
     TagsUnreadable,
+    /// The backend does not implement `mark` at all (whatever the altered kind): every
+    /// mark is refused as the trait's default refuses it.
+    CannotMark,
 }
 
 /// `kind` altered as `how` says.
@@ -48,7 +51,7 @@ impl Layer for Altered {
             Alteration::TagsUnreadable => {
                 caps.ownership.remove(self.kind);
             }
-            Alteration::Governs => {}
+            Alteration::Governs | Alteration::CannotMark => {}
         }
         caps
     }
@@ -63,6 +66,12 @@ impl Layer for Altered {
                     Deferral::awaiting_approval(format!(
                         "plan recorded for {kind}; it awaits approval"
                     )),
+                )))
+            }
+            (Alteration::CannotMark, Call::Mark { kind, .. }) => {
+                Err(BackendError::invalid(format!(
+                    "the {} provider cannot put an ownership marker on an existing {kind}",
+                    next.backend().provider()
                 )))
             }
             (Alteration::TagsUnreadable, Call::Ownership { kind, .. }) if ours => Err(
