@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use custom_provider::{DnsBackend, DnsService, example_fleet};
-use infra_core::{Backends, Provider, Unreachable};
+use infra_core::{Provider, Unreachable};
 use infra_testkit::sim::SimCloud;
 
 /// The file `var` names, taken as given (a directory that does not exist there is an
@@ -37,20 +37,7 @@ fn main() -> ExitCode {
         let world = file("INFRA_SIM_WORLD", ".infra/simulated-cloud.json");
         let records = file("INFRA_DNS_SERVICE", ".infra/dns-service.json");
         // Each stand-in that cannot open its file is unreachable, and says why.
-        let mut backends = match SimCloud::open(&world) {
-            Ok(cloud) => cloud.backends(),
-            Err(e) => {
-                let why = format!(
-                    "the simulated cloud could not open {}: {e}",
-                    world.display()
-                );
-                ["aws", "gcp", "scaleway"]
-                    .into_iter()
-                    .fold(Backends::new(), |b, p| {
-                        b.with(Arc::new(Unreachable::new(p, why.clone())))
-                    })
-            }
-        };
+        let mut backends = SimCloud::backends_at(&world);
         match DnsService::open(&records) {
             Ok(service) => backends.insert(DnsBackend::new(service).into_backend()),
             Err(e) => backends.insert(Arc::new(Unreachable::new(

@@ -178,6 +178,17 @@ struct Inner {
     clock: Arc<dyn Clock>,
 }
 
+/// Where a binary on the simulated cloud keeps its world: the file `INFRA_SIM_WORLD`
+/// names, or `.infra/simulated-cloud.json` (the directory is made if it is missing;
+/// should that fail, the world's first write says why).
+pub fn world_file() -> PathBuf {
+    if let Some(path) = std::env::var_os("INFRA_SIM_WORLD") {
+        return PathBuf::from(path);
+    }
+    let _ = std::fs::create_dir_all(".infra");
+    PathBuf::from(".infra/simulated-cloud.json")
+}
+
 /// A handle on one simulated world, shared by its three providers. Cloning it is
 /// cheap, and every clone sees the same world.
 #[derive(Clone)]
@@ -324,6 +335,26 @@ impl SimCloud {
         SimProvider {
             provider,
             cloud: self.clone(),
+        }
+    }
+
+    /// The backends of the simulated cloud whose world is kept in the file `world`, for
+    /// a binary's runner: when the world cannot be opened (a corrupt file, a newer
+    /// schema, no permission), a backend for each provider that is unreachable and says
+    /// why, so that nothing is planned or applied against a world that was not read.
+    pub fn backends_at(world: impl AsRef<Path>) -> Backends {
+        let world = world.as_ref();
+        match SimCloud::open(world) {
+            Ok(cloud) => cloud.backends(),
+            Err(e) => {
+                let why = format!(
+                    "the simulated cloud could not open its world {}: {e}",
+                    world.display()
+                );
+                kinds::PROVIDERS.iter().fold(Backends::new(), |b, p| {
+                    b.with(Arc::new(infra_core::Unreachable::new(p, why.clone())))
+                })
+            }
         }
     }
 
