@@ -19,6 +19,7 @@ use crate::{BackendError, ErrorKind};
 /// What an applied resource needed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum Change {
     /// It did not exist and was created.
     Created,
@@ -33,6 +34,7 @@ pub enum Change {
 /// Why no provider call was made for a resource. A closed set: callers match on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum NotAttemptedReason {
     /// The backend does not realise this kind.
     UnsupportedKind,
@@ -138,6 +140,7 @@ pub struct NotAttempted {
 /// What the apply was doing to a resource when it failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum Step {
     /// Observing it (listing, reading, checking its ownership).
     Observe,
@@ -169,6 +172,7 @@ pub struct Failed {
 /// A bucket left out of a JSON document reads as empty: peers write results that way.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ApplyResult {
     /// Converged: created, updated, replaced or already right.
     #[serde(default)]

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 /// treats as a failure, never as absence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// The resource does not exist.
     NotFound,

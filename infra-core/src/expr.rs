@@ -91,6 +91,7 @@ enum Repr<T> {
 ///
 /// Literals compare by value. Computed expressions hold functions, so two of them are
 /// equal (and refine one another) only when they are the same expression.
+#[must_use = "an expression does nothing until a spec holds it"]
 pub struct Expr<T>(Repr<T>);
 
 impl<T: Value> Expr<T> {

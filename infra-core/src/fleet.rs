@@ -683,6 +683,7 @@ fn resolve_deps(
 /// Something the checks before any network call refused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "problem")]
+#[non_exhaustive]
 pub enum Problem {
     /// The fleet's own name is not acceptable.
     FleetName {

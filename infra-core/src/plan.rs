@@ -40,6 +40,7 @@ use crate::{Fleet, Key, Kind, Problem, Refines, ResourceRef, Status};
 
 /// A target for every key of a fleet.
 #[derive(Clone)]
+#[must_use]
 pub struct Plan {
     pub(crate) fleet: Fleet,
     pub(crate) targets: Vec<Status<DynSpec>>,

@@ -4,6 +4,7 @@ use crate::{BackendError, LockError, Problem, RecordError};
 
 /// Why an apply (or a plan) was refused as a whole.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ApplyError {
     /// A record could not be read or written.
     #[error(transparent)]

@@ -43,6 +43,7 @@ pub struct S3BucketObserved {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 #[cfg_attr(any(test, feature = "testing"), derive(Sample))]
+#[non_exhaustive]
 pub enum Protocol {
     /// TCP.
     Tcp,
@@ -186,6 +187,7 @@ pub struct SecurityGroupObserved {
 /// at create time", not "track latest").
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(any(test, feature = "testing"), derive(Sample))]
+#[non_exhaustive]
 pub enum Image {
     /// The newest Amazon Linux at create time.
     Latest,

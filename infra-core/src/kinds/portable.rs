@@ -255,6 +255,7 @@ pub struct QueuesObserved {
 /// Where a secret's value comes from. Exactly one of two sources, so "both" and
 /// "neither" cannot be written.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum SecretSource {
     /// Read from this environment variable of the process that applies, at apply time.
     FromEnv(String),
@@ -272,6 +273,7 @@ pub enum SecretSource {
 /// A [`SecretSource`] after settling.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum SecretSourceSettled {
     /// The environment variable to read at apply time.
     FromEnv(String),
@@ -543,6 +545,7 @@ impl Serialize for Acu {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "shape")]
 #[cfg_attr(any(test, feature = "testing"), derive(Sample))]
+#[non_exhaustive]
 pub enum Capacity {
     /// A provisioned instance of this class (`db.t4g.micro`, `DB-DEV-S`).
     #[serde(rename_all = "camelCase")]

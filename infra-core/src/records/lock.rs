@@ -81,6 +81,7 @@ impl fmt::Display for LockHolder {
 }
 
 /// A fleet's lock, held until dropped.
+#[must_use = "the fleet's lock is released when the guard is dropped"]
 pub struct LockGuard {
     holder: LockHolder,
     replaced: Option<LockHolder>,
@@ -124,6 +125,7 @@ impl LockGuard {
 
 /// The lock could not be taken or removed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LockError {
     /// Another run holds it.
     #[error("{}", held_message(fleet, holder.as_deref(), *waited))]

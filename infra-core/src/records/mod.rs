@@ -140,6 +140,7 @@ pub struct CacheEntry {
 
 /// A record could not be read or written.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RecordError {
     /// The file is not what this version writes: refused, and left as it is.
     #[error("{path}:{line}:{column}: {message}; the file was left untouched — fix or move it")]

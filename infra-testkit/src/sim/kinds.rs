@@ -774,7 +774,7 @@ pub(crate) fn fault_code(provider: &str, kind: ErrorKind) -> &'static str {
         ("aws", ErrorKind::Conflict) => "ConflictException",
         ("aws", ErrorKind::DependencyViolation) => "DependencyViolation",
         ("aws", ErrorKind::Invalid) => "InvalidParameterValue",
-        ("aws", ErrorKind::Other) => "InternalError",
+        ("aws", _) => "InternalError",
         ("gcp", ErrorKind::Throttled) => "RESOURCE_EXHAUSTED",
         ("gcp", ErrorKind::Unavailable) => "UNAVAILABLE",
         ("gcp", ErrorKind::NotFound) => "NOT_FOUND",
@@ -782,7 +782,7 @@ pub(crate) fn fault_code(provider: &str, kind: ErrorKind) -> &'static str {
         ("gcp", ErrorKind::Conflict) => "ABORTED",
         ("gcp", ErrorKind::DependencyViolation) => "FAILED_PRECONDITION",
         ("gcp", ErrorKind::Invalid) => "INVALID_ARGUMENT",
-        ("gcp", ErrorKind::Other) => "INTERNAL",
+        ("gcp", _) => "INTERNAL",
         (_, ErrorKind::Throttled) => "too_many_requests",
         (_, ErrorKind::Unavailable) => "service_unavailable",
         (_, ErrorKind::NotFound) => "not_found",
@@ -790,7 +790,8 @@ pub(crate) fn fault_code(provider: &str, kind: ErrorKind) -> &'static str {
         (_, ErrorKind::Conflict) => "conflict",
         (_, ErrorKind::DependencyViolation) => "precondition_failed",
         (_, ErrorKind::Invalid) => "invalid_arguments",
-        (_, ErrorKind::Other) => "internal_error",
+        // `Other`, and any kind added later: the cloud's own catch-all.
+        (_, _) => "internal_error",
     }
 }
 
