@@ -35,6 +35,7 @@
 //! marker (nor an instance's `Name`). `mark` writes the marker alone with `CreateTags`.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
@@ -47,20 +48,15 @@ use infra_core::kinds::{
     Protocol, Rule, SecurityGroup, SecurityGroupObserved, SecurityGroupReported,
     SecurityGroupSettled,
 };
-use infra_core::{
-    BackendError, ErrorKind, Handle, Listed, MARKER_KEY, Marker, Partial, RawTags, SettledSpec,
-    Sighting,
+use infra_core::sdk::{
+    CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
+    UpdateArgs, Written,
 };
+use infra_core::{BackendError, ErrorKind, Handle, Listed, MARKER_KEY, Partial, RawTags};
 
-use crate::clients::RegionClients;
+use crate::clients::{Clients, RegionClients};
 use crate::error::classify;
-use crate::ops::{KindOps, TagChanges, keep_marker, marking, tag_changes, with_marker};
-
-/// Adds this module's kinds.
-pub(crate) fn register(add: &mut dyn FnMut(Box<dyn KindOps>)) {
-    add(Box::new(SecurityGroupOps));
-    add(Box::new(AwsInstanceOps));
-}
+use crate::tags::{TagChanges, keep_marker, marking, tag_changes, with_marker};
 
 /// Codes that mean the security group does not exist.
 const NO_GROUP: &[&str] = &["InvalidGroup.NotFound", "InvalidGroupId.Malformed"];
@@ -346,14 +342,14 @@ async fn describe_group(c: &RegionClients, group_id: &str) -> Result<Ec2Group, B
         })
 }
 
-fn group_sighting(group_id: &str, g: &Ec2Group) -> Result<Sighting, BackendError> {
+fn group_reading(group_id: &str, g: &Ec2Group) -> Result<Reading<SecurityGroup>, BackendError> {
     let vpc_id = g.vpc_id().ok_or_else(|| {
         BackendError::new(
             ErrorKind::Other,
             format!("ec2:DescribeSecurityGroups answered group {group_id} without a VPC"),
         )
     })?;
-    Ok(Sighting::of::<SecurityGroup>(
+    Ok(Reading::new(
         group_id,
         SecurityGroupObserved {
             group_id: group_id.to_owned(),
@@ -407,16 +403,23 @@ fn check_group(spec: &SecurityGroupSettled) -> Result<(), BackendError> {
     Ok(())
 }
 
-/// `securityGroup`.
-pub(crate) struct SecurityGroupOps;
+/// `securityGroup`: an EC2 security group, in whichever region a call names.
+pub(crate) struct Ec2SecurityGroups {
+    clients: Arc<Clients>,
+}
+
+impl Ec2SecurityGroups {
+    /// The kind, reaching AWS through `clients` (one set per region, made on first use).
+    pub(crate) fn new(clients: Arc<Clients>) -> Self {
+        Ec2SecurityGroups { clients }
+    }
+}
 
 #[async_trait]
-impl KindOps for SecurityGroupOps {
-    fn kind(&self) -> &'static str {
-        "securityGroup"
-    }
-
-    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+impl KindBackend<SecurityGroup> for Ec2SecurityGroups {
+    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
+        let ListArgs { region, .. } = args;
+        let c = &self.clients.region(region);
         let mut pages = c.ec2().describe_security_groups().into_paginator().send();
         let mut listed = Vec::new();
         while let Some(page) = pages.next().await {
@@ -438,18 +441,24 @@ impl KindOps for SecurityGroupOps {
         Ok(listed)
     }
 
-    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError> {
-        group_sighting(handle, &describe_group(c, handle).await?)
+    async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<SecurityGroup>, BackendError> {
+        let ReadArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
+        group_reading(handle, &describe_group(c, handle).await?)
     }
 
     async fn create(
         &self,
-        c: &RegionClients,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &SecurityGroupSettled = spec.get::<SecurityGroup>()?;
+        args: CreateArgs<'_, SecurityGroup>,
+    ) -> Result<Written<Reading<SecurityGroup>>, BackendError> {
+        let CreateArgs {
+            region,
+            name,
+            spec,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         check_group(spec)?;
         let tags = with_marker(spec.tags.known(), marker);
         let out = c
@@ -471,16 +480,21 @@ impl KindOps for SecurityGroupOps {
         })?;
         let g = describe_group(c, group_id).await?;
         apply_group_rules(c, group_id, &g, spec).await?;
-        self.read(c, group_id).await
+        let read = self.read(ReadArgs::new(region, group_id)).await?;
+        Ok(Written::Done(read))
     }
 
     async fn update(
         &self,
-        c: &RegionClients,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &SecurityGroupSettled = spec.get::<SecurityGroup>()?;
+        args: UpdateArgs<'_, SecurityGroup>,
+    ) -> Result<Written<Reading<SecurityGroup>>, BackendError> {
+        let UpdateArgs {
+            region,
+            handle,
+            spec,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         check_group(spec)?;
         let g = describe_group(c, handle).await?;
         if let Some(declared) = spec.tags.known() {
@@ -495,10 +509,13 @@ impl KindOps for SecurityGroupOps {
             .await?;
         }
         apply_group_rules(c, handle, &g, spec).await?;
-        self.read(c, handle).await
+        let read = self.read(ReadArgs::new(region, handle)).await?;
+        Ok(Written::Done(read))
     }
 
-    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError> {
+    async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
+        let DeleteArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         c.ec2()
             .delete_security_group()
             .group_id(handle)
@@ -508,16 +525,20 @@ impl KindOps for SecurityGroupOps {
         Ok(())
     }
 
-    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
+    async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
+        let OwnershipArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         Ok(tags_of(describe_group(c, handle).await?.tags()))
     }
 
-    async fn mark(
-        &self,
-        c: &RegionClients,
-        handle: &str,
-        marker: &Marker,
-    ) -> Result<(), BackendError> {
+    async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
+        let MarkArgs {
+            region,
+            handle,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let current = tags_of(describe_group(c, handle).await?.tags());
         if let Some(pair) = marking(&current, marker, &format!("security group {handle}"))? {
             add_tags(c, handle, &pair, NO_GROUP).await?;
@@ -630,11 +651,11 @@ async fn user_data(c: &RegionClients, id: &str) -> Result<Partial<String>, Backe
     Ok(text.map_or(Partial::Unknown, Partial::Known))
 }
 
-async fn instance_sighting(
+async fn instance_reading(
     c: &RegionClients,
     id: &str,
     i: &Instance,
-) -> Result<Sighting, BackendError> {
+) -> Result<Reading<AwsInstance>, BackendError> {
     let image_id = i.image_id().ok_or_else(|| {
         BackendError::new(
             ErrorKind::Other,
@@ -655,7 +676,7 @@ async fn instance_sighting(
     let known = |v: Option<&str>| v.map_or(Partial::Unknown, |v| Partial::Known(v.to_owned()));
     let mut tags = tags_of(i.tags());
     tags.remove(NAME_TAG);
-    Ok(Sighting::of::<AwsInstance>(
+    Ok(Reading::new(
         id,
         AwsInstanceObserved {
             instance_id: id.to_owned(),
@@ -685,20 +706,28 @@ fn check_instance_tags(spec: &AwsInstanceSettled) -> Result<(), BackendError> {
     Ok(())
 }
 
-/// `awsInstance`.
-pub(crate) struct AwsInstanceOps;
+/// `awsInstance`: an EC2 instance, in whichever region a call names. Names may
+/// repeat, so a replace creates the new instance before terminating the old one.
+pub(crate) struct Ec2Instances {
+    clients: Arc<Clients>,
+}
+
+impl Ec2Instances {
+    /// The kind, reaching AWS through `clients` (one set per region, made on first use).
+    pub(crate) fn new(clients: Arc<Clients>) -> Self {
+        Ec2Instances { clients }
+    }
+}
 
 #[async_trait]
-impl KindOps for AwsInstanceOps {
-    fn kind(&self) -> &'static str {
-        "awsInstance"
-    }
-
+impl KindBackend<AwsInstance> for Ec2Instances {
     fn duplicate_names(&self) -> bool {
         true
     }
 
-    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
+        let ListArgs { region, .. } = args;
+        let c = &self.clients.region(region);
         let state = Filter::builder()
             .name("instance-state-name")
             .set_values(Some(LIVE_STATES.iter().map(|s| (*s).to_owned()).collect()))
@@ -735,19 +764,25 @@ impl KindOps for AwsInstanceOps {
         Ok(listed)
     }
 
-    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError> {
+    async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<AwsInstance>, BackendError> {
+        let ReadArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         let i = describe_instance(c, handle).await?;
-        instance_sighting(c, handle, &i).await
+        instance_reading(c, handle, &i).await
     }
 
     async fn create(
         &self,
-        c: &RegionClients,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &AwsInstanceSettled = spec.get::<AwsInstance>()?;
+        args: CreateArgs<'_, AwsInstance>,
+    ) -> Result<Written<Reading<AwsInstance>>, BackendError> {
+        let CreateArgs {
+            region,
+            name,
+            spec,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         check_instance_tags(spec)?;
         let image_id = match &spec.image {
             Image::Latest => latest_image(c).await?,
@@ -780,16 +815,21 @@ impl KindOps for AwsInstanceOps {
                 BackendError::new(ErrorKind::Other, "ec2:RunInstances answered no instance id")
                     .maybe_sent()
             })?;
-        self.read(c, id).await
+        let read = self.read(ReadArgs::new(region, id)).await?;
+        Ok(Written::Done(read))
     }
 
     async fn update(
         &self,
-        c: &RegionClients,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &AwsInstanceSettled = spec.get::<AwsInstance>()?;
+        args: UpdateArgs<'_, AwsInstance>,
+    ) -> Result<Written<Reading<AwsInstance>>, BackendError> {
+        let UpdateArgs {
+            region,
+            handle,
+            spec,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         check_instance_tags(spec)?;
         let i = describe_instance(c, handle).await?;
         let wanted_group = spec.security_group.as_str();
@@ -815,10 +855,13 @@ impl KindOps for AwsInstanceOps {
             }
             sync_tags(c, handle, &current, &wanted, &[MARKER_KEY, NAME_TAG]).await?;
         }
-        self.read(c, handle).await
+        let read = self.read(ReadArgs::new(region, handle)).await?;
+        Ok(Written::Done(read))
     }
 
-    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError> {
+    async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
+        let DeleteArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         // EC2 accepts terminating an instance that is already terminated: ask first, so
         // that deleting what is gone answers NotFound.
         describe_instance(c, handle).await?;
@@ -831,17 +874,21 @@ impl KindOps for AwsInstanceOps {
         Ok(())
     }
 
-    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
+    async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
+        let OwnershipArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         Ok(tags_of(describe_instance(c, handle).await?.tags()))
     }
 
     /// A terminated or shutting-down instance is absent here too (`NotFound`).
-    async fn mark(
-        &self,
-        c: &RegionClients,
-        handle: &str,
-        marker: &Marker,
-    ) -> Result<(), BackendError> {
+    async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
+        let MarkArgs {
+            region,
+            handle,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let current = tags_of(describe_instance(c, handle).await?.tags());
         if let Some(pair) = marking(&current, marker, &format!("instance {handle}"))? {
             add_tags(c, handle, &pair, NO_INSTANCE).await?;

@@ -15,26 +15,23 @@
 //!
 //! The marker is part of `CreateRepository` itself (its `tags`).
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use aws_sdk_ecr::types::{ImageScanningConfiguration, ImageTagMutability, Repository, Tag};
-use infra_core::kinds::{
-    ImageRegistry, ImageRegistryObserved, ImageRegistryReported, ImageRegistrySettled,
+use infra_core::kinds::{ImageRegistry, ImageRegistryObserved, ImageRegistryReported};
+use infra_core::sdk::{
+    CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
+    UpdateArgs, Written,
 };
-use infra_core::{
-    BackendError, ErrorKind, Listed, Marker, Partial, RawTags, SettledSpec, Sighting,
-};
+use infra_core::{BackendError, ErrorKind, Listed, Partial, RawTags};
 
-use crate::clients::RegionClients;
+use crate::clients::{Clients, RegionClients};
 use crate::error::classify;
-use crate::ops::{KindOps, TagChanges, marking, tag_changes, wanted_tags, with_marker};
+use crate::tags::{TagChanges, marking, tag_changes, wanted_tags, with_marker};
 
 /// Codes that mean the repository does not exist.
 const NO_REPOSITORY: &[&str] = &["RepositoryNotFoundException"];
-
-/// Adds this module's kinds.
-pub(crate) fn register(add: &mut dyn FnMut(Box<dyn KindOps>)) {
-    add(Box::new(ImageRegistryOps));
-}
 
 /// The repository named `name`, or `NotFound`.
 async fn describe(c: &RegionClients, name: &str) -> Result<Repository, BackendError> {
@@ -144,15 +141,22 @@ async fn set_tags(c: &RegionClients, arn: &str, declared: &RawTags) -> Result<()
 }
 
 /// `imageRegistry`, realised as an ECR repository.
-pub(crate) struct ImageRegistryOps;
+pub(crate) struct EcrRepositories {
+    clients: Arc<Clients>,
+}
+
+impl EcrRepositories {
+    /// The kind, reaching AWS through `clients` (one set per region, made on first use).
+    pub(crate) fn new(clients: Arc<Clients>) -> Self {
+        EcrRepositories { clients }
+    }
+}
 
 #[async_trait]
-impl KindOps for ImageRegistryOps {
-    fn kind(&self) -> &'static str {
-        "imageRegistry"
-    }
-
-    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+impl KindBackend<ImageRegistry> for EcrRepositories {
+    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
+        let ListArgs { region, .. } = args;
+        let c = &self.clients.region(region);
         let mut listed = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -179,7 +183,9 @@ impl KindOps for ImageRegistryOps {
         Ok(listed)
     }
 
-    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError> {
+    async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<ImageRegistry>, BackendError> {
+        let ReadArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         let repo = describe(c, handle).await?;
         let arn = arn_of(&repo, handle)?;
         let uri = repo.repository_uri().map(str::to_owned).ok_or_else(|| {
@@ -189,7 +195,7 @@ impl KindOps for ImageRegistryOps {
             )
         })?;
         let tags = tags(c, &arn).await?;
-        Ok(Sighting::of::<ImageRegistry>(
+        Ok(Reading::new(
             handle,
             ImageRegistryObserved { id: arn, uri },
             ImageRegistryReported {
@@ -204,12 +210,16 @@ impl KindOps for ImageRegistryOps {
 
     async fn create(
         &self,
-        c: &RegionClients,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &ImageRegistrySettled = spec.get::<ImageRegistry>()?;
+        args: CreateArgs<'_, ImageRegistry>,
+    ) -> Result<Written<Reading<ImageRegistry>>, BackendError> {
+        let CreateArgs {
+            region,
+            name,
+            spec,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let tags = with_marker(spec.tags.known(), marker);
         c.ecr()
             .create_repository()
@@ -220,16 +230,21 @@ impl KindOps for ImageRegistryOps {
             .send()
             .await
             .map_err(|e| classify("ecr:CreateRepository", e, &[]))?;
-        self.read(c, name).await
+        let read = self.read(ReadArgs::new(region, name)).await?;
+        Ok(Written::Done(read))
     }
 
     async fn update(
         &self,
-        c: &RegionClients,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &ImageRegistrySettled = spec.get::<ImageRegistry>()?;
+        args: UpdateArgs<'_, ImageRegistry>,
+    ) -> Result<Written<Reading<ImageRegistry>>, BackendError> {
+        let UpdateArgs {
+            region,
+            handle,
+            spec,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let repo = describe(c, handle).await?;
         if let Some(&on) = spec.scan_on_push.known() {
             c.ecr()
@@ -252,12 +267,15 @@ impl KindOps for ImageRegistryOps {
         if let Some(declared) = spec.tags.known() {
             set_tags(c, &arn_of(&repo, handle)?, declared).await?;
         }
-        self.read(c, handle).await
+        let read = self.read(ReadArgs::new(region, handle)).await?;
+        Ok(Written::Done(read))
     }
 
     /// Never forced: a repository that still holds images is refused
     /// (`RepositoryNotEmptyException`, a dependency violation) and left as it was.
-    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError> {
+    async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
+        let DeleteArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         c.ecr()
             .delete_repository()
             .repository_name(handle)
@@ -268,17 +286,21 @@ impl KindOps for ImageRegistryOps {
         Ok(())
     }
 
-    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
+    async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
+        let OwnershipArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         let repo = describe(c, handle).await?;
         tags(c, &arn_of(&repo, handle)?).await
     }
 
-    async fn mark(
-        &self,
-        c: &RegionClients,
-        handle: &str,
-        marker: &Marker,
-    ) -> Result<(), BackendError> {
+    async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
+        let MarkArgs {
+            region,
+            handle,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let arn = arn_of(&describe(c, handle).await?, handle)?;
         let current = tags(c, &arn).await?;
         if let Some(pair) = marking(&current, marker, &format!("repository {handle}"))? {

@@ -47,18 +47,21 @@
 //! `DeleteConflict` is `DependencyViolation` too.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_iam::types::{PolicyScopeType, Role, Tag};
 use infra_core::kinds::{Iam, IamObserved, IamReported, IamSettled};
-use infra_core::{
-    BackendError, ErrorKind, Listed, Marker, Partial, RawTags, SettledSpec, Sighting,
+use infra_core::sdk::{
+    CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
+    UpdateArgs, Written,
 };
+use infra_core::{BackendError, ErrorKind, Listed, Partial, RawTags};
 use serde_json::{Value, json};
 
-use crate::clients::RegionClients;
+use crate::clients::{Clients, RegionClients};
 use crate::error::classify;
-use crate::ops::{KindOps, keep_marker, marking, with_marker};
+use crate::tags::{keep_marker, marking, with_marker};
 
 /// Codes that mean the role (or the entity the call names) does not exist.
 const NO_ENTITY: &[&str] = &["NoSuchEntity"];
@@ -66,11 +69,6 @@ const NO_ENTITY: &[&str] = &["NoSuchEntity"];
 const REGION_TAG: &str = "infra-region";
 /// The only action of the trust statements this module writes.
 const ASSUME_ROLE: &str = "sts:AssumeRole";
-
-/// Adds this module's kinds.
-pub(crate) fn register(add: &mut dyn FnMut(Box<dyn KindOps>)) {
-    add(Box::new(IamOps));
-}
 
 /// The name of an AWS-managed policy from its ARN (`arn:<partition>:iam::aws:policy/`,
 /// then a path, then the name), or `None` for any other ARN.
@@ -336,10 +334,10 @@ async fn attached(c: &RegionClients, name: &str) -> Result<BTreeSet<String>, Bac
         .collect())
 }
 
-fn sighting(role: &Role, policies: &BTreeSet<String>) -> Sighting {
+fn reading(role: &Role, policies: &BTreeSet<String>) -> Reading<Iam> {
     let mut tags = raw_tags(role.tags());
     tags.remove(REGION_TAG);
-    Sighting::of::<Iam>(
+    Reading::new(
         role.role_name(),
         IamObserved {
             id: role.arn().to_owned(),
@@ -438,16 +436,23 @@ async fn list_role_tags(c: &RegionClients, name: &str) -> Result<Option<RawTags>
     }
 }
 
-/// `iam`.
-pub(crate) struct IamOps;
+/// `iam`: an IAM role, placed in a region by its `infra-region` tag.
+pub(crate) struct IamRoles {
+    clients: Arc<Clients>,
+}
+
+impl IamRoles {
+    /// The kind, reaching AWS through `clients` (one set per region, made on first use).
+    pub(crate) fn new(clients: Arc<Clients>) -> Self {
+        IamRoles { clients }
+    }
+}
 
 #[async_trait]
-impl KindOps for IamOps {
-    fn kind(&self) -> &'static str {
-        "iam"
-    }
-
-    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+impl KindBackend<Iam> for IamRoles {
+    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
+        let ListArgs { region, .. } = args;
+        let c = &self.clients.region(region);
         let mut listed = Vec::new();
         for role in all_roles(c).await? {
             let name = role.role_name();
@@ -469,20 +474,26 @@ impl KindOps for IamOps {
         Ok(listed)
     }
 
-    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError> {
+    async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<Iam>, BackendError> {
+        let ReadArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         let role = get_role(c, handle).await?;
         let policies = attached(c, handle).await?;
-        Ok(sighting(&role, &policies))
+        Ok(reading(&role, &policies))
     }
 
     async fn create(
         &self,
-        c: &RegionClients,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &IamSettled = spec.get::<Iam>()?;
+        args: CreateArgs<'_, Iam>,
+    ) -> Result<Written<Reading<Iam>>, BackendError> {
+        let CreateArgs {
+            region,
+            name,
+            spec,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         check_tags(spec)?;
         check_policies(spec)?;
         let policies = resolve(c, &spec.policies.iter().collect()).await?;
@@ -501,24 +512,29 @@ impl KindOps for IamOps {
         for arn in &policies {
             attach(c, name, arn).await?;
         }
-        match self.read(c, name).await {
+        let read = match self.read(ReadArgs::new(region, name)).await {
             Err(e) if e.kind == ErrorKind::NotFound => {
                 // Not visible yet (IAM is eventually consistent): CreateRole's own
                 // answer describes the role, and the policies were attached just now.
                 let role = out.role.ok_or(e)?;
-                Ok(sighting(&role, &policies))
+                reading(&role, &policies)
             }
-            other => other,
-        }
+            other => other?,
+        };
+        Ok(Written::Done(read))
     }
 
     async fn update(
         &self,
-        c: &RegionClients,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &IamSettled = spec.get::<Iam>()?;
+        args: UpdateArgs<'_, Iam>,
+    ) -> Result<Written<Reading<Iam>>, BackendError> {
+        let UpdateArgs {
+            region,
+            handle,
+            spec,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         check_tags(spec)?;
         check_policies(spec)?;
         let role = get_role(c, handle).await?;
@@ -582,10 +598,13 @@ impl KindOps for IamOps {
         for arn in &to_detach {
             detach(c, handle, arn).await?;
         }
-        self.read(c, handle).await
+        let read = self.read(ReadArgs::new(region, handle)).await?;
+        Ok(Written::Done(read))
     }
 
-    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError> {
+    async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
+        let DeleteArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         get_role(c, handle).await?;
         let iam = c.iam();
         let profiles: Vec<_> = iam
@@ -636,7 +655,9 @@ impl KindOps for IamOps {
         Ok(())
     }
 
-    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
+    async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
+        let OwnershipArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         let role = get_role(c, handle).await?;
         Ok(raw_tags(role.tags()))
     }
@@ -648,12 +669,14 @@ impl KindOps for IamOps {
     /// engine would believe it gone). The region tag is bookkeeping that `read` leaves
     /// out of `tags`; every other tag, and a region tag already there, stay as they
     /// were. A role whose region tag names another region is `NotFound`, as for `read`.
-    async fn mark(
-        &self,
-        c: &RegionClients,
-        handle: &str,
-        marker: &Marker,
-    ) -> Result<(), BackendError> {
+    async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
+        let MarkArgs {
+            region,
+            handle,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let current = raw_tags(get_role(c, handle).await?.tags());
         if let Some(mut pair) = marking(&current, marker, &format!("iam role {handle}"))? {
             if !current.contains_key(REGION_TAG) {

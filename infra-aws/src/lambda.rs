@@ -35,6 +35,7 @@
 //! The marker is part of `CreateFunction` itself (its `Tags`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -44,13 +45,15 @@ use aws_sdk_lambda::types::{Environment, FunctionCode, FunctionConfiguration, Ru
 use aws_smithy_runtime_api::client::waiters::error::WaiterError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use infra_core::kinds::{Compute, ComputeObserved, ComputeReported, ComputeSettled, EnvVars};
-use infra_core::{
-    BackendError, ErrorKind, Handle, Listed, Marker, Partial, RawTags, SettledSpec, Sighting,
+use infra_core::sdk::{
+    CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
+    UpdateArgs, Written,
 };
+use infra_core::{BackendError, ErrorKind, Handle, Listed, Partial, RawTags};
 
-use crate::clients::RegionClients;
+use crate::clients::{Clients, RegionClients};
 use crate::error::classify;
-use crate::ops::{KindOps, TagChanges, keep_marker, marking, tag_changes, with_marker};
+use crate::tags::{TagChanges, keep_marker, marking, tag_changes, with_marker};
 
 /// Codes that mean the function does not exist.
 const NO_FUNCTION: &[&str] = &["ResourceNotFoundException"];
@@ -263,7 +266,11 @@ fn known<T>(value: Option<T>) -> Partial<T> {
     value.map_or(Partial::Unknown, Partial::Known)
 }
 
-async fn sighting(c: &RegionClients, name: &str, f: &Function) -> Result<Sighting, BackendError> {
+async fn reading(
+    c: &RegionClients,
+    name: &str,
+    f: &Function,
+) -> Result<Reading<Compute>, BackendError> {
     let config = &f.config;
     let (environment, secret_environment) = match f.split_environment() {
         Some((plain, secret)) => (
@@ -281,7 +288,7 @@ async fn sighting(c: &RegionClients, name: &str, f: &Function) -> Result<Sightin
         t.remove(SECRET_ENV_TAG);
         t
     }));
-    Ok(Sighting::of::<Compute>(
+    Ok(Reading::new(
         name,
         ComputeObserved {
             id: f.arn()?.to_owned(),
@@ -392,15 +399,22 @@ async fn set_tags(
 }
 
 /// `compute`, realised as a Lambda function.
-pub(crate) struct ComputeOps;
+pub(crate) struct LambdaFunctions {
+    clients: Arc<Clients>,
+}
+
+impl LambdaFunctions {
+    /// The kind, reaching AWS through `clients` (one set per region, made on first use).
+    pub(crate) fn new(clients: Arc<Clients>) -> Self {
+        LambdaFunctions { clients }
+    }
+}
 
 #[async_trait]
-impl KindOps for ComputeOps {
-    fn kind(&self) -> &'static str {
-        "compute"
-    }
-
-    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+impl KindBackend<Compute> for LambdaFunctions {
+    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
+        let ListArgs { region, .. } = args;
+        let c = &self.clients.region(region);
         let functions = c
             .lambda()
             .list_functions()
@@ -420,19 +434,25 @@ impl KindOps for ComputeOps {
             .collect())
     }
 
-    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError> {
+    async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<Compute>, BackendError> {
+        let ReadArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         let f = get(c, handle).await?;
-        sighting(c, handle, &f).await
+        reading(c, handle, &f).await
     }
 
     async fn create(
         &self,
-        c: &RegionClients,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &ComputeSettled = spec.get::<Compute>()?;
+        args: CreateArgs<'_, Compute>,
+    ) -> Result<Written<Reading<Compute>>, BackendError> {
+        let CreateArgs {
+            region,
+            name,
+            spec,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let (bucket, key) = s3_location(&spec.code)?;
         let role = role_arn(c, spec.role.as_ref()).await?;
         let secret = secret_arns(spec).unwrap_or_default();
@@ -477,16 +497,21 @@ impl KindOps for ComputeOps {
             .wait(MAX_WAIT)
             .await
             .map_err(|e| waited("lambda:GetFunction (waiting for the new function)", e))?;
-        self.read(c, name).await
+        let read = self.read(ReadArgs::new(region, name)).await?;
+        Ok(Written::Done(read))
     }
 
     async fn update(
         &self,
-        c: &RegionClients,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &ComputeSettled = spec.get::<Compute>()?;
+        args: UpdateArgs<'_, Compute>,
+    ) -> Result<Written<Reading<Compute>>, BackendError> {
+        let UpdateArgs {
+            region,
+            handle,
+            spec,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let (bucket, key) = s3_location(&spec.code)?;
         let role = role_arn(c, spec.role.as_ref()).await?;
         let current = get(c, handle).await?;
@@ -551,10 +576,13 @@ impl KindOps for ComputeOps {
             None => target.remove(SECRET_ENV_TAG),
         };
         set_tags(c, current.arn()?, &target, &current_tags).await?;
-        self.read(c, handle).await
+        let read = self.read(ReadArgs::new(region, handle)).await?;
+        Ok(Written::Done(read))
     }
 
-    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError> {
+    async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
+        let DeleteArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         c.lambda()
             .delete_function()
             .function_name(handle)
@@ -564,17 +592,21 @@ impl KindOps for ComputeOps {
         Ok(())
     }
 
-    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
+    async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
+        let OwnershipArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         let f = get(c, handle).await?;
         raw_tags(c, &f).await
     }
 
-    async fn mark(
-        &self,
-        c: &RegionClients,
-        handle: &str,
-        marker: &Marker,
-    ) -> Result<(), BackendError> {
+    async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
+        let MarkArgs {
+            region,
+            handle,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let f = get(c, handle).await?;
         let current = raw_tags(c, &f).await?;
         if let Some(pair) = marking(&current, marker, &format!("function {handle}"))? {
@@ -589,11 +621,6 @@ impl KindOps for ComputeOps {
         }
         Ok(())
     }
-}
-
-/// Adds this module's kinds.
-pub(crate) fn register(add: &mut dyn FnMut(Box<dyn KindOps>)) {
-    add(Box::new(ComputeOps));
 }
 
 #[cfg(test)]

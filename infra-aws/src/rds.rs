@@ -41,6 +41,7 @@
 //! Moving between the classic and the serverless shapes cannot be done in place: an
 //! `update` asked for it refuses with `Invalid`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -51,13 +52,15 @@ use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use infra_core::kinds::{
     Acu, Capacity, Postgres, PostgresObserved, PostgresReported, PostgresSettled, Secrets,
 };
-use infra_core::{
-    BackendError, ErrorKind, Handle, Listed, Marker, Partial, RawTags, SettledSpec, Sighting,
+use infra_core::sdk::{
+    CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
+    UpdateArgs, Written,
 };
+use infra_core::{BackendError, ErrorKind, Handle, Listed, Partial, RawTags};
 
-use crate::clients::RegionClients;
+use crate::clients::{Clients, RegionClients};
 use crate::error::classify;
-use crate::ops::{KindOps, TagChanges, keep_marker, marking, tag_changes, with_marker};
+use crate::tags::{TagChanges, keep_marker, marking, tag_changes, with_marker};
 
 /// Codes that mean the DB instance does not exist.
 const NO_INSTANCE: &[&str] = &["DBInstanceNotFound", "DBInstanceNotFoundFault"];
@@ -217,7 +220,7 @@ async fn describe(c: &RegionClients, handle: &str) -> Result<Db, BackendError> {
     .with_code("DBInstanceNotFound"))
 }
 
-fn sighting(handle: &str, db: &Db) -> Result<Sighting, BackendError> {
+fn reading(handle: &str, db: &Db) -> Result<Reading<Postgres>, BackendError> {
     let raw = db.tags();
     let master_password = password_source(&raw);
     let mut declared = raw.clone();
@@ -237,7 +240,7 @@ fn sighting(handle: &str, db: &Db) -> Result<Sighting, BackendError> {
                     ),
                 ));
             };
-            Ok(Sighting::of::<Postgres>(
+            Ok(Reading::new(
                 handle,
                 PostgresObserved {
                     id: i.db_instance_arn().unwrap_or(handle).to_owned(),
@@ -276,7 +279,7 @@ fn sighting(handle: &str, db: &Db) -> Result<Sighting, BackendError> {
                     max_capacity: acu(s.max_capacity()?)?,
                 })
             });
-            Ok(Sighting::of::<Postgres>(
+            Ok(Reading::new(
                 handle,
                 PostgresObserved {
                     id: cl.db_cluster_arn().unwrap_or(handle).to_owned(),
@@ -703,15 +706,22 @@ async fn remove_left_automated_snapshots(c: &RegionClients, cluster: &str) {
 }
 
 /// `postgres`, as an RDS instance or an Aurora Serverless v2 cluster.
-pub(crate) struct PostgresOps;
+pub(crate) struct RdsDatabases {
+    clients: Arc<Clients>,
+}
+
+impl RdsDatabases {
+    /// The kind, reaching AWS through `clients` (one set per region, made on first use).
+    pub(crate) fn new(clients: Arc<Clients>) -> Self {
+        RdsDatabases { clients }
+    }
+}
 
 #[async_trait]
-impl KindOps for PostgresOps {
-    fn kind(&self) -> &'static str {
-        "postgres"
-    }
-
-    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+impl KindBackend<Postgres> for RdsDatabases {
+    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
+        let ListArgs { region, .. } = args;
+        let c = &self.clients.region(region);
         let instances = c
             .rds()
             .describe_db_instances()
@@ -750,18 +760,24 @@ impl KindOps for PostgresOps {
         Ok(listed)
     }
 
-    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError> {
-        sighting(handle, &describe(c, handle).await?)
+    async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<Postgres>, BackendError> {
+        let ReadArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
+        reading(handle, &describe(c, handle).await?)
     }
 
     async fn create(
         &self,
-        c: &RegionClients,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &PostgresSettled = spec.get::<Postgres>()?;
+        args: CreateArgs<'_, Postgres>,
+    ) -> Result<Written<Reading<Postgres>>, BackendError> {
+        let CreateArgs {
+            region,
+            name,
+            spec,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         // Instances and clusters are separate namespaces in RDS; a postgres name is one.
         if find_instance(c, name).await?.is_some() || find_cluster(c, name).await?.is_some() {
             return Err(BackendError::new(
@@ -787,16 +803,21 @@ impl KindOps for PostgresOps {
                 max_capacity,
             } => create_serverless(c, name, spec, (*min_capacity, *max_capacity), &tags).await?,
         }
-        self.read(c, name).await
+        let read = self.read(ReadArgs::new(region, name)).await?;
+        Ok(Written::Done(read))
     }
 
     async fn update(
         &self,
-        c: &RegionClients,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &PostgresSettled = spec.get::<Postgres>()?;
+        args: UpdateArgs<'_, Postgres>,
+    ) -> Result<Written<Reading<Postgres>>, BackendError> {
+        let UpdateArgs {
+            region,
+            handle,
+            spec,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let db = describe(c, handle).await?;
         let current = db.tags();
         // The password is set again only when the database was pointed at another
@@ -823,10 +844,13 @@ impl KindOps for PostgresOps {
         };
         wanted.insert(PASSWORD_TAG.to_owned(), source.to_owned());
         set_tags(c, arn, &wanted, &current).await?;
-        self.read(c, handle).await
+        let read = self.read(ReadArgs::new(region, handle)).await?;
+        Ok(Written::Done(read))
     }
 
-    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError> {
+    async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
+        let DeleteArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         match describe(c, handle).await? {
             Db::Instance(_) => {
                 delete_instance(c, handle, false).await?;
@@ -869,19 +893,23 @@ impl KindOps for PostgresOps {
         }
     }
 
-    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
+    async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
+        let OwnershipArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         Ok(describe(c, handle).await?.tags())
     }
 
     /// Marks the DB instance, or the DB cluster alone: a cluster's member instances are
     /// reached only through the cluster (its `ownership` reads the cluster's tags), and
     /// keep their tags as they were.
-    async fn mark(
-        &self,
-        c: &RegionClients,
-        handle: &str,
-        marker: &Marker,
-    ) -> Result<(), BackendError> {
+    async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
+        let MarkArgs {
+            region,
+            handle,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let db = describe(c, handle).await?;
         if let Some(pair) = marking(&db.tags(), marker, &format!("database {handle}"))? {
             let arn = db.arn().ok_or_else(|| {
@@ -898,11 +926,6 @@ impl KindOps for PostgresOps {
         }
         Ok(())
     }
-}
-
-/// Adds this module's kinds.
-pub(crate) fn register(add: &mut dyn FnMut(Box<dyn KindOps>)) {
-    add(Box::new(PostgresOps));
 }
 
 #[cfg(test)]

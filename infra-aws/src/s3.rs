@@ -16,6 +16,8 @@
 //! `mark` puts it on a bucket made elsewhere by writing back the tag set it read with the
 //! marker added (`PutBucketTagging` replaces the whole set).
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use aws_sdk_s3::types::{
     BucketLifecycleConfiguration, BucketLocationConstraint, BucketVersioningStatus,
@@ -27,11 +29,15 @@ use infra_core::kinds::{
     ObjectStore, ObjectStoreObserved, ObjectStoreReported, ObjectStoreSettled, S3Bucket,
     S3BucketObserved, S3BucketReported, S3BucketSettled,
 };
-use infra_core::{BackendError, Listed, Marker, Partial, RawTags, SettledSpec, Sighting};
+use infra_core::sdk::{
+    CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
+    UpdateArgs, Written,
+};
+use infra_core::{BackendError, Listed, Marker, Partial, RawTags};
 
-use crate::clients::RegionClients;
+use crate::clients::{Clients, RegionClients};
 use crate::error::classify;
-use crate::ops::{KindOps, marking, wanted_tags, with_marker};
+use crate::tags::{marking, wanted_tags, with_marker};
 
 /// Codes that mean the bucket does not exist.
 const NO_BUCKET: &[&str] = &["NoSuchBucket", "NotFound"];
@@ -387,11 +393,20 @@ async fn delete_bucket(c: &RegionClients, bucket: &str) -> Result<(), BackendErr
     Ok(())
 }
 
-/// `s3Bucket`.
-pub(crate) struct S3BucketOps;
+/// `s3Bucket`: an S3 bucket, in whichever region a call names.
+pub(crate) struct S3Buckets {
+    clients: Arc<Clients>,
+}
 
-fn s3_sighting(bucket: &str, s: BucketState) -> Sighting {
-    Sighting::of::<S3Bucket>(
+impl S3Buckets {
+    /// The kind, reaching AWS through `clients` (one set per region, made on first use).
+    pub(crate) fn new(clients: Arc<Clients>) -> Self {
+        S3Buckets { clients }
+    }
+}
+
+fn bucket_reading(bucket: &str, s: BucketState) -> Reading<S3Bucket> {
+    Reading::new(
         bucket,
         S3BucketObserved {
             arn: format!("arn:aws:s3:::{bucket}"),
@@ -407,59 +422,75 @@ fn s3_sighting(bucket: &str, s: BucketState) -> Sighting {
 }
 
 #[async_trait]
-impl KindOps for S3BucketOps {
-    fn kind(&self) -> &'static str {
-        "s3Bucket"
-    }
-
-    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+impl KindBackend<S3Bucket> for S3Buckets {
+    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
+        let ListArgs { region, .. } = args;
+        let c = &self.clients.region(region);
         list_region(c).await
     }
 
-    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError> {
-        Ok(s3_sighting(handle, state(c, handle).await?))
+    async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<S3Bucket>, BackendError> {
+        let ReadArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
+        Ok(bucket_reading(handle, state(c, handle).await?))
     }
 
     async fn create(
         &self,
-        c: &RegionClients,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &S3BucketSettled = spec.get::<S3Bucket>()?;
+        args: CreateArgs<'_, S3Bucket>,
+    ) -> Result<Written<Reading<S3Bucket>>, BackendError> {
+        let CreateArgs {
+            region,
+            name,
+            spec,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let tags = with_marker(spec.tags.known(), marker);
         create_bucket(c, name, spec.object_lock.known() == Some(&true), &tags).await?;
         apply_s3(c, name, spec).await?;
-        self.read(c, name).await
+        let read = self.read(ReadArgs::new(region, name)).await?;
+        Ok(Written::Done(read))
     }
 
     async fn update(
         &self,
-        c: &RegionClients,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &S3BucketSettled = spec.get::<S3Bucket>()?;
+        args: UpdateArgs<'_, S3Bucket>,
+    ) -> Result<Written<Reading<S3Bucket>>, BackendError> {
+        let UpdateArgs {
+            region,
+            handle,
+            spec,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         retag(c, handle, spec.tags.known()).await?;
         apply_s3(c, handle, spec).await?;
-        self.read(c, handle).await
+        let read = self.read(ReadArgs::new(region, handle)).await?;
+        Ok(Written::Done(read))
     }
 
-    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError> {
+    async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
+        let DeleteArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         delete_bucket(c, handle).await
     }
 
-    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
+    async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
+        let OwnershipArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         tags(c, handle).await
     }
 
-    async fn mark(
-        &self,
-        c: &RegionClients,
-        handle: &str,
-        marker: &Marker,
-    ) -> Result<(), BackendError> {
+    async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
+        let MarkArgs {
+            region,
+            handle,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         mark_bucket(c, handle, marker).await
     }
 }
@@ -479,12 +510,21 @@ async fn apply_s3(
     Ok(())
 }
 
-/// `objectStore`, realised as an S3 bucket.
-pub(crate) struct ObjectStoreOps;
+/// `objectStore`, realised as an S3 bucket, in whichever region a call names.
+pub(crate) struct S3ObjectStores {
+    clients: Arc<Clients>,
+}
 
-fn store_sighting(bucket: &str, s: BucketState) -> Sighting {
+impl S3ObjectStores {
+    /// The kind, reaching AWS through `clients` (one set per region, made on first use).
+    pub(crate) fn new(clients: Arc<Clients>) -> Self {
+        S3ObjectStores { clients }
+    }
+}
+
+fn store_reading(bucket: &str, s: BucketState) -> Reading<ObjectStore> {
     let endpoint = format!("https://{bucket}.s3.{}.amazonaws.com", s.region);
-    Sighting::of::<ObjectStore>(
+    Reading::new(
         bucket,
         ObjectStoreObserved {
             id: bucket.to_owned(),
@@ -499,59 +539,75 @@ fn store_sighting(bucket: &str, s: BucketState) -> Sighting {
 }
 
 #[async_trait]
-impl KindOps for ObjectStoreOps {
-    fn kind(&self) -> &'static str {
-        "objectStore"
-    }
-
-    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+impl KindBackend<ObjectStore> for S3ObjectStores {
+    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
+        let ListArgs { region, .. } = args;
+        let c = &self.clients.region(region);
         list_region(c).await
     }
 
-    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError> {
-        Ok(store_sighting(handle, state(c, handle).await?))
+    async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<ObjectStore>, BackendError> {
+        let ReadArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
+        Ok(store_reading(handle, state(c, handle).await?))
     }
 
     async fn create(
         &self,
-        c: &RegionClients,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &ObjectStoreSettled = spec.get::<ObjectStore>()?;
+        args: CreateArgs<'_, ObjectStore>,
+    ) -> Result<Written<Reading<ObjectStore>>, BackendError> {
+        let CreateArgs {
+            region,
+            name,
+            spec,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let tags = with_marker(spec.tags.known(), marker);
         create_bucket(c, name, false, &tags).await?;
         apply_store(c, name, spec).await?;
-        self.read(c, name).await
+        let read = self.read(ReadArgs::new(region, name)).await?;
+        Ok(Written::Done(read))
     }
 
     async fn update(
         &self,
-        c: &RegionClients,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &ObjectStoreSettled = spec.get::<ObjectStore>()?;
+        args: UpdateArgs<'_, ObjectStore>,
+    ) -> Result<Written<Reading<ObjectStore>>, BackendError> {
+        let UpdateArgs {
+            region,
+            handle,
+            spec,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         retag(c, handle, spec.tags.known()).await?;
         apply_store(c, handle, spec).await?;
-        self.read(c, handle).await
+        let read = self.read(ReadArgs::new(region, handle)).await?;
+        Ok(Written::Done(read))
     }
 
-    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError> {
+    async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
+        let DeleteArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         delete_bucket(c, handle).await
     }
 
-    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
+    async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
+        let OwnershipArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         tags(c, handle).await
     }
 
-    async fn mark(
-        &self,
-        c: &RegionClients,
-        handle: &str,
-        marker: &Marker,
-    ) -> Result<(), BackendError> {
+    async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
+        let MarkArgs {
+            region,
+            handle,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         mark_bucket(c, handle, marker).await
     }
 }

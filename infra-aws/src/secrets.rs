@@ -5,7 +5,8 @@
 //! What read reports when Secrets Manager does not say:
 //! - `valueFrom`: never read. `read` calls only `DescribeSecret`, which holds no value,
 //!   so the field is always `Unknown` (and so never drift). The value is read by
-//!   [`secret_value`] alone, for the one create or update that needs it.
+//!   `secret_value` alone (the [`SecretValues`] implementation), for the one create
+//!   or update that needs it.
 //! - `description`: Secrets Manager leaves an empty description out of its answer;
 //!   that is the truth, the empty description, never a guess.
 //! - `tags`: "no tags" is the truth, an empty map. The marker is included; the engine
@@ -25,17 +26,21 @@
 //! that writes it, held in a [`SecretString`] for that one call, and never stored,
 //! logged or put in an error message.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use aws_sdk_secretsmanager::operation::describe_secret::DescribeSecretOutput;
 use aws_sdk_secretsmanager::types::Tag;
 use infra_core::kinds::{Secrets, SecretsObserved, SecretsReported, SecretsSettled};
-use infra_core::{
-    BackendError, ErrorKind, Listed, Marker, Partial, RawTags, SecretString, SettledSpec, Sighting,
+use infra_core::sdk::{
+    CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
+    SecretArgs, SecretValues, UpdateArgs, Written,
 };
+use infra_core::{BackendError, ErrorKind, Listed, Partial, RawTags, SecretString};
 
-use crate::clients::RegionClients;
+use crate::clients::{Clients, RegionClients};
 use crate::error::classify;
-use crate::ops::{KindOps, TagChanges, marking, tag_changes, wanted_tags, with_marker};
+use crate::tags::{TagChanges, marking, tag_changes, wanted_tags, with_marker};
 
 /// Codes that mean the secret does not exist.
 const NO_SECRET: &[&str] = &["ResourceNotFoundException"];
@@ -47,31 +52,6 @@ const CURRENT: &str = "AWSCURRENT";
 /// master password (the first use of a generated secret), and quotes and backslashes
 /// break the connection strings a value is composed into.
 const EXCLUDED: &str = "/\"@'\\` ";
-
-/// Adds this module's kinds.
-pub(crate) fn register(add: &mut dyn FnMut(Box<dyn KindOps>)) {
-    add(Box::new(SecretsOps));
-}
-
-/// The current value of a secret (Secrets Manager's `GetSecretValue`).
-pub(crate) async fn secret_value(
-    c: &RegionClients,
-    handle: &str,
-) -> Result<SecretString, BackendError> {
-    let out = c
-        .secrets()
-        .get_secret_value()
-        .secret_id(handle)
-        .send()
-        .await
-        .map_err(|e| classify("secretsmanager:GetSecretValue", e, NO_SECRET))?;
-    match out.secret_string {
-        Some(value) => Ok(SecretString::new(value)),
-        None => Err(BackendError::invalid(format!(
-            "secret {handle} holds a binary value, not a string"
-        ))),
-    }
-}
 
 /// The secret's description, or `NotFound` when it does not exist or is scheduled for
 /// deletion.
@@ -110,7 +90,7 @@ fn tag_list(tags: &RawTags) -> Vec<Tag> {
         .collect()
 }
 
-fn sighting(handle: &str, out: &DescribeSecretOutput) -> Sighting {
+fn reading(handle: &str, out: &DescribeSecretOutput) -> Reading<Secrets> {
     let version = out
         .version_ids_to_stages()
         .and_then(|versions| {
@@ -120,7 +100,7 @@ fn sighting(handle: &str, out: &DescribeSecretOutput) -> Sighting {
                 .map(|(id, _)| id.clone())
         })
         .map_or(Partial::Unknown, Partial::Known);
-    Sighting::of::<Secrets>(
+    Reading::new(
         handle,
         SecretsObserved {
             id: out.arn().unwrap_or(handle).to_owned(),
@@ -203,15 +183,45 @@ async fn set_tags(
 }
 
 /// `secrets`, realised as a Secrets Manager secret.
-pub(crate) struct SecretsOps;
+pub(crate) struct SecretsManagerSecrets {
+    clients: Arc<Clients>,
+}
+
+impl SecretsManagerSecrets {
+    /// The kind, reaching AWS through `clients` (one set per region, made on first use).
+    pub(crate) fn new(clients: Arc<Clients>) -> Self {
+        SecretsManagerSecrets { clients }
+    }
+}
+
+/// The current value of a secret: Secrets Manager's `GetSecretValue`.
+#[async_trait]
+impl SecretValues for SecretsManagerSecrets {
+    async fn secret_value(&self, args: SecretArgs<'_>) -> Result<SecretString, BackendError> {
+        let SecretArgs { region, handle, .. } = args;
+        let out = self
+            .clients
+            .region(region)
+            .secrets()
+            .get_secret_value()
+            .secret_id(handle)
+            .send()
+            .await
+            .map_err(|e| classify("secretsmanager:GetSecretValue", e, NO_SECRET))?;
+        match out.secret_string {
+            Some(value) => Ok(SecretString::new(value)),
+            None => Err(BackendError::invalid(format!(
+                "secret {handle} holds a binary value, not a string"
+            ))),
+        }
+    }
+}
 
 #[async_trait]
-impl KindOps for SecretsOps {
-    fn kind(&self) -> &'static str {
-        "secrets"
-    }
-
-    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+impl KindBackend<Secrets> for SecretsManagerSecrets {
+    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
+        let ListArgs { region, .. } = args;
+        let c = &self.clients.region(region);
         let mut listed = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -238,18 +248,24 @@ impl KindOps for SecretsOps {
         Ok(listed)
     }
 
-    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError> {
-        Ok(sighting(handle, &describe(c, handle).await?))
+    async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<Secrets>, BackendError> {
+        let ReadArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
+        Ok(reading(handle, &describe(c, handle).await?))
     }
 
     async fn create(
         &self,
-        c: &RegionClients,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &SecretsSettled = spec.get::<Secrets>()?;
+        args: CreateArgs<'_, Secrets>,
+    ) -> Result<Written<Reading<Secrets>>, BackendError> {
+        let CreateArgs {
+            region,
+            name,
+            spec,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let value = match spec.value_from.generated_length() {
             Some(length) => generate(c, length).await?,
             None => spec.value_from.resolve()?,
@@ -289,16 +305,21 @@ impl KindOps for SecretsOps {
             )
             .maybe_sent()
         })?;
-        self.read(c, handle).await
+        let read = self.read(ReadArgs::new(region, handle)).await?;
+        Ok(Written::Done(read))
     }
 
     async fn update(
         &self,
-        c: &RegionClients,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &SecretsSettled = spec.get::<Secrets>()?;
+        args: UpdateArgs<'_, Secrets>,
+    ) -> Result<Written<Reading<Secrets>>, BackendError> {
+        let UpdateArgs {
+            region,
+            handle,
+            spec,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let current = describe(c, handle).await?;
         let value = declared_value(spec)?;
         let description = spec.description.known().cloned();
@@ -322,7 +343,8 @@ impl KindOps for SecretsOps {
         if let Some(declared) = spec.tags.known() {
             set_tags(c, handle, declared, &tags_of(&current)).await?;
         }
-        self.read(c, handle).await
+        let read = self.read(ReadArgs::new(region, handle)).await?;
+        Ok(Written::Done(read))
     }
 
     /// Deletes without a recovery window: a name scheduled for deletion cannot be taken
@@ -331,7 +353,9 @@ impl KindOps for SecretsOps {
     ///
     /// A forced delete of a secret that does not exist succeeds, so the secret is
     /// described first: an absent one is `NotFound`.
-    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError> {
+    async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
+        let DeleteArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         describe(c, handle).await?;
         c.secrets()
             .delete_secret()
@@ -343,17 +367,21 @@ impl KindOps for SecretsOps {
         Ok(())
     }
 
-    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
+    async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
+        let OwnershipArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         Ok(tags_of(&describe(c, handle).await?))
     }
 
     /// A secret scheduled for deletion is absent here too (`NotFound`), as for `read`.
-    async fn mark(
-        &self,
-        c: &RegionClients,
-        handle: &str,
-        marker: &Marker,
-    ) -> Result<(), BackendError> {
+    async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
+        let MarkArgs {
+            region,
+            handle,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let current = tags_of(&describe(c, handle).await?);
         if let Some(pair) = marking(&current, marker, &format!("secret {handle}"))? {
             // TagResource adds to the secret's tags; the others stay as they are.

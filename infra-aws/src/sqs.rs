@@ -32,18 +32,21 @@
 //! declaration giving one without the other is `Invalid`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::types::QueueAttributeName;
 use infra_core::kinds::{Queues, QueuesObserved, QueuesReported, QueuesSettled};
-use infra_core::{
-    BackendError, ErrorKind, Handle, Listed, Marker, Partial, RawTags, SettledSpec, Sighting,
+use infra_core::sdk::{
+    CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
+    UpdateArgs, Written,
 };
+use infra_core::{BackendError, ErrorKind, Handle, Listed, Partial, RawTags};
 use serde_json::{Value, json};
 
-use crate::clients::RegionClients;
+use crate::clients::{Clients, RegionClients};
 use crate::error::classify;
-use crate::ops::{KindOps, keep_marker, marking, with_marker};
+use crate::tags::{keep_marker, marking, with_marker};
 
 /// Codes that mean the queue does not exist.
 const NO_QUEUE: &[&str] = &[
@@ -57,11 +60,6 @@ const DELETED_RECENTLY: &[&str] = &[
 ];
 /// The suffix SQS requires of a FIFO queue's name.
 const FIFO_SUFFIX: &str = ".fifo";
-
-/// Adds this module's kinds.
-pub(crate) fn register(add: &mut dyn FnMut(Box<dyn KindOps>)) {
-    add(Box::new(QueuesOps));
-}
 
 /// The queue's name on the wire: the declared one, with `.fifo` for a FIFO queue.
 fn wire_name(name: &str, fifo: bool) -> String {
@@ -251,16 +249,23 @@ async fn redrive(
     Ok((dead_letter, count))
 }
 
-/// `queues`.
-pub(crate) struct QueuesOps;
+/// `queues`: an SQS queue, in whichever region a call names.
+pub(crate) struct SqsQueues {
+    clients: Arc<Clients>,
+}
+
+impl SqsQueues {
+    /// The kind, reaching AWS through `clients` (one set per region, made on first use).
+    pub(crate) fn new(clients: Arc<Clients>) -> Self {
+        SqsQueues { clients }
+    }
+}
 
 #[async_trait]
-impl KindOps for QueuesOps {
-    fn kind(&self) -> &'static str {
-        "queues"
-    }
-
-    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+impl KindBackend<Queues> for SqsQueues {
+    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
+        let ListArgs { region, .. } = args;
+        let c = &self.clients.region(region);
         let urls: Vec<String> = c
             .sqs()
             .list_queues()
@@ -280,7 +285,9 @@ impl KindOps for QueuesOps {
             .collect())
     }
 
-    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError> {
+    async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<Queues>, BackendError> {
+        let ReadArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         let out = c
             .sqs()
             .get_queue_attributes()
@@ -306,7 +313,7 @@ impl KindOps for QueuesOps {
         )
         .await?;
         let tags = tags(c, handle).await?;
-        Ok(Sighting::of::<Queues>(
+        Ok(Reading::new(
             handle,
             QueuesObserved {
                 id: handle.to_owned(),
@@ -328,12 +335,16 @@ impl KindOps for QueuesOps {
 
     async fn create(
         &self,
-        c: &RegionClients,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &QueuesSettled = spec.get::<Queues>()?;
+        args: CreateArgs<'_, Queues>,
+    ) -> Result<Written<Reading<Queues>>, BackendError> {
+        let CreateArgs {
+            region,
+            name,
+            spec,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let wire = wire_name(name, spec.fifo);
         let mut attrs = attributes(c, spec).await?;
         if spec.fifo {
@@ -388,16 +399,21 @@ impl KindOps for QueuesOps {
             )
             .with_code("QueueAlreadyExists"));
         }
-        self.read(c, &url).await
+        let read = self.read(ReadArgs::new(region, &url)).await?;
+        Ok(Written::Done(read))
     }
 
     async fn update(
         &self,
-        c: &RegionClients,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError> {
-        let spec: &QueuesSettled = spec.get::<Queues>()?;
+        args: UpdateArgs<'_, Queues>,
+    ) -> Result<Written<Reading<Queues>>, BackendError> {
+        let UpdateArgs {
+            region,
+            handle,
+            spec,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let sqs = c.sqs();
         let attrs = attributes(c, spec).await?;
         if !attrs.is_empty() {
@@ -437,10 +453,13 @@ impl KindOps for QueuesOps {
                     .map_err(|e| classify("sqs:TagQueue", e, NO_QUEUE))?;
             }
         }
-        self.read(c, handle).await
+        let read = self.read(ReadArgs::new(region, handle)).await?;
+        Ok(Written::Done(read))
     }
 
-    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError> {
+    async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
+        let DeleteArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         c.sqs()
             .delete_queue()
             .queue_url(handle)
@@ -450,16 +469,20 @@ impl KindOps for QueuesOps {
         Ok(())
     }
 
-    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError> {
+    async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
+        let OwnershipArgs { region, handle, .. } = args;
+        let c = &self.clients.region(region);
         tags(c, handle).await
     }
 
-    async fn mark(
-        &self,
-        c: &RegionClients,
-        handle: &str,
-        marker: &Marker,
-    ) -> Result<(), BackendError> {
+    async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
+        let MarkArgs {
+            region,
+            handle,
+            marker,
+            ..
+        } = args;
+        let c = &self.clients.region(region);
         let current = tags(c, handle).await?;
         if let Some(pair) = marking(&current, marker, &format!("queue {handle}"))? {
             // TagQueue adds to the queue's tags; the others stay as they are.

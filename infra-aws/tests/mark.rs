@@ -14,6 +14,7 @@
 //! tests print a loud skip, and fail when `CI=true`.
 
 use infra_aws::AwsBackend;
+use infra_core::sdk::Router;
 use infra_core::{Backend, ErrorKind, MARKER_KEY, Marker, Ownership, RawTags};
 
 /// The region every resource here is made in.
@@ -58,7 +59,7 @@ async fn sdk(endpoint: &str) -> aws_types::SdkConfig {
 }
 
 /// The backend and the plain SDK configuration, or `None` after a loud skip.
-async fn moto() -> Option<(AwsBackend, aws_types::SdkConfig)> {
+async fn moto() -> Option<(Router, aws_types::SdkConfig)> {
     let endpoint = endpoint()?;
     let config = sdk(&endpoint).await;
     Some((AwsBackend::new(config.clone()), config))
@@ -79,7 +80,7 @@ fn made_with(foreign: bool) -> RawTags {
 }
 
 /// What a read says of a resource, tags aside: marking must leave all of it as it was.
-async fn configuration(backend: &AwsBackend, kind: &'static str, handle: &str) -> String {
+async fn configuration(backend: &Router, kind: &'static str, handle: &str) -> String {
     let read = backend
         .read(kind, REGION, handle)
         .await
@@ -103,7 +104,7 @@ struct Made {
 }
 
 /// Everything the behaviour of `mark` promises, on one kind.
-async fn marks_as_promised(backend: &AwsBackend, made: &Made) {
+async fn marks_as_promised(backend: &Router, made: &Made) {
     let Made {
         kind,
         plain,
@@ -213,7 +214,7 @@ async fn marks_as_promised(backend: &AwsBackend, made: &Made) {
 }
 
 /// Deletes what a test made, through the backend (any failure is reported, not hidden).
-async fn remove(backend: &AwsBackend, kind: &'static str, handles: &[&str]) {
+async fn remove(backend: &Router, kind: &'static str, handles: &[&str]) {
     for handle in handles {
         if let Err(e) = backend.delete(kind, REGION, handle).await {
             eprintln!("could not delete {kind} {handle} after the test: {e}");
@@ -534,7 +535,7 @@ async fn role(iam: &aws_sdk_iam::Client, name: &str, foreign: bool) -> String {
 
 /// Whether the backend lists the role `name` in [`REGION`].
 #[cfg(feature = "iam")]
-async fn listed(backend: &AwsBackend, name: &str) -> bool {
+async fn listed(backend: &Router, name: &str) -> bool {
     backend
         .list("iam", REGION)
         .await

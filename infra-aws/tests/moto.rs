@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use infra_aws::AwsBackend;
 use infra_core::kinds::*;
+use infra_core::sdk::Router;
 use infra_core::{
     AwsRegion, Backend, Engine, Expr, Fleet, MemoryStore, Options, Partial, RecordStore,
     compose_secret,
@@ -16,7 +17,7 @@ use infra_core::{
 use infra_testkit::conformance::{Conformance, KindSample, Variant, samples};
 
 /// A backend on the moto server named by `AWS_ENDPOINT_URL`, or `None` after a loud skip.
-async fn moto() -> Option<Arc<AwsBackend>> {
+async fn moto() -> Option<Arc<Router>> {
     let Some(endpoint) = std::env::var("AWS_ENDPOINT_URL")
         .ok()
         .filter(|e| !e.is_empty())
@@ -398,7 +399,7 @@ fn staged(prefix: &str, kinds: &std::collections::BTreeSet<&'static str>, stage:
 }
 
 /// Every resource of the fleet's kinds, in the regions used, whose name carries `prefix`.
-async fn sweep(backend: &AwsBackend, prefix: &str) -> Vec<String> {
+async fn sweep(backend: &Router, prefix: &str) -> Vec<String> {
     let mut left = Vec::new();
     for kind in backend.capabilities().kinds {
         for region in ["eu-west-3", "us-east-1"] {
@@ -516,7 +517,7 @@ fn one_function(prefix: &str, code_bucket: &str, code_sha256: Option<String>) ->
 }
 
 /// The `codeSha256` the backend reads of the function `name`.
-async fn deployed_digest(backend: &AwsBackend, name: &str) -> Option<serde_json::Value> {
+async fn deployed_digest(backend: &Router, name: &str) -> Option<serde_json::Value> {
     backend
         .read("compute", "eu-west-3", name)
         .await
@@ -639,7 +640,7 @@ async fn a_database_pointed_at_another_password_secret_gets_its_value() {
         Arc::new(MemoryStore::new()),
     );
     let options = Options::default();
-    let source = |backend: Arc<AwsBackend>, db: String| async move {
+    let source = |backend: Arc<Router>, db: String| async move {
         backend
             .read("postgres", "eu-west-3", &db)
             .await

@@ -1,51 +1,13 @@
-//! What each kind implements, and the helpers they share.
+//! Tags and the ownership marker: what every kind's create, update and mark write.
+//!
+//! Every kind this crate realises carries tags, so every one implements
+//! [`KindBackend::mark`](infra_core::sdk::KindBackend::mark) (none keeps the default
+//! that answers `Invalid`). Each reads the resource's tags first and asks [`marking`]
+//! what to write, so that a resource of another fleet is refused (`Conflict`) and one
+//! already marked is left untouched; the marker is then added with the kind's own
+//! tagging call and nothing else is written.
 
-use async_trait::async_trait;
-use infra_core::{
-    BackendError, ErrorKind, Listed, Marker, Ownership, RawTags, SettledSpec, Sighting,
-};
-
-use crate::clients::RegionClients;
-
-/// The operations of one kind on AWS. Each method's behaviour is the `Backend`
-/// trait's, for this kind, in the region the clients are for.
-#[async_trait]
-pub(crate) trait KindOps: Send + Sync {
-    /// The kind's id.
-    fn kind(&self) -> &'static str;
-    /// Whether two resources of this kind may share a name in one region.
-    fn duplicate_names(&self) -> bool {
-        false
-    }
-    async fn list(&self, c: &RegionClients) -> Result<Vec<Listed>, BackendError>;
-    async fn read(&self, c: &RegionClients, handle: &str) -> Result<Sighting, BackendError>;
-    async fn create(
-        &self,
-        c: &RegionClients,
-        name: &str,
-        spec: SettledSpec<'_>,
-        marker: &Marker,
-    ) -> Result<Sighting, BackendError>;
-    async fn update(
-        &self,
-        c: &RegionClients,
-        handle: &str,
-        spec: SettledSpec<'_>,
-    ) -> Result<Sighting, BackendError>;
-    async fn delete(&self, c: &RegionClients, handle: &str) -> Result<(), BackendError>;
-    async fn ownership(&self, c: &RegionClients, handle: &str) -> Result<RawTags, BackendError>;
-    /// Puts the marker on a resource that exists already, adding that one tag and
-    /// changing nothing else. No default: every AWS kind this crate realises carries
-    /// tags, so none has a reason to refuse with `Invalid`. Each implementation reads
-    /// the tags first and asks [`marking`] what to write, so that a resource of another
-    /// fleet is refused (`Conflict`) and one already marked is left untouched.
-    async fn mark(
-        &self,
-        c: &RegionClients,
-        handle: &str,
-        marker: &Marker,
-    ) -> Result<(), BackendError>;
-}
+use infra_core::{BackendError, ErrorKind, Marker, Ownership, RawTags};
 
 /// What `mark` writes on a resource carrying `current`: the marker pair alone, or
 /// `None` when there is nothing to write.
