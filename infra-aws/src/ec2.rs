@@ -223,21 +223,28 @@ fn typed_rules(raw: &[RawRule]) -> Partial<BTreeSet<Rule>> {
         .map_or(Partial::Unknown, Partial::Known)
 }
 
-fn permission_of(rule: &Rule) -> IpPermission {
+fn permission_of(rule: &Rule) -> Result<IpPermission, BackendError> {
     let range = IpRange::builder().cidr_ip(&rule.cidr).build();
     let builder = IpPermission::builder().ip_ranges(range);
-    match rule.protocol {
-        Protocol::All => builder.ip_protocol("-1"),
-        Protocol::Tcp | Protocol::Udp | Protocol::Icmp => builder
-            .ip_protocol(match rule.protocol {
-                Protocol::Tcp => "tcp",
-                Protocol::Udp => "udp",
-                _ => "icmp",
-            })
+    let ported = |protocol: &str| {
+        builder
+            .clone()
+            .ip_protocol(protocol)
             .from_port(i32::from(rule.from_port))
-            .to_port(i32::from(rule.to_port)),
+            .to_port(i32::from(rule.to_port))
+    };
+    Ok(match rule.protocol {
+        Protocol::All => builder.clone().ip_protocol("-1"),
+        Protocol::Tcp => ported("tcp"),
+        Protocol::Udp => ported("udp"),
+        Protocol::Icmp => ported("icmp"),
+        other => {
+            return Err(BackendError::invalid(format!(
+                "this build of infra-aws does not know the protocol {other:?}"
+            )));
+        }
     }
-    .build()
+    .build())
 }
 
 /// Refuses a rule EC2 would hold differently from how it is declared, so that a
@@ -271,7 +278,10 @@ async fn sync_rules(
     wanted: &BTreeSet<Rule>,
 ) -> Result<(), BackendError> {
     let have: BTreeSet<Rule> = current.iter().filter_map(RawRule::typed).collect();
-    let add: Vec<IpPermission> = wanted.difference(&have).map(permission_of).collect();
+    let add: Vec<IpPermission> = wanted
+        .difference(&have)
+        .map(permission_of)
+        .collect::<Result<_, _>>()?;
     let revoke: Vec<IpPermission> = current
         .iter()
         .filter(|r| !r.typed().is_some_and(|t| wanted.contains(&t)))
@@ -787,6 +797,11 @@ impl KindBackend<AwsInstance> for Ec2Instances {
         let image_id = match &spec.image {
             Image::Latest => latest_image(c).await?,
             Image::Ami(id) => id.clone(),
+            other => {
+                return Err(BackendError::invalid(format!(
+                    "this build of infra-aws does not know the image {other:?}"
+                )));
+            }
         };
         let mut tags = with_marker(spec.tags.known(), marker);
         tags.insert(NAME_TAG.to_owned(), name.to_owned());

@@ -802,6 +802,11 @@ impl KindBackend<Postgres> for RdsDatabases {
                 min_capacity,
                 max_capacity,
             } => create_serverless(c, name, spec, (*min_capacity, *max_capacity), &tags).await?,
+            other => {
+                return Err(BackendError::invalid(format!(
+                    "this build of infra-aws does not know the capacity {other:?}"
+                )));
+            }
         }
         let read = self.read(ReadArgs::new(region, name)).await?;
         Ok(Written::Done(read))

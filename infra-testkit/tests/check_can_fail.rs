@@ -106,13 +106,11 @@ fn a_result_must_hold_exactly_what_was_handed_in() {
         name: name.into(),
         region: "eu-west-3".into(),
     };
-    let result = ApplyResult {
-        applied: vec![Applied {
-            resource: subject("a-bucket"),
-            change: Change::Created,
-        }],
-        ..ApplyResult::default()
-    };
+    let mut result = ApplyResult::default();
+    result.applied.push(Applied {
+        resource: subject("a-bucket"),
+        change: Change::Created,
+    });
     let handed =
         |names: &[&str]| -> BTreeSet<Subject> { names.iter().map(|n| subject(n)).collect() };
     assert!(total_and_disjoint(&result, &handed(&["a-bucket"])).is_ok());

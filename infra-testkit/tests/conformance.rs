@@ -550,13 +550,12 @@ mod applier_judgements {
     }
 
     fn applied(change: Change) -> ApplyResult {
-        ApplyResult {
-            applied: vec![Applied {
-                resource: subject("q"),
-                change,
-            }],
-            ..ApplyResult::default()
-        }
+        let mut result = ApplyResult::default();
+        result.applied.push(Applied {
+            resource: subject("q"),
+            change,
+        });
+        result
     }
 
     #[test]
@@ -589,14 +588,12 @@ mod applier_judgements {
         let wrong_change = log("create", applied(Change::Updated));
         assert!(apply_result_reasons_and_actions_are_legal(&ctx, &wrong_change).is_fail());
 
-        let unsupported = ApplyResult {
-            not_attempted: vec![NotAttempted {
-                resource: subject("q"),
-                reason: NotAttemptedReason::UnsupportedKind,
-                detail: None,
-            }],
-            ..ApplyResult::default()
-        };
+        let mut unsupported = ApplyResult::default();
+        unsupported.not_attempted.push(NotAttempted {
+            resource: subject("q"),
+            reason: NotAttemptedReason::UnsupportedKind,
+            detail: None,
+        });
         let verdict =
             apply_result_reasons_and_actions_are_legal(&ctx, &log("not-attempted", unsupported));
         assert!(
