@@ -469,7 +469,7 @@ pub fn __compose_secret(text: &'static str, holes: Vec<Hole>) -> Expr<SecretStri
 macro_rules! interp {
     ($template:literal $(, $hole:expr)* $(,)?) => {{
         let _ = ::std::format_args!($template $(, ::std::stringify!($hole))*);
-        $crate::expr::__interp($template, ::std::vec![$($crate::expr::PlainHole::into_hole($hole)),*])
+        $crate::__private::__interp($template, ::std::vec![$($crate::__private::PlainHole::into_hole($hole)),*])
     }};
 }
 
@@ -491,9 +491,9 @@ macro_rules! interp {
 macro_rules! compose_secret {
     ($template:literal $(, $hole:expr)* $(,)?) => {{
         let _ = ::std::format_args!($template $(, ::std::stringify!($hole))*);
-        $crate::expr::__compose_secret(
+        $crate::__private::__compose_secret(
             $template,
-            ::std::vec![$($crate::expr::SecretHole::into_secret_hole($hole)),*],
+            ::std::vec![$($crate::__private::SecretHole::into_secret_hole($hole)),*],
         )
     }};
 }

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 ///
 /// On a cycle, returns the nodes around one cycle, each depending on the next and the
 /// last on the first.
-pub fn topological_order(deps: &[Vec<usize>]) -> Result<Vec<usize>, Vec<usize>> {
+pub(crate) fn topological_order(deps: &[Vec<usize>]) -> Result<Vec<usize>, Vec<usize>> {
     let n = deps.len();
     let mut waiting: Vec<usize> = deps.iter().map(Vec::len).collect();
     let mut dependants: Vec<Vec<usize>> = vec![Vec::new(); n];

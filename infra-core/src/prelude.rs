@@ -17,7 +17,7 @@
 //! embedder driving the engine directly wants [`engine`](crate::engine).
 
 pub use crate::backend::Backends;
-pub use crate::compose_secret;
+pub use crate::{compose_secret, interp};
 pub use crate::expr::{Expr, Value};
 pub use crate::fleet::{CheckReport, Fleet, FleetBuilder, Problem, Released, ResourceView};
 pub use crate::key::{Handle, Key, ResourceRef};

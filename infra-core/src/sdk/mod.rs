@@ -43,5 +43,5 @@ pub use crate::merge::{Conflict, Merge};
 pub use crate::partial::Partial;
 pub use crate::provider::{Provider, Region, Supports};
 pub use crate::refine::Refines;
-pub use crate::secret::SecretString;
+pub use crate::secret::{REDACTED, SecretString};
 pub use infra_derive::Spec;
