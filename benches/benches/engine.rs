@@ -16,7 +16,10 @@ use std::time::Duration;
 
 use benches::{BenchCloud, dag, dag_sized, mixed, runtime};
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use infra_core::{Backends, Clock, Engine, ManualClock, MemoryStore, Options, RecordStore};
+use infra_core::{
+    engine::{Clock, Engine, ManualClock, MemoryStore, Options, RecordStore},
+    prelude::Backends,
+};
 use infra_testkit::sim::SimCloud;
 
 fn instant_engine() -> (Engine, Arc<BenchCloud>) {

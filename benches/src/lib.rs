@@ -12,8 +12,9 @@ use infra_core::sdk::{
     UpdateArgs, Written,
 };
 use infra_core::{
-    Backend, BackendError, Clock, Expr, Fleet, Key, Listed, Provider, RawTags, Region, Spec,
-    Supports,
+    engine::Clock,
+    prelude::{Expr, Fleet, Key, Provider, Region, Spec, Supports},
+    sdk::{Backend, BackendError, Listed, RawTags},
 };
 use serde::{Deserialize, Serialize};
 
@@ -154,7 +155,7 @@ pub fn mixed(n: usize, version: u32) -> Fleet {
     use infra_core::kinds::{
         AwsInstance, BurstableSize, Image, InstanceType, ObjectStore, Queues, Rule, SecurityGroup,
     };
-    use infra_core::{AwsRegion, Partial};
+    use infra_core::prelude::{AwsRegion, Partial};
     let mut f = Fleet::builder("bench-mixed");
     let mut queues: [Option<Key<Queues>>; 2] = [None, None];
     let mut group = None;
@@ -267,8 +268,8 @@ impl BenchCloud {
                 id: name.to_owned(),
             },
             NodeReported {
-                after: infra_core::Partial::Unknown,
-                size: infra_core::Partial::Known(size),
+                after: infra_core::prelude::Partial::Unknown,
+                size: infra_core::prelude::Partial::Known(size),
             },
         )
     }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use infra_core::Clock;
+use infra_core::engine::Clock;
 use tokio::sync::oneshot;
 
 struct Pending {

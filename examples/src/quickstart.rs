@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 
 use infra_core::kinds::*;
-use infra_core::{AwsRegion, CheckReport, Expr, Fleet, Partial, ScalewayRegion, compose_secret};
+use infra_core::prelude::{
+    AwsRegion, CheckReport, Expr, Fleet, Partial, ScalewayRegion, compose_secret,
+};
 
 /// Declares the quickstart fleet.
 pub fn fleet() -> Result<Fleet, CheckReport> {

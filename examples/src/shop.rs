@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use infra_core::kinds::*;
 use infra_core::{
-    AwsRegion, CheckReport, Expr, Fleet, Partial, ScalewayRegion, compose_secret, interp,
+    interp,
+    prelude::{AwsRegion, CheckReport, Expr, Fleet, Partial, ScalewayRegion, compose_secret},
 };
 
 fn tags(pairs: &[(&str, &str)]) -> Partial<Expr<Tags>> {
@@ -20,7 +21,7 @@ fn tags(pairs: &[(&str, &str)]) -> Partial<Expr<Tags>> {
     ))
 }
 
-fn known<T: infra_core::Value>(value: T) -> Partial<Expr<T>> {
+fn known<T: infra_core::prelude::Value>(value: T) -> Partial<Expr<T>> {
     Partial::Known(Expr::lit(value))
 }
 
@@ -240,7 +241,7 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
     );
 
     // A queue the shop no longer wants, removed from the records without a delete.
-    f.forget::<infra_core::Aws, Queues>("legacy-orders");
+    f.forget::<infra_core::prelude::Aws, Queues>("legacy-orders");
 
     f.build()
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use infra_core::{Engine, FileStore, ManualClock, Options, Plan};
+use infra_core::engine::{Engine, FileStore, ManualClock, Options, Plan};
 use infra_testkit::sim::SimCloud;
 
 fn open(world: &Path, state: &Path) -> (Engine, SimCloud) {

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use support::quickstart;
 
-use infra_core::{FileStore, LockHolder, RecordStore};
+use infra_core::engine::{FileStore, LockHolder, RecordStore};
 
 fn command(dir: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(quickstart());

@@ -15,7 +15,10 @@ use std::sync::Arc;
 
 use infra_aws::AwsBackend;
 use infra_core::kinds::*;
-use infra_core::{AwsRegion, Backends, Engine, Expr, Fleet, MemoryStore, Options, Partial};
+use infra_core::{
+    engine::{Engine, MemoryStore, Options},
+    prelude::{AwsRegion, Backends, Expr, Fleet, Partial},
+};
 
 fn staged(prefix: &str, stage: u8) -> Fleet {
     let mut f = Fleet::builder(format!("{prefix}live"));
@@ -64,7 +67,7 @@ async fn main() -> ExitCode {
         eprintln!("AWS is unreachable: {why}");
         return ExitCode::from(1);
     }
-    let prefix = infra_testkit::conformance::fresh_prefix(&infra_core::SystemClock::new());
+    let prefix = infra_testkit::conformance::fresh_prefix(&infra_core::engine::SystemClock::new());
     let engine = Engine::new(
         Backends::new().with(Arc::clone(&backend)),
         Arc::new(MemoryStore::new()),

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use infra_core::sdk::Account;
-use infra_core::{BackendError, ErrorKind};
+use infra_core::sdk::{BackendError, ErrorKind};
 
 use crate::clients::Clients;
 use crate::error::classify;

@@ -52,7 +52,10 @@ use infra_core::sdk::{
     CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
     UpdateArgs, Written,
 };
-use infra_core::{BackendError, ErrorKind, Handle, Listed, MARKER_KEY, Partial, RawTags};
+use infra_core::{
+    prelude::{Handle, Partial},
+    sdk::{BackendError, ErrorKind, Listed, MARKER_KEY, RawTags},
+};
 
 use crate::clients::{Clients, RegionClients};
 use crate::error::classify;

@@ -9,7 +9,7 @@ use std::error::Error as StdError;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
-use infra_core::{BackendError, ErrorKind};
+use infra_core::sdk::{BackendError, ErrorKind};
 
 const DENIED: &[&str] = &[
     "AccessDenied",

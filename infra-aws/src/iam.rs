@@ -56,7 +56,10 @@ use infra_core::sdk::{
     CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
     UpdateArgs, Written,
 };
-use infra_core::{BackendError, ErrorKind, Listed, Partial, RawTags};
+use infra_core::{
+    prelude::Partial,
+    sdk::{BackendError, ErrorKind, Listed, RawTags},
+};
 use serde_json::{Value, json};
 
 use crate::clients::{Clients, RegionClients};

@@ -49,7 +49,10 @@ use infra_core::sdk::{
     CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
     UpdateArgs, Written,
 };
-use infra_core::{BackendError, ErrorKind, Handle, Listed, Partial, RawTags};
+use infra_core::{
+    prelude::{Handle, Partial},
+    sdk::{BackendError, ErrorKind, Listed, RawTags},
+};
 
 use crate::clients::{Clients, RegionClients};
 use crate::error::classify;

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use aws_types::SdkConfig;
 use infra_core::sdk::Router;
-use infra_core::{Backend, Unreachable};
+use infra_core::sdk::{Backend, Unreachable};
 
 use account::CallerAccount;
 use clients::Clients;

@@ -33,7 +33,10 @@ use infra_core::sdk::{
     CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
     UpdateArgs, Written,
 };
-use infra_core::{BackendError, Listed, Marker, Partial, RawTags};
+use infra_core::{
+    prelude::Partial,
+    sdk::{BackendError, Listed, Marker, RawTags},
+};
 
 use crate::clients::{Clients, RegionClients};
 use crate::error::classify;
@@ -69,7 +72,7 @@ async fn list_region(c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
                 Ok(loc) => region_of(loc.location_constraint()),
                 // Deleted between the list and now: not in any region.
                 Err(e) => match classify("s3:GetBucketLocation", e, NO_BUCKET) {
-                    e if e.kind == infra_core::ErrorKind::NotFound => continue,
+                    e if e.kind == infra_core::sdk::ErrorKind::NotFound => continue,
                     e => return Err(e),
                 },
             },

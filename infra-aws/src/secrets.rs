@@ -36,7 +36,10 @@ use infra_core::sdk::{
     CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
     SecretArgs, SecretValues, UpdateArgs, Written,
 };
-use infra_core::{BackendError, ErrorKind, Listed, Partial, RawTags, SecretString};
+use infra_core::{
+    prelude::{Partial, SecretString},
+    sdk::{BackendError, ErrorKind, Listed, RawTags},
+};
 
 use crate::clients::{Clients, RegionClients};
 use crate::error::classify;

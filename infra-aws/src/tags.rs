@@ -7,7 +7,7 @@
 //! already marked is left untouched; the marker is then added with the kind's own
 //! tagging call and nothing else is written.
 
-use infra_core::{BackendError, ErrorKind, Marker, Ownership, RawTags};
+use infra_core::sdk::{BackendError, ErrorKind, Marker, Ownership, RawTags};
 
 /// What `mark` writes on a resource carrying `current`: the marker pair alone, or
 /// `None` when there is nothing to write.
@@ -56,8 +56,8 @@ pub(crate) fn with_marker(tags: Option<&RawTags>, marker: &Marker) -> RawTags {
 /// writes, so that it never loses (nor gains) a marker.
 pub(crate) fn keep_marker(tags: Option<&RawTags>, current: &RawTags) -> RawTags {
     let mut all = tags.cloned().unwrap_or_default();
-    if let Some(v) = current.get(infra_core::MARKER_KEY) {
-        all.insert(infra_core::MARKER_KEY.to_owned(), v.clone());
+    if let Some(v) = current.get(infra_core::sdk::MARKER_KEY) {
+        all.insert(infra_core::sdk::MARKER_KEY.to_owned(), v.clone());
     }
     all
 }
@@ -91,7 +91,7 @@ pub(crate) fn tag_changes(current: &RawTags, wanted: &RawTags, keep: &[&str]) ->
 pub(crate) fn wanted_tags(declared: &RawTags, current: &RawTags) -> RawTags {
     let declared: RawTags = declared
         .iter()
-        .filter(|(k, _)| k.as_str() != infra_core::MARKER_KEY)
+        .filter(|(k, _)| k.as_str() != infra_core::sdk::MARKER_KEY)
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     keep_marker(Some(&declared), current)

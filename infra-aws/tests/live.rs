@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 
 use infra_aws::AwsBackend;
 use infra_core::kinds::Iam;
-use infra_core::{Aws, Expr, Partial};
+use infra_core::prelude::{Aws, Expr, Partial};
 use infra_testkit::conformance::{Conformance, KindSample, Variant, samples};
 
 /// The kinds that run when `INFRA_AWS_LIVE_KINDS` does not say.

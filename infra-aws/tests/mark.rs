@@ -15,7 +15,7 @@
 
 use infra_aws::AwsBackend;
 use infra_core::sdk::Router;
-use infra_core::{Backend, ErrorKind, MARKER_KEY, Marker, Ownership, RawTags};
+use infra_core::sdk::{Backend, ErrorKind, MARKER_KEY, Marker, Ownership, RawTags};
 
 /// The region every resource here is made in.
 const REGION: &str = "eu-west-3";
@@ -66,7 +66,7 @@ async fn moto() -> Option<(Router, aws_types::SdkConfig)> {
 }
 
 fn prefix() -> String {
-    infra_testkit::conformance::fresh_prefix(&infra_core::SystemClock::new())
+    infra_testkit::conformance::fresh_prefix(&infra_core::engine::SystemClock::new())
 }
 
 /// The tags a resource is made with: the unrelated one, and another fleet's marker when

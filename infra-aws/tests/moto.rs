@@ -11,8 +11,9 @@ use infra_aws::AwsBackend;
 use infra_core::kinds::*;
 use infra_core::sdk::Router;
 use infra_core::{
-    AwsRegion, Backend, Engine, Expr, Fleet, MemoryStore, Options, Partial, RecordStore,
-    compose_secret,
+    engine::{Engine, MemoryStore, Options, RecordStore},
+    prelude::{AwsRegion, Expr, Fleet, Partial, compose_secret},
+    sdk::Backend,
 };
 use infra_testkit::conformance::{Conformance, KindSample, Variant, samples};
 
@@ -68,7 +69,7 @@ fn aws_samples(code_bucket: &str) -> Vec<KindSample> {
     // function, and points at an archive the test uploaded first.
     let code = format!("s3://{code_bucket}/app.zip");
     out.push(
-        KindSample::new::<infra_core::Aws, Compute>(move |f, region, name, v| {
+        KindSample::new::<infra_core::prelude::Aws, Compute>(move |f, region, name, v| {
             let role = f.declare(
                 region,
                 format!("{name}-role"),
@@ -108,7 +109,7 @@ fn aws_samples(code_bucket: &str) -> Vec<KindSample> {
     // The built-in sample names a policy that is not AWS-managed; this one names real
     // ones, which moto knows when started with MOTO_IAM_LOAD_MANAGED_POLICIES=true.
     out.push(
-        KindSample::new::<infra_core::Aws, Iam>(|f, region, name, v| {
+        KindSample::new::<infra_core::prelude::Aws, Iam>(|f, region, name, v| {
             let mut policies = std::collections::BTreeSet::from(["ReadOnlyAccess".to_owned()]);
             if v == Variant::Mutable {
                 policies.insert("AWSLambdaBasicExecutionRole".to_owned());
@@ -127,7 +128,7 @@ fn aws_samples(code_bucket: &str) -> Vec<KindSample> {
         .mutable(true),
     );
     out.push(
-        KindSample::new::<infra_core::Aws, ObjectStore>(move |f, region, name, v| {
+        KindSample::new::<infra_core::prelude::Aws, ObjectStore>(move |f, region, name, v| {
             f.declare(
                 region,
                 name,
@@ -141,7 +142,7 @@ fn aws_samples(code_bucket: &str) -> Vec<KindSample> {
         .mutable(true),
     );
     out.push(
-        KindSample::new::<infra_core::Aws, S3Bucket>(move |f, region, name, v| {
+        KindSample::new::<infra_core::prelude::Aws, S3Bucket>(move |f, region, name, v| {
             f.declare(
                 region,
                 name,
@@ -204,7 +205,7 @@ async fn put_code(bucket: &str, archive: Vec<u8>) {
 async fn upload_code() -> String {
     let bucket = format!(
         "{}code",
-        infra_testkit::conformance::fresh_prefix(&infra_core::SystemClock::new())
+        infra_testkit::conformance::fresh_prefix(&infra_core::engine::SystemClock::new())
     );
     let s3 = s3().await;
     s3.create_bucket()
@@ -417,10 +418,10 @@ async fn sweep(backend: &Router, prefix: &str) -> Vec<String> {
 async fn the_staged_scenario_runs_on_moto_and_leaves_nothing_behind() {
     let Some(backend) = moto().await else { return };
     let kinds = backend.capabilities().kinds;
-    let prefix = infra_testkit::conformance::fresh_prefix(&infra_core::SystemClock::new());
+    let prefix = infra_testkit::conformance::fresh_prefix(&infra_core::engine::SystemClock::new());
     let store = Arc::new(MemoryStore::new());
     let engine = Engine::new(
-        infra_core::Backends::new().with(backend.clone()),
+        infra_core::prelude::Backends::new().with(backend.clone()),
         store.clone(),
     );
     for stage in 0..4 {
@@ -438,13 +439,13 @@ async fn the_staged_scenario_runs_on_moto_and_leaves_nothing_behind() {
             .result
             .applied
             .iter()
-            .filter(|a| a.change == infra_core::Change::Created)
+            .filter(|a| a.change == infra_core::engine::Change::Created)
             .count();
         let updated = outcome
             .result
             .applied
             .iter()
-            .filter(|a| a.change == infra_core::Change::Updated)
+            .filter(|a| a.change == infra_core::engine::Change::Updated)
             .count();
         match stage {
             0 => assert_eq!(created, fleet.len(), "stage 0 creates everything"),
@@ -535,10 +536,10 @@ async fn a_new_archive_under_the_same_key_is_deployed_once_its_digest_is_declare
     let archive_b = zip_archive(b"the second build");
     let (digest_a, digest_b) = (code_digest(&archive_a), code_digest(&archive_b));
     assert_ne!(digest_a, digest_b);
-    let prefix = infra_testkit::conformance::fresh_prefix(&infra_core::SystemClock::new());
+    let prefix = infra_testkit::conformance::fresh_prefix(&infra_core::engine::SystemClock::new());
     let function = format!("{prefix}digest-fn");
     let engine = Engine::new(
-        infra_core::Backends::new().with(backend.clone()),
+        infra_core::prelude::Backends::new().with(backend.clone()),
         Arc::new(MemoryStore::new()),
     );
     let options = Options::default();
@@ -586,7 +587,7 @@ async fn a_new_archive_under_the_same_key_is_deployed_once_its_digest_is_declare
             .result
             .applied
             .iter()
-            .any(|a| a.resource.name == function && a.change == infra_core::Change::Updated),
+            .any(|a| a.resource.name == function && a.change == infra_core::engine::Change::Updated),
         "{:#?}",
         updated.result
     );
@@ -633,10 +634,10 @@ fn database_on(prefix: &str, second: Option<bool>) -> Fleet {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_pointed_at_another_password_secret_gets_its_value() {
     let Some(backend) = moto().await else { return };
-    let prefix = infra_testkit::conformance::fresh_prefix(&infra_core::SystemClock::new());
+    let prefix = infra_testkit::conformance::fresh_prefix(&infra_core::engine::SystemClock::new());
     let db = format!("{prefix}orders");
     let engine = Engine::new(
-        infra_core::Backends::new().with(backend.clone()),
+        infra_core::prelude::Backends::new().with(backend.clone()),
         Arc::new(MemoryStore::new()),
     );
     let options = Options::default();

@@ -704,7 +704,7 @@ impl Backend for Unreachable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ManualClock;
+    use crate::clock::ManualClock;
     use std::sync::atomic::{AtomicU32, Ordering};
 
     async fn count_calls(

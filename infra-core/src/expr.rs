@@ -8,13 +8,13 @@
 //! many resources exist, so the dependency graph is known before anything runs.
 //!
 //! ```
-//! use infra_core::Expr;
+//! use infra_core::prelude::Expr;
 //! let e: Expr<u32> = Expr::lit(1u32).map(|n| n + 1);
 //! assert_eq!(e.as_lit(), Some(&2));
 //! ```
 //!
 //! ```compile_fail
-//! use infra_core::Expr;
+//! use infra_core::prelude::Expr;
 //! // No bind: an expression cannot choose another expression from a value.
 //! let e: Expr<u32> = Expr::lit(1u32).and_then(|n| Expr::lit(n + 1));
 //! ```
@@ -193,7 +193,7 @@ impl<O: Value> Expr<O> {
     /// The observed state of another resource of this fleet, available once it exists.
     ///
     /// ```
-    /// use infra_core::{Expr, Key, kinds::{Postgres, PostgresObserved}};
+    /// use infra_core::{prelude::Expr, prelude::Key, kinds::{Postgres, PostgresObserved}};
     /// fn endpoint(db: Key<Postgres>) -> Expr<String> {
     ///     Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone())
     /// }
@@ -312,14 +312,14 @@ pub struct Hole {
 /// value, but not a secret, whose plaintext must not reach an ordinary field.
 ///
 /// ```
-/// use infra_core::{compose_secret, Expr, Key, SecretString, kinds::Secrets};
+/// use infra_core::{prelude::compose_secret, prelude::Expr, prelude::Key, prelude::SecretString, kinds::Secrets};
 /// fn kept_secret(pw: Key<Secrets>) -> Expr<SecretString> {
 ///     compose_secret!("password={}", Expr::secret(pw))
 /// }
 /// ```
 ///
 /// ```compile_fail
-/// use infra_core::{interp, Expr, Key, kinds::Secrets};
+/// use infra_core::{interp, prelude::Expr, prelude::Key, kinds::Secrets};
 /// fn leak(pw: Key<Secrets>) -> Expr<String> {
 ///     interp!("password={}", Expr::secret(pw)) // a secret cannot fill a plain hole
 /// }
@@ -449,7 +449,7 @@ pub fn __compose_secret(text: &'static str, holes: Vec<Hole>) -> Expr<SecretStri
 /// cannot fill a hole here (use [`compose_secret!`](crate::compose_secret)).
 ///
 /// ```
-/// use infra_core::{interp, Expr, Key, kinds::{Postgres, PostgresObserved}};
+/// use infra_core::{interp, prelude::Expr, prelude::Key, kinds::{Postgres, PostgresObserved}};
 /// fn url(db: Key<Postgres>) -> Expr<String> {
 ///     let host = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());
 ///     interp!("https://{}/health", host)
@@ -457,12 +457,12 @@ pub fn __compose_secret(text: &'static str, holes: Vec<Hole>) -> Expr<SecretStri
 /// ```
 ///
 /// ```
-/// use infra_core::{interp, Expr};
+/// use infra_core::{interp, prelude::Expr};
 /// let _ = interp!("{}:{}", Expr::lit(1u32), Expr::lit(2u32));
 /// ```
 ///
 /// ```compile_fail
-/// use infra_core::{interp, Expr};
+/// use infra_core::{interp, prelude::Expr};
 /// let _ = interp!("{}:{}", Expr::lit(1u32)); // two holes, one value
 /// ```
 #[macro_export]
@@ -481,7 +481,7 @@ macro_rules! interp {
 /// because it is a plaintext constant.
 ///
 /// ```
-/// use infra_core::{compose_secret, Expr, Key, SecretString, kinds::{Postgres, PostgresObserved, Secrets}};
+/// use infra_core::{prelude::compose_secret, prelude::Expr, prelude::Key, prelude::SecretString, kinds::{Postgres, PostgresObserved, Secrets}};
 /// fn database_url(password: Key<Secrets>, db: Key<Postgres>) -> Expr<SecretString> {
 ///     let host = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());
 ///     compose_secret!("postgres://app:{}@{}/main", Expr::secret(password), host)

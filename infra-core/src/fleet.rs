@@ -7,7 +7,7 @@
 //! only references into itself.
 //!
 //! ```
-//! use infra_core::{AwsRegion, Expr, Fleet, Partial, kinds::*};
+//! use infra_core::{prelude::AwsRegion, prelude::Expr, prelude::Fleet, prelude::Partial, kinds::*};
 //!
 //! let mut fleet = Fleet::builder("shop");
 //! let paris = AwsRegion::EuWest3;
@@ -398,7 +398,7 @@ struct PendingResource {
     slot: Slot,
 }
 
-/// Declares a fleet, one resource at a time. See the [module](self) documentation.
+/// Declares a fleet, one resource at a time. See [`Fleet`] for what a fleet checks and holds.
 pub struct FleetBuilder {
     id: FleetId,
     name: String,

@@ -40,7 +40,7 @@ impl KeyId {
 /// of another kind.
 ///
 /// ```
-/// use infra_core::{Key, kinds::{AwsInstance, SecurityGroup}};
+/// use infra_core::{prelude::Key, kinds::{AwsInstance, SecurityGroup}};
 /// fn needs_group(_: Key<SecurityGroup>) {}
 /// fn typed(group: Key<SecurityGroup>) {
 ///     needs_group(group);
@@ -48,7 +48,7 @@ impl KeyId {
 /// ```
 ///
 /// ```compile_fail
-/// use infra_core::{Key, kinds::{AwsInstance, SecurityGroup}};
+/// use infra_core::{prelude::Key, kinds::{AwsInstance, SecurityGroup}};
 /// fn needs_group(_: Key<SecurityGroup>) {}
 /// fn mistyped(instance: Key<AwsInstance>) {
 ///     needs_group(instance); // a key of another kind is another type
@@ -59,12 +59,12 @@ impl KeyId {
 /// a string and no public constructor.
 ///
 /// ```compile_fail
-/// use infra_core::{Key, kinds::SecurityGroup};
+/// use infra_core::{prelude::Key, kinds::SecurityGroup};
 /// let _: Key<SecurityGroup> = "web".into();
 /// ```
 ///
 /// ```compile_fail
-/// use infra_core::{Key, KeyId, kinds::SecurityGroup};
+/// use infra_core::{prelude::Key, engine::KeyId, kinds::SecurityGroup};
 /// let _: Key<SecurityGroup> = Key::new(KeyId { fleet: 1, index: 0 });
 /// ```
 ///
@@ -72,14 +72,14 @@ impl KeyId {
 /// from a value known only after apply.
 ///
 /// ```
-/// use infra_core::{Key, kinds::*};
+/// use infra_core::{prelude::Key, kinds::*};
 /// fn instance(group: Key<SecurityGroup>) -> AwsInstance {
 ///     AwsInstance::new(Image::Latest, InstanceType::T3(BurstableSize::Micro), group)
 /// }
 /// ```
 ///
 /// ```compile_fail
-/// use infra_core::{Expr, kinds::*};
+/// use infra_core::{prelude::Expr, kinds::*};
 /// let group_id: Expr<String> = Expr::lit("sg-0123".to_owned());
 /// let _ = AwsInstance::new(Image::Latest, InstanceType::T3(BurstableSize::Micro), group_id);
 /// ```

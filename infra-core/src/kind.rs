@@ -6,7 +6,7 @@
 //! adds kinds without touching this crate:
 //!
 //! ```
-//! use infra_core::{Expr, Fleet, Partial, Provider, Region, Spec, Supports};
+//! use infra_core::{prelude::Expr, prelude::Fleet, prelude::Partial, prelude::Provider, prelude::Region, prelude::Spec, prelude::Supports};
 //!
 //! // A provider of its own, with its own regions...
 //! #[derive(Clone, Copy, Debug, Default)]
@@ -41,7 +41,7 @@
 //! settling, its divergence table) must exist, or the kind does not compile.
 //!
 //! ```compile_fail
-//! use infra_core::Kind;
+//! use infra_core::prelude::Kind;
 //! #[derive(Clone, Debug)]
 //! struct Rocket;
 //! impl Kind for Rocket {

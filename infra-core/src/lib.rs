@@ -33,17 +33,13 @@ mod status;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub(crate) use apply_result::{
-    ApplyResult, Change, NotAttemptedReason, Step, Subject,
-};
+pub(crate) use apply_result::{ApplyResult, Change, NotAttemptedReason, Step, Subject};
 pub(crate) use backend::{
     Backend, Backends, Listed, Marker, Ownership, RetryPolicy, Unreachable, with_retries,
 };
 pub(crate) use clock::{Clock, SystemClock};
 pub(crate) use diverge::{Divergence, Repair, divergence, repair_of};
-pub(crate) use engine::{
-    ApplyError, Engine, Options, Outcome, PlanReport, PlannedChange,
-};
+pub(crate) use engine::{ApplyError, Engine, Options, Outcome, PlanReport, PlannedChange};
 pub(crate) use env::{Dep, Env, NotYet};
 pub(crate) use error::{BackendError, ErrorKind};
 pub(crate) use expr::{Expr, Value};
@@ -58,8 +54,8 @@ pub(crate) use provider::{
     Aws, AwsRegion, Gcp, GcpRegion, Provider, Region, Scaleway, ScalewayRegion, Supports,
 };
 pub(crate) use records::{
-    CacheEntry, FileStore, Ledger, LedgerRow, LockError, LockGuard,
-    RecordError, RecordStore, lock_fleet,
+    CacheEntry, FileStore, Ledger, LedgerRow, LockError, LockGuard, RecordError, RecordStore,
+    lock_fleet,
 };
 pub(crate) use refine::Refines;
 pub(crate) use secret::SecretString;
@@ -70,7 +66,7 @@ pub(crate) use status::Status;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::env::{Dep, Env, NotYet};
-    pub use crate::expr::{Hole, PlainHole, SecretHole, __compose_secret, __interp};
+    pub use crate::expr::{__compose_secret, __interp, Hole, PlainHole, SecretHole};
     pub use crate::field::{Field, FieldInfo, Mutability};
     pub use crate::key::Handle;
     pub use crate::kind::{Kind, Spec};

@@ -224,14 +224,14 @@ impl std::error::Error for WriterConflict {}
 /// writers.
 ///
 /// ```
-/// use infra_core::{merge_writers, Partial};
+/// use infra_core::{engine::merge_writers, prelude::Partial};
 ///
 /// let writes = [
 ///     ("base", (Partial::Known(80u32), Partial::Unknown)),
 ///     ("ops", (Partial::Unknown, Partial::Known(true))),
 ///     ("team-b", (Partial::Known(443u32), Partial::Unknown)),
 /// ];
-/// # use infra_core::{Conflict, Merge, Refines};
+/// # use infra_core::{sdk::Conflict, prelude::Merge, prelude::Refines};
 /// # #[derive(Clone, Debug, serde::Serialize)]
 /// # struct Pair(Partial<u32>, Partial<bool>);
 /// # impl Refines for Pair { fn refines(&self, o: &Self) -> bool { self.0.refines(&o.0) && self.1.refines(&o.1) } }

@@ -16,7 +16,7 @@ use crate::{Conflict, Merge, Refines};
 /// serialised object altogether, so that `null` there keeps meaning "said: none".
 ///
 /// ```
-/// use infra_core::Partial;
+/// use infra_core::prelude::Partial;
 /// assert_eq!(serde_json::to_string(&Partial::<u32>::Unknown).unwrap(), "null");
 /// assert_eq!(serde_json::to_string(&Partial::Known(3u32)).unwrap(), "3");
 /// ```

@@ -6,7 +6,7 @@
 //! orphan rule, after its ownership marker is checked again).
 //!
 //! ```
-//! use infra_core::{AwsRegion, Fleet, Plan, Status, kinds::ObjectStore};
+//! use infra_core::{prelude::AwsRegion, prelude::Fleet, engine::Plan, prelude::Status, kinds::ObjectStore};
 //!
 //! let mut builder = Fleet::builder("shop");
 //! let assets = builder.declare(AwsRegion::EuWest3, "assets", ObjectStore::new());
@@ -23,7 +23,7 @@
 //! every key, and changed one key at a time.
 //!
 //! ```compile_fail
-//! use infra_core::{Fleet, Plan};
+//! use infra_core::{prelude::Fleet, engine::Plan};
 //! fn partial(fleet: Fleet) -> Plan {
 //!     Plan { fleet, targets: Vec::new() }
 //! }

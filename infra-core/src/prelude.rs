@@ -17,7 +17,6 @@
 //! embedder driving the engine directly wants [`engine`](crate::engine).
 
 pub use crate::backend::Backends;
-pub use crate::{compose_secret, interp};
 pub use crate::expr::{Expr, Value};
 pub use crate::fleet::{CheckReport, Fleet, FleetBuilder, Problem, Released, ResourceView};
 pub use crate::key::{Handle, Key, ResourceRef};
@@ -30,4 +29,5 @@ pub use crate::provider::{
 pub use crate::refine::Refines;
 pub use crate::secret::SecretString;
 pub use crate::status::Status;
+pub use crate::{compose_secret, interp};
 pub use infra_derive::Spec;

@@ -4,30 +4,30 @@
 //! given to another, and a region that does not exist cannot be written:
 //!
 //! ```
-//! use infra_core::{Fleet, AwsRegion, ScalewayRegion, kinds::{ObjectStore, SecurityGroup}};
-//! fn place(fleet: &mut infra_core::FleetBuilder, group: SecurityGroup) {
+//! use infra_core::{prelude::Fleet, prelude::AwsRegion, prelude::ScalewayRegion, kinds::{ObjectStore, SecurityGroup}};
+//! fn place(fleet: &mut infra_core::prelude::FleetBuilder, group: SecurityGroup) {
 //!     fleet.declare(AwsRegion::EuWest3, "web", group);
 //!     fleet.declare(ScalewayRegion::PlWaw, "assets", ObjectStore::new());
 //! }
 //! ```
 //!
 //! ```compile_fail
-//! use infra_core::{Fleet, ScalewayRegion, kinds::SecurityGroup};
-//! fn place(fleet: &mut infra_core::FleetBuilder, group: SecurityGroup) {
+//! use infra_core::{prelude::Fleet, prelude::ScalewayRegion, kinds::SecurityGroup};
+//! fn place(fleet: &mut infra_core::prelude::FleetBuilder, group: SecurityGroup) {
 //!     // `securityGroup` is an AWS kind; a Scaleway region places it on Scaleway.
 //!     fleet.declare(ScalewayRegion::FrPar, "web", group);
 //! }
 //! ```
 //!
 //! ```compile_fail
-//! use infra_core::AwsRegion;
+//! use infra_core::prelude::AwsRegion;
 //! let _ = AwsRegion::PlWaw; // AWS has no Warsaw region
 //! ```
 //!
 //! Every resource is placed: `declare` has no form without a region.
 //!
 //! ```compile_fail
-//! use infra_core::{Fleet, kinds::ObjectStore};
+//! use infra_core::{prelude::Fleet, kinds::ObjectStore};
 //! let mut fleet = Fleet::builder("shop");
 //! fleet.declare("assets", ObjectStore::new());
 //! ```

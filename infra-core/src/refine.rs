@@ -6,7 +6,7 @@
 //! a value refines only itself, so `3` does not refine `5`.
 //!
 //! ```
-//! use infra_core::{Partial, Refines};
+//! use infra_core::{prelude::Partial, prelude::Refines};
 //!
 //! assert!(!3u32.refines(&5));
 //! assert!(Partial::<u32>::Unknown.refines(&Partial::Known(5)));
@@ -16,7 +16,7 @@
 //! Because it is not `PartialOrd`, the comparison operators do not mean refinement:
 //!
 //! ```compile_fail
-//! use infra_core::Partial;
+//! use infra_core::prelude::Partial;
 //! // `Partial` is ordered by `Refines`, never by `<=`.
 //! let _ = Partial::<u32>::Unknown <= Partial::Known(3);
 //! ```

@@ -11,14 +11,14 @@ use serde::{Serialize, Serializer};
 /// that a plan, a record, a log line or an error message cannot carry the value.
 ///
 /// ```
-/// use infra_core::SecretString;
+/// use infra_core::prelude::SecretString;
 /// let s = SecretString::new("hunter2");
 /// assert_eq!(format!("{s:?}"), "SecretString(<redacted>)");
 /// assert_eq!(serde_json::to_string(&s).unwrap(), "\"<redacted>\"");
 /// ```
 ///
 /// ```compile_fail
-/// use infra_core::SecretString;
+/// use infra_core::prelude::SecretString;
 /// // No `Display`: a secret cannot be formatted into a message by accident.
 /// println!("{}", SecretString::new("hunter2"));
 /// ```

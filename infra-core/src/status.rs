@@ -12,12 +12,12 @@ use crate::{Conflict, Merge, Refines};
 /// can hold, it only appears as a [`Conflict`] when two writers' statuses are merged.
 ///
 /// ```
-/// use infra_core::Status;
+/// use infra_core::prelude::Status;
 /// let _ = [Status::<u32>::Unmanaged, Status::Absent, Status::Present(3)];
 /// ```
 ///
 /// ```compile_fail
-/// use infra_core::Status;
+/// use infra_core::prelude::Status;
 /// // There is no "conflicting" status to write down.
 /// let _ = Status::<u32>::Conflicting;
 /// ```

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use infra_core::cli::run_with_async;
 use infra_core::kinds::ObjectStore;
-use infra_core::{AwsRegion, Backends, Fleet};
+use infra_core::prelude::{AwsRegion, Backends, Fleet};
 use support::console::answering;
 
-fn fleet() -> Result<Fleet, infra_core::CheckReport> {
+fn fleet() -> Result<Fleet, infra_core::prelude::CheckReport> {
     let mut f = Fleet::builder("async");
     f.declare(AwsRegion::EuWest3, "async-assets", ObjectStore::new());
     f.build()
@@ -131,7 +131,7 @@ async fn a_refused_fleet_never_calls_an_async_factory() {
 #[tokio::test]
 async fn a_long_unreachable_reason_is_said_once_on_standard_error() {
     let why = "no credentials were found\nlooked for:\n  1. here: not set";
-    let blind = || Backends::new().with(Arc::new(infra_core::Unreachable::new("aws", why)));
+    let blind = || Backends::new().with(Arc::new(infra_core::sdk::Unreachable::new("aws", why)));
     let mut s = answering(false, true);
     let state = s.state.path().to_str().unwrap().to_owned();
     for verb in [&["plan"][..], &["apply", "--yes"]] {
@@ -166,7 +166,7 @@ async fn a_long_unreachable_reason_is_said_once_on_standard_error() {
     assert!(!s.err.take().contains("unreachable"));
 
     // A reason of one line is left as it was: the report of each resource holds it.
-    let backends = Backends::new().with(Arc::new(infra_core::Unreachable::new(
+    let backends = Backends::new().with(Arc::new(infra_core::sdk::Unreachable::new(
         "aws",
         "no AWS credentials were found",
     )));

@@ -1,7 +1,7 @@
 //! The checks that run before any network call, and their messages.
 
 use infra_core::kinds::*;
-use infra_core::{
+use infra_core::prelude::{
     AwsRegion, Expr, Fleet, Partial, Problem, ScalewayRegion, SecretString, compose_secret,
 };
 
@@ -152,8 +152,8 @@ fn every_problem_is_reported_at_once_and_names_its_resource() {
         },
     );
     f.reserve::<_, Queues>(here, "never");
-    f.forget::<infra_core::Aws, SecurityGroup>("web");
-    f.limit::<infra_core::Aws, Secrets>(3);
+    f.forget::<infra_core::prelude::Aws, SecurityGroup>("web");
+    f.limit::<infra_core::prelude::Aws, Secrets>(3);
 
     let report = f.build().expect_err("problems");
     insta::assert_snapshot!(report.to_string());

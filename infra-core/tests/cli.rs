@@ -8,10 +8,13 @@ use std::sync::Arc;
 
 use infra_core::cli::{Console, ProgressStyle, run_with};
 use infra_core::kinds::{Acu, ObjectStore, Postgres, PostgresServerless, Secrets};
-use infra_core::{AwsRegion, Backends, Fleet, Unreachable};
+use infra_core::{
+    prelude::{AwsRegion, Backends, Fleet},
+    sdk::Unreachable,
+};
 use support::console::{answering, json};
 
-fn fleet() -> Result<Fleet, infra_core::CheckReport> {
+fn fleet() -> Result<Fleet, infra_core::prelude::CheckReport> {
     let mut f = Fleet::builder("cli");
     let here = AwsRegion::EuWest3;
     let pw = f.declare(here, "db-password", Secrets::generated(24));

@@ -8,7 +8,10 @@ mod support;
 use std::collections::BTreeSet;
 
 use infra_core::kinds::*;
-use infra_core::{AwsRegion, Change, Expr, Fleet, Options, Partial, RecordStore, compose_secret};
+use infra_core::{
+    engine::{Change, Options, RecordStore},
+    prelude::{AwsRegion, Expr, Fleet, Partial, compose_secret},
+};
 use serde_json::json;
 
 #[tokio::test]
@@ -180,7 +183,9 @@ async fn a_composed_secret_is_written_again_when_its_inputs_change() {
     let handle = cloud.find("aws", "secrets", "db-url")[0].handle.clone();
     let backend = cloud.backend("aws");
     let settled = SecretsSettled {
-        value_from: SecretSourceSettled::Composed(infra_core::SecretString::new("tampered")),
+        value_from: SecretSourceSettled::Composed(infra_core::prelude::SecretString::new(
+            "tampered",
+        )),
         description: Partial::Unknown,
         tags: Partial::Unknown,
     };
@@ -189,7 +194,7 @@ async fn a_composed_secret_is_written_again_when_its_inputs_change() {
             "secrets",
             "eu-west-3",
             &handle,
-            infra_core::SettledSpec::new::<Secrets>(&settled),
+            infra_core::sdk::SettledSpec::new::<Secrets>(&settled),
         )
         .await
         .unwrap()
@@ -304,7 +309,7 @@ async fn a_renamed_password_secret_reaches_its_database_across_clouds_one_call_a
     let declare = |secret_name: &str| {
         let mut f = Fleet::builder("moves");
         let password = f.declare(
-            infra_core::GcpRegion::EuropeWest1,
+            infra_core::prelude::GcpRegion::EuropeWest1,
             secret_name,
             Secrets::generated(16),
         );

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use infra_core::kinds::*;
 use infra_core::{
-    ApplyError, Aws, AwsRegion, Backends, ErrorKind, Expr, Fleet, NotAttemptedReason, Options,
-    Partial, Plan, RawTags, RecordStore, ScalewayRegion, Step, Unreachable,
+    engine::{ApplyError, NotAttemptedReason, Options, Plan, RecordStore, Step},
+    prelude::{Aws, AwsRegion, Backends, Expr, Fleet, Partial, ScalewayRegion},
+    sdk::{ErrorKind, RawTags, Unreachable},
 };
 use infra_testkit::sim::{Op, SimCloud};
 use support::altered::{Alteration, Altered};
@@ -28,8 +29,8 @@ async fn applied(
     seed: u64,
 ) -> (
     SimCloud,
-    infra_core::Engine,
-    Arc<infra_core::MemoryStore>,
+    infra_core::engine::Engine,
+    Arc<infra_core::engine::MemoryStore>,
     Fleet,
 ) {
     let cloud = support::cloud(seed);
@@ -95,7 +96,7 @@ async fn an_unreachable_provider_with_records_is_refused_and_a_test_double_is_no
     let (cloud, _, store, fleet) = applied(2).await;
 
     // The same records, and no AWS credentials: refused, naming the provider.
-    let blind = infra_core::Engine::new(
+    let blind = infra_core::engine::Engine::new(
         Backends::new().with(Arc::new(Unreachable::new(
             "aws",
             "no AWS credentials were found",
@@ -121,7 +122,7 @@ async fn an_unreachable_provider_with_records_is_refused_and_a_test_double_is_no
     );
 
     // A backend with no rows at all is refused as unbound.
-    let unbound = infra_core::Engine::new(Backends::new(), store.clone());
+    let unbound = infra_core::engine::Engine::new(Backends::new(), store.clone());
     assert!(matches!(
         unbound.plan(&fleet.plan(), &Options::default()).await,
         Err(ApplyError::NoBinding { rows: 3, .. })
@@ -149,7 +150,8 @@ async fn declared_resources_of_an_unreachable_provider_without_records_are_not_a
             "no AWS credentials were found",
         )))
         .with(cloud.backend("scaleway"));
-    let engine = infra_core::Engine::new(backends, Arc::new(infra_core::MemoryStore::new()));
+    let engine =
+        infra_core::engine::Engine::new(backends, Arc::new(infra_core::engine::MemoryStore::new()));
     let outcome = engine
         .apply(&fleet.plan(), &Options::default())
         .await
@@ -333,7 +335,7 @@ async fn drift_is_repaired_in_place_and_a_forces_replace_field_replaces() {
         .result
         .applied
         .iter()
-        .filter(|a| a.change == infra_core::Change::Replaced)
+        .filter(|a| a.change == infra_core::engine::Change::Replaced)
         .collect();
     assert_eq!(replaced.len(), 1);
     assert_eq!(replaced[0].resource.name, "app");
@@ -402,7 +404,7 @@ async fn target_takes_dependencies_along_and_exclude_leaves_dependants_out() {
 }
 
 /// Each not-attempted resource's name and reason.
-fn not_attempted(result: &infra_core::ApplyResult) -> Vec<(&str, NotAttemptedReason)> {
+fn not_attempted(result: &infra_core::engine::ApplyResult) -> Vec<(&str, NotAttemptedReason)> {
     result
         .not_attempted
         .iter()
@@ -412,7 +414,7 @@ fn not_attempted(result: &infra_core::ApplyResult) -> Vec<(&str, NotAttemptedRea
 
 /// The small fleet applied through a backend that lacks security groups or, when
 /// `governs`, only records changes to them for approval.
-async fn apply_without_groups(seed: u64, governs: bool) -> (SimCloud, infra_core::Outcome) {
+async fn apply_without_groups(seed: u64, governs: bool) -> (SimCloud, infra_core::engine::Outcome) {
     let cloud = support::cloud(seed);
     let how = if governs {
         Alteration::Governs
@@ -420,7 +422,8 @@ async fn apply_without_groups(seed: u64, governs: bool) -> (SimCloud, infra_core
         Alteration::Lacks
     };
     let backends = Backends::new().with(Altered::new(cloud.backend("aws"), "securityGroup", how));
-    let engine = infra_core::Engine::new(backends, Arc::new(infra_core::MemoryStore::new()));
+    let engine =
+        infra_core::engine::Engine::new(backends, Arc::new(infra_core::engine::MemoryStore::new()));
     let outcome = engine
         .apply(&small(&[]).plan(), &Options::default())
         .await
@@ -470,7 +473,7 @@ async fn a_change_recorded_for_approval_is_not_attempted_and_not_a_failure() {
     assert_eq!(envelope["apply"], "v3");
     assert_eq!(envelope["notAttempted"][1]["reason"], "awaiting-approval");
     assert_eq!(
-        infra_core::ApplyResult::from_envelope(&envelope).unwrap(),
+        infra_core::engine::ApplyResult::from_envelope(&envelope).unwrap(),
         outcome.result
     );
 }

@@ -11,11 +11,14 @@ use std::time::Duration;
 
 use infra_core::cli::run_with;
 use infra_core::kinds::*;
-use infra_core::{AwsRegion, FileStore, Fleet, LockHolder, RecordStore};
+use infra_core::{
+    engine::{FileStore, LockHolder, RecordStore},
+    prelude::{AwsRegion, Fleet},
+};
 use infra_testkit::sim::SimCloud;
 use support::console::{Session, answering, json};
 
-fn buckets(names: &[&str]) -> Result<Fleet, infra_core::CheckReport> {
+fn buckets(names: &[&str]) -> Result<Fleet, infra_core::prelude::CheckReport> {
     let mut f = Fleet::builder("shop");
     for name in names {
         f.declare(AwsRegion::EuWest3, *name, ObjectStore::new());
@@ -34,7 +37,7 @@ fn slow_cloud(seed: u64) -> SimCloud {
 /// Runs a command line with `state` as the state directory, from a console of its own.
 async fn run_in(
     state: &Path,
-    fleet: Result<Fleet, infra_core::CheckReport>,
+    fleet: Result<Fleet, infra_core::prelude::CheckReport>,
     cloud: &SimCloud,
     args: &[&str],
 ) -> (u8, String, String) {
@@ -182,7 +185,7 @@ async fn apply_and_destroy_at_once_never_both_report_success_on_a_stale_view() {
 }
 
 /// A lock held by a run on another host, with a fixed description.
-fn held_elsewhere(state: &Path) -> infra_core::LockGuard {
+fn held_elsewhere(state: &Path) -> infra_core::engine::LockGuard {
     let holder = LockHolder {
         id: "0f1e2d3c4b5a6978".into(),
         host: "build-host-7".into(),

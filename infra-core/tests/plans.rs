@@ -2,8 +2,10 @@
 
 use infra_core::kinds::*;
 use infra_core::{
-    AwsRegion, Dep, Expr, Fleet, MapEnv, NotYet, Nothing, Partial, Plan, SecretString, Status,
-    compose_secret, interp, settle,
+    engine::{MapEnv, Plan, settle},
+    interp,
+    prelude::{AwsRegion, Expr, Fleet, Partial, SecretString, Status, compose_secret},
+    sdk::{Dep, NotYet, Nothing},
 };
 
 fn group() -> SecurityGroup {

@@ -9,8 +9,10 @@ use std::sync::Arc;
 
 use infra_core::kinds::*;
 use infra_core::{
-    ApplyError, AwsRegion, Engine, Expr, Fleet, Key, Ledger, MemoryStore, Options, Partial, Plan,
-    RecordError, RecordStore, ScalewayRegion, Subject, compose_secret,
+    engine::{
+        ApplyError, Engine, Ledger, MemoryStore, Options, Plan, RecordError, RecordStore, Subject,
+    },
+    prelude::{AwsRegion, Expr, Fleet, Key, Partial, ScalewayRegion, compose_secret},
 };
 use infra_testkit::sim::{FaultPlan, Op, SimCloud};
 use proptest::prelude::*;
@@ -232,7 +234,7 @@ impl RecordStore for Frozen {
         fleet: &str,
         provider: &str,
         kind: &str,
-    ) -> Result<Vec<infra_core::CacheEntry>, RecordError> {
+    ) -> Result<Vec<infra_core::engine::CacheEntry>, RecordError> {
         self.inner.load_cache(fleet, provider, kind)
     }
     fn save_cache(
@@ -240,7 +242,7 @@ impl RecordStore for Frozen {
         fleet: &str,
         provider: &str,
         kind: &str,
-        entries: &[infra_core::CacheEntry],
+        entries: &[infra_core::engine::CacheEntry],
     ) -> Result<(), RecordError> {
         if self.cloud.is_crashed() {
             return Ok(());
@@ -253,15 +255,15 @@ impl RecordStore for Frozen {
     fn try_lock(
         &self,
         fleet: &str,
-        holder: &infra_core::LockHolder,
-    ) -> Result<infra_core::LockGuard, infra_core::LockError> {
+        holder: &infra_core::engine::LockHolder,
+    ) -> Result<infra_core::engine::LockGuard, infra_core::engine::LockError> {
         self.inner.try_lock(fleet, holder)
     }
     fn force_unlock(
         &self,
         fleet: &str,
         id: &str,
-    ) -> Result<infra_core::LockHolder, infra_core::LockError> {
+    ) -> Result<infra_core::engine::LockHolder, infra_core::engine::LockError> {
         self.inner.force_unlock(fleet, id)
     }
 }

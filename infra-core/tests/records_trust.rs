@@ -7,13 +7,15 @@ mod support;
 
 use infra_core::kinds::*;
 use infra_core::{
-    AwsRegion, Backends, Expr, FileStore, Fleet, LedgerRow, Partial, RawTags, RecordStore,
+    engine::{FileStore, LedgerRow, RecordStore},
+    prelude::{AwsRegion, Backends, Expr, Fleet, Partial},
+    sdk::RawTags,
 };
 use infra_testkit::sim::{CallFilter, Op, SimCloud};
 use support::altered::{Alteration, Altered};
 use support::console::{Session, answering, json, session};
 
-fn buckets(names: &[&str]) -> Result<Fleet, infra_core::CheckReport> {
+fn buckets(names: &[&str]) -> Result<Fleet, infra_core::prelude::CheckReport> {
     let mut f = Fleet::builder("shop");
     for name in names {
         f.declare(AwsRegion::EuWest3, *name, ObjectStore::new());
@@ -25,7 +27,7 @@ fn ours() -> RawTags {
     [("managed-by-infra".to_owned(), "shop".to_owned())].into()
 }
 
-fn ledger(s: &Session) -> infra_core::Ledger {
+fn ledger(s: &Session) -> infra_core::engine::Ledger {
     FileStore::new(s.state.path()).load_ledger("shop").unwrap()
 }
 
@@ -111,7 +113,7 @@ async fn discover_adds_and_never_drops_a_row_and_says_what_it_could_not_look_at(
     cloud.fail_nth_matching(
         CallFilter::op(Op::Ownership).kind("objectStore"),
         1,
-        infra_core::ErrorKind::Denied,
+        infra_core::sdk::ErrorKind::Denied,
         false,
     );
     // The declaration no longer names the us-east-1 region; the queue's tags cannot be

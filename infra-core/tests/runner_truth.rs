@@ -9,15 +9,16 @@ use std::sync::Arc;
 
 use infra_core::kinds::*;
 use infra_core::{
-    AwsRegion, Backends, Expr, FileStore, Fleet, LedgerRow, Partial, RecordStore, Unreachable,
-    compose_secret,
+    engine::{FileStore, LedgerRow, RecordStore},
+    prelude::{AwsRegion, Backends, Expr, Fleet, Partial, compose_secret},
+    sdk::Unreachable,
 };
 use infra_testkit::sim::Op;
 use serde_json::json;
 use support::console::{answering, json, session};
 
 /// The README's "your own fleet": one bucket on AWS.
-fn readme_fleet() -> Result<Fleet, infra_core::CheckReport> {
+fn readme_fleet() -> Result<Fleet, infra_core::prelude::CheckReport> {
     let mut fleet = Fleet::builder("shop");
     fleet.declare(AwsRegion::EuWest3, "shop-assets", ObjectStore::new());
     fleet.build()
@@ -115,7 +116,7 @@ async fn a_gate_refusal_still_accounts_for_every_declared_resource_and_ledger_ro
         .await;
     assert_eq!(code, 1);
     assert!(err.contains("unreachable"), "{err}");
-    let result = infra_core::ApplyResult::from_envelope(&json(&out)).unwrap();
+    let result = infra_core::engine::ApplyResult::from_envelope(&json(&out)).unwrap();
     result.check_disjoint().unwrap();
     let names: Vec<&str> = result
         .not_attempted
@@ -127,14 +128,14 @@ async fn a_gate_refusal_still_accounts_for_every_declared_resource_and_ledger_ro
         result
             .not_attempted
             .iter()
-            .all(|n| n.reason == infra_core::NotAttemptedReason::Refused)
+            .all(|n| n.reason == infra_core::engine::NotAttemptedReason::Refused)
     );
 }
 
 /// A fleet with a queue, a bucket and a database, in two versions: the second changes a
 /// field in place on each of the first two, moves the database to the serverless shape,
 /// and composes the connection string differently.
-fn versioned(second: bool) -> Result<Fleet, infra_core::CheckReport> {
+fn versioned(second: bool) -> Result<Fleet, infra_core::prelude::CheckReport> {
     let mut f = Fleet::builder("shop");
     let here = AwsRegion::EuWest3;
     let password = f.declare(here, "db-password", Secrets::generated(24));

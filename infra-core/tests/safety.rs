@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use infra_core::kinds::*;
 use infra_core::{
-    AwsRegion, Backends, Engine, ErrorKind, Expr, Fleet, MemoryStore, NotAttemptedReason, Options,
-    Partial, RecordStore, Step,
+    engine::{Engine, MemoryStore, NotAttemptedReason, Options, RecordStore, Step},
+    prelude::{AwsRegion, Backends, Expr, Fleet, Partial},
+    sdk::ErrorKind,
 };
 use infra_testkit::sim::Op;
 use support::altered::{Alteration, Altered};

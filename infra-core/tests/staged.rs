@@ -5,13 +5,16 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use infra_core::{Fleet, Options, Plan, RecordStore};
+use infra_core::{
+    engine::{Options, Plan, RecordStore},
+    prelude::Fleet,
+};
 use infra_testkit::sim::{CallRecord, Op, SimCloud};
 use support::{Stage, assert_total_and_disjoint, staged};
 
 /// `provider/kind/name` → what the apply did to it.
-fn actions(result: &infra_core::ApplyResult) -> BTreeMap<String, String> {
-    let id = |s: &infra_core::Subject| format!("{}/{}/{}", s.provider, s.kind, s.name);
+fn actions(result: &infra_core::engine::ApplyResult) -> BTreeMap<String, String> {
+    let id = |s: &infra_core::engine::Subject| format!("{}/{}/{}", s.provider, s.kind, s.name);
     let mut out = BTreeMap::new();
     for a in &result.applied {
         out.insert(id(&a.resource), format!("{:?}", a.change).to_lowercase());
@@ -74,9 +77,9 @@ fn assert_ordered(fleet: &Fleet, calls: &[CallRecord], op: Op) {
 
 async fn run_stage(
     cloud: &SimCloud,
-    engine: &infra_core::Engine,
+    engine: &infra_core::engine::Engine,
     stage: Stage,
-    orphans: &[infra_core::Subject],
+    orphans: &[infra_core::engine::Subject],
 ) -> BTreeMap<String, String> {
     cloud.clear_calls();
     let fleet = staged(stage);
@@ -108,8 +111,8 @@ async fn run_stage(
     actions(&outcome.result)
 }
 
-fn subject(kind: &str, name: &str, provider: &str, region: &str) -> infra_core::Subject {
-    infra_core::Subject {
+fn subject(kind: &str, name: &str, provider: &str, region: &str) -> infra_core::engine::Subject {
+    infra_core::engine::Subject {
         provider: provider.into(),
         kind: kind.into(),
         name: name.into(),

@@ -8,8 +8,9 @@ use async_trait::async_trait;
 use infra_core::kinds::*;
 use infra_core::sdk::layer::{Answer, Call, Layer, Layered, Next};
 use infra_core::{
-    AwsRegion, BackendError, Backends, CheckReport, Expr, FileStore, Fleet, LedgerRow, RawTags,
-    RecordStore, compose_secret,
+    engine::{FileStore, LedgerRow, RecordStore},
+    prelude::{AwsRegion, Backends, CheckReport, Expr, Fleet, compose_secret},
+    sdk::{BackendError, RawTags},
 };
 use infra_testkit::sim::SimCloud;
 use support::altered::{Alteration, Altered};
@@ -176,7 +177,7 @@ async fn forget_lets_a_resource_go_and_leaves_it_in_the_cloud() {
     assert_eq!(store.load_ledger("state").unwrap().len(), 4);
 
     // Another run holds the lock: refused, nothing changed.
-    let holder = infra_core::LockHolder::this_process("apply");
+    let holder = infra_core::engine::LockHolder::this_process("apply");
     let guard = store.try_lock("state", &holder).unwrap();
     let (code, _, err) = s
         .run(fleet(false), &cloud, &["forget", "state-assets"])
@@ -315,10 +316,10 @@ fn instance_fleet(name: &str) -> Result<Fleet, CheckReport> {
         "web",
         SecurityGroup {
             description: "web".into(),
-            vpc_id: infra_core::Partial::Unknown,
+            vpc_id: infra_core::prelude::Partial::Unknown,
             ingress: Expr::lit([Rule::tcp(443, "0.0.0.0/0")].into()),
-            egress: infra_core::Partial::Unknown,
-            tags: infra_core::Partial::Unknown,
+            egress: infra_core::prelude::Partial::Unknown,
+            tags: infra_core::prelude::Partial::Unknown,
         },
     );
     f.declare(
@@ -476,11 +477,11 @@ fn imported_fleet(declared: bool) -> Result<Fleet, CheckReport> {
             "tf-jobs",
             Queues {
                 fifo: Expr::lit(false),
-                visibility_timeout_seconds: infra_core::Partial::Unknown,
-                retention_seconds: infra_core::Partial::Unknown,
-                dead_letter: infra_core::Partial::Unknown,
-                max_receive_count: infra_core::Partial::Unknown,
-                tags: infra_core::Partial::Unknown,
+                visibility_timeout_seconds: infra_core::prelude::Partial::Unknown,
+                retention_seconds: infra_core::prelude::Partial::Unknown,
+                dead_letter: infra_core::prelude::Partial::Unknown,
+                max_receive_count: infra_core::prelude::Partial::Unknown,
+                tags: infra_core::prelude::Partial::Unknown,
             },
         );
     }

@@ -24,7 +24,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use infra_core::{Clock, SystemClock};
+use infra_core::engine::{Clock, SystemClock};
 
 use infra_talos::config_digest;
 use infra_talos::contract::evidence::ObservationPurpose;

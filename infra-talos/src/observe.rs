@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use infra_core::Clock;
+use infra_core::engine::Clock;
 use serde::Deserialize;
 use tonic::Code;
 

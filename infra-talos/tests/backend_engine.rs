@@ -1,4 +1,4 @@
-//! The `talosMachine` kind through `infra_core::Engine`, on an embedded store and
+//! The `talosMachine` kind through `infra_core::engine::Engine`, on an embedded store and
 //! simulated nodes: what a plan shows for a small fleet, and what an apply leaves in
 //! the store and at the nodes.
 //!
@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use infra_core::sdk::{KindBackend, UpdateArgs};
 use infra_core::{
-    Backends, Engine, ErrorKind, Fleet, MemoryStore, Options, Plan, RetryPolicy, SystemClock,
+    engine::{Engine, MemoryStore, Options, Plan, SystemClock},
+    prelude::{Backends, Fleet},
+    sdk::{ErrorKind, RetryPolicy},
 };
 use infra_talos::backend::{
     InventoryRecord, NodeReader, TalosBackend, TalosCluster, TalosMachine, TalosconfigReader,
@@ -66,7 +68,7 @@ impl NodeReader for SimReaders {
     async fn observe(
         &self,
         machine: &InventoryRecord,
-    ) -> Result<Observation, infra_core::BackendError> {
+    ) -> Result<Observation, infra_core::sdk::BackendError> {
         self.0[&machine.endpoint].observe(machine).await
     }
 }
@@ -429,7 +431,7 @@ async fn apply_records_a_plan_awaiting_approval_and_sends_nothing() {
 
     // A second apply names the same plan: no duplicate for the same binding.
     let again = engine.apply(&plan, &Options::default()).await.unwrap();
-    let reasons = |r: &infra_core::ApplyResult| {
+    let reasons = |r: &infra_core::engine::ApplyResult| {
         r.not_attempted
             .iter()
             .map(|n| (n.resource.clone(), n.reason))
@@ -478,7 +480,7 @@ async fn apply_records_a_plan_awaiting_approval_and_sends_nothing() {
 fn settled(release: &str) -> infra_talos::backend::TalosMachineSettled {
     infra_talos::backend::TalosMachineSettled {
         release: release.to_owned(),
-        identity: infra_core::Partial::Unknown,
+        identity: infra_core::prelude::Partial::Unknown,
         drift: false,
     }
 }
@@ -621,7 +623,7 @@ async fn direct_mode_without_a_blanket_approval_waits_for_an_approver() {
     );
     assert_eq!(
         outcome.result.not_attempted[0].reason,
-        infra_core::NotAttemptedReason::AwaitingApproval
+        infra_core::engine::NotAttemptedReason::AwaitingApproval
     );
     let plans = world.store.plans_of_machine("w-pend").await;
     assert_eq!(plans.len(), 1);
@@ -682,7 +684,7 @@ async fn direct_mode_applies_under_a_blanket_approval() {
             .result
             .applied
             .iter()
-            .all(|a| a.change == infra_core::Change::Unchanged),
+            .all(|a| a.change == infra_core::engine::Change::Unchanged),
         "{:?}",
         again.result
     );
@@ -830,8 +832,8 @@ async fn delete_and_create_are_refused() {
             "talosMachine",
             "lab",
             "w-new",
-            infra_core::SettledSpec::new::<TalosMachine>(&settled("rel-1")),
-            &infra_core::Marker::new("lab"),
+            infra_core::sdk::SettledSpec::new::<TalosMachine>(&settled("rel-1")),
+            &infra_core::sdk::Marker::new("lab"),
         )
         .await
         .unwrap_err();
@@ -886,7 +888,7 @@ impl PlansOf for SqliteStore {
 }
 
 /// The apply result, one line per resource.
-fn result_text(result: &infra_core::ApplyResult) -> String {
+fn result_text(result: &infra_core::engine::ApplyResult) -> String {
     let mut out = String::new();
     for a in &result.applied {
         out.push_str(&format!("  {}  {:?}\n", a.resource, a.change));

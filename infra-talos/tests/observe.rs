@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use infra_core::ManualClock;
+use infra_core::engine::ManualClock;
 use infra_talos::talosconfig::{TalosConfigProblem, TalosContext};
 use infra_talos::{
     ConnectOptions, MissingReason, NodeAddress, NodeChannel, Observation, ObservationClient, Read,

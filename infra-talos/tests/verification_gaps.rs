@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use controller_common::*;
-use infra_core::Clock;
+use infra_core::engine::Clock;
 use infra_talos::contract::classify::{Classification, FailedReason, RetryBlocker};
 use infra_talos::contract::evidence::{DigestMatch, ObservationPurpose, ResponseClass};
 use infra_talos::contract::operation::{ControllerId, OperationState, OwnerToken};

@@ -2,7 +2,7 @@
 //! random faults, orders and interruptions, with every guarantee of the engine checked.
 //!
 //! ```
-//! use infra_core::{AwsRegion, Fleet, kinds::ObjectStore};
+//! use infra_core::{prelude::AwsRegion, prelude::Fleet, kinds::ObjectStore};
 //!
 //! let mut fleet = Fleet::builder("shop");
 //! fleet.declare(AwsRegion::EuWest3, "shop-assets", ObjectStore::new());
@@ -39,9 +39,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use infra_core::{
-    ApplyError, ApplyResult, Backend, Backends, CacheEntry, Engine, Fleet, Ledger, LedgerRow,
-    MARKER_KEY, ManualClock, MemoryStore, Options, Plan, RawTags, RecordError, RecordStore,
-    RetryPolicy, Subject,
+    engine::{
+        ApplyError, ApplyResult, CacheEntry, Engine, Ledger, LedgerRow, ManualClock, MemoryStore,
+        Options, Plan, RecordError, RecordStore, Subject,
+    },
+    prelude::{Backends, Fleet},
+    sdk::{Backend, MARKER_KEY, RawTags, RetryPolicy},
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -163,15 +166,15 @@ impl RecordStore for CrashStore {
     fn try_lock(
         &self,
         fleet: &str,
-        holder: &infra_core::LockHolder,
-    ) -> Result<infra_core::LockGuard, infra_core::LockError> {
+        holder: &infra_core::engine::LockHolder,
+    ) -> Result<infra_core::engine::LockGuard, infra_core::engine::LockError> {
         self.inner.try_lock(fleet, holder)
     }
     fn force_unlock(
         &self,
         fleet: &str,
         id: &str,
-    ) -> Result<infra_core::LockHolder, infra_core::LockError> {
+    ) -> Result<infra_core::engine::LockHolder, infra_core::engine::LockError> {
         self.inner.force_unlock(fleet, id)
     }
 }

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use infra_core::kinds::*;
-use infra_core::{
+use infra_core::prelude::{
     AwsRegion, CheckReport, Expr, Fleet, FleetBuilder, GcpRegion, Key, Partial, ScalewayRegion,
     compose_secret,
 };
@@ -368,24 +368,34 @@ impl FleetShape {
         for (kind, name) in &self.forgets {
             match kind {
                 ShapeKind::Bucket => {
-                    builder.forget::<infra_core::Aws, ObjectStore>(name.clone());
-                    builder.forget::<infra_core::Gcp, ObjectStore>(name.clone());
-                    builder.forget::<infra_core::Scaleway, ObjectStore>(name.clone());
+                    builder.forget::<infra_core::prelude::Aws, ObjectStore>(name.clone());
+                    builder.forget::<infra_core::prelude::Gcp, ObjectStore>(name.clone());
+                    builder.forget::<infra_core::prelude::Scaleway, ObjectStore>(name.clone());
                 }
-                ShapeKind::S3Bucket => builder.forget::<infra_core::Aws, S3Bucket>(name.clone()),
-                ShapeKind::Queue => builder.forget::<infra_core::Aws, Queues>(name.clone()),
-                ShapeKind::Group => builder.forget::<infra_core::Aws, SecurityGroup>(name.clone()),
-                ShapeKind::Instance => builder.forget::<infra_core::Aws, AwsInstance>(name.clone()),
+                ShapeKind::S3Bucket => {
+                    builder.forget::<infra_core::prelude::Aws, S3Bucket>(name.clone())
+                }
+                ShapeKind::Queue => {
+                    builder.forget::<infra_core::prelude::Aws, Queues>(name.clone())
+                }
+                ShapeKind::Group => {
+                    builder.forget::<infra_core::prelude::Aws, SecurityGroup>(name.clone())
+                }
+                ShapeKind::Instance => {
+                    builder.forget::<infra_core::prelude::Aws, AwsInstance>(name.clone())
+                }
                 ShapeKind::Secret | ShapeKind::Composed => {
-                    builder.forget::<infra_core::Aws, Secrets>(name.clone());
-                    builder.forget::<infra_core::Gcp, Secrets>(name.clone());
+                    builder.forget::<infra_core::prelude::Aws, Secrets>(name.clone());
+                    builder.forget::<infra_core::prelude::Gcp, Secrets>(name.clone());
                 }
-                ShapeKind::Database => builder.forget::<infra_core::Aws, Postgres>(name.clone()),
+                ShapeKind::Database => {
+                    builder.forget::<infra_core::prelude::Aws, Postgres>(name.clone())
+                }
                 ShapeKind::Namespace => {
-                    builder.forget::<infra_core::Scaleway, FunctionNamespace>(name.clone())
+                    builder.forget::<infra_core::prelude::Scaleway, FunctionNamespace>(name.clone())
                 }
                 ShapeKind::Function => {
-                    builder.forget::<infra_core::Scaleway, Function>(name.clone())
+                    builder.forget::<infra_core::prelude::Scaleway, Function>(name.clone())
                 }
             }
         }
@@ -410,7 +420,7 @@ impl FleetShape {
         }
         fn maybe<T>(sparse: bool, value: T) -> Partial<Expr<T>>
         where
-            T: infra_core::Value,
+            T: infra_core::prelude::Value,
         {
             if sparse {
                 Partial::Unknown

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use infra_core::kinds::ObjectStore;
 use infra_core::{
-    Applied, ApplyResult, AwsRegion, CacheEntry, Change, Fleet, Ledger, RecordError, RecordStore,
-    Subject,
+    engine::{Applied, ApplyResult, CacheEntry, Change, Ledger, RecordError, RecordStore, Subject},
+    prelude::{AwsRegion, Fleet},
 };
 use infra_testkit::FleetCheck;
 use infra_testkit::check::total_and_disjoint;
@@ -51,15 +51,15 @@ impl RecordStore for LosesOrphans {
     fn try_lock(
         &self,
         fleet: &str,
-        holder: &infra_core::LockHolder,
-    ) -> Result<infra_core::LockGuard, infra_core::LockError> {
+        holder: &infra_core::engine::LockHolder,
+    ) -> Result<infra_core::engine::LockGuard, infra_core::engine::LockError> {
         self.inner.try_lock(fleet, holder)
     }
     fn force_unlock(
         &self,
         fleet: &str,
         id: &str,
-    ) -> Result<infra_core::LockHolder, infra_core::LockError> {
+    ) -> Result<infra_core::engine::LockHolder, infra_core::engine::LockError> {
         self.inner.force_unlock(fleet, id)
     }
 }

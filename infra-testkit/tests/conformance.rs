@@ -10,8 +10,11 @@ use infra_core::kinds::*;
 use infra_core::sdk::Written;
 use infra_core::sdk::layer::{Answer, Call, Layer, Layered, Next};
 use infra_core::{
-    Backend, BackendError, Capabilities, ErrorKind, FieldInfo, Kind, LEGACY_MARKER_VALUE,
-    MARKER_KEY, Mutability, Sighting, Spec,
+    prelude::{Kind, Spec},
+    sdk::{
+        Backend, BackendError, Capabilities, ErrorKind, FieldInfo, LEGACY_MARKER_VALUE, MARKER_KEY,
+        Mutability, Sighting,
+    },
 };
 use infra_testkit::conformance::{
     Conformance, EVERY_CHECK, Report, SECRET_CHECK, SimHooks, Verdict, kind_check_names, samples,
@@ -490,13 +493,15 @@ fn every_built_in_kind_has_a_sample_on_every_provider_that_realises_it() {
 
 #[test]
 fn fresh_prefixes_are_valid_names_and_differ() {
-    let clock = infra_core::ManualClock::new();
+    let clock = infra_core::engine::ManualClock::new();
     let a = infra_testkit::conformance::fresh_prefix(&clock);
     let b = infra_testkit::conformance::fresh_prefix(&clock);
     assert_ne!(a, b);
     for p in [&a, &b] {
         assert!(infra_testkit::conformance::valid_prefix(p), "{p}");
-        assert!(infra_core::default_name_rule(&format!("{p}own-containernamespace-dep2")).is_ok());
+        assert!(
+            infra_core::sdk::default_name_rule(&format!("{p}own-containernamespace-dep2")).is_ok()
+        );
         assert!(bucket_name(&format!("{p}own-objectstore")).is_ok());
     }
 }
@@ -505,7 +510,7 @@ fn fresh_prefixes_are_valid_names_and_differ() {
 
 mod applier_judgements {
     use super::*;
-    use infra_core::{
+    use infra_core::engine::{
         Applied, ApplyResult, Change, NotAttempted, NotAttemptedReason, PlanReport, PlannedChange,
         Subject,
     };

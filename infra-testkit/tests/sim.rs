@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use infra_core::kinds::*;
 use infra_core::{
-    AwsRegion, Backend, Clock, ErrorKind, Expr, Fleet, GcpRegion, Key, Kind, MARKER_KEY,
-    ManualClock, MapEnv, Marker, Partial, RawTags, ScalewayRegion, SecretString, SettledSpec,
-    Sighting, settle,
+    engine::{Clock, ManualClock, MapEnv, settle},
+    prelude::{
+        AwsRegion, Expr, Fleet, GcpRegion, Key, Kind, Partial, ScalewayRegion, SecretString,
+    },
+    sdk::{Backend, ErrorKind, MARKER_KEY, Marker, RawTags, SettledSpec, Sighting},
 };
 use infra_testkit::sim::{CallFilter, Fault, FaultPlan, FaultRule, Op, Outcome, SimCloud};
 use serde_json::{Value, json};
@@ -34,7 +36,7 @@ async fn create<K: Kind>(
     name: &str,
     spec: &K,
     env: &MapEnv,
-) -> Result<Sighting, infra_core::BackendError> {
+) -> Result<Sighting, infra_core::sdk::BackendError> {
     let settled = settle(spec, env).expect("the spec settles");
     backend
         .create(
@@ -54,7 +56,7 @@ async fn update<K: Kind>(
     handle: &str,
     spec: &K,
     env: &MapEnv,
-) -> Result<Sighting, infra_core::BackendError> {
+) -> Result<Sighting, infra_core::sdk::BackendError> {
     let settled = settle(spec, env).expect("the spec settles");
     backend
         .update(K::ID, region, handle, SettledSpec::new::<K>(&settled))
@@ -399,7 +401,7 @@ async fn scaleway_string_tags_uuids_and_namespaces() {
         .unwrap();
     assert_eq!(raw.get(MARKER_KEY).map(String::as_str), Some("shop"));
     let mut stripped = created.reported().clone();
-    infra_core::backend::strip_marker(&mut stripped);
+    infra_core::sdk::strip_marker(&mut stripped);
     assert_eq!(stripped["tags"], json!(["edge", "env=prod"]));
 
     env.set_handle(ns.id(), &created.handle);

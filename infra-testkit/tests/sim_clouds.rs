@@ -7,8 +7,9 @@ use std::collections::BTreeSet;
 
 use infra_core::kinds::*;
 use infra_core::{
-    AwsRegion, Backend, BackendError, ErrorKind, Expr, FieldInfo, Fleet, Key, Kind, MapEnv, Marker,
-    Mutability, Partial, ScalewayRegion, SettledSpec, Sighting, Spec, settle,
+    engine::{MapEnv, settle},
+    prelude::{AwsRegion, Expr, Fleet, Key, Kind, Partial, ScalewayRegion, Spec},
+    sdk::{Backend, BackendError, ErrorKind, FieldInfo, Marker, Mutability, SettledSpec, Sighting},
 };
 use infra_testkit::sim::clouds::{self, Change, ROWS, Read};
 use infra_testkit::sim::{Op, Outcome, SimCloud};
@@ -46,7 +47,7 @@ async fn update<K: Kind>(
         .map(|w| w.expect_done("the simulated cloud writes at once"))
 }
 
-fn known<T: infra_core::Value>(value: T) -> Partial<Expr<T>> {
+fn known<T: infra_core::prelude::Value>(value: T) -> Partial<Expr<T>> {
     Partial::Known(Expr::lit(value))
 }
 
@@ -632,7 +633,7 @@ fn unreported_fields_are_never_compared_so_never_create_only() {
 async fn a_renamed_password_secret_reaches_the_database_that_reads_it() {
     use std::sync::Arc;
 
-    use infra_core::{Engine, MemoryStore, Options};
+    use infra_core::engine::{Engine, MemoryStore, Options};
 
     let declare = |secret_name: &str| {
         let mut fleet = Fleet::builder("shop");

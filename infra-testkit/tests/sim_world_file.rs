@@ -6,7 +6,9 @@ use std::path::Path;
 
 use infra_core::kinds::*;
 use infra_core::{
-    Backend, ErrorKind, Expr, Kind, MapEnv, Marker, Partial, SettledSpec, Sighting, settle,
+    engine::{MapEnv, settle},
+    prelude::{Expr, Kind, Partial},
+    sdk::{Backend, ErrorKind, Marker, SettledSpec, Sighting},
 };
 use infra_testkit::sim::{Op, Outcome, SimCloud, WorldFileError};
 use serde_json::{Value, json};
@@ -17,7 +19,7 @@ async fn create<K: Kind>(
     backend: &dyn Backend,
     name: &str,
     spec: &K,
-) -> Result<Sighting, infra_core::BackendError> {
+) -> Result<Sighting, infra_core::sdk::BackendError> {
     let settled = settle(spec, &MapEnv::new()).expect("the spec settles");
     backend
         .create(

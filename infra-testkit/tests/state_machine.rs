@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use infra_core::{ManualClock, MemoryStore, Options, RecordStore};
+use infra_core::engine::{ManualClock, MemoryStore, Options, RecordStore};
 use infra_testkit::check::{CrashStore, marked, total_and_disjoint};
 use infra_testkit::sim::{FaultPlan, SimCloud};
 use infra_testkit::strategy::{FleetShape, Mutation, fleet_shape, mutation};
@@ -81,7 +81,7 @@ proptest! {
             let fleet_name = model.shape.fleet.clone();
 
             for (step, t) in transitions.iter().chain([&Transition::Apply { faults: None, crash_after: None }]).enumerate() {
-                let engine = infra_core::Engine::new(cloud.backends(), store.clone()).with_clock(cloud.clock());
+                let engine = infra_core::engine::Engine::new(cloud.backends(), store.clone()).with_clock(cloud.clock());
                 match t {
                     Transition::Edit(m) => {
                         model.shape.mutate(m);

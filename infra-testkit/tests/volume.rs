@@ -9,7 +9,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use infra_core::{ManualClock, Options, Plan};
+use infra_core::engine::{ManualClock, Options, Plan};
 use infra_testkit::check::{self, Scenario, cases_run, marked, scenario};
 use infra_testkit::sim::SimCloud;
 use infra_testkit::strategy::{FleetShape, Mutation, fleet_shape, mutation};
@@ -36,9 +36,9 @@ fn mutations_converge(
 ) -> Result<(), TestCaseError> {
     runtime().block_on(async {
         let cloud = SimCloud::with_clock(seed, Arc::new(ManualClock::new()));
-        let store = Arc::new(infra_core::MemoryStore::new());
-        let engine =
-            infra_core::Engine::new(cloud.backends(), store.clone()).with_clock(cloud.clock());
+        let store = Arc::new(infra_core::engine::MemoryStore::new());
+        let engine = infra_core::engine::Engine::new(cloud.backends(), store.clone())
+            .with_clock(cloud.clock());
         let forced = Options::default().force(true);
         let mut shape = shape.clone();
         let mut released: Vec<String> = Vec::new();
@@ -89,7 +89,8 @@ fn mutations_converge(
                     r.name
                 );
             }
-            let ledger = infra_core::RecordStore::load_ledger(&*store, &shape.fleet).unwrap();
+            let ledger =
+                infra_core::engine::RecordStore::load_ledger(&*store, &shape.fleet).unwrap();
             prop_assert_eq!(
                 ledger.len(),
                 shape.resources.len(),

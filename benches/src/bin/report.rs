@@ -17,14 +17,17 @@ use std::time::{Duration, Instant};
 
 use benches::precise::PreciseClock;
 use benches::{BenchCloud, dag, runtime};
-use infra_core::{Backends, Engine, ManualClock, MemoryStore, Options};
+use infra_core::{
+    engine::{Engine, ManualClock, MemoryStore, Options},
+    prelude::Backends,
+};
 
 #[cfg(feature = "postgres")]
 #[path = "report/records.rs"]
 mod records;
 
 fn bench_engine(latency: Duration, real: bool) -> (Engine, Arc<BenchCloud>) {
-    let clock: Arc<dyn infra_core::Clock> = if real {
+    let clock: Arc<dyn infra_core::engine::Clock> = if real {
         Arc::new(PreciseClock::new())
     } else {
         Arc::new(ManualClock::new())
@@ -106,7 +109,7 @@ struct Applied {
     /// From the first call's start to the last call's return.
     calls: Duration,
     engine: Engine,
-    fleet: infra_core::Fleet,
+    fleet: infra_core::prelude::Fleet,
 }
 
 /// In a fresh process: the growth of peak resident memory, per resource, while a fleet

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use infra_core::kinds::{ObjectStore, Queues, QueuesObserved, Secrets};
-use infra_core::{AwsRegion, CheckReport, Expr, Fleet, Partial, compose_secret};
+use infra_core::prelude::{AwsRegion, CheckReport, Expr, Fleet, Partial, compose_secret};
 
 /// Where everything lives.
 const REGION: AwsRegion = AwsRegion::UsEast1;

@@ -15,7 +15,7 @@
 
 use std::process::ExitCode;
 
-use infra_core::Backends;
+use infra_core::prelude::Backends;
 
 fn main() -> ExitCode {
     let suffix = std::env::var("AWS_FLEET_SUFFIX")

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use custom_provider::{DnsBackend, DnsService, example_fleet};
-use infra_core::{Provider, Unreachable};
+use infra_core::{prelude::Provider, sdk::Unreachable};
 use infra_testkit::sim::SimCloud;
 
 /// The file `var` names, taken as given (a directory that does not exist there is an

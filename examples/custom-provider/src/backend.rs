@@ -31,7 +31,7 @@ use crate::service::{DnsService, NewRecord, RecordPatch, ServiceError, StoredRec
 /// ```
 /// use std::sync::Arc;
 /// use custom_provider::{DnsBackend, DnsService};
-/// use infra_core::{Backend, Backends};
+/// use infra_core::{sdk::Backend, prelude::Backends};
 ///
 /// let backend: Arc<dyn Backend> = DnsBackend::new(DnsService::new()).into_backend();
 /// assert!(backend.capabilities().kinds.contains("dnsRecord"));
@@ -45,7 +45,7 @@ use crate::service::{DnsService, NewRecord, RecordPatch, ServiceError, StoredRec
 /// ```
 /// use std::{sync::Arc, time::Duration};
 /// use custom_provider::{DnsBackend, DnsService};
-/// use infra_core::ManualClock;
+/// use infra_core::engine::ManualClock;
 /// use infra_core::sdk::layer::{Latency, Layered};
 ///
 /// let clock = Arc::new(ManualClock::new());

@@ -6,7 +6,7 @@
 //! bucket is created first and deleted last.
 
 use infra_core::kinds::{ObjectStore, ObjectStoreObserved};
-use infra_core::{AwsRegion, CheckReport, Expr, Fleet, Partial};
+use infra_core::prelude::{AwsRegion, CheckReport, Expr, Fleet, Partial};
 
 use crate::{DnsRecord, DnsRegion, RecordType};
 
@@ -25,7 +25,7 @@ pub const ZONE: &str = "example.com";
 ///
 /// ```
 /// use custom_provider::bucket_host;
-/// use infra_core::{Partial, kinds::ObjectStoreObserved};
+/// use infra_core::{prelude::Partial, kinds::ObjectStoreObserved};
 /// let seen = ObjectStoreObserved {
 ///     id: "arn:aws:s3:::assets".into(),
 ///     endpoint: Partial::Known("https://assets.s3.eu-west-3.amazonaws.com/".into()),

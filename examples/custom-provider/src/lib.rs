@@ -18,7 +18,7 @@ pub use service::{
     ServiceFileError, ServiceOp, StoredRecord,
 };
 
-use infra_core::Supports;
+use infra_core::prelude::Supports;
 
 /// The DNS service realises `dnsRecord`, so a `DnsRecord` can be declared in a
 /// [`DnsRegion`]; no other kind can.

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use infra_core::{Provider, Region};
+use infra_core::prelude::{Provider, Region};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The DNS service: a small managed-DNS API with three regions.

@@ -16,7 +16,10 @@ use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::RangeInclusive;
 
-use infra_core::{Expr, MARKER_KEY, Partial, Spec};
+use infra_core::{
+    prelude::{Expr, Partial, Spec},
+    sdk::MARKER_KEY,
+};
 use serde::{Deserialize, Serialize};
 
 /// The TTLs the service accepts, in seconds.
@@ -69,7 +72,7 @@ impl fmt::Display for RecordType {
 ///
 /// ```
 /// use custom_provider::{DnsRecord, RecordType};
-/// use infra_core::Kind;
+/// use infra_core::prelude::Kind;
 ///
 /// let www = DnsRecord::new(RecordType::A, "example.com", "192.0.2.10").with_ttl(600);
 /// let mut problems = Vec::new();
@@ -274,7 +277,7 @@ pub fn check_value(record_type: RecordType, value: &str) -> Result<(), String> {
 mod tests {
     use super::*;
     use infra_core::testing::{check_merge_laws, check_refines_laws};
-    use infra_core::{Kind, Mutability};
+    use infra_core::{prelude::Kind, sdk::Mutability};
 
     #[test]
     fn the_divergence_table_replaces_on_type_and_zone_only() {
@@ -322,9 +325,9 @@ mod tests {
         assert!(problems[2].starts_with("`tags`"));
 
         // A value computed from another resource is only known at apply: not checked.
-        let mut fleet = infra_core::Fleet::builder("checks");
+        let mut fleet = infra_core::prelude::Fleet::builder("checks");
         let bucket = fleet.declare(
-            infra_core::AwsRegion::EuWest3,
+            infra_core::prelude::AwsRegion::EuWest3,
             "checks-bucket",
             infra_core::kinds::ObjectStore::new(),
         );

@@ -42,7 +42,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use infra_core::{Clock, ManualClock, Region};
+use infra_core::{
+    engine::{Clock, ManualClock},
+    prelude::Region,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::DnsRegion;

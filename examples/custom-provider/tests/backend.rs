@@ -15,7 +15,11 @@ use infra_core::sdk::layer::{Latency, Layered};
 use infra_core::sdk::{
     Backend, CreateArgs, DeleteArgs, KindBackend, ListArgs, OwnershipArgs, ReadArgs, UpdateArgs,
 };
-use infra_core::{Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, Partial};
+use infra_core::{
+    engine::{Clock, ManualClock},
+    prelude::Partial,
+    sdk::{ErrorKind, MARKER_KEY, Marker},
+};
 use serde_json::json;
 
 const KIND: &str = "dnsRecord";

@@ -11,9 +11,13 @@ use custom_provider::{
     example_fleet,
 };
 use infra_core::sdk::layer::Op;
-use infra_core::{Change, Fleet, MARKER_KEY, Options, Plan, Problem};
+use infra_core::{
+    engine::{Change, Options, Plan},
+    prelude::{Fleet, Problem},
+    sdk::MARKER_KEY,
+};
 
-fn changes_of(outcome: &infra_core::Outcome) -> BTreeMap<String, Change> {
+fn changes_of(outcome: &infra_core::engine::Outcome) -> BTreeMap<String, Change> {
     outcome
         .result
         .applied

@@ -6,7 +6,10 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 
 use custom_provider::{Access, NewRecord, RecordType, ZONE, example_fleet};
-use infra_core::{Change, ErrorKind, MARKER_KEY, Options, Plan, RecordStore, Step};
+use infra_core::{
+    engine::{Change, Options, Plan, RecordStore, Step},
+    sdk::{ErrorKind, MARKER_KEY},
+};
 
 #[tokio::test]
 async fn a_foreign_record_with_a_declared_name_is_reported_and_left_alone() {

@@ -1,7 +1,7 @@
 //! The command-line runner for a consumer's own binary (feature `cli`, on by default).
 //!
 //! ```no_run
-//! use infra_core::{AwsRegion, Backends, Fleet, kinds::ObjectStore};
+//! use infra_core::{prelude::AwsRegion, prelude::Backends, prelude::Fleet, kinds::ObjectStore};
 //!
 //! fn main() -> std::process::ExitCode {
 //!     let mut fleet = Fleet::builder("shop");
@@ -19,7 +19,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //!
-//! use infra_core::{AwsRegion, Backend, Backends, Fleet, Unreachable, kinds::ObjectStore};
+//! use infra_core::{prelude::AwsRegion, sdk::Backend, prelude::Backends, prelude::Fleet, sdk::Unreachable, kinds::ObjectStore};
 //!
 //! /// Stands in for `infra_aws::AwsBackend::from_env`, which loads AWS's credentials.
 //! async fn from_env() -> Arc<dyn Backend> {

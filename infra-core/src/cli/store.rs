@@ -197,7 +197,8 @@ impl Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CacheEntry, Ledger, LedgerRow, MemoryStore};
+    use crate::records::MemoryStore;
+    use crate::{CacheEntry, Ledger, LedgerRow};
 
     fn filled() -> MemoryStore {
         let store = MemoryStore::new();

@@ -378,7 +378,10 @@ mod tests {
     #[test]
     fn engine_futures_are_send() {
         fn send<T: Send>(_: &T) {}
-        let engine = Engine::new(Backends::new(), Arc::new(crate::MemoryStore::new()));
+        let engine = Engine::new(
+            Backends::new(),
+            Arc::new(crate::records::MemoryStore::new()),
+        );
         let mut f = crate::Fleet::builder("send");
         f.declare(
             crate::AwsRegion::EuWest3,

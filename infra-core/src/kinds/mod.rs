@@ -14,19 +14,19 @@
 //! could disagree with it.
 //!
 //! ```
-//! use infra_core::{Expr, Partial, kinds::ObjectStore};
+//! use infra_core::{prelude::Expr, prelude::Partial, kinds::ObjectStore};
 //! let _ = ObjectStore { versioning: Partial::Known(Expr::lit(true)), ..ObjectStore::new() };
 //! ```
 //!
 //! ```compile_fail
-//! use infra_core::{Expr, kinds::ObjectStore};
+//! use infra_core::{prelude::Expr, kinds::ObjectStore};
 //! let _ = ObjectStore { region: Expr::lit("eu-west-3".to_string()), ..ObjectStore::new() };
 //! ```
 //!
 //! A required field cannot be left out: an instance names its security group.
 //!
 //! ```
-//! use infra_core::{Key, kinds::*};
+//! use infra_core::{prelude::Key, kinds::*};
 //! fn instance(group: Key<SecurityGroup>) -> AwsInstance {
 //!     AwsInstance { image: Image::Latest.into(),
 //!         instance_type: InstanceType::T3(BurstableSize::Micro).into(),
@@ -37,7 +37,7 @@
 //! ```
 //!
 //! ```compile_fail
-//! use infra_core::{Key, kinds::*};
+//! use infra_core::{prelude::Key, kinds::*};
 //! fn instance(group: Key<SecurityGroup>) -> AwsInstance {
 //!     AwsInstance { image: Image::Latest.into(),
 //!         instance_type: InstanceType::T3(BurstableSize::Micro).into(),

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use infra_core::sdk::layer::{Answer, Call, Layer, Layered, Next};
+use infra_core::sdk::{Backend, BackendError, Capabilities};
 use infra_core::sdk::{Deferral, Written};
-use infra_core::{Backend, BackendError, Capabilities};
 
 /// What is different about the altered kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

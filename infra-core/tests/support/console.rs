@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use infra_core::cli::{Console, ProgressStyle, run_with};
-use infra_core::{Backends, CheckReport, Fleet};
+use infra_core::prelude::{Backends, CheckReport, Fleet};
 use infra_testkit::sim::SimCloud;
 
 /// One stream's bytes.

@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use infra_core::kinds::*;
 use infra_core::{
-    ApplyResult, AwsRegion, Engine, Expr, Fleet, ManualClock, MemoryStore, Partial, Plan,
-    RecordStore, RetryPolicy, ScalewayRegion, Subject, compose_secret,
+    engine::{ApplyResult, Engine, ManualClock, MemoryStore, Plan, RecordStore, Subject},
+    prelude::{AwsRegion, Expr, Fleet, Partial, ScalewayRegion, compose_secret},
+    sdk::RetryPolicy,
 };
 use infra_testkit::sim::SimCloud;
 
@@ -75,7 +76,7 @@ pub enum Stage {
     Empty,
 }
 
-fn known<T: infra_core::Value>(v: T) -> Partial<Expr<T>> {
+fn known<T: infra_core::prelude::Value>(v: T) -> Partial<Expr<T>> {
     Partial::Known(Expr::lit(v))
 }
 
@@ -138,7 +139,7 @@ pub fn staged(stage: Stage) -> Fleet {
             AwsInstance::new(Image::Latest, InstanceType::T3(BurstableSize::Micro), web),
         );
     }
-    let queue = |dead_letter: Option<infra_core::Key<Queues>>| Queues {
+    let queue = |dead_letter: Option<infra_core::prelude::Key<Queues>>| Queues {
         fifo: Expr::lit(false),
         visibility_timeout_seconds: known(if big { 60 } else { 30 }),
         retention_seconds: Partial::Unknown,

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use infra_core::{Expr, Partial, Provider, Region, Spec, Supports};
+use infra_core::prelude::{Expr, Partial, Provider, Region, Spec, Supports};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::store::IdentityKey;
@@ -52,7 +52,7 @@ impl TalosCluster {
     ///
     /// A sentence saying what is wrong with the name.
     pub fn named(name: &str) -> Result<Self, String> {
-        infra_core::default_name_rule(name)
+        infra_core::sdk::default_name_rule(name)
             .map_err(|why| format!("cluster name {name:?} {why}"))?;
         let mut reg = registry().lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(found) = reg.names.iter().find(|c| c.0 == name) {

@@ -118,7 +118,7 @@ impl Default for PlanTerms {
 }
 
 /// Wall-clock time for plan expiry: a reading of the wall clock taken once, moved on
-/// by an [`infra_core::Clock`].
+/// by an [`infra_core::engine::Clock`].
 #[derive(Clone)]
 pub struct WallTime {
     origin: InstantMs,

@@ -3,7 +3,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use infra_core::{BackendError, Clock, ErrorKind};
+use infra_core::{
+    engine::Clock,
+    sdk::{BackendError, ErrorKind},
+};
 
 use crate::connect::{ConnectOptions, NodeAddress, NodeChannel};
 use crate::observation::Observation;

@@ -22,7 +22,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use infra_core::SystemClock;
+use infra_core::engine::SystemClock;
 use infra_talos::contract::SpanMs;
 use infra_talos::contract::operation::ControllerId;
 use infra_talos::controller::{

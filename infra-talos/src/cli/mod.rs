@@ -39,7 +39,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
-use infra_core::SystemClock;
+use infra_core::engine::SystemClock;
 use serde::Deserialize;
 
 use crate::backend::WallTime;

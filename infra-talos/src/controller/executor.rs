@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use infra_core::Clock;
+use infra_core::engine::Clock;
 
 use crate::contract::accounting::{LastRecoveryRead, MIN_SETTLE_FLOOR, next_recovery_read};
 use crate::contract::classify::{Classification, UnresolvedReason};

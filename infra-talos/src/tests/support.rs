@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use infra_core::SystemClock;
+use infra_core::engine::SystemClock;
 use infra_testkit::talos::{TalosSim, TalosSimBuilder};
 use tempfile::TempDir;
 

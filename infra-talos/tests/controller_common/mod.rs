@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use infra_core::Clock;
+use infra_core::engine::Clock;
 use infra_talos::contract::operation::ControllerId;
 use infra_talos::contract::{InstantMs, Role, SpanMs};
 use infra_talos::controller::{Executor, ExecutorSettings, MachineRoute, TalosconfigConnector};

@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use infra_core::{
-    Backend, BackendError, Backends, Capabilities, Clock, Engine, ErrorKind, Fleet, MemoryStore,
-    Options, Outcome, PlanReport, PlannedChange, Subject,
+    engine::{Clock, Engine, MemoryStore, Options, Outcome, PlanReport, PlannedChange, Subject},
+    prelude::{Backends, Fleet},
+    sdk::{Backend, BackendError, Capabilities, ErrorKind},
 };
 
 use super::{CallLog, ConformanceHooks, KindSample, RecordingBackend, Variant};

@@ -8,7 +8,7 @@
 
 use std::sync::Mutex;
 
-use infra_core::ErrorKind;
+use infra_core::sdk::ErrorKind;
 
 use crate::sim::{CallFilter, Op, SimCloud};
 

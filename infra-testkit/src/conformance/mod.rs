@@ -23,7 +23,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use infra_testkit::conformance::{Conformance, samples};
-//! # async fn run(backend: Arc<dyn infra_core::Backend>) {
+//! # async fn run(backend: Arc<dyn infra_core::sdk::Backend>) {
 //! let report = Conformance::new(backend, samples::builtin())
 //!     .regions("eu-west-3", Some("us-east-1"))
 //!     .run()
@@ -55,7 +55,10 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use infra_core::{Backend, Clock, SystemClock};
+use infra_core::{
+    engine::{Clock, SystemClock},
+    sdk::Backend,
+};
 
 pub use context::{Context, FOREIGN_FLEET, fresh_prefix, valid_prefix};
 pub use hooks::{ConformanceHooks, SimHooks};

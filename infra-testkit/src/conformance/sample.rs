@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use infra_core::{FleetBuilder, Kind, Provider, Region, Supports};
+use infra_core::prelude::{FleetBuilder, Kind, Provider, Region, Supports};
 
 /// Which version of a sample's resource to declare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -11,11 +11,11 @@ pub enum Variant {
     /// The resource as first created.
     Base,
     /// The base with one field of the kind's divergence table that is
-    /// [`Mutable`](infra_core::Mutability::Mutable) changed: applying it after the base
+    /// [`Mutable`](infra_core::sdk::Mutability::Mutable) changed: applying it after the base
     /// must be an update in place.
     Mutable,
     /// The base with one field that
-    /// [`ForcesReplace`](infra_core::Mutability::ForcesReplace) changed: applying it
+    /// [`ForcesReplace`](infra_core::sdk::Mutability::ForcesReplace) changed: applying it
     /// after the base must be a replace.
     Replace,
 }
@@ -37,7 +37,7 @@ pub type DeclareFn = Arc<dyn Fn(&mut FleetBuilder, &str, &str, Variant) + Send +
 /// another cloud.
 ///
 /// ```
-/// use infra_core::{Aws, Expr, Partial, kinds::ObjectStore};
+/// use infra_core::{prelude::Aws, prelude::Expr, prelude::Partial, kinds::ObjectStore};
 /// use infra_testkit::conformance::{KindSample, Variant};
 ///
 /// let sample = KindSample::new::<Aws, ObjectStore>(|fleet, region, name, variant| {

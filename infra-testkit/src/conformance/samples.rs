@@ -10,11 +10,11 @@
 use std::collections::BTreeSet;
 
 use infra_core::kinds::*;
-use infra_core::{Aws, Expr, FleetBuilder, Gcp, Partial, Provider, Scaleway, Supports};
+use infra_core::prelude::{Aws, Expr, FleetBuilder, Gcp, Partial, Provider, Scaleway, Supports};
 
 use super::{KindSample, Variant};
 
-fn known<T: infra_core::Value>(value: T) -> Partial<Expr<T>> {
+fn known<T: infra_core::prelude::Value>(value: T) -> Partial<Expr<T>> {
     Partial::Known(Expr::lit(value))
 }
 

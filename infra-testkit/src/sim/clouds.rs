@@ -2,7 +2,7 @@
 //! the field, and how the field can change once the resource exists.
 //!
 //! The table is written from the providers' API documentation, field by field, and not
-//! from the kinds' divergence tables ([`Spec::FIELDS`](infra_core::Spec::FIELDS)): the
+//! from the kinds' divergence tables ([`Spec::FIELDS`](infra_core::prelude::Spec::FIELDS)): the
 //! simulator takes its behaviour from here, so a divergence table that plans an update
 //! the cloud would refuse, or that counts on a value the cloud never reports, fails a
 //! test offline instead of an apply against a real account.
@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use infra_core::BackendError;
+use infra_core::sdk::BackendError;
 
 use super::kinds;
 
@@ -493,7 +493,7 @@ mod tests {
             .and_then(|r| r.change.refusal(Some(&json!("a")), &json!("b")))
             .unwrap();
         let e = refusal.error("aws", "sg-1", "description");
-        assert_eq!(e.kind, infra_core::ErrorKind::Invalid);
+        assert_eq!(e.kind, infra_core::sdk::ErrorKind::Invalid);
         assert_eq!(e.code.as_deref(), Some("OperationNotPermitted"));
         assert!(e.message.contains("sg-1"), "{}", e.message);
         // A row without a code of its own speaks with the provider's generic one.

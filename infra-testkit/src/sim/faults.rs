@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use infra_core::ErrorKind;
+use infra_core::sdk::ErrorKind;
 
 use super::rng::Rng;
 

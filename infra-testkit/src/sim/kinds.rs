@@ -10,7 +10,8 @@ use infra_core::kinds::{
 };
 use infra_core::sdk::Router;
 use infra_core::{
-    AwsRegion, BackendError, ErrorKind, FieldInfo, GcpRegion, Kind, Partial, Region, ScalewayRegion,
+    prelude::{AwsRegion, GcpRegion, Kind, Partial, Region, ScalewayRegion},
+    sdk::{BackendError, ErrorKind, FieldInfo},
 };
 use serde_json::{Map, Value, json};
 
@@ -797,7 +798,7 @@ pub(crate) fn fault_code(provider: &str, kind: ErrorKind) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use infra_core::Sighting;
+    use infra_core::sdk::Sighting;
 
     use super::*;
 

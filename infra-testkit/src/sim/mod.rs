@@ -92,7 +92,7 @@
 //! test should not carry on with a world its file does not hold.
 //!
 //! ```
-//! use infra_core::{Backend, ErrorKind};
+//! use infra_core::{sdk::Backend, sdk::ErrorKind};
 //! use infra_testkit::sim::SimCloud;
 //! # let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
 //! # runtime.block_on(async {
@@ -127,8 +127,9 @@ use infra_core::sdk::{
     ReadArgs, Reading, Router, SecretArgs, SecretValues, UpdateArgs, Written,
 };
 use infra_core::{
-    Backend, BackendError, Backends, Clock, ErrorKind, Kind, Listed, ManualClock, RawTags,
-    SecretString,
+    engine::{Clock, ManualClock},
+    prelude::{Backends, Kind, SecretString},
+    sdk::{Backend, BackendError, ErrorKind, Listed, RawTags},
 };
 use serde_json::{Map, Value};
 
@@ -352,7 +353,7 @@ impl SimCloud {
                     world.display()
                 );
                 kinds::PROVIDERS.iter().fold(Backends::new(), |b, p| {
-                    b.with(Arc::new(infra_core::Unreachable::new(p, why.clone())))
+                    b.with(Arc::new(infra_core::sdk::Unreachable::new(p, why.clone())))
                 })
             }
         }
@@ -919,7 +920,7 @@ impl<K: Kind> KindBackend<K> for SimProvider {
                 match stored.tags.get(&key).map(String::as_str) {
                     // Already this fleet's (or the legacy value every fleet reads as its
                     // own): nothing to write.
-                    Some(v) if v == value || v == infra_core::LEGACY_MARKER_VALUE => Ok(()),
+                    Some(v) if v == value || v == infra_core::sdk::LEGACY_MARKER_VALUE => Ok(()),
                     Some(other) => Err(BackendError::new(
                         ErrorKind::Conflict,
                         format!("{handle} carries the marker of fleet `{other}`; left as it is"),

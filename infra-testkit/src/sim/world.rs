@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use infra_core::sdk::Reading;
 use infra_core::{
-    BackendError, ErrorKind, Kind, Listed, MARKER_KEY, Marker, RawTags, SecretString,
+    prelude::{Kind, SecretString},
+    sdk::{BackendError, ErrorKind, Listed, MARKER_KEY, Marker, RawTags},
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use infra_core::{Clock, SystemClock};
+use infra_core::engine::{Clock, SystemClock};
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};

@@ -1,7 +1,7 @@
 //! The fleet: what must exist, declared as values.
 
 use infra_core::kinds::{ObjectStore, Queues};
-use infra_core::{AwsRegion, CheckReport, Expr, Fleet, Partial};
+use infra_core::prelude::*;
 
 /// Declares the fleet: a bucket for uploads, and a queue of jobs whose messages move to
 /// a dead-letter queue after five failed receives.

@@ -11,5 +11,7 @@ use std::process::ExitCode;
 use infra_testkit::sim::{SimCloud, world_file};
 
 fn main() -> ExitCode {
-    infra_core::cli::run(consumer::fleet(), |_fleet| SimCloud::backends_at(world_file()))
+    infra_core::cli::run(consumer::fleet(), |_fleet| {
+        SimCloud::backends_at(world_file())
+    })
 }

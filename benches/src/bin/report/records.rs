@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use benches::mixed;
+use infra_core::engine::{Engine, FileStore, Ledger, Options, Plan, RecordStore, lock_fleet};
 use infra_core::records::PostgresStore;
-use infra_core::{Engine, FileStore, Ledger, Options, Plan, RecordStore, lock_fleet};
 use infra_testkit::sim::SimCloud;
 
 use super::now;

@@ -13,8 +13,9 @@ use custom_provider::{
 use infra_core::kinds::{ObjectStore, ObjectStoreObserved};
 use infra_core::sdk::layer::{Layered, Recorded, Recorder};
 use infra_core::{
-    AwsRegion, Backend, Backends, Engine, Expr, Fleet, ManualClock, MemoryStore, Partial,
-    RetryPolicy,
+    engine::{Engine, ManualClock, MemoryStore},
+    prelude::{AwsRegion, Backends, Expr, Fleet, Partial},
+    sdk::{Backend, RetryPolicy},
 };
 use infra_testkit::sim::SimCloud;
 

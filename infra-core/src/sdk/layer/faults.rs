@@ -11,7 +11,7 @@ use crate::{BackendError, ErrorKind};
 ///
 /// ```
 /// use infra_core::sdk::layer::{Fault, Op};
-/// use infra_core::ErrorKind;
+/// use infra_core::sdk::ErrorKind;
 ///
 /// // The first two lists of queues are throttled.
 /// let throttled = Fault::on(Op::List).kind("queues").fails(ErrorKind::Throttled).times(2);

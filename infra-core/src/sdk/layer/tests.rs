@@ -7,12 +7,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::*;
+use crate::Partial;
+use crate::clock::{Clock as _, ManualClock};
 use crate::kinds::{ObjectStore, ObjectStoreObserved, ObjectStoreReported};
 use crate::sdk::{
     CreateArgs, Deferral, DeleteArgs, KindBackend, ListArgs, OwnershipArgs, ReadArgs, Reading,
     Router, UpdateArgs,
 };
-use crate::{Clock as _, ManualClock, MapEnv, Partial, settle};
+use crate::settle::{MapEnv, settle};
 
 /// Buckets in memory: name → tags. A bucket named `gated` is never written: its
 /// create and update are deferred for approval.
@@ -127,7 +129,7 @@ async fn the_router_routes_by_kind_and_names_what_it_realises_when_asked_for_ano
         .await
         .unwrap();
     assert_eq!(
-        tags.get(crate::MARKER_KEY).map(String::as_str),
+        tags.get(crate::backend::MARKER_KEY).map(String::as_str),
         Some("shop")
     );
     let err = backend.list("queues", "moon-1").await.unwrap_err();

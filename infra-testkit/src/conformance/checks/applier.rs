@@ -5,7 +5,10 @@
 use std::collections::BTreeSet;
 
 use infra_core::{
-    ApplyResult, Change, Fleet, LedgerRow, NotAttemptedReason, PlanReport, RecordStore, Subject,
+    engine::{
+        ApplyResult, Change, LedgerRow, NotAttemptedReason, PlanReport, RecordStore, Subject,
+    },
+    prelude::Fleet,
 };
 
 use crate::conformance::context::{describe_changes, planned};

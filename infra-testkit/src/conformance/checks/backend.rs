@@ -1,6 +1,6 @@
 //! Checks of the backend as a whole, not of one kind.
 
-use infra_core::ErrorKind;
+use infra_core::sdk::ErrorKind;
 
 use crate::conformance::{Context, Verdict};
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use infra_core::ErrorKind;
+use infra_core::sdk::ErrorKind;
 
 use crate::conformance::{Context, Verdict};
 

@@ -2,7 +2,10 @@
 //! and every field round-trips, list answers one region, delete of an absent resource
 //! is `NotFound`, an update changes in place and a forces-replace change replaces.
 
-use infra_core::{Change, ErrorKind, FieldInfo, MARKER_KEY, Outcome, Subject};
+use infra_core::{
+    engine::{Change, Outcome, Subject},
+    sdk::{ErrorKind, FieldInfo, MARKER_KEY},
+};
 use serde_json::Value;
 
 use crate::conformance::context::{Harness, describe_changes};
@@ -173,7 +176,7 @@ async fn read_eventually(
     kind: &'static str,
     region: &str,
     handle: &str,
-) -> Result<infra_core::Sighting, String> {
+) -> Result<infra_core::sdk::Sighting, String> {
     ctx.poll("`read` finds the new resource", || async {
         match ctx.backend.read(kind, region, handle).await {
             Ok(s) => Ok(Some(s)),
@@ -610,7 +613,7 @@ async fn mark(ctx: &Context, sample: &KindSample) -> Result<Marked, String> {
             .map_err(|e| format!("`ownership` of {handle} failed: {e}"))
     };
     let before = ownership().await?;
-    let ours = infra_core::Marker::new(ctx.fleet.clone());
+    let ours = infra_core::sdk::Marker::new(ctx.fleet.clone());
     match ctx.backend.mark(kind, region, &handle, &ours).await {
         Ok(()) => {}
         Err(e) if e.kind == ErrorKind::Invalid => {
@@ -626,7 +629,7 @@ async fn mark(ctx: &Context, sample: &KindSample) -> Result<Marked, String> {
     if ownership().await? != before {
         return Err("marking a resource already ours changed its tags".into());
     }
-    let theirs = infra_core::Marker::new(format!("{}-other", ctx.fleet));
+    let theirs = infra_core::sdk::Marker::new(format!("{}-other", ctx.fleet));
     match ctx.backend.mark(kind, region, &handle, &theirs).await {
         Err(e) if e.kind == ErrorKind::Conflict => {}
         Ok(()) => return Err("`mark` for another fleet took this fleet's resource".into()),

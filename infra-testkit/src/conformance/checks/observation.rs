@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use infra_core::ErrorKind;
+use infra_core::sdk::ErrorKind;
 
 use crate::conformance::context::{describe_changes, planned};
 use crate::conformance::{ConformanceHooks, Context, KindSample, Variant, Verdict};
@@ -23,7 +23,7 @@ async fn present_absent(ctx: &Context, sample: &KindSample) -> Result<(), String
     let subject = ctx.subject(sample, &name, region);
     let harness = ctx.harness();
     let fleet = ctx.fleet(sample, &name, Variant::Base)?;
-    let action = |report: &infra_core::PlanReport| {
+    let action = |report: &infra_core::engine::PlanReport| {
         planned(report, &subject).map_or("(missing)", |c| c.action)
     };
 
@@ -188,7 +188,7 @@ async fn denied(ctx: &Context, sample: &KindSample, hooks: &dyn ConformanceHooks
     if !hooks.deny(ctx.provider, kind, region) {
         return Verdict::skip("the hooks cannot deny a kind in a region");
     }
-    let denied = |what: &str, result: Result<(), infra_core::BackendError>| match result {
+    let denied = |what: &str, result: Result<(), infra_core::sdk::BackendError>| match result {
         Err(e) if e.kind == ErrorKind::Denied => Ok(()),
         Err(e) if e.kind == ErrorKind::NotFound => Err(format!(
             "a denied `{what}` answered NotFound ({e}): a permission error must be Denied"
