@@ -2,12 +2,12 @@
 //!
 //! ```
 //! use infra_core::prelude::*;
-//! use infra_core::kinds::{ObjectStore, Queues};
+//! use infra_core::kinds::{ObjectStore, Secrets};
 //!
 //! let mut fleet = Fleet::builder("shop");
 //! let paris = AwsRegion::EuWest3;
 //! fleet.declare(paris, "shop-assets", ObjectStore::new());
-//! fleet.declare(paris, "orders", Queues::new());
+//! fleet.declare(paris, "api-key", Secrets::generated(32));
 //! let fleet = fleet.build().expect("every offline check passes");
 //! assert_eq!(fleet.name(), "shop");
 //! ```
