@@ -33,32 +33,54 @@ mod status;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+// Crate-internal shorthands (`crate::Fleet`, …); the runner (feature `cli`) uses some
+// of them alone, so without it they may go unused.
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use apply_result::{ApplyResult, Change, NotAttemptedReason, Step, Subject};
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use backend::{
     Backend, Backends, Listed, Marker, Ownership, RetryPolicy, Unreachable, with_retries,
 };
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use clock::{Clock, SystemClock};
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use diverge::{Divergence, Repair, divergence, repair_of};
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use engine::{ApplyError, Engine, Options, Outcome, PlanReport, PlannedChange};
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use env::{Dep, Env, NotYet};
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use error::{BackendError, ErrorKind};
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use expr::{Expr, Value};
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use field::{Field, FieldInfo, Mutability};
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use fleet::{CheckReport, Fleet, KindMeta, Problem};
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use key::{Handle, Key, ResourceRef};
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use kind::{Kind, Spec, default_name_rule};
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use merge::{Conflict, Merge};
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use partial::Partial;
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use plan::Plan;
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use provider::{
     Aws, AwsRegion, Gcp, GcpRegion, Provider, Region, Scaleway, ScalewayRegion, Supports,
 };
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use records::{
     CacheEntry, FileStore, Ledger, LedgerRow, LockError, LockGuard, RecordError, RecordStore,
     lock_fleet,
 };
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use refine::Refines;
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use secret::SecretString;
+#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use status::Status;
 
 /// What the derive macros of `infra-derive` name in the code they write: stable paths
