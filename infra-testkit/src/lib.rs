@@ -10,6 +10,8 @@ pub mod laws {
 
 pub mod check;
 pub mod conformance;
+#[cfg(feature = "gcp")]
+pub mod gcp;
 pub mod sim;
 pub mod strategy;
 #[cfg(feature = "talos")]

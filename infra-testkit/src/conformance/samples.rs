@@ -51,10 +51,15 @@ fn dep2(name: &str) -> String {
     format!("{name}-dep2")
 }
 
-fn iam(variant: Variant) -> Iam {
+fn iam(provider: &str, variant: Variant) -> Iam {
+    // Google Cloud grants roles to members; the others name policies and services.
+    let (policy, assumer) = match provider {
+        "gcp" => ("roles/viewer", "user:conformance@example.com"),
+        _ => ("conformance-read-only", "conformance.example"),
+    };
     Iam {
-        policies: Expr::lit(BTreeSet::from(["conformance-read-only".to_owned()])),
-        assumed_by: Expr::lit(BTreeSet::from(["conformance.example".to_owned()])),
+        policies: Expr::lit(BTreeSet::from([policy.to_owned()])),
+        assumed_by: Expr::lit(BTreeSet::from([assumer.to_owned()])),
         description: known("an identity of the conformance suite".to_owned()),
         tags: tags(variant),
     }
@@ -68,11 +73,16 @@ fn object_store(variant: Variant) -> ObjectStore {
     }
 }
 
-fn compute(variant: Variant) -> Compute {
+fn compute(provider: &str, variant: Variant) -> Compute {
+    // Cloud Run builds a function from a source archive in Cloud Storage.
+    let (runtime, code) = match provider {
+        "gcp" => ("python312", "gs://conformance-code/app.zip"),
+        _ => ("python3.12", "https://example.invalid/conformance/app.zip"),
+    };
     Compute {
-        runtime: Expr::lit("python3.12".to_owned()),
+        runtime: Expr::lit(runtime.to_owned()),
         handler: Expr::lit("app.handler".to_owned()),
-        code: Expr::lit("https://example.invalid/conformance/app.zip".to_owned()),
+        code: Expr::lit(code.to_owned()),
         code_sha256: Partial::Unknown,
         memory_mb: known(if variant == Variant::Mutable {
             256
@@ -94,7 +104,6 @@ fn queues(variant: Variant) -> Queues {
         retention_seconds: known(345_600),
         dead_letter: Partial::Known(None),
         max_receive_count: Partial::Unknown,
-        // A Pub/Sub topic reports no visibility timeout: the tags change with it.
         tags: tags(variant),
     }
 }
@@ -170,7 +179,7 @@ where
 {
     vec![
         KindSample::new::<P, Iam>(|f, region, name, v| {
-            f.declare(region, name, iam(v));
+            f.declare(region, name, iam(P::ID, v));
         })
         .mutable(true),
         KindSample::new::<P, ObjectStore>(|f, region, name, v| {
@@ -178,15 +187,14 @@ where
         })
         .mutable(true),
         KindSample::new::<P, Compute>(|f, region, name, v| {
-            f.declare(region, name, compute(v));
+            f.declare(region, name, compute(P::ID, v));
         })
         .mutable(true),
         KindSample::new::<P, Queues>(|f, region, name, v| {
             f.declare(region, name, queues(v));
         })
         .mutable(true)
-        // A Pub/Sub topic has no FIFO setting to report: its change cannot be seen.
-        .replace(P::ID != "gcp"),
+        .replace(true),
         KindSample::new::<P, Secrets>(|f, region, name, v| {
             f.declare(region, name, secrets(v));
         })
@@ -342,8 +350,7 @@ fn scaleway_only() -> Vec<KindSample> {
 ///
 /// Kinds whose divergence table has no field that forces a replace (`iam`,
 /// `objectStore`, `compute`, `secrets`, `imageRegistry`, `functionNamespace`,
-/// `containerNamespace`) have no [`Variant::Replace`], nor has `queues` on GCP: a
-/// Pub/Sub topic has no FIFO setting, so no read reports the field that would force it.
+/// `containerNamespace`) have no [`Variant::Replace`].
 pub fn builtin() -> Vec<KindSample> {
     let mut samples = portable::<Aws>();
     samples.extend(aws_only());

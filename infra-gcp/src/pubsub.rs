@@ -1,0 +1,57 @@
+//! The `queues` kind: Pub/Sub topics and their subscriptions. (Being written.)
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use infra_core::kinds::Queues;
+use infra_core::sdk::{
+    BackendError, CreateArgs, DeleteArgs, KindBackend, ListArgs, Listed, OwnershipArgs, RawTags,
+    ReadArgs, Reading, UpdateArgs, Written,
+};
+
+use crate::clients::Clients;
+
+/// `Queues` on Google Cloud.
+pub(crate) struct Topics {
+    clients: Arc<Clients>,
+}
+
+impl Topics {
+    /// The kind, reaching Google Cloud through `clients`.
+    pub(crate) fn new(clients: Arc<Clients>) -> Self {
+        Topics { clients }
+    }
+
+    fn unwritten(&self) -> BackendError {
+        let _ = &self.clients;
+        BackendError::invalid("not written yet")
+    }
+}
+
+#[async_trait]
+impl KindBackend<Queues> for Topics {
+    async fn list(&self, _args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
+        Err(self.unwritten())
+    }
+    async fn read(&self, _args: ReadArgs<'_>) -> Result<Reading<Queues>, BackendError> {
+        Err(self.unwritten())
+    }
+    async fn create(
+        &self,
+        _args: CreateArgs<'_, Queues>,
+    ) -> Result<Written<Reading<Queues>>, BackendError> {
+        Err(self.unwritten())
+    }
+    async fn update(
+        &self,
+        _args: UpdateArgs<'_, Queues>,
+    ) -> Result<Written<Reading<Queues>>, BackendError> {
+        Err(self.unwritten())
+    }
+    async fn delete(&self, _args: DeleteArgs<'_>) -> Result<(), BackendError> {
+        Err(self.unwritten())
+    }
+    async fn ownership(&self, _args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
+        Err(self.unwritten())
+    }
+}

@@ -1,0 +1,23 @@
+//! The Sql stand-in. (Being written.)
+
+use super::State;
+use super::wire::{Reply, Req};
+
+/// What the stand-in holds of this service.
+#[derive(Debug, Default)]
+pub(crate) struct Sql {
+    polls: u32,
+}
+
+/// Serves a request of this service, or `None` when the path is not one of its own.
+pub(crate) fn route(state: &mut State, req: &Req<'_>) -> Option<Reply> {
+    let _ = (state, req);
+    None
+}
+
+impl Sql {
+    /// Sets how many polls the operations started from now take.
+    pub(crate) fn set_polls(&mut self, polls: u32) {
+        self.polls = polls;
+    }
+}
