@@ -9,6 +9,14 @@
 //!
 //! `INFRA_GCP_KINDS=secrets,iam` runs the suite on those kinds only.
 
+mod artifacts;
+mod iam;
+mod pubsub;
+mod run;
+mod secrets;
+mod sql;
+mod storage;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,10 +25,10 @@ use infra_gcp::{GcpBackend, GcpConfig, Polling, Service};
 use infra_testkit::conformance::{Conformance, samples};
 use infra_testkit::gcp::{GcpHooks, GcpServer};
 
-const PROJECT: &str = "infra-test-project";
+pub(crate) const PROJECT: &str = "infra-test-project";
 
 /// The Pub/Sub emulator's address, or `None` after a loud skip (failing under CI).
-fn pubsub_emulator() -> Option<String> {
+pub(crate) fn pubsub_emulator() -> Option<String> {
     match std::env::var("PUBSUB_EMULATOR_HOST")
         .ok()
         .filter(|h| !h.is_empty())
@@ -43,7 +51,7 @@ fn pubsub_emulator() -> Option<String> {
 
 /// A backend on `server` (and the Pub/Sub emulator when there is one), polling
 /// operations on a manual clock.
-fn backend(server: &GcpServer, pubsub: Option<&str>) -> Arc<Router> {
+pub(crate) fn backend(server: &GcpServer, pubsub: Option<&str>) -> Arc<Router> {
     let mut config = GcpConfig::stand_in(PROJECT, &server.address())
         .expect("the stand-in is on loopback")
         .clock(Arc::new(ManualClock::new()))
