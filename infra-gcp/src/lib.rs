@@ -6,6 +6,8 @@ mod error;
 mod labels;
 mod poll;
 mod project;
+#[cfg(feature = "secretmanager")]
+mod secret_value;
 
 #[cfg(feature = "artifactregistry")]
 mod artifacts;
