@@ -106,11 +106,17 @@ fn assert_refused(
 }
 
 #[tokio::test]
-async fn a_pubsub_topic_reports_no_visibility_timeout_nor_subscription_settings() {
+async fn a_pubsub_queue_reports_delivery_settings_only_with_a_subscription() {
     let cloud = SimCloud::new(1);
     let gcp = cloud.backend("gcp");
     let env = MapEnv::new();
-    let created = create(&*gcp, BELGIUM, "jobs", &queue(false), &env)
+    // A topic alone: no delivery setting was asked for, so there is no subscription.
+    let bare = Queues {
+        visibility_timeout_seconds: Partial::Unknown,
+        max_receive_count: Partial::Unknown,
+        ..queue(false)
+    };
+    let created = create(&*gcp, BELGIUM, "events", &bare, &env)
         .await
         .unwrap();
     let read = gcp.read("queues", BELGIUM, &created.handle).await.unwrap();
@@ -128,9 +134,19 @@ async fn a_pubsub_topic_reports_no_visibility_timeout_nor_subscription_settings(
         assert!(!reported.contains_key("retentionSeconds"), "{reported:?}");
         assert!(reported.contains_key("tags"));
     }
+    // An ack deadline asks for a subscription: its settings are reported, the delivery
+    // count only with a dead-letter policy.
+    let jobs = create(&*gcp, BELGIUM, "jobs", &queue(false), &env)
+        .await
+        .unwrap();
+    let reported = jobs.reported();
+    assert_eq!(reported["visibilityTimeoutSeconds"], json!(45));
+    assert_eq!(reported["fifo"], json!(false));
+    assert_eq!(reported["deadLetter"], Value::Null);
+    assert!(!reported.contains_key("maxReceiveCount"), "{reported:?}");
     // The world still holds what was asked, as the backend sent it.
-    let stored = cloud.resource(&created.handle).unwrap();
-    assert_eq!(stored.config["visibilityTimeoutSeconds"], json!(45));
+    let stored = cloud.resource(&jobs.handle).unwrap();
+    assert_eq!(stored.config["maxReceiveCount"], json!(4));
 
     // SQS does report a visibility timeout, and the redrive count only with a policy.
     let aws = cloud.backend("aws");

@@ -153,6 +153,15 @@ fn has_dead_letter(config: &Map<String, Value>) -> bool {
     config.get("deadLetter").is_some_and(|v| !v.is_null())
 }
 
+/// A Pub/Sub queue has a subscription when its declaration asks for a delivery
+/// setting: ordering, an ack deadline, a dead letter, a delivery count.
+pub(crate) fn has_subscription(config: &Map<String, Value>) -> bool {
+    config.get("fifo") == Some(&Value::Bool(true))
+        || config.get("visibilityTimeoutSeconds").is_some_and(|v| !v.is_null())
+        || has_dead_letter(config)
+        || config.get("maxReceiveCount").is_some_and(|v| !v.is_null())
+}
+
 fn is_classic(config: &Map<String, Value>) -> bool {
     config
         .get("capacity")
@@ -231,6 +240,10 @@ const fn refused(code: Option<&'static str>, says: &'static str) -> Refusal {
 const SQS_FIFO: Change = Change::AtCreation(refused(
     Some("InvalidAttributeName"),
     "FifoQueue can only be set when the queue is created",
+));
+const PUBSUB_ORDERING: Change = Change::AtCreation(refused(
+    None,
+    "enable_message_ordering is set when a subscription is created and cannot be updated",
 ));
 const MASTER_USER: Change = Change::AtCreation(refused(
     None,
@@ -351,18 +364,21 @@ pub const ROWS: &[Row] = &[
     row(AWS_SCW, &["queues"], &["maxReceiveCount"], Read::ReportedWhen(has_dead_letter), IN_PLACE),
     // topics.patch messageRetentionDuration.
     row(GCP, &["queues"], &["retentionSeconds"], REPORTED, IN_PLACE),
-    // A topic has no ordering, ack deadline, dead-letter policy nor delivery attempts:
-    // those belong to its subscriptions.
-    row(GCP, &["queues"], &["fifo", "visibilityTimeoutSeconds"], UNREPORTED, IN_PLACE),
-    row(GCP, &["queues"], &["deadLetter", "maxReceiveCount"], UNREPORTED, IN_PLACE),
+    // A Pub/Sub queue is a topic, and a subscription of the same name when the
+    // declaration asks for a delivery setting: ordering, the ack deadline and the
+    // dead-letter policy are the subscription's, so without one nothing reports them.
+    row(GCP, &["queues"], &["fifo"], Read::ReportedWhen(has_subscription), PUBSUB_ORDERING),
+    // subscriptions.patch ackDeadlineSeconds, deadLetterPolicy.
+    row(GCP, &["queues"], &["visibilityTimeoutSeconds", "deadLetter"], Read::ReportedWhen(has_subscription), IN_PLACE),
+    // maxDeliveryAttempts lives in the dead-letter policy.
+    row(GCP, &["queues"], &["maxReceiveCount"], Read::ReportedWhen(has_dead_letter), IN_PLACE),
 
     // ---- secrets ----
     // A value is written as a new version, and never answered by a read.
     row(ALL, &["secrets"], &["valueFrom"], UNREPORTED, IN_PLACE),
-    // UpdateSecret (Secrets Manager, Scaleway Secret Manager).
-    row(AWS_SCW, &["secrets"], &["description"], REPORTED, IN_PLACE),
-    // A Secret Manager secret has labels and annotations, no description.
-    row(GCP, &["secrets"], &["description"], UNREPORTED, IN_PLACE),
+    // UpdateSecret (Secrets Manager, Scaleway Secret Manager); on Secret Manager, which
+    // has no description field, the `description` annotation (secrets.patch).
+    row(ALL, &["secrets"], &["description"], REPORTED, IN_PLACE),
 
     // ---- imageRegistry ----
     // PutImageScanningConfiguration, PutImageTagMutability; repositories.patch
@@ -513,12 +529,10 @@ mod tests {
         let storage = behaviour("scaleway", "postgres", "storageGb").unwrap().read;
         assert!(storage.reports(&config(json!({"capacity": {"shape": "classic"}}))));
         assert!(!storage.reports(&config(json!({"capacity": {"shape": "serverless"}}))));
-        assert!(
-            !behaviour("gcp", "queues", "visibilityTimeoutSeconds")
-                .unwrap()
-                .read
-                .ever()
-        );
+        let ack = behaviour("gcp", "queues", "visibilityTimeoutSeconds").unwrap().read;
+        assert!(!ack.reports(&config(json!({"fifo": false, "retentionSeconds": 600}))));
+        assert!(ack.reports(&config(json!({"fifo": false, "visibilityTimeoutSeconds": 30}))));
+        assert!(ack.reports(&config(json!({"fifo": true}))));
     }
 
     /// The cloud fills in only what its `read` then reports.

@@ -287,8 +287,15 @@ pub(crate) fn fill(site: &Site<'_>, config: &mut Map<String, Value>) {
                 default_to(c, "codeSha256", json!(digest));
             }
         }
-        // A Pub/Sub topic keeps no messages unless told to, and has nothing else to fill.
-        ("gcp", "queues") => {}
+        // A Pub/Sub topic keeps no messages unless told to; its subscription, when the
+        // declaration asks for one, delivers unordered with a 10-second ack deadline.
+        ("gcp", "queues") => {
+            if super::clouds::has_subscription(c) {
+                default_to(c, "fifo", json!(false));
+                default_to(c, "visibilityTimeoutSeconds", json!(10));
+                default_to(c, "deadLetter", Value::Null);
+            }
+        }
         (_, "queues") => {
             default_to(c, "visibilityTimeoutSeconds", json!(30));
             default_to(c, "retentionSeconds", json!(345_600));

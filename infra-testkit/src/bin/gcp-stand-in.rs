@@ -1,0 +1,66 @@
+//! The Google Cloud stand-ins of `infra_testkit::gcp` as a process, for running a
+//! fleet's binary against them (as `.ci/run` does) or poking at them with `curl`.
+//!
+//! ```sh
+//! cargo run -p infra-testkit --features gcp --bin gcp-stand-in -- --project my-project --port 8480
+//! ```
+//!
+//! It prints `listening on http://127.0.0.1:PORT` once it serves, and stops on SIGINT
+//! or SIGTERM. Point a fleet at it with `INFRA_GCP_ENDPOINT=http://127.0.0.1:PORT`
+//! and `GOOGLE_CLOUD_PROJECT=<the project>` (Pub/Sub is not served: use Google's
+//! emulator and `PUBSUB_EMULATOR_HOST`).
+
+use std::process::ExitCode;
+
+use infra_testkit::gcp::GcpServer;
+
+fn usage() -> ExitCode {
+    eprintln!("usage: gcp-stand-in [--project ID] [--port PORT] [--operation-polls N]");
+    ExitCode::from(2)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let mut project = "infra-test-project".to_owned();
+    let mut port = 0u16;
+    let mut polls = 3u32;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let value = args.next();
+        match (arg.as_str(), value) {
+            ("--project", Some(v)) if !v.is_empty() => project = v,
+            ("--port", Some(v)) => match v.parse() {
+                Ok(p) => port = p,
+                Err(_) => return usage(),
+            },
+            ("--operation-polls", Some(v)) => match v.parse() {
+                Ok(n) => polls = n,
+                Err(_) => return usage(),
+            },
+            _ => return usage(),
+        }
+    }
+    let server = match GcpServer::start_on(&project, port).await {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("gcp-stand-in: cannot listen on 127.0.0.1:{port}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    server.operation_polls(polls);
+    println!("listening on {} (project {project})", server.address());
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        Ok(term) => term,
+        Err(e) => {
+            eprintln!("gcp-stand-in: cannot watch SIGTERM: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    server.shutdown().await;
+    ExitCode::SUCCESS
+}
