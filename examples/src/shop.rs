@@ -1,4 +1,5 @@
-//! `shop`: a web shop on AWS with its event workers on Scaleway.
+//! `shop`: a web shop on AWS, with its event workers on Scaleway and its analytics on
+//! Google Cloud.
 //!
 //! It uses each of the fourteen kinds, references between them (within a cloud and
 //! across clouds), and a composed secret: the database URL, built from the master
@@ -9,7 +10,9 @@ use std::collections::BTreeMap;
 use infra_core::kinds::*;
 use infra_core::{
     interp,
-    prelude::{AwsRegion, CheckReport, Expr, Fleet, Partial, ScalewayRegion, compose_secret},
+    prelude::{
+        AwsRegion, CheckReport, Expr, Fleet, GcpRegion, Partial, ScalewayRegion, compose_secret,
+    },
 };
 
 fn tags(pairs: &[(&str, &str)]) -> Partial<Expr<Tags>> {
@@ -54,7 +57,7 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
     );
 
     // Secrets, the database, and the URL composed from both.
-    let db_password = f.declare(paris, "db-password", Secrets::from_env("SHOP_DB_PASSWORD"));
+    let db_password = f.declare(paris, "db-password", Secrets::generated(32));
     let db = f.declare(
         paris,
         "orders-db",
@@ -237,6 +240,42 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
                 "DATABASE_URL".to_owned(),
                 db_url,
             )])),
+        },
+    );
+
+    // Analytics on Google Cloud: order exports land in a bucket, order events go out on
+    // a Pub/Sub topic (no subscription is asked for: the analytics team subscribes), and
+    // the loader runs as a service account of its own.
+    let belgium = GcpRegion::EuropeWest1;
+    f.declare(
+        belgium,
+        "shop-order-exports",
+        ObjectStore {
+            versioning: known(false),
+            expire_after_days: known(Some(400)),
+            tags: tags(&[("team", "analytics")]),
+        },
+    );
+    f.declare(
+        belgium,
+        "order-events",
+        Queues {
+            fifo: Expr::lit(false),
+            visibility_timeout_seconds: Partial::Unknown,
+            retention_seconds: known(604_800),
+            dead_letter: Partial::Unknown,
+            max_receive_count: Partial::Unknown,
+            tags: tags(&[("team", "analytics")]),
+        },
+    );
+    f.declare(
+        belgium,
+        "export-loader",
+        Iam {
+            policies: Expr::lit(["roles/storage.objectViewer".to_owned()].into()),
+            assumed_by: Expr::lit(["group:analytics@shop.example".to_owned()].into()),
+            description: known("loads the order exports".to_owned()),
+            tags: tags(&[("team", "analytics")]),
         },
     );
 

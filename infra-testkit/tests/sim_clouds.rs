@@ -116,9 +116,7 @@ async fn a_pubsub_queue_reports_delivery_settings_only_with_a_subscription() {
         max_receive_count: Partial::Unknown,
         ..queue(false)
     };
-    let created = create(&*gcp, BELGIUM, "events", &bare, &env)
-        .await
-        .unwrap();
+    let created = create(&*gcp, BELGIUM, "events", &bare, &env).await.unwrap();
     let read = gcp.read("queues", BELGIUM, &created.handle).await.unwrap();
     for sighting in [&created, &read] {
         let reported = sighting.reported();

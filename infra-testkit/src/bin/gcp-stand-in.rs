@@ -49,8 +49,7 @@ async fn main() -> ExitCode {
     };
     server.operation_polls(polls);
     println!("listening on {} (project {project})", server.address());
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(term) => term,
         Err(e) => {
             eprintln!("gcp-stand-in: cannot watch SIGTERM: {e}");

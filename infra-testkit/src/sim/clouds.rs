@@ -157,7 +157,9 @@ fn has_dead_letter(config: &Map<String, Value>) -> bool {
 /// setting: ordering, an ack deadline, a dead letter, a delivery count.
 pub(crate) fn has_subscription(config: &Map<String, Value>) -> bool {
     config.get("fifo") == Some(&Value::Bool(true))
-        || config.get("visibilityTimeoutSeconds").is_some_and(|v| !v.is_null())
+        || config
+            .get("visibilityTimeoutSeconds")
+            .is_some_and(|v| !v.is_null())
         || has_dead_letter(config)
         || config.get("maxReceiveCount").is_some_and(|v| !v.is_null())
 }
@@ -529,9 +531,13 @@ mod tests {
         let storage = behaviour("scaleway", "postgres", "storageGb").unwrap().read;
         assert!(storage.reports(&config(json!({"capacity": {"shape": "classic"}}))));
         assert!(!storage.reports(&config(json!({"capacity": {"shape": "serverless"}}))));
-        let ack = behaviour("gcp", "queues", "visibilityTimeoutSeconds").unwrap().read;
+        let ack = behaviour("gcp", "queues", "visibilityTimeoutSeconds")
+            .unwrap()
+            .read;
         assert!(!ack.reports(&config(json!({"fifo": false, "retentionSeconds": 600}))));
-        assert!(ack.reports(&config(json!({"fifo": false, "visibilityTimeoutSeconds": 30}))));
+        assert!(ack.reports(&config(
+            json!({"fifo": false, "visibilityTimeoutSeconds": 30})
+        )));
         assert!(ack.reports(&config(json!({"fifo": true}))));
     }
 
