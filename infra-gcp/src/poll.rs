@@ -132,7 +132,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use infra_core::sdk::ManualClock;
+    use infra_core::sdk::{Clock, ManualClock};
     use std::sync::atomic::{AtomicU32, Ordering};
 
     fn polling() -> Polling {

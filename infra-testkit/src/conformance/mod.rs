@@ -49,6 +49,7 @@ mod recording;
 mod report;
 mod sample;
 pub mod samples;
+pub mod staged;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,0 +1,387 @@
+//! The staged scenario: one fleet taken through five stages against a real backend (or
+//! a stand-in), as a fleet's life takes it, then a sweep that nothing is left.
+//!
+//! 1. **full** — every kind the backend realises, with references between them: all
+//!    created;
+//! 2. **ramp-up** — fields changed in place and resources added: updates and creates,
+//!    nothing deleted;
+//! 3. **ramp-down** — the additions removed: deletes only;
+//! 4. **trimmed** — only the simplest resources kept: deletes only;
+//! 5. **empty** — nothing declared: everything left is deleted.
+//!
+//! After every stage a second plan must have no changes and the records must list
+//! exactly the declaration. [`run_stages`] drives any provider's fleet;
+//! [`gcp_fleet`] is the Google Cloud one (the live harness of `infra-gcp` and its tests
+//! against stand-ins both use it).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use infra_core::engine::{Change, Clock, Engine, MemoryStore, Options, RecordStore};
+use infra_core::kinds::*;
+use infra_core::prelude::{Backends, Expr, Fleet, GcpRegion, Partial, compose_secret};
+use infra_core::sdk::Backend;
+
+/// A stage of the scenario, in the order they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    /// Everything, created.
+    Full,
+    /// Changed in place, with additions.
+    RampUp,
+    /// The additions removed.
+    RampDown,
+    /// The simplest resources only.
+    Trimmed,
+    /// Nothing.
+    Empty,
+}
+
+impl Stage {
+    /// Every stage, in order.
+    pub const ALL: [Stage; 5] = [
+        Stage::Full,
+        Stage::RampUp,
+        Stage::RampDown,
+        Stage::Trimmed,
+        Stage::Empty,
+    ];
+
+    /// The stage's name, as the scenario's description gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Full => "full",
+            Stage::RampUp => "ramp-up",
+            Stage::RampDown => "ramp-down",
+            Stage::Trimmed => "trimmed",
+            Stage::Empty => "empty",
+        }
+    }
+}
+
+/// What one stage's apply did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StageCounts {
+    /// Resources created.
+    pub created: usize,
+    /// Resources updated in place.
+    pub updated: usize,
+    /// Resources replaced.
+    pub replaced: usize,
+    /// Resources deleted.
+    pub deleted: usize,
+}
+
+/// Applies `fleet(stage)` for every stage through an engine on `backend`, checking
+/// after each what the stage must have done, that a second plan is empty and that the
+/// records list exactly the declaration. Answers each stage's counts, or the first
+/// failure, described.
+pub async fn run_stages(
+    backend: Arc<dyn Backend>,
+    clock: Arc<dyn Clock>,
+    fleet: impl Fn(Stage) -> Fleet,
+) -> Result<Vec<(Stage, StageCounts)>, String> {
+    let store = Arc::new(MemoryStore::new());
+    let engine = Engine::new(Backends::new().with(backend), store.clone()).with_clock(clock);
+    let mut out = Vec::new();
+    for stage in Stage::ALL {
+        let fleet = fleet(stage);
+        let name = stage.name();
+        let outcome = engine
+            .apply(&fleet.plan(), &Options::default().force(true))
+            .await
+            .map_err(|e| format!("stage {name}: the apply could not run: {e}"))?;
+        if !outcome.result.is_success() {
+            return Err(format!("stage {name}: {:#?}", outcome.result));
+        }
+        let count = |change: Change| {
+            outcome
+                .result
+                .applied
+                .iter()
+                .filter(|a| a.change == change)
+                .count()
+        };
+        let counts = StageCounts {
+            created: count(Change::Created),
+            updated: count(Change::Updated),
+            replaced: count(Change::Replaced),
+            deleted: outcome.result.pruned.len(),
+        };
+        let expected = match stage {
+            Stage::Full => counts.created == fleet.len() && counts.deleted == 0,
+            Stage::RampUp => counts.created >= 1 && counts.updated >= 1 && counts.deleted == 0,
+            Stage::RampDown | Stage::Trimmed => {
+                counts.deleted >= 1 && counts.created == 0 && counts.replaced == 0
+            }
+            Stage::Empty => outcome.result.applied.is_empty() && counts.deleted >= 1,
+        };
+        if !expected {
+            return Err(format!(
+                "stage {name} did not do what the stage does ({counts:?}): {:#?}",
+                outcome.result
+            ));
+        }
+        let again = engine
+            .plan(&fleet.plan(), &Options::default())
+            .await
+            .map_err(|e| format!("stage {name}: the second plan could not run: {e}"))?;
+        if again.has_changes() {
+            return Err(format!(
+                "stage {name}: a second plan is not empty:\n{}",
+                again.render()
+            ));
+        }
+        let recorded = store
+            .load_ledger(fleet.name())
+            .map_err(|e| format!("stage {name}: the records cannot be read: {e}"))?
+            .len();
+        if recorded != fleet.len() {
+            return Err(format!(
+                "stage {name}: the records list {recorded} resources, the declaration {}",
+                fleet.len()
+            ));
+        }
+        out.push((stage, counts));
+    }
+    Ok(out)
+}
+
+/// Every resource of `kinds`, in `regions`, whose name starts with `prefix`, as
+/// `kind region name` lines. A listing that fails is an error, never "nothing left".
+pub async fn sweep(
+    backend: &dyn Backend,
+    kinds: &BTreeSet<&'static str>,
+    regions: &[&str],
+    prefix: &str,
+) -> Result<Vec<String>, String> {
+    let mut left = Vec::new();
+    for kind in kinds.iter().copied() {
+        for region in regions {
+            let listed = backend
+                .list(kind, region)
+                .await
+                .map_err(|e| format!("the sweep could not list {kind} in {region}: {e}"))?;
+            left.extend(
+                listed
+                    .into_iter()
+                    .filter(|l| l.name.starts_with(prefix))
+                    .map(|l| format!("{kind} {region} {}", l.name)),
+            );
+        }
+    }
+    Ok(left)
+}
+
+fn known<T: infra_core::prelude::Value>(value: T) -> Partial<Expr<T>> {
+    Partial::Known(Expr::lit(value))
+}
+
+/// The staged fleet on Google Cloud, in `europe-west1`, named from `prefix` (the
+/// fleet, and every resource): of the seven portable kinds, those in `kinds` (the
+/// backend's), with references between them — a Cloud Run service running as a
+/// service account with a secret in its environment, a database whose password is a
+/// generated secret, a queue sending to its dead-letter queue, a secret composed from
+/// the queue's name and another secret.
+///
+/// Labels stay the same through the stages (the Pub/Sub emulator cannot update them);
+/// what changes in place is each kind's own settings.
+pub fn gcp_fleet(prefix: &str, kinds: &BTreeSet<&str>, stage: Stage) -> Fleet {
+    let mut f = Fleet::builder(format!("{prefix}staged"));
+    if stage == Stage::Empty {
+        return f.build().expect("an empty fleet is sound");
+    }
+    let here = GcpRegion::EuropeWest1;
+    let has = |kind: &str| kinds.contains(kind);
+    let changed = stage != Stage::Full;
+    let added = stage == Stage::RampUp;
+    let full = stage != Stage::Trimmed;
+    let name = |base: &str| format!("{prefix}{base}");
+    let tags = known(BTreeMap::from([(
+        "scenario".to_owned(),
+        "staged".to_owned(),
+    )]));
+
+    if has("objectStore") {
+        f.declare(
+            here,
+            name("assets"),
+            ObjectStore {
+                versioning: known(changed),
+                expire_after_days: known(Some(if changed { 60 } else { 30 })),
+                tags: tags.clone(),
+            },
+        );
+        if added {
+            f.declare(
+                here,
+                name("exports"),
+                ObjectStore {
+                    tags: tags.clone(),
+                    ..ObjectStore::new()
+                },
+            );
+        }
+    }
+    let mut api_key = None;
+    if has("secrets") {
+        let key = f.declare(
+            here,
+            name("api-key"),
+            Secrets {
+                description: known(format!("the API key ({})", stage.name())),
+                tags: tags.clone(),
+                ..Secrets::generated(24)
+            },
+        );
+        api_key = Some(key);
+        if added {
+            f.declare(
+                here,
+                name("extra-key"),
+                Secrets {
+                    tags: tags.clone(),
+                    ..Secrets::generated(16)
+                },
+            );
+        }
+    }
+    if has("queues") {
+        let queue = |dead_letter, count, visibility| Queues {
+            fifo: Expr::lit(false),
+            visibility_timeout_seconds: known(visibility),
+            retention_seconds: known(if changed { 2 * 86_400 } else { 86_400 }),
+            dead_letter: Partial::Known(dead_letter),
+            max_receive_count: count,
+            tags: tags.clone(),
+        };
+        let dead = f.declare(here, name("jobs-dead"), queue(None, Partial::Unknown, 30));
+        let jobs = f.declare(
+            here,
+            name("jobs"),
+            queue(Some(dead), known(5), if changed { 60 } else { 30 }),
+        );
+        if added {
+            f.declare(here, name("events"), queue(None, Partial::Unknown, 20));
+        }
+        if let Some(key) = api_key {
+            let topic = Expr::observed(jobs).map(|q: &QueuesObserved| q.id.clone());
+            f.declare(
+                here,
+                name("worker-config"),
+                Secrets {
+                    tags: tags.clone(),
+                    ..Secrets::composed(compose_secret!(
+                        "topic={} key={}",
+                        topic,
+                        Expr::secret(key)
+                    ))
+                },
+            );
+        }
+    }
+    if !full {
+        return f.build().expect("the trimmed fleet is sound");
+    }
+    if has("imageRegistry") {
+        f.declare(
+            here,
+            name("images"),
+            ImageRegistry {
+                scan_on_push: known(changed),
+                immutable_tags: known(true),
+                tags: tags.clone(),
+            },
+        );
+    }
+    let mut runner = None;
+    if has("iam") {
+        runner = Some(f.declare(
+            here,
+            name("runner"),
+            Iam {
+                policies: Expr::lit(if changed {
+                    BTreeSet::from([
+                        "roles/logging.logWriter".to_owned(),
+                        "roles/viewer".to_owned(),
+                    ])
+                } else {
+                    BTreeSet::from(["roles/logging.logWriter".to_owned()])
+                }),
+                assumed_by: Expr::lit(BTreeSet::new()),
+                description: known(format!("runs the API ({})", stage.name())),
+                tags: tags.clone(),
+            },
+        ));
+    }
+    if has("compute") {
+        f.declare(
+            here,
+            name("api"),
+            Compute {
+                runtime: Expr::lit("python312".to_owned()),
+                handler: Expr::lit("main.handle".to_owned()),
+                code: Expr::lit("gs://staged-sources/api.zip".to_owned()),
+                code_sha256: Partial::Unknown,
+                memory_mb: known(if changed { 512 } else { 256 }),
+                timeout_seconds: known(60),
+                environment: known(BTreeMap::from([("STAGE".to_owned(), "staged".to_owned())])),
+                secret_environment: match api_key {
+                    Some(key) => Partial::Known(BTreeMap::from([("API_KEY".to_owned(), key)])),
+                    None => Partial::Unknown,
+                },
+                role: runner,
+                tags: tags.clone(),
+            },
+        );
+    }
+    if has("postgres") && has("secrets") {
+        let password = f.declare(here, name("db-password"), Secrets::generated(32));
+        f.declare(
+            here,
+            name("db"),
+            Postgres {
+                storage_gb: known(20),
+                backup_retention_days: known(if changed { 14 } else { 7 }),
+                tags,
+                ..Postgres::classic(PostgresClassic {
+                    engine_version: "16",
+                    instance_class: "db-f1-micro",
+                    master_username: "app",
+                    master_password: password,
+                })
+            },
+        );
+    }
+    f.build().expect("the staged fleet is sound")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::SimCloud;
+    use infra_core::engine::ManualClock;
+
+    #[tokio::test]
+    async fn the_gcp_stages_run_on_the_simulated_cloud_and_leave_nothing() {
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new());
+        let cloud = SimCloud::with_clock(3, clock.clone());
+        let backend = cloud.backend("gcp");
+        let kinds: BTreeSet<&'static str> = backend.capabilities().kinds.into_iter().collect();
+        assert_eq!(kinds.len(), 7, "{kinds:?}");
+        let counts = run_stages(backend.clone(), clock, |stage| {
+            gcp_fleet("st-", &kinds, stage)
+        })
+        .await
+        .unwrap();
+        assert_eq!(counts.len(), 5);
+        assert_eq!(
+            counts[0].1.created,
+            gcp_fleet("st-", &kinds, Stage::Full).len()
+        );
+        let left = sweep(&*backend, &kinds, &["europe-west1"], "st-")
+            .await
+            .unwrap();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}
