@@ -419,6 +419,44 @@ async fn a_bucket_of_another_region_is_not_found_in_this_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_answers_204_with_nothing_after_its_head_on_a_kept_connection() {
+    use std::io::{Read as _, Write as _};
+    let server = GcpServer::start(PROJECT)
+        .await
+        .expect("the stand-in starts");
+    let backend = backend(&server, None);
+    create(&backend, HERE, "no-content", &full(), "shop")
+        .await
+        .expect("created");
+    let address = server.address();
+    let host = address.trim_start_matches("http://").to_owned();
+    // A delete and a get pipelined on one connection: the get's answer must follow the
+    // delete's head at once, with no body in between.
+    let wire = tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(&host).expect("connects");
+        write!(
+            stream,
+            "DELETE /storage/v1/b/no-content HTTP/1.1\r\nHost: {host}\r\n\r\n\
+             GET /storage/v1/b/no-content HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("sent");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("read");
+        answer
+    })
+    .await
+    .expect("the connection ran");
+    assert!(wire.starts_with("HTTP/1.1 204"), "{wire}");
+    let (head, rest) = wire.split_once("\r\n\r\n").expect("a head");
+    assert!(
+        !head.to_ascii_lowercase().contains("content-length: 4"),
+        "{head}"
+    );
+    assert!(rest.starts_with("HTTP/1.1 404"), "{wire}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_reads_every_page_and_keeps_its_region() {
     let server = GcpServer::start(PROJECT)
         .await
