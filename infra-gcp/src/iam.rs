@@ -71,7 +71,9 @@
 //!
 //! **Delete** removes the member from every binding of the project policy (conditional
 //! ones included), then deletes the account (whose own policy goes with it). An absent
-//! account is `NotFound`.
+//! account is `NotFound`. Removing the bindings first matters: IAM leaves a deleted
+//! account's bindings in place, rewritten `deleted:serviceAccount:{email}?uid={id}`,
+//! where they would stay for ever.
 //!
 //! What read reports when IAM does not say:
 //! - `policies`: the project policy is always answered; no binding holding the account
@@ -935,7 +937,7 @@ mod tests {
             ("managed-by-infra", "shop"),
             ("infra-region", "europe-west1"),
         ]);
-        let human = "d".repeat(200);
+        let human = "d".repeat(201);
         let text = compose(&human, &all);
         let err = check_length(&text, &human).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Invalid);

@@ -322,10 +322,10 @@ fn list(state: &State, req: &Req<'_>) -> Reply {
     if !page.is_empty() {
         out["accounts"] = Value::Array(page.iter().map(|(_, a)| a.body.clone()).collect());
     }
-    if accounts.next().is_some() {
-        if let Some((last, _)) = page.last() {
-            out["nextPageToken"] = Value::String((*last).clone());
-        }
+    if accounts.next().is_some()
+        && let Some((last, _)) = page.last()
+    {
+        out["nextPageToken"] = Value::String((*last).clone());
     }
     Reply::ok(out)
 }
@@ -535,15 +535,14 @@ fn set_policy(
         .get("etag")
         .and_then(Value::as_str)
         .filter(|e| !e.is_empty())
+        && etag != current.etag
     {
-        if etag != current.etag {
-            return Err(Reply::error(
-                409,
-                "ABORTED",
-                "There were concurrent policy changes. Please retry the whole \
-                 read-modify-write with exponential backoff.",
-            ));
-        }
+        return Err(Reply::error(
+            409,
+            "ABORTED",
+            "There were concurrent policy changes. Please retry the whole \
+             read-modify-write with exponential backoff.",
+        ));
     }
     let version = match given.get("version") {
         None | Some(Value::Null) => 1,
