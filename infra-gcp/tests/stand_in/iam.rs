@@ -580,3 +580,75 @@ async fn an_account_made_elsewhere_is_marked_in_its_description_and_listed() {
     assert_eq!(after.get(MARKER_KEY).map(String::as_str), Some("shop"));
     server.shutdown().await;
 }
+
+/// A fleet of one account, `half-done`, granted `role`.
+fn one_account(role: &str) -> infra_core::prelude::Fleet {
+    let mut f = infra_core::prelude::Fleet::builder("shop");
+    f.declare(
+        infra_core::prelude::GcpRegion::EuropeWest1,
+        "half-done",
+        Iam {
+            policies: infra_core::prelude::Expr::lit(set(&[role])),
+            assumed_by: infra_core::prelude::Expr::lit(BTreeSet::new()),
+            description: Partial::Unknown,
+            tags: Partial::Unknown,
+        },
+    );
+    f.build().expect("the fleet is sound")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_grant_fails_the_next_apply_converges_without_a_second_create() {
+    use infra_core::engine::{Change, Engine, MemoryStore, Options};
+    let server = GcpServer::start(PROJECT)
+        .await
+        .expect("the stand-in starts");
+    let backend = super::backend(&server, None);
+    let engine = Engine::new(
+        infra_core::prelude::Backends::new().with(backend.clone()),
+        Arc::new(MemoryStore::new()),
+    );
+    let options = Options::default();
+    let failed = engine
+        .apply(
+            &one_account("projects/another-project/roles/custom").plan(),
+            &options,
+        )
+        .await
+        .expect("apply");
+    assert!(!failed.result.is_success(), "{:#?}", failed.result);
+
+    server.clear_requests();
+    let fixed = engine
+        .apply(&one_account("roles/viewer").plan(), &options)
+        .await
+        .expect("apply");
+    assert!(fixed.result.is_success(), "{:#?}", fixed.result);
+    assert!(
+        fixed
+            .result
+            .applied
+            .iter()
+            .all(|a| a.change != Change::Created),
+        "the account is not created again: {:#?}",
+        fixed.result
+    );
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.method == "POST" && r.path.ends_with("/serviceAccounts")),
+        "no second CreateServiceAccount"
+    );
+    let policy = project_policy(&server).await;
+    assert!(
+        members_of(&policy, "roles/viewer")
+            .contains(&format!("serviceAccount:{}", email("half-done")))
+    );
+    let again = engine
+        .plan(&one_account("roles/viewer").plan(), &options)
+        .await
+        .expect("plan");
+    assert!(!again.has_changes(), "{}", again.render());
+    server.shutdown().await;
+}
