@@ -225,10 +225,10 @@ impl State {
     /// Serves one request.
     fn answer(&mut self, req: &Req<'_>) -> Reply {
         let service = GcpService::of_path(req.path);
-        if let Some(service) = service {
-            if let Some(reply) = self.fault(service, req) {
-                return reply;
-            }
+        if let Some(service) = service
+            && let Some(reply) = self.fault(service, req)
+        {
+            return reply;
         }
         let reply = match service {
             Some(GcpService::Storage) => storage::route(self, req),
@@ -563,12 +563,13 @@ fn decode(text: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-                continue;
-            }
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push((hi * 16 + lo) as u8);
+            i += 3;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;
