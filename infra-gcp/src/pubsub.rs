@@ -47,9 +47,12 @@
 //! be allowed to publish to the dead-letter topic and to subscribe to this
 //! subscription; this module grants nothing.
 //!
-//! **Writes.** An update sends only what differs from what Pub/Sub holds, one
-//! `UpdateTopic` / `UpdateSubscription` per change set with its update mask; labels are
-//! written last, and only when they change. A create whose subscription is refused
+//! **Writes.** An update reads the topic and the subscription, refuses what it must
+//! (ranges, a missing dead-letter topic, a changed `enableMessageOrdering`) before
+//! writing anything, then sends only what differs from what Pub/Sub holds, each with
+//! its update mask: the topic's retention, the subscription's deadline and policy (one
+//! call), or the new subscription; labels last (the subscription's, then the topic's),
+//! and only when they change. A create whose subscription is refused
 //! deletes the topic it has just made, so that a failed create leaves nothing behind.
 //! Delete removes the subscription (if it is this queue's) and then the topic: the
 //! other way round would leave the subscription detached and alive.
@@ -92,6 +95,8 @@ use crate::error::{NOT_FOUND, classify};
 use crate::labels::{self, REGION_LABEL};
 use crate::poll::settle_uncertain;
 
+/// Topics asked for per page of `ListTopics` (every page is read).
+const LIST_PAGE: i32 = 100;
 /// The seconds a topic may keep messages: 10 minutes to 31 days.
 const TOPIC_RETENTION: RangeInclusive<u32> = 600..=2_678_400;
 /// A subscription's acknowledgement deadline, in seconds.
@@ -621,6 +626,7 @@ impl KindBackend<Queues> for Topics {
             .await?
             .list_topics()
             .set_project(format!("projects/{}", self.clients.project()))
+            .set_page_size(LIST_PAGE)
             .by_page();
         let mut listed = Vec::new();
         while let Some(page) = pages.next().await {

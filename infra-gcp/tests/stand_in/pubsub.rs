@@ -590,3 +590,36 @@ async fn mark_does_what_the_emulator_allows() {
     rig.delete(&plain).await;
     rig.done().await;
 }
+
+#[tokio::test]
+async fn list_reads_every_page() {
+    let Some(rig) = rig().await else { return };
+    // A region of this test's own, with more topics than one page of the backend's.
+    let region = "asia-east1";
+    let prefix = unique("pg");
+    let names: Vec<String> = (0..105).map(|i| format!("{prefix}{i:03}")).collect();
+    for name in &names {
+        rig.topics
+            .create_topic()
+            .set_name(handle(name))
+            .set_labels([("infra-region", region)])
+            .send()
+            .await
+            .expect("a topic");
+    }
+    let listed = rig.backend.list(KIND, region).await.expect("list");
+    let mine = listed
+        .iter()
+        .filter(|l| l.name.starts_with(&prefix))
+        .count();
+    assert_eq!(mine, names.len(), "{} listed", listed.len());
+    for name in &names {
+        rig.topics
+            .delete_topic()
+            .set_topic(handle(name))
+            .send()
+            .await
+            .expect("delete");
+    }
+    rig.done().await;
+}
