@@ -169,7 +169,6 @@ pub struct Conformance {
     hooks: Option<Arc<dyn ConformanceHooks>>,
     prefix: Option<String>,
     patience: Duration,
-    skipped: Vec<(String, String, String)>,
 }
 
 impl std::fmt::Debug for Conformance {
@@ -198,31 +197,7 @@ impl Conformance {
             hooks: None,
             prefix: None,
             patience: Duration::from_secs(120),
-            skipped: Vec::new(),
         }
-    }
-
-    /// Skips one check of one kind, saying why in the report: for a stand-in that
-    /// cannot do what the check asks of it (the Pub/Sub emulator refuses to update a
-    /// topic's labels). The skip is printed like any other, never counted as a pass.
-    ///
-    /// # Panics
-    /// If `check` is not the name of a per-kind check ([`kind_check_names`]).
-    pub fn skip_check(mut self, kind: &str, check: &str, why: &str) -> Self {
-        assert!(
-            kind_check_names().contains(&check),
-            "`{check}` is not a per-kind check of the suite"
-        );
-        self.skipped
-            .push((kind.to_owned(), check.to_owned(), why.to_owned()));
-        self
-    }
-
-    fn skip_reason(&self, kind: &str, check: &str) -> Option<&str> {
-        self.skipped
-            .iter()
-            .find(|(k, c, _)| k == kind && c == check)
-            .map(|(_, _, why)| why.as_str())
     }
 
     /// The region the checks run in (the provider's own code), and a second one for
@@ -415,10 +390,6 @@ impl Conformance {
                 }
             }
             for (check, run) in kind_checks() {
-                if let Some(why) = self.skip_reason(sample.kind, check) {
-                    push(check, kind, Verdict::skip(why.to_owned()));
-                    continue;
-                }
                 let verdict = run(&ctx, sample).await;
                 if let Some(hooks) = &ctx.hooks {
                     hooks.restore();
