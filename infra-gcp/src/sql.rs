@@ -272,6 +272,28 @@ impl SqlInstances {
         Ok(())
     }
 
+    /// [`Self::set_user_password`], repeated while it fails transiently (throttled,
+    /// unavailable) within the polling deadline: a create that made the instance does
+    /// not give up on its administrator at the first busy answer.
+    async fn set_admin_password(
+        &self,
+        instance: &str,
+        user: &str,
+        password: &SecretString,
+    ) -> Result<(), BackendError> {
+        let what = format!("sql: setting the password of {user} on {instance}");
+        let waited = poll::until_done(&self.clients, &what, || async {
+            self.set_user_password(instance, user, password)
+                .await
+                .map(Some)
+        })
+        .await?;
+        match waited {
+            Waited::Done(()) => Ok(()),
+            Waited::StillRunning => Err(poll::still_running(&what, self.clients.polling())),
+        }
+    }
+
     /// `users.insert` of a built-in user with a password, awaited.
     async fn insert_user(
         &self,
@@ -693,6 +715,8 @@ fn reading_of(instance: &DatabaseInstance, master_username: Partial<String>) -> 
             tags: Partial::Known(labels::reported(&instance_labels(instance))),
         },
     )
+    // The labels are in hand: the engine decides ownership from them without asking.
+    .with_raw_tags(instance_labels(instance))
 }
 
 /// The body of `instances.insert`.
@@ -912,7 +936,7 @@ impl KindBackend<Postgres> for SqlInstances {
         let body = insert_body(region, name, spec, &labels, root)?;
         self.insert(region, name, body, marker).await?;
         if user != ROOT_USER {
-            self.set_user_password(name, user, &password).await?;
+            self.set_admin_password(name, user, &password).await?;
         }
         Ok(Written::Done(self.read_after_write(region, name).await?))
     }
@@ -933,7 +957,7 @@ impl KindBackend<Postgres> for SqlInstances {
         if let Some((body, replace_all)) = change {
             self.write_settings(handle, body, replace_all).await?;
         }
-        self.set_user_password(handle, spec.master_username.trim(), &password)
+        self.set_admin_password(handle, spec.master_username.trim(), &password)
             .await?;
         Ok(Written::Done(self.read_after_write(region, handle).await?))
     }
