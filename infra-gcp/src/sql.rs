@@ -18,10 +18,20 @@
 //!
 //! **Writes are operations** (`sql#operation`): each is polled with
 //! `SqlOperationsService::get` until `DONE`, on the configured clock and within its
-//! deadline; one that ends with `error` is a refusal. A create whose answer was lost, or
-//! whose operation was still running at the deadline, is settled by looking the
-//! instance up by name (`instances.get`): carrying this fleet's marker, it is the one
-//! the create made; without it, the name is someone else's (`Conflict`).
+//! deadline; one that ends with `error` is a refusal. A create whose outcome is unknown
+//! is settled by looking the instance up by name (`instances.get`): without this
+//! fleet's marker, the name is someone else's (`Conflict`). When the insert's answer
+//! was lost and the instance carries the marker, it is the one the create made: it is
+//! awaited until `RUNNABLE` and the create goes on (the administrator). When the insert
+//! was answered but its operation was still running at the deadline, the error stands
+//! (marked "may have been sent"): the engine records the outcome as uncertain.
+//!
+//! **Limits.** Cloud SQL keeps a deleted instance's name for about a week, so a
+//! replace (delete, then create under the same name) is refused with `Conflict` on
+//! Google Cloud until then; the stand-in frees the name at once. A create whose
+//! administrator could not be made (after the instance was) leaves an instance whose
+//! only user is `postgres`: the next plan reads `masterUsername` as `postgres` and
+//! replaces the instance.
 //!
 //! **Mapping.**
 //! - `engineVersion` `"16"` is `databaseVersion` `POSTGRES_16` (`"9.6"` is
@@ -110,8 +120,8 @@ const ROOT_USER: &str = "postgres";
 const SYSTEM_PREFIX: &str = "cloudsql";
 /// The prefix of the Enterprise Plus machine tiers.
 const PERF_OPTIMIZED: &str = "db-perf-optimized-";
-/// How many times a read right after a write is tried before the write's own answer
-/// stands for it (eventual consistency).
+/// How many times a read right after a write is tried while the instance is not
+/// visible yet (eventual consistency).
 const READ_ATTEMPTS: u32 = 5;
 
 /// `Postgres` on Google Cloud: Cloud SQL for PostgreSQL.

@@ -387,3 +387,67 @@ async fn sql_lag_throttling_and_label_removal() {
     assert_eq!(again.kind, ErrorKind::NotFound, "{again}");
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn sql_the_stand_in_refuses_a_shrink_a_downgrade_and_an_unknown_tier() {
+    use google_cloud_sql_v1::client::SqlInstancesService;
+    use google_cloud_sql_v1::model::{DatabaseInstance, Settings, SqlDatabaseVersion};
+    let server = GcpServer::start(PROJECT)
+        .await
+        .expect("the stand-in starts");
+    let backend = backend(&server, None);
+    let password = secret(&server, "pg-rules", PASSWORD).await;
+    create(&*backend, "pg-rules", &spec(&password, "postgres"))
+        .await
+        .expect("create");
+    let client = SqlInstancesService::builder()
+        .with_endpoint(server.address())
+        .with_credentials(google_cloud_auth::credentials::anonymous::Builder::new().build())
+        .build()
+        .await
+        .expect("the Cloud SQL client builds");
+    let patch = |body: DatabaseInstance| {
+        client
+            .patch()
+            .set_project(PROJECT)
+            .set_instance("pg-rules")
+            .set_body(body)
+            .send()
+    };
+    let shrink =
+        patch(DatabaseInstance::new().set_settings(Settings::new().set_data_disk_size_gb(10)))
+            .await
+            .unwrap_err();
+    assert_eq!(shrink.http_status_code(), Some(400), "{shrink}");
+    let downgrade =
+        patch(DatabaseInstance::new().set_database_version(SqlDatabaseVersion::Postgres15))
+            .await
+            .unwrap_err();
+    assert_eq!(downgrade.http_status_code(), Some(400), "{downgrade}");
+    let tier =
+        patch(DatabaseInstance::new().set_settings(Settings::new().set_tier("db-n1-standard-1")))
+            .await
+            .unwrap_err();
+    assert_eq!(tier.http_status_code(), Some(400), "{tier}");
+    // Growing the disk and upgrading the major version are accepted.
+    patch(
+        DatabaseInstance::new()
+            .set_database_version(SqlDatabaseVersion::Postgres17)
+            .set_settings(Settings::new().set_data_disk_size_gb(40)),
+    )
+    .await
+    .expect("a grown disk and a major-version upgrade");
+    // The upgrade's operation runs: the instance is busy until it is done.
+    let busy =
+        patch(DatabaseInstance::new().set_settings(Settings::new().set_data_disk_size_gb(50)))
+            .await
+            .unwrap_err();
+    assert_eq!(busy.http_status_code(), Some(409), "{busy}");
+    let read = backend
+        .read("postgres", REGION, "pg-rules")
+        .await
+        .expect("read");
+    assert_eq!(reported(&read)["engineVersion"], "17");
+    assert_eq!(reported(&read)["storageGb"], 40);
+    server.shutdown().await;
+}

@@ -748,13 +748,13 @@ fn list(state: &mut State, req: &Req<'_>, int: bool) -> Reply {
         },
     };
     let names: Vec<&String> = state.sql.instances.keys().collect();
+    // A page token is the last name of the page before.
     let start = match req.param("pageToken") {
         None => 0,
-        Some(token) => match names.iter().position(|n| n.as_str() > token) {
-            Some(i) => i,
-            None if names.last().is_some_and(|n| n.as_str() <= token) => names.len(),
-            None => return Reply::invalid(format!("Invalid page token {token}")),
-        },
+        Some(token) => names
+            .iter()
+            .position(|n| n.as_str() > token)
+            .unwrap_or(names.len()),
     };
     let page: Vec<Value> = names
         .iter()
@@ -869,12 +869,11 @@ fn write(state: &mut State, req: &Req<'_>, name: &str, whole: bool, int: bool) -
 
 fn delete(state: &mut State, name: &str, int: bool) -> Reply {
     let project = state.project.clone();
-    let Some(instance) = state.sql.instances.get(name) else {
-        return missing(name);
-    };
-    if instance.body["state"] == json!("PENDING_DELETE") {
+    if !state.sql.instances.contains_key(name) {
         return missing(name);
     }
+    // An instance being deleted has its delete operation running: a second delete is
+    // refused as busy until it is gone.
     if state.sql.busy(name) {
         return busy(name);
     }
