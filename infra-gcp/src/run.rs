@@ -32,6 +32,8 @@
 //! - `environment` and `secretEnvironment` are the container's `env`; a secret variable
 //!   is `valueSource.secretKeyRef { secret: <the secrets handle>, version: "latest" }`,
 //!   so Cloud Run reads the value when an instance starts and this module never does.
+//!   A secrets handle is `projects/{project}/secrets/{id}` (a bare id is taken too);
+//!   anything else, a version included, is refused as `Invalid`.
 //!   `PORT`, `K_SERVICE`, `K_REVISION` and `K_CONFIGURATION` are Cloud Run's own and
 //!   refused as `Invalid`, as is a variable in both maps.
 //! - `role` is `template.serviceAccount`, the service account's email (the `iam`
@@ -48,7 +50,10 @@
 //!
 //! The marker is one of the labels of `CreateService` itself. A create whose answer was
 //! lost, or whose operation was still running at the deadline, is settled by looking
-//! the service up by name (`GetService`) and its labels.
+//! the service up by name (`GetService`) and its labels. A create whose operation
+//! fails (a build that fails, a revision that never becomes ready) is reported failed;
+//! Cloud Run may keep the service, marked, and the next apply then finds it by name
+//! and updates it.
 //!
 //! What read reports when Cloud Run does not say:
 //! - `runtime`: `Unknown` for a service with no build (an image), or a build with no
@@ -316,6 +321,31 @@ fn secret_handle(project: &str, stored: &str) -> String {
     }
 }
 
+/// Refuses a secret reference Cloud Run would refuse: it takes a secret's id, or its
+/// resource name `projects/{project}/secrets/{id}` (no version: the latest is read).
+fn check_secret(var: &str, secret: &str) -> Result<(), BackendError> {
+    let id_ok = |id: &str| {
+        (1..=255).contains(&id.len())
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    };
+    let parts: Vec<&str> = secret.split('/').collect();
+    let ok = match parts.as_slice() {
+        [id] => id_ok(id),
+        ["projects", project, "secrets", id] => !project.is_empty() && id_ok(id),
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(BackendError::invalid(format!(
+            "`secretEnvironment.{var}` is {secret:?}; Cloud Run takes a Secret Manager \
+             secret by id or as `projects/{{project}}/secrets/{{id}}`"
+        )))
+    }
+}
+
 /// Whether `email` is a project's default compute service account.
 fn is_default_identity(email: &str) -> bool {
     email
@@ -415,12 +445,8 @@ fn desired_env(spec: &ComputeSettled, current: &[EnvVar]) -> Result<Vec<EnvVar>,
             )));
         }
     }
-    for (_, handle) in spec.secret_environment.known().into_iter().flatten() {
-        if handle.as_str().is_empty() {
-            return Err(BackendError::invalid(
-                "a `secretEnvironment` entry names no secret",
-            ));
-        }
+    for (var, handle) in spec.secret_environment.known().into_iter().flatten() {
+        check_secret(var, handle.as_str())?;
     }
     Ok(plain.into_iter().chain(secret).collect())
 }
@@ -526,8 +552,8 @@ fn known<T>(value: Option<T>) -> Partial<T> {
     value.map_or(Partial::Unknown, Partial::Known)
 }
 
-/// What read reports of `service`.
-fn reading(project: &str, service: &Service) -> Reading<Compute> {
+/// What read reports of `service`, known by `handle`.
+fn reading(project: &str, handle: &str, service: &Service) -> Reading<Compute> {
     let template = service.template.as_ref();
     let container = template.and_then(|t| t.containers.first());
     let build = service
@@ -575,7 +601,7 @@ fn reading(project: &str, service: &Service) -> Reading<Compute> {
     }));
     let tags = Partial::Known(labels::reported(&labels::from_map(&service.labels)));
     Reading::new(
-        service.name.clone(),
+        handle,
         ComputeObserved {
             id: service.name.clone(),
             url: known((!service.uri.is_empty()).then(|| service.uri.clone())),
@@ -694,7 +720,7 @@ impl RunServices {
         let project = self.clients.project();
         for attempt in 0..READS_AFTER_WRITE {
             match self.get(name).await {
-                Ok(service) => return Ok(reading(project, &service)),
+                Ok(service) => return Ok(reading(project, name, &service)),
                 Err(e) if e.kind == ErrorKind::NotFound => {
                     tracing::debug!("run:GetService after a write: not visible yet ({attempt})");
                     self.clients
@@ -705,7 +731,7 @@ impl RunServices {
                 Err(e) => return Err(e),
             }
         }
-        Ok(reading(project, answered))
+        Ok(reading(project, name, answered))
     }
 
     /// Sends `service` as the whole new state of the service, and awaits it.
@@ -744,10 +770,17 @@ impl KindBackend<Compute> for RunServices {
                 .await
                 .map_err(|e| classify("run:ListServices", e, &[]))?;
             for service in page.services {
+                // The handle is written the way `create` answers it, whatever form of
+                // the project the name carries.
                 if let Some(name) = ServiceName::parse(&service.name) {
+                    let handle = ServiceName {
+                        project: self.clients.project().to_owned(),
+                        region: region.to_owned(),
+                        id: name.id.clone(),
+                    };
                     listed.push(Listed {
                         name: name.id,
-                        handle: service.name,
+                        handle: handle.full(),
                     });
                 }
             }
@@ -763,7 +796,7 @@ impl KindBackend<Compute> for RunServices {
         let ReadArgs { region, handle, .. } = args;
         let name = self.name_in("run:GetService", region, handle)?;
         let service = self.get(&name.full()).await?;
-        Ok(reading(self.clients.project(), &service))
+        Ok(reading(self.clients.project(), &name.full(), &service))
     }
 
     async fn create(
@@ -844,7 +877,11 @@ impl KindBackend<Compute> for RunServices {
             template.revision.clear();
         }
         if service == current {
-            return Ok(Written::Done(reading(self.clients.project(), &current)));
+            return Ok(Written::Done(reading(
+                self.clients.project(),
+                &full,
+                &current,
+            )));
         }
         let updated = self.replace(service).await?;
         let read = self.read_after_write(&full, &updated).await?;
@@ -1050,7 +1087,11 @@ mod tests {
         );
         service.labels = HashMap::from([("team".to_owned(), "web".to_owned())]);
 
-        let read = reading("p1", &service);
+        let read = reading(
+            "p1",
+            "projects/p1/locations/europe-west1/services/app",
+            &service,
+        );
         let reported = read.reported();
         assert_eq!(reported["runtime"], "python312");
         assert_eq!(reported["handler"], "app.handler");
@@ -1095,7 +1136,11 @@ mod tests {
         )
         .unwrap();
         assert!(image.build_config.is_none());
-        let read = reading("p1", &image);
+        let read = reading(
+            "p1",
+            "projects/p1/locations/europe-west1/services/app",
+            &image,
+        );
         let reported = read.reported();
         assert_eq!(reported["code"], "europe-west1-docker.pkg.dev/p1/r/app:1");
         assert!(!reported.contains_key("runtime") && !reported.contains_key("handler"));
@@ -1126,7 +1171,12 @@ mod tests {
         long.timeout_seconds = Partial::Known(3601);
         let mut role = spec("gs://code/app.zip");
         role.role = Some(Handle::new("runner"));
-        for bad in [both, reserved, long, role] {
+        let mut version = spec("gs://code/app.zip");
+        version.secret_environment = Partial::Known(BTreeMap::from([(
+            "DB".to_owned(),
+            Handle::new("projects/p1/secrets/db/versions/1"),
+        )]));
+        for bad in [both, reserved, long, role, version] {
             let err = apply_spec(&mut Service::new(), &bad, "europe-west1").unwrap_err();
             assert_eq!(err.kind, ErrorKind::Invalid, "{}", err.message);
         }
@@ -1148,7 +1198,11 @@ mod tests {
             )]),
         );
         service.template = Some(template);
-        let read = reading("p1", &service);
+        let read = reading(
+            "p1",
+            "projects/p1/locations/europe-west1/services/app",
+            &service,
+        );
         let reported = read.reported();
         assert_eq!(reported["role"], serde_json::Value::Null);
         assert_eq!(

@@ -219,11 +219,7 @@ fn create(state: &mut State, parent: &str, location: &str, req: &Req<'_>) -> Rep
     }
     let name = format!("{parent}/services/{id}");
     if state.run.services.contains_key(&name) {
-        return Reply::error(
-            409,
-            "ALREADY_EXISTS",
-            format!("Resource '{id}' already exists."),
-        );
+        return Reply::exists(format!("Resource '{id}'"));
     }
     if let Err(message) = check(req.body) {
         return Reply::invalid(message);
@@ -343,7 +339,7 @@ fn list(state: &mut State, parent: &str, req: &Req<'_>) -> Reply {
         .filter(|(name, _)| name.starts_with(&prefix))
         .map(|(_, stored)| stored)
         .collect();
-    services.sort_by(|a, b| b.seq.cmp(&a.seq));
+    services.sort_by_key(|s| std::cmp::Reverse(s.seq));
     let start = match req.param("pageToken") {
         None => 0,
         Some(token) => match token
