@@ -129,6 +129,48 @@ where
     }
 }
 
+/// The outcome a finished long-running operation carries: `Some(resource)` when it is
+/// done with a response of type `T`, `None` while it runs, its error as a refusal
+/// (`not_found` as for [`classify`](crate::error::classify)).
+#[cfg(any(feature = "artifactregistry", feature = "run"))]
+pub(crate) fn operation_outcome<T>(
+    what: &str,
+    op: &google_cloud_longrunning::model::Operation,
+    not_found: &[&str],
+) -> Result<Option<T>, BackendError>
+where
+    T: google_cloud_wkt::message::Message,
+{
+    use google_cloud_longrunning::model::operation::Result as OpResult;
+    if !op.done {
+        return Ok(None);
+    }
+    match &op.result {
+        Some(OpResult::Response(any)) => any.to_msg::<T>().map(Some).map_err(|e| {
+            BackendError::new(
+                ErrorKind::Other,
+                format!("{what}: the operation's answer could not be read: {e}"),
+            )
+            .maybe_sent()
+        }),
+        Some(OpResult::Error(status)) => {
+            let code = google_cloud_gax::error::rpc::Code::from(status.code);
+            Err(crate::error::refusal(
+                what,
+                code.name(),
+                None,
+                &status.message,
+                not_found,
+            ))
+        }
+        Some(_) | None => Err(BackendError::new(
+            ErrorKind::Other,
+            format!("{what}: the operation is done but carries no outcome"),
+        )
+        .maybe_sent()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,47 +250,5 @@ mod tests {
         })
         .await;
         assert_eq!(out.unwrap_err().kind, ErrorKind::Invalid);
-    }
-}
-
-/// The outcome a finished long-running operation carries: `Some(resource)` when it is
-/// done with a response of type `T`, `None` while it runs, its error as a refusal
-/// (`not_found` as for [`classify`](crate::error::classify)).
-#[cfg(any(feature = "artifactregistry", feature = "run"))]
-pub(crate) fn operation_outcome<T>(
-    what: &str,
-    op: &google_cloud_longrunning::model::Operation,
-    not_found: &[&str],
-) -> Result<Option<T>, BackendError>
-where
-    T: google_cloud_wkt::message::Message,
-{
-    use google_cloud_longrunning::model::operation::Result as OpResult;
-    if !op.done {
-        return Ok(None);
-    }
-    match &op.result {
-        Some(OpResult::Response(any)) => any.to_msg::<T>().map(Some).map_err(|e| {
-            BackendError::new(
-                ErrorKind::Other,
-                format!("{what}: the operation's answer could not be read: {e}"),
-            )
-            .maybe_sent()
-        }),
-        Some(OpResult::Error(status)) => {
-            let code = google_cloud_gax::error::rpc::Code::from(status.code);
-            Err(crate::error::refusal(
-                what,
-                code.name(),
-                None,
-                &status.message,
-                not_found,
-            ))
-        }
-        Some(_) | None => Err(BackendError::new(
-            ErrorKind::Other,
-            format!("{what}: the operation is done but carries no outcome"),
-        )
-        .maybe_sent()),
     }
 }

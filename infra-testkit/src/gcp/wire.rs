@@ -164,7 +164,6 @@ pub(crate) fn camel(name: &str) -> String {
 struct Operation {
     polls_left: u32,
     response: Value,
-    error: Option<Value>,
 }
 
 /// The long-running operations of the services that use `google.longrunning`
@@ -195,21 +194,11 @@ impl Operations {
     /// Starts an operation under `parent` (`projects/p/locations/l`) that ends with
     /// `response` (which carries its `@type`); answers the operation as first seen.
     pub(crate) fn start(&mut self, parent: &str, response: Value) -> Value {
-        self.start_with(parent, response, None)
-    }
-
-    /// Starts an operation that ends in `error` (a `google.rpc.Status` as JSON).
-    pub(crate) fn start_failing(&mut self, parent: &str, error: Value) -> Value {
-        self.start_with(parent, Value::Null, Some(error))
-    }
-
-    fn start_with(&mut self, parent: &str, response: Value, error: Option<Value>) -> Value {
         self.next += 1;
         let name = format!("{parent}/operations/op-{:06}", self.next);
         let op = Operation {
             polls_left: self.polls,
             response,
-            error,
         };
         let first = render(&name, &op);
         self.ops.insert(name, op);
@@ -228,10 +217,7 @@ fn render(name: &str, op: &Operation) -> Value {
     if op.polls_left > 0 {
         return json!({ "name": name, "done": false });
     }
-    match &op.error {
-        Some(error) => json!({ "name": name, "done": true, "error": error }),
-        None => json!({ "name": name, "done": true, "response": op.response }),
-    }
+    json!({ "name": name, "done": true, "response": op.response })
 }
 
 #[cfg(test)]

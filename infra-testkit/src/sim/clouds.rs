@@ -164,6 +164,18 @@ pub(crate) fn has_subscription(config: &Map<String, Value>) -> bool {
         || config.get("maxReceiveCount").is_some_and(|v| !v.is_null())
 }
 
+fn has_retention(config: &Map<String, Value>) -> bool {
+    config.get("retentionSeconds").is_some_and(|v| !v.is_null())
+}
+
+/// A Cloud Run service built from a source archive in Cloud Storage.
+fn built_from_source(config: &Map<String, Value>) -> bool {
+    config
+        .get("code")
+        .and_then(Value::as_str)
+        .is_some_and(|c| c.starts_with("gs://"))
+}
+
 fn is_classic(config: &Map<String, Value>) -> bool {
     config
         .get("capacity")
@@ -340,8 +352,11 @@ pub const ROWS: &[Row] = &[
 
     // ---- compute ----
     // UpdateFunctionConfiguration; functions.patch; UpdateFunction.
-    row(ALL, &["compute"], &["runtime", "handler", "memoryMb"], REPORTED, IN_PLACE),
-    row(ALL, &["compute"], &["timeoutSeconds", "environment"], REPORTED, IN_PLACE),
+    row(AWS_SCW, &["compute"], &["runtime", "handler"], REPORTED, IN_PLACE),
+    // Cloud Run: buildConfig.baseImage and functionTarget, which a service built from a
+    // source archive has and one running a container image as it is has not.
+    row(GCP, &["compute"], &["runtime", "handler"], Read::ReportedWhen(built_from_source), IN_PLACE),
+    row(ALL, &["compute"], &["memoryMb", "timeoutSeconds", "environment"], REPORTED, IN_PLACE),
     // Lambda: the secrets' ARNs in the environment, the role; GCF:
     // secretEnvironmentVariables, serviceConfig.serviceAccountEmail.
     row(AWS_GCP, &["compute"], &["secretEnvironment", "role"], REPORTED, IN_PLACE),
@@ -364,8 +379,9 @@ pub const ROWS: &[Row] = &[
     row(AWS_SCW, &["queues"], &["retentionSeconds", "deadLetter"], REPORTED, IN_PLACE),
     // maxReceiveCount lives in the RedrivePolicy: there is none without a dead letter.
     row(AWS_SCW, &["queues"], &["maxReceiveCount"], Read::ReportedWhen(has_dead_letter), IN_PLACE),
-    // topics.patch messageRetentionDuration.
-    row(GCP, &["queues"], &["retentionSeconds"], REPORTED, IN_PLACE),
+    // topics.patch messageRetentionDuration; a topic given none keeps no messages and
+    // answers none.
+    row(GCP, &["queues"], &["retentionSeconds"], Read::ReportedWhen(has_retention), IN_PLACE),
     // A Pub/Sub queue is a topic, and a subscription of the same name when the
     // declaration asks for a delivery setting: ordering, the ack deadline and the
     // dead-letter policy are the subscription's, so without one nothing reports them.

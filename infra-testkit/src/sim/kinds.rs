@@ -274,7 +274,8 @@ pub(crate) fn fill(site: &Site<'_>, config: &mut Map<String, Value>) {
         (provider, "compute") => {
             let (memory, timeout) = match provider {
                 "aws" => (128, 3),
-                "gcp" => (256, 60),
+                // Cloud Run's defaults: 512 MiB, five minutes.
+                "gcp" => (512, 300),
                 _ => (256, 300),
             };
             default_to(c, "memoryMb", json!(memory));
@@ -289,13 +290,12 @@ pub(crate) fn fill(site: &Site<'_>, config: &mut Map<String, Value>) {
         }
         // A Pub/Sub topic keeps no messages unless told to; its subscription, when the
         // declaration asks for one, delivers unordered with a 10-second ack deadline.
-        ("gcp", "queues") => {
-            if super::clouds::has_subscription(c) {
-                default_to(c, "fifo", json!(false));
-                default_to(c, "visibilityTimeoutSeconds", json!(10));
-                default_to(c, "deadLetter", Value::Null);
-            }
+        ("gcp", "queues") if super::clouds::has_subscription(c) => {
+            default_to(c, "fifo", json!(false));
+            default_to(c, "visibilityTimeoutSeconds", json!(10));
+            default_to(c, "deadLetter", Value::Null);
         }
+        ("gcp", "queues") => {}
         (_, "queues") => {
             default_to(c, "visibilityTimeoutSeconds", json!(30));
             default_to(c, "retentionSeconds", json!(345_600));
