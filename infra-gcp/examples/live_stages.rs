@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use infra_core::sdk::{Backend, SystemClock};
+use infra_core::sdk::SystemClock;
 use infra_gcp::GcpBackend;
 use infra_testkit::conformance::fresh_prefix;
 use infra_testkit::conformance::staged::{gcp_fleet, run_stages, sweep};

@@ -1,4 +1,17 @@
 #![doc = include_str!("../README.md")]
+// A build with some services left out leaves helpers only those services use unused.
+#![cfg_attr(
+    not(all(
+        feature = "storage",
+        feature = "pubsub",
+        feature = "secretmanager",
+        feature = "artifactregistry",
+        feature = "run",
+        feature = "sql",
+        feature = "iam"
+    )),
+    allow(dead_code)
+)]
 
 mod clients;
 mod config;
