@@ -213,6 +213,10 @@ impl TransitClient {
         {
             return Err(unsupported("the mount path is not valid"));
         }
+        // reqwest may be built without a TLS provider of its own (another crate of the
+        // build can ask for that); ring is then installed for the process, once. One the
+        // application installed first is kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(config.timeout)
             .connect_timeout(config.timeout)
