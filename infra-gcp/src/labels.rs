@@ -18,8 +18,12 @@ use infra_core::sdk::{BackendError, ErrorKind, MARKER_KEY, Marker, Ownership, Ra
 /// a secret) was declared in, so that `list` answers each region its own.
 pub(crate) const REGION_LABEL: &str = "infra-region";
 
+/// The label that records, on a Cloud SQL instance, whether its administrator is the
+/// root user (`root`) or a user of its own made after the instance (`user`).
+pub(crate) const ADMIN_LABEL: &str = "infra-administrator";
+
 /// Labels of this crate's own, never declared and never reported.
-pub(crate) const BOOKKEEPING: &[&str] = &[REGION_LABEL];
+pub(crate) const BOOKKEEPING: &[&str] = &[REGION_LABEL, ADMIN_LABEL];
 
 /// Whether `key` is a valid label key.
 pub(crate) fn valid_key(key: &str) -> bool {

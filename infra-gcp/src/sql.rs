@@ -338,7 +338,31 @@ impl SqlInstances {
         instance: &DatabaseInstance,
     ) -> Result<Reading<Postgres>, BackendError> {
         let admin = if instance.state == SqlInstanceState::Runnable {
-            administrator(&self.users(&instance.name).await?)
+            let labels = instance
+                .settings
+                .as_ref()
+                .map(|s| labels::from_map(&s.user_labels))
+                .unwrap_or_default();
+            let users = self.users(&instance.name).await?;
+            let admin = administrator_of(&users, &labels);
+            if admin == Partial::Unknown
+                && administrator(&users) == Partial::Known(ROOT_USER.into())
+            {
+                // Created for an administrator of its own that was never made: the run
+                // stopped between the insert and users.insert. Saying nothing would
+                // read as "no changes"; reading `postgres` would plan a replacement.
+                return Err(BackendError::new(
+                    ErrorKind::Other,
+                    format!(
+                        "Cloud SQL instance {} was created for an administrator of its own, \
+                         which was never made (the run that created it stopped first): make \
+                         the user (`gcloud sql users create NAME --instance={}`) or delete the \
+                         instance, then plan again",
+                        instance.name, instance.name
+                    ),
+                ));
+            }
+            admin
         } else {
             Partial::Unknown
         };
@@ -681,6 +705,23 @@ fn endpoint_of(instance: &DatabaseInstance) -> String {
 }
 
 /// The administrator among an instance's users (see the module documentation).
+/// The administrator of an instance whose labels are `labels`: as [`administrator`]
+/// finds it, except that an instance created for an administrator of its own (the
+/// `infra-administrator=user` label its insert carried) whose user is not there yet —
+/// a run that stopped between the insert and `users.insert` — is unknown, never read as
+/// `postgres` (which would plan the database's replacement).
+fn administrator_of(users: &[User], labels: &infra_core::sdk::RawTags) -> Partial<String> {
+    match administrator(users) {
+        Partial::Known(name)
+            if name == ROOT_USER
+                && labels.get(labels::ADMIN_LABEL).map(String::as_str) == Some("user") =>
+        {
+            Partial::Unknown
+        }
+        found => found,
+    }
+}
+
 fn administrator(users: &[User]) -> Partial<String> {
     let mut others = users.iter().filter(|u| {
         u.r#type == SqlUserType::BuiltIn
@@ -924,7 +965,16 @@ impl KindBackend<Postgres> for SqlInstances {
             ..
         } = args;
         check_instance_id(self.project(), name)?;
-        let labels = labels::for_create(spec.tags.known(), marker, &[])?;
+        let kind_of_admin = if spec.master_username.trim() == ROOT_USER {
+            "root"
+        } else {
+            "user"
+        };
+        let labels = labels::for_create(
+            spec.tags.known(),
+            marker,
+            &[(labels::ADMIN_LABEL, kind_of_admin)],
+        )?;
         // Everything refused before any call is refused here, before the password is read.
         insert_body(region, name, spec, &labels, None)?;
         let user = spec.master_username.trim();
@@ -1159,6 +1209,31 @@ mod tests {
         let iam = user("someone@example.com").set_type(SqlUserType::CloudIamUser);
         assert_eq!(
             administrator(&[user("postgres"), user("app"), iam]),
+            Partial::Known("app".to_owned())
+        );
+    }
+
+    #[test]
+    fn an_administrator_not_made_yet_is_unknown_never_root() {
+        let asked = |kind: &str| {
+            infra_core::sdk::RawTags::from([(labels::ADMIN_LABEL.to_owned(), kind.to_owned())])
+        };
+        let only_root = [user("postgres")];
+        assert_eq!(
+            administrator_of(&only_root, &asked("user")),
+            Partial::Unknown
+        );
+        assert_eq!(
+            administrator_of(&only_root, &asked("root")),
+            Partial::Known("postgres".to_owned())
+        );
+        // An instance made elsewhere carries no such label: as before.
+        assert_eq!(
+            administrator_of(&only_root, &Default::default()),
+            Partial::Known("postgres".to_owned())
+        );
+        assert_eq!(
+            administrator_of(&[user("postgres"), user("app")], &asked("user")),
             Partial::Known("app".to_owned())
         );
     }
