@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use infra_core::kinds::{
     Compute, Iam, ImageRegistry, ObjectStore, Postgres, PostgresClassic, Queues, Secrets,
 };
-use infra_core::prelude::{CheckReport, Expr, Fleet, GcpRegion, Partial};
+use infra_core::prelude::{CheckReport, Expr, Fleet, Gcp, GcpRegion, Partial};
 
 /// Where everything lives.
 const REGION: GcpRegion = GcpRegion::EuropeWest1;
@@ -19,14 +19,19 @@ fn known<T: infra_core::prelude::Value>(value: T) -> Partial<Expr<T>> {
 }
 
 /// The fleet, with `-suffix` after every name when a suffix is given (bucket names are
-/// shared by every Google Cloud customer).
-pub fn fleet(suffix: Option<&str>) -> Result<Fleet, CheckReport> {
+/// shared by every Google Cloud customer). With a `project`, the fleet belongs to that
+/// project alone: a run whose credentials and configuration act in another one is
+/// refused before anything is listed.
+pub fn fleet(suffix: Option<&str>, project: Option<&str>) -> Result<Fleet, CheckReport> {
     let name = |base: &str| match suffix {
         Some(s) => format!("{base}-{s}"),
         None => base.to_owned(),
     };
     let tags = known(BTreeMap::from([("app".to_owned(), "gcp-fleet".to_owned())]));
     let mut fleet = Fleet::builder(name("gcp-fleet"));
+    if let Some(project) = project {
+        fleet.account::<Gcp>(project);
+    }
 
     fleet.declare(
         REGION,
