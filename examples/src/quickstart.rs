@@ -104,6 +104,7 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
             memory_limit_mb: Partial::Known(Expr::lit(512)),
             min_scale: Partial::Known(Expr::lit(1)),
             max_scale: Partial::Known(Expr::lit(3)),
+            timeout_seconds: Partial::Unknown,
             environment: Partial::Unknown,
             secret_environment: Partial::Unknown,
         },

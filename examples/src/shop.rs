@@ -208,6 +208,7 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
             max_scale: known(5),
             timeout_seconds: Partial::Unknown,
             source_bucket: Partial::Known(Some(artifacts)),
+            code: Partial::Unknown,
             environment: Partial::Unknown,
         },
     );
@@ -235,6 +236,7 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
             memory_limit_mb: known(1024),
             min_scale: known(1),
             max_scale: known(4),
+            timeout_seconds: Partial::Unknown,
             environment: Partial::Unknown,
             secret_environment: Partial::Known(BTreeMap::from([(
                 "DATABASE_URL".to_owned(),

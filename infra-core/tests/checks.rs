@@ -123,6 +123,7 @@ fn every_problem_is_reported_at_once_and_names_its_resource() {
             max_scale: Partial::Known(Expr::lit(2)),
             timeout_seconds: Partial::Unknown,
             source_bucket: Partial::Unknown,
+            code: Partial::Unknown,
             environment: Partial::Unknown,
         },
     );

@@ -174,6 +174,7 @@ fn fleet(items: &[Item], keep: impl Fn(usize) -> bool) -> Fleet {
                         max_scale: Partial::Unknown,
                         timeout_seconds: Partial::Unknown,
                         source_bucket: Partial::Known(None),
+                        code: Partial::Unknown,
                         environment: Partial::Unknown,
                     },
                 );

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use google_cloud_auth::credentials::Credentials;
 use infra_core::sdk::{Clock, SystemClock};
@@ -62,31 +61,8 @@ impl Service {
 }
 
 /// How long-running operations (an Artifact Registry create, a Cloud Run deploy, a
-/// Cloud SQL instance) are awaited: polled on the configuration's clock, the wait
-/// doubling from `first` up to `longest`, until `deadline` has passed. An operation
-/// still running at the deadline leaves its outcome unknown: the backend then looks
-/// for the resource by name and marker before it reports anything.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Polling {
-    /// The first wait.
-    pub first: Duration,
-    /// The longest wait between two polls.
-    pub longest: Duration,
-    /// How long an operation is awaited in all.
-    pub deadline: Duration,
-}
-
-impl Default for Polling {
-    /// One second, doubling up to fifteen, for at most forty-five minutes (a Cloud SQL
-    /// instance takes several minutes to create).
-    fn default() -> Self {
-        Polling {
-            first: Duration::from_secs(1),
-            longest: Duration::from_secs(15),
-            deadline: Duration::from_secs(45 * 60),
-        }
-    }
-}
+/// Cloud SQL instance) are awaited.
+pub use infra_core::sdk::Polling;
 
 /// The configuration of a [`GcpBackend`](crate::GcpBackend).
 #[derive(Clone)]

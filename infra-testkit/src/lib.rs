@@ -12,6 +12,10 @@ pub mod check;
 pub mod conformance;
 #[cfg(feature = "gcp")]
 pub mod gcp;
+#[cfg(any(feature = "gcp", feature = "scaleway"))]
+mod http;
+#[cfg(feature = "scaleway")]
+pub mod scaleway;
 pub mod sim;
 pub mod strategy;
 #[cfg(feature = "talos")]

@@ -618,6 +618,7 @@ impl FleetShape {
                             max_scale: maybe(r.sparse, knob + 1),
                             timeout_seconds: Partial::Unknown,
                             source_bucket: Partial::Known(source),
+                            code: Partial::Unknown,
                             environment: Partial::Unknown,
                         },
                     );

@@ -384,6 +384,7 @@ async fn scaleway_string_tags_uuids_and_namespaces() {
         max_scale: Partial::Unknown,
         timeout_seconds: Partial::Unknown,
         source_bucket: Partial::Known(None),
+        code: Partial::Unknown,
         environment: Partial::Unknown,
     };
     let mut env = MapEnv::new();

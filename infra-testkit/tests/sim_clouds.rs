@@ -456,6 +456,7 @@ async fn a_scaleway_function_cannot_change_namespace() {
         max_scale: Partial::Unknown,
         timeout_seconds: Partial::Unknown,
         source_bucket: Partial::Known(None),
+        code: Partial::Unknown,
         environment: Partial::Unknown,
     };
     let f = create(&*scw, "fr-par", "hello", &spec(first), &env)

@@ -58,6 +58,12 @@ pub struct Function {
     /// An S3 bucket (on AWS) the code is fetched from. Unsaid: not decided;
     /// `None`: said, there is none.
     pub source_bucket: Partial<Option<Key<S3Bucket>>>,
+    /// The code archive to deploy: a zip file on the machine that applies
+    /// (`dist/api.zip`), uploaded through the function's upload URL and deployed. Clouds
+    /// do not say where deployed code came from, so a new archive is deployed when this
+    /// location changes; replacing the file behind an unchanged location is not seen.
+    /// Unsaid: the function's code is left as it is.
+    pub code: Partial<Expr<String>>,
     /// Environment variables.
     pub environment: Partial<Expr<EnvVars>>,
 }
@@ -69,6 +75,11 @@ impl Function {
         check_range(problems, "maxScale", &self.max_scale, 1..=50);
         check_range(problems, "timeoutSeconds", &self.timeout_seconds, 1..=900);
         check_scale(problems, &self.min_scale, &self.max_scale);
+        if let Some(code) = self.code.known().and_then(|e| e.as_lit())
+            && code.trim().is_empty()
+        {
+            problems.push("`code` is empty: name the archive to deploy, or leave it unsaid".into());
+        }
     }
 }
 
@@ -126,6 +137,8 @@ pub struct Container {
     pub min_scale: Partial<Expr<u32>>,
     /// Most instances (1 to 50).
     pub max_scale: Partial<Expr<u32>>,
+    /// Longest a request may run, in seconds (1 to 900).
+    pub timeout_seconds: Partial<Expr<u32>>,
     /// Environment variables.
     pub environment: Partial<Expr<EnvVars>>,
     /// Secret environment variables, by reference to this fleet's secrets.
@@ -138,6 +151,7 @@ impl Container {
         check_range(problems, "memoryLimitMb", &self.memory_limit_mb, 128..=4096);
         check_range(problems, "minScale", &self.min_scale, 0..=50);
         check_range(problems, "maxScale", &self.max_scale, 1..=50);
+        check_range(problems, "timeoutSeconds", &self.timeout_seconds, 1..=900);
         check_scale(problems, &self.min_scale, &self.max_scale);
     }
 }

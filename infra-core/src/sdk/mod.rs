@@ -18,6 +18,7 @@
 
 mod kind_backend;
 pub mod layer;
+pub mod poll;
 mod router;
 mod written;
 
@@ -25,6 +26,7 @@ pub use kind_backend::{
     CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
     UpdateArgs,
 };
+pub use poll::Polling;
 pub use router::{Account, Router, SecretArgs, SecretValues};
 pub use written::{Deferral, DeferralReason, Written};
 

@@ -185,6 +185,7 @@ pub fn staged(stage: Stage) -> Fleet {
             max_scale: known(if big { 5 } else { 2 }),
             timeout_seconds: Partial::Unknown,
             source_bucket: Partial::Known(Some(bucket)),
+            code: Partial::Unknown,
             environment: Partial::Unknown,
         },
     );

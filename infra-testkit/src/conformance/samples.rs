@@ -310,6 +310,7 @@ fn scaleway_only() -> Vec<KindSample> {
                     max_scale: known(2),
                     timeout_seconds: known(60),
                     source_bucket: Partial::Known(None),
+                    code: Partial::Unknown,
                     environment: environment(Variant::Base),
                 },
             );
@@ -334,6 +335,7 @@ fn scaleway_only() -> Vec<KindSample> {
                     memory_limit_mb: known(if v == Variant::Mutable { 1024 } else { 2048 }),
                     min_scale: known(0),
                     max_scale: known(2),
+                    timeout_seconds: known(300),
                     environment: environment(Variant::Base),
                     secret_environment: Partial::Unknown,
                 },

@@ -53,23 +53,20 @@ mod storage;
 mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 
 use crate::conformance::ConformanceHooks;
+use crate::http::{decode, parse_query};
 use wire::{Operations, Reply, Req};
 
 /// The largest request body served (8 MiB).
@@ -365,7 +362,12 @@ impl GcpServer {
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
         let address = listener.local_addr()?;
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(serve(listener, Arc::clone(&state), stopped));
+        let task = tokio::spawn(crate::http::serve(
+            listener,
+            Arc::clone(&state),
+            stopped,
+            |state, request| async move { answer(&state, request).await },
+        ));
         Ok(GcpServer {
             address,
             state,
@@ -525,68 +527,6 @@ impl ConformanceHooks for GcpHooks {
     fn restore(&self) {
         self.state().faults = Faults::default();
     }
-}
-
-/// Accepts connections until stopped.
-async fn serve(
-    listener: TcpListener,
-    state: Arc<Mutex<State>>,
-    mut stopped: oneshot::Receiver<()>,
-) {
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = &mut stopped => break,
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let state = Arc::clone(&state);
-                connections.spawn(async move {
-                    let service = service_fn(move |request| {
-                        let state = Arc::clone(&state);
-                        async move { Ok::<_, Infallible>(answer(&state, request).await) }
-                    });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-        }
-    }
-    connections.shutdown().await;
-}
-
-/// `%XX` escapes decoded (and `+` kept: Google's clients send `%20` for spaces).
-fn decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let hex = |b: u8| (b as char).to_digit(16);
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
-        {
-            out.push((hi * 16 + lo) as u8);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn parse_query(query: Option<&str>) -> BTreeMap<String, String> {
-    query
-        .unwrap_or("")
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| match pair.split_once('=') {
-            Some((k, v)) => (decode(k), decode(v)),
-            None => (decode(pair), String::new()),
-        })
-        .collect()
 }
 
 /// The body as recorded: secret payloads (`payload.data`) replaced.

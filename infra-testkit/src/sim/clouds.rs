@@ -459,9 +459,14 @@ pub const ROWS: &[Row] = &[
     row(SCW, &["function"], &["minScale", "maxScale", "environment"], REPORTED, IN_PLACE),
     // The function API has no source bucket: code is uploaded to the function.
     row(SCW, &["function"], &["sourceBucket"], UNREPORTED, IN_PLACE),
+    // A new archive goes up through the function's upload URL and is deployed; nothing
+    // Scaleway answers says where it came from.
+    row(SCW, &["function"], &["code"], UNREPORTED, IN_PLACE),
     // UpdateContainer.
     row(SCW, &["container"], &["image", "port", "cpuLimit", "memoryLimitMb"], REPORTED, IN_PLACE),
     row(SCW, &["container"], &["minScale", "maxScale", "environment"], REPORTED, IN_PLACE),
+    // UpdateContainer `timeout`, a duration string ("300s").
+    row(SCW, &["container"], &["timeoutSeconds"], REPORTED, IN_PLACE),
 ];
 
 #[cfg(test)]

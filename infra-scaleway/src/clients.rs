@@ -1,0 +1,149 @@
+//! What every kind reaches Scaleway with: the REST client, Object Storage's and Queues'
+//! SDK clients (one per region, made on first use), the configuration's clock and
+//! polling, and the project's organization.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use infra_core::sdk::{BackendError, Clock, Polling};
+use serde::Deserialize;
+
+use crate::api::{Api, Call};
+use crate::config::ScalewayConfig;
+
+/// The clients of one backend, shared by its kinds.
+#[derive(Debug)]
+pub(crate) struct Clients {
+    config: ScalewayConfig,
+    api: Api,
+    organization: tokio::sync::OnceCell<String>,
+    #[cfg(feature = "s3")]
+    s3: Mutex<BTreeMap<String, aws_sdk_s3::Client>>,
+    #[cfg(feature = "sqs")]
+    sqs: Mutex<BTreeMap<String, aws_sdk_sqs::Client>>,
+}
+
+/// What `GET /account/v3/projects/{id}` answers that is read here.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Project {
+    pub(crate) id: String,
+    #[serde(default)]
+    pub(crate) organization_id: String,
+}
+
+impl Clients {
+    pub(crate) fn new(config: ScalewayConfig) -> Arc<Self> {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("infra-scaleway/", env!("CARGO_PKG_VERSION")))
+            .timeout(std::time::Duration::from_secs(60))
+            .build()
+            .unwrap_or_default();
+        let api = Api::new(http, &config.api_url, config.secret_key.clone());
+        let organization = tokio::sync::OnceCell::new();
+        if let Some(org) = &config.organization_id {
+            let _ = organization.set(org.clone());
+        }
+        Arc::new(Clients {
+            config,
+            api,
+            organization,
+            #[cfg(feature = "s3")]
+            s3: Mutex::new(BTreeMap::new()),
+            #[cfg(feature = "sqs")]
+            sqs: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// The REST API.
+    pub(crate) fn api(&self) -> &Api {
+        &self.api
+    }
+
+    /// The configuration.
+    pub(crate) fn config(&self) -> &ScalewayConfig {
+        &self.config
+    }
+
+    /// The project every resource lives in.
+    pub(crate) fn project_id(&self) -> &str {
+        &self.config.project_id
+    }
+
+    /// The clock asynchronous work is awaited on.
+    pub(crate) fn clock(&self) -> &dyn Clock {
+        self.config.clock.as_ref()
+    }
+
+    /// How asynchronous work is awaited.
+    pub(crate) fn polling(&self) -> Polling {
+        self.config.polling
+    }
+
+    /// The project, as Scaleway's Account API answers it.
+    pub(crate) async fn project(&self) -> Result<Project, BackendError> {
+        let path = format!("/account/v3/projects/{}", self.config.project_id);
+        self.api
+            .call(Call::get(
+                "the project check (GET /account/v3/projects)",
+                path,
+            ))
+            .await
+    }
+
+    /// The organization the project belongs to: the configured one, else the project's.
+    pub(crate) async fn organization_id(&self) -> Result<String, BackendError> {
+        self.organization
+            .get_or_try_init(|| async { self.project().await.map(|p| p.organization_id) })
+            .await
+            .cloned()
+    }
+
+    /// The S3 client of Object Storage in `region`: path-style addressing, the API key
+    /// as S3 credentials, the SDK's retries off (the engine retries).
+    #[cfg(feature = "s3")]
+    pub(crate) fn s3(&self, region: &str) -> aws_sdk_s3::Client {
+        let mut all = self.s3.lock().unwrap_or_else(PoisonError::into_inner);
+        all.entry(region.to_owned())
+            .or_insert_with(|| {
+                let config = aws_sdk_s3::Config::builder()
+                    .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+                    .region(aws_sdk_s3::config::Region::new(region.to_owned()))
+                    .endpoint_url(self.config.s3_endpoint_of(region))
+                    .force_path_style(true)
+                    .credentials_provider(self.aws_credentials())
+                    .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
+                    .build();
+                aws_sdk_s3::Client::from_conf(config)
+            })
+            .clone()
+    }
+
+    /// The SQS client of Queues in `region`, retries off.
+    #[cfg(feature = "sqs")]
+    pub(crate) fn sqs(&self, region: &str) -> aws_sdk_sqs::Client {
+        let mut all = self.sqs.lock().unwrap_or_else(PoisonError::into_inner);
+        all.entry(region.to_owned())
+            .or_insert_with(|| {
+                let config = aws_sdk_sqs::Config::builder()
+                    .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+                    .region(aws_sdk_sqs::config::Region::new(region.to_owned()))
+                    .endpoint_url(self.config.sqs_endpoint_of(region))
+                    .credentials_provider(self.aws_credentials())
+                    .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
+                    .build();
+                aws_sdk_sqs::Client::from_conf(config)
+            })
+            .clone()
+    }
+
+    #[cfg(any(feature = "s3", feature = "sqs"))]
+    fn aws_credentials(&self) -> aws_credential_types::Credentials {
+        aws_credential_types::Credentials::new(
+            self.config.access_key.clone(),
+            self.config.secret_key.expose().to_owned(),
+            None,
+            None,
+            "scaleway",
+        )
+    }
+}

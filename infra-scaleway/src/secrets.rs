@@ -1,0 +1,12 @@
+//! Secret Manager (secrets) and the reader of secret values.
+
+use std::sync::Arc;
+
+use infra_core::sdk::Router;
+
+use crate::clients::Clients;
+
+/// Adds this product's kinds to `router`.
+pub(crate) fn register(router: Router, _clients: &Arc<Clients>) -> Router {
+    router
+}

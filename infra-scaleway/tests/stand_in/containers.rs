@@ -1,0 +1,1 @@
+//! Serverless Containers: namespaces and containers: what the conformance suite does not reach.

@@ -1,0 +1,1 @@
+//! IAM applications and policies: what the conformance suite does not reach.

@@ -1,0 +1,1 @@
+//! Object Storage against moto: what the conformance suite does not reach.

@@ -1,0 +1,1 @@
+//! Queues against moto: what the conformance suite does not reach.

@@ -1,0 +1,1 @@
+//! Managed Database for PostgreSQL: what the conformance suite does not reach.

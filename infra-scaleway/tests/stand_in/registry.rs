@@ -1,0 +1,1 @@
+//! Container Registry namespaces: what the conformance suite does not reach.

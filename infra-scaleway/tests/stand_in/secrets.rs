@@ -1,0 +1,1 @@
+//! Secret Manager: what the conformance suite does not reach.

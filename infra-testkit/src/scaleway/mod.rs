@@ -1,0 +1,629 @@
+//! Scaleway stand-ins for tests: one HTTP server on `127.0.0.1` serving, from memory,
+//! Scaleway's REST APIs for the products that have no emulator, as Scaleway documents
+//! them (Object Storage and Queues speak S3 and SQS: moto's server stands in for them).
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use infra_testkit::scaleway::{ScalewayProduct, ScalewayServer};
+//!
+//! let server = ScalewayServer::start("project-id", "organization-id").await?;
+//! // point the backend at server.address() with the token server.token() …
+//! server.throttle(ScalewayProduct::SecretManager, 2); // the next two calls answer 429
+//! server.deny(ScalewayProduct::Rdb);                  // every RDB call answers 403
+//! server.restore();
+//! server.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Served:
+//!
+//! | product | paths |
+//! |---|---|
+//! | Account | `/account/v3/projects/{id}` |
+//! | Secret Manager | `/secret-manager/v1beta1/regions/{region}/secrets…` |
+//! | Container Registry | `/registry/v1/regions/{region}/namespaces…` |
+//! | Managed Database for PostgreSQL | `/rdb/v1/regions/{region}/instances…` |
+//! | IAM | `/iam/v1alpha1/applications…`, `/iam/v1alpha1/policies…` |
+//! | Serverless Functions | `/functions/v1beta1/regions/{region}/namespaces…`, `…/functions…` |
+//! | Serverless Containers | `/containers/v1beta1/regions/{region}/namespaces…`, `…/containers…` |
+//!
+//! Every call must carry the server's token in `X-Auth-Token` (401
+//! `denied_authentication` otherwise). Errors are Scaleway's `{"type", "message", …}`
+//! bodies. Only the configured project exists: a request naming another answers 403
+//! `permissions_denied`. Statuses move from `creating` (or `pending`, `deploying`,
+//! `provisioning`) to `ready` over [`ScalewayServer::settle_after`] reads, and a write
+//! to a busy resource answers 409 `transient_state`.
+//!
+//! Faults, on cue: [`deny`](ScalewayServer::deny) a product (403),
+//! [`fail_reads`](ScalewayServer::fail_reads) of one resource (500),
+//! [`throttle`](ScalewayServer::throttle) the next calls (429), and
+//! [`lose_answers`](ScalewayServer::lose_answers): the next writes are carried out but
+//! answered 504, so that the client cannot tell.
+//!
+//! The server records every request (method, path, query, body) with secret values
+//! (`password`, a version's `data`, secret environment variables) replaced by
+//! `"<redacted>"`, never the token. Dropping the server stops it.
+
+mod containers;
+mod functions;
+mod iam;
+mod rdb;
+mod registry;
+mod secrets;
+mod wire;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::conformance::ConformanceHooks;
+use crate::http::{decode, parse_query};
+use wire::{Reply, Req};
+
+/// The largest request body served (64 MiB: function archives are uploaded elsewhere,
+/// but secret versions and configurations come here).
+const MAX_BODY: usize = 64 << 20;
+
+/// A product the stand-in serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum ScalewayProduct {
+    /// The Account API (projects).
+    Account,
+    /// Secret Manager.
+    SecretManager,
+    /// Container Registry.
+    Registry,
+    /// Managed Database for PostgreSQL.
+    Rdb,
+    /// IAM.
+    Iam,
+    /// Serverless Functions.
+    Functions,
+    /// Serverless Containers.
+    Containers,
+}
+
+impl ScalewayProduct {
+    /// The product a request path belongs to.
+    pub fn of_path(path: &str) -> Option<ScalewayProduct> {
+        let first = path.trim_start_matches('/').split('/').next()?;
+        Some(match first {
+            "account" => ScalewayProduct::Account,
+            "secret-manager" => ScalewayProduct::SecretManager,
+            "registry" => ScalewayProduct::Registry,
+            "rdb" => ScalewayProduct::Rdb,
+            "iam" => ScalewayProduct::Iam,
+            "functions" => ScalewayProduct::Functions,
+            "containers" => ScalewayProduct::Containers,
+            _ => return None,
+        })
+    }
+
+    /// The product that realises a kind, for the conformance hooks.
+    pub fn of_kind(kind: &str) -> Option<ScalewayProduct> {
+        Some(match kind {
+            "secrets" => ScalewayProduct::SecretManager,
+            "imageRegistry" => ScalewayProduct::Registry,
+            "postgres" => ScalewayProduct::Rdb,
+            "iam" => ScalewayProduct::Iam,
+            "functionNamespace" | "function" | "compute" => ScalewayProduct::Functions,
+            "containerNamespace" | "container" => ScalewayProduct::Containers,
+            _ => return None,
+        })
+    }
+}
+
+/// One request the stand-in served.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct RecordedRequest {
+    /// The method.
+    pub method: String,
+    /// The path, decoded.
+    pub path: String,
+    /// The query parameters, decoded.
+    pub query: BTreeMap<String, String>,
+    /// The body (`Null` when empty), secret values replaced by `"<redacted>"`.
+    pub body: Value,
+    /// The status answered.
+    pub status: u16,
+}
+
+/// Faults armed on the stand-in.
+#[derive(Debug, Default)]
+struct Faults {
+    denied: BTreeSet<ScalewayProduct>,
+    failing_reads: Vec<(ScalewayProduct, String)>,
+    throttled: BTreeMap<ScalewayProduct, u32>,
+    lost: BTreeMap<ScalewayProduct, u32>,
+}
+
+/// The stand-in's state: every product's resources, behind one lock.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) project: String,
+    pub(crate) organization: String,
+    token: String,
+    /// Reads a new resource (or one being changed) stays in its transient status.
+    pub(crate) settle_reads: u32,
+    pub(crate) secrets: secrets::Secrets,
+    pub(crate) registry: registry::Registry,
+    pub(crate) rdb: rdb::Rdb,
+    pub(crate) iam: iam::Iam,
+    pub(crate) functions: functions::Functions,
+    pub(crate) containers: containers::Containers,
+    tick: u64,
+    ids: u64,
+    faults: Faults,
+    requests: Vec<RecordedRequest>,
+}
+
+impl State {
+    fn new(project: &str, organization: &str) -> Self {
+        State {
+            project: project.to_owned(),
+            organization: organization.to_owned(),
+            token: "stand-in".to_owned(),
+            settle_reads: 2,
+            secrets: secrets::Secrets::default(),
+            registry: registry::Registry::default(),
+            rdb: rdb::Rdb::default(),
+            iam: iam::Iam::default(),
+            functions: functions::Functions::default(),
+            containers: containers::Containers::default(),
+            tick: 0,
+            ids: 0,
+            faults: Faults::default(),
+            requests: Vec::new(),
+        }
+    }
+
+    /// A timestamp (RFC 3339) later than every one answered before.
+    pub(crate) fn timestamp(&mut self) -> String {
+        self.tick += 1;
+        let (m, s) = (self.tick / 60 % 60, self.tick % 60);
+        let h = self.tick / 3600 % 24;
+        let d = 1 + self.tick / 86_400 % 28;
+        format!("2026-12-{d:02}T{h:02}:{m:02}:{s:02}.000000Z")
+    }
+
+    /// A fresh id in Scaleway's shape (a UUID).
+    pub(crate) fn new_id(&mut self) -> String {
+        self.ids += 1;
+        format!("{:08x}-5ca1-4e00-8000-{:012x}", self.ids, self.ids * 7919)
+    }
+
+    /// The refusal of a request naming a project that is not the stand-in's, or `None`.
+    pub(crate) fn foreign_project(&self, project: Option<&str>) -> Option<Reply> {
+        match project {
+            Some(p) if p != self.project => Some(Reply::denied(format!(
+                "the project {p} does not exist or cannot be reached with this key"
+            ))),
+            _ => None,
+        }
+    }
+
+    /// Serves one request.
+    fn answer(&mut self, req: &Req<'_>, token: Option<&str>) -> Reply {
+        if token != Some(self.token.as_str()) {
+            return Reply::error(
+                401,
+                "denied_authentication",
+                "authentication is denied",
+                json!({ "method": "api_key", "reason": if token.is_some() { "invalid_argument" } else { "not_found" } }),
+            );
+        }
+        let product = ScalewayProduct::of_path(req.path);
+        if let Some(product) = product
+            && let Some(reply) = self.fault(product, req)
+        {
+            return reply;
+        }
+        let reply = match product {
+            Some(ScalewayProduct::Account) => self.project_get(req),
+            Some(ScalewayProduct::SecretManager) => secrets::route(self, req),
+            Some(ScalewayProduct::Registry) => registry::route(self, req),
+            Some(ScalewayProduct::Rdb) => rdb::route(self, req),
+            Some(ScalewayProduct::Iam) => iam::route(self, req),
+            Some(ScalewayProduct::Functions) => functions::route(self, req),
+            Some(ScalewayProduct::Containers) => containers::route(self, req),
+            None => None,
+        };
+        let reply = reply.unwrap_or_else(|| {
+            // What Scaleway's gateway answers for a path no API serves.
+            Reply::error(
+                404,
+                "unknown_resource",
+                format!("{} {} is not served by this stand-in", req.method, req.path),
+                json!({}),
+            )
+        });
+        match product {
+            Some(product) if req.method != "GET" && reply.status < 300 => self.lose(product, reply),
+            _ => reply,
+        }
+    }
+
+    /// `GET /account/v3/projects/{id}`.
+    fn project_get(&mut self, req: &Req<'_>) -> Option<Reply> {
+        let rest = req.under("/account/v3/projects")?;
+        if req.method != "GET" || rest.len() != 1 {
+            return None;
+        }
+        if rest[0] != self.project {
+            return Some(Reply::denied(format!(
+                "the project {} does not exist or cannot be reached with this key",
+                rest[0]
+            )));
+        }
+        Some(Reply::ok(json!({
+            "id": self.project,
+            "name": "default",
+            "organization_id": self.organization,
+            "description": "",
+            "created_at": "2026-01-01T00:00:00.000000Z",
+            "updated_at": "2026-01-01T00:00:00.000000Z",
+        })))
+    }
+
+    /// The fault armed for this request, if any.
+    fn fault(&mut self, product: ScalewayProduct, req: &Req<'_>) -> Option<Reply> {
+        let faults = &mut self.faults;
+        if faults.denied.contains(&product) {
+            return Some(Reply::denied(format!(
+                "{product:?} (a fault armed on the stand-in)"
+            )));
+        }
+        if let Some(left) = faults.throttled.get_mut(&product).filter(|n| **n > 0) {
+            *left -= 1;
+            return Some(Reply::error(
+                429,
+                "too_many_requests",
+                "too many requests (a fault armed on the stand-in)",
+                json!({}),
+            ));
+        }
+        if req.method == "GET" {
+            let failing = faults
+                .failing_reads
+                .iter()
+                .any(|(p, id)| *p == product && req.path.split('/').any(|segment| segment == id));
+            if failing {
+                return Some(Reply::error(
+                    500,
+                    "internal",
+                    "internal error (a fault armed on the stand-in)",
+                    json!({}),
+                ));
+            }
+        }
+        None
+    }
+
+    /// A write carried out, whose answer is lost when armed.
+    fn lose(&mut self, product: ScalewayProduct, reply: Reply) -> Reply {
+        match self.faults.lost.get_mut(&product).filter(|n| **n > 0) {
+            Some(left) => {
+                *left -= 1;
+                Reply {
+                    status: 504,
+                    body: Value::String(
+                        "<html><body><h1>504 Gateway Time-out</h1></body></html>".to_owned(),
+                    ),
+                }
+            }
+            None => reply,
+        }
+    }
+}
+
+/// A running stand-in (see the module documentation).
+pub struct ScalewayServer {
+    address: SocketAddr,
+    state: Arc<Mutex<State>>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ScalewayServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScalewayServer")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScalewayServer {
+    /// Starts a stand-in for `project` of `organization` on a free port of `127.0.0.1`.
+    ///
+    /// # Errors
+    /// When no port can be bound.
+    pub async fn start(project: &str, organization: &str) -> io::Result<Self> {
+        Self::start_on(project, organization, 0).await
+    }
+
+    /// Starts a stand-in on `port` of `127.0.0.1` (0: a free one).
+    ///
+    /// # Errors
+    /// When the port cannot be bound.
+    pub async fn start_on(project: &str, organization: &str, port: u16) -> io::Result<Self> {
+        let state = Arc::new(Mutex::new(State::new(project, organization)));
+        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        let address = listener.local_addr()?;
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(crate::http::serve(
+            listener,
+            Arc::clone(&state),
+            stopped,
+            |state, request| async move { answer(&state, request).await },
+        ));
+        Ok(ScalewayServer {
+            address,
+            state,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// The base address, `http://127.0.0.1:PORT`.
+    #[must_use]
+    pub fn address(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// The token every call must carry in `X-Auth-Token` (`stand-in`, the secret key of
+    /// a stand-in configuration).
+    #[must_use]
+    pub fn token(&self) -> String {
+        self.state().token.clone()
+    }
+
+    /// The project that exists.
+    #[must_use]
+    pub fn project(&self) -> String {
+        self.state().project.clone()
+    }
+
+    /// Sets how many reads a resource created or changed from now stays in its
+    /// transient status (`creating`, `pending`, …) before it is `ready`.
+    pub fn settle_after(&self, reads: u32) {
+        self.state().settle_reads = reads;
+    }
+
+    /// Every call to `product` answers 403 `permissions_denied` until restored.
+    pub fn deny(&self, product: ScalewayProduct) {
+        self.state().faults.denied.insert(product);
+    }
+
+    /// Reads (GETs) whose path holds the segment `id` answer 500 until restored.
+    pub fn fail_reads(&self, product: ScalewayProduct, id: &str) {
+        self.state()
+            .faults
+            .failing_reads
+            .push((product, id.to_owned()));
+    }
+
+    /// The next `calls` calls to `product` answer 429 `too_many_requests`.
+    pub fn throttle(&self, product: ScalewayProduct, calls: u32) {
+        *self.state().faults.throttled.entry(product).or_default() += calls;
+    }
+
+    /// The next `writes` successful writes to `product` are carried out and answered
+    /// 504, as a gateway that timed out does.
+    pub fn lose_answers(&self, product: ScalewayProduct, writes: u32) {
+        *self.state().faults.lost.entry(product).or_default() += writes;
+    }
+
+    /// Lifts every fault.
+    pub fn restore(&self) {
+        self.state().faults = Faults::default();
+    }
+
+    /// The requests served so far, oldest first.
+    #[must_use]
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.state().requests.clone()
+    }
+
+    /// Forgets the requests recorded so far.
+    pub fn clear_requests(&self) {
+        self.state().requests.clear();
+    }
+
+    /// Stops the server and waits until it has stopped.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for ScalewayServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// [`ConformanceHooks`] over a [`ScalewayServer`]: `deny` denies the kind's whole
+/// product, `fail_reads` fails the reads of the one resource. Kinds served by moto
+/// (`objectStore`, `queues`) answer `false`, and their checks are skipped.
+#[derive(Debug, Clone)]
+pub struct ScalewayHooks {
+    state: Arc<Mutex<State>>,
+}
+
+impl ScalewayHooks {
+    /// Hooks on `server`.
+    #[must_use]
+    pub fn new(server: &ScalewayServer) -> Self {
+        ScalewayHooks {
+            state: Arc::clone(&server.state),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl ConformanceHooks for ScalewayHooks {
+    fn deny(&self, provider: &str, kind: &'static str, _region: &str) -> bool {
+        match ScalewayProduct::of_kind(kind).filter(|_| provider == "scaleway") {
+            Some(product) => {
+                self.state().faults.denied.insert(product);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn fail_reads(&self, provider: &str, kind: &'static str, _region: &str, handle: &str) -> bool {
+        match ScalewayProduct::of_kind(kind).filter(|_| provider == "scaleway") {
+            Some(product) => {
+                let id = handle.rsplit('/').next().unwrap_or(handle);
+                self.state()
+                    .faults
+                    .failing_reads
+                    .push((product, id.to_owned()));
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn restore(&self) {
+        self.state().faults = Faults::default();
+    }
+}
+
+/// The body as recorded: secret values replaced.
+fn redacted(body: &Value) -> Value {
+    let mut body = body.clone();
+    for key in ["password", "data"] {
+        if let Some(v) = body.get_mut(key) {
+            *v = Value::String("<redacted>".to_owned());
+        }
+    }
+    if let Some(Value::Array(vars)) = body.get_mut("secret_environment_variables") {
+        for var in vars {
+            if let Some(v) = var.get_mut("value") {
+                *v = Value::String("<redacted>".to_owned());
+            }
+        }
+    }
+    body
+}
+
+async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    let (parts, body) = request.into_parts();
+    let method = parts.method.as_str().to_owned();
+    let path = decode(parts.uri.path());
+    let query = parse_query(parts.uri.query());
+    let token = parts
+        .headers
+        .get("x-auth-token")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let reply = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => {
+            let bytes = collected.to_bytes();
+            let body: Result<Value, _> = if bytes.iter().all(u8::is_ascii_whitespace) {
+                Ok(Value::Null)
+            } else {
+                serde_json::from_slice(&bytes)
+            };
+            match body {
+                Ok(body) => {
+                    let req = Req {
+                        method: &method,
+                        path: &path,
+                        query: &query,
+                        body: &body,
+                    };
+                    let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+                    let reply = state.answer(&req, token.as_deref());
+                    state.requests.push(RecordedRequest {
+                        method: method.clone(),
+                        path: path.clone(),
+                        query: query.clone(),
+                        body: redacted(&body),
+                        status: reply.status,
+                    });
+                    reply
+                }
+                Err(e) => Reply::invalid("body", format!("the body is not JSON: {e}")),
+            }
+        }
+        Err(_) => Reply::error(
+            413,
+            "invalid_request_error",
+            "request body too large",
+            json!({}),
+        ),
+    };
+    let (content_type, text) = match &reply.body {
+        Value::Null => ("application/json", String::new()),
+        Value::String(html) if reply.status == 504 => ("text/html", html.clone()),
+        body => ("application/json", body.to_string()),
+    };
+    Response::builder()
+        .status(reply.status)
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(text)))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_name_their_product() {
+        use ScalewayProduct as P;
+        assert_eq!(P::of_path("/account/v3/projects/p"), Some(P::Account));
+        assert_eq!(
+            P::of_path("/secret-manager/v1beta1/regions/fr-par/secrets"),
+            Some(P::SecretManager)
+        );
+        assert_eq!(P::of_path("/rdb/v1/regions/fr-par/instances"), Some(P::Rdb));
+        assert_eq!(P::of_path("/iam/v1alpha1/applications"), Some(P::Iam));
+        assert_eq!(P::of_path("/elsewhere"), None);
+    }
+
+    #[test]
+    fn secret_values_are_redacted_in_the_record() {
+        let body = json!({
+            "password": "p", "data": "c2VjcmV0",
+            "secret_environment_variables": [{ "key": "K", "value": "v" }],
+            "name": "kept"
+        });
+        let r = redacted(&body);
+        assert_eq!(r["password"], "<redacted>");
+        assert_eq!(r["data"], "<redacted>");
+        assert_eq!(r["secret_environment_variables"][0]["value"], "<redacted>");
+        assert_eq!(r["name"], "kept");
+    }
+}
