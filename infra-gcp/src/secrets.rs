@@ -64,6 +64,7 @@ use infra_core::prelude::{Partial, SecretString};
 use infra_core::sdk::{
     BackendError, CreateArgs, DeleteArgs, ErrorKind, KindBackend, ListArgs, Listed, MarkArgs,
     OwnershipArgs, RawTags, ReadArgs, Reading, SecretArgs, SecretValues, UpdateArgs, Written,
+    generate_secret, scrub_secret,
 };
 
 use crate::clients::Clients;
@@ -81,9 +82,6 @@ const ANNOTATIONS_MAX: usize = 16 * 1024;
 
 /// Secret Manager's bound on a version's payload.
 const PAYLOAD_MAX: usize = 64 * 1024;
-
-/// What a generated value is drawn from: letters, digits, `-`, `_`, `.` and `~`.
-const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~";
 
 const GET: &str = "secretmanager:GetSecret";
 const CREATE: &str = "secretmanager:CreateSecret";
@@ -196,44 +194,6 @@ fn reading(handle: &str, secret: &Secret, version: Partial<String>) -> Reading<S
     .with_raw_tags(raw)
 }
 
-/// A value of `length` characters of [`ALPHABET`], drawn from the operating system's
-/// random source.
-fn generate(length: u16) -> Result<SecretString, BackendError> {
-    let length = usize::from(length);
-    // The largest multiple of the alphabet's size a byte can hold: bytes at or above it
-    // are dropped, so that every character is equally likely.
-    let limit = 256 - 256 % ALPHABET.len();
-    let mut out = String::with_capacity(length);
-    let mut buf = [0u8; 64];
-    while out.len() < length {
-        getrandom::fill(&mut buf).map_err(|e| {
-            BackendError::new(
-                ErrorKind::Other,
-                format!("no randomness could be had to generate the secret's value: {e}"),
-            )
-        })?;
-        for &b in &buf {
-            if out.len() == length {
-                break;
-            }
-            if usize::from(b) < limit {
-                out.push(char::from(ALPHABET[usize::from(b) % ALPHABET.len()]));
-            }
-        }
-    }
-    buf.fill(0);
-    Ok(SecretString::new(out))
-}
-
-/// The same error without the value, should the service have quoted it.
-fn scrub(mut e: BackendError, value: &SecretString) -> BackendError {
-    let plain = value.expose();
-    if !plain.is_empty() && e.message.contains(plain) {
-        e.message = e.message.replace(plain, "<redacted>");
-    }
-    e
-}
-
 /// Refuses a value Secret Manager would refuse (its size), without quoting it.
 fn check_value(value: &SecretString) -> Result<(), BackendError> {
     let size = value.expose().len();
@@ -338,7 +298,7 @@ impl SecretManagerSecrets {
             .set_payload(SecretPayload::new().set_data(value.expose().as_bytes().to_vec()))
             .send()
             .await
-            .map_err(|e| scrub(classify(ADD_VERSION, e, &[]), value))?;
+            .map_err(|e| scrub_secret(classify(ADD_VERSION, e, &[]), value))?;
         Ok(version_number(&version.name))
     }
 
@@ -469,7 +429,7 @@ impl KindBackend<Secrets> for SecretManagerSecrets {
         // The value is had before anything is created: a variable that is not set
         // leaves nothing behind.
         let value = match spec.value_from.generated_length() {
-            Some(length) => generate(length)?,
+            Some(length) => generate_secret(length)?,
             None => spec.value_from.resolve()?,
         };
         check_value(&value)?;
@@ -536,7 +496,7 @@ impl KindBackend<Secrets> for SecretManagerSecrets {
             // failed create is given its first.
             Some(length) => match self.latest_version(handle).await? {
                 Partial::Known(_) => None,
-                Partial::Unknown => Some(generate(length)?),
+                Partial::Unknown => Some(generate_secret(length)?),
             },
             None => Some(spec.value_from.resolve()?),
         };
@@ -687,26 +647,7 @@ mod tests {
     }
 
     #[test]
-    fn a_generated_value_has_its_length_and_only_the_alphabet() {
-        for length in [8u16, 24, 4096] {
-            let value = generate(length).unwrap();
-            assert_eq!(value.expose().len(), usize::from(length));
-            assert!(value.expose().bytes().all(|b| ALPHABET.contains(&b)));
-        }
-        assert_ne!(
-            generate(32).unwrap().expose(),
-            generate(32).unwrap().expose()
-        );
-        assert_eq!(ALPHABET.len(), 66);
-    }
-
-    #[test]
     fn errors_never_quote_the_value() {
-        let value = SecretString::new("hunter2-hunter2");
-        let e = BackendError::invalid("bad payload hunter2-hunter2 refused");
-        let e = scrub(e, &value);
-        assert!(!e.message.contains("hunter2-hunter2"));
-        assert!(e.message.contains("<redacted>"));
         let big = SecretString::new("x".repeat(PAYLOAD_MAX + 1));
         let e = check_value(&big).unwrap_err();
         assert!(!e.message.contains("xxxx"));

@@ -19,6 +19,8 @@ mod clients;
 mod config;
 mod error;
 mod project;
+#[cfg(feature = "secrets")]
+mod secret_value;
 mod tags;
 
 #[cfg(feature = "containers")]

@@ -16,12 +16,14 @@
 //! follows; the conformance suite of `infra-testkit` checks a backend against the
 //! **Behavior** sections of [`Backend`].
 
+mod generate;
 mod kind_backend;
 pub mod layer;
 pub mod poll;
 mod router;
 mod written;
 
+pub use generate::{GENERATED_ALPHABET, generate_secret, scrub_secret};
 pub use kind_backend::{
     CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
     UpdateArgs,

@@ -11,3 +11,9 @@ pub(crate) struct Functions {}
 pub(crate) fn route(_state: &mut State, _req: &Req<'_>) -> Option<Reply> {
     None
 }
+
+/// Serves a `PUT` of an archive to an upload URL handed out (under
+/// [`UPLOADS`](super::UPLOADS)).
+pub(crate) fn upload(_state: &mut State, _method: &str, path: &str, _bytes: &[u8]) -> Reply {
+    Reply::not_found("upload", path)
+}

@@ -74,6 +74,10 @@ use wire::{Reply, Req};
 /// but secret versions and configurations come here).
 const MAX_BODY: usize = 64 << 20;
 
+/// Where presigned upload URLs (a function's code archive) point: served without a
+/// token, as Object Storage serves a presigned URL.
+pub(crate) const UPLOADS: &str = "/uploads/";
+
 /// A product the stand-in serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
@@ -152,6 +156,8 @@ struct Faults {
 /// The stand-in's state: every product's resources, behind one lock.
 #[derive(Debug)]
 pub(crate) struct State {
+    /// The server's base address (`http://127.0.0.1:PORT`), for URLs it hands out.
+    pub(crate) address: String,
     pub(crate) project: String,
     pub(crate) organization: String,
     token: String,
@@ -170,8 +176,9 @@ pub(crate) struct State {
 }
 
 impl State {
-    fn new(project: &str, organization: &str) -> Self {
+    fn new(address: &str, project: &str, organization: &str) -> Self {
         State {
+            address: address.to_owned(),
             project: project.to_owned(),
             organization: organization.to_owned(),
             token: "stand-in".to_owned(),
@@ -358,9 +365,13 @@ impl ScalewayServer {
     /// # Errors
     /// When the port cannot be bound.
     pub async fn start_on(project: &str, organization: &str, port: u16) -> io::Result<Self> {
-        let state = Arc::new(Mutex::new(State::new(project, organization)));
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
         let address = listener.local_addr()?;
+        let state = Arc::new(Mutex::new(State::new(
+            &format!("http://{address}"),
+            project,
+            organization,
+        )));
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(crate::http::serve(
             listener,
@@ -548,6 +559,19 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let reply = match Limited::new(body, MAX_BODY).collect().await {
+        // A presigned upload URL the stand-in handed out: raw bytes, no token.
+        Ok(collected) if path.starts_with(UPLOADS) => {
+            let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+            let reply = functions::upload(&mut state, &method, &path, &collected.to_bytes());
+            state.requests.push(RecordedRequest {
+                method: method.clone(),
+                path: path.clone(),
+                query: query.clone(),
+                body: Value::Null,
+                status: reply.status,
+            });
+            reply
+        }
         Ok(collected) => {
             let bytes = collected.to_bytes();
             let body: Result<Value, _> = if bytes.iter().all(u8::is_ascii_whitespace) {
