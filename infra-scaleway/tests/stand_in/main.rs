@@ -113,3 +113,125 @@ async fn the_scaleway_backend_passes_the_conformance_suite_on_the_stand_ins() {
     report.assert_passed_with(true);
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_staged_scenario_runs_on_the_stand_ins_and_leaves_nothing_behind() {
+    use infra_testkit::conformance::staged::{EMPTY_ZIP, Stage, run_stages, scaleway_fleet, sweep};
+    let server = ScalewayServer::start(PROJECT, ORGANIZATION)
+        .await
+        .expect("the stand-in starts");
+    let moto = moto();
+    let backend = backend(&server, moto.as_deref());
+    let only = only();
+    let mut kinds: std::collections::BTreeSet<&'static str> =
+        backend.capabilities().kinds.into_iter().collect();
+    kinds.retain(|k| only.as_ref().is_none_or(|o| o.iter().any(|x| x == k)));
+    if moto.is_none() {
+        kinds.retain(|k| !ON_MOTO.contains(k));
+    }
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let archive = dir.path().join("api.zip");
+    std::fs::write(&archive, EMPTY_ZIP).expect("the archive is written");
+    let archive = archive.to_string_lossy().into_owned();
+    let clock = Arc::new(ManualClock::new());
+    let prefix = infra_testkit::conformance::fresh_prefix(&*clock);
+    let counts = run_stages(backend.clone(), clock, |stage| {
+        scaleway_fleet(&prefix, &kinds, stage, &archive)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let stages: Vec<Stage> = counts.iter().map(|(s, _)| *s).collect();
+    assert_eq!(stages, Stage::ALL);
+    let left = sweep(&*backend, &kinds, &["fr-par", "nl-ams"], &prefix)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(left.is_empty(), "left behind: {left:#?}");
+    server.shutdown().await;
+}
+
+/// The README's per-kind tables say, for every field, whether Scaleway reports it and
+/// how it changes after creation; the simulated cloud's Scaleway rows must say the same,
+/// so that a fleet planned against the simulator meets no surprise on Scaleway.
+#[test]
+fn the_readme_tables_and_the_simulated_cloud_agree_on_what_scaleway_reports() {
+    use infra_testkit::sim::clouds::{Change, ROWS, Read, behaviour};
+    const KINDS: [&str; 11] = [
+        "objectStore",
+        "queues",
+        "secrets",
+        "imageRegistry",
+        "postgres",
+        "iam",
+        "functionNamespace",
+        "function",
+        "compute",
+        "containerNamespace",
+        "container",
+    ];
+    let readme = include_str!("../../README.md");
+    let mut table = std::collections::BTreeMap::new();
+    let mut kind: Option<&str> = None;
+    for line in readme.lines() {
+        if let Some(heading) = line.strip_prefix("### `") {
+            kind = heading.split('`').next().filter(|k| KINDS.contains(k));
+            continue;
+        }
+        let (Some(kind), Some(row)) = (kind, line.strip_prefix("| `")) else {
+            continue;
+        };
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        assert!(
+            cells.len() >= 4,
+            "a README row of `{kind}` has too few cells: {line}"
+        );
+        let field = row.split('`').next().unwrap();
+        let (reports, change) = (cells[cells.len() - 2], cells[cells.len() - 1]);
+        assert!(
+            table.insert((kind, field), (reports, change)).is_none(),
+            "`{kind}`.`{field}` has two README rows"
+        );
+    }
+    for kind in KINDS {
+        let fields: Vec<&str> = ROWS
+            .iter()
+            .filter(|r| r.providers.contains(&"scaleway") && r.kinds.contains(&kind))
+            .flat_map(|r| r.fields.iter().copied())
+            .collect();
+        assert!(
+            !fields.is_empty(),
+            "the simulated cloud has no Scaleway row of `{kind}`"
+        );
+        for field in fields {
+            let row = behaviour("scaleway", kind, field).unwrap();
+            let Some((reports, change)) = table.remove(&(kind, field)) else {
+                panic!("the README has no row for `{kind}`.`{field}`");
+            };
+            let read_agrees = match row.read {
+                Read::Reported => reports == "always",
+                Read::Unreported => reports == "never",
+                Read::ReportedWhen(_) => reports.starts_with("when "),
+            };
+            assert!(
+                read_agrees,
+                "`{kind}`.`{field}`: the README says Scaleway reports it `{reports}`, the \
+                 simulated cloud says {:?}",
+                row.read
+            );
+            let change_agrees = match row.change {
+                Change::InPlace => change == "in place",
+                Change::AtCreation(_) => change.starts_with("at creation"),
+                Change::InPlaceUnless(..) => change.starts_with("in place, except"),
+            };
+            assert!(
+                change_agrees,
+                "`{kind}`.`{field}`: the README says it changes `{change}`, the simulated \
+                 cloud says {:?}",
+                row.change
+            );
+        }
+    }
+    assert!(
+        table.is_empty(),
+        "README rows of fields the simulated cloud does not know: {table:?}"
+    );
+}
