@@ -159,3 +159,48 @@ fn usage_errors_exit_1_and_help_exits_0() {
     assert_eq!(code, 0);
     assert!(out.contains("Exit codes:"), "{out}");
 }
+
+#[test]
+fn credentials_in_the_environment_never_send_the_quickstart_to_a_real_cloud() {
+    let place = Place::new();
+    let with_credentials = |args: &[&str], clouds: Option<&str>| {
+        let mut command = place.command(args);
+        command
+            .env("AWS_ACCESS_KEY_ID", "AKIAQUICKSTARTTEST00")
+            .env("AWS_SECRET_ACCESS_KEY", "quickstart-test-secret")
+            .env("SCW_ACCESS_KEY", "SCWQUICKSTARTTEST000")
+            .env("SCW_SECRET_KEY", "11111111-1111-4111-8111-111111111111")
+            .env(
+                "SCW_DEFAULT_PROJECT_ID",
+                "22222222-2222-4222-8222-222222222222",
+            );
+        match clouds {
+            Some(value) => command.env("INFRA_QUICKSTART_CLOUDS", value),
+            None => command.env_remove("INFRA_QUICKSTART_CLOUDS"),
+        };
+        let out = command.output().expect("the quickstart runs");
+        (
+            out.status.code().expect("an exit code"),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    // Credentials alone: the simulated cloud, which now holds the fleet.
+    let (code, err) = with_credentials(&["apply", "--yes"], None);
+    assert_eq!(code, 0, "{err}");
+    let world = std::fs::read_to_string(place.world()).expect("the simulated world is written");
+    assert!(world.contains("app-db"), "{world}");
+    // A value that is neither choice is refused before anything runs.
+    let (code, err) = with_credentials(&["plan"], Some("prod"));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("INFRA_QUICKSTART_CLOUDS is \"prod\""), "{err}");
+    if cfg!(feature = "real-clouds") {
+        // This build has the real backends: asking for them would reach for real clouds.
+        return;
+    }
+    // The opt-in, in a build without the real backends: refused, saying how to build.
+    let before = std::fs::read_to_string(place.world()).unwrap();
+    let (code, err) = with_credentials(&["plan"], Some("real"));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--features real-clouds"), "{err}");
+    assert_eq!(std::fs::read_to_string(place.world()).unwrap(), before);
+}
