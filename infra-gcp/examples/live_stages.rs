@@ -19,8 +19,7 @@ use std::sync::Arc;
 
 use infra_core::sdk::SystemClock;
 use infra_gcp::GcpBackend;
-use infra_testkit::conformance::fresh_prefix;
-use infra_testkit::conformance::staged::{gcp_fleet, run_stages, sweep};
+use infra_testkit::conformance::staged::{gcp_fleet, live};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -56,31 +55,17 @@ async fn main() -> ExitCode {
         })
         .collect();
     let clock = Arc::new(SystemClock::new());
-    let prefix = fresh_prefix(&*clock);
-    println!("kinds: {kinds:?}; prefix: {prefix}");
-    let outcome = run_stages(backend.clone(), clock, |stage| {
-        println!("stage {}", stage.name());
-        gcp_fleet(&prefix, &kinds, stage)
-    })
-    .await;
-    let left = sweep(&*backend, &kinds, &["europe-west1"], &prefix).await;
-    match (&outcome, &left) {
-        (Ok(counts), Ok(left)) if left.is_empty() => {
+    let fleet = |prefix: &str, stage| gcp_fleet(prefix, &kinds, stage);
+    match live(backend.clone(), clock, &kinds, &["europe-west1"], fleet).await {
+        Ok((prefix, counts)) => {
             for (stage, c) in counts {
                 println!("{}: {c:?}", stage.name());
             }
             println!("nothing with the prefix {prefix} is left");
             ExitCode::SUCCESS
         }
-        _ => {
-            if let Err(e) = &outcome {
-                eprintln!("the stages failed: {e}");
-            }
-            match &left {
-                Ok(left) if !left.is_empty() => eprintln!("left behind: {left:#?}"),
-                Err(e) => eprintln!("{e}"),
-                Ok(_) => {}
-            }
+        Err(why) => {
+            eprintln!("{why}");
             ExitCode::FAILURE
         }
     }

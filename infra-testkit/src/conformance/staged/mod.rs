@@ -178,6 +178,43 @@ pub async fn sweep(
     Ok(left)
 }
 
+/// The whole scenario on `backend` as a live harness runs it: a fresh prefix from
+/// `clock`, [`run_stages`] on `fleet(prefix, stage)`, then a [`sweep`] of `kinds` in
+/// `regions` — which runs even when a stage failed, so that what was left behind is
+/// named. Each stage is announced on standard output. Answers the prefix and the
+/// counts, or every failure, described.
+pub async fn live(
+    backend: Arc<dyn Backend>,
+    clock: Arc<dyn Clock>,
+    kinds: &BTreeSet<&'static str>,
+    regions: &[&str],
+    fleet: impl Fn(&str, Stage) -> Fleet,
+) -> Result<(String, Vec<(Stage, StageCounts)>), String> {
+    let prefix = crate::conformance::fresh_prefix(&*clock);
+    println!("kinds: {kinds:?}; prefix: {prefix}");
+    let outcome = run_stages(backend.clone(), clock, |stage| {
+        println!("stage {}", stage.name());
+        fleet(&prefix, stage)
+    })
+    .await;
+    let left = sweep(&*backend, kinds, regions, &prefix).await;
+    match (outcome, left) {
+        (Ok(counts), Ok(left)) if left.is_empty() => Ok((prefix, counts)),
+        (outcome, left) => {
+            let mut why = Vec::new();
+            if let Err(e) = outcome {
+                why.push(format!("the stages failed: {e}"));
+            }
+            match left {
+                Ok(left) if !left.is_empty() => why.push(format!("left behind: {left:#?}")),
+                Err(e) => why.push(e),
+                Ok(_) => {}
+            }
+            Err(why.join("\n"))
+        }
+    }
+}
+
 fn known<T: infra_core::prelude::Value>(value: T) -> Partial<Expr<T>> {
     Partial::Known(Expr::lit(value))
 }
