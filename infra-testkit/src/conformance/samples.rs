@@ -52,14 +52,17 @@ fn dep2(name: &str) -> String {
 }
 
 fn iam(provider: &str, variant: Variant) -> Iam {
-    // Google Cloud grants roles to members; the others name policies and services.
-    let (policy, assumer) = match provider {
-        "gcp" => ("roles/viewer", "user:conformance@example.com"),
-        _ => ("conformance-read-only", "conformance.example"),
+    // Google Cloud grants roles to members; Scaleway grants permission sets to an
+    // application, which nothing assumes; the others name policies and services.
+    let (policies, assumers): (&[&str], &[&str]) = match provider {
+        "gcp" => (&["roles/viewer"], &["user:conformance@example.com"]),
+        "scaleway" => (&["ObjectStorageReadOnly"], &[]),
+        _ => (&["conformance-read-only"], &["conformance.example"]),
     };
+    let set = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect();
     Iam {
-        policies: Expr::lit(BTreeSet::from([policy.to_owned()])),
-        assumed_by: Expr::lit(BTreeSet::from([assumer.to_owned()])),
+        policies: Expr::lit(set(policies)),
+        assumed_by: Expr::lit(set(assumers)),
         description: known("an identity of the conformance suite".to_owned()),
         tags: tags(variant),
     }
