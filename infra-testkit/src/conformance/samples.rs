@@ -124,11 +124,12 @@ fn secrets(variant: Variant) -> Secrets {
     }
 }
 
-fn image_registry(variant: Variant) -> ImageRegistry {
+fn image_registry(provider: &str, variant: Variant) -> ImageRegistry {
     ImageRegistry {
-        scan_on_push: known(variant == Variant::Mutable),
+        // A Scaleway registry namespace has no scanning (a declared `true` is refused):
+        // there, only the tags change.
+        scan_on_push: known(variant == Variant::Mutable && provider != "scaleway"),
         immutable_tags: known(false),
-        // A Scaleway registry namespace has no scanning setting: the tags change with it.
         tags: tags(variant),
     }
 }
@@ -203,7 +204,7 @@ where
         })
         .mutable(true),
         KindSample::new::<P, ImageRegistry>(|f, region, name, v| {
-            f.declare(region, name, image_registry(v));
+            f.declare(region, name, image_registry(P::ID, v));
         })
         .mutable(true),
         KindSample::new::<P, Postgres>(declare_postgres::<P>)
