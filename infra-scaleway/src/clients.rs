@@ -59,11 +59,6 @@ impl Clients {
         &self.api
     }
 
-    /// The configuration.
-    pub(crate) fn config(&self) -> &ScalewayConfig {
-        &self.config
-    }
-
     /// The project every resource lives in.
     pub(crate) fn project_id(&self) -> &str {
         &self.config.project_id

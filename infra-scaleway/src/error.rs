@@ -73,6 +73,9 @@ pub(crate) fn classify(
         {
             ErrorKind::NotFound
         }
+        // Serverless Functions and Containers answer a missing resource with a bare
+        // `{"message": "Namespace was not found"}`: no `type`, no `resource`.
+        (404, "") if bare_not_found(parsed.message.as_deref(), not_found) => ErrorKind::NotFound,
         (404, _) => ErrorKind::Invalid,
         (409, "transient_state") => ErrorKind::Unavailable,
         (409, _) | (_, "already_exists") => ErrorKind::Conflict,
@@ -86,6 +89,15 @@ pub(crate) fn classify(
         err = err.maybe_sent();
     }
     err
+}
+
+/// Whether a bare message (`Namespace was not found`) names a resource type of the call's
+/// not-found list (`namespace`; `Secret version` would be `secret_version`).
+fn bare_not_found(message: Option<&str>, not_found: &[&str]) -> bool {
+    message
+        .and_then(|m| m.strip_suffix(" was not found"))
+        .map(|r| r.to_ascii_lowercase().replace(' ', "_"))
+        .is_some_and(|r| not_found.contains(&r.as_str()))
 }
 
 /// The words of an error body: its message, the arguments it names, the resource.

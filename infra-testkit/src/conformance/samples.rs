@@ -76,16 +76,40 @@ fn object_store(variant: Variant) -> ObjectStore {
     }
 }
 
+/// An archive on this machine for the samples whose cloud uploads code from where the
+/// fleet is applied: the empty zip archive, written once per process in the temporary
+/// directory.
+fn local_archive() -> String {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let path =
+            std::env::temp_dir().join(format!("infra-conformance-{}.zip", std::process::id()));
+        if let Err(e) = std::fs::write(&path, super::staged::EMPTY_ZIP) {
+            panic!(
+                "the sample archive {} cannot be written: {e}",
+                path.display()
+            );
+        }
+        path.to_string_lossy().into_owned()
+    })
+    .clone()
+}
+
 fn compute(provider: &str, variant: Variant) -> Compute {
-    // Cloud Run builds a function from a source archive in Cloud Storage.
+    // Cloud Run builds a function from a source archive in Cloud Storage; Scaleway
+    // deploys an archive uploaded from the machine that applies.
     let (runtime, code) = match provider {
-        "gcp" => ("python312", "gs://conformance-code/app.zip"),
-        _ => ("python3.12", "https://example.invalid/conformance/app.zip"),
+        "gcp" => ("python312", "gs://conformance-code/app.zip".to_owned()),
+        "scaleway" => ("python3.12", local_archive()),
+        _ => (
+            "python3.12",
+            "https://example.invalid/conformance/app.zip".to_owned(),
+        ),
     };
     Compute {
         runtime: Expr::lit(runtime.to_owned()),
         handler: Expr::lit("app.handler".to_owned()),
-        code: Expr::lit(code.to_owned()),
+        code: Expr::lit(code),
         code_sha256: Partial::Unknown,
         memory_mb: known(if variant == Variant::Mutable {
             256
