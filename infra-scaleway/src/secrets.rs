@@ -19,7 +19,9 @@
 //! **The value.** A value from the environment, or composed, is resolved
 //! (`SecretSourceSettled::resolve`) in the create or update that writes it. A generated
 //! value is drawn here with `infra_core::sdk::generate_secret`, since Secret Manager has
-//! no generator. Either is held in a [`SecretString`] and sent once, base64-encoded, as
+//! no generator, and drawn again until it holds a digit, an uppercase and a lowercase
+//! letter and a special character (from 8 characters on), so that any generated secret
+//! can be a Managed Database password. Either is held in a [`SecretString`] and sent once, base64-encoded, as
 //! the `data` of `POST …/secrets/{id}/versions`; it is never recorded, logged, tagged or
 //! put in an error (an error of that call has the value, plain or encoded, replaced by
 //! `<redacted>`). A value over 64 KiB is refused before any call, without quoting it.
@@ -378,7 +380,7 @@ impl SecretManagerSecrets {
             if current.version_count > 0 {
                 return Ok(None);
             }
-            return generate_secret(length).map(Some);
+            return generated(length).map(Some);
         }
         let wanted = spec.value_from.resolve()?;
         check_value(&wanted)?;
@@ -477,7 +479,7 @@ impl KindBackend<Secrets> for SecretManagerSecrets {
         // The value is had before anything is created: a variable that is not set
         // leaves nothing behind.
         let value = match spec.value_from.generated_length() {
-            Some(length) => generate_secret(length)?,
+            Some(length) => generated(length)?,
             None => spec.value_from.resolve()?,
         };
         check_value(&value)?;
@@ -577,9 +579,49 @@ impl KindBackend<Secrets> for SecretManagerSecrets {
     }
 }
 
+/// A generated value of `length` characters that any Scaleway product accepts as a
+/// password: Managed Database wants a digit, an uppercase and a lowercase letter and a
+/// special character in 8 characters or more. Values are drawn again until they have
+/// all four (about 1.3 draws for 24 characters), so that each value kept is still
+/// uniform among the valid ones; shorter values cannot be passwords and are kept as
+/// drawn.
+fn generated(length: u16) -> Result<SecretString, BackendError> {
+    loop {
+        let value = generate_secret(length)?;
+        if length < 8 || every_class(value.expose()) {
+            return Ok(value);
+        }
+    }
+}
+
+/// Whether `value` holds a digit, an uppercase letter, a lowercase letter and something
+/// else.
+fn every_class(value: &str) -> bool {
+    let has = |class: fn(&u8) -> bool| value.as_bytes().iter().any(class);
+    has(u8::is_ascii_digit)
+        && has(u8::is_ascii_uppercase)
+        && has(u8::is_ascii_lowercase)
+        && has(|b| !b.is_ascii_alphanumeric())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generated_values_have_every_class_a_database_password_needs() {
+        for _ in 0..200 {
+            let value = generated(12).unwrap();
+            assert_eq!(value.expose().len(), 12);
+            assert!(
+                every_class(value.expose()),
+                "a generated value lacks a class"
+            );
+        }
+        assert!(!every_class("abcDEF123456"));
+        assert!(every_class("abcDEF12345-"));
+        assert_eq!(generated(4).unwrap().expose().len(), 4);
+    }
     use serde_json::{Value, json};
 
     fn secret(tags: &[&str], description: Option<&str>) -> Secret {

@@ -277,6 +277,11 @@ const CLOUD_SQL_SHAPE: Change = Change::InPlaceUnless(
         "a Cloud SQL instance keeps a machine tier; it cannot become a serverless database",
     ),
 );
+const SCW_RDB_MAJOR: Change = Change::AtCreation(refused(
+    None,
+    "a Database Instance keeps its major version: Scaleway's major upgrade makes a new \
+     Database Instance",
+));
 const SCW_RDB_SHAPE: Change = Change::InPlaceUnless(
     changes_shape,
     refused(
@@ -408,7 +413,10 @@ pub const ROWS: &[Row] = &[
     // ---- postgres ----
     // ModifyDBInstance (AllowMajorVersionUpgrade, BackupRetentionPeriod);
     // instances.patch; UpgradeInstance, UpdateInstance.
-    row(ALL, &["postgres"], &["engineVersion", "backupRetentionDays"], REPORTED, IN_PLACE),
+    row(AWS_GCP, &["postgres"], &["engineVersion"], REPORTED, IN_PLACE),
+    // Scaleway's major upgrade makes a new Database Instance, with another id.
+    row(SCW, &["postgres"], &["engineVersion"], REPORTED, SCW_RDB_MAJOR),
+    row(ALL, &["postgres"], &["backupRetentionDays"], REPORTED, IN_PLACE),
     // The administrator is made with the database; no API renames a user.
     row(ALL, &["postgres"], &["masterUsername"], REPORTED, MASTER_USER),
     // A new password can be set (ModifyDBInstance, users.update, UpdateUser); no read
