@@ -2,8 +2,11 @@
 //! SDK clients (one per region, made on first use), the configuration's clock and
 //! polling, and the project's organization.
 
+#[cfg(any(feature = "s3", feature = "sqs"))]
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+#[cfg(any(feature = "s3", feature = "sqs"))]
+use std::sync::{Mutex, PoisonError};
 
 use infra_core::sdk::{BackendError, Clock, Polling};
 use serde::Deserialize;

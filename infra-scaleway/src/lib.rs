@@ -15,6 +15,8 @@
 )]
 
 mod api;
+#[cfg(any(feature = "s3", feature = "sqs"))]
+mod aws_error;
 mod clients;
 mod config;
 mod error;

@@ -60,12 +60,13 @@ use std::sync::Arc;
 use infra_core::kinds::{Compute, EnvVars, Function, FunctionNamespace, Secrets};
 use infra_core::prelude::{Handle, Partial};
 use infra_core::sdk::poll::{self, Waited};
-use infra_core::sdk::{BackendError, ErrorKind, Router, SecretString};
+use infra_core::sdk::{BackendError, ErrorKind, Router};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::api::Call;
 use crate::clients::Clients;
+use crate::secret_value::latest_value as secret_value;
 use crate::tags;
 
 /// The `not_found` resource types that mean "this namespace does not exist".
@@ -474,26 +475,6 @@ async fn read_archive(code: &str) -> Result<Vec<u8>, BackendError> {
 }
 
 // ---- Secret variables ---------------------------------------------------------------
-
-/// The value of the secret `handle`, for one write.
-async fn secret_value(
-    clients: &Clients,
-    region: &str,
-    handle: &str,
-) -> Result<SecretString, BackendError> {
-    #[cfg(feature = "secrets")]
-    {
-        crate::secret_value::latest_value(clients, region, handle).await
-    }
-    #[cfg(not(feature = "secrets"))]
-    {
-        let _ = (clients, region);
-        Err(invalid(format!(
-            "secret environment variables need Secret Manager, and this build has no \
-             `secrets` feature (the secret {handle} cannot be read)"
-        )))
-    }
-}
 
 // ---- One region's API ---------------------------------------------------------------
 

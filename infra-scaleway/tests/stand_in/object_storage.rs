@@ -1,1 +1,961 @@
-//! Object Storage against moto: what the conformance suite does not reach.
+//! Object Storage against moto: what the conformance suite does not reach (the marker
+//! written by the call right after `CreateBucket`, a bucket that cannot be marked
+//! deleted again, the lifecycle kept for other tools, versioning, regions, `mark` of a
+//! bucket made elsewhere, denials, throttling and lost answers).
+//!
+//! The backend reaches moto through a [`Wire`]: a relay on loopback that records every
+//! request and refuses, drops or loses the ones a test picks. The Queues tests use it
+//! too. Tests also look at moto directly with the S3 SDK, as another tool would.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::error::ProvideErrorMetadata;
+use aws_sdk_s3::types::{
+    BucketLifecycleConfiguration, BucketLocationConstraint, CreateBucketConfiguration,
+    ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter, Tag, Tagging,
+};
+use infra_core::kinds::{ObjectStore, ObjectStoreSettled, Tags};
+use infra_core::prelude::Partial;
+use infra_core::sdk::{
+    Backend, BackendError, ErrorKind, MARKER_KEY, ManualClock, Marker, SettledSpec, Sighting,
+};
+use infra_testkit::conformance::fresh_prefix;
+use infra_testkit::scaleway::ScalewayServer;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::{ORGANIZATION, PROJECT, backend, moto};
+
+const REGION: &str = "fr-par";
+const OTHER: &str = "nl-ams";
+const KIND: &str = "objectStore";
+
+// ---- the wire: a recording, faulting relay in front of moto ----
+
+/// One request as it went through the [`Wire`].
+#[derive(Clone, Debug)]
+pub(crate) struct Seen {
+    /// `GET`, `PUT`, `POST`, `DELETE`.
+    pub(crate) method: String,
+    /// The path and query.
+    pub(crate) target: String,
+    /// The SQS action (`X-Amz-Target`, `AmazonSQS.CreateQueue`); empty for S3.
+    pub(crate) action: String,
+    /// The body, as text.
+    pub(crate) body: String,
+}
+
+impl Seen {
+    /// Whether this is the SQS action `name`.
+    pub(crate) fn is(&self, name: &str) -> bool {
+        self.action == format!("AmazonSQS.{name}")
+    }
+
+    /// Whether this S3 request changes something.
+    fn writes(&self) -> bool {
+        self.action.is_empty() && !matches!(self.method.as_str(), "GET" | "HEAD")
+    }
+}
+
+/// What the wire does to a request a test picks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// Answers `AccessDenied` (HTTP 403) without sending it on.
+    Deny,
+    /// Answers a throttling error (S3 `SlowDown`, SQS `ThrottlingException`).
+    Throttle,
+    /// Closes the connection without sending it on.
+    Drop,
+    /// Sends it on, then closes the connection without passing the answer back.
+    Lose,
+}
+
+type Rule = Arc<dyn Fn(&Seen) -> Option<Fault> + Send + Sync>;
+
+#[derive(Default)]
+struct Shared {
+    seen: Vec<Seen>,
+    rule: Option<Rule>,
+}
+
+/// A relay on loopback in front of moto: records every request, and applies the fault
+/// a test's rule picks. One request per connection (every answer closes it).
+pub(crate) struct Wire {
+    url: String,
+    shared: Arc<Mutex<Shared>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Wire {
+    /// A relay to `upstream` (`http://127.0.0.1:port`).
+    pub(crate) async fn start(upstream: &str) -> Wire {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let url = format!("http://{}", listener.local_addr().expect("an address"));
+        let upstream = upstream
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let relayed = Arc::clone(&shared);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    continue;
+                };
+                tokio::spawn(relay(client, upstream.clone(), Arc::clone(&relayed)));
+            }
+        });
+        Wire { url, shared, task }
+    }
+
+    /// The relay's address, for the backend's configuration.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The requests seen since the last take.
+    pub(crate) fn take(&self) -> Vec<Seen> {
+        std::mem::take(&mut lock(&self.shared).seen)
+    }
+
+    /// Applies `rule` to every request from now on.
+    pub(crate) fn fault(&self, rule: impl Fn(&Seen) -> Option<Fault> + Send + Sync + 'static) {
+        lock(&self.shared).rule = Some(Arc::new(rule));
+    }
+
+    /// No more faults.
+    pub(crate) fn heal(&self) {
+        lock(&self.shared).rule = None;
+    }
+}
+
+impl Drop for Wire {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn relay(mut client: TcpStream, upstream: String, shared: Arc<Mutex<Shared>>) {
+    let Some((head, body)) = read_request(&mut client).await else {
+        return;
+    };
+    let seen = seen_of(&head, &body);
+    let fault = {
+        let mut s = lock(&shared);
+        s.seen.push(seen.clone());
+        s.rule.as_ref().and_then(|rule| rule(&seen))
+    };
+    match fault {
+        Some(Fault::Drop) => {}
+        Some(fault @ (Fault::Deny | Fault::Throttle)) => {
+            let _ = client.write_all(&refusal(fault, &seen)).await;
+        }
+        Some(Fault::Lose) | None => {
+            let Ok(answer) = forward(&upstream, &head, &body).await else {
+                return;
+            };
+            if fault.is_none() {
+                let _ = client.write_all(&answer).await;
+            }
+        }
+    }
+    let _ = client.shutdown().await;
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().skip(1).find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then_some(v.trim())
+    })
+}
+
+/// The lines of a message head, less `Connection` and `Expect`, with `Connection:
+/// close`, ending with the blank line.
+fn closing(head: &str) -> String {
+    let mut out: String = head
+        .lines()
+        .filter(|l| !l.is_empty())
+        .filter(|l| {
+            let name = l.split(':').next().unwrap_or_default().trim();
+            !name.eq_ignore_ascii_case("connection") && !name.eq_ignore_ascii_case("expect")
+        })
+        .map(|l| format!("{l}\r\n"))
+        .collect();
+    out.push_str("Connection: close\r\n\r\n");
+    out
+}
+
+async fn read_request(client: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let end = loop {
+        if let Some(i) = find(&buf, b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = client.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let length: usize = header(&head, "content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    if header(&head, "expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue")) {
+        client
+            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .await
+            .ok()?;
+    }
+    let mut body = buf[end..].to_vec();
+    while body.len() < length {
+        let n = client.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    Some((head, body))
+}
+
+fn seen_of(head: &str, body: &[u8]) -> Seen {
+    let mut first = head.lines().next().unwrap_or_default().split(' ');
+    Seen {
+        method: first.next().unwrap_or_default().to_owned(),
+        target: first.next().unwrap_or_default().to_owned(),
+        action: header(head, "x-amz-target").unwrap_or_default().to_owned(),
+        body: String::from_utf8_lossy(body).into_owned(),
+    }
+}
+
+/// Sends the request to `upstream` and answers what came back, made to close.
+async fn forward(upstream: &str, head: &str, body: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut up = TcpStream::connect(upstream).await?;
+    up.write_all(closing(head).as_bytes()).await?;
+    up.write_all(body).await?;
+    let mut answer = Vec::new();
+    up.read_to_end(&mut answer).await?;
+    let Some(end) = find(&answer, b"\r\n\r\n") else {
+        return Ok(answer);
+    };
+    let mut out = closing(&String::from_utf8_lossy(&answer[..end])).into_bytes();
+    out.extend_from_slice(&answer[end + 4..]);
+    Ok(out)
+}
+
+/// The answer of a refused request, in the protocol it was asked in.
+fn refusal(fault: Fault, seen: &Seen) -> Vec<u8> {
+    let sqs = !seen.action.is_empty();
+    let (status, code) = match (fault, sqs) {
+        (Fault::Deny, _) => (403, "AccessDenied"),
+        (_, true) => (400, "ThrottlingException"),
+        (_, false) => (503, "SlowDown"),
+    };
+    let (kind, body) = if sqs {
+        (
+            "application/x-amz-json-1.0",
+            format!(r#"{{"__type":"com.amazonaws.sqs#{code}","message":"refused by the wire"}}"#),
+        )
+    } else {
+        (
+            "application/xml",
+            format!(
+                r#"<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>refused by the wire</Message></Error>"#
+            ),
+        )
+    };
+    format!(
+        "HTTP/1.1 {status} Refused\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+// ---- helpers ----
+
+/// A name no earlier run used (moto keeps what it holds while it runs): a fresh run
+/// prefix of the suite's, then `what`. Bucket and queue names alike.
+pub(crate) fn fresh(what: &str) -> String {
+    format!("{}{what}", fresh_prefix(&ManualClock::new()))
+}
+
+/// An S3 client of moto, as another tool would use it.
+fn s3(moto: &str, region: &str) -> aws_sdk_s3::Client {
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(region.to_owned()))
+        .endpoint_url(moto)
+        .force_path_style(true)
+        .credentials_provider(Credentials::new(
+            "SCWOTHERTOOL",
+            "other",
+            None,
+            None,
+            "test",
+        ))
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
+fn tags(pairs: &[(&str, &str)]) -> Tags {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn store(versioning: bool, expire: Option<u32>, tagged: Tags) -> ObjectStoreSettled {
+    ObjectStoreSettled {
+        versioning: Partial::Known(versioning),
+        expire_after_days: Partial::Known(expire),
+        tags: Partial::Known(tagged),
+    }
+}
+
+async fn create(
+    backend: &dyn Backend,
+    region: &str,
+    name: &str,
+    spec: &ObjectStoreSettled,
+) -> Result<Sighting, BackendError> {
+    backend
+        .create(
+            KIND,
+            region,
+            name,
+            SettledSpec::new::<ObjectStore>(spec),
+            &Marker::new("shop"),
+        )
+        .await
+        .map(|w| w.expect_done("Object Storage never defers"))
+}
+
+async fn update(
+    backend: &dyn Backend,
+    name: &str,
+    spec: &ObjectStoreSettled,
+) -> Result<Sighting, BackendError> {
+    backend
+        .update(KIND, REGION, name, SettledSpec::new::<ObjectStore>(spec))
+        .await
+        .map(|w| w.expect_done("Object Storage never defers"))
+}
+
+async fn bucket_tags(s3: &aws_sdk_s3::Client, bucket: &str) -> Tags {
+    match s3.get_bucket_tagging().bucket(bucket).send().await {
+        Ok(out) => out
+            .tag_set()
+            .iter()
+            .map(|t| (t.key().to_owned(), t.value().to_owned()))
+            .collect(),
+        Err(e)
+            if e.as_service_error().and_then(ProvideErrorMetadata::code)
+                == Some("NoSuchTagSet") =>
+        {
+            Tags::new()
+        }
+        Err(e) => panic!("GetBucketTagging of {bucket}: {e:?}"),
+    }
+}
+
+/// The versioning status of `bucket` as moto holds it. moto answers with a root element
+/// the SDK refuses (`GetBucketVersioningResponse`), so the status is taken from the body.
+async fn versioning_status(s3: &aws_sdk_s3::Client, bucket: &str) -> Option<String> {
+    match s3.get_bucket_versioning().bucket(bucket).send().await {
+        Ok(out) => out.status().map(|s| s.as_str().to_owned()),
+        Err(e) => {
+            let body = e
+                .raw_response()
+                .and_then(|r| r.body().bytes())
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default();
+            let (_, rest) = body.split_once("<Status>")?;
+            rest.split_once("</Status>")
+                .map(|(status, _)| status.to_owned())
+        }
+    }
+}
+
+/// Whether a read reports `versioning` as `on`, or leaves it unknown (moto's answer
+/// cannot be read by the SDK: the field is then never guessed).
+fn versioning_reported(read: &Sighting, on: bool) -> bool {
+    read.reported()
+        .get("versioning")
+        .is_none_or(|v| v.as_bool() == Some(on))
+}
+
+async fn exists(s3: &aws_sdk_s3::Client, bucket: &str) -> bool {
+    s3.get_bucket_location().bucket(bucket).send().await.is_ok()
+}
+
+/// The lifecycle rules of `bucket`, as (id, days) pairs, in order.
+async fn rules(s3: &aws_sdk_s3::Client, bucket: &str) -> Vec<(String, i32)> {
+    match s3
+        .get_bucket_lifecycle_configuration()
+        .bucket(bucket)
+        .send()
+        .await
+    {
+        Ok(out) => out
+            .rules()
+            .iter()
+            .map(|r| {
+                let days = r.expiration().and_then(|e| e.days()).unwrap_or_default();
+                (r.id().unwrap_or_default().to_owned(), days)
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+async fn made_elsewhere(s3: &aws_sdk_s3::Client, bucket: &str, tagged: &[(&str, &str)]) {
+    s3.create_bucket()
+        .bucket(bucket)
+        .create_bucket_configuration(
+            CreateBucketConfiguration::builder()
+                .location_constraint(BucketLocationConstraint::from(REGION))
+                .build(),
+        )
+        .send()
+        .await
+        .expect("another tool makes a bucket");
+    if tagged.is_empty() {
+        return;
+    }
+    let set = tagged
+        .iter()
+        .map(|(k, v)| Tag::builder().key(*k).value(*v).build().unwrap())
+        .collect();
+    s3.put_bucket_tagging()
+        .bucket(bucket)
+        .tagging(Tagging::builder().set_tag_set(Some(set)).build().unwrap())
+        .send()
+        .await
+        .expect("another tool tags its bucket");
+}
+
+/// Another tool adds a lifecycle rule of its own (`their-rule`, 7 days) next to the
+/// bucket's rules.
+async fn add_their_rule(direct: &aws_sdk_s3::Client, bucket: &str) {
+    let current = match direct
+        .get_bucket_lifecycle_configuration()
+        .bucket(bucket)
+        .send()
+        .await
+    {
+        Ok(out) => out.rules().to_vec(),
+        Err(_) => Vec::new(),
+    };
+    let theirs = LifecycleRule::builder()
+        .id("their-rule")
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix("logs/").build())
+        .expiration(LifecycleExpiration::builder().days(7).build())
+        .build()
+        .unwrap();
+    let mut all = current;
+    all.push(theirs);
+    direct
+        .put_bucket_lifecycle_configuration()
+        .bucket(bucket)
+        .lifecycle_configuration(
+            BucketLifecycleConfiguration::builder()
+                .set_rules(Some(all))
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .expect("another tool writes its rule");
+}
+
+async fn start() -> Option<(ScalewayServer, Wire, String)> {
+    let moto = moto()?;
+    let server = ScalewayServer::start(PROJECT, ORGANIZATION)
+        .await
+        .expect("the stand-in starts");
+    let wire = Wire::start(&moto).await;
+    Some((server, wire, moto))
+}
+
+// ---- the tests ----
+
+#[tokio::test]
+async fn a_bucket_is_created_in_its_region_and_tagged_with_the_marker_right_after() {
+    let Some((server, wire, moto)) = start().await else {
+        return;
+    };
+    let backend = backend(&server, Some(wire.url()));
+    let direct = s3(&moto, REGION);
+    let name = fresh("new");
+    let read = create(
+        backend.as_ref(),
+        REGION,
+        &name,
+        &store(true, Some(30), tags(&[("team", "web")])),
+    )
+    .await
+    .expect("the create succeeds");
+
+    // On the wire: CreateBucket in fr-par, then at once the tags with the marker.
+    let seen = wire.take();
+    let writes: Vec<&Seen> = seen.iter().filter(|s| s.writes()).collect();
+    assert!(
+        writes[0].method == "PUT" && writes[0].target.starts_with(&format!("/{name}")),
+        "{writes:?}"
+    );
+    assert!(
+        writes[0]
+            .body
+            .contains("<LocationConstraint>fr-par</LocationConstraint>")
+    );
+    assert!(!writes[0].target.contains("tagging") && !writes[0].body.contains("Tag"));
+    assert!(writes[1].target.contains("tagging"), "{writes:?}");
+    assert!(writes[1].body.contains(MARKER_KEY) && writes[1].body.contains("shop"));
+
+    // As another tool sees it.
+    let location = direct
+        .get_bucket_location()
+        .bucket(&name)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        location.location_constraint().map(|l| l.as_str()),
+        Some(REGION)
+    );
+    assert_eq!(
+        bucket_tags(&direct, &name).await,
+        tags(&[("team", "web"), (MARKER_KEY, "shop")])
+    );
+    assert_eq!(
+        versioning_status(&direct, &name).await.as_deref(),
+        Some("Enabled")
+    );
+    assert_eq!(
+        rules(&direct, &name).await,
+        [("infra-expire".to_owned(), 30)]
+    );
+
+    // As the backend reads it.
+    assert_eq!(read.handle, name);
+    let reported = Value::Object(read.reported().clone());
+    assert!(versioning_reported(&read, true), "{reported}");
+    assert_eq!(reported["expireAfterDays"], json!(30));
+    assert_eq!(reported["tags"], json!({"team": "web", MARKER_KEY: "shop"}));
+    assert_eq!(
+        read.raw_tags()
+            .and_then(|t| t.get(MARKER_KEY))
+            .map(String::as_str),
+        Some("shop")
+    );
+    assert_eq!(
+        read.observed_json()["endpoint"],
+        json!(format!("https://{name}.s3.fr-par.scw.cloud"))
+    );
+
+    backend
+        .delete(KIND, REGION, &name)
+        .await
+        .expect("the delete succeeds");
+    assert!(!exists(&direct, &name).await);
+    let again = backend.delete(KIND, REGION, &name).await.unwrap_err();
+    assert_eq!(again.kind, ErrorKind::NotFound, "{again}");
+    let gone = backend.read(KIND, REGION, &name).await.unwrap_err();
+    assert_eq!(gone.kind, ErrorKind::NotFound, "{gone}");
+    server.shutdown().await;
+}
+
+/// The names `list` answers in `region`.
+async fn listed(backend: &dyn Backend, region: &str) -> Vec<String> {
+    let all = backend
+        .list(KIND, region)
+        .await
+        .expect("the listing succeeds");
+    assert!(all.iter().all(|l| l.name == l.handle), "{all:?}");
+    all.into_iter().map(|l| l.name).collect()
+}
+
+#[tokio::test]
+async fn a_bucket_of_another_region_is_absent_in_every_call_and_every_listing() {
+    let Some((server, wire, moto)) = start().await else {
+        return;
+    };
+    let backend = backend(&server, Some(wire.url()));
+    let direct = s3(&moto, REGION);
+    let spec = store(false, None, Tags::new());
+    let name = fresh("par");
+    let there = fresh("ams");
+    create(backend.as_ref(), REGION, &name, &spec)
+        .await
+        .expect("the create in fr-par succeeds");
+    create(backend.as_ref(), OTHER, &there, &spec)
+        .await
+        .expect("the create in nl-ams succeeds");
+    let (par, ams) = (
+        listed(backend.as_ref(), REGION).await,
+        listed(backend.as_ref(), OTHER).await,
+    );
+    assert!(par.contains(&name) && !par.contains(&there), "{par:?}");
+    assert!(ams.contains(&there) && !ams.contains(&name), "{ams:?}");
+    for e in [
+        backend.read(KIND, OTHER, &name).await.unwrap_err(),
+        backend.ownership(KIND, OTHER, &name).await.unwrap_err(),
+        backend
+            .mark(KIND, OTHER, &name, &Marker::new("shop"))
+            .await
+            .unwrap_err(),
+        backend.delete(KIND, OTHER, &name).await.unwrap_err(),
+    ] {
+        assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    }
+    assert!(
+        exists(&direct, &name).await,
+        "a delete in nl-ams left the fr-par bucket alone"
+    );
+    backend
+        .delete(KIND, REGION, &name)
+        .await
+        .expect("the delete succeeds");
+    backend
+        .delete(KIND, OTHER, &there)
+        .await
+        .expect("the delete succeeds");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_bucket_that_cannot_be_marked_is_deleted_again_or_the_error_says_it_is_left() {
+    let Some((server, wire, moto)) = start().await else {
+        return;
+    };
+    let backend = backend(&server, Some(wire.url()));
+    let direct = s3(&moto, REGION);
+    let spec = store(false, None, Tags::new());
+
+    wire.fault(|s| (s.method == "PUT" && s.target.contains("tagging")).then_some(Fault::Deny));
+    let name = fresh("unmarked");
+    let e = create(backend.as_ref(), REGION, &name, &spec)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Denied, "{e}");
+    assert!(e.message.contains("deleted again"), "{e}");
+    assert!(
+        !exists(&direct, &name).await,
+        "the unmarked bucket was deleted"
+    );
+
+    wire.fault(|s| {
+        let tagging = s.method == "PUT" && s.target.contains("tagging");
+        (tagging || s.method == "DELETE").then_some(Fault::Deny)
+    });
+    let left = fresh("left");
+    let e = create(backend.as_ref(), REGION, &left, &spec)
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains("exists unmarked") && e.message.contains("by hand"),
+        "{e}"
+    );
+    assert!(exists(&direct, &left).await);
+    assert!(bucket_tags(&direct, &left).await.is_empty());
+    wire.heal();
+    direct.delete_bucket().bucket(&left).send().await.unwrap();
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn lifecycle_and_versioning_round_trip_and_another_tools_rule_is_kept() {
+    let Some((server, wire, moto)) = start().await else {
+        return;
+    };
+    let backend = backend(&server, Some(wire.url()));
+    let direct = s3(&moto, REGION);
+    let name = fresh("life");
+    create(
+        backend.as_ref(),
+        REGION,
+        &name,
+        &store(false, Some(30), Tags::new()),
+    )
+    .await
+    .expect("the create succeeds");
+
+    add_their_rule(&direct, &name).await;
+
+    let read = update(backend.as_ref(), &name, &store(true, Some(10), Tags::new()))
+        .await
+        .expect("the update succeeds");
+    let mut got = rules(&direct, &name).await;
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("infra-expire".to_owned(), 10),
+            ("their-rule".to_owned(), 7)
+        ]
+    );
+    assert_eq!(
+        versioning_status(&direct, &name).await.as_deref(),
+        Some("Enabled")
+    );
+    assert!(versioning_reported(&read, true));
+    assert_eq!(read.reported()["expireAfterDays"], json!(10));
+
+    let read = update(backend.as_ref(), &name, &store(false, None, Tags::new()))
+        .await
+        .expect("the update succeeds");
+    assert_eq!(rules(&direct, &name).await, [("their-rule".to_owned(), 7)]);
+    assert_eq!(
+        versioning_status(&direct, &name).await.as_deref(),
+        Some("Suspended")
+    );
+    assert!(versioning_reported(&read, false));
+    assert_eq!(read.reported()["expireAfterDays"], Value::Null);
+    // The marker is kept through updates that declare no marker.
+    assert_eq!(
+        bucket_tags(&direct, &name).await,
+        tags(&[(MARKER_KEY, "shop")])
+    );
+
+    backend
+        .delete(KIND, REGION, &name)
+        .await
+        .expect("the delete succeeds");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_update_writes_only_what_differs_and_removes_only_our_rule() {
+    let Some((server, wire, moto)) = start().await else {
+        return;
+    };
+    let backend = backend(&server, Some(wire.url()));
+    let direct = s3(&moto, REGION);
+    let name = fresh("same");
+    let spec = store(false, Some(3), tags(&[("team", "web")]));
+    create(backend.as_ref(), REGION, &name, &spec)
+        .await
+        .expect("the create succeeds");
+
+    // The same spec again writes nothing, but the versioning status when the read
+    // could not say it (moto's answer, which the SDK cannot read).
+    wire.take();
+    let read = update(backend.as_ref(), &name, &spec)
+        .await
+        .expect("the update succeeds");
+    let writes: Vec<Seen> = wire.take().into_iter().filter(Seen::writes).collect();
+    let unknown = !read.reported().contains_key("versioning");
+    assert!(
+        writes
+            .iter()
+            .all(|s| unknown && s.target.ends_with("?versioning")),
+        "an update with nothing to change wrote {writes:?}"
+    );
+    assert_eq!(
+        rules(&direct, &name).await,
+        [("infra-expire".to_owned(), 3)]
+    );
+
+    // Only our rule: none left, so no lifecycle at all.
+    update(
+        backend.as_ref(),
+        &name,
+        &store(false, None, tags(&[("team", "web")])),
+    )
+    .await
+    .expect("the update succeeds");
+    assert!(rules(&direct, &name).await.is_empty());
+    assert!(
+        direct
+            .get_bucket_lifecycle_configuration()
+            .bucket(&name)
+            .send()
+            .await
+            .is_err(),
+        "an empty lifecycle is deleted, never written"
+    );
+    backend
+        .delete(KIND, REGION, &name)
+        .await
+        .expect("the delete succeeds");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn mark_takes_over_a_bucket_made_elsewhere_keeping_its_tags_and_never_another_fleets() {
+    let Some((server, wire, moto)) = start().await else {
+        return;
+    };
+    let backend = backend(&server, Some(wire.url()));
+    let direct = s3(&moto, REGION);
+    let shop = Marker::new("shop");
+
+    let tagged = fresh("tagged");
+    made_elsewhere(&direct, &tagged, &[("owner", "ops")]).await;
+    let before = backend.ownership(KIND, REGION, &tagged).await.unwrap();
+    assert_eq!(before, tags(&[("owner", "ops")]));
+    backend
+        .mark(KIND, REGION, &tagged, &shop)
+        .await
+        .expect("the mark succeeds");
+    let marked = tags(&[("owner", "ops"), (MARKER_KEY, "shop")]);
+    assert_eq!(bucket_tags(&direct, &tagged).await, marked);
+    wire.take();
+    backend
+        .mark(KIND, REGION, &tagged, &shop)
+        .await
+        .expect("marking again succeeds");
+    assert!(
+        wire.take().iter().all(|s| !s.writes()),
+        "marking again wrote"
+    );
+    let e = backend
+        .mark(KIND, REGION, &tagged, &Marker::new("blog"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+    assert_eq!(bucket_tags(&direct, &tagged).await, marked);
+    let e = backend.mark(KIND, OTHER, &tagged, &shop).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+
+    let bare = fresh("bare");
+    made_elsewhere(&direct, &bare, &[]).await;
+    assert!(
+        backend
+            .ownership(KIND, REGION, &bare)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    backend
+        .mark(KIND, REGION, &bare, &shop)
+        .await
+        .expect("the mark succeeds");
+    assert_eq!(
+        bucket_tags(&direct, &bare).await,
+        tags(&[(MARKER_KEY, "shop")])
+    );
+
+    for name in [&tagged, &bare] {
+        backend
+            .delete(KIND, REGION, name)
+            .await
+            .expect("the delete succeeds");
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_name_already_taken_is_conflict_and_says_whose_the_bucket_is() {
+    let Some((server, wire, moto)) = start().await else {
+        return;
+    };
+    let backend = backend(&server, Some(wire.url()));
+    let direct = s3(&moto, REGION);
+    let spec = store(false, None, Tags::new());
+
+    let ours = fresh("ours");
+    create(backend.as_ref(), REGION, &ours, &spec)
+        .await
+        .expect("the create succeeds");
+    let e = create(backend.as_ref(), REGION, &ours, &spec)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+    assert!(e.message.contains("this fleet's marker"), "{e}");
+
+    let theirs = fresh("theirs");
+    made_elsewhere(&direct, &theirs, &[]).await;
+    let e = create(backend.as_ref(), REGION, &theirs, &spec)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+    assert!(e.message.contains("no marker"), "{e}");
+    assert!(
+        bucket_tags(&direct, &theirs).await.is_empty(),
+        "the refused create tagged it"
+    );
+
+    for name in [&ours, &theirs] {
+        backend
+            .delete(KIND, REGION, name)
+            .await
+            .expect("the delete succeeds");
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn denials_are_never_absence_throttling_is_transient_and_lost_creates_are_settled() {
+    let Some((server, wire, moto)) = start().await else {
+        return;
+    };
+    let backend = backend(&server, Some(wire.url()));
+    let direct = s3(&moto, REGION);
+    let spec = store(false, None, Tags::new());
+    let name = fresh("faults");
+    create(backend.as_ref(), REGION, &name, &spec)
+        .await
+        .expect("the create succeeds");
+
+    wire.fault(|_| Some(Fault::Deny));
+    for e in [
+        backend.read(KIND, REGION, &name).await.unwrap_err(),
+        backend.ownership(KIND, REGION, &name).await.unwrap_err(),
+        backend.list(KIND, REGION).await.unwrap_err(),
+        backend.delete(KIND, REGION, &name).await.unwrap_err(),
+    ] {
+        assert_eq!(e.kind, ErrorKind::Denied, "{e}");
+    }
+    wire.fault(|s| s.target.contains("versioning").then_some(Fault::Throttle));
+    let e = backend.read(KIND, REGION, &name).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Throttled, "{e}");
+    assert!(e.kind.is_transient());
+
+    // CreateBucket never reached Object Storage: uncertain, and nothing holds the name.
+    let dropped = fresh("dropped");
+    wire.fault(|s| (s.method == "PUT" && !s.target.contains('?')).then_some(Fault::Drop));
+    let e = create(backend.as_ref(), REGION, &dropped, &spec)
+        .await
+        .unwrap_err();
+    assert!(
+        e.may_have_been_sent && e.kind == ErrorKind::Unavailable,
+        "{e:?}"
+    );
+    assert!(!exists(&direct, &dropped).await);
+
+    // CreateBucket made the bucket but its answer was lost: found by name, unmarked,
+    // so it cannot be told from someone else's.
+    let lost = fresh("lost");
+    wire.fault(|s| (s.method == "PUT" && !s.target.contains('?')).then_some(Fault::Lose));
+    let e = create(backend.as_ref(), REGION, &lost, &spec)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+    assert!(e.message.contains("marker"), "{e}");
+    assert!(exists(&direct, &lost).await);
+    wire.heal();
+
+    for bucket in [&name, &lost] {
+        backend
+            .delete(KIND, REGION, bucket)
+            .await
+            .expect("the delete succeeds");
+    }
+    server.shutdown().await;
+}

@@ -124,14 +124,19 @@ fn compute(provider: &str, variant: Variant) -> Compute {
     }
 }
 
-fn queues(variant: Variant) -> Queues {
+fn queues(provider: &str, variant: Variant) -> Queues {
     Queues {
         fifo: Expr::lit(variant == Variant::Replace),
         visibility_timeout_seconds: known(if variant == Variant::Mutable { 60 } else { 30 }),
         retention_seconds: known(345_600),
         dead_letter: Partial::Known(None),
         max_receive_count: Partial::Unknown,
-        tags: tags(variant),
+        // Scaleway Queues take no tags.
+        tags: if provider == "scaleway" {
+            Partial::Unknown
+        } else {
+            tags(variant)
+        },
     }
 }
 
@@ -219,7 +224,7 @@ where
         })
         .mutable(true),
         KindSample::new::<P, Queues>(|f, region, name, v| {
-            f.declare(region, name, queues(v));
+            f.declare(region, name, queues(P::ID, v));
         })
         .mutable(true)
         .replace(true),

@@ -192,6 +192,10 @@ fn shrinks(before: &Value, after: &Value) -> bool {
     matches!((before.as_u64(), after.as_u64()), (Some(b), Some(a)) if a < b)
 }
 
+fn gains_tags(_: &Value, after: &Value) -> bool {
+    after.as_object().is_some_and(|tags| !tags.is_empty())
+}
+
 fn turns_off(before: &Value, after: &Value) -> bool {
     before == &Value::Bool(true) && after == &Value::Bool(false)
 }
@@ -218,6 +222,18 @@ const TAGGED: &[&str] = &[
     "s3Bucket",
     "securityGroup",
     "awsInstance",
+    "functionNamespace",
+    "containerNamespace",
+];
+
+/// The kinds with a `tags` field on Scaleway that take tags (Queues take none).
+const SCW_TAGGED: &[&str] = &[
+    "iam",
+    "objectStore",
+    "compute",
+    "secrets",
+    "imageRegistry",
+    "postgres",
     "functionNamespace",
     "containerNamespace",
 ];
@@ -276,6 +292,10 @@ const CLOUD_SQL_SHAPE: Change = Change::InPlaceUnless(
         None,
         "a Cloud SQL instance keeps a machine tier; it cannot become a serverless database",
     ),
+);
+const SCW_QUEUE_TAGS: Change = Change::InPlaceUnless(
+    gains_tags,
+    refused(None, "Scaleway Queues take no tags"),
 );
 const SCW_RDB_MAJOR: Change = Change::AtCreation(refused(
     None,
@@ -339,7 +359,11 @@ const NAMESPACE_FIXED: Change = Change::AtCreation(refused(
 pub const ROWS: &[Row] = &[
     // Tags are reported and changed in place everywhere: they are where a backend keeps
     // the ownership marker, and the conformance suite reads it back through `read`.
-    row(ALL, TAGGED, &["tags"], REPORTED, IN_PLACE),
+    row(AWS_GCP, TAGGED, &["tags"], REPORTED, IN_PLACE),
+    row(SCW, SCW_TAGGED, &["tags"], REPORTED, IN_PLACE),
+    // Scaleway Queues take no tags at all: a queue reports none, and declaring one is
+    // refused. (Their ownership cannot be proven: an owned orphan is never deleted.)
+    row(SCW, &["queues"], &["tags"], REPORTED, SCW_QUEUE_TAGS),
 
     // ---- iam ----
     // UpdateRole, UpdateAssumeRolePolicy, Attach/DetachRolePolicy; GCP: the project's

@@ -92,6 +92,17 @@ pub(crate) fn region_exists(provider: &str, region: &str) -> bool {
     }
 }
 
+/// Whether the provider keeps tags on resources of the kind, so that ownership can be
+/// read: Scaleway Queues take none.
+pub(crate) fn tags_readable(provider: &str, kind: &str) -> bool {
+    !(provider == "scaleway" && kind == "queues")
+}
+
+/// The refusal of a tag call on a kind that keeps no tags.
+pub(crate) fn no_tags(provider: &str, kind: &str) -> BackendError {
+    invalid(provider, format!("{provider} {kind} take no tags"))
+}
+
 /// Checks that a call names a kind and a region the provider has.
 pub(crate) fn check_scope(provider: &str, kind: &str, region: &str) -> Result<(), BackendError> {
     if !kinds_of(provider).contains(&kind) {

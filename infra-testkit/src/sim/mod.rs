@@ -826,6 +826,11 @@ impl<K: Kind> KindBackend<K> for SimProvider {
         kinds::name_scope(self.provider, K::ID).is_none()
     }
 
+    /// Scaleway Queues take no tags: their ownership cannot be read.
+    fn tags_readable(&self) -> bool {
+        kinds::tags_readable(self.provider, K::ID)
+    }
+
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         let call = self.record(Op::List, Some(K::ID), Some(region), None, None);
@@ -917,6 +922,9 @@ impl<K: Kind> KindBackend<K> for SimProvider {
                     .filter(|s| s.provider == provider && s.kind == kind && s.region == region)
                     .ok_or_else(|| kinds::not_found(provider, kind, handle))?;
                 c.name = Some(stored.name.clone());
+                if !kinds::tags_readable(provider, kind) {
+                    return Err(kinds::no_tags(provider, kind));
+                }
                 match stored.tags.get(&key).map(String::as_str) {
                     // Already this fleet's (or the legacy value every fleet reads as its
                     // own): nothing to write.

@@ -683,6 +683,9 @@ impl World {
         let id = self.find(call.provider, kind, region, handle)?;
         let stored = &self.resources[&id];
         call.name = Some(stored.name.clone());
+        if !kinds::tags_readable(call.provider, kind) {
+            return Err(kinds::no_tags(call.provider, kind));
+        }
         Ok(stored.tags.clone())
     }
 
@@ -800,7 +803,11 @@ impl World {
             .get("tags")
             .map(tags_from_json)
             .unwrap_or_default();
-        tags.insert(marker.key().to_string(), marker.value().to_string());
+        if kinds::tags_readable(call.provider, kind) {
+            tags.insert(marker.key().to_string(), marker.value().to_string());
+        } else if !tags.is_empty() {
+            return Err(kinds::no_tags(call.provider, kind));
+        }
         let handle = self.insert(call.provider, kind, region, name, prepared, tags)?;
         call.handle = Some(handle.clone());
         Ok(&self.resources[&self.handles[&handle]])
@@ -830,6 +837,11 @@ impl World {
             .ok_or_else(|| kinds::not_found(provider, kind, handle))?;
         call.name = Some(stored.name.clone());
         let asked_tags = asked.remove("tags");
+        if let Some(value) = &asked_tags
+            && let Some(refusal) = clouds::refusal(provider, kind, "tags", None, value)
+        {
+            return Err(refusal.error(provider, handle, "tags"));
+        }
         kinds::drop_instructions(provider, kind, &mut asked);
         // A change the cloud cannot make refuses the whole update: nothing is applied.
         for (field, value) in &asked {

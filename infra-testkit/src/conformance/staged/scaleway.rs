@@ -254,7 +254,7 @@ impl Staging<'_> {
             here,
             self.name("api"),
             Compute {
-                runtime: Expr::lit("python311".to_owned()),
+                runtime: Expr::lit("python3.11".to_owned()),
                 handler: Expr::lit("handler.handle".to_owned()),
                 code: Expr::lit(archive.to_owned()),
                 code_sha256: Partial::Unknown,
@@ -316,7 +316,7 @@ impl Staging<'_> {
                 tags: staged_tags(),
                 ..Postgres::classic(PostgresClassic {
                     engine_version: "16",
-                    instance_class: "db-dev-s",
+                    instance_class: "DB-DEV-S",
                     master_username: "app",
                     master_password: password,
                 })
