@@ -160,7 +160,7 @@ pub fn fleet(suffix: Option<&str>, project: Option<&str>) -> Result<Fleet, Check
             tags,
             ..Postgres::classic(PostgresClassic {
                 engine_version: "16",
-                instance_class: "db-dev-s",
+                instance_class: "DB-DEV-S",
                 master_username: "app",
                 master_password: password,
             })
