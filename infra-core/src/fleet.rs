@@ -336,6 +336,12 @@ impl Fleet {
     pub fn plan(&self) -> crate::Plan {
         crate::Plan::declared(self)
     }
+
+    /// Every resource absent: the teardown of the whole fleet, what `destroy` applies.
+    /// Its order comes from the declaration's references, read backwards.
+    pub fn teardown(&self) -> crate::Plan {
+        crate::Plan::absent(self)
+    }
 }
 
 /// One declared resource, seen through its fleet.

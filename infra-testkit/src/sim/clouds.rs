@@ -293,10 +293,8 @@ const CLOUD_SQL_SHAPE: Change = Change::InPlaceUnless(
         "a Cloud SQL instance keeps a machine tier; it cannot become a serverless database",
     ),
 );
-const SCW_QUEUE_TAGS: Change = Change::InPlaceUnless(
-    gains_tags,
-    refused(None, "Scaleway Queues take no tags"),
-);
+const SCW_QUEUE_TAGS: Change =
+    Change::InPlaceUnless(gains_tags, refused(None, "Scaleway Queues take no tags"));
 const SCW_RDB_MAJOR: Change = Change::AtCreation(refused(
     None,
     "a Database Instance keeps its major version: Scaleway's major upgrade makes a new \

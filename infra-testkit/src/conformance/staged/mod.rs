@@ -7,7 +7,9 @@
 //!    nothing deleted;
 //! 3. **ramp-down** — the additions removed: deletes only;
 //! 4. **trimmed** — only the simplest resources kept: deletes only;
-//! 5. **empty** — nothing declared: everything left is deleted.
+//! 5. **empty** — the trimmed fleet torn down, as `destroy` does: everything left is
+//!    deleted (a resource whose ownership cannot be read, such as a Scaleway queue, is
+//!    deleted only this way, never as an orphan).
 //!
 //! After every stage a second plan must have no changes and the records must list
 //! exactly the declaration. [`run_stages`] drives any provider's fleet;
@@ -89,11 +91,19 @@ pub async fn run_stages(
     let store = Arc::new(MemoryStore::new());
     let engine = Engine::new(Backends::new().with(backend), store.clone()).with_clock(clock);
     let mut out = Vec::new();
+    let mut previous: Option<Fleet> = None;
     for stage in Stage::ALL {
         let fleet = fleet(stage);
         let name = stage.name();
+        // The last stage tears the previous fleet down, as `destroy` does: a resource
+        // whose ownership cannot be read (a Scaleway queue) is deleted only as a
+        // declared resource the ledger lists, never as an orphan.
+        let plan = match (stage, &previous) {
+            (Stage::Empty, Some(last)) => last.teardown(),
+            _ => fleet.plan(),
+        };
         let outcome = engine
-            .apply(&fleet.plan(), &Options::default().force(true))
+            .apply(&plan, &Options::default().force(true))
             .await
             .map_err(|e| format!("stage {name}: the apply could not run: {e}"))?;
         if !outcome.result.is_success() {
@@ -119,7 +129,9 @@ pub async fn run_stages(
             Stage::RampDown | Stage::Trimmed => {
                 counts.deleted >= 1 && counts.created == 0 && counts.replaced == 0
             }
-            Stage::Empty => outcome.result.applied.is_empty() && counts.deleted >= 1,
+            Stage::Empty => {
+                counts.created + counts.updated + counts.replaced == 0 && counts.deleted >= 1
+            }
         };
         if !expected {
             return Err(format!(
@@ -148,6 +160,7 @@ pub async fn run_stages(
             ));
         }
         out.push((stage, counts));
+        previous = Some(fleet);
     }
     Ok(out)
 }

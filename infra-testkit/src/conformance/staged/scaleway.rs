@@ -23,8 +23,9 @@ pub const EMPTY_ZIP: [u8; 22] = [
 /// generated secret, a queue sending to its dead-letter queue, a secret composed from
 /// the queue's id and another secret.
 ///
-/// Queues carry no tags (Scaleway Queues take none); registries ask for neither scan on
-/// push nor immutable tags (Scaleway has neither).
+/// Queues carry no tags (Scaleway Queues take none), and none is added and removed
+/// again (an orphan queue is never deleted); registries ask for neither scan on push nor
+/// immutable tags (Scaleway has neither).
 pub fn scaleway_fleet(prefix: &str, kinds: &BTreeSet<&str>, stage: Stage, archive: &str) -> Fleet {
     let mut f = Fleet::builder(format!("{prefix}staged"));
     if stage == Stage::Empty {
@@ -155,9 +156,8 @@ impl Staging<'_> {
             self.name("jobs"),
             queue(Some(dead), known(5), if changed { 60 } else { 30 }),
         );
-        if self.added {
-            f.declare(here, self.name("events"), queue(None, Partial::Unknown, 20));
-        }
+        // No queue is added in ramp-up: a queue's ownership cannot be read, so one left
+        // out of the declaration is never deleted as an orphan.
         if let Some(key) = api_key {
             let queue_id = Expr::observed(jobs).map(|q: &QueuesObserved| q.id.clone());
             f.declare(
