@@ -1,10 +1,14 @@
-//! What the HTTP stand-ins share: the accept loop on loopback, and the decoding of
-//! paths and queries.
+//! What the HTTP stand-ins share: a server running on loopback (its address, its
+//! state, and the means to stop it), the accept loop, and the decoding of paths and
+//! queries.
 
+#[cfg(any(feature = "gcp", feature = "scaleway"))]
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::future::Future;
-use std::sync::Arc;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -14,11 +18,106 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
+
+/// A stand-in serving on `127.0.0.1`: its state behind a lock, and its accept loop,
+/// stopped by [`Running::shutdown`] or, abruptly, when dropped.
+pub(crate) struct Running<S> {
+    address: SocketAddr,
+    state: Arc<Mutex<S>>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl<S: Send + 'static> Running<S> {
+    /// Binds `port` of `127.0.0.1` (0: a free one), makes the state from the address
+    /// bound (`http://127.0.0.1:PORT`), and serves each request with `answer`.
+    pub(crate) async fn start<F, Fut>(
+        port: u16,
+        state: impl FnOnce(&str) -> S,
+        answer: F,
+    ) -> io::Result<Self>
+    where
+        F: Fn(Arc<Mutex<S>>, Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+    {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        let address = listener.local_addr()?;
+        let state = Arc::new(Mutex::new(state(&format!("http://{address}"))));
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(serve(listener, Arc::clone(&state), stopped, answer));
+        Ok(Running {
+            address,
+            state,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// The socket address served.
+    pub(crate) fn socket_addr(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// The base address, `http://127.0.0.1:PORT`.
+    pub(crate) fn address(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// The state, locked (a poisoned lock is taken over: a test that panicked must not
+    /// hide the state from the next).
+    pub(crate) fn state(&self) -> MutexGuard<'_, S> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The state, shared (for hooks that act on it).
+    #[cfg(any(feature = "gcp", feature = "scaleway"))]
+    pub(crate) fn shared(&self) -> Arc<Mutex<S>> {
+        Arc::clone(&self.state)
+    }
+
+    /// Stops the server and waits until it has stopped; open connections are closed.
+    pub(crate) async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl<S> Drop for Running<S> {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// One request a stand-in served, as recorded for tests to read.
+#[cfg(any(feature = "gcp", feature = "scaleway"))]
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct RecordedRequest {
+    /// The method.
+    pub method: String,
+    /// The path, decoded.
+    pub path: String,
+    /// The query parameters, decoded.
+    pub query: BTreeMap<String, String>,
+    /// The body (`Null` when empty), secret values replaced by `"<redacted>"`.
+    pub body: serde_json::Value,
+    /// The status answered.
+    pub status: u16,
+}
 
 /// Accepts connections on `listener` until `stopped` fires, answering each request with
 /// `answer` (given the shared `state`); connections still open are then closed.
-pub(crate) async fn serve<S, F, Fut>(
+async fn serve<S, F, Fut>(
     listener: TcpListener,
     state: Arc<S>,
     mut stopped: oneshot::Receiver<()>,
@@ -53,6 +152,7 @@ pub(crate) async fn serve<S, F, Fut>(
 }
 
 /// `%XX` escapes decoded (and `+` kept: the clients send `%20` for spaces).
+#[cfg(any(feature = "gcp", feature = "scaleway"))]
 pub(crate) fn decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let hex = |b: u8| (b as char).to_digit(16);
@@ -74,6 +174,7 @@ pub(crate) fn decode(text: &str) -> String {
 }
 
 /// A query string's parameters, decoded.
+#[cfg(any(feature = "gcp", feature = "scaleway"))]
 pub(crate) fn parse_query(query: Option<&str>) -> BTreeMap<String, String> {
     query
         .unwrap_or("")
@@ -86,7 +187,7 @@ pub(crate) fn parse_query(query: Option<&str>) -> BTreeMap<String, String> {
         .collect()
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "gcp", feature = "scaleway")))]
 mod tests {
     use super::*;
 

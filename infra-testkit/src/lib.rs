@@ -12,7 +12,7 @@ pub mod check;
 pub mod conformance;
 #[cfg(feature = "gcp")]
 pub mod gcp;
-#[cfg(any(feature = "gcp", feature = "scaleway"))]
+#[cfg(any(feature = "gcp", feature = "scaleway", feature = "transit"))]
 mod http;
 #[cfg(feature = "scaleway")]
 pub mod scaleway;

@@ -149,12 +149,11 @@ async fn the_staged_scenario_runs_on_the_stand_ins_and_leaves_nothing_behind() {
     server.shutdown().await;
 }
 
-/// The README's per-kind tables say, for every field, whether Scaleway reports it and
-/// how it changes after creation; the simulated cloud's Scaleway rows must say the same,
-/// so that a fleet planned against the simulator meets no surprise on Scaleway.
+/// The README's per-kind tables say, for every field, whether Scaleway reports it and how
+/// it changes after creation; the simulated cloud's Scaleway rows must say the same, so that
+/// a fleet planned against the simulator meets no surprise on Scaleway.
 #[test]
 fn the_readme_tables_and_the_simulated_cloud_agree_on_what_scaleway_reports() {
-    use infra_testkit::sim::clouds::{Change, ROWS, Read, behaviour};
     const KINDS: [&str; 11] = [
         "objectStore",
         "queues",
@@ -168,70 +167,10 @@ fn the_readme_tables_and_the_simulated_cloud_agree_on_what_scaleway_reports() {
         "containerNamespace",
         "container",
     ];
-    let readme = include_str!("../../README.md");
-    let mut table = std::collections::BTreeMap::new();
-    let mut kind: Option<&str> = None;
-    for line in readme.lines() {
-        if let Some(heading) = line.strip_prefix("### `") {
-            kind = heading.split('`').next().filter(|k| KINDS.contains(k));
-            continue;
-        }
-        let (Some(kind), Some(row)) = (kind, line.strip_prefix("| `")) else {
-            continue;
-        };
-        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
-        assert!(
-            cells.len() >= 4,
-            "a README row of `{kind}` has too few cells: {line}"
-        );
-        let field = row.split('`').next().unwrap();
-        let (reports, change) = (cells[cells.len() - 2], cells[cells.len() - 1]);
-        assert!(
-            table.insert((kind, field), (reports, change)).is_none(),
-            "`{kind}`.`{field}` has two README rows"
-        );
-    }
-    for kind in KINDS {
-        let fields: Vec<&str> = ROWS
-            .iter()
-            .filter(|r| r.providers.contains(&"scaleway") && r.kinds.contains(&kind))
-            .flat_map(|r| r.fields.iter().copied())
-            .collect();
-        assert!(
-            !fields.is_empty(),
-            "the simulated cloud has no Scaleway row of `{kind}`"
-        );
-        for field in fields {
-            let row = behaviour("scaleway", kind, field).unwrap();
-            let Some((reports, change)) = table.remove(&(kind, field)) else {
-                panic!("the README has no row for `{kind}`.`{field}`");
-            };
-            let read_agrees = match row.read {
-                Read::Reported => reports == "always",
-                Read::Unreported => reports == "never",
-                Read::ReportedWhen(_) => reports.starts_with("when "),
-            };
-            assert!(
-                read_agrees,
-                "`{kind}`.`{field}`: the README says Scaleway reports it `{reports}`, the \
-                 simulated cloud says {:?}",
-                row.read
-            );
-            let change_agrees = match row.change {
-                Change::InPlace => change == "in place",
-                Change::AtCreation(_) => change.starts_with("at creation"),
-                Change::InPlaceUnless(..) => change.starts_with("in place, except"),
-            };
-            assert!(
-                change_agrees,
-                "`{kind}`.`{field}`: the README says it changes `{change}`, the simulated \
-                 cloud says {:?}",
-                row.change
-            );
-        }
-    }
-    assert!(
-        table.is_empty(),
-        "README rows of fields the simulated cloud does not know: {table:?}"
+    let problems = infra_testkit::sim::readme_tables::disagreements(
+        "scaleway",
+        &KINDS,
+        include_str!("../../README.md"),
     );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

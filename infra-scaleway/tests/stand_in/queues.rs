@@ -9,10 +9,9 @@
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::types::QueueAttributeName;
 use infra_core::kinds::{Queues, QueuesSettled, Tags};
-use infra_core::prelude::{Expr, Handle, Partial, Scaleway};
+use infra_core::prelude::{Handle, Partial};
 use infra_core::sdk::{Backend, BackendError, ErrorKind, Marker, SettledSpec, Sighting};
-use infra_testkit::conformance::{Conformance, KindSample, Variant};
-use infra_testkit::scaleway::{ScalewayHooks, ScalewayServer};
+use infra_testkit::scaleway::ScalewayServer;
 use serde_json::{Value, json};
 
 use super::object_storage::{Fault, Seen, Wire, fresh};
@@ -427,64 +426,5 @@ async fn a_denied_call_is_denied_and_a_lost_create_stays_uncertain() {
             .await
             .expect("the delete succeeds");
     }
-    server.shutdown().await;
-}
-
-/// The portable sample of the suite, less its tags (Scaleway Queues take none).
-fn tagless_sample() -> KindSample {
-    KindSample::new::<Scaleway, Queues>(|f, region, name, v| {
-        f.declare(
-            region,
-            name,
-            Queues {
-                fifo: Expr::lit(v == Variant::Replace),
-                visibility_timeout_seconds: Partial::Known(Expr::lit(if v == Variant::Mutable {
-                    60
-                } else {
-                    30
-                })),
-                retention_seconds: Partial::Known(Expr::lit(345_600)),
-                dead_letter: Partial::Known(None),
-                max_receive_count: Partial::Unknown,
-                tags: Partial::Unknown,
-            },
-        );
-    })
-    .mutable(true)
-    .replace(true)
-}
-
-/// The check that cannot pass for a kind without tags until the suite skips it for
-/// kinds whose tags cannot be read: it demands the marker among the reported tags.
-const MARKER_IN_TAGS: &str = "read_reports_the_marker_and_the_engine_strips_it";
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn queues_pass_the_conformance_suite_on_a_sample_without_tags() {
-    let Some(moto) = moto() else {
-        return;
-    };
-    let server = ScalewayServer::start(PROJECT, ORGANIZATION)
-        .await
-        .expect("the stand-in starts");
-    let backend = backend(&server, Some(&moto));
-    let report = Conformance::new(
-        backend.clone() as std::sync::Arc<dyn Backend>,
-        vec![tagless_sample()],
-    )
-    .regions(REGION, Some(OTHER))
-    .hooks(std::sync::Arc::new(ScalewayHooks::new(&server)))
-    .run()
-    .await;
-    eprintln!("{report}");
-    let failed: Vec<String> = report
-        .failed()
-        .filter(|o| o.check != MARKER_IN_TAGS)
-        .map(ToString::to_string)
-        .collect();
-    assert!(failed.is_empty(), "queues fail: {failed:#?}");
-    assert!(
-        report.passed().filter(|o| o.kind == Some(KIND)).count() >= 10,
-        "too few checks of queues passed:\n{report}"
-    );
     server.shutdown().await;
 }

@@ -8,14 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use infra_core::kinds::{ImageRegistry, ImageRegistrySettled, Tags};
-use infra_core::prelude::{Expr, Partial, Scaleway};
+use infra_core::prelude::Partial;
 use infra_core::sdk::{
     Backend, BackendError, Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, RawTags, SettledSpec,
     Sighting,
 };
 use infra_scaleway::ScalewayBackend;
-use infra_testkit::conformance::{Conformance, KindSample, Variant};
-use infra_testkit::scaleway::{ScalewayHooks, ScalewayProduct, ScalewayServer};
+use infra_testkit::scaleway::{ScalewayProduct, ScalewayServer};
 use serde_json::{Value, json};
 
 use super::{ORGANIZATION, PROJECT, backend, config};
@@ -438,38 +437,5 @@ async fn a_denial_is_denied_and_throttling_throttled_never_absent() {
         backend.list("imageRegistry", REGION).await.unwrap().len(),
         1
     );
-    server.shutdown().await;
-}
-
-/// The built-in sample declares `scanOnPush: true` in its Mutable variant, which
-/// Scaleway cannot honour (and this backend refuses). This is the suite on the same
-/// sample with `scanOnPush: false` throughout: its tags still change.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_suite_passes_on_a_sample_scaleway_can_honour() {
-    let server = start().await;
-    let backend = backend(&server, None);
-    let sample = KindSample::new::<Scaleway, ImageRegistry>(|f, region, name, v| {
-        let mut tags = Tags::from([("suite".to_owned(), "conformance".to_owned())]);
-        if v == Variant::Mutable {
-            tags.insert("variant".to_owned(), "mutable".to_owned());
-        }
-        f.declare(
-            region,
-            name,
-            ImageRegistry {
-                scan_on_push: Partial::Known(Expr::lit(false)),
-                immutable_tags: Partial::Known(Expr::lit(false)),
-                tags: Partial::Known(Expr::lit(tags)),
-            },
-        );
-    })
-    .mutable(true);
-    let report = Conformance::new(backend.clone() as Arc<dyn Backend>, vec![sample])
-        .regions(REGION, Some(OTHER))
-        .hooks(Arc::new(ScalewayHooks::new(&server)))
-        .run()
-        .await;
-    eprintln!("{report}");
-    report.assert_passed_with(true);
     server.shutdown().await;
 }

@@ -54,19 +54,16 @@ mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::conformance::ConformanceHooks;
-use crate::http::{decode, parse_query};
+pub use crate::http::RecordedRequest;
+use crate::http::{Running, decode, parse_query};
 use wire::{Operations, Reply, Req};
 
 /// The largest request body served (8 MiB).
@@ -128,22 +125,6 @@ impl GcpService {
             _ => None,
         }
     }
-}
-
-/// One request the stand-in served.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct RecordedRequest {
-    /// The method.
-    pub method: String,
-    /// The path, decoded.
-    pub path: String,
-    /// The query parameters, decoded (`$alt` left out).
-    pub query: BTreeMap<String, String>,
-    /// The body (`Null` when empty), secret payloads replaced by `"<redacted>"`.
-    pub body: Value,
-    /// The status answered.
-    pub status: u16,
 }
 
 /// Faults armed on the stand-in.
@@ -329,16 +310,13 @@ impl State {
 
 /// A running stand-in (see the module documentation).
 pub struct GcpServer {
-    address: SocketAddr,
-    state: Arc<Mutex<State>>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    running: Running<State>,
 }
 
 impl std::fmt::Debug for GcpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GcpServer")
-            .field("address", &self.address)
+            .field("address", &self.running.socket_addr())
             .finish_non_exhaustive()
     }
 }
@@ -358,28 +336,19 @@ impl GcpServer {
     /// # Errors
     /// When the port cannot be bound.
     pub async fn start_on(project: &str, port: u16) -> io::Result<Self> {
-        let state = Arc::new(Mutex::new(State::new(project, 3)));
-        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-        let address = listener.local_addr()?;
-        let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(crate::http::serve(
-            listener,
-            Arc::clone(&state),
-            stopped,
+        let running = Running::start(
+            port,
+            |_| State::new(project, 3),
             |state, request| async move { answer(&state, request).await },
-        ));
-        Ok(GcpServer {
-            address,
-            state,
-            stop: Some(stop),
-            task: Some(task),
-        })
+        )
+        .await?;
+        Ok(GcpServer { running })
     }
 
     /// The base address, `http://127.0.0.1:PORT`.
     #[must_use]
     pub fn address(&self) -> String {
-        format!("http://{}", self.address)
+        self.running.address()
     }
 
     /// The project that exists.
@@ -444,28 +413,12 @@ impl GcpServer {
     }
 
     /// Stops the server and waits until it has stopped.
-    pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
+    pub async fn shutdown(self) {
+        self.running.shutdown().await;
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Drop for GcpServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
+        self.running.state()
     }
 }
 
@@ -482,7 +435,7 @@ impl GcpHooks {
     #[must_use]
     pub fn new(server: &GcpServer) -> Self {
         GcpHooks {
-            state: Arc::clone(&server.state),
+            state: server.running.shared(),
         }
     }
 

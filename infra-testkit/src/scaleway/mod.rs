@@ -55,19 +55,16 @@ mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::conformance::ConformanceHooks;
-use crate::http::{decode, parse_query};
+pub use crate::http::RecordedRequest;
+use crate::http::{Running, decode, parse_query};
 use wire::{Reply, Req};
 
 /// The largest request body served (64 MiB: function archives are uploaded elsewhere,
@@ -126,22 +123,6 @@ impl ScalewayProduct {
             _ => return None,
         })
     }
-}
-
-/// One request the stand-in served.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct RecordedRequest {
-    /// The method.
-    pub method: String,
-    /// The path, decoded.
-    pub path: String,
-    /// The query parameters, decoded.
-    pub query: BTreeMap<String, String>,
-    /// The body (`Null` when empty), secret values replaced by `"<redacted>"`.
-    pub body: Value,
-    /// The status answered.
-    pub status: u16,
 }
 
 /// Faults armed on the stand-in.
@@ -337,16 +318,13 @@ impl State {
 
 /// A running stand-in (see the module documentation).
 pub struct ScalewayServer {
-    address: SocketAddr,
-    state: Arc<Mutex<State>>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    running: Running<State>,
 }
 
 impl std::fmt::Debug for ScalewayServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ScalewayServer")
-            .field("address", &self.address)
+            .field("address", &self.running.socket_addr())
             .finish_non_exhaustive()
     }
 }
@@ -365,32 +343,19 @@ impl ScalewayServer {
     /// # Errors
     /// When the port cannot be bound.
     pub async fn start_on(project: &str, organization: &str, port: u16) -> io::Result<Self> {
-        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-        let address = listener.local_addr()?;
-        let state = Arc::new(Mutex::new(State::new(
-            &format!("http://{address}"),
-            project,
-            organization,
-        )));
-        let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(crate::http::serve(
-            listener,
-            Arc::clone(&state),
-            stopped,
+        let running = Running::start(
+            port,
+            |address| State::new(address, project, organization),
             |state, request| async move { answer(&state, request).await },
-        ));
-        Ok(ScalewayServer {
-            address,
-            state,
-            stop: Some(stop),
-            task: Some(task),
-        })
+        )
+        .await?;
+        Ok(ScalewayServer { running })
     }
 
     /// The base address, `http://127.0.0.1:PORT`.
     #[must_use]
     pub fn address(&self) -> String {
-        format!("http://{}", self.address)
+        self.running.address()
     }
 
     /// The token every call must carry in `X-Auth-Token` (`stand-in`, the secret key of
@@ -453,28 +418,12 @@ impl ScalewayServer {
     }
 
     /// Stops the server and waits until it has stopped.
-    pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
+    pub async fn shutdown(self) {
+        self.running.shutdown().await;
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Drop for ScalewayServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
+        self.running.state()
     }
 }
 
@@ -491,7 +440,7 @@ impl ScalewayHooks {
     #[must_use]
     pub fn new(server: &ScalewayServer) -> Self {
         ScalewayHooks {
-            state: Arc::clone(&server.state),
+            state: server.running.shared(),
         }
     }
 

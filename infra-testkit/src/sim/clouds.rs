@@ -192,10 +192,6 @@ fn shrinks(before: &Value, after: &Value) -> bool {
     matches!((before.as_u64(), after.as_u64()), (Some(b), Some(a)) if a < b)
 }
 
-fn gains_tags(_: &Value, after: &Value) -> bool {
-    after.as_object().is_some_and(|tags| !tags.is_empty())
-}
-
 fn turns_off(before: &Value, after: &Value) -> bool {
     before == &Value::Bool(true) && after == &Value::Bool(false)
 }
@@ -222,18 +218,6 @@ const TAGGED: &[&str] = &[
     "s3Bucket",
     "securityGroup",
     "awsInstance",
-    "functionNamespace",
-    "containerNamespace",
-];
-
-/// The kinds with a `tags` field on Scaleway that take tags (Queues take none).
-const SCW_TAGGED: &[&str] = &[
-    "iam",
-    "objectStore",
-    "compute",
-    "secrets",
-    "imageRegistry",
-    "postgres",
     "functionNamespace",
     "containerNamespace",
 ];
@@ -293,13 +277,6 @@ const CLOUD_SQL_SHAPE: Change = Change::InPlaceUnless(
         "a Cloud SQL instance keeps a machine tier; it cannot become a serverless database",
     ),
 );
-const SCW_QUEUE_TAGS: Change =
-    Change::InPlaceUnless(gains_tags, refused(None, "Scaleway Queues take no tags"));
-const SCW_RDB_MAJOR: Change = Change::AtCreation(refused(
-    None,
-    "a Database Instance keeps its major version: Scaleway's major upgrade makes a new \
-     Database Instance",
-));
 const SCW_RDB_SHAPE: Change = Change::InPlaceUnless(
     changes_shape,
     refused(
@@ -357,11 +334,9 @@ const NAMESPACE_FIXED: Change = Change::AtCreation(refused(
 pub const ROWS: &[Row] = &[
     // Tags are reported and changed in place everywhere: they are where a backend keeps
     // the ownership marker, and the conformance suite reads it back through `read`.
-    row(AWS_GCP, TAGGED, &["tags"], REPORTED, IN_PLACE),
-    row(SCW, SCW_TAGGED, &["tags"], REPORTED, IN_PLACE),
-    // Scaleway Queues take no tags at all: a queue reports none, and declaring one is
-    // refused. (Their ownership cannot be proven: an owned orphan is never deleted.)
-    row(SCW, &["queues"], &["tags"], REPORTED, SCW_QUEUE_TAGS),
+    // Scaleway Queues take no tags at all: a queue reports none (`{}`), and a declared
+    // tag is refused whole, never planned as a change (see `kinds::tags_readable`).
+    row(ALL, TAGGED, &["tags"], REPORTED, IN_PLACE),
 
     // ---- iam ----
     // UpdateRole, UpdateAssumeRolePolicy, Attach/DetachRolePolicy; GCP: the project's
@@ -435,10 +410,7 @@ pub const ROWS: &[Row] = &[
     // ---- postgres ----
     // ModifyDBInstance (AllowMajorVersionUpgrade, BackupRetentionPeriod);
     // instances.patch; UpgradeInstance, UpdateInstance.
-    row(AWS_GCP, &["postgres"], &["engineVersion"], REPORTED, IN_PLACE),
-    // Scaleway's major upgrade makes a new Database Instance, with another id.
-    row(SCW, &["postgres"], &["engineVersion"], REPORTED, SCW_RDB_MAJOR),
-    row(ALL, &["postgres"], &["backupRetentionDays"], REPORTED, IN_PLACE),
+    row(ALL, &["postgres"], &["engineVersion", "backupRetentionDays"], REPORTED, IN_PLACE),
     // The administrator is made with the database; no API renames a user.
     row(ALL, &["postgres"], &["masterUsername"], REPORTED, MASTER_USER),
     // A new password can be set (ModifyDBInstance, users.update, UpdateUser); no read

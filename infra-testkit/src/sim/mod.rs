@@ -110,6 +110,7 @@
 pub mod clouds;
 mod faults;
 mod kinds;
+pub mod readme_tables;
 mod rng;
 mod world;
 mod world_file;

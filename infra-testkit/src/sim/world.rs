@@ -837,10 +837,12 @@ impl World {
             .ok_or_else(|| kinds::not_found(provider, kind, handle))?;
         call.name = Some(stored.name.clone());
         let asked_tags = asked.remove("tags");
-        if let Some(value) = &asked_tags
-            && let Some(refusal) = clouds::refusal(provider, kind, "tags", None, value)
+        if !kinds::tags_readable(provider, kind)
+            && asked_tags
+                .as_ref()
+                .is_some_and(|t| t.as_object().is_some_and(|m| !m.is_empty()))
         {
-            return Err(refusal.error(provider, handle, "tags"));
+            return Err(kinds::no_tags(provider, kind));
         }
         kinds::drop_instructions(provider, kind, &mut asked);
         // A change the cloud cannot make refuses the whole update: nothing is applied.

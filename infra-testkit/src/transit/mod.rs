@@ -46,23 +46,17 @@
 //! body or a token. Dropping the [`TransitServer`] stops it;
 //! [`TransitServer::shutdown`] stops it and waits.
 
-use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::{JoinHandle, JoinSet};
 
 mod engine;
 
+use crate::http::Running;
 use engine::Engine;
 pub use engine::{Policy, RequestRecord, TransitOperation};
 
@@ -97,18 +91,15 @@ impl Default for TransitOptions {
 
 /// A running stand-in (see the module documentation).
 pub struct TransitServer {
-    address: SocketAddr,
     root_token: String,
     mount: String,
-    engine: Arc<Mutex<Engine>>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    running: Running<Engine>,
 }
 
 impl std::fmt::Debug for TransitServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TransitServer")
-            .field("address", &self.address)
+            .field("address", &self.running.socket_addr())
             .field("mount", &self.mount)
             .finish_non_exhaustive()
     }
@@ -137,36 +128,35 @@ impl TransitServer {
             format!("s.{hex}")
         });
         let mount = options.mount.trim_matches('/').to_owned();
-        let engine = Arc::new(Mutex::new(Engine::new(
+        let engine = Engine::new(
             mount.clone(),
             options.namespace,
             root_token.clone(),
             options.first_creation_time,
-        )));
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
-        let address = listener.local_addr()?;
-        let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(serve(listener, Arc::clone(&engine), stopped));
+        );
+        let running = Running::start(
+            0,
+            |_| engine,
+            |engine, request| async move { answer(&engine, request).await },
+        )
+        .await?;
         Ok(TransitServer {
-            address,
             root_token,
             mount,
-            engine,
-            stop: Some(stop),
-            task: Some(task),
+            running,
         })
     }
 
     /// The base address, `http://127.0.0.1:PORT`.
     #[must_use]
     pub fn address(&self) -> String {
-        format!("http://{}", self.address)
+        self.running.address()
     }
 
     /// The bound socket address.
     #[must_use]
     pub fn socket_addr(&self) -> SocketAddr {
-        self.address
+        self.running.socket_addr()
     }
 
     /// The root token, allowed everything.
@@ -241,58 +231,13 @@ impl TransitServer {
     }
 
     /// Stops the server and waits until it has stopped; open connections are closed.
-    pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
+    pub async fn shutdown(self) {
+        self.running.shutdown().await;
     }
 
     fn engine(&self) -> MutexGuard<'_, Engine> {
-        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+        self.running.state()
     }
-}
-
-impl Drop for TransitServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
-/// Accepts connections until stopped; dropping the connection set closes them all.
-async fn serve(
-    listener: TcpListener,
-    engine: Arc<Mutex<Engine>>,
-    mut stopped: oneshot::Receiver<()>,
-) {
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = &mut stopped => break,
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let engine = Arc::clone(&engine);
-                connections.spawn(async move {
-                    let service = service_fn(move |request| {
-                        let engine = Arc::clone(&engine);
-                        async move { Ok::<_, Infallible>(answer(&engine, request).await) }
-                    });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-        }
-    }
-    connections.shutdown().await;
 }
 
 async fn answer(engine: &Mutex<Engine>, request: Request<Incoming>) -> Response<Full<Bytes>> {
