@@ -3,7 +3,7 @@
 //! A provider's README documents, per kind, whether the cloud reports each field and
 //! how it changes after creation, in tables under headings ``### `kind`…`` whose rows
 //! start with the field (``| `field` | … | reported | after creation |``). The simulated
-//! cloud's [`ROWS`](super::clouds::ROWS) say the same for its stand-in of that provider.
+//! cloud's [`super::clouds::ROWS`] say the same for its stand-in of that provider.
 //! [`disagreements`] lists where the two differ, so that a fleet planned against the
 //! simulator meets no surprise on the cloud, and a README never drifts from it.
 //!
