@@ -366,7 +366,9 @@ proptest! {
             tampered.ciphertext[last] ^= 0x80;
             errors.push(keyring.open(&tampered).await.expect_err("tampered"));
             let mut moved = sealed.clone();
-            moved.digest = config_digest(marker.as_bytes());
+            // The digest of another configuration: never the plaintext's own (which may
+            // be the marker alone, when prefix and suffix are both empty).
+            moved.digest = config_digest([marker.as_bytes(), b"-moved"].concat().as_slice());
             errors.push(keyring.open(&moved).await.expect_err("moved"));
             keyring.rotate_key("artifacts").expect("rotate");
             keyring.set_min_decryption_version("artifacts", 2).expect("min");
