@@ -1062,6 +1062,14 @@ fn container_fields(
 }
 
 impl Containers {
+    async fn get_namespace(&self, region: &str, id: &str) -> Result<NamespaceWire, BackendError> {
+        ContainerNamespaces {
+            clients: Arc::clone(&self.clients),
+        }
+        .get(region, id)
+        .await
+    }
+
     async fn get(&self, region: &str, id: &str) -> Result<ContainerWire, BackendError> {
         self.clients
             .api()
@@ -1211,6 +1219,10 @@ impl KindBackend<Container> for Containers {
         } = args;
         check_name("container", name, 34)?;
         check_container(spec, None)?;
+        // A namespace still being made (a run stopped before it was ready) refuses new
+        // containers with `transient_state`: wait for it first.
+        let ns = spec.namespace.as_str();
+        when_settled(&self.clients, WHAT, ns, || self.get_namespace(region, ns)).await?;
         let created = self.send_create(region, name, spec, marker).await?;
         if created.status == "created" {
             self.deploy(region, &created.id).await?;

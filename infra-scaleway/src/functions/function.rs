@@ -244,6 +244,11 @@ impl KindBackend<Function> for Functions {
         const WHAT: &str = "functions:CreateFunction";
         check(args.spec, None)?;
         let archive = archive_of(args.spec).await?;
+        // A namespace still being made (a run stopped before it was ready) refuses new
+        // functions with `transient_state`: wait for it first.
+        self.region(args.region)
+            .ready_namespace(WHAT, args.spec.namespace.as_str())
+            .await?;
         let made = self.post(&args).await?;
         let finished = self.finish(WHAT, args.region, &made.id, archive);
         let f = or_undo(
