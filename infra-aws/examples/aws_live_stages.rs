@@ -6,7 +6,7 @@
 //! come the standard way (`AWS_PROFILE`, the environment's keys, SSO). Never run in CI.
 //!
 //! ```sh
-//! INFRA_AWS_LIVE=yes AWS_PROFILE=sandbox cargo run -p infra-aws --example live_stages
+//! INFRA_AWS_LIVE=yes AWS_PROFILE=sandbox cargo run -p infra-aws --example aws_live_stages
 //! ```
 
 use std::collections::BTreeMap;

@@ -11,7 +11,7 @@
 //! `EMPTY_ZIP`, written to a scratch file.
 //!
 //! ```sh
-//! INFRA_SCALEWAY_LIVE=yes cargo run -p infra-scaleway --example live_stages
+//! INFRA_SCALEWAY_LIVE=yes cargo run -p infra-scaleway --example scaleway_live_stages
 //! ```
 
 use std::collections::BTreeSet;

@@ -10,7 +10,7 @@
 //! source in Cloud Storage).
 //!
 //! ```sh
-//! INFRA_GCP_LIVE=yes GOOGLE_CLOUD_PROJECT=my-sandbox cargo run -p infra-gcp --example live_stages
+//! INFRA_GCP_LIVE=yes GOOGLE_CLOUD_PROJECT=my-sandbox cargo run -p infra-gcp --example gcp_live_stages
 //! ```
 
 use std::collections::BTreeSet;
