@@ -104,7 +104,6 @@ fn facts(machine: &str) -> ObservedFacts {
         smbios_uuid: Some(format!("uuid-{machine}")),
         node_id: Some(format!("node-{machine}")),
         cluster_id: Some("cluster-bench".into()),
-        assignment_revision: Some(1),
         talos_version: Some("v1.13.6".into()),
         digest: Some(base_digest(machine)),
         config_version: Some(1),

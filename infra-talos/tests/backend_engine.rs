@@ -210,7 +210,6 @@ impl World {
             smbios_uuid: Some(sim.smbios_uuid),
             node_id: Some(sim.node_id),
             cluster_id: Some(sim.cluster_id),
-            assignment_revision: Some(1),
             talos_version: Some(sim.talos_version),
             digest: Some(digest),
             config_version: Some(1),
@@ -565,7 +564,6 @@ impl World {
                 machine.clone(),
                 MachineRoute {
                     endpoint: NodeAddress::parse(&self.sims[machine].node_address()).unwrap(),
-                    assignment_revision: Some(1),
                 },
             );
             connectors.insert(machine.clone(), Arc::new(connector));
@@ -911,7 +909,7 @@ fn result_text(result: &infra_core::engine::ApplyResult) -> String {
 }
 
 /// A connector map reaches a machine only through the connector registered for it:
-/// without one the machine cannot be reached and its assignment revision is unknown.
+/// without one the machine cannot be reached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connector_map_reaches_only_the_machines_registered() {
     let world = World::start().await;
@@ -922,14 +920,12 @@ async fn a_connector_map_reaches_only_the_machines_registered() {
         "w-pend",
         MachineRoute {
             endpoint: NodeAddress::parse(&world.sims["w-pend"].node_address()).unwrap(),
-            assignment_revision: Some(1),
         },
     );
     map.insert("w-pend", Arc::new(connector));
     let view: MachineView = world.store.machine("w-pend").await.unwrap();
     let clients = map.connect(&view).await.unwrap();
     assert_eq!(clients.access.path, path.display().to_string());
-    assert_eq!(map.assignment_revision("w-pend").await, Some(1));
     let other = world.store.machine("w-conv").await.unwrap();
     let Err(err) = map.connect(&other).await else {
         panic!("an unregistered machine was reached");
@@ -938,6 +934,5 @@ async fn a_connector_map_reaches_only_the_machines_registered() {
         matches!(&err, ExecutorError::Access(why) if why.contains("w-conv")),
         "{err}"
     );
-    assert_eq!(map.assignment_revision("w-conv").await, None);
     world.stop().await;
 }

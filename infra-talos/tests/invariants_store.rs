@@ -1015,14 +1015,13 @@ fn other(c: ControllerId) -> ControllerId {
 }
 
 /// What a node reports: the recorded identity (or another one), this digest and the
-/// machine's present assignment.
+/// rest of a healthy read.
 fn read(machine: &MachineView, digest: Digest, identity_ok: bool) -> ObservedFacts {
     let mut f = facts(&machine.id, digest);
     if !identity_ok {
         f.smbios_uuid = Some("uuid-elsewhere".into());
         f.node_id = Some("node-elsewhere".into());
     }
-    f.assignment_revision = Some(machine.assignment_revision);
     f
 }
 
@@ -1758,6 +1757,13 @@ fn progress_sequence() -> Vec<Act> {
         Act::Approve {
             plan: 0,
             approver: 1,
+        },
+        // Evidence begun after the renewed approval (choice §10.28).
+        Act::Evidence {
+            plan: 0,
+            by_b: false,
+            seen: Seen::PreDispatch,
+            identity_ok: true,
         },
         Act::Commit {
             plan: 0,

@@ -56,6 +56,7 @@ fn make() -> Option<Make> {
 store_suite!(make);
 verification_suite!(make);
 blanket_suite!(make);
+drift_suite!(make);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_url_means_skip_or_failure_in_ci() {

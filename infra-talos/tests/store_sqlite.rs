@@ -34,6 +34,7 @@ fn make() -> Option<Make> {
 store_suite!(make);
 verification_suite!(make);
 blanket_suite!(make);
+drift_suite!(make);
 
 /// The database file itself never holds the plaintext marker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,8 +196,7 @@ async fn run_acts(acts: Vec<Act>) -> (usize, usize) {
                 let machine = MACHINES[m];
                 approved(&env, &id, machine, "rel-1").await;
                 let digest = s.machine(machine).await.unwrap().applied_digest.unwrap();
-                let mut f = facts(machine, digest);
-                f.assignment_revision = Some(s.machine(machine).await.unwrap().assignment_revision);
+                let f = facts(machine, digest);
                 evidence(s, &id, machine, A, f.clone()).await;
                 evidence(s, &id, machine, B, f).await;
                 plans.push((id, machine.to_owned()));

@@ -292,9 +292,10 @@ async fn verifying_read_fails_then_completes(fault: ReadFault) {
 }
 
 /// A machine keyed by SMBIOS UUID whose system information cannot be read (each
-/// failure the node can give) is refused at commitment by comparison 3: an unread
-/// identity is missing evidence, never a match. Nothing is sent. Control: once the
-/// node answers, the same plan runs to completion.
+/// failure the node can give) never commits: an evidence read that still shows a
+/// node ID or cluster ID is compared and refused by comparison 3, one that read no
+/// identity at all is missing evidence (choice §10.28) — never a match. Nothing is
+/// sent. Control: once the node answers, the same plan runs to completion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unread_smbios_uuid_is_refused_end_to_end() {
     let w = World::new().await;
@@ -310,13 +311,23 @@ async fn an_unread_smbios_uuid_is_refused_end_to_end() {
         let err = a.run_plan("p1").await.expect_err("refused");
         assert!(
             matches!(
-                err,
+                &err,
                 infra_talos::controller::ExecutorError::Store(StoreError::CommitmentRefused {
                     comparison: 3,
                     ..
                 })
+            ) || matches!(
+                &err,
+                infra_talos::controller::ExecutorError::Store(StoreError::EvidenceMissing {
+                    reason
+                }) if reason.contains("identity")
             ),
             "{fault:?}: {err}"
+        );
+        assert_eq!(
+            w.store.plan("p1").await.unwrap().operation,
+            None,
+            "{fault:?}"
         );
         assert_eq!(w.applies(), 0, "{fault:?}");
         w.sim.clear_faults();

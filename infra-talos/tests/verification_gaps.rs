@@ -149,7 +149,6 @@ impl Worker {
             id,
             MachineRoute {
                 endpoint: NodeAddress::parse(&sim.node_address()).expect("address"),
-                assignment_revision: Some(1),
             },
         );
         w.store
@@ -254,7 +253,6 @@ async fn record_evidence(
                 smbios_uuid: Some(facts.smbios_uuid),
                 node_id: Some(facts.node_id),
                 cluster_id: Some(facts.cluster_id),
-                assignment_revision: Some(1),
                 talos_version: Some(facts.talos_version),
                 digest: Some(config_digest(&facts.config)),
                 config_version: Some(sim.config_version()),

@@ -61,7 +61,6 @@ async fn run() -> Result<(), String> {
         machine,
         MachineRoute {
             endpoint: NodeAddress::parse(&var("CRASH_NODE")?).map_err(|e| e.to_string())?,
-            assignment_revision: Some(1),
         },
     );
     let keys = LocalKeyring::open(var("CRASH_KEYS")?).map_err(|e| e.to_string())?;

@@ -292,7 +292,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 30)]
     pub settle_floor: u64,
     /// The deployment's maximum transport deadline in seconds.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = crate::store::DEFAULT_MAX_TRANSPORT_DEADLINE.0 / 1000)]
     pub max_transport_deadline: u64,
 }
 
@@ -905,15 +905,7 @@ async fn run_controller(db: &Db, config: &Config, args: RunArgs) -> Result<Strin
         };
         let endpoint = crate::NodeAddress::parse(&record.endpoint)
             .map_err(|e| Failure::Usage(format!("machine {}: {e}", record.id)))?;
-        connector.add_machine(
-            record.id.clone(),
-            MachineRoute {
-                endpoint,
-                // The Talos API carries no assignment labels; the inventory's
-                // revision stands for what the node was assigned.
-                assignment_revision: Some(view.assignment_revision),
-            },
-        );
+        connector.add_machine(record.id.clone(), MachineRoute { endpoint });
     }
     let id = crate::controller::fresh_controller_id().map_err(|e| Failure::Usage(e.to_string()))?;
     let executor = Executor::new(

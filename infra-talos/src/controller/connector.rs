@@ -41,22 +41,16 @@ pub trait Connector: Send + Sync {
     /// Clients for `machine`, reaching it at its own endpoint as the store records
     /// it.
     async fn connect(&self, machine: &MachineView) -> Result<MachineClients, ExecutorError>;
-
-    /// The assignment revision the machine carries, as far as it can be read: the
-    /// Talos API the observation client speaks does not carry it, so a connector
-    /// supplies it (`None` when it cannot be read, which proves nothing).
-    async fn assignment_revision(&self, machine: &str) -> Option<u64>;
 }
 
 /// What a connector knows of one machine beyond the store: where to reach its own
-/// endpoint from here, and the assignment revision its labels carry.
+/// endpoint from here. (No assignment: the Talos API carries none, so the store's
+/// assignment head is what comparison 2 compares, never an observed value.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineRoute {
     /// The address to reach the machine's own Talos endpoint (§3.5) at, where it
     /// differs from the endpoint the store records (a forwarded port, say).
     pub endpoint: NodeAddress,
-    /// The assignment revision the node carries, if known.
-    pub assignment_revision: Option<u64>,
 }
 
 /// A [`Connector`] built from a talosconfig file: every machine is reached at its
@@ -145,10 +139,6 @@ impl Connector for TalosconfigConnector {
             },
         })
     }
-
-    async fn assignment_revision(&self, machine: &str) -> Option<u64> {
-        self.route(machine).and_then(|r| r.assignment_revision)
-    }
 }
 
 /// Shared connectors are connectors.
@@ -157,16 +147,11 @@ impl<C: Connector + ?Sized> Connector for Arc<C> {
     async fn connect(&self, machine: &MachineView) -> Result<MachineClients, ExecutorError> {
         (**self).connect(machine).await
     }
-
-    async fn assignment_revision(&self, machine: &str) -> Option<u64> {
-        (**self).assignment_revision(machine).await
-    }
 }
 
 /// A [`Connector`] that reaches each machine through the connector registered for it:
 /// for machines whose access differs, such as one talosconfig per cluster. A machine
-/// with none registered cannot be reached ([`ExecutorError::Access`]), and its
-/// assignment revision is not known.
+/// with none registered cannot be reached ([`ExecutorError::Access`]).
 #[derive(Default)]
 pub struct ConnectorMap {
     routes: RwLock<BTreeMap<String, Arc<dyn Connector>>>,
@@ -220,13 +205,6 @@ impl Connector for ConnectorMap {
                 "no access configuration is registered for machine {}",
                 machine.id
             ))),
-        }
-    }
-
-    async fn assignment_revision(&self, machine: &str) -> Option<u64> {
-        match self.get(machine) {
-            Some(connector) => connector.assignment_revision(machine).await,
-            None => None,
         }
     }
 }

@@ -342,7 +342,7 @@ impl Executor {
                 // so it counts for nothing.
                 continue;
             }
-            let facts = self.read(&view.machine, &clients).await;
+            let facts = self.read(&clients).await;
             self.store
                 .record_observation(&ticket, facts.clone())
                 .await?;
@@ -677,19 +677,18 @@ impl Executor {
             .store
             .begin_observation(self.request(plan, purpose))
             .await?;
-        let facts = self.read(&plan.machine, clients).await;
+        let facts = self.read(clients).await;
         self.store.record_observation(&ticket, facts).await?;
         Ok(ticket.basis)
     }
 
     /// One read of the machine through the read-only client.
-    async fn read(&self, machine: &str, clients: &MachineClients) -> ObservedFacts {
+    async fn read(&self, clients: &MachineClients) -> ObservedFacts {
         let o = clients.observer.observe(self.clock.as_ref()).await;
         ObservedFacts {
             smbios_uuid: o.identity.smbios_uuid.value().cloned(),
             node_id: o.identity.node_id.value().cloned(),
             cluster_id: o.cluster_id.value().cloned(),
-            assignment_revision: self.connector.assignment_revision(machine).await,
             talos_version: o.talos_version.value().cloned(),
             digest: o.config_digest.value().copied(),
             config_version: o.config_version.value().and_then(|v| v.parse().ok()),

@@ -13,6 +13,7 @@ use crate::contract::accounting::{
     self, DecisionFacts, ExecutorStop, RecordedRead, TransportDeadline,
 };
 use crate::contract::classify::{self, Classification, ClassifyInput, RetryConditions};
+use crate::contract::drift;
 use crate::contract::epoch::Epoch;
 use crate::contract::evidence::{
     AttemptRecord, ObservationPurpose, ResponseClass, RestoreStatus, completion_verdict,
@@ -115,7 +116,7 @@ macro_rules! op_cols {
 macro_rules! obs_cols {
     () => {
         "s.basis, s.purpose, s.plan_id, s.controller, s.started_at_ms, o.recorded_at_ms, \
-         o.smbios_uuid, o.node_id, o.cluster_id, o.assignment_revision, o.talos_version, \
+         o.smbios_uuid, o.node_id, o.cluster_id, o.talos_version, \
          o.digest, o.config_version, o.access_version \
          FROM observations o JOIN observation_starts s \
          ON s.machine_id = o.machine_id AND s.basis = o.basis"
@@ -224,7 +225,6 @@ fn obs_row(r: &DbRow) -> R<ObsRow> {
         smbios_uuid: r.try_get("smbios_uuid")?,
         node_id: r.try_get("node_id")?,
         cluster_id: r.try_get("cluster_id")?,
-        assignment_revision: r.try_get("assignment_revision")?,
         talos_version: r.try_get("talos_version")?,
         digest: r.try_get("digest")?,
         config_version: r.try_get("config_version")?,
@@ -665,7 +665,7 @@ async fn read_plan(tx: &mut Tx, id: &str) -> R<PlanRow> {
 /// revocation of either waits for this transaction (FOR SHARE on PostgreSQL).
 async fn standing_approval(tx: &mut Tx, plan: &str) -> R<Option<ApprovalRow>> {
     let row = sqlx::query(concat!(
-        "SELECT a.approver_id, a.epoch, a.revoked, p.revoked AS identity_revoked \
+        "SELECT a.approver_id, a.epoch, a.revision, a.revoked, p.revoked AS identity_revoked \
          FROM approvals a JOIN principals p ON p.id = a.approver_id \
          WHERE a.plan_id = $1 ORDER BY a.seq DESC LIMIT 1",
         for_share!()
@@ -677,6 +677,7 @@ async fn standing_approval(tx: &mut Tx, plan: &str) -> R<Option<ApprovalRow>> {
         let epoch: Vec<u8> = r.try_get("epoch")?;
         Ok(ApprovalRow {
             epoch: epoch_of(&epoch)?,
+            revision: r.try_get("revision")?,
             revoked: r.try_get("revoked")?,
             identity_revoked: r.try_get("identity_revoked")?,
         })
@@ -880,8 +881,11 @@ fn authority_now(
     )
 }
 
-/// Open a drift record, or extend the open one, for an observation that showed a
-/// digest unlike Applied, when the §6.1 basis rules let it count.
+/// Apply §6.1 and §6.5 to an observation of `machine` at `basis` that read `digest`:
+/// the facts are gathered here, the decision is `contract::drift::transition`'s, and
+/// its result is written: a record opened (its opening entry is the digest-mismatch
+/// alert, choice §10.35), extended with the latest differing digest, or closed as
+/// returned. Anything the rules refuse leaves the record as it is.
 async fn drift_rules(
     tx: &mut Tx,
     machine: &MachineRow,
@@ -889,52 +893,120 @@ async fn drift_rules(
     digest: &str,
     at: i64,
     actor: Entry<'_>,
-    exempt_from_holding: bool,
+    source: drift::DriftSource,
 ) -> R<()> {
     let Some(applied) = machine.applied_digest.as_deref() else {
+        // No Applied: nothing to differ from (a machine awaiting its handover).
         return Ok(());
     };
-    if applied == digest || machine.baseline_revision > basis {
+    let observation = drift::DriftObservation {
+        source,
+        differs_from_applied: applied != digest,
+        baseline_changed_since_basis: machine.baseline_revision > basis,
+        higher_basis_digest_read: observations_after(tx, &machine.id, basis)
+            .await?
+            .iter()
+            .any(|o| o.digest.is_some()),
+        scope_held_since_basis: scope_held_since(tx, &machine.id, basis).await?,
+    };
+    let state = if machine.open_drift.is_some() {
+        drift::DriftState::Open
+    } else {
+        drift::DriftState::None
+    };
+    let Ok(next) = drift::transition(state, drift::DriftEvent::Observed(observation)) else {
         return Ok(());
+    };
+    match (state, next) {
+        (drift::DriftState::None, drift::DriftState::Open) => {
+            let rev = append(
+                tx,
+                &machine.id,
+                at,
+                Entry {
+                    kind: "drift_opened",
+                    detail: format!(
+                        "digest mismatch: observation basis r{basis} shows digest {digest}; \
+                         Applied is {applied}"
+                    ),
+                    ..actor
+                },
+            )
+            .await?;
+            set_open_drift(tx, &machine.id, Some((rev, digest))).await
+        }
+        (drift::DriftState::Open, drift::DriftState::Open) => {
+            let opened = machine.open_drift.unwrap_or_default();
+            append(
+                tx,
+                &machine.id,
+                at,
+                Entry {
+                    kind: "drift_extended",
+                    detail: format!(
+                        "record r{opened}: observation basis r{basis} shows digest {digest}"
+                    ),
+                    ..actor
+                },
+            )
+            .await?;
+            set_open_drift(tx, &machine.id, Some((opened, digest))).await
+        }
+        (_, drift::DriftState::Closed(closure)) => {
+            let opened = machine.open_drift.unwrap_or_default();
+            append(
+                tx,
+                &machine.id,
+                at,
+                Entry {
+                    kind: "drift_closed",
+                    detail: format!(
+                        "record r{opened} closed ({}): observation basis r{basis} shows Applied's \
+                         digest again",
+                        closure_name(closure)
+                    ),
+                    ..actor
+                },
+            )
+            .await?;
+            set_open_drift(tx, &machine.id, None).await
+        }
+        _ => Ok(()),
     }
-    let later = observations_after(tx, &machine.id, basis).await?;
-    if !exempt_from_holding && later.iter().any(|o| o.digest.is_some()) {
-        return Ok(());
+}
+
+fn closure_name(closure: drift::Closure) -> &'static str {
+    match closure {
+        drift::Closure::Adopted => "adopted",
+        drift::Closure::Reverted => "reverted",
+        drift::Closure::Returned => "returned",
     }
-    if !exempt_from_holding && holder(tx, true, &machine.id).await?.is_some() {
-        return Ok(());
+}
+
+/// Whether an operation held or took the machine scope at or after `basis` (§6.1):
+/// one holds it now, or an entry naming an operation was appended after the basis.
+async fn scope_held_since(tx: &mut Tx, machine: &str, basis: i64) -> R<bool> {
+    if holder(tx, true, machine).await?.is_some() {
+        return Ok(true);
     }
-    if machine.open_drift.is_some() {
-        append(
-            tx,
-            &machine.id,
-            at,
-            Entry {
-                kind: "drift_extended",
-                detail: format!("observation basis r{basis} shows digest {digest}"),
-                ..actor
-            },
-        )
-        .await?;
-        return Ok(());
-    }
-    let rev = append(
-        tx,
-        &machine.id,
-        at,
-        Entry {
-            kind: "drift_opened",
-            detail: format!(
-                "observation basis r{basis} shows digest {digest}; Applied is {applied}"
-            ),
-            ..actor
-        },
+    let row = sqlx::query(
+        "SELECT revision FROM timeline WHERE machine_id = $1 AND revision > $2 \
+         AND operation_id IS NOT NULL LIMIT 1",
     )
+    .bind(machine)
+    .bind(basis)
+    .fetch_optional(&mut **tx)
     .await?;
+    Ok(row.is_some())
+}
+
+/// Record the open drift record (its opening revision and latest differing digest),
+/// or clear it.
+async fn set_open_drift(tx: &mut Tx, machine: &str, open: Option<(i64, &str)>) -> R<()> {
     sqlx::query("UPDATE machines SET open_drift = $2, open_drift_digest = $3 WHERE id = $1")
-        .bind(&machine.id)
-        .bind(rev)
-        .bind(digest)
+        .bind(machine)
+        .bind(open.map(|(rev, _)| rev))
+        .bind(open.map(|(_, digest)| digest))
         .execute(&mut **tx)
         .await?;
     Ok(())
@@ -1006,9 +1078,21 @@ impl Backend {
             None => Vec::new(),
         };
         let check = latest_check(tx, &plan, controller).await?;
-        if let Some(refusal) =
-            evidence_refusal(&plan, evidence.as_ref(), &newer, check.as_ref(), now, false)
-        {
+        let approved_at = approval.as_ref().map(|a| a.revision);
+        if let Some(refusal) = evidence_refusal(
+            &plan,
+            evidence.as_ref(),
+            &newer,
+            check.as_ref(),
+            now,
+            false,
+            approved_at,
+        ) {
+            if refusal.missing {
+                return Err(Fail::Store(StoreError::EvidenceMissing {
+                    reason: refusal.reason,
+                }));
+            }
             *digest_seen = refusal.digest;
             return Err(commitment_refused(3, refusal.reason));
         }
@@ -1125,7 +1209,7 @@ impl Backend {
                     digest,
                     now,
                     Entry::controller(controller, "drift").plan(plan_id),
-                    false,
+                    drift::DriftSource::RefusedCommitmentEvidence,
                 )
                 .await?;
             }
@@ -1174,9 +1258,16 @@ impl Backend {
             None => Vec::new(),
         };
         let check = latest_check(tx, &plan, token.controller).await?;
-        if let Some(refusal) =
-            evidence_refusal(&plan, evidence.as_ref(), &newer, check.as_ref(), now, retry)
-        {
+        let approved_at = approval.as_ref().map(|a| a.revision);
+        if let Some(refusal) = evidence_refusal(
+            &plan,
+            evidence.as_ref(),
+            &newer,
+            check.as_ref(),
+            now,
+            retry,
+            approved_at,
+        ) {
             return Err(attempt_refused(3, refusal.reason));
         }
         // 6
@@ -1597,6 +1688,17 @@ impl Store for Backend {
         }
         if spec.max_attempts == 0 {
             return Err(refused(ACT, "the attempt budget must be at least one"));
+        }
+        let ceiling = self.settings.max_transport_deadline;
+        if spec.transport_deadline > ceiling {
+            return Err(refused(
+                ACT,
+                format!(
+                    "the transport deadline {} exceeds the deployment's maximum of {ceiling} \
+                     (§7.3 step 1)",
+                    spec.transport_deadline
+                ),
+            ));
         }
         transaction!(self, tx => {
             let machine = lock_machine(&mut tx, &spec.machine).await?;
@@ -2032,7 +2134,7 @@ impl Store for Backend {
                 recovery_mode: row.try_get("recovery_mode")?,
             };
             let approval = sqlx::query(
-                "SELECT a.approver_id, a.epoch, a.revoked, p.revoked AS identity_revoked \
+                "SELECT a.approver_id, a.epoch, a.revision, a.revoked, p.revoked AS identity_revoked \
                  FROM approvals a JOIN principals p ON p.id = a.approver_id \
                  WHERE a.plan_id = $1 ORDER BY a.seq DESC LIMIT 1",
             )
@@ -2043,6 +2145,7 @@ impl Store for Backend {
                 let e: Vec<u8> = r.try_get("epoch")?;
                 Ok(ApprovalRow {
                     epoch: epoch_of(&e)?,
+                    revision: r.try_get("revision")?,
                     revoked: r.try_get("revoked")?,
                     identity_revoked: r.try_get("identity_revoked")?,
                 })
@@ -2104,7 +2207,7 @@ impl Store for Backend {
     ) -> StoreResult<Revision> {
         const ACT: &str = "recording an observation";
         transaction!(self, tx => {
-            lock_machine(&mut tx, &ticket.machine).await?;
+            let machine = lock_machine(&mut tx, &ticket.machine).await?;
             let basis = i(ticket.basis.0);
             let start = sqlx::query(
                 "SELECT s.purpose, s.plan_id, s.controller, o.basis AS recorded \
@@ -2133,9 +2236,8 @@ impl Store for Backend {
             let rev = append(&mut tx, &ticket.machine, now, entry).await?;
             sqlx::query(
                 "INSERT INTO observations (machine_id, basis, recorded_revision, recorded_at_ms, \
-                 smbios_uuid, node_id, cluster_id, assignment_revision, talos_version, digest, \
-                 config_version, access_version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
-                 $11, $12)",
+                 smbios_uuid, node_id, cluster_id, talos_version, digest, config_version, \
+                 access_version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             )
             .bind(&ticket.machine)
             .bind(basis)
@@ -2144,13 +2246,22 @@ impl Store for Backend {
             .bind(&facts.smbios_uuid)
             .bind(&facts.node_id)
             .bind(&facts.cluster_id)
-            .bind(facts.assignment_revision.map(i))
             .bind(&facts.talos_version)
             .bind(facts.digest.map(|d| d.to_hex()))
             .bind(facts.config_version.map(i))
             .bind(&facts.access_version)
             .execute(&mut *tx)
             .await?;
+            // §6.1: a drift or restoration observation is compared with Applied.
+            let source = match purpose_of(&purpose)? {
+                ObservationPurpose::Drift => Some(drift::DriftSource::Drift),
+                ObservationPurpose::Restoration => Some(drift::DriftSource::Restoration),
+                _ => None,
+            };
+            if let (Some(source), Some(digest)) = (source, facts.digest) {
+                let entry = Entry::controller(controller_of(&controller)?, "drift");
+                drift_rules(&mut tx, &machine, basis, &digest.to_hex(), now, entry, source).await?;
+            }
             Ok(Revision(u(rev)))
         })
     }
@@ -2470,7 +2581,7 @@ impl Store for Backend {
                 .rposition(|o| matches!(o.purpose, ObservationPurpose::Completion | ObservationPurpose::Recovery))
                 .filter(|&k| !later[k + 1..].iter().any(|o| contradicts(&later[k], o)))
                 .map(|k| later[k].clone());
-            let observation = counting.as_ref().map(|o| contract_observation(&plan, o));
+            let observation = counting.as_ref().map(|o| contract_observation(&plan, o, machine.assignment_revision));
             let authority = authority_now(&plan, approval.as_ref(), now, inst.epoch, Stage::Attempt);
             let gate_open = gate::check_gate(Mutation::Attempt, &gate_facts(&machine, &plan, &inst)?).is_ok();
             let withdrawal = authority.as_ref().err().and_then(|e| e.withdrawal());
@@ -2564,21 +2675,18 @@ impl Store for Backend {
                 .bind(applied)
                 .execute(&mut *tx)
                 .await?;
-                if plan.bound_drift.is_some() && plan.bound_drift == machine.open_drift {
+                if let Some(opened) = plan.bound_drift.filter(|r| Some(*r) == machine.open_drift) {
                     append(&mut tx, &machine_id, now, Entry::token(&token, "drift_closed")
                         .op(op_id)
-                        .detail("reverted")).await?;
-                    sqlx::query("UPDATE machines SET open_drift = NULL, open_drift_digest = NULL WHERE id = $1")
-                        .bind(&machine_id)
-                        .execute(&mut *tx)
-                        .await?;
+                        .detail(format!("record r{opened} closed (reverted) by this operation's completion"))).await?;
+                    set_open_drift(&mut tx, &machine_id, None).await?;
                 }
             }
             if state == OperationState::Failed
                 && let Some(o) = counting.as_ref()
                 && let Some(d) = o.digest.as_deref()
             {
-                drift_rules(&mut tx, &machine, o.basis, d, now, Entry::token(&token, "drift").op(op_id), true).await?;
+                drift_rules(&mut tx, &machine, o.basis, d, now, Entry::token(&token, "drift").op(op_id), drift::DriftSource::FailedCompletion).await?;
             }
             Ok(c)
         })
@@ -2948,8 +3056,7 @@ impl Store for Backend {
             let rows = sqlx::query(
                 "SELECT s.basis, s.purpose, s.plan_id, s.controller, s.started_at_ms, \
                  o.basis AS recorded_basis, o.recorded_revision, o.recorded_at_ms, o.smbios_uuid, \
-                 o.node_id, o.cluster_id, o.assignment_revision, o.talos_version, o.digest, \
-                 o.config_version, o.access_version \
+                 o.node_id, o.cluster_id, o.talos_version, o.digest, o.config_version, o.access_version \
                  FROM observation_starts s LEFT JOIN observations o \
                  ON o.machine_id = s.machine_id AND o.basis = s.basis \
                  WHERE s.machine_id = $1 ORDER BY s.basis",
@@ -2964,13 +3071,11 @@ impl Store for Backend {
                     let recorded: Option<i64> = r.try_get("recorded_basis")?;
                     let read = if recorded.is_some() {
                         let digest: Option<String> = r.try_get("digest")?;
-                        let assignment: Option<i64> = r.try_get("assignment_revision")?;
                         let config: Option<i64> = r.try_get("config_version")?;
                         Some(ObservedFacts {
                             smbios_uuid: r.try_get("smbios_uuid")?,
                             node_id: r.try_get("node_id")?,
                             cluster_id: r.try_get("cluster_id")?,
-                            assignment_revision: assignment.map(u),
                             talos_version: r.try_get("talos_version")?,
                             digest: digest.as_deref().map(digest_of).transpose()?,
                             config_version: config.map(u),

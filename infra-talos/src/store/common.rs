@@ -234,6 +234,8 @@ pub(super) struct PlanRow {
 #[derive(Debug, Clone)]
 pub(super) struct ApprovalRow {
     pub(super) epoch: Epoch,
+    /// The revision of its timeline entry.
+    pub(super) revision: i64,
     pub(super) revoked: bool,
     pub(super) identity_revoked: bool,
 }
@@ -277,7 +279,6 @@ pub(super) struct ObsRow {
     pub(super) smbios_uuid: Option<String>,
     pub(super) node_id: Option<String>,
     pub(super) cluster_id: Option<String>,
-    pub(super) assignment_revision: Option<i64>,
     pub(super) talos_version: Option<String>,
     pub(super) digest: Option<String>,
     pub(super) config_version: Option<i64>,
@@ -385,6 +386,8 @@ pub(super) struct EvidenceRefusal {
     pub(super) reason: String,
     /// The evidence showed an unexpected digest: the drift rules run on it.
     pub(super) digest: Option<(i64, String)>,
+    /// The evidence is missing rather than contradicting (choice §10.28).
+    pub(super) missing: bool,
 }
 
 fn minor_of(version: &str) -> Option<String> {
@@ -406,10 +409,6 @@ pub(super) fn contradicts(earlier: &ObsRow, later: &ObsRow) -> bool {
         || disagree(earlier.smbios_uuid.as_ref(), later.smbios_uuid.as_ref())
         || disagree(earlier.node_id.as_ref(), later.node_id.as_ref())
         || disagree(earlier.cluster_id.as_ref(), later.cluster_id.as_ref())
-        || disagree(
-            earlier.assignment_revision.as_ref(),
-            later.assignment_revision.as_ref(),
-        )
 }
 
 /// Whether the observation read the bound identity (choice §10.26).
@@ -441,7 +440,15 @@ pub(super) fn identity_matches(plan: &PlanRow, obs: &ObsRow) -> Result<(), Strin
 /// Comparison 3 over the rows read under lock: `evidence` is the newest recorded
 /// evidence observation for this plan by this controller, `newer` every recorded
 /// observation of the machine with a higher basis, `check` the controller's latest
-/// dependency check for the plan.
+/// dependency check for the plan, `approved_at` the revision of the standing
+/// approval.
+///
+/// Choice §10.28 sorts the outcomes in two: evidence that is missing (none, begun
+/// before the approval, older than the plan allows, identity, configuration or
+/// running version unread, no use-time check yet) decides nothing, and fresh evidence
+/// is taken; evidence that shows another value refuses. The observed assignment is
+/// not compared: comparison 2 compares the machine's assignment head under its lock,
+/// and the Talos API carries no assignment of its own.
 pub(super) fn evidence_refusal(
     plan: &PlanRow,
     evidence: Option<&ObsRow>,
@@ -449,64 +456,85 @@ pub(super) fn evidence_refusal(
     check: Option<&DependencyRow>,
     now: i64,
     retry: bool,
+    approved_at: Option<i64>,
 ) -> Option<EvidenceRefusal> {
-    let plain = |reason: String| {
+    let missing = |reason: String| {
         Some(EvidenceRefusal {
             reason,
             digest: None,
+            missing: true,
+        })
+    };
+    let refused = |reason: String| {
+        Some(EvidenceRefusal {
+            reason,
+            digest: None,
+            missing: false,
         })
     };
     let Some(ev) = evidence else {
-        return plain(if retry {
+        return missing(if retry {
             "no evidence recorded for this operation by this controller since its last attempt"
                 .into()
         } else {
             "no evidence recorded for this plan by this controller".into()
         });
     };
+    if let Some(approval) = approved_at
+        && ev.basis < approval
+    {
+        return missing(format!(
+            "the evidence (basis r{}) began before the approval (r{approval})",
+            ev.basis
+        ));
+    }
     let age = now.saturating_sub(ev.started_at_ms);
     if age > plan.max_evidence_age_ms {
-        return plain(format!(
+        return missing(format!(
             "the evidence is {age}ms old; the plan allows {}ms",
             plan.max_evidence_age_ms
         ));
     }
+    if ev.smbios_uuid.is_none() && ev.node_id.is_none() && ev.cluster_id.is_none() {
+        return missing("the evidence did not read the machine's identity".into());
+    }
+    let Some(version) = ev.talos_version.as_deref() else {
+        return missing("the evidence did not read the running Talos version".into());
+    };
+    let Some(digest) = ev.digest.as_deref() else {
+        return missing("the evidence did not read the configuration digest".into());
+    };
     if let Err(reason) = identity_matches(plan, ev) {
-        return plain(reason);
+        return refused(reason);
     }
-    if ev.assignment_revision != Some(plan.assignment_revision) {
-        return plain("the assignment read is not the bound revision".into());
+    if minor_of(version).as_deref() != Some(plan.talos_minor.as_str()) {
+        return refused("the running Talos minor is not the artifact's".into());
     }
-    if ev.talos_version.as_deref().and_then(minor_of).as_deref() != Some(plan.talos_minor.as_str())
-    {
-        return plain("the running Talos minor is not the artifact's".into());
-    }
-    match ev.digest.as_deref() {
-        None => return plain("the evidence did not read the configuration digest".into()),
-        Some(d) if d == plan.pre_dispatch_digest => {}
-        Some(d) if retry && d == plan.artifact_digest => {}
-        Some(d) => {
-            return Some(EvidenceRefusal {
-                reason: "the configuration digest read is not the expected pre-dispatch digest"
-                    .into(),
-                digest: Some((ev.basis, d.to_owned())),
-            });
-        }
+    if digest != plan.pre_dispatch_digest && !(retry && digest == plan.artifact_digest) {
+        return Some(EvidenceRefusal {
+            reason: format!(
+                "the configuration digest read by observation r{} is not the expected \
+                 pre-dispatch digest",
+                ev.basis
+            ),
+            digest: Some((ev.basis, digest.to_owned())),
+            missing: false,
+        });
     }
     if let Some(later) = newer.iter().find(|o| contradicts(ev, o)) {
-        return plain(format!(
+        return refused(format!(
             "a newer observation (basis r{}) contradicts the evidence",
             later.basis
         ));
     }
     match check {
         None => {
-            plain("no use-time dependency check recorded for this plan by this controller".into())
+            missing("no use-time dependency check recorded for this plan by this controller".into())
         }
         Some(c) if !c.artifact_decrypts => {
-            plain("the artifact did not decrypt with the bound key version".into())
+            refused("the artifact did not decrypt with the bound key version".into())
         }
-        Some(c) if Some(c.access_version.as_str()) != ev.access_version.as_deref() => plain(
+        Some(c) if Some(c.access_version.as_str()) != ev.access_version.as_deref() => refused(
             "the last use-time check read another Talos access version than the evidence".into(),
         ),
         Some(_) => None,
@@ -514,17 +542,26 @@ pub(super) fn evidence_refusal(
 }
 
 /// The contract's view of a recorded observation, against the plan's digests.
-pub(super) fn contract_observation(plan: &PlanRow, obs: &ObsRow) -> Observation {
+///
+/// The Talos API carries no assignment, so no observation reads one: the assignment
+/// term is the machine's assignment head, read under the machine row's lock by the
+/// caller (`assignment_head`), against the plan's bound revision — comparison 2's
+/// term, which §8 invariant 9 keeps still while the operation holds the scope.
+pub(super) fn contract_observation(
+    plan: &PlanRow,
+    obs: &ObsRow,
+    assignment_head: i64,
+) -> Observation {
     let identity_read = obs.smbios_uuid.is_some() || obs.node_id.is_some();
-    let reading = match (&obs.digest, identity_read, obs.assignment_revision) {
-        (Some(d), true, Some(a)) => Reading::Read(ObservedValues {
+    let reading = match (&obs.digest, identity_read) {
+        (Some(d), true) => Reading::Read(ObservedValues {
             digest: crate::contract::evidence::match_digest(
                 d.as_str(),
                 plan.artifact_digest.as_str(),
                 plan.pre_dispatch_digest.as_str(),
             ),
             identity_matches: identity_matches(plan, obs).is_ok(),
-            assignment_matches: a == plan.assignment_revision,
+            assignment_matches: assignment_head == plan.assignment_revision,
             health: Health::NotBound,
         }),
         _ => Reading::Unread,

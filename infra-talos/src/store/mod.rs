@@ -226,8 +226,6 @@ pub struct ObservedFacts {
     pub node_id: Option<String>,
     /// The Talos cluster ID.
     pub cluster_id: Option<String>,
-    /// The assignment revision the node's labels carry.
-    pub assignment_revision: Option<u64>,
     /// The running Talos version tag, e.g. `v1.13.6`.
     pub talos_version: Option<String>,
     /// The configuration digest read back.
@@ -528,6 +526,16 @@ pub enum StoreError {
         /// The comparison number, 0–6.
         comparison: u8,
         /// Why.
+        reason: String,
+    },
+    /// The commitment found no usable evidence (choice §10.28): none, one begun
+    /// before the approval, one older than the plan allows, one that left the
+    /// identity, configuration or running version unread, or no use-time check.
+    /// Nothing was committed or refused and nothing is on the timeline; fresh
+    /// evidence decides.
+    #[error("commitment needs fresh evidence: {reason}")]
+    EvidenceMissing {
+        /// What is missing.
         reason: String,
     },
     /// A §3.3 attempt transaction refused; the refusal is on the timeline.
@@ -854,10 +862,16 @@ impl ManualClock {
     }
 }
 
-/// How a store is built: guards, clock and hooks. Outside tests only the default
-/// exists: every guard on, the database's clock, no hook.
+/// The deployment's maximum transport deadline unless configured otherwise (§7.3
+/// step 1): a static setting held outside the database, the ceiling plan creation
+/// refuses to exceed and the executor's default.
+pub const DEFAULT_MAX_TRANSPORT_DEADLINE: SpanMs = SpanMs(60_000);
+
+/// How a store is built: guards, clock, hooks and the deployment's transport-deadline
+/// ceiling. Outside tests only the default exists: every guard on, the database's
+/// clock, no hook, [`DEFAULT_MAX_TRANSPORT_DEADLINE`].
 #[doc(hidden)]
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Settings {
     /// The guards.
     pub guards: Guards,
@@ -865,6 +879,21 @@ pub struct Settings {
     pub clock: Option<ManualClock>,
     /// A hook awaited at each [`HookPoint`].
     pub hook: Option<Hook>,
+    /// The deployment's maximum transport deadline: plan creation refuses a plan
+    /// binding more (§7.3 step 1), since the restore procedure takes it as the
+    /// latest an erased attempt's deadline could have been.
+    pub max_transport_deadline: SpanMs,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            guards: Guards::default(),
+            clock: None,
+            hook: None,
+            max_transport_deadline: DEFAULT_MAX_TRANSPORT_DEADLINE,
+        }
+    }
 }
 
 impl fmt::Debug for Settings {
@@ -873,6 +902,7 @@ impl fmt::Debug for Settings {
             .field("guards", &self.guards)
             .field("clock", &self.clock)
             .field("hook", &self.hook.is_some())
+            .field("max_transport_deadline", &self.max_transport_deadline)
             .finish()
     }
 }

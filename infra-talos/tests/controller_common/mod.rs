@@ -118,7 +118,6 @@ pub fn connector(sim: &TalosSim, path: &Path) -> Arc<TalosconfigConnector> {
         MACHINE,
         MachineRoute {
             endpoint: NodeAddress::parse(&sim.node_address()).expect("address"),
-            assignment_revision: Some(1),
         },
     );
     Arc::new(connector)

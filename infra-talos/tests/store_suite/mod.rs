@@ -10,6 +10,7 @@
 
 use std::future::Future;
 pub mod blanket;
+pub mod drift;
 pub mod verification;
 
 use infra_talos::config_digest;
@@ -41,7 +42,7 @@ pub fn settings(guards: Guards) -> (Settings, ManualClock) {
         Settings {
             guards,
             clock: Some(clock.clone()),
-            hook: None,
+            ..Settings::default()
         },
         clock,
     )
@@ -214,7 +215,6 @@ pub fn facts(machine: &str, digest: Digest) -> ObservedFacts {
         smbios_uuid,
         node_id,
         cluster_id: Some("cluster-1".into()),
-        assignment_revision: Some(1),
         talos_version: Some("v1.13.6".into()),
         digest: Some(digest),
         config_version: Some(5),
@@ -483,8 +483,10 @@ pub async fn c1_foreign_epoch<S: Store>(env: Env<S>) {
     let err = s.commit("p1", A).await.unwrap_err();
     assert_eq!(err.comparison(), Some(1), "{err}");
     assert!(err.to_string().contains("epoch"), "{err}");
-    // Control: a renewed approval in the present epoch passes comparison 1.
+    // Control: a renewed approval in the present epoch passes comparison 1, on
+    // evidence begun after it (choice §10.28).
     s.approve(&carol(), "p1").await.unwrap();
+    evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
     s.commit("p1", A).await.unwrap();
 }
 
@@ -525,16 +527,91 @@ pub async fn c2_baseline_moved<S: Store>(env: Env<S>) {
     refused_by(s, "pb", "m1", A, 2).await;
 }
 
+/// Missing evidence commits nothing and refuses nothing (choice §10.28): none by
+/// this controller, too old, begun before the approval, or with the configuration
+/// or identity unread. No refusal entry is written; fresh evidence commits each.
+pub async fn c3_missing_evidence<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p-old", "m1", A).await;
+    env.clock.advance(SpanMs::from_secs(61));
+    evidence_missing(s, "p-old", "m1", A, "old").await;
+    ready(&env, "p-other", "m2", B).await;
+    evidence_missing(s, "p-other", "m2", A, "no evidence").await;
+    s.create_plan(&alice(), spec("p-early", "m3", "rel-1", env.clock.now()))
+        .await
+        .unwrap();
+    evidence(s, "p-early", "m3", A, facts("m3", base_digest("m3"))).await;
+    s.approve(&bob(), "p-early").await.unwrap();
+    evidence_missing(s, "p-early", "m3", A, "before the approval").await;
+    for (plan, machine) in [("p-old", "m1"), ("p-early", "m3")] {
+        evidence(s, plan, machine, A, facts(machine, base_digest(machine))).await;
+        s.commit(plan, A).await.unwrap();
+    }
+    // m2 shares m1's rollout scope: with fresh evidence p-other passes comparison 3
+    // and stops at 5, behind p-old.
+    evidence(s, "p-other", "m2", A, facts("m2", base_digest("m2"))).await;
+    refused_by(s, "p-other", "m2", A, 5).await;
+    let mut unread = world_with_fresh_machine(s, "m4").await;
+    approved(&env, "p-unread", "m4", "rel-4").await;
+    unread.digest = None;
+    evidence(s, "p-unread", "m4", A, unread.clone()).await;
+    evidence_missing(s, "p-unread", "m4", A, "configuration digest").await;
+    unread = facts("m4", base_digest("m4"));
+    unread.smbios_uuid = None;
+    unread.node_id = None;
+    unread.cluster_id = None;
+    evidence(s, "p-unread", "m4", A, unread).await;
+    evidence_missing(s, "p-unread", "m4", A, "identity").await;
+    evidence(s, "p-unread", "m4", A, facts("m4", base_digest("m4"))).await;
+    s.commit("p-unread", A).await.unwrap();
+}
+
+/// Add machine `id` (its own rollout scope) with release `rel-4` published for it;
+/// returns what a healthy read of it shows.
+async fn world_with_fresh_machine<S: Store>(s: &S, id: &str) -> ObservedFacts {
+    s.create_machine(&ann(), machine_spec(id, "r4"))
+        .await
+        .unwrap();
+    s.publish_release(
+        &alice(),
+        ReleaseSpec {
+            id: "rel-4".into(),
+            artifacts: vec![(id.to_owned(), sealed(id, "rel-4"))],
+            contributions: vec![("ann".into(), ContributionKind::Authored)],
+        },
+    )
+    .await
+    .unwrap();
+    facts(id, base_digest(id))
+}
+
+/// Commit and expect "fresh evidence needed": nothing committed, no refusal entry.
+pub async fn evidence_missing<S: Store>(
+    s: &S,
+    plan: &str,
+    machine: &str,
+    controller: ControllerId,
+    says: &str,
+) {
+    let before = s.timeline(machine).await.unwrap().len();
+    let err = s.commit(plan, controller).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::EvidenceMissing { reason } if reason.contains(says)),
+        "expected missing evidence ({says}), got {err}"
+    );
+    assert_eq!(
+        s.timeline(machine).await.unwrap().len(),
+        before,
+        "{err} wrote an entry"
+    );
+    assert_eq!(s.plan(plan).await.unwrap().operation, None);
+}
+
+/// Evidence that shows another value refuses by comparison 3, with an entry.
 pub async fn c3_evidence_cases<S: Store>(env: Env<S>) {
     let s = &env.store;
     world(s).await;
-    // Too old.
-    ready(&env, "p-old", "m1", A).await;
-    env.clock.advance(SpanMs::from_secs(61));
-    refused_by(s, "p-old", "m1", A, 3).await;
-    // From another controller instance.
-    ready(&env, "p-other", "m1", B).await;
-    refused_by(s, "p-other", "m1", A, 3).await;
     // Wrong SMBIOS UUID.
     approved(&env, "p-uuid", "m1", "rel-1").await;
     let mut f = facts("m1", base_digest("m1"));
@@ -565,7 +642,7 @@ pub async fn c3_evidence_cases<S: Store>(env: Env<S>) {
     // Contradicted by a newer observation.
     ready(&env, "p-contra", "m1", A).await;
     let mut f = facts("m1", base_digest("m1"));
-    f.assignment_revision = Some(9);
+    f.cluster_id = Some("cluster-2".into());
     observe(s, "m1", ObservationPurpose::Drift, None, B, f).await;
     refused_by(s, "p-contra", "m1", A, 3).await;
     // Control: fresh evidence after it commits.
@@ -1589,6 +1666,25 @@ pub async fn now_and_plan_deadlines<S: Store>(env: Env<S>) {
     let read = s.plan("p1").await.unwrap();
     assert_eq!(read.transport_deadline, SpanMs(2500));
     assert_eq!(read.verification_deadline, SpanMs(45_000));
+    // §7.3 step 1: a transport deadline above the deployment's maximum is refused
+    // at creation, not first by the executor; the maximum itself is accepted.
+    let ceiling = infra_talos::store::DEFAULT_MAX_TRANSPORT_DEADLINE;
+    let mut over = spec("p-over", "m2", "rel-1", env.clock.now());
+    over.transport_deadline = SpanMs(ceiling.0 + 1);
+    over.verification_deadline = SpanMs(ceiling.0 * 2);
+    let err = s.create_plan(&alice(), over).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Refused { reason, .. } if reason.contains("maximum")),
+        "{err}"
+    );
+    assert!(matches!(
+        s.plan("p-over").await,
+        Err(StoreError::NotFound { .. })
+    ));
+    let mut at = spec("p-at", "m2", "rel-1", env.clock.now());
+    at.transport_deadline = ceiling;
+    at.verification_deadline = SpanMs(ceiling.0 * 2);
+    s.create_plan(&alice(), at).await.unwrap();
 }
 
 pub async fn takeover_request_recorded<S: Store>(env: Env<S>) {
@@ -1781,6 +1877,7 @@ where
         "c2_desired_moved" => c2_desired_moved(env).await,
         "c2_baseline_moved" => c2_baseline_moved(env).await,
         "c3_evidence_cases" => c3_evidence_cases(env).await,
+        "c3_missing_evidence" => c3_missing_evidence(env).await,
         "c3_wrong_digest_opens_drift" => c3_wrong_digest_opens_drift(env).await,
         "c6_unbound_drift" => c6_unbound_drift(env).await,
         "c4_scope_held" => c4_scope_held(env).await,
@@ -1817,7 +1914,7 @@ macro_rules! store_suite {
         $crate::store_suite!(@plain $make;
             happy_path, c0_plan_committed_twice, c1_approval_revoked, c1_expired,
             c1_cancelled, c1_identity_revoked, c1_foreign_epoch, c2_assignment_changed,
-            c2_desired_moved, c2_baseline_moved, c3_evidence_cases,
+            c2_desired_moved, c2_baseline_moved, c3_evidence_cases, c3_missing_evidence,
             c3_wrong_digest_opens_drift, c6_unbound_drift, c4_scope_held, c5_rollout_slot,
             c6_frozen, attempt_refusals_7, attempt_refusals_9, accounting_and_retry,
             retry_after_classification, no_completion_without_attempt, attempt_refused_by_gate,

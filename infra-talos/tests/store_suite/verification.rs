@@ -131,7 +131,9 @@ pub async fn commitment_identity_cases<S: Store>(env: Env<S>) {
     f.node_id = None;
     f.cluster_id = None;
     evidence(s, "p-unread", "m1", A, f).await;
-    refused_by(s, "p-unread", "m1", A, 3).await;
+    // An identity that was not read at all is missing evidence, not a mismatch
+    // (choice §10.28): nothing is refused and fresh evidence decides.
+    evidence_missing(s, "p-unread", "m1", A, "identity").await;
 
     approved(&env, "p-m3-nocluster", "m3", "rel-1").await;
     let mut f = facts("m3", base_digest("m3"));
