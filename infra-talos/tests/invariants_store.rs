@@ -24,18 +24,21 @@ use infra_talos::contract::epoch::Epoch;
 use infra_talos::contract::evidence::{ObservationPurpose, ResponseClass, TransportOutcome};
 use infra_talos::contract::operation::{ControllerId, OperationState, OwnerToken};
 use infra_talos::contract::plan::PlanState;
+use infra_talos::contract::recovery::ScopeState;
 use infra_talos::contract::{Role, SpanMs};
 use infra_talos::digest::Digest;
 use infra_talos::store::postgres::PgStore;
 use infra_talos::store::sqlite::SqliteStore;
 use infra_talos::store::{
-    AccountingRequest, Actor, AttemptAccounting, AttemptView, ContributionKind, DependencyCheck,
-    Guards, MachineView, ObservationRequest, ObservationView, ObservedFacts, OperationView,
-    PlanView, ReleaseSpec, SealedArtifact, Store, TimelineEntry,
+    AccountingRequest, Actor, AttemptAccounting, AttemptView, ContributionKind,
+    DEFAULT_MAX_TRANSPORT_DEADLINE, DependencyCheck, Guards, MachineView, ObservationRequest,
+    ObservationView, ObservedFacts, OperationView, PlanView, ReleaseSpec, ScopeAccounting,
+    SealedArtifact, Store, TimelineEntry,
 };
 use proptest::prelude::*;
 use store_suite::{
-    A, B, Env, MARKER, alice, ann, bob, carol, facts, root, seal, settings, spec, world,
+    A, B, Env, MARKER, alice, ann, base_digest, bob, carol, facts, root, seal, settings, spec,
+    world,
 };
 
 const MACHINES: [&str; 3] = ["m1", "m2", "m3"];
@@ -1097,6 +1100,42 @@ impl<S: Store> Driver<'_, S> {
         (len > 0).then(|| pool[len - 1 - k % len])
     }
 
+    /// The §7.3 steps a release needs, as the driver tries them: the step 1 decision
+    /// while the scope still awaits one (its recovery reads first), a restoration
+    /// observation, the mark and the release. True when the scope was released.
+    async fn release(&mut self, machine: &str) -> bool {
+        let s = &self.env.store;
+        let clock = &self.env.clock;
+        let Ok(view) = s.machine(machine).await else {
+            return false;
+        };
+        let read = || {
+            facts(
+                machine,
+                view.applied_digest.unwrap_or_else(|| base_digest(machine)),
+            )
+        };
+        if view.scope == ScopeState::PreRestoreUnaccounted {
+            clock.advance(SpanMs(DEFAULT_MAX_TRANSPORT_DEADLINE.0 + 1_000));
+            observe(s, machine, ObservationPurpose::Recovery, None, B, read()).await;
+            clock.advance(SETTLE_FLOOR);
+            observe(s, machine, ObservationPurpose::Recovery, None, B, read()).await;
+            let decision = ScopeAccounting {
+                machines: vec![machine.to_owned()],
+                settle_floor: SETTLE_FLOOR,
+                explanation: None,
+            };
+            if s.account_scopes(&root(), decision).await.is_err() {
+                return false;
+            }
+        }
+        observe(s, machine, ObservationPurpose::Restoration, None, B, read()).await;
+        if s.mark_scope(&root(), machine, None).await.is_err() {
+            return false;
+        }
+        s.release_scope(&root(), machine).await.is_ok()
+    }
+
     /// Learn owner tokens the store handed out without telling the driver (a
     /// recovery-mode entry takes every open operation over).
     async fn learn_owners(&mut self) {
@@ -1498,7 +1537,7 @@ impl<S: Store> Driver<'_, S> {
                 }
             }
             Act::ReleaseScope { machine } => {
-                if s.release_scope(&root(), MACHINES[machine]).await.is_ok() {
+                if self.release(MACHINES[machine]).await {
                     self.model.released.insert(MACHINES[machine].to_owned());
                 }
             }
@@ -1885,6 +1924,13 @@ async fn checker_reports_disabled_guards() {
     acts.extend([
         Act::EnterRecovery { by_b: false },
         Act::ReleaseScope { machine: 0 },
+        // The release's reads moved the clock on: evidence taken after it.
+        Act::Evidence {
+            plan: 0,
+            by_b: false,
+            seen: Seen::PreDispatch,
+            identity_ok: true,
+        },
         commit(0),
     ]);
     let env = sqlite_env(Guards::default()).await;

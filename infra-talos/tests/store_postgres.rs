@@ -57,6 +57,7 @@ store_suite!(make);
 verification_suite!(make);
 blanket_suite!(make);
 drift_suite!(make);
+recovery_suite!(make);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_url_means_skip_or_failure_in_ci() {
@@ -466,7 +467,7 @@ async fn migrates_version_one_to_current() {
             .fetch_all(store.pool())
             .await
             .unwrap();
-    assert_eq!(versions, [1, 2, 3, 4]);
+    assert_eq!(versions, [1, 2, 3, 4, 5]);
     check_current_version(&store, &clock, before).await;
     store.pool().close().await;
     drop(schema);

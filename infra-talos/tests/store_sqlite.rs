@@ -35,6 +35,7 @@ store_suite!(make);
 verification_suite!(make);
 blanket_suite!(make);
 drift_suite!(make);
+recovery_suite!(make);
 
 /// The database file itself never holds the plaintext marker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,7 +94,7 @@ async fn migrates_version_one_to_current() {
             .fetch_all(store.pool())
             .await
             .unwrap();
-    assert_eq!(versions, [1, 2, 3, 4]);
+    assert_eq!(versions, [1, 2, 3, 4, 5]);
     check_current_version(&store, &clock, before).await;
 }
 

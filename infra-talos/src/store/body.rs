@@ -24,12 +24,13 @@ use crate::contract::operation::{
     OperationKind, OperationState, OwnerToken, RetryBasis, TransitionFacts,
 };
 use crate::contract::plan::{self, PlanEvent, PlanState, SelfApproval, Stage};
+use crate::contract::recovery::{self, Dependency, ScopeEvent, ScopeState};
 use crate::contract::{InstantMs, Revision, Role};
 
 use super::common::*;
 use super::migrations::{Applied, CREATE_BOOKKEEPING, Migration, check_applied};
 use super::{
-    AccountingRequest, Actor, AttemptAccounting, AttemptView, BlanketApproval, Committed,
+    AccountingRequest, Actor, AttemptAccounting, ScopeAccounting, AttemptView, BlanketApproval, Committed,
     ContributionKind, DependencyCheck, HookPoint, IdentityKey, MachineSpec, MachineView,
     ObservationRequest, ObservationTicket, ObservationView, ObservedFacts, OperationView, PlanSpec,
     PlanView, PrincipalKind, PrincipalSpec, ReleaseSpec, SealedReleaseSpec, Settings, Store,
@@ -87,11 +88,11 @@ macro_rules! transaction {
     }};
 }
 
+// Every column, so that a row of a store not yet migrated to version 5 (recovery scope
+// states) still reads: its scope is then `normal`, as the migration's default says.
 macro_rules! machine_cols {
     () => {
-        "id, identity_kind, identity_value, cluster_id, endpoint, rollout_scope, talos_minor, \
-         revision, assignment_revision, desired_release, applied_release, applied_digest, \
-         baseline_revision, frozen, released_epoch, open_drift, open_drift_digest"
+        "*"
     };
 }
 
@@ -149,7 +150,25 @@ fn machine_row(r: &DbRow) -> Result<MachineRow, sqlx::Error> {
         released_epoch: r.try_get("released_epoch")?,
         open_drift: r.try_get("open_drift")?,
         open_drift_digest: r.try_get("open_drift_digest")?,
+        scope_state: r
+            .try_get("scope_state")
+            .or_else(|e| absent_column(e, || "normal".to_owned()))?,
+        scope_mark_desired: r
+            .try_get("scope_mark_desired")
+            .or_else(|e| absent_column(e, || None))?,
+        scope_decision_revision: r
+            .try_get("scope_decision_revision")
+            .or_else(|e| absent_column(e, || None))?,
     })
+}
+
+/// The value a column added by a later migration stands for in a row read from a
+/// store not yet migrated to it; any other error stays an error.
+fn absent_column<T>(e: sqlx::Error, default: impl FnOnce() -> T) -> Result<T, sqlx::Error> {
+    match e {
+        sqlx::Error::ColumnNotFound(_) => Ok(default()),
+        other => Err(other),
+    }
 }
 
 fn plan_row(r: &DbRow) -> Result<PlanRow, sqlx::Error> {
@@ -359,11 +378,11 @@ async fn read_machine(tx: &mut Tx, id: &str) -> R<MachineRow> {
 /// The installation row read to share (commitment, attempt) or to change (entry).
 const INSTALLATION_SQL: [&str; 2] = [
     concat!(
-        "SELECT epoch, recovery_mode FROM installation WHERE id = 1",
+        "SELECT * FROM installation WHERE id = 1",
         for_share!()
     ),
     concat!(
-        "SELECT epoch, recovery_mode FROM installation WHERE id = 1",
+        "SELECT * FROM installation WHERE id = 1",
         for_update!()
     ),
 ];
@@ -376,6 +395,9 @@ async fn installation(tx: &mut Tx, share: bool) -> R<InstallationRow> {
     Ok(InstallationRow {
         epoch: epoch_of(&epoch)?,
         recovery_mode: row.try_get("recovery_mode")?,
+        recovery_entered_at_ms: row
+            .try_get("recovery_entered_at_ms")
+            .or_else(|e| absent_column(e, || None))?,
     })
 }
 
@@ -1492,6 +1514,7 @@ fn machine_view(m: &MachineRow) -> StoreResult<MachineView> {
         endpoint: m.endpoint.clone(),
         identity,
         cluster_id: m.cluster_id.clone(),
+        scope: scope_of(&m.scope_state)?,
     })
 }
 
@@ -1638,6 +1661,16 @@ impl Store for Backend {
             let now = self.store_time(&mut tx).await?;
             append(&mut tx, &spec.id, now, Entry::by(actor, "machine_created")
                 .detail(format!("identity key {kind}, cluster {}", spec.cluster_id))).await?;
+            // §7.4: a machine inventoried during recovery starts pre-restore
+            // unaccounted, like every scope at entry.
+            let inst = installation(&mut tx, true).await?;
+            if inst.recovery_mode {
+                sqlx::query("UPDATE machines SET scope_state = $2 WHERE id = $1")
+                    .bind(&spec.id)
+                    .bind(scope_text(recovery::inventoried(true)))
+                    .execute(&mut *tx)
+                    .await?;
+            }
             if let Some(d) = spec.adopted_digest {
                 let rev = append(&mut tx, &spec.id, now, Entry::by(actor, "applied_changed")
                     .detail(format!("handed over at digest {d} (inventory adoption record)"))).await?;
@@ -2132,6 +2165,7 @@ impl Store for Backend {
             let inst = InstallationRow {
                 epoch: epoch_of(&epoch)?,
                 recovery_mode: row.try_get("recovery_mode")?,
+                recovery_entered_at_ms: None,
             };
             let approval = sqlx::query(
                 "SELECT a.approver_id, a.epoch, a.revision, a.revoked, p.revoked AS identity_revoked \
@@ -2741,13 +2775,23 @@ impl Store for Backend {
             let inst = installation(&mut tx, false).await?;
             require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
             let now = self.store_time(&mut tx).await?;
-            sqlx::query("UPDATE installation SET epoch = $1, recovery_mode = TRUE WHERE id = 1")
-                .bind(epoch.to_bytes().to_vec())
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query("UPDATE machines SET released_epoch = NULL")
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "UPDATE installation SET epoch = $1, recovery_mode = TRUE, \
+                 recovery_entered_at_ms = $2 WHERE id = 1",
+            )
+            .bind(epoch.to_bytes().to_vec())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            // §7.2 item 4: every scope pre-restore unaccounted (choice §10.19).
+            sqlx::query(
+                "UPDATE machines SET released_epoch = NULL, scope_state = $1, \
+                 scope_mark_desired = NULL, scope_decision_revision = NULL",
+            )
+            .bind(scope_text(recovery::transition(ScopeState::Normal, ScopeEvent::Entry)
+                .map_err(|e| refused(ACT, e.to_string()))?))
+            .execute(&mut *tx)
+            .await?;
             for m in &machines {
                 append(&mut tx, m, now, Entry::by(actor, "recovery_entry")
                     .detail(format!("epoch {} replaced by a new epoch; gate shut", inst.epoch))).await?;
@@ -2783,7 +2827,7 @@ impl Store for Backend {
     async fn release_scope(&self, actor: &Actor, machine_id: &str) -> StoreResult<()> {
         const ACT: &str = "releasing a scope";
         transaction!(self, tx => {
-            lock_machine(&mut tx, machine_id).await?;
+            let machine = lock_machine(&mut tx, machine_id).await?;
             let inst = installation(&mut tx, true).await?;
             require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
             if !inst.recovery_mode {
@@ -2792,12 +2836,19 @@ impl Store for Backend {
             if let Some(op) = holder(&mut tx, true, machine_id).await? {
                 return Err(refused(ACT, format!("operation {op} still holds the scope")).into());
             }
+            // §7.4: only a ready scope is released, and only while Desired is the
+            // release its mark checked (§7.3 step 7, invariant 13).
+            let state = scope_of(&machine.scope_state)?;
+            let desired_matches_mark = machine.desired_release == machine.scope_mark_desired;
+            let next = recovery::transition(state, ScopeEvent::Release { desired_matches_mark })
+                .map_err(|e| refused(ACT, e.to_string()))?;
             let now = self.store_time(&mut tx).await?;
             append(&mut tx, machine_id, now, Entry::by(actor, "scope_released")
                 .detail(format!("released in epoch {}", inst.epoch))).await?;
-            sqlx::query("UPDATE machines SET released_epoch = $2 WHERE id = $1")
+            sqlx::query("UPDATE machines SET released_epoch = $2, scope_state = $3 WHERE id = $1")
                 .bind(machine_id)
                 .bind(inst.epoch.to_bytes().to_vec())
+                .bind(scope_text(next))
                 .execute(&mut *tx)
                 .await?;
             Ok(())
@@ -2822,13 +2873,127 @@ impl Store for Backend {
                 if m.released_epoch.as_deref().map(epoch_of).transpose()? != Some(inst.epoch) {
                     return Err(refused(ACT, format!("scope {} is not released", m.id)).into());
                 }
+                let state = scope_of(&m.scope_state)?;
+                recovery::transition(state, ScopeEvent::Exit { every_scope_released: true })
+                    .map_err(|e| refused(ACT, format!("scope {}: {e}", m.id)))?;
             }
             let now = self.store_time(&mut tx).await?;
             sqlx::query("UPDATE installation SET recovery_mode = FALSE WHERE id = 1").execute(&mut *tx).await?;
+            sqlx::query("UPDATE machines SET scope_state = $1").bind(scope_text(ScopeState::Normal)).execute(&mut *tx).await?;
             for m in &machines {
-                append(&mut tx, &m.id, now, Entry::by(actor, "recovery_left")).await?;
+                append(&mut tx, &m.id, now, Entry::by(actor, "recovery_left")
+                    .detail("scope state: released → normal")).await?;
             }
             Ok(())
+        })
+    }
+
+    async fn account_scopes(&self, actor: &Actor, request: ScopeAccounting) -> StoreResult<()> {
+        const ACT: &str = "accounting restored scopes";
+        let mut ids = request.machines.clone();
+        ids.sort();
+        ids.dedup();
+        if ids.is_empty() {
+            return Err(refused(ACT, "name at least one machine scope"));
+        }
+        transaction!(self, tx => {
+            let mut machines = Vec::new();
+            for id in &ids {
+                machines.push(lock_machine(&mut tx, id).await?);
+            }
+            let inst = installation(&mut tx, true).await?;
+            require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
+            let entered = match (inst.recovery_mode, inst.recovery_entered_at_ms) {
+                (true, Some(at)) => at,
+                _ => return Err(refused(ACT, "recovery mode is not in force").into()),
+            };
+            for m in &machines {
+                if scope_of(&m.scope_state)? != ScopeState::PreRestoreUnaccounted {
+                    let e = recovery::transition(scope_of(&m.scope_state)?, ScopeEvent::AccountingDecision {
+                        restored_operation_holds_scope: false,
+                    });
+                    let why = e.err().map_or_else(|| "already accounted".to_owned(), |e| e.to_string());
+                    return Err(refused(ACT, format!("scope {}: {why}", m.id)).into());
+                }
+            }
+            let now = self.store_time(&mut tx).await?;
+            let mut reads = Vec::new();
+            for m in &machines {
+                reads.push(recorded_reads(&mut tx, &m.id).await?);
+            }
+            let facts: Vec<DecisionFacts<'_>> = reads
+                .iter()
+                .map(|r| DecisionFacts {
+                    decider: actor.role,
+                    stop: ExecutorStop::StoppedForRestore { at: InstantMs(u(entered)) },
+                    deadline: TransportDeadline::ErasedByRestore {
+                        max_transport_deadline: self.settings.max_transport_deadline,
+                    },
+                    settle_floor: request.settle_floor,
+                    reads: r,
+                    now: InstantMs(u(now)),
+                    version_change_explanation: request.explanation.as_deref(),
+                })
+                .collect();
+            let decisions = accounting::check_joint_decision(&facts).map_err(|e| {
+                let scope = ids.get(e.index).map_or("?", String::as_str);
+                StoreError::AccountingRefused {
+                    condition: e.refusal.condition(),
+                    reason: format!("scope {scope}: {}", e.refusal),
+                }
+            })?;
+            for (m, decision) in machines.iter().zip(&decisions) {
+                self.account_scope(&mut tx, actor, m, decision, &request, now).await?;
+            }
+            Ok(())
+        })
+    }
+
+    async fn mark_scope(
+        &self,
+        actor: &Actor,
+        machine_id: &str,
+        missing: Option<Dependency>,
+    ) -> StoreResult<ScopeState> {
+        const ACT: &str = "marking a scope";
+        transaction!(self, tx => {
+            let machine = lock_machine(&mut tx, machine_id).await?;
+            let inst = installation(&mut tx, true).await?;
+            require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
+            if !inst.recovery_mode {
+                return Err(refused(ACT, "recovery mode is not in force").into());
+            }
+            let latest = sqlx::query(concat!(
+                "SELECT ",
+                obs_cols!(),
+                " WHERE s.machine_id = $1 AND s.purpose = 'restoration' ORDER BY s.basis DESC LIMIT 1"
+            ))
+            .bind(machine_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .as_ref()
+            .map(obs_row)
+            .transpose()?;
+            let facts = recovery::MarkFacts {
+                operation_holds_scope: holder(&mut tx, true, machine_id).await?.is_some(),
+                reading: restoration_reading(&machine, latest.as_ref(), machine.scope_decision_revision),
+                missing,
+            };
+            let next = recovery::transition(scope_of(&machine.scope_state)?, ScopeEvent::Mark(facts))
+                .map_err(|e| refused(ACT, e.to_string()))?;
+            let now = self.store_time(&mut tx).await?;
+            append(&mut tx, machine_id, now, Entry::by(actor, "scope_marked").detail(format!(
+                "marked {next} on restoration observation {}, Desired {}",
+                latest.as_ref().map_or_else(|| "none".to_owned(), |o| format!("r{}", o.basis)),
+                machine.desired_release.as_deref().unwrap_or("none"),
+            ))).await?;
+            sqlx::query("UPDATE machines SET scope_state = $2, scope_mark_desired = $3 WHERE id = $1")
+                .bind(machine_id)
+                .bind(scope_text(next))
+                .bind(&machine.desired_release)
+                .execute(&mut *tx)
+                .await?;
+            Ok(next)
         })
     }
 
@@ -3258,6 +3423,85 @@ impl Backend {
                 .await?;
             Ok(())
         })
+    }
+}
+
+/// Every recorded read of `machine`, as a §5.2 decision relies on it.
+async fn recorded_reads(tx: &mut Tx, machine: &str) -> R<Vec<RecordedRead>> {
+    Ok(observations_after(tx, machine, 0)
+        .await?
+        .iter()
+        .map(|o| RecordedRead {
+            purpose: o.purpose,
+            started_at: InstantMs(u(o.started_at_ms)),
+            recorded_at: InstantMs(u(o.recorded_at_ms)),
+            config_version: o.config_version.map(u),
+        })
+        .collect())
+}
+
+impl Backend {
+    /// One scope of a §7.3 step 1 decision that passed: the entry, every restored
+    /// attempt with no answer from the node accounted by it, every restored
+    /// operation with no attempt cancelled (§7.3 step 5: the decision covers any
+    /// attempt the restore erased), and the scope moved on (§7.4).
+    async fn account_scope(
+        &self,
+        tx: &mut Tx,
+        actor: &Actor,
+        machine: &MachineRow,
+        decision: &accounting::Decision,
+        request: &ScopeAccounting,
+        now: i64,
+    ) -> R<()> {
+        let rev = append(tx, &machine.id, now, Entry::by(actor, "scope_accounted").detail(format!(
+            "step 1 decision (a judgement, not proof): {decision}; settle floor {}; explanation: {}",
+            request.settle_floor,
+            request.explanation.as_deref().unwrap_or("none"),
+        ))).await?;
+        let restored = sqlx::query(
+            "SELECT id FROM operations WHERE machine_id = $1 AND restored \
+             AND state IN ('committed', 'sending', 'verifying', 'unresolved') ORDER BY id",
+        )
+        .bind(&machine.id)
+        .fetch_all(&mut **tx)
+        .await?;
+        for row in &restored {
+            let op: String = row.try_get("id")?;
+            let attempts = read_attempts(tx, &op).await?;
+            if attempts.is_empty() {
+                append(tx, &machine.id, now, Entry::by(actor, "cancelled").op(&op).detail(
+                    "restored with no attempt: ends cancelled once its scope is accounted \
+                     (§7.3 step 5); nothing was sent by this controller",
+                )).await?;
+                set_op_state(tx, &op, OperationState::Cancelled).await?;
+                continue;
+            }
+            for a in attempts.iter().filter(|a| !a.response.from_target() && !a.accounted_by_decision) {
+                sqlx::query(
+                    "UPDATE attempts SET accounted_by_decision = TRUE, decision_revision = $3 \
+                     WHERE operation_id = $1 AND attempt_no = $2",
+                )
+                .bind(&op)
+                .bind(a.attempt_no)
+                .bind(rev)
+                .execute(&mut **tx)
+                .await?;
+            }
+        }
+        let holds = holder(tx, true, &machine.id).await?.is_some();
+        let next = recovery::transition(
+            scope_of(&machine.scope_state)?,
+            ScopeEvent::AccountingDecision { restored_operation_holds_scope: holds },
+        )
+        .map_err(|e| refused("accounting restored scopes", e.to_string()))?;
+        sqlx::query("UPDATE machines SET scope_state = $2, scope_decision_revision = $3 WHERE id = $1")
+            .bind(&machine.id)
+            .bind(scope_text(next))
+            .bind(rev)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
     }
 }
 

@@ -10,6 +10,7 @@ use crate::contract::evidence::{
 use crate::contract::gate::{DriftRecordId, GateFacts, RecoveryGate};
 use crate::contract::operation::{ControllerId, OperationState, OwnerToken};
 use crate::contract::plan::{ApprovalRecord, AuthorityFacts, PlanState, SelfApproval};
+use crate::contract::recovery::{BlockedOn, Dependency, RestorationReading, ScopeState};
 use crate::contract::{InstantMs, Revision, Role};
 use crate::digest::Digest;
 
@@ -177,6 +178,9 @@ pub(super) fn token_text(t: &OwnerToken) -> String {
 pub(super) struct InstallationRow {
     pub(super) epoch: Epoch,
     pub(super) recovery_mode: bool,
+    /// When recovery mode was last entered: every pre-restore instance had stopped by
+    /// then (§7.3 step 1).
+    pub(super) recovery_entered_at_ms: Option<i64>,
 }
 
 /// A machine row.
@@ -199,6 +203,12 @@ pub(super) struct MachineRow {
     pub(super) released_epoch: Option<Vec<u8>>,
     pub(super) open_drift: Option<i64>,
     pub(super) open_drift_digest: Option<String>,
+    /// The recovery scope state (§7.4), as [`scope_text`] writes it.
+    pub(super) scope_state: String,
+    /// The Desired release the scope's last mark checked (§7.3 step 7).
+    pub(super) scope_mark_desired: Option<String>,
+    /// The revision of the scope's step 1 accounting decision.
+    pub(super) scope_decision_revision: Option<i64>,
 }
 
 /// A plan row: everything the plan binds.
@@ -569,5 +579,69 @@ pub(super) fn contract_observation(
     Observation {
         purpose: obs.purpose,
         reading,
+    }
+}
+
+/// How a recovery scope state (§7.4) is stored.
+pub(super) fn scope_text(state: ScopeState) -> &'static str {
+    match state {
+        ScopeState::Normal => "normal",
+        ScopeState::PreRestoreUnaccounted => "pre_restore_unaccounted",
+        ScopeState::Unresolved => "unresolved",
+        ScopeState::Blocked(BlockedOn::AwaitingMark) => "blocked:awaiting_mark",
+        ScopeState::Blocked(BlockedOn::NoRestorationObservation) => {
+            "blocked:no_restoration_observation"
+        }
+        ScopeState::Blocked(BlockedOn::ObservationFailed) => "blocked:observation_failed",
+        ScopeState::Blocked(BlockedOn::IdentityMismatch) => "blocked:identity_mismatch",
+        ScopeState::Blocked(BlockedOn::MissingDependency(Dependency::ReleaseRecord)) => {
+            "blocked:missing_release_record"
+        }
+        ScopeState::Blocked(BlockedOn::MissingDependency(Dependency::KeyVersion)) => {
+            "blocked:missing_key_version"
+        }
+        ScopeState::Blocked(BlockedOn::MissingDependency(Dependency::ExecutorCredentials)) => {
+            "blocked:missing_executor_credentials"
+        }
+        ScopeState::Ready => "ready",
+        ScopeState::Released => "released",
+    }
+}
+
+/// The recovery scope state stored as `text`.
+pub(super) fn scope_of(text: &str) -> Result<ScopeState, StoreError> {
+    ScopeState::ALL
+        .into_iter()
+        .find(|s| scope_text(*s) == text)
+        .ok_or_else(|| db_err(format!("unknown recovery scope state {text:?}")))
+}
+
+/// What a restoration observation showed against the machine record (§7.3 step 6,
+/// choice §10.26): `decided_at` is the revision of the scope's step 1 decision.
+pub(super) fn restoration_reading(
+    machine: &MachineRow,
+    obs: Option<&ObsRow>,
+    decided_at: Option<i64>,
+) -> RestorationReading {
+    let Some(obs) = obs else {
+        return RestorationReading::None;
+    };
+    if decided_at.is_none_or(|d| obs.basis <= d) {
+        return RestorationReading::BeforeDecision;
+    }
+    if obs.smbios_uuid.is_none() && obs.node_id.is_none() && obs.cluster_id.is_none() {
+        return RestorationReading::Failed;
+    }
+    let key_matches = match machine.identity_kind.as_str() {
+        "node_id" => {
+            obs.node_id.as_deref() == Some(machine.identity_value.as_str())
+                && obs.smbios_uuid.is_none()
+        }
+        _ => obs.smbios_uuid.as_deref() == Some(machine.identity_value.as_str()),
+    };
+    if key_matches && obs.cluster_id.as_deref() == Some(machine.cluster_id.as_str()) {
+        RestorationReading::Matches
+    } else {
+        RestorationReading::IdentityMismatch
     }
 }

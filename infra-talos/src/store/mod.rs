@@ -53,6 +53,7 @@ use crate::contract::epoch::Epoch;
 use crate::contract::evidence::{ObservationPurpose, ResponseClass};
 use crate::contract::operation::{ControllerId, OperationState, OwnerToken};
 use crate::contract::plan::{PlanState, SelfApproval};
+use crate::contract::recovery::{Dependency, ScopeState};
 use crate::contract::{InstantMs, Revision, SpanMs};
 use crate::digest::Digest;
 use crate::keys;
@@ -365,6 +366,17 @@ pub struct OperationView {
     pub attempts: u32,
 }
 
+/// recovery-admin's §7.3 step 1 accounting decision over restored scopes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeAccounting {
+    /// The machine scopes it covers; every one must pass.
+    pub machines: Vec<String>,
+    /// The deployment's settle floor (at least 30 s), kept outside the database.
+    pub settle_floor: SpanMs,
+    /// How a resource version that moved during a settle is explained.
+    pub explanation: Option<String>,
+}
+
 /// A machine's three values and scope facts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MachineView {
@@ -392,6 +404,8 @@ pub struct MachineView {
     pub identity: IdentityKey,
     /// The Talos cluster ID it belongs to.
     pub cluster_id: String,
+    /// Its recovery scope state (§7.4): normal outside recovery mode.
+    pub scope: ScopeState,
 }
 
 /// One timeline entry (§4.1).
@@ -706,6 +720,22 @@ pub trait Store: Send + Sync {
     async fn enter_recovery(&self, actor: &Actor, controller: ControllerId) -> StoreResult<Epoch>;
     /// Release a scope in the present epoch (recovery-admin, §7.3 step 7).
     async fn release_scope(&self, actor: &Actor, machine: &str) -> StoreResult<()>;
+    /// recovery-admin's §7.3 step 1 decision over pre-restore unaccounted scopes: the
+    /// §5.2 conditions per scope, with the recorded entry standing for every
+    /// pre-restore instance's stop and the deployment's maximum transport deadline
+    /// for an erased attempt's; all pass or nothing is recorded. Each scope moves to
+    /// unresolved while a restored operation with attempts holds it, otherwise to
+    /// blocked until marked; restored operations with no attempt end cancelled.
+    async fn account_scopes(&self, actor: &Actor, request: ScopeAccounting) -> StoreResult<()>;
+    /// recovery-admin's mark (§7.3 step 6) from the scope's latest restoration
+    /// observation and the caller's step 3 dependency check (`missing`, the first
+    /// dependency it found missing); returns the state the evidence supports.
+    async fn mark_scope(
+        &self,
+        actor: &Actor,
+        machine: &str,
+        missing: Option<Dependency>,
+    ) -> StoreResult<ScopeState>;
     /// Leave recovery mode once every scope is released (§7.6).
     async fn leave_recovery(&self, actor: &Actor) -> StoreResult<()>;
     /// The present recovery epoch.

@@ -55,10 +55,15 @@ const MIGRATIONS: &[Migration] = &[
         name: "not_null_identifiers",
         sql: include_str!("../../migrations/sqlite/0004_not_null_identifiers.sql"),
     },
+    Migration {
+        version: 5,
+        name: "recovery_scopes",
+        sql: include_str!("../../migrations/sqlite/0005_recovery_scopes.sql"),
+    },
 ];
 
 /// The schema version this build migrates to.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The embedded controller store on SQLite.
 #[derive(Debug, Clone)]

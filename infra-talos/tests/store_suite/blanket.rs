@@ -237,9 +237,7 @@ pub async fn blanket_epoch_and_identity<S: Store>(env: Env<S>) {
             .await
             .is_err()
     );
-    for m in ["m1", "m2", "m3"] {
-        s.release_scope(&root(), m).await.unwrap();
-    }
+    release_after_restore(&env, &["m1", "m2", "m3"]).await;
     s.leave_recovery(&root()).await.unwrap();
     let listed = s.blanket_approvals().await.unwrap();
     assert!(!listed[0].current_epoch && !listed[0].in_force());

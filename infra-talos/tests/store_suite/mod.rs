@@ -11,6 +11,7 @@
 use std::future::Future;
 pub mod blanket;
 pub mod drift;
+pub mod recovery;
 pub mod verification;
 
 use infra_talos::config_digest;
@@ -18,14 +19,15 @@ use infra_talos::contract::classify::{Classification, UnresolvedReason};
 use infra_talos::contract::evidence::{ObservationPurpose, ResponseClass, TransportOutcome};
 use infra_talos::contract::operation::{ControllerId, OperationState, OwnerToken};
 use infra_talos::contract::plan::{PlanState, SelfApproval, SelfApprovalBasis};
+use infra_talos::contract::recovery::ScopeState;
 use infra_talos::contract::{InstantMs, Role, SpanMs};
 use infra_talos::digest::Digest;
 use infra_talos::keys::{self, KeyBinding};
 use infra_talos::store::{
     AccountingRequest, Actor, AttemptAccounting, Committed, ContributionKind, DependencyCheck,
     Guards, IdentityKey, MachineSpec, ManualClock, ObservationRequest, ObservedFacts, PlanSpec,
-    PrincipalKind, PrincipalSpec, ReleaseSpec, SealedArtifact, SealedReleaseSpec, Settings, Store,
-    StoreError,
+    PrincipalKind, PrincipalSpec, ReleaseSpec, ScopeAccounting, SealedArtifact, SealedReleaseSpec,
+    Settings, Store, StoreError,
 };
 
 /// A fresh store, its hand-moved clock, and whatever must live as long as it.
@@ -479,7 +481,8 @@ pub async fn c1_foreign_epoch<S: Store>(env: Env<S>) {
     world(s).await;
     ready(&env, "p1", "m1", A).await;
     s.enter_recovery(&root(), B).await.unwrap();
-    s.release_scope(&root(), "m1").await.unwrap();
+    release_after_restore(&env, &["m1"]).await;
+    evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
     let err = s.commit("p1", A).await.unwrap_err();
     assert_eq!(err.comparison(), Some(1), "{err}");
     assert!(err.to_string().contains("epoch"), "{err}");
@@ -584,6 +587,60 @@ async fn world_with_fresh_machine<S: Store>(s: &S, id: &str) -> ObservedFacts {
     .await
     .unwrap();
     facts(id, base_digest(id))
+}
+
+/// The settle floor the recovery helpers use (the smallest a deployment may set).
+pub const SETTLE: SpanMs = SpanMs::from_secs(30);
+
+/// A read of `machine` as it stands: its recorded identity and Applied's digest.
+pub async fn as_it_stands<S: Store>(s: &S, machine: &str) -> ObservedFacts {
+    let digest = s.machine(machine).await.unwrap().applied_digest.unwrap();
+    facts(machine, digest)
+}
+
+/// After `enter_recovery`, the §7.3 step 1 decision over `machines`: the recovery
+/// reads it needs (the first after the entry plus the deployment's maximum
+/// transport deadline, the last a settle floor later), then the joint decision.
+pub async fn account_after_restore<S: Store>(env: &Env<S>, machines: &[&str]) {
+    let s = &env.store;
+    let ceiling = infra_talos::store::DEFAULT_MAX_TRANSPORT_DEADLINE;
+    env.clock.advance(SpanMs(ceiling.0 + 1000));
+    for m in machines {
+        let read = as_it_stands(s, m).await;
+        observe(s, m, ObservationPurpose::Recovery, None, B, read).await;
+    }
+    env.clock.advance(SETTLE);
+    for m in machines {
+        let read = as_it_stands(s, m).await;
+        observe(s, m, ObservationPurpose::Recovery, None, B, read).await;
+    }
+    s.account_scopes(
+        &root(),
+        ScopeAccounting {
+            machines: machines.iter().map(|m| (*m).to_owned()).collect(),
+            settle_floor: SETTLE,
+            explanation: None,
+        },
+    )
+    .await
+    .unwrap();
+}
+
+/// The rest of §7.3 as far as release, for scopes no restored operation holds: the
+/// step 1 decision, a restoration observation of each machine, its mark (ready),
+/// and the release.
+pub async fn release_after_restore<S: Store>(env: &Env<S>, machines: &[&str]) {
+    let s = &env.store;
+    account_after_restore(env, machines).await;
+    for m in machines {
+        let read = as_it_stands(s, m).await;
+        observe(s, m, ObservationPurpose::Restoration, None, B, read).await;
+        assert_eq!(
+            s.mark_scope(&root(), m, None).await.unwrap(),
+            ScopeState::Ready
+        );
+        s.release_scope(&root(), m).await.unwrap();
+    }
 }
 
 /// Commit and expect "fresh evidence needed": nothing committed, no refusal entry.
@@ -753,7 +810,8 @@ pub async fn c6_recovery_without_release<S: Store>(make: impl AsyncFnOnce(Guards
     s.enter_recovery(&root(), B).await.unwrap();
     assert!(s.approve(&carol(), "p1").await.is_err());
     refused_by(s, "p1", "m1", A, 6).await;
-    s.release_scope(&root(), "m1").await.unwrap();
+    release_after_restore(&env, &["m1"]).await;
+    evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
     s.commit("p1", A).await.unwrap();
 }
 

@@ -1,0 +1,247 @@
+//! Recovery scope states through the store (§7.2–§7.6): entry marks every scope
+//! pre-restore unaccounted, the step 1 decision accounts it, a mark reads the
+//! restoration observation, and only a ready scope is released (invariant 13). Run by
+//! both stores through `recovery_suite!`.
+
+use infra_talos::contract::recovery::{BlockedOn, ScopeState};
+use infra_talos::store::{Guards, ScopeAccounting, Store, StoreError};
+
+use super::*;
+
+async fn scope<S: Store>(s: &S, machine: &str) -> ScopeState {
+    s.machine(machine).await.unwrap().scope
+}
+
+fn refused_saying(err: &StoreError, says: &str) {
+    assert!(
+        matches!(err, StoreError::Refused { reason, .. } if reason.contains(says)),
+        "expected a refusal saying {says:?}, got {err}"
+    );
+}
+
+async fn restoration<S: Store>(s: &S, machine: &str, read: ObservedFacts) {
+    observe(s, machine, ObservationPurpose::Restoration, None, B, read).await;
+}
+
+/// A scope is released only from ready: not while pre-restore unaccounted, not when
+/// blocked on a missing or foreign restoration observation, not after Desired moved
+/// since its mark; leaving waits for every scope, and returns each to normal.
+pub async fn release_only_when_ready<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    assert_eq!(scope(s, "m1").await, ScopeState::Normal);
+    s.enter_recovery(&root(), B).await.unwrap();
+    for m in ["m1", "m2", "m3"] {
+        assert_eq!(scope(s, m).await, ScopeState::PreRestoreUnaccounted);
+    }
+    let err = s.release_scope(&root(), "m1").await.unwrap_err();
+    refused_saying(&err, "pre-restore unaccounted");
+    // A decision with no reads after the deadline is refused and records nothing.
+    let err = s
+        .account_scopes(
+            &root(),
+            ScopeAccounting {
+                machines: vec!["m1".into()],
+                settle_floor: SETTLE,
+                explanation: None,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::AccountingRefused { .. }), "{err}");
+    assert_eq!(scope(s, "m1").await, ScopeState::PreRestoreUnaccounted);
+    account_after_restore(&env, &["m1", "m2", "m3"]).await;
+    assert_eq!(
+        scope(s, "m1").await,
+        ScopeState::Blocked(BlockedOn::AwaitingMark)
+    );
+    refused_saying(&s.release_scope(&root(), "m1").await.unwrap_err(), "ready");
+    // No restoration observation yet, then one showing another machine.
+    assert_eq!(
+        s.mark_scope(&root(), "m1", None).await.unwrap(),
+        ScopeState::Blocked(BlockedOn::NoRestorationObservation)
+    );
+    let mut foreign = as_it_stands(s, "m1").await;
+    foreign.smbios_uuid = Some("uuid-someone-else".into());
+    restoration(s, "m1", foreign).await;
+    assert_eq!(
+        s.mark_scope(&root(), "m1", None).await.unwrap(),
+        ScopeState::Blocked(BlockedOn::IdentityMismatch)
+    );
+    refused_saying(&s.release_scope(&root(), "m1").await.unwrap_err(), "ready");
+    // The machine's own identity: ready, but a missing dependency blocks it.
+    restoration(s, "m1", as_it_stands(s, "m1").await).await;
+    assert_eq!(
+        s.mark_scope(
+            &root(),
+            "m1",
+            Some(infra_talos::contract::recovery::Dependency::KeyVersion)
+        )
+        .await
+        .unwrap(),
+        ScopeState::Blocked(BlockedOn::MissingDependency(
+            infra_talos::contract::recovery::Dependency::KeyVersion
+        ))
+    );
+    assert_eq!(
+        s.mark_scope(&root(), "m1", None).await.unwrap(),
+        ScopeState::Ready
+    );
+    // Desired moves after the mark: the release needs a new mark.
+    publish(s, "rel-2").await;
+    refused_saying(
+        &s.release_scope(&root(), "m1").await.unwrap_err(),
+        "mark it again",
+    );
+    assert_eq!(
+        s.mark_scope(&root(), "m1", None).await.unwrap(),
+        ScopeState::Ready
+    );
+    s.release_scope(&root(), "m1").await.unwrap();
+    assert_eq!(scope(s, "m1").await, ScopeState::Released);
+    // Leaving waits for every scope.
+    refused_saying(&s.leave_recovery(&root()).await.unwrap_err(), "m2");
+    for m in ["m2", "m3"] {
+        restoration(s, m, as_it_stands(s, m).await).await;
+        s.mark_scope(&root(), m, None).await.unwrap();
+        s.release_scope(&root(), m).await.unwrap();
+    }
+    s.leave_recovery(&root()).await.unwrap();
+    for m in ["m1", "m2", "m3"] {
+        assert_eq!(scope(s, m).await, ScopeState::Normal);
+    }
+}
+
+/// A restored operation with no attempt used to hold its scope for good: no release
+/// and no way out of recovery. The step 1 decision now ends it cancelled (§7.3 step
+/// 5), the scope is marked and released, recovery mode is left, and the machine
+/// takes a new plan approved in the new epoch.
+pub async fn restored_operation_without_attempt_is_cancelled<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    s.enter_recovery(&root(), B).await.unwrap();
+    assert_eq!(
+        s.operation(&c.operation).await.unwrap().state,
+        OperationState::Unresolved
+    );
+    refused_saying(
+        &s.release_scope(&root(), "m1").await.unwrap_err(),
+        "holds the scope",
+    );
+    release_after_restore(&env, &["m2", "m3"]).await;
+    refused_saying(&s.leave_recovery(&root()).await.unwrap_err(), "m1");
+    // The decision for m1 (its own reads after the others' decision).
+    account_after_restore(&env, &["m1"]).await;
+    assert_eq!(
+        s.operation(&c.operation).await.unwrap().state,
+        OperationState::Cancelled
+    );
+    assert_eq!(
+        scope(s, "m1").await,
+        ScopeState::Blocked(BlockedOn::AwaitingMark)
+    );
+    assert!(
+        s.timeline("m1")
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| e.kind == "cancelled" && e.operation.as_deref() == Some(&c.operation))
+    );
+    restoration(s, "m1", as_it_stands(s, "m1").await).await;
+    assert_eq!(
+        s.mark_scope(&root(), "m1", None).await.unwrap(),
+        ScopeState::Ready
+    );
+    s.release_scope(&root(), "m1").await.unwrap();
+    s.leave_recovery(&root()).await.unwrap();
+    ready(&env, "p2", "m1", A).await;
+    s.commit("p2", A).await.unwrap();
+}
+
+/// A restored operation with an attempt keeps its scope unresolved after the
+/// decision, which accounts the attempt; marking leaves it unresolved and it cannot
+/// be released.
+pub async fn restored_attempt_keeps_the_scope<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    s.enter_recovery(&root(), B).await.unwrap();
+    account_after_restore(&env, &["m1"]).await;
+    assert_eq!(scope(s, "m1").await, ScopeState::Unresolved);
+    let attempts = s.attempts(&c.operation).await.unwrap();
+    assert!(
+        matches!(attempts[0].accounting, AttemptAccounting::Decision(_)),
+        "{attempts:?}"
+    );
+    restoration(s, "m1", as_it_stands(s, "m1").await).await;
+    assert_eq!(
+        s.mark_scope(&root(), "m1", None).await.unwrap(),
+        ScopeState::Unresolved
+    );
+    assert!(s.release_scope(&root(), "m1").await.is_err());
+    assert_eq!(scope(s, "m1").await, ScopeState::Unresolved);
+}
+
+/// A machine inventoried during recovery starts pre-restore unaccounted (§7.4) and
+/// keeps the installation in recovery mode until it is accounted and released.
+pub async fn inventoried_during_recovery_is_unaccounted<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    s.enter_recovery(&root(), B).await.unwrap();
+    release_after_restore(&env, &["m1", "m2", "m3"]).await;
+    s.create_machine(&ann(), machine_spec("m9", "r9"))
+        .await
+        .unwrap();
+    assert_eq!(scope(s, "m9").await, ScopeState::PreRestoreUnaccounted);
+    refused_saying(&s.leave_recovery(&root()).await.unwrap_err(), "m9");
+    release_after_restore(&env, &["m9"]).await;
+    s.leave_recovery(&root()).await.unwrap();
+}
+
+/// Run the named recovery case on a fresh store.
+pub async fn run<S, F, Fut>(name: &str, make: F)
+where
+    S: Store,
+    F: Fn(Guards) -> Fut,
+    Fut: Future<Output = Env<S>>,
+{
+    let env = make(Guards::default()).await;
+    match name {
+        "release_only_when_ready" => release_only_when_ready(env).await,
+        "restored_operation_without_attempt_is_cancelled" => {
+            restored_operation_without_attempt_is_cancelled(env).await;
+        }
+        "restored_attempt_keeps_the_scope" => restored_attempt_keeps_the_scope(env).await,
+        "inventoried_during_recovery_is_unaccounted" => {
+            inventoried_during_recovery_is_unaccounted(env).await;
+        }
+        other => panic!("no recovery case {other}"),
+    }
+}
+
+/// Declare, in a module `recovery`, one `#[tokio::test]` per case above, each calling
+/// the runner's `$make`.
+#[macro_export]
+macro_rules! recovery_suite {
+    ($make:ident) => {
+        mod recovery {
+            $crate::recovery_suite!(@each $make;
+                release_only_when_ready, restored_operation_without_attempt_is_cancelled,
+                restored_attempt_keeps_the_scope, inventoried_during_recovery_is_unaccounted);
+        }
+    };
+    (@each $make:ident; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                if let Some(make) = $crate::$make() {
+                    $crate::store_suite::recovery::run(stringify!($name), make).await;
+                }
+            }
+        )*
+    };
+}
