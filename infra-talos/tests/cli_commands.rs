@@ -249,6 +249,21 @@ async fn inventory_publish_plan_approve_revoke_cancel_and_the_timeline() {
     transcript += &cli.ok(ALICE, &["plan", "w2", "--id", "p-w2"]).await;
     transcript += &cli.ok(ALICE, &["cancel", "p-w2"]).await;
     transcript += &cli.refused(BOB, &["approve", "p-w2"]).await;
+    // Freeze and unfreeze (§6.2): a reason each, a no-op refused, only an approver
+    // lifts a freeze.
+    transcript += &cli
+        .ok(ANN, &["freeze", "w2", "--reason", "disk swap"])
+        .await;
+    transcript += &cli
+        .refused(ANN, &["freeze", "w2", "--reason", "again"])
+        .await;
+    transcript += &cli
+        .refused(ALICE, &["unfreeze", "w2", "--reason", "done"])
+        .await;
+    transcript += &cli.refused(BOB, &["unfreeze", "w2", "--reason", " "]).await;
+    transcript += &cli
+        .ok(BOB, &["unfreeze", "w2", "--reason", "swap done"])
+        .await;
     transcript += &cli.refused(BOB, &["revoke", "--identity", "alice"]).await;
     transcript += &cli.ok(ROOT, &["revoke", "--identity", "bob"]).await;
     transcript += &cli

@@ -117,6 +117,23 @@ pub enum Command {
         /// The plan.
         plan: String,
     },
+    /// Freeze a machine's scope (§6.2): no commitment or attempt passes until an
+    /// approver unfreezes it.
+    Freeze {
+        /// The machine.
+        machine: String,
+        /// Why (1 to 1024 bytes, not blank); recorded on the timeline.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Lift a freeze (approver only).
+    Unfreeze {
+        /// The machine.
+        machine: String,
+        /// Why (1 to 1024 bytes, not blank); recorded on the timeline.
+        #[arg(long)]
+        reason: String,
+    },
     /// Run the controller on an approved plan.
     Run(RunArgs),
     /// Record recovery-admin's accounting decision for an attempt (§5.2).
@@ -829,6 +846,16 @@ async fn dispatch(command: Command, config: &Config) -> Result<String, Failure> 
             let actor = config.actor()?;
             store.cancel_plan(&actor, &plan).await?;
             let _ = writeln!(out, "plan {plan} cancelled by {}", who(&actor));
+        }
+        Command::Freeze { machine, reason } => {
+            let actor = config.actor()?;
+            store.freeze(&actor, &machine, &reason).await?;
+            let _ = writeln!(out, "machine {machine} frozen by {}", who(&actor));
+        }
+        Command::Unfreeze { machine, reason } => {
+            let actor = config.actor()?;
+            store.unfreeze(&actor, &machine, &reason).await?;
+            let _ = writeln!(out, "machine {machine} unfrozen by {}", who(&actor));
         }
         Command::Run(args) => {
             out = run_controller(&db, config, args).await?;

@@ -3413,9 +3413,16 @@ impl Backend {
             require_role(&mut tx, actor, &allowed, name).await?;
             let state = if machine.frozen { FreezeState::Frozen } else { FreezeState::Unfrozen };
             let next = gate::freeze_transition(state, act, actor.role, reason).map_err(|e| refused(name, e.to_string()))?;
+            // §7.5: unfreezing is refused on a scope still pre-restore unaccounted;
+            // freezing removes authority and is always allowed.
+            let inst = installation(&mut tx, true).await?;
+            if act == FreezeAct::Unfreeze {
+                let scope = scope_of(&machine.scope_state)?;
+                recovery::permits(scope, recovery::Act::Unfreeze).map_err(|e| refused(name, e.to_string()))?;
+            }
             let now = self.store_time(&mut tx).await?;
             append(&mut tx, machine_id, now, Entry::by(actor, if act == FreezeAct::Freeze { "frozen" } else { "unfrozen" })
-                .detail(reason.to_owned())).await?;
+                .detail(format!("{reason} (epoch {})", inst.epoch))).await?;
             sqlx::query("UPDATE machines SET frozen = $2 WHERE id = $1")
                 .bind(machine_id)
                 .bind(next == FreezeState::Frozen)

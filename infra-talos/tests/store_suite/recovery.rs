@@ -202,6 +202,28 @@ pub async fn inventoried_during_recovery_is_unaccounted<S: Store>(env: Env<S>) {
     s.leave_recovery(&root()).await.unwrap();
 }
 
+/// Freezing removes authority and is allowed on any scope in recovery mode;
+/// unfreezing is refused while the scope is pre-restore unaccounted (§7.5) and allowed
+/// once it is accounted. Each entry names the epoch it was made in.
+pub async fn unfreeze_waits_for_accounting<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    s.enter_recovery(&root(), B).await.unwrap();
+    let epoch = s.current_epoch().await.unwrap();
+    s.freeze(&ann(), "m1", "hold while we look").await.unwrap();
+    let err = s.unfreeze(&bob(), "m1", "looked").await.unwrap_err();
+    refused_saying(&err, "pre-restore unaccounted");
+    assert!(s.machine("m1").await.unwrap().frozen);
+    account_after_restore(&env, &["m1"]).await;
+    s.unfreeze(&bob(), "m1", "looked").await.unwrap();
+    assert!(!s.machine("m1").await.unwrap().frozen);
+    let timeline = s.timeline("m1").await.unwrap();
+    for kind in ["frozen", "unfrozen"] {
+        let entry = timeline.iter().find(|e| e.kind == kind).unwrap();
+        assert!(entry.detail.contains(&epoch.to_string()), "{entry:?}");
+    }
+}
+
 /// Run the named recovery case on a fresh store.
 pub async fn run<S, F, Fut>(name: &str, make: F)
 where
@@ -219,6 +241,7 @@ where
         "inventoried_during_recovery_is_unaccounted" => {
             inventoried_during_recovery_is_unaccounted(env).await;
         }
+        "unfreeze_waits_for_accounting" => unfreeze_waits_for_accounting(env).await,
         other => panic!("no recovery case {other}"),
     }
 }
@@ -231,7 +254,8 @@ macro_rules! recovery_suite {
         mod recovery {
             $crate::recovery_suite!(@each $make;
                 release_only_when_ready, restored_operation_without_attempt_is_cancelled,
-                restored_attempt_keeps_the_scope, inventoried_during_recovery_is_unaccounted);
+                restored_attempt_keeps_the_scope, inventoried_during_recovery_is_unaccounted,
+                unfreeze_waits_for_accounting);
         }
     };
     (@each $make:ident; $($name:ident),* $(,)?) => {
