@@ -542,11 +542,12 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
-    /// The commitment found no usable evidence (choice §10.28): none, one begun
-    /// before the approval, one older than the plan allows, one that left the
-    /// identity, configuration or running version unread, or no use-time check.
-    /// Nothing was committed or refused and nothing is on the timeline; fresh
-    /// evidence decides.
+    /// The commitment had nothing it could judge (choice §10.28): this controller
+    /// recorded no evidence for the plan, or its latest read started ahead of the
+    /// standing approval, is past the plan's age limit, could not read who the node is,
+    /// its configuration digest or its Talos version, or no use-time check follows it.
+    /// Nothing was committed or refused and nothing is on the timeline; a new read
+    /// decides.
     #[error("commitment needs fresh evidence: {reason}")]
     EvidenceMissing {
         /// What is missing.
