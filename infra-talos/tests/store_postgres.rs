@@ -473,6 +473,37 @@ async fn migrates_version_one_to_current() {
     drop(schema);
 }
 
+/// A schema migrated to scope states while in recovery mode: every scope starts
+/// pre-restore unaccounted, and the procedure leads out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrated_in_recovery_mode() {
+    let Some(url) = database_url() else { return };
+    let (schema, options) = pg_support::schema(&url, "t").await;
+    let (settings, clock) = settings(Guards::default());
+    let store = PgStore::connect_at_version_for_tests(options.clone(), 2, settings.clone(), 4)
+        .await
+        .unwrap();
+    let old = Env {
+        store,
+        clock: clock.clone(),
+        keep: Box::new(()),
+    };
+    store_suite::recovery::in_recovery_before_scope_states(&old).await;
+    old.store.pool().close().await;
+    drop(old);
+    let store = PgStore::connect_for_tests(options, 2, settings)
+        .await
+        .unwrap();
+    let env = Env {
+        store,
+        clock,
+        keep: Box::new(()),
+    };
+    store_suite::recovery::recovery_carried_over_by_migration(&env).await;
+    env.store.pool().close().await;
+    drop(schema);
+}
+
 /// On PostgreSQL without a hand-moved clock, the store's time is the database's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn now_is_the_database_clock() {

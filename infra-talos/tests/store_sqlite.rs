@@ -64,6 +64,35 @@ async fn file_bytes_hold_no_plaintext() {
     assert!(bytes.windows(sealed.len()).any(|w| w == sealed.as_slice()));
 }
 
+/// A database file migrated to scope states while in recovery mode: every scope
+/// starts pre-restore unaccounted, and the procedure leads out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrated_in_recovery_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let (settings, clock) = settings(Guards::default());
+    let store = SqliteStore::open_at_version_for_tests(Some(&path), settings.clone(), 4)
+        .await
+        .unwrap();
+    let old = Env {
+        store,
+        clock: clock.clone(),
+        keep: Box::new(()),
+    };
+    store_suite::recovery::in_recovery_before_scope_states(&old).await;
+    old.store.pool().close().await;
+    drop(old);
+    let store = SqliteStore::open_for_tests(Some(&path), settings)
+        .await
+        .unwrap();
+    let env = Env {
+        store,
+        clock,
+        keep: Box::new(()),
+    };
+    store_suite::recovery::recovery_carried_over_by_migration(&env).await;
+}
+
 /// A database file at schema version 1 migrates to the current version with its data intact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrates_version_one_to_current() {

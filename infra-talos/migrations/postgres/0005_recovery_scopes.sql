@@ -9,3 +9,11 @@ ALTER TABLE machines ADD COLUMN scope_state TEXT NOT NULL DEFAULT 'normal';
 ALTER TABLE machines ADD COLUMN scope_mark_desired TEXT;
 ALTER TABLE machines ADD COLUMN scope_decision_revision BIGINT;
 ALTER TABLE installation ADD COLUMN recovery_entered_at_ms BIGINT;
+
+-- A store migrated while recovery mode is in effect has no scope states to carry over:
+-- every scope starts pre-restore unaccounted (a release made before is withdrawn, so
+-- the gate and the state agree), and the migration's time stands for the entry's, the
+-- latest the pre-restore instances can have stopped.
+UPDATE machines SET scope_state = 'pre_restore_unaccounted', released_epoch = NULL
+    WHERE (SELECT recovery_mode FROM installation WHERE id = 1);
+UPDATE installation SET recovery_entered_at_ms = (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT WHERE recovery_mode;

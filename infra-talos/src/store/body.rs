@@ -30,11 +30,11 @@ use crate::contract::{InstantMs, Revision, Role};
 use super::common::*;
 use super::migrations::{Applied, CREATE_BOOKKEEPING, Migration, check_applied};
 use super::{
-    AccountingRequest, Actor, AttemptAccounting, ScopeAccounting, AttemptView, BlanketApproval, Committed,
+    AccountingRequest, Actor, AttemptAccounting, AttemptView, BlanketApproval, Committed,
     ContributionKind, DependencyCheck, HookPoint, IdentityKey, MachineSpec, MachineView,
     ObservationRequest, ObservationTicket, ObservationView, ObservedFacts, OperationView, PlanSpec,
-    PlanView, PrincipalKind, PrincipalSpec, ReleaseSpec, SealedReleaseSpec, Settings, Store,
-    StoreError, StoreResult, TimelineEntry,
+    PlanView, PrincipalKind, PrincipalSpec, ReleaseSpec, ScopeAccounting, SealedReleaseSpec,
+    Settings, Store, StoreError, StoreResult, TimelineEntry,
 };
 use crate::contract::SpanMs;
 use crate::keys::{KeyBinding, SealedArtifact as BoundArtifact};
@@ -377,14 +377,8 @@ async fn read_machine(tx: &mut Tx, id: &str) -> R<MachineRow> {
 
 /// The installation row read to share (commitment, attempt) or to change (entry).
 const INSTALLATION_SQL: [&str; 2] = [
-    concat!(
-        "SELECT * FROM installation WHERE id = 1",
-        for_share!()
-    ),
-    concat!(
-        "SELECT * FROM installation WHERE id = 1",
-        for_update!()
-    ),
+    concat!("SELECT * FROM installation WHERE id = 1", for_share!()),
+    concat!("SELECT * FROM installation WHERE id = 1", for_update!()),
 ];
 
 async fn installation(tx: &mut Tx, share: bool) -> R<InstallationRow> {
@@ -790,6 +784,42 @@ async fn latest_check(
     .transpose()
 }
 
+/// Which evidence comparison 3 judges: `controller`'s newest evidence for `plan`
+/// begun after revision `after` (a retry's last attempt), at store time `now`.
+struct Judged<'a> {
+    plan: &'a PlanRow,
+    controller: ControllerId,
+    after: i64,
+    retry: bool,
+    now: i64,
+}
+
+/// Comparison 3 for a commitment or an attempt: reads the evidence, every recorded
+/// observation newer than it and the controller's latest use-time check, under the
+/// machine row's lock the caller holds, and judges them (`evidence_refusal`).
+async fn judge_evidence(
+    tx: &mut Tx,
+    judged: Judged<'_>,
+    approval: Option<&ApprovalRow>,
+) -> R<Option<EvidenceRefusal>> {
+    let plan = judged.plan;
+    let evidence = latest_evidence(tx, plan, judged.controller, judged.after).await?;
+    let newer = match &evidence {
+        Some(ev) => observations_after(tx, &plan.machine_id, ev.basis).await?,
+        None => Vec::new(),
+    };
+    let check = latest_check(tx, plan, judged.controller).await?;
+    Ok(evidence_refusal(
+        plan,
+        evidence.as_ref(),
+        &newer,
+        check.as_ref(),
+        judged.now,
+        judged.retry,
+        approval.map(|a| a.revision),
+    ))
+}
+
 async fn stored_artifact(tx: &mut Tx, plan: &PlanRow) -> R<Option<(String, i64)>> {
     let row = sqlx::query(
         "SELECT digest, key_version FROM artifacts WHERE release_id = $1 AND machine_id = $2",
@@ -1094,22 +1124,14 @@ impl Backend {
             return Err(commitment_refused(2, reason));
         }
         // 3: evidence.
-        let evidence = latest_evidence(tx, &plan, controller, 0).await?;
-        let newer = match &evidence {
-            Some(ev) => observations_after(tx, &machine_id, ev.basis).await?,
-            None => Vec::new(),
-        };
-        let check = latest_check(tx, &plan, controller).await?;
-        let approved_at = approval.as_ref().map(|a| a.revision);
-        if let Some(refusal) = evidence_refusal(
-            &plan,
-            evidence.as_ref(),
-            &newer,
-            check.as_ref(),
+        let judged = Judged {
+            plan: &plan,
+            controller,
+            after: 0,
+            retry: false,
             now,
-            false,
-            approved_at,
-        ) {
+        };
+        if let Some(refusal) = judge_evidence(tx, judged, approval.as_ref()).await? {
             if refusal.missing {
                 return Err(Fail::Store(StoreError::EvidenceMissing {
                     reason: refusal.reason,
@@ -1274,22 +1296,14 @@ impl Backend {
         } else {
             0
         };
-        let evidence = latest_evidence(tx, &plan, token.controller, after).await?;
-        let newer = match &evidence {
-            Some(ev) => observations_after(tx, &machine_id, ev.basis).await?,
-            None => Vec::new(),
-        };
-        let check = latest_check(tx, &plan, token.controller).await?;
-        let approved_at = approval.as_ref().map(|a| a.revision);
-        if let Some(refusal) = evidence_refusal(
-            &plan,
-            evidence.as_ref(),
-            &newer,
-            check.as_ref(),
-            now,
+        let judged = Judged {
+            plan: &plan,
+            controller: token.controller,
+            after,
             retry,
-            approved_at,
-        ) {
+            now,
+        };
+        if let Some(refusal) = judge_evidence(tx, judged, approval.as_ref()).await? {
             return Err(attempt_refused(3, refusal.reason));
         }
         // 6
@@ -2538,16 +2552,7 @@ impl Store for Backend {
                 Some(r) => ExecutorStop::TakenOver { at: InstantMs(u(r.try_get(0)?)) },
                 None => ExecutorStop::NotStopped,
             };
-            let reads: Vec<RecordedRead> = observations_after(&mut tx, &machine_id, 0)
-                .await?
-                .iter()
-                .map(|o| RecordedRead {
-                    purpose: o.purpose,
-                    started_at: InstantMs(u(o.started_at_ms)),
-                    recorded_at: InstantMs(u(o.recorded_at_ms)),
-                    config_version: o.config_version.map(u),
-                })
-                .collect();
+            let reads = recorded_reads(&mut tx, &machine_id).await?;
             let now = self.store_time(&mut tx).await?;
             let decision = accounting::check_decision(&DecisionFacts {
                 decider: actor.role,
@@ -2870,9 +2875,6 @@ impl Store for Backend {
                 return Err(refused(ACT, "recovery mode is not in force").into());
             }
             for m in &machines {
-                if m.released_epoch.as_deref().map(epoch_of).transpose()? != Some(inst.epoch) {
-                    return Err(refused(ACT, format!("scope {} is not released", m.id)).into());
-                }
                 let state = scope_of(&m.scope_state)?;
                 recovery::transition(state, ScopeEvent::Exit { every_scope_released: true })
                     .map_err(|e| refused(ACT, format!("scope {}: {e}", m.id)))?;
@@ -2908,13 +2910,10 @@ impl Store for Backend {
                 _ => return Err(refused(ACT, "recovery mode is not in force").into()),
             };
             for m in &machines {
-                if scope_of(&m.scope_state)? != ScopeState::PreRestoreUnaccounted {
-                    let e = recovery::transition(scope_of(&m.scope_state)?, ScopeEvent::AccountingDecision {
-                        restored_operation_holds_scope: false,
-                    });
-                    let why = e.err().map_or_else(|| "already accounted".to_owned(), |e| e.to_string());
-                    return Err(refused(ACT, format!("scope {}: {why}", m.id)).into());
-                }
+                // Only a pre-restore unaccounted scope takes the decision (§7.4).
+                let decision = ScopeEvent::AccountingDecision { restored_operation_holds_scope: false };
+                recovery::transition(scope_of(&m.scope_state)?, decision)
+                    .map_err(|e| refused(ACT, format!("scope {}: {e}", m.id)))?;
             }
             let now = self.store_time(&mut tx).await?;
             let mut reads = Vec::new();
@@ -3477,14 +3476,23 @@ impl Backend {
             let op: String = row.try_get("id")?;
             let attempts = read_attempts(tx, &op).await?;
             if attempts.is_empty() {
-                append(tx, &machine.id, now, Entry::by(actor, "cancelled").op(&op).detail(
-                    "restored with no attempt: ends cancelled once its scope is accounted \
+                append(
+                    tx,
+                    &machine.id,
+                    now,
+                    Entry::by(actor, "cancelled").op(&op).detail(
+                        "restored with no attempt: ends cancelled once its scope is accounted \
                      (§7.3 step 5); nothing was sent by this controller",
-                )).await?;
+                    ),
+                )
+                .await?;
                 set_op_state(tx, &op, OperationState::Cancelled).await?;
                 continue;
             }
-            for a in attempts.iter().filter(|a| !a.response.from_target() && !a.accounted_by_decision) {
+            for a in attempts
+                .iter()
+                .filter(|a| !a.response.from_target() && !a.accounted_by_decision)
+            {
                 sqlx::query(
                     "UPDATE attempts SET accounted_by_decision = TRUE, decision_revision = $3 \
                      WHERE operation_id = $1 AND attempt_no = $2",
@@ -3499,15 +3507,19 @@ impl Backend {
         let holds = holder(tx, true, &machine.id).await?.is_some();
         let next = recovery::transition(
             scope_of(&machine.scope_state)?,
-            ScopeEvent::AccountingDecision { restored_operation_holds_scope: holds },
+            ScopeEvent::AccountingDecision {
+                restored_operation_holds_scope: holds,
+            },
         )
         .map_err(|e| refused("accounting restored scopes", e.to_string()))?;
-        sqlx::query("UPDATE machines SET scope_state = $2, scope_decision_revision = $3 WHERE id = $1")
-            .bind(&machine.id)
-            .bind(scope_text(next))
-            .bind(rev)
-            .execute(&mut **tx)
-            .await?;
+        sqlx::query(
+            "UPDATE machines SET scope_state = $2, scope_decision_revision = $3 WHERE id = $1",
+        )
+        .bind(&machine.id)
+        .bind(scope_text(next))
+        .bind(rev)
+        .execute(&mut **tx)
+        .await?;
         Ok(())
     }
 }
@@ -3517,7 +3529,9 @@ impl Backend {
 /// migrations (`super::migrations::check_applied`); `store` names the database in
 /// every error. A refusal or a failure rolls everything back.
 async fn migrate(pool: &sqlx::Pool<Db>, upto: i64, store: &str) -> StoreResult<()> {
-    let mut tx = begin(pool).await.map_err(|e| bookkeeping_failed(store, e))?;
+    let mut tx = begin(pool)
+        .await
+        .map_err(|e| bookkeeping_failed(store, e))?;
     let applied = checked_bookkeeping(&mut tx, store).await?;
     apply_pending(&mut tx, &applied, upto, store).await?;
     let epoch = super::random_128()
@@ -3548,7 +3562,9 @@ async fn checked_bookkeeping(tx: &mut Tx, store: &str) -> StoreResult<Vec<Applie
     ensure_checksum_column(tx).await.map_err(failed)?;
     let applied = applied_migrations(tx).await.map_err(failed)?;
     check_applied(&applied, MIGRATIONS).map_err(|p| StoreError::open(store, p))?;
-    record_missing_checksums(tx, &applied).await.map_err(failed)?;
+    record_missing_checksums(tx, &applied)
+        .await
+        .map_err(failed)?;
     Ok(applied)
 }
 
@@ -3612,7 +3628,10 @@ async fn apply_migration(tx: &mut Tx, migration: &Migration, store: &str) -> Sto
     let failed = |e: sqlx::Error| {
         StoreError::open_failed(
             store,
-            format!("migration {} ({}) failed", migration.version, migration.name),
+            format!(
+                "migration {} ({}) failed",
+                migration.version, migration.name
+            ),
             e,
         )
     };

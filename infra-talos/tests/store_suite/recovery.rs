@@ -224,6 +224,40 @@ pub async fn unfreeze_waits_for_accounting<S: Store>(env: Env<S>) {
     }
 }
 
+/// A store at schema version 4 (no scope states yet) left in recovery mode, one
+/// scope released under the old rules.
+pub async fn in_recovery_before_scope_states<S: Store>(old: &Env<S>) {
+    let s = &old.store;
+    world(s).await;
+    s.raw_execute("UPDATE installation SET recovery_mode = TRUE")
+        .await
+        .unwrap();
+    s.raw_execute("UPDATE machines SET released_epoch = (SELECT epoch FROM installation)")
+        .await
+        .unwrap();
+}
+
+/// The same store after migration 5: every scope is pre-restore unaccounted (the
+/// old release withdrawn, so the gate agrees), recovery mode cannot be left yet, and
+/// the §7.3 procedure leads out of it.
+pub async fn recovery_carried_over_by_migration<S: Store>(env: &Env<S>) {
+    let s = &env.store;
+    for m in ["m1", "m2", "m3"] {
+        assert_eq!(scope(s, m).await, ScopeState::PreRestoreUnaccounted);
+    }
+    let err = s
+        .create_plan(&alice(), spec("p1", "m1", "rel-1", env.clock.now()))
+        .await
+        .unwrap_err();
+    refused_saying(&err, "not released");
+    refused_saying(&s.leave_recovery(&root()).await.unwrap_err(), "m1");
+    release_after_restore(env, &["m1", "m2", "m3"]).await;
+    s.leave_recovery(&root()).await.unwrap();
+    assert_eq!(scope(s, "m1").await, ScopeState::Normal);
+    ready(env, "p1", "m1", A).await;
+    s.commit("p1", A).await.unwrap();
+}
+
 /// Run the named recovery case on a fresh store.
 pub async fn run<S, F, Fut>(name: &str, make: F)
 where
