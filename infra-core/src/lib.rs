@@ -20,6 +20,7 @@ mod key;
 mod kind;
 pub mod kinds;
 mod merge;
+pub mod names;
 mod partial;
 mod plan;
 pub mod prelude;

@@ -251,6 +251,13 @@ async fn inventory_publish_plan_approve_revoke_cancel_and_the_timeline() {
     transcript += &cli.refused(BOB, &["approve", "p-w2"]).await;
     // Freeze and unfreeze (§6.2): a reason each, a no-op refused, only an approver
     // lifts a freeze.
+    // A mistyped machine is named with the nearest ones; a name near none, without.
+    transcript += &cli
+        .refused(ANN, &["freeze", "w22", "--reason", "disk swap"])
+        .await;
+    transcript += &cli
+        .refused(ANN, &["freeze", "database-primary", "--reason", "disk swap"])
+        .await;
     transcript += &cli
         .ok(ANN, &["freeze", "w2", "--reason", "disk swap"])
         .await;

@@ -6,6 +6,7 @@
 //! names nothing in play is an error naming it, with the nearest names that exist: a
 //! typo never quietly narrows a run to nothing.
 
+use crate::names::distance;
 use std::collections::{BTreeSet, HashSet};
 
 use super::model::{Slot, row_of};
@@ -136,26 +137,6 @@ fn nearest_among<'s>(wanted: &str, subjects: impl Iterator<Item = &'s Subject>) 
         .take(3)
         .map(|(_, s)| s)
         .collect()
-}
-
-/// The Levenshtein distance between two strings, by characters.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut previous = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let current = row[j + 1];
-            row[j + 1] = if ca == *cb {
-                previous
-            } else {
-                1 + previous.min(row[j]).min(row[j + 1])
-            };
-            previous = current;
-        }
-    }
-    row[b.len()]
 }
 
 /// Which of `subjects` one address names (in any form a plan prints), or, when it names

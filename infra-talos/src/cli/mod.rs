@@ -379,15 +379,45 @@ enum Failure {
     Refused(String),
     /// An operation is left unfinished (the report is on standard output): exit 3.
     Unfinished(String),
+    /// A named machine does not exist: exit 1, with the nearest names when the
+    /// store can list them.
+    MissingMachine {
+        /// The name given.
+        machine: String,
+        /// The refusal.
+        text: String,
+    },
 }
 
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Database(_) => Failure::Usage(e.to_string()),
+            StoreError::NotFound {
+                what: "machine",
+                ref id,
+            } => Failure::MissingMachine {
+                machine: id.clone(),
+                text: refusal_text(&e),
+            },
             other => Failure::Refused(refusal_text(&other)),
         }
     }
+}
+
+/// A [`Failure::MissingMachine`] as the user reads it: the refusal, with the
+/// inventoried names nearest to the one given ("did you mean …?"), so that a typo is
+/// told as one.
+async fn suggesting(text: String, machine: &str, store: &dyn crate::store::Store) -> Failure {
+    let near = match store.machines().await {
+        Ok(known) => infra_core::names::nearest(machine, known.iter().map(|m| m.id.as_str())),
+        Err(_) => Vec::new(),
+    };
+    if near.is_empty() {
+        return Failure::Refused(text);
+    }
+    let names: Vec<String> = near.iter().map(|n| format!("'{n}'")).collect();
+    Failure::Refused(format!("{text}; did you mean {}?", names.join(", ")))
 }
 
 /// What a comparison checks (§3.2, §3.3, §11.1).
@@ -549,7 +579,7 @@ pub async fn execute(args: TalosArgs, io: &mut Io<'_>) -> ExitCode {
             let _ = write!(io.out, "{text}");
             ExitCode::SUCCESS
         }
-        Err(Failure::Refused(text)) => {
+        Err(Failure::Refused(text) | Failure::MissingMachine { text, .. }) => {
             let _ = writeln!(io.err, "{text}");
             ExitCode::from(1)
         }
@@ -566,6 +596,16 @@ pub async fn execute(args: TalosArgs, io: &mut Io<'_>) -> ExitCode {
 
 async fn dispatch(command: Command, config: &Config) -> Result<String, Failure> {
     let db = open_store(config.database.as_deref(), config.create).await?;
+    match act(command, config, &db).await {
+        Err(Failure::MissingMachine { machine, text }) => {
+            Err(suggesting(text, &machine, db.store.as_ref()).await)
+        }
+        done => done,
+    }
+}
+
+/// Carries out one command on the opened store.
+async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failure> {
     let store = &db.store;
     let mut out = String::new();
     match command {
@@ -858,7 +898,7 @@ async fn dispatch(command: Command, config: &Config) -> Result<String, Failure> 
             let _ = writeln!(out, "machine {machine} unfrozen by {}", who(&actor));
         }
         Command::Run(args) => {
-            out = run_controller(&db, config, args).await?;
+            out = run_controller(db, config, args).await?;
         }
         Command::Account(args) => {
             let actor = config.actor()?;
