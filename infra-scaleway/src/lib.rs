@@ -23,6 +23,8 @@ mod error;
 mod project;
 #[cfg(feature = "secrets")]
 mod secret_value;
+#[cfg(any(feature = "functions", feature = "containers"))]
+mod serverless;
 mod tags;
 
 #[cfg(feature = "containers")]

@@ -56,7 +56,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use infra_core::kinds::{Compute, ComputeObserved, ComputeReported, ComputeSettled};
 use infra_core::prelude::Partial;
-use infra_core::sdk::poll;
 use infra_core::sdk::{
     BackendError, CreateArgs, DeleteArgs, ErrorKind, KindBackend, ListArgs, Listed, MarkArgs,
     Marker, Ownership, OwnershipArgs, RawTags, ReadArgs, Reading, UpdateArgs, Written,
@@ -68,8 +67,8 @@ use super::{
     check_memory, check_tags, check_timeout, invalid, known, or_undo, read_archive, seconds_of,
     tag_update,
 };
-use crate::api::Call;
 use crate::clients::Clients;
+use crate::serverless::Resource;
 use crate::tags;
 
 /// `compute` on Scaleway: a Serverless Function in a namespace of its own.
@@ -266,7 +265,7 @@ impl Computes {
         } = *args;
         let scope = self.region(region);
         if let Some(ns) = scope.namespace_named(name).await? {
-            let empty = scope.functions_in(&ns.id, None).await?.is_empty();
+            let empty = scope.in_namespace(&ns.id, None).await?.is_empty();
             if ns.is_compute() && ours(marker, &ns.tags()) && empty {
                 return Ok(ns);
             }
@@ -279,28 +278,19 @@ impl Computes {
             )
             .with_code("already_exists"));
         }
-        let body = json!({
-            "name": name,
-            "project_id": self.clients.project_id(),
-            "description": format!("the namespace of the compute {name}"),
-            "tags": tags::for_create(vec![COMPUTE_TAG.to_owned()], marker),
-        });
-        let call = Call::post(WHAT, scope.path("namespaces"));
-        match self
-            .clients
-            .api()
-            .send::<NamespaceWire>(call, Some(&body))
-            .await
-        {
-            Ok(ns) => Ok(ns),
-            Err(err) => {
-                let find = async {
-                    let found = scope.namespace_named(name).await?;
-                    Ok(found.map(|ns| (tags::to_map(&ns.tags()), ns)))
-                };
-                poll::settle_uncertain(err, marker, WHAT, find).await
-            }
-        }
+        let body = Map::from_iter([
+            ("name".to_owned(), json!(name)),
+            ("project_id".to_owned(), json!(self.clients.project_id())),
+            (
+                "description".to_owned(),
+                json!(format!("the namespace of the compute {name}")),
+            ),
+            (
+                "tags".to_owned(),
+                json!(tags::for_create(vec![COMPUTE_TAG.to_owned()], marker)),
+            ),
+        ]);
+        scope.create_namespace(WHAT, name, body, marker).await
     }
 
     /// `CreateFunction` in the namespace `namespace`, its lost answer settled by name
@@ -330,25 +320,7 @@ impl Computes {
             let vars = scope.secret_vars(secrets, &BTreeSet::new()).await?;
             body.insert("secret_environment_variables".into(), Value::Array(vars));
         }
-        let call = Call::post(WHAT, scope.path("functions"));
-        match self
-            .clients
-            .api()
-            .send::<FunctionWire>(call, Some(&body))
-            .await
-        {
-            Ok(f) => Ok(f),
-            Err(err) => {
-                let find = async {
-                    let found = scope.functions_in(namespace, Some(name)).await?;
-                    Ok(found
-                        .into_iter()
-                        .next()
-                        .map(|f| (tags::to_map(&f.tags()), f)))
-                };
-                poll::settle_uncertain(err, marker, WHAT, find).await
-            }
-        }
+        scope.create_in(WHAT, namespace, name, body, marker).await
     }
 
     /// Uploads and deploys `archive` to the function `id`, and awaits it `ready`.
@@ -360,7 +332,7 @@ impl Computes {
         archive: Vec<u8>,
     ) -> Result<FunctionWire, BackendError> {
         let scope = self.region(region);
-        scope.settled(what, || scope.function(id)).await?;
+        scope.settled(what, || scope.resource(id)).await?;
         scope.deploy(id, archive).await?;
         scope.ready_function(what, id).await
     }
@@ -371,7 +343,7 @@ impl Computes {
         let (namespace, id) = parts(handle)?;
         let scope = self.region(region);
         let f = scope
-            .settled("functions:GetFunction", || scope.function(id))
+            .settled("functions:GetFunction", || scope.resource(id))
             .await?;
         in_namespace(f, namespace)
     }
@@ -417,7 +389,7 @@ impl KindBackend<Compute> for Computes {
             .iter()
             .filter(|ns| ns.is_compute())
         {
-            for f in scope.functions_in(&ns.id, None).await? {
+            for f in scope.in_namespace(&ns.id, None).await? {
                 listed.push(Listed {
                     handle: handle_of(&ns.id, &f.id),
                     name: f.name,
@@ -430,7 +402,7 @@ impl KindBackend<Compute> for Computes {
     async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<Compute>, BackendError> {
         let ReadArgs { region, handle, .. } = args;
         let (namespace, id) = parts(handle)?;
-        let f = in_namespace(self.region(region).function(id).await?, namespace)?;
+        let f = in_namespace(self.region(region).resource(id).await?, namespace)?;
         Ok(reading(handle, &f))
     }
 
@@ -495,8 +467,8 @@ impl KindBackend<Compute> for Computes {
     async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
         let OwnershipArgs { region, handle, .. } = args;
         let (namespace, id) = parts(handle)?;
-        let f = in_namespace(self.region(region).function(id).await?, namespace)?;
-        Ok(tags::to_map(&f.tags()))
+        let f = in_namespace(self.region(region).resource(id).await?, namespace)?;
+        Ok(f.raw_tags())
     }
 
     async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {

@@ -41,7 +41,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use infra_core::kinds::{Function, FunctionReported, FunctionSettled, ServerlessObserved};
 use infra_core::prelude::{Handle, Partial};
-use infra_core::sdk::poll;
 use infra_core::sdk::{
     BackendError, CreateArgs, DeleteArgs, KindBackend, ListArgs, Listed, MarkArgs, OwnershipArgs,
     RawTags, ReadArgs, Reading, UpdateArgs, Written,
@@ -52,8 +51,8 @@ use super::{
     Config, FunctionWire, Region, check_env, check_memory, check_runtime, check_scale,
     check_timeout, invalid, known, or_undo, read_archive, seconds_of,
 };
-use crate::api::Call;
 use crate::clients::Clients;
+use crate::serverless::Resource;
 use crate::tags;
 
 /// `function` on Scaleway: Serverless Functions.
@@ -158,38 +157,21 @@ impl Functions {
             marker,
             ..
         } = *args;
-        let scope = self.region(region);
         let namespace = spec.namespace.as_str();
         let mut body = config(spec).changes(None);
         body.insert("name".into(), json!(name));
         body.insert("namespace_id".into(), json!(namespace));
         body.insert("tags".into(), json!(tags::for_create(Vec::new(), marker)));
-        let call = Call::post(WHAT, scope.path("functions"));
-        match self
-            .clients
-            .api()
-            .send::<FunctionWire>(call, Some(&body))
+        self.region(region)
+            .create_in(WHAT, namespace, name, body, marker)
             .await
-        {
-            Ok(f) => Ok(f),
-            Err(err) => {
-                let find = async {
-                    let found = scope.functions_in(namespace, Some(name)).await?;
-                    Ok(found
-                        .into_iter()
-                        .next()
-                        .map(|f| (tags::to_map(&f.tags()), f)))
-                };
-                poll::settle_uncertain(err, marker, WHAT, find).await
-            }
-        }
     }
 
     /// The function `id`, once out of a transient status.
     async fn current(&self, region: &str, id: &str) -> Result<FunctionWire, BackendError> {
         let scope = self.region(region);
         scope
-            .settled("functions:GetFunction", || scope.function(id))
+            .settled("functions:GetFunction", || scope.resource(id))
             .await
     }
 
@@ -203,7 +185,7 @@ impl Functions {
     ) -> Result<FunctionWire, BackendError> {
         let scope = self.region(region);
         if let Some(archive) = archive {
-            scope.settled(what, || scope.function(id)).await?;
+            scope.settled(what, || scope.resource(id)).await?;
             scope.deploy(id, archive).await?;
         }
         scope.ready_function(what, id).await
@@ -222,7 +204,7 @@ impl KindBackend<Function> for Functions {
             .iter()
             .filter(|ns| !ns.is_compute())
         {
-            for f in scope.functions_in(&ns.id, None).await? {
+            for f in scope.in_namespace(&ns.id, None).await? {
                 listed.push(Listed {
                     name: f.name,
                     handle: f.id,
@@ -234,7 +216,7 @@ impl KindBackend<Function> for Functions {
 
     async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<Function>, BackendError> {
         let ReadArgs { region, handle, .. } = args;
-        Ok(reading(&self.region(region).function(handle).await?))
+        Ok(reading(&self.region(region).resource(handle).await?))
     }
 
     async fn create(
@@ -302,8 +284,8 @@ impl KindBackend<Function> for Functions {
 
     async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
         let OwnershipArgs { region, handle, .. } = args;
-        let f = self.region(region).function(handle).await?;
-        Ok(tags::to_map(&f.tags()))
+        let f = self.region(region).resource(handle).await?;
+        Ok(f.raw_tags())
     }
 
     async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {

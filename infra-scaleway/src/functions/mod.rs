@@ -53,24 +53,24 @@ mod compute;
 mod function;
 mod namespace;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
 use infra_core::kinds::{Compute, EnvVars, Function, FunctionNamespace, Secrets};
 use infra_core::prelude::{Handle, Partial};
-use infra_core::sdk::poll::{self, Waited};
 use infra_core::sdk::{BackendError, ErrorKind, Router};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::api::Call;
 use crate::clients::Clients;
-use crate::secret_value::latest_value as secret_value;
-use crate::tags;
+use crate::serverless::{self, HashedVar, NO_NAMESPACE, Product, Resource, Scope, impl_resource};
+use crate::serverless::{
+    NamespaceWire, check_scale, check_timeout, duration, invalid, known, non_empty, seconds_of,
+    tag_update,
+};
 
-/// The `not_found` resource types that mean "this namespace does not exist".
-const NO_NAMESPACE: &[&str] = &["namespace"];
 /// The `not_found` resource types that mean "this function does not exist".
 const NO_FUNCTION: &[&str] = &["function"];
 /// The tag a namespace made for a `compute` carries (and its function), beside the
@@ -130,33 +130,6 @@ pub(crate) fn register(mut router: Router, clients: &Arc<Clients>) -> Router {
 
 // ---- Scaleway's shapes -------------------------------------------------------------
 
-/// A secret variable as Scaleway answers it (its hash is not read).
-#[derive(Debug, Clone, Deserialize)]
-struct HashedVar {
-    key: String,
-}
-
-/// A namespace as Scaleway answers it (the fields read here).
-#[derive(Debug, Clone, Deserialize)]
-struct NamespaceWire {
-    id: String,
-    name: String,
-    #[serde(default)]
-    status: String,
-    #[serde(default)]
-    description: Option<String>,
-    #[serde(default)]
-    environment_variables: Option<EnvVars>,
-    #[serde(default)]
-    secret_environment_variables: Option<Vec<HashedVar>>,
-    #[serde(default)]
-    registry_endpoint: Option<String>,
-    #[serde(default)]
-    error_message: Option<String>,
-    #[serde(default)]
-    tags: Option<Vec<String>>,
-}
-
 /// A function as Scaleway answers it (the fields read here).
 #[derive(Debug, Clone, Deserialize)]
 struct FunctionWire {
@@ -196,52 +169,20 @@ struct UploadUrl {
     url: String,
 }
 
-impl NamespaceWire {
-    fn tags(&self) -> Vec<String> {
-        self.tags.clone().unwrap_or_default()
-    }
+impl_resource!(FunctionWire);
 
+impl NamespaceWire {
     /// Whether this namespace was made for a `compute`.
     fn is_compute(&self) -> bool {
         self.tags.iter().flatten().any(|t| t == COMPUTE_TAG)
     }
-
-    fn secret_keys(&self) -> BTreeSet<String> {
-        secret_keys(self.secret_environment_variables.as_ref())
-    }
 }
 
 impl FunctionWire {
-    fn tags(&self) -> Vec<String> {
-        self.tags.clone().unwrap_or_default()
-    }
-
-    fn secret_keys(&self) -> BTreeSet<String> {
-        secret_keys(self.secret_environment_variables.as_ref())
-    }
-
     /// What Scaleway's answer says that read reports alike for `function` and `compute`.
     fn domain(&self) -> Partial<String> {
         known(non_empty(self.domain_name.as_ref()))
     }
-}
-
-fn secret_keys(vars: Option<&Vec<HashedVar>>) -> BTreeSet<String> {
-    vars.into_iter().flatten().map(|v| v.key.clone()).collect()
-}
-
-fn known<T>(value: Option<T>) -> Partial<T> {
-    value.map_or(Partial::Unknown, Partial::Known)
-}
-
-fn non_empty(value: Option<&String>) -> Option<String> {
-    value.filter(|v| !v.is_empty()).cloned()
-}
-
-// ---- What Scaleway refuses ----------------------------------------------------------
-
-fn invalid(message: impl Into<String>) -> BackendError {
-    BackendError::invalid(message)
 }
 
 /// Refuses a runtime Scaleway does not have.
@@ -265,81 +206,12 @@ fn check_memory(field: &str, mb: u32) -> Result<(), BackendError> {
     )))
 }
 
-fn check_timeout(seconds: u32) -> Result<(), BackendError> {
-    if (1..=900).contains(&seconds) {
-        return Ok(());
-    }
-    Err(invalid(format!(
-        "`timeoutSeconds` is {seconds}; Scaleway takes 1 to 900"
-    )))
-}
-
-/// Refuses scaling Scaleway refuses; `min` and `max` are what the function will have.
-fn check_scale(min: Option<u32>, max: Option<u32>) -> Result<(), BackendError> {
-    if let Some(min) = min.filter(|m| *m > 50) {
-        return Err(invalid(format!(
-            "`minScale` is {min}; Scaleway takes 0 to 50"
-        )));
-    }
-    if let Some(max) = max.filter(|m| !(1..=50).contains(m)) {
-        return Err(invalid(format!(
-            "`maxScale` is {max}; Scaleway takes 1 to 50"
-        )));
-    }
-    match (min, max) {
-        (Some(min), Some(max)) if min > max => Err(invalid(format!(
-            "`minScale` ({min}) exceeds `maxScale` ({max})"
-        ))),
-        _ => Ok(()),
-    }
-}
-
 /// Refuses environment variables Scaleway refuses; either map may be unsaid.
 fn check_env(
     plain: Option<&EnvVars>,
     secret: Option<&BTreeMap<String, Handle<Secrets>>>,
 ) -> Result<(), BackendError> {
-    let names: Vec<&String> = plain
-        .into_iter()
-        .flat_map(|m| m.keys())
-        .chain(secret.into_iter().flat_map(|m| m.keys()))
-        .collect();
-    if names.len() > 100 {
-        return Err(invalid(format!(
-            "{} environment variables are declared; Scaleway takes at most 100",
-            names.len()
-        )));
-    }
-    let mut seen = BTreeSet::new();
-    for name in names {
-        if name.is_empty() || name.contains('=') {
-            return Err(invalid(format!(
-                "{name:?} cannot name an environment variable"
-            )));
-        }
-        if name.starts_with("SCW_") {
-            return Err(invalid(format!(
-                "the environment variable {name} is reserved by Scaleway (SCW_*)"
-            )));
-        }
-        if !seen.insert(name) {
-            return Err(invalid(format!(
-                "the environment variable {name} is declared twice (in both `environment` \
-                 and `secretEnvironment`?)"
-            )));
-        }
-    }
-    match plain
-        .into_iter()
-        .flatten()
-        .find(|(_, v)| v.chars().count() > 1000)
-    {
-        Some((name, _)) => Err(invalid(format!(
-            "the value of the environment variable {name} is longer than the 1000 characters \
-             Scaleway takes"
-        ))),
-        None => Ok(()),
-    }
+    serverless::check_env(plain, secret, FunctionsApi::RESERVED_ENV)
 }
 
 /// Refuses declared tags that would hide a resource among `compute`'s own.
@@ -354,21 +226,6 @@ fn check_tags<'t>(tags: impl IntoIterator<Item = &'t String>) -> Result<(), Back
         ))),
         None => Ok(()),
     }
-}
-
-/// A timeout as Scaleway's duration string.
-fn duration(seconds: u32) -> String {
-    format!("{seconds}s")
-}
-
-/// Whole seconds of a duration string (`"300s"`, `"300.000s"`), or `None`.
-fn seconds_of(duration: &str) -> Option<u32> {
-    let number = duration.strip_suffix('s')?;
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if whole.is_empty() || !fraction.chars().all(|c| c == '0') {
-        return None;
-    }
-    whole.parse().ok()
 }
 
 // ---- Writes ---------------------------------------------------------------------------
@@ -440,14 +297,6 @@ impl Config<'_> {
     }
 }
 
-/// The tags an update writes to keep `now` and bring in `declared` (the marker kept),
-/// or `None` when they are the same set.
-fn tag_update(declared: Vec<String>, now: &[String]) -> Option<Vec<String>> {
-    let wanted = tags::for_update(declared, now);
-    let same = wanted.iter().collect::<BTreeSet<_>>() == now.iter().collect::<BTreeSet<_>>();
-    (!same).then_some(wanted)
-}
-
 // ---- Code ---------------------------------------------------------------------------
 
 /// The bytes of the archive `code` names, refused as `Invalid` when they cannot be sent.
@@ -474,106 +323,29 @@ async fn read_archive(code: &str) -> Result<Vec<u8>, BackendError> {
     Ok(bytes)
 }
 
-// ---- Secret variables ---------------------------------------------------------------
-
 // ---- One region's API ---------------------------------------------------------------
 
-/// The Serverless Functions API of one region.
-#[derive(Clone, Copy)]
-struct Region<'a> {
-    clients: &'a Clients,
-    region: &'a str,
+/// Serverless Functions, as one of the two serverless APIs.
+enum FunctionsApi {}
+
+impl Product for FunctionsApi {
+    const API: &'static str = "/functions/v1beta1";
+    const GET_NAMESPACE: &'static str = "functions:GetNamespace";
+    const LIST_NAMESPACES: &'static str = "functions:ListNamespaces";
+    const UPDATE_NAMESPACE: &'static str = "functions:UpdateNamespace";
+    const RESOURCES: &'static str = "functions";
+    const GET_RESOURCE: &'static str = "functions:GetFunction";
+    const LIST_RESOURCES: &'static str = "functions:ListFunctions";
+    const NO_RESOURCE: &'static [&'static str] = NO_FUNCTION;
+    const RESERVED_ENV: &'static [&'static str] = &[];
+    const MISSING_SECRET_IS_INVALID: bool = false;
+    type Wire = FunctionWire;
 }
 
-impl<'a> Region<'a> {
-    fn new(clients: &'a Clients, region: &'a str) -> Self {
-        Region { clients, region }
-    }
+/// The Serverless Functions API of one region.
+type Region<'a> = Scope<'a, FunctionsApi>;
 
-    fn path(&self, rest: &str) -> String {
-        format!("/functions/v1beta1/regions/{}/{rest}", self.region)
-    }
-
-    async fn namespace(&self, id: &str) -> Result<NamespaceWire, BackendError> {
-        let call = Call::get(
-            "functions:GetNamespace",
-            self.path(&format!("namespaces/{id}")),
-        );
-        self.clients.api().call(call.not_found(NO_NAMESPACE)).await
-    }
-
-    async fn function(&self, id: &str) -> Result<FunctionWire, BackendError> {
-        let call = Call::get(
-            "functions:GetFunction",
-            self.path(&format!("functions/{id}")),
-        );
-        self.clients.api().call(call.not_found(NO_FUNCTION)).await
-    }
-
-    /// The project's namespaces in the region (every page), `name` filtering them.
-    async fn namespaces(&self, name: Option<&str>) -> Result<Vec<NamespaceWire>, BackendError> {
-        let mut call = Call::get("functions:ListNamespaces", self.path("namespaces"))
-            .query("project_id", self.clients.project_id());
-        if let Some(name) = name {
-            call = call.query("name", name);
-        }
-        let all: Vec<NamespaceWire> = self.clients.api().list_all(call, "namespaces").await?;
-        Ok(all
-            .into_iter()
-            .filter(|n| name.is_none_or(|want| n.name == want))
-            .collect())
-    }
-
-    /// The namespace named `name`, if there is one.
-    async fn namespace_named(&self, name: &str) -> Result<Option<NamespaceWire>, BackendError> {
-        Ok(self.namespaces(Some(name)).await?.into_iter().next())
-    }
-
-    /// The functions of namespace `id` (every page), `name` filtering them; none when the
-    /// namespace is gone.
-    async fn functions_in(
-        &self,
-        id: &str,
-        name: Option<&str>,
-    ) -> Result<Vec<FunctionWire>, BackendError> {
-        let mut call = Call::get("functions:ListFunctions", self.path("functions"))
-            .query("namespace_id", id)
-            .query("project_id", self.clients.project_id())
-            .not_found(NO_NAMESPACE);
-        if let Some(name) = name {
-            call = call.query("name", name);
-        }
-        match self
-            .clients
-            .api()
-            .list_all::<FunctionWire>(call, "functions")
-            .await
-        {
-            Ok(all) => Ok(all
-                .into_iter()
-                .filter(|f| name.is_none_or(|want| f.name == want))
-                .collect()),
-            Err(e) if e.kind == ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Sends `body` to `PATCH` the namespace `id`.
-    async fn patch_namespace(
-        &self,
-        id: &str,
-        body: &Map<String, Value>,
-    ) -> Result<(), BackendError> {
-        let call = Call::patch(
-            "functions:UpdateNamespace",
-            self.path(&format!("namespaces/{id}")),
-        );
-        self.clients
-            .api()
-            .act(call.not_found(NO_NAMESPACE), Some(body))
-            .await
-    }
-
+impl Region<'_> {
     /// Sends `body` to `PATCH` the function `id`.
     async fn patch_function(
         &self,
@@ -614,103 +386,56 @@ impl<'a> Region<'a> {
         api.act(call.not_found(NO_FUNCTION), Some(&json!({}))).await
     }
 
-    /// `secret_environment_variables` to send: each declared variable with its secret's
-    /// latest value, and each variable `current` holds that is no longer declared as a
-    /// key without a value (which removes it).
-    async fn secret_vars(
-        &self,
-        declared: &BTreeMap<String, Handle<Secrets>>,
-        current: &BTreeSet<String>,
-    ) -> Result<Vec<Value>, BackendError> {
-        let mut vars = Vec::new();
-        for (key, handle) in declared {
-            let value = secret_value(self.clients, self.region, handle.as_str()).await?;
-            if value.expose().len() > 65_536 {
-                return Err(invalid(format!(
-                    "the secret {handle} of the variable {key} is larger than the 65536 bytes \
-                     Scaleway takes"
-                )));
-            }
-            vars.push(json!({ "key": key, "value": value.expose() }));
-        }
-        for key in current.iter().filter(|k| !declared.contains_key(*k)) {
-            vars.push(json!({ "key": key }));
-        }
-        Ok(vars)
-    }
-
     /// Deletes the namespace `id` (Scaleway deletes its functions with it) unless it is
     /// being deleted already, and awaits it gone.
     async fn delete_namespace(&self, id: &str) -> Result<(), BackendError> {
-        const WHAT: &str = "functions:DeleteNamespace";
-        let ns = self.settled(WHAT, || self.namespace(id)).await?;
-        if ns.status != "deleting" {
-            let call = Call::delete(WHAT, self.path(&format!("namespaces/{id}")));
-            let api = self.clients.api();
-            api.act(call.not_found(NO_NAMESPACE), None::<&()>).await?;
-        }
-        self.gone(WHAT, || self.namespace(id)).await
+        let rest = format!("namespaces/{id}");
+        let get = || self.namespace(id);
+        self.delete_settled("functions:DeleteNamespace", &rest, NO_NAMESPACE, get)
+            .await
     }
 
     /// Deletes the function `id` unless it is being deleted already, and awaits it gone.
     async fn delete_function(&self, id: &str) -> Result<(), BackendError> {
-        const WHAT: &str = "functions:DeleteFunction";
-        let f = self.settled(WHAT, || self.function(id)).await?;
-        if f.status != "deleting" {
-            let call = Call::delete(WHAT, self.path(&format!("functions/{id}")));
-            let api = self.clients.api();
-            api.act(call.not_found(NO_FUNCTION), None::<&()>).await?;
+        let rest = format!("functions/{id}");
+        let get = || self.resource(id);
+        self.delete_settled("functions:DeleteFunction", &rest, NO_FUNCTION, get)
+            .await
+    }
+
+    /// Deletes the resource at `rest`, which `get` reads, once settled and unless it is
+    /// being deleted already, and awaits it gone.
+    async fn delete_settled<T, F, Fut>(
+        &self,
+        what: &str,
+        rest: &str,
+        not_found: &[&str],
+        get: F,
+    ) -> Result<(), BackendError>
+    where
+        T: Resource,
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, BackendError>>,
+    {
+        let current = self.settled(what, &get).await?;
+        if current.status() != "deleting" {
+            let call = Call::delete(what, self.path(rest)).not_found(not_found);
+            self.clients.api().act(call, None::<&()>).await?;
         }
-        self.gone(WHAT, || self.function(id)).await
+        self.gone(what, get).await
     }
 
     /// Polls `get` while the resource is in a transient status (`creating`, `pending`),
     /// answering it settled, whatever its status then.
     async fn settled<T, F, Fut>(&self, what: &str, get: F) -> Result<T, BackendError>
     where
-        T: Status,
+        T: Resource,
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, BackendError>>,
     {
-        let polled = poll::until_done(
-            self.clients.clock(),
-            self.clients.polling(),
-            what,
-            || async {
-                let resource = get().await?;
-                Ok((!matches!(resource.status(), "creating" | "pending")).then_some(resource))
-            },
-        )
-        .await?;
-        match polled {
-            Waited::Done(resource) => Ok(resource),
-            Waited::StillRunning => Err(poll::still_running(what, self.clients.polling())),
-        }
-    }
-
-    /// Polls `get` until it answers `NotFound`.
-    async fn gone<T, F, Fut>(&self, what: &str, get: F) -> Result<(), BackendError>
-    where
-        F: Fn() -> Fut,
-        Fut: Future<Output = Result<T, BackendError>>,
-    {
-        let polled = poll::until_done(
-            self.clients.clock(),
-            self.clients.polling(),
-            what,
-            || async {
-                match get().await {
-                    Err(e) if e.kind == ErrorKind::NotFound => Ok(Some(())),
-                    Err(e) => Err(e),
-                    Ok(_) => Ok(None),
-                }
-            },
-        )
-        .await?;
-        match polled {
-            Waited::Done(()) => Ok(()),
-            Waited::StillRunning => Err(poll::still_running(what, self.clients.polling())),
-        }
+        let transient = |r: &T| Ok(!matches!(r.status(), "creating" | "pending"));
+        let polled = self.poll_until(what, get, transient).await?;
+        self.finished(what, polled)
     }
 
     /// The namespace `id` once settled, which must be `ready`.
@@ -723,7 +448,7 @@ impl<'a> Region<'a> {
     /// The function `id` once settled, which must be `ready` (or `created`, before any
     /// code is deployed).
     async fn ready_function(&self, what: &str, id: &str) -> Result<FunctionWire, BackendError> {
-        let f = self.settled(what, || self.function(id)).await?;
+        let f = self.settled(what, || self.resource(id)).await?;
         ready(what, "function", &f, &["ready", "created"])?;
         Ok(f)
     }
@@ -731,43 +456,12 @@ impl<'a> Region<'a> {
 
 // ---- Statuses -----------------------------------------------------------------------
 
-/// A resource whose status Scaleway moves on its own.
-trait Status {
-    fn id(&self) -> &str;
-    fn status(&self) -> &str;
-    fn error_message(&self) -> Option<&String>;
-}
-
-impl Status for NamespaceWire {
-    fn id(&self) -> &str {
-        &self.id
-    }
-    fn status(&self) -> &str {
-        &self.status
-    }
-    fn error_message(&self) -> Option<&String> {
-        self.error_message.as_ref()
-    }
-}
-
-impl Status for FunctionWire {
-    fn id(&self) -> &str {
-        &self.id
-    }
-    fn status(&self) -> &str {
-        &self.status
-    }
-    fn error_message(&self) -> Option<&String> {
-        self.error_message.as_ref()
-    }
-}
-
 /// Refuses a settled `resource` whose status is not one of `good`: `error` carries
 /// Scaleway's message, `locked` is `Denied`, `deleting` a `Conflict`.
 fn ready(
     what: &str,
     kind: &str,
-    resource: &impl Status,
+    resource: &impl Resource,
     good: &[&str],
 ) -> Result<(), BackendError> {
     let status = resource.status();

@@ -30,19 +30,18 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use infra_core::kinds::{
-    FunctionNamespace, FunctionNamespaceReported, FunctionNamespaceSettled, NamespaceObserved,
+    EnvVars, FunctionNamespace, FunctionNamespaceReported, FunctionNamespaceSettled,
 };
 use infra_core::prelude::Partial;
-use infra_core::sdk::poll;
 use infra_core::sdk::{
     BackendError, CreateArgs, DeleteArgs, ErrorKind, KindBackend, ListArgs, Listed, MarkArgs,
     OwnershipArgs, RawTags, ReadArgs, Reading, UpdateArgs, Written,
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 
-use super::{NamespaceWire, Region, check_env, check_tags, known, non_empty, tag_update};
-use crate::api::Call;
+use super::{NamespaceWire, Region, check_env, check_tags};
 use crate::clients::Clients;
+use crate::serverless::{NamespaceKind, NamespaceSpec, Resource, namespace_reading};
 use crate::tags;
 
 /// `functionNamespace` on Scaleway: Serverless Functions namespaces.
@@ -60,23 +59,33 @@ impl FunctionNamespaces {
     }
 }
 
+impl NamespaceKind for FunctionNamespace {
+    fn declared(spec: &FunctionNamespaceSettled) -> NamespaceSpec<'_> {
+        NamespaceSpec {
+            description: spec.description.known(),
+            environment: spec.environment.known(),
+            secret_environment: spec.secret_environment.known(),
+            tags: spec.tags.known(),
+        }
+    }
+
+    fn reported(
+        description: String,
+        environment: Partial<EnvVars>,
+        tags: BTreeSet<String>,
+    ) -> FunctionNamespaceReported {
+        FunctionNamespaceReported {
+            description: Partial::Known(description),
+            environment,
+            secret_environment: Partial::Unknown,
+            tags: Partial::Known(tags),
+        }
+    }
+}
+
 /// What read reports of `ns`.
 fn reading(ns: &NamespaceWire) -> Reading<FunctionNamespace> {
-    let raw = ns.tags();
-    Reading::new(
-        ns.id.clone(),
-        NamespaceObserved {
-            id: ns.id.clone(),
-            registry_endpoint: known(non_empty(ns.registry_endpoint.as_ref())),
-        },
-        FunctionNamespaceReported {
-            description: Partial::Known(ns.description.clone().unwrap_or_default()),
-            environment: known(ns.environment_variables.clone()),
-            secret_environment: Partial::Unknown,
-            tags: Partial::Known(raw.iter().cloned().collect()),
-        },
-    )
-    .with_raw_tags(tags::to_map(&raw))
+    namespace_reading(ns)
 }
 
 fn check(spec: &FunctionNamespaceSettled) -> Result<(), BackendError> {
@@ -86,23 +95,12 @@ fn check(spec: &FunctionNamespaceSettled) -> Result<(), BackendError> {
 
 /// The `PATCH` body bringing `current` to `spec`, secret variables aside: only what
 /// differs.
-fn changes(spec: &FunctionNamespaceSettled, current: &NamespaceWire) -> Map<String, Value> {
-    let mut body = Map::new();
-    if let Some(description) = spec.description.known()
-        && current.description.as_deref().unwrap_or_default() != description
-    {
-        body.insert("description".into(), json!(description));
-    }
-    if let Some(env) = spec.environment.known()
-        && current.environment_variables.as_ref() != Some(env)
-    {
-        body.insert("environment_variables".into(), json!(env));
-    }
-    let declared = spec.tags.known().map(tags::from_set);
-    if let Some(wanted) = declared.and_then(|d| tag_update(d, &current.tags())) {
-        body.insert("tags".into(), json!(wanted));
-    }
-    body
+#[cfg(test)]
+fn changes(
+    spec: &FunctionNamespaceSettled,
+    current: &NamespaceWire,
+) -> Map<String, serde_json::Value> {
+    crate::serverless::namespace_changes(&FunctionNamespace::declared(spec), current)
 }
 
 impl FunctionNamespaces {
@@ -120,37 +118,9 @@ impl FunctionNamespaces {
             ..
         } = *args;
         let scope = self.region(region);
-        let mut body = Map::new();
-        body.insert("name".into(), json!(name));
-        body.insert("project_id".into(), json!(self.clients.project_id()));
-        let declared = spec.tags.known().map(tags::from_set).unwrap_or_default();
-        body.insert("tags".into(), json!(tags::for_create(declared, marker)));
-        if let Some(description) = spec.description.known() {
-            body.insert("description".into(), json!(description));
-        }
-        if let Some(env) = spec.environment.known() {
-            body.insert("environment_variables".into(), json!(env));
-        }
-        if let Some(secrets) = spec.secret_environment.known() {
-            let vars = scope.secret_vars(secrets, &BTreeSet::new()).await?;
-            body.insert("secret_environment_variables".into(), Value::Array(vars));
-        }
-        let call = Call::post(WHAT, scope.path("namespaces"));
-        match self
-            .clients
-            .api()
-            .send::<NamespaceWire>(call, Some(&body))
-            .await
-        {
-            Ok(ns) => Ok(ns),
-            Err(err) => {
-                let find = async {
-                    let found = scope.namespace_named(name).await?;
-                    Ok(found.map(|ns| (tags::to_map(&ns.tags()), ns)))
-                };
-                poll::settle_uncertain(err, marker, WHAT, find).await
-            }
-        }
+        let declared = FunctionNamespace::declared(spec);
+        let body = scope.namespace_body(name, &declared, marker).await?;
+        scope.create_namespace(WHAT, name, body, marker).await
     }
 
     /// The namespace `id`, once out of a transient status.
@@ -209,13 +179,9 @@ impl KindBackend<FunctionNamespace> for FunctionNamespaces {
         check(spec)?;
         let scope = self.region(region);
         let current = self.current(region, handle).await?;
-        let mut body = changes(spec, &current);
-        if let Some(secrets) = spec.secret_environment.known() {
-            let vars = scope.secret_vars(secrets, &current.secret_keys()).await?;
-            if !vars.is_empty() {
-                body.insert("secret_environment_variables".into(), Value::Array(vars));
-            }
-        }
+        let body = scope
+            .namespace_update(&FunctionNamespace::declared(spec), &current)
+            .await?;
         if body.is_empty() {
             return Ok(Written::Done(reading(&current)));
         }
@@ -229,7 +195,7 @@ impl KindBackend<FunctionNamespace> for FunctionNamespaces {
         let DeleteArgs { region, handle, .. } = args;
         let scope = self.region(region);
         let current = self.current(region, handle).await?;
-        let held = scope.functions_in(handle, None).await?;
+        let held = scope.in_namespace(handle, None).await?;
         if !held.is_empty() {
             let names: Vec<&str> = held.iter().map(|f| f.name.as_str()).collect();
             return Err(BackendError::new(
@@ -248,7 +214,7 @@ impl KindBackend<FunctionNamespace> for FunctionNamespaces {
     async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
         let OwnershipArgs { region, handle, .. } = args;
         let ns = self.region(region).namespace(handle).await?;
-        Ok(tags::to_map(&ns.tags()))
+        Ok(ns.raw_tags())
     }
 
     async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
@@ -276,14 +242,13 @@ impl KindBackend<FunctionNamespace> for FunctionNamespaces {
 mod tests {
     use std::collections::BTreeMap;
 
-    use infra_core::kinds::EnvVars;
-
     use super::*;
 
     fn wire() -> NamespaceWire {
         NamespaceWire {
             id: "n1".into(),
             name: "ns".into(),
+            project_id: String::new(),
             status: "ready".into(),
             description: None,
             environment_variables: Some(EnvVars::from([("MODE".into(), "test".into())])),
