@@ -5,35 +5,28 @@
 //! before any call, pagination, `mark` of a container made elsewhere).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use infra_core::engine::{Engine, MemoryStore, Options};
 use infra_core::kinds::{
-    Container, ContainerNamespace, ContainerNamespaceSettled, ContainerSettled, EnvVars,
-    SecretSourceSettled, Secrets, SecretsSettled,
+    Container, ContainerNamespace, ContainerNamespaceSettled, ContainerSettled, Secrets,
 };
-use infra_core::prelude::{
-    Backends, Expr, Fleet, Handle, Key, Partial, ScalewayRegion, SecretString,
-};
-use infra_core::sdk::{
-    Backend, BackendError, Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, SettledSpec, Sighting,
-};
-use infra_testkit::scaleway::{RecordedRequest, ScalewayProduct, ScalewayServer};
-use serde_json::{Value, json};
+use infra_core::prelude::{Backends, Expr, Fleet, Handle, Key, Partial, ScalewayRegion};
+use infra_core::sdk::{Backend, Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, SettledSpec};
+use infra_testkit::scaleway::{RecordedRequest, ScalewayProduct};
+use serde_json::json;
 
-use super::*;
+use super::PROJECT;
+use super::support::{
+    backend_on, calls, create, raw, secret, stand_in, stand_in_and_backend, tags as env, update,
+    writes,
+};
 
 const REGION: &str = "fr-par";
 const OTHER: &str = "nl-ams";
 const FLEET: &str = "shop";
 const IMAGE: &str = "rg.fr-par.scw.cloud/shop/app:1";
-
-fn env(pairs: &[(&str, &str)]) -> EnvVars {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
 
 fn namespace_spec() -> ContainerNamespaceSettled {
     ContainerNamespaceSettled {
@@ -59,86 +52,12 @@ fn container_spec(namespace: &str) -> ContainerSettled {
     }
 }
 
-async fn start() -> (ScalewayServer, Arc<Router>) {
-    let server = ScalewayServer::start(PROJECT, ORGANIZATION)
-        .await
-        .expect("the stand-in starts");
-    let backend = backend(&server, None);
-    (server, backend)
-}
-
-async fn create_namespace(
-    backend: &dyn Backend,
-    name: &str,
-    spec: &ContainerNamespaceSettled,
-) -> Result<Sighting, BackendError> {
-    backend
-        .create(
-            "containerNamespace",
-            REGION,
-            name,
-            SettledSpec::new::<ContainerNamespace>(spec),
-            &Marker::new(FLEET),
-        )
-        .await
-        .map(|w| w.expect_done("Scaleway never defers"))
-}
-
-async fn create_container(
-    backend: &dyn Backend,
-    name: &str,
-    spec: &ContainerSettled,
-) -> Result<Sighting, BackendError> {
-    backend
-        .create(
-            "container",
-            REGION,
-            name,
-            SettledSpec::new::<Container>(spec),
-            &Marker::new(FLEET),
-        )
-        .await
-        .map(|w| w.expect_done("Scaleway never defers"))
-}
-
-async fn update_container(
-    backend: &dyn Backend,
-    handle: &str,
-    spec: &ContainerSettled,
-) -> Result<Sighting, BackendError> {
-    backend
-        .update(
-            "container",
-            REGION,
-            handle,
-            SettledSpec::new::<Container>(spec),
-        )
-        .await
-        .map(|w| w.expect_done("Scaleway never defers"))
-}
-
 /// A namespace named `name`, and its handle.
 async fn namespace(backend: &dyn Backend, name: &str) -> String {
-    create_namespace(backend, name, &namespace_spec())
+    create(backend, REGION, name, &namespace_spec(), FLEET)
         .await
         .expect("the namespace is created")
         .handle
-}
-
-fn writes(server: &ScalewayServer) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.method != "GET")
-        .collect()
-}
-
-fn gets_of(server: &ScalewayServer, path: &str) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.method == "GET" && r.path == path)
-        .collect()
 }
 
 fn container_path(id: &str) -> String {
@@ -151,10 +70,16 @@ fn namespace_path(id: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_sends_the_marker_and_the_timeout_then_deploys() {
-    let (server, backend) = start().await;
-    let ns = create_namespace(backend.as_ref(), "shop-ns", &namespace_spec())
-        .await
-        .expect("the namespace is created");
+    let (server, backend) = stand_in_and_backend().await;
+    let ns = create(
+        backend.as_ref(),
+        REGION,
+        "shop-ns",
+        &namespace_spec(),
+        FLEET,
+    )
+    .await
+    .expect("the namespace is created");
     let sent = &writes(&server)[0];
     assert_eq!(
         (sent.method.as_str(), sent.path.as_str()),
@@ -179,23 +104,29 @@ async fn a_create_sends_the_marker_and_the_timeout_then_deploys() {
     );
 
     server.clear_requests();
-    let read = create_container(backend.as_ref(), "app", &container_spec(&ns.handle))
-        .await
-        .expect("the container is created");
+    let read = create(
+        backend.as_ref(),
+        REGION,
+        "app",
+        &container_spec(&ns.handle),
+        FLEET,
+    )
+    .await
+    .expect("the container is created");
     let writes = writes(&server);
     assert_eq!(writes.len(), 2, "the create, then the deploy: {writes:#?}");
-    let create = &writes[0];
-    assert_eq!(create.path, "/containers/v1beta1/regions/fr-par/containers");
-    assert_eq!(create.body["namespace_id"], ns.handle.as_str());
-    assert_eq!(create.body["name"], "app");
+    let posted = &writes[0];
+    assert_eq!(posted.path, "/containers/v1beta1/regions/fr-par/containers");
+    assert_eq!(posted.body["namespace_id"], ns.handle.as_str());
+    assert_eq!(posted.body["name"], "app");
     assert_eq!(
-        create.body["tags"],
+        posted.body["tags"],
         json!([format!("{MARKER_KEY}={FLEET}")])
     );
-    assert_eq!(create.body["timeout"], "300s", "a duration string");
-    assert_eq!(create.body["registry_image"], IMAGE);
+    assert_eq!(posted.body["timeout"], "300s", "a duration string");
+    assert_eq!(posted.body["registry_image"], IMAGE);
     assert_eq!(
-        (&create.body["cpu_limit"], &create.body["memory_limit"]),
+        (&posted.body["cpu_limit"], &posted.body["memory_limit"]),
         (&json!(1000), &json!(2048))
     );
     assert_eq!(
@@ -214,38 +145,51 @@ async fn a_create_sends_the_marker_and_the_timeout_then_deploys() {
             .as_str()
             .is_some_and(|d| d.ends_with("-app.functions.fnc.fr-par.scw.cloud"))
     );
-    let again = create_container(backend.as_ref(), "app", &container_spec(&ns.handle)).await;
+    let again = create(
+        backend.as_ref(),
+        REGION,
+        "app",
+        &container_spec(&ns.handle),
+        FLEET,
+    )
+    .await;
     assert_eq!(again.unwrap_err().kind, ErrorKind::Conflict);
     server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statuses_are_awaited_on_the_manual_clock() {
-    let server = ScalewayServer::start(PROJECT, ORGANIZATION)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let clock = Arc::new(ManualClock::new());
-    let config = config(&server, None).clock(clock.clone());
-    let backend: Arc<dyn Backend> = Arc::new(ScalewayBackend::new(config));
+    let backend = backend_on(&server, &clock, None);
     server.settle_after(4);
     let ns = namespace(backend.as_ref(), "slow").await;
     // Four reads `pending`, then `ready`: waits of 0.1, 0.2, 0.4 and 0.8 s in between.
-    assert_eq!(gets_of(&server, &namespace_path(&ns)).len(), 5);
+    assert_eq!(calls(&server, "GET", &namespace_path(&ns)).len(), 5);
     assert_eq!(clock.now(), Duration::from_millis(1500));
 
-    let read = create_container(backend.as_ref(), "app", &container_spec(&ns))
+    let read = create(backend.as_ref(), REGION, "app", &container_spec(&ns), FLEET)
         .await
         .expect("the container is created and deployed");
     // `created` until deployed, then `pending` for four reads: the create is answered
     // only once the container is `ready`.
-    assert_eq!(gets_of(&server, &container_path(&read.handle)).len(), 5);
+    assert_eq!(
+        calls(&server, "GET", &container_path(&read.handle)).len(),
+        5
+    );
     assert_eq!(clock.now(), Duration::from_millis(3000));
 
     // A deploy still pending at the deadline (a minute) is settled by name and marker.
     server.settle_after(10_000);
-    let stuck = create_container(backend.as_ref(), "stuck", &container_spec(&ns))
-        .await
-        .expect("it exists, with this fleet's marker: the create happened");
+    let stuck = create(
+        backend.as_ref(),
+        REGION,
+        "stuck",
+        &container_spec(&ns),
+        FLEET,
+    )
+    .await
+    .expect("it exists, with this fleet's marker: the create happened");
     assert!(clock.now() >= Duration::from_secs(63), "{:?}", clock.now());
     let tags = backend
         .ownership("container", REGION, &stuck.handle)
@@ -257,16 +201,16 @@ async fn statuses_are_awaited_on_the_manual_clock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_change_is_sent_alone_and_its_redeploy_awaited() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     let ns = namespace(backend.as_ref(), "shop-ns").await;
-    let read = create_container(backend.as_ref(), "app", &container_spec(&ns))
+    let read = create(backend.as_ref(), REGION, "app", &container_spec(&ns), FLEET)
         .await
         .expect("created");
     server.settle_after(3);
     server.clear_requests();
     let mut changed = container_spec(&ns);
     changed.image = "rg.fr-par.scw.cloud/shop/app:2".to_owned();
-    let after = update_container(backend.as_ref(), &read.handle, &changed)
+    let after = update(backend.as_ref(), REGION, &read.handle, &changed)
         .await
         .expect("updated");
     let writes = writes(&server);
@@ -277,54 +221,36 @@ async fn an_image_change_is_sent_alone_and_its_redeploy_awaited() {
         json!({ "registry_image": "rg.fr-par.scw.cloud/shop/app:2", "redeploy": true })
     );
     // The GET before the PATCH, three reads `pending`, then `ready`.
-    assert_eq!(gets_of(&server, &container_path(&read.handle)).len(), 5);
+    assert_eq!(
+        calls(&server, "GET", &container_path(&read.handle)).len(),
+        5
+    );
     assert_eq!(after.reported()["image"], "rg.fr-par.scw.cloud/shop/app:2");
     assert_eq!(after.handle, read.handle);
 
     // The same update again writes nothing.
     server.clear_requests();
-    update_container(backend.as_ref(), &read.handle, &changed)
+    update(backend.as_ref(), REGION, &read.handle, &changed)
         .await
         .expect("updated again");
     assert!(self::writes(&server).is_empty(), "{:#?}", server.requests());
     server.shutdown().await;
 }
 
-/// A secret of the fleet holding `value`, and its handle.
-async fn secret(backend: &dyn Backend, name: &str, value: &str) -> String {
-    let spec = SecretsSettled {
-        value_from: SecretSourceSettled::Composed(SecretString::new(value)),
-        description: Partial::Unknown,
-        tags: Partial::Unknown,
-    };
-    backend
-        .create(
-            "secrets",
-            REGION,
-            name,
-            SettledSpec::new::<Secrets>(&spec),
-            &Marker::new(FLEET),
-        )
-        .await
-        .expect("the secret is created")
-        .expect_done("Scaleway never defers")
-        .handle
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_values_are_sent_but_never_recorded_nor_reported() {
     const VALUE: &str = "correct-horse-battery-staple";
-    let (server, backend) = start().await;
-    let handle = secret(backend.as_ref(), "db-password", VALUE).await;
+    let (server, backend) = stand_in_and_backend().await;
+    let handle = secret(backend.as_ref(), REGION, "db-password", VALUE, FLEET).await;
     let secrets = BTreeMap::from([("DB_PASSWORD".to_owned(), Handle::<Secrets>::new(&handle))]);
     let mut ns_spec = namespace_spec();
     ns_spec.secret_environment = Partial::Known(secrets.clone());
-    let ns = create_namespace(backend.as_ref(), "secretive", &ns_spec)
+    let ns = create(backend.as_ref(), REGION, "secretive", &ns_spec, FLEET)
         .await
         .expect("the namespace is created");
     let mut spec = container_spec(&ns.handle);
     spec.secret_environment = Partial::Known(secrets);
-    let read = create_container(backend.as_ref(), "app", &spec)
+    let read = create(backend.as_ref(), REGION, "app", &spec, FLEET)
         .await
         .expect("the container is created");
     let creates: Vec<RecordedRequest> = writes(&server)
@@ -355,7 +281,7 @@ async fn secret_values_are_sent_but_never_recorded_nor_reported() {
     server.clear_requests();
     let mut without = container_spec(&ns.handle);
     without.secret_environment = Partial::Known(BTreeMap::new());
-    update_container(backend.as_ref(), &read.handle, &without)
+    update(backend.as_ref(), REGION, &read.handle, &without)
         .await
         .expect("updated");
     let patch = &writes(&server)[0];
@@ -370,7 +296,7 @@ async fn secret_values_are_sent_but_never_recorded_nor_reported() {
         "API_KEY".to_owned(),
         Handle::new("00000000-0000-4000-8000-000000000000"),
     )]));
-    let err = create_container(backend.as_ref(), "other", &missing)
+    let err = create(backend.as_ref(), REGION, "other", &missing, FLEET)
         .await
         .unwrap_err();
     assert!(!err.message.contains(VALUE), "{err}");
@@ -409,7 +335,7 @@ fn scaleway_fleet(in_second: bool) -> Fleet {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_of_namespace_is_planned_as_a_replace() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     let engine = Engine::new(
         Backends::new().with(backend.clone() as Arc<dyn Backend>),
         Arc::new(MemoryStore::new()),
@@ -464,9 +390,9 @@ async fn a_change_of_namespace_is_planned_as_a_replace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denial_is_denied_and_never_absent_and_throttling_is_throttled() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     let ns = namespace(backend.as_ref(), "shop-ns").await;
-    let read = create_container(backend.as_ref(), "app", &container_spec(&ns))
+    let read = create(backend.as_ref(), REGION, "app", &container_spec(&ns), FLEET)
         .await
         .expect("created");
     server.deny(ScalewayProduct::Containers);
@@ -501,15 +427,27 @@ async fn a_denial_is_denied_and_never_absent_and_throttling_is_throttled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_whose_answer_was_lost_is_settled_by_name_and_marker() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     server.lose_answers(ScalewayProduct::Containers, 1);
-    let ns = create_namespace(backend.as_ref(), "lost-ns", &namespace_spec())
-        .await
-        .expect("the namespace is found by name, with this fleet's marker");
+    let ns = create(
+        backend.as_ref(),
+        REGION,
+        "lost-ns",
+        &namespace_spec(),
+        FLEET,
+    )
+    .await
+    .expect("the namespace is found by name, with this fleet's marker");
     server.lose_answers(ScalewayProduct::Containers, 1);
-    let read = create_container(backend.as_ref(), "lost", &container_spec(&ns.handle))
-        .await
-        .expect("the container is found by name in its namespace, and deployed");
+    let read = create(
+        backend.as_ref(),
+        REGION,
+        "lost",
+        &container_spec(&ns.handle),
+        FLEET,
+    )
+    .await
+    .expect("the container is found by name in its namespace, and deployed");
     let posts: Vec<RecordedRequest> = writes(&server)
         .into_iter()
         .filter(|r| r.method == "POST" && !r.path.ends_with("/deploy"))
@@ -547,12 +485,12 @@ async fn a_create_whose_answer_was_lost_is_settled_by_name_and_marker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletes_are_awaited_until_gone_and_a_namespace_takes_its_containers() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     let ns = namespace(backend.as_ref(), "shop-ns").await;
-    let one = create_container(backend.as_ref(), "one", &container_spec(&ns))
+    let one = create(backend.as_ref(), REGION, "one", &container_spec(&ns), FLEET)
         .await
         .expect("created");
-    let two = create_container(backend.as_ref(), "two", &container_spec(&ns))
+    let two = create(backend.as_ref(), REGION, "two", &container_spec(&ns), FLEET)
         .await
         .expect("created");
     server.settle_after(3);
@@ -561,7 +499,7 @@ async fn deletes_are_awaited_until_gone_and_a_namespace_takes_its_containers() {
         .delete("container", REGION, &one.handle)
         .await
         .expect("deleted");
-    let gets = gets_of(&server, &container_path(&one.handle));
+    let gets = calls(&server, "GET", &container_path(&one.handle));
     assert_eq!(gets.len(), 4, "three reads `deleting`, then gone");
     assert_eq!(gets.last().map(|g| g.status), Some(404));
     let again = backend.delete("container", REGION, &one.handle).await;
@@ -571,7 +509,7 @@ async fn deletes_are_awaited_until_gone_and_a_namespace_takes_its_containers() {
         .delete("containerNamespace", REGION, &ns)
         .await
         .expect("deleted");
-    let gets = gets_of(&server, &namespace_path(&ns));
+    let gets = calls(&server, "GET", &namespace_path(&ns));
     assert_eq!(gets.last().map(|g| g.status), Some(404));
     for (kind, handle) in [("containerNamespace", &ns), ("container", &two.handle)] {
         let err = backend.read(kind, REGION, handle).await.unwrap_err();
@@ -582,16 +520,17 @@ async fn deletes_are_awaited_until_gone_and_a_namespace_takes_its_containers() {
     // A container its namespace's deletion is taking along refuses a delete of its own
     // (`transient_state`): the delete awaits it all the same, and succeeds.
     let ns = namespace(backend.as_ref(), "other-ns").await;
-    let three = create_container(backend.as_ref(), "three", &container_spec(&ns))
-        .await
-        .expect("created");
-    let deleting = reqwest::Client::new()
-        .delete(format!("{}{}", server.address(), namespace_path(&ns)))
-        .header("X-Auth-Token", server.token())
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(deleting.status(), 200);
+    let three = create(
+        backend.as_ref(),
+        REGION,
+        "three",
+        &container_spec(&ns),
+        FLEET,
+    )
+    .await
+    .expect("created");
+    let (deleting, _) = raw(&server, "DELETE", &namespace_path(&ns), None).await;
+    assert_eq!(deleting, 200);
     server.clear_requests();
     backend
         .delete("container", REGION, &three.handle)
@@ -600,14 +539,14 @@ async fn deletes_are_awaited_until_gone_and_a_namespace_takes_its_containers() {
     let refused = writes(&server);
     assert_eq!(refused.len(), 1, "{refused:#?}");
     assert_eq!(refused[0].status, 409);
-    let gets = gets_of(&server, &container_path(&three.handle));
+    let gets = calls(&server, "GET", &container_path(&three.handle));
     assert_eq!(gets.last().map(|g| g.status), Some(404));
     server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_scaleway_would_refuse_is_refused_before_any_call() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     let ns = "11111111-2222-4333-8444-555555555555";
     let mut image = container_spec(ns);
     image.image = "https://rg.fr-par.scw.cloud/shop/app:1".to_owned();
@@ -633,12 +572,12 @@ async fn what_scaleway_would_refuse_is_refused_before_any_call() {
         ("app", scale),
     ];
     for (name, spec) in cases {
-        let err = create_container(backend.as_ref(), name, &spec)
+        let err = create(backend.as_ref(), REGION, name, &spec, FLEET)
             .await
             .unwrap_err();
         assert_eq!(err.kind, ErrorKind::Invalid, "{name}: {err}");
     }
-    let err = create_namespace(backend.as_ref(), "-bad", &namespace_spec())
+    let err = create(backend.as_ref(), REGION, "-bad", &namespace_spec(), FLEET)
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
@@ -648,13 +587,19 @@ async fn what_scaleway_would_refuse_is_refused_before_any_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listings_take_every_page_and_answer_their_region_only() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     server.settle_after(0);
     let ns = namespace(backend.as_ref(), "many").await;
     for i in 0..103 {
-        create_container(backend.as_ref(), &format!("app-{i}"), &container_spec(&ns))
-            .await
-            .expect("created");
+        create(
+            backend.as_ref(),
+            REGION,
+            &format!("app-{i}"),
+            &container_spec(&ns),
+            FLEET,
+        )
+        .await
+        .expect("created");
     }
     let listed = backend.list("container", REGION).await.expect("listed");
     assert_eq!(listed.len(), 103, "every page is read");
@@ -686,38 +631,19 @@ async fn listings_take_every_page_and_answer_their_region_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mark_adds_the_marker_alone_without_a_redeploy() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     let ns = namespace(backend.as_ref(), "shop-ns").await;
     // Made by another tool: no marker.
-    let http = reqwest::Client::new();
-    let made: Value = http
-        .post(format!(
-            "{}/containers/v1beta1/regions/{REGION}/containers",
-            server.address()
-        ))
-        .header("X-Auth-Token", server.token())
-        .json(&json!({
-            "namespace_id": ns, "name": "foreign", "registry_image": IMAGE,
-            "tags": ["team=web"],
-        }))
-        .send()
-        .await
-        .expect("sent")
-        .json()
-        .await
-        .expect("answered");
+    let foreign = json!({
+        "namespace_id": ns, "name": "foreign", "registry_image": IMAGE,
+        "tags": ["team=web"],
+    });
+    let containers = format!("/containers/v1beta1/regions/{REGION}/containers");
+    let (_, made) = raw(&server, "POST", &containers, Some(foreign)).await;
     let id = made["id"].as_str().expect("an id").to_owned();
     server.settle_after(0);
-    http.post(format!(
-        "{}{}/deploy",
-        server.address(),
-        container_path(&id)
-    ))
-    .header("X-Auth-Token", server.token())
-    .json(&json!({}))
-    .send()
-    .await
-    .expect("deployed");
+    let deploy = format!("{}/deploy", container_path(&id));
+    raw(&server, "POST", &deploy, Some(json!({}))).await;
     server.settle_after(3);
     server.clear_requests();
     let marker = Marker::new(FLEET);
@@ -747,15 +673,7 @@ async fn mark_adds_the_marker_alone_without_a_redeploy() {
         .await;
     assert_eq!(other.unwrap_err().kind, ErrorKind::Conflict);
     // Marking redeployed nothing: the container is `ready` still.
-    let now: Value = http
-        .get(format!("{}{}", server.address(), container_path(&id)))
-        .header("X-Auth-Token", server.token())
-        .send()
-        .await
-        .expect("sent")
-        .json()
-        .await
-        .expect("answered");
+    let (_, now) = raw(&server, "GET", &container_path(&id), None).await;
     assert_eq!(now["status"], "ready");
     server.shutdown().await;
 }

@@ -8,19 +8,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use infra_core::kinds::{
-    Compute, ComputeSettled, EnvVars, Function, FunctionNamespace, FunctionNamespaceSettled,
-    FunctionSettled, SecretSourceSettled, Secrets, SecretsSettled,
+    ComputeSettled, EnvVars, FunctionNamespace, FunctionNamespaceSettled, FunctionSettled,
 };
-use infra_core::prelude::{Handle, Partial, SecretString};
-use infra_core::sdk::{
-    Backend, BackendError, Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, SettledSpec,
-    Sighting, Written,
-};
-use infra_scaleway::ScalewayBackend;
+use infra_core::prelude::{Handle, Partial};
+use infra_core::sdk::{Backend, Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, SettledSpec};
 use infra_testkit::scaleway::{RecordedRequest, ScalewayProduct, ScalewayServer};
 use serde_json::Value;
 
-use super::{ORGANIZATION, PROJECT, backend, config};
+use super::backend;
+use super::support::{backend_on, create, secret, stand_in, update};
 
 const REGION: &str = "fr-par";
 const FLEET: &str = "fnfleet";
@@ -41,42 +37,6 @@ fn zip(dir: &Path, file: &str, note: &str) -> String {
 }
 
 // ---- Helpers ------------------------------------------------------------------------
-
-async fn start() -> ScalewayServer {
-    ScalewayServer::start(PROJECT, ORGANIZATION)
-        .await
-        .expect("the stand-in starts")
-}
-
-fn done(written: Written) -> Sighting {
-    match written {
-        Written::Done(read) => read,
-        other => panic!("Scaleway never defers: {other:?}"),
-    }
-}
-
-async fn create<K: infra_core::prelude::Kind>(
-    backend: &dyn Backend,
-    name: &str,
-    spec: &K::Settled,
-) -> Result<Sighting, BackendError> {
-    let marker = Marker::new(FLEET);
-    backend
-        .create(K::ID, REGION, name, SettledSpec::new::<K>(spec), &marker)
-        .await
-        .map(done)
-}
-
-async fn update<K: infra_core::prelude::Kind>(
-    backend: &dyn Backend,
-    handle: &str,
-    spec: &K::Settled,
-) -> Result<Sighting, BackendError> {
-    backend
-        .update(K::ID, REGION, handle, SettledSpec::new::<K>(spec))
-        .await
-        .map(done)
-}
 
 fn namespace_spec() -> FunctionNamespaceSettled {
     FunctionNamespaceSettled {
@@ -118,7 +78,7 @@ fn compute_spec(code: String) -> ComputeSettled {
 }
 
 async fn namespace(backend: &dyn Backend, name: &str) -> String {
-    create::<FunctionNamespace>(backend, name, &namespace_spec())
+    create(backend, REGION, name, &namespace_spec(), FLEET)
         .await
         .expect("the namespace is created")
         .handle
@@ -147,16 +107,22 @@ fn uploads(server: &ScalewayServer) -> Vec<RecordedRequest> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_archive_is_uploaded_to_the_url_handed_out_then_deployed() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let dir = tempfile::tempdir().unwrap();
     let code = zip(dir.path(), "api.zip", "version one");
     let size = std::fs::metadata(&code).unwrap().len().to_string();
     let ns = namespace(&*backend, "shop").await;
     server.clear_requests();
-    let read = create::<Function>(&*backend, "api", &function_spec(&ns, Some(code)))
-        .await
-        .expect("the function is created with its code");
+    let read = create(
+        &*backend,
+        REGION,
+        "api",
+        &function_spec(&ns, Some(code)),
+        FLEET,
+    )
+    .await
+    .expect("the function is created with its code");
     let requests = server.requests();
     let posted = calls(&requests, "POST", "/functions");
     assert_eq!(posted.len(), 1, "{requests:#?}");
@@ -205,20 +171,31 @@ async fn the_archive_is_uploaded_to_the_url_handed_out_then_deployed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_code_location_is_uploaded_and_deployed_again() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let dir = tempfile::tempdir().unwrap();
     let one = zip(dir.path(), "one.zip", "one");
     let two = zip(dir.path(), "two.zip", "the second version");
     let ns = namespace(&*backend, "shop").await;
-    let id = create::<Function>(&*backend, "api", &function_spec(&ns, Some(one)))
-        .await
-        .unwrap()
-        .handle;
+    let id = create(
+        &*backend,
+        REGION,
+        "api",
+        &function_spec(&ns, Some(one)),
+        FLEET,
+    )
+    .await
+    .unwrap()
+    .handle;
     server.clear_requests();
-    update::<Function>(&*backend, &id, &function_spec(&ns, Some(two.clone())))
-        .await
-        .expect("the update deploys the new archive");
+    update(
+        &*backend,
+        REGION,
+        &id,
+        &function_spec(&ns, Some(two.clone())),
+    )
+    .await
+    .expect("the update deploys the new archive");
     let requests = server.requests();
     let asked = calls(&requests, "GET", "/upload-url");
     let size = std::fs::metadata(&two).unwrap().len().to_string();
@@ -237,7 +214,7 @@ async fn a_new_code_location_is_uploaded_and_deployed_again() {
     server.clear_requests();
     let mut bigger = function_spec(&ns, None);
     bigger.memory_mb = Partial::Known(512);
-    let read = update::<Function>(&*backend, &id, &bigger).await.unwrap();
+    let read = update(&*backend, REGION, &id, &bigger).await.unwrap();
     assert_eq!(read.reported()["memoryMb"], 512);
     assert!(uploads(&server).is_empty());
     let patched = calls(&server.requests(), "PATCH", &id)[0].body.clone();
@@ -247,14 +224,14 @@ async fn a_new_code_location_is_uploaded_and_deployed_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_deployment_is_reported_with_scaleways_reason_and_undone() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let dir = tempfile::tempdir().unwrap();
     let not_zip = dir.path().join("api.zip");
     std::fs::write(&not_zip, b"print('hello')").unwrap();
     let ns = namespace(&*backend, "shop").await;
     let spec = function_spec(&ns, Some(not_zip.to_str().unwrap().to_owned()));
-    let err = create::<Function>(&*backend, "api", &spec)
+    let err = create(&*backend, REGION, "api", &spec, FLEET)
         .await
         .unwrap_err();
     assert!(err.message.contains("not a zip"), "{err}");
@@ -264,18 +241,22 @@ async fn a_failed_deployment_is_reported_with_scaleways_reason_and_undone() {
         "undone"
     );
     server.clear_requests();
-    let url = create::<Function>(
+    let url = create(
         &*backend,
+        REGION,
         "web",
         &function_spec(&ns, Some("https://example.invalid/a.zip".into())),
+        FLEET,
     )
     .await
     .unwrap_err();
     assert_eq!(url.kind, ErrorKind::Invalid);
-    let missing = create::<Compute>(
+    let missing = create(
         &*backend,
+        REGION,
         "worker",
         &compute_spec("/nonexistent/w.zip".into()),
+        FLEET,
     )
     .await
     .unwrap_err();
@@ -293,23 +274,15 @@ async fn a_failed_deployment_is_reported_with_scaleways_reason_and_undone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_values_reach_scaleway_and_nothing_else() {
     const VALUE: &str = "s3cr3t-v4lue-of-the-shop";
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let secret = SecretsSettled {
-        value_from: SecretSourceSettled::Composed(SecretString::new(VALUE)),
-        description: Partial::Unknown,
-        tags: Partial::Unknown,
-    };
-    let handle = create::<Secrets>(&*backend, "db-password", &secret)
-        .await
-        .unwrap()
-        .handle;
+    let handle = secret(&*backend, REGION, "db-password", VALUE, FLEET).await;
     let mut spec = namespace_spec();
     spec.secret_environment = Partial::Known(BTreeMap::from([(
         "DB_PASSWORD".to_owned(),
         Handle::new(handle),
     )]));
-    let read = create::<FunctionNamespace>(&*backend, "shop", &spec)
+    let read = create(&*backend, REGION, "shop", &spec, FLEET)
         .await
         .unwrap();
     let posted = calls(&server.requests(), "POST", "/namespaces")[0]
@@ -328,13 +301,13 @@ async fn secret_values_reach_scaleway_and_nothing_else() {
         .read("functionNamespace", REGION, &read.handle)
         .await
         .unwrap();
-    let taken = create::<FunctionNamespace>(&*backend, "shop", &spec)
+    let taken = create(&*backend, REGION, "shop", &spec, FLEET)
         .await
         .unwrap_err();
     assert_eq!(taken.kind, ErrorKind::Conflict);
     // An update removes what is no longer declared, by key.
     spec.secret_environment = Partial::Known(BTreeMap::new());
-    update::<FunctionNamespace>(&*backend, &read.handle, &spec)
+    update(&*backend, REGION, &read.handle, &spec)
         .await
         .unwrap();
     let patched = calls(&server.requests(), "PATCH", &read.handle)[0]
@@ -362,11 +335,11 @@ async fn secret_values_reach_scaleway_and_nothing_else() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_is_awaited_from_pending_to_ready_on_the_clock() {
-    let server = start().await;
+    let server = stand_in().await;
     server.settle_after(3);
     let clock = Arc::new(ManualClock::new());
-    let backend = ScalewayBackend::new(config(&server, None).clock(clock.clone()));
-    let read = create::<FunctionNamespace>(&backend, "shop", &namespace_spec())
+    let backend = backend_on(&server, &clock, None);
+    let read = create(&*backend, REGION, "shop", &namespace_spec(), FLEET)
         .await
         .unwrap();
     let requests = server.requests();
@@ -395,10 +368,10 @@ async fn a_namespace_is_awaited_from_pending_to_ready_on_the_clock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_create_answer_is_settled_by_name_and_marker() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     server.lose_answers(ScalewayProduct::Functions, 1);
-    let read = create::<FunctionNamespace>(&*backend, "shop", &namespace_spec())
+    let read = create(&*backend, REGION, "shop", &namespace_spec(), FLEET)
         .await
         .expect("the lost create is found by name and marker");
     let listed = backend.list("functionNamespace", REGION).await.unwrap();
@@ -411,10 +384,12 @@ async fn a_lost_create_answer_is_settled_by_name_and_marker() {
     // Both creates of a compute lost: the namespace, then the function.
     let dir = tempfile::tempdir().unwrap();
     server.lose_answers(ScalewayProduct::Functions, 2);
-    let made = create::<Compute>(
+    let made = create(
         &*backend,
+        REGION,
         "worker",
         &compute_spec(zip(dir.path(), "w.zip", "w")),
+        FLEET,
     )
     .await
     .expect("both lost answers are settled");
@@ -439,10 +414,10 @@ async fn a_lost_create_answer_is_settled_by_name_and_marker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denial_is_denied_and_throttling_is_throttled_never_absent() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let ns = namespace(&*backend, "shop").await;
-    let f = create::<Function>(&*backend, "api", &function_spec(&ns, None))
+    let f = create(&*backend, REGION, "api", &function_spec(&ns, None), FLEET)
         .await
         .unwrap()
         .handle;
@@ -498,16 +473,22 @@ async fn a_denial_is_denied_and_throttling_is_throttled_never_absent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_function_stays_in_its_namespace_and_a_namespace_with_functions_stays() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let first = namespace(&*backend, "first").await;
     let second = namespace(&*backend, "second").await;
-    let f = create::<Function>(&*backend, "api", &function_spec(&first, None))
-        .await
-        .unwrap();
+    let f = create(
+        &*backend,
+        REGION,
+        "api",
+        &function_spec(&first, None),
+        FLEET,
+    )
+    .await
+    .unwrap();
     assert_eq!(f.reported()["namespace"], first.as_str());
     server.clear_requests();
-    let moved = update::<Function>(&*backend, &f.handle, &function_spec(&second, None))
+    let moved = update(&*backend, REGION, &f.handle, &function_spec(&second, None))
         .await
         .unwrap_err();
     assert_eq!(moved.kind, ErrorKind::Invalid, "{moved}");
@@ -566,7 +547,7 @@ async fn a_function_stays_in_its_namespace_and_a_namespace_with_functions_stays(
         ..function_spec(&second, None)
     };
     assert_eq!(
-        create::<Function>(&*backend, "web", &bucket)
+        create(&*backend, REGION, "web", &bucket, FLEET)
             .await
             .unwrap_err()
             .kind,
@@ -577,13 +558,15 @@ async fn a_function_stays_in_its_namespace_and_a_namespace_with_functions_stays(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compute_has_its_own_namespace_which_goes_with_it() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let dir = tempfile::tempdir().unwrap();
-    let read = create::<Compute>(
+    let read = create(
         &*backend,
+        REGION,
         "worker",
         &compute_spec(zip(dir.path(), "w.zip", "w")),
+        FLEET,
     )
     .await
     .unwrap();
@@ -619,7 +602,7 @@ async fn a_compute_has_its_own_namespace_which_goes_with_it() {
             .is_empty()
     );
     assert!(backend.list("function", REGION).await.unwrap().is_empty());
-    let declared = create::<FunctionNamespace>(&*backend, "worker", &namespace_spec())
+    let declared = create(&*backend, REGION, "worker", &namespace_spec(), FLEET)
         .await
         .unwrap_err();
     assert_eq!(declared.kind, ErrorKind::Conflict);
@@ -628,7 +611,7 @@ async fn a_compute_has_its_own_namespace_which_goes_with_it() {
         ..compute_spec(zip(dir.path(), "r.zip", "r"))
     };
     assert_eq!(
-        create::<Compute>(&*backend, "runner", &role)
+        create(&*backend, REGION, "runner", &role, FLEET)
             .await
             .unwrap_err()
             .kind,

@@ -5,17 +5,17 @@
 //! listing per region, `assumedBy`, policies made elsewhere, and `mark`.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use infra_core::kinds::{Iam, IamSettled, Tags};
 use infra_core::prelude::{Expr, Partial, Scaleway};
-use infra_core::sdk::{
-    Backend, BackendError, ErrorKind, MARKER_KEY, Marker, SettledSpec, Sighting, Written,
-};
-use infra_testkit::conformance::{Conformance, KindSample, Variant};
-use infra_testkit::scaleway::{ScalewayHooks, ScalewayProduct, ScalewayServer};
+use infra_core::sdk::{Backend, ErrorKind, MARKER_KEY, Marker};
+use infra_testkit::conformance::{KindSample, Variant};
+use infra_testkit::scaleway::{ScalewayProduct, ScalewayServer};
 use serde_json::{Value, json};
 
+use super::support::{
+    self, calls, create, lines, passes_conformance, raw, stand_in_and_backend, update,
+};
 use super::{ORGANIZATION, PROJECT};
 
 const HERE: &str = "fr-par";
@@ -32,79 +32,13 @@ fn spec(policies: &[&str], description: Option<&str>, tags: Option<&[(&str, &str
         policies: set(policies),
         assumed_by: BTreeSet::new(),
         description: description.map_or(Partial::Unknown, |d| Partial::Known(d.to_owned())),
-        tags: tags.map_or(Partial::Unknown, |t| {
-            Partial::Known(
-                t.iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect::<Tags>(),
-            )
-        }),
+        tags: tags.map_or(Partial::Unknown, |t| Partial::Known(support::tags(t))),
     }
 }
 
-async fn start() -> (ScalewayServer, Arc<infra_core::sdk::Router>) {
-    let server = ScalewayServer::start(PROJECT, ORGANIZATION)
-        .await
-        .expect("the stand-in starts");
-    let backend = super::backend(&server, None);
-    (server, backend)
-}
-
-async fn create(
-    backend: &dyn Backend,
-    region: &str,
-    name: &str,
-    spec: &IamSettled,
-    fleet: &str,
-) -> Result<Sighting, BackendError> {
-    match backend
-        .create(
-            "iam",
-            region,
-            name,
-            SettledSpec::new::<Iam>(spec),
-            &Marker::new(fleet),
-        )
-        .await?
-    {
-        Written::Done(read) => Ok(read),
-        other => panic!("a Scaleway create is never deferred: {other:?}"),
-    }
-}
-
-async fn update(
-    backend: &dyn Backend,
-    handle: &str,
-    spec: &IamSettled,
-) -> Result<Sighting, BackendError> {
-    match backend
-        .update("iam", HERE, handle, SettledSpec::new::<Iam>(spec))
-        .await?
-    {
-        Written::Done(read) => Ok(read),
-        other => panic!("a Scaleway update is never deferred: {other:?}"),
-    }
-}
-
-/// A raw call to the stand-in, as another tool would make it.
-async fn raw(
-    server: &ScalewayServer,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let client = reqwest::Client::new();
-    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
-    let mut request = client
-        .request(method, format!("{}{path}", server.address()))
-        .header("X-Auth-Token", server.token());
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let answer = request.send().await.expect("the stand-in answers");
-    let status = answer.status().as_u16();
-    let text = answer.text().await.expect("a body");
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+/// An identity granted `policies`, saying nothing else.
+fn grants(policies: &[&str]) -> IamSettled {
+    spec(policies, None, None)
 }
 
 /// Every policy of the organization, straight from the stand-in.
@@ -117,12 +51,7 @@ async fn all_policies(server: &ScalewayServer) -> Vec<Value> {
 
 /// The writes (non-GET requests) recorded, as `METHOD path`.
 fn writes(server: &ScalewayServer) -> Vec<String> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.method != "GET")
-        .map(|r| format!("{} {}", r.method, r.path))
-        .collect()
+    lines(&support::writes(server))
 }
 
 fn iam_sample() -> KindSample {
@@ -151,20 +80,14 @@ fn iam_sample() -> KindSample {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn iam_passes_the_conformance_suite_with_permission_sets_and_no_assumer() {
-    let (server, backend) = start().await;
-    let report = Conformance::new(backend as Arc<dyn Backend>, vec![iam_sample()])
-        .regions(HERE, Some(THERE))
-        .hooks(Arc::new(ScalewayHooks::new(&server)))
-        .run()
-        .await;
-    eprintln!("{report}");
-    report.assert_passed_with(true);
+    let (server, backend) = stand_in_and_backend().await;
+    passes_conformance(&server, backend, vec![iam_sample()]).await;
     server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_create_carries_marker_and_region_and_the_policy_grants_on_the_project() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     let declared = spec(
         &["SecretManagerReadOnly", "ObjectStorageReadOnly"],
         Some("Runs the web front end."),
@@ -175,11 +98,7 @@ async fn the_create_carries_marker_and_region_and_the_policy_grants_on_the_proje
         .expect("created");
     let id = read.handle.clone();
 
-    let requests = server.requests();
-    let app_create: Vec<_> = requests
-        .iter()
-        .filter(|r| r.method == "POST" && r.path == APPLICATIONS)
-        .collect();
+    let app_create = calls(&server, "POST", APPLICATIONS);
     assert_eq!(app_create.len(), 1, "one application create");
     assert_eq!(
         app_create[0].body,
@@ -191,10 +110,7 @@ async fn the_create_carries_marker_and_region_and_the_policy_grants_on_the_proje
         }),
         "the marker and the region travel in the creating call"
     );
-    let policy_create: Vec<_> = requests
-        .iter()
-        .filter(|r| r.method == "POST" && r.path == POLICIES)
-        .collect();
+    let policy_create = calls(&server, "POST", POLICIES);
     assert_eq!(policy_create.len(), 1, "one policy create");
     let body = &policy_create[0].body;
     assert_eq!(body["application_id"], id.as_str());
@@ -238,8 +154,8 @@ async fn the_create_carries_marker_and_region_and_the_policy_grants_on_the_proje
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_region_lists_its_own_and_delete_leaves_nothing() {
-    let (server, backend) = start().await;
-    let declared = spec(&["ObjectStorageReadOnly"], None, None);
+    let (server, backend) = stand_in_and_backend().await;
+    let declared = grants(&["ObjectStorageReadOnly"]);
     let id = create(&*backend, HERE, "web front", &declared, "shop")
         .await
         .expect("created")
@@ -264,12 +180,12 @@ async fn each_region_lists_its_own_and_delete_leaves_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_of_permission_sets_replaces_the_rules_in_place() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     let read = create(
         &*backend,
         HERE,
         "worker",
-        &spec(&["ObjectStorageReadOnly"], None, None),
+        &grants(&["ObjectStorageReadOnly"]),
         "shop",
     )
     .await
@@ -278,13 +194,9 @@ async fn a_change_of_permission_sets_replaces_the_rules_in_place() {
     let policy_id = all_policies(&server).await[0]["id"].clone();
 
     server.clear_requests();
-    let read = update(
-        &*backend,
-        &id,
-        &spec(&["ObjectStorageFullAccess"], None, None),
-    )
-    .await
-    .expect("updated");
+    let read = update(&*backend, HERE, &id, &grants(&["ObjectStorageFullAccess"]))
+        .await
+        .expect("updated");
     assert_eq!(
         read.reported()["policies"],
         json!(["ObjectStorageFullAccess"])
@@ -315,13 +227,9 @@ async fn a_change_of_permission_sets_replaces_the_rules_in_place() {
 
     // The same update again writes nothing.
     server.clear_requests();
-    update(
-        &*backend,
-        &id,
-        &spec(&["ObjectStorageFullAccess"], None, None),
-    )
-    .await
-    .expect("updated again");
+    update(&*backend, HERE, &id, &grants(&["ObjectStorageFullAccess"]))
+        .await
+        .expect("updated again");
     assert!(writes(&server).is_empty(), "{:?}", writes(&server));
 
     server.shutdown().await;
@@ -329,34 +237,26 @@ async fn a_change_of_permission_sets_replaces_the_rules_in_place() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_permission_sets_is_no_policy() {
-    let (server, backend) = start().await;
-    let id = create(&*backend, HERE, "bare", &spec(&[], None, None), "shop")
+    let (server, backend) = stand_in_and_backend().await;
+    let id = create(&*backend, HERE, "bare", &grants(&[]), "shop")
         .await
         .expect("created")
         .handle;
     assert!(all_policies(&server).await.is_empty(), "no policy is made");
-    update(
-        &*backend,
-        &id,
-        &spec(&["ObjectStorageReadOnly"], None, None),
-    )
-    .await
-    .expect("granted");
+    update(&*backend, HERE, &id, &grants(&["ObjectStorageReadOnly"]))
+        .await
+        .expect("granted");
     assert_eq!(all_policies(&server).await.len(), 1);
     // No permission sets: no policy. Some again: a new one.
-    let read = update(&*backend, &id, &spec(&[], None, None))
+    let read = update(&*backend, HERE, &id, &grants(&[]))
         .await
         .expect("emptied");
     assert_eq!(read.reported()["policies"], json!([]));
     assert!(all_policies(&server).await.is_empty());
     server.clear_requests();
-    let read = update(
-        &*backend,
-        &id,
-        &spec(&["SecretManagerReadOnly"], None, None),
-    )
-    .await
-    .expect("granted again");
+    let read = update(&*backend, HERE, &id, &grants(&["SecretManagerReadOnly"]))
+        .await
+        .expect("granted again");
     assert_eq!(
         read.reported()["policies"],
         json!(["SecretManagerReadOnly"])
@@ -367,20 +267,14 @@ async fn no_permission_sets_is_no_policy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_permission_sets_and_assumers_are_refused_before_anything_is_created() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     for (policies, why) in [
         (&["conformance-read-only"][..], "conformance-read-only"),
         (&["IAMManager"][..], "organization"),
     ] {
-        let err = create(
-            &*backend,
-            HERE,
-            "refused",
-            &spec(policies, None, None),
-            "shop",
-        )
-        .await
-        .unwrap_err();
+        let err = create(&*backend, HERE, "refused", &grants(policies), "shop")
+            .await
+            .unwrap_err();
         assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
         assert!(err.message.contains(why), "{err}");
     }
@@ -390,7 +284,7 @@ async fn unknown_permission_sets_and_assumers_are_refused_before_anything_is_cre
         writes(&server)
     );
 
-    let mut assumed = spec(&["ObjectStorageReadOnly"], None, None);
+    let mut assumed = grants(&["ObjectStorageReadOnly"]);
     assumed.assumed_by = set(&["lambda.amazonaws.com"]);
     let err = create(&*backend, HERE, "assumed", &assumed, "shop")
         .await
@@ -398,7 +292,7 @@ async fn unknown_permission_sets_and_assumers_are_refused_before_anything_is_cre
     assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
     assert!(err.message.contains("API keys"), "{err}");
     for bad in ["a/b", ""] {
-        let err = create(&*backend, HERE, bad, &spec(&[], None, None), "shop")
+        let err = create(&*backend, HERE, bad, &grants(&[]), "shop")
             .await
             .unwrap_err();
         assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
@@ -406,16 +300,21 @@ async fn unknown_permission_sets_and_assumers_are_refused_before_anything_is_cre
     assert!(writes(&server).is_empty(), "{:?}", writes(&server));
 
     // An update too refuses an assumer and unknown sets, writing nothing.
-    let id = create(&*backend, HERE, "kept", &spec(&[], None, None), "shop")
+    let id = create(&*backend, HERE, "kept", &grants(&[]), "shop")
         .await
         .expect("created")
         .handle;
     server.clear_requests();
-    let err = update(&*backend, &id, &assumed).await.unwrap_err();
+    let err = update(&*backend, HERE, &id, &assumed).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
-    let err = update(&*backend, &id, &spec(&["NoSuchSet"], Some("new"), None))
-        .await
-        .unwrap_err();
+    let err = update(
+        &*backend,
+        HERE,
+        &id,
+        &spec(&["NoSuchSet"], Some("new"), None),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
     assert!(writes(&server).is_empty(), "{:?}", writes(&server));
     server.shutdown().await;
@@ -423,12 +322,12 @@ async fn unknown_permission_sets_and_assumers_are_refused_before_anything_is_cre
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denial_is_denied_and_throttling_is_throttled_never_absent() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     let id = create(
         &*backend,
         HERE,
         "guarded",
-        &spec(&["ObjectStorageReadOnly"], None, None),
+        &grants(&["ObjectStorageReadOnly"]),
         "shop",
     )
     .await
@@ -454,7 +353,7 @@ async fn a_denial_is_denied_and_throttling_is_throttled_never_absent() {
     assert_eq!(read.kind, ErrorKind::Throttled, "{read}");
     assert!(read.kind.is_transient());
     server.throttle(ScalewayProduct::Iam, 1);
-    let err = create(&*backend, HERE, "throttled", &spec(&[], None, None), "shop")
+    let err = create(&*backend, HERE, "throttled", &grants(&[]), "shop")
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Throttled, "{err}");
@@ -467,14 +366,14 @@ async fn a_denial_is_denied_and_throttling_is_throttled_never_absent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_whose_answers_were_lost_is_settled_by_name_and_marker() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     // The application's answer and the policy's are both lost.
     server.lose_answers(ScalewayProduct::Iam, 2);
     let read = create(
         &*backend,
         HERE,
         "lost answer",
-        &spec(&["ObjectStorageReadOnly"], None, None),
+        &grants(&["ObjectStorageReadOnly"]),
         "shop",
     )
     .await
@@ -508,37 +407,19 @@ async fn a_create_whose_answers_were_lost_is_settled_by_name_and_marker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_taken_name_is_conflict_in_its_region_and_free_in_another() {
-    let (server, backend) = start().await;
-    let first = create(
-        &*backend,
-        HERE,
-        "My app (v2)",
-        &spec(&[], None, None),
-        "shop",
-    )
-    .await
-    .expect("created");
-    let err = create(
-        &*backend,
-        HERE,
-        "My app (v2)",
-        &spec(&[], None, None),
-        "shop",
-    )
-    .await
-    .unwrap_err();
+    let (server, backend) = stand_in_and_backend().await;
+    let first = create(&*backend, HERE, "My app (v2)", &grants(&[]), "shop")
+        .await
+        .expect("created");
+    let err = create(&*backend, HERE, "My app (v2)", &grants(&[]), "shop")
+        .await
+        .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Conflict, "{err}");
     assert!(err.message.contains(&first.handle), "{err}");
     // Scaleway lets names repeat: another region's application may bear it.
-    let there = create(
-        &*backend,
-        THERE,
-        "My app (v2)",
-        &spec(&[], None, None),
-        "shop",
-    )
-    .await
-    .expect("created in another region");
+    let there = create(&*backend, THERE, "My app (v2)", &grants(&[]), "shop")
+        .await
+        .expect("created in another region");
     assert_ne!(there.handle, first.handle);
     let listed = backend.list("iam", THERE).await.expect("list");
     assert_eq!(listed.len(), 1);
@@ -553,7 +434,7 @@ async fn a_taken_name_is_conflict_in_its_region_and_free_in_another() {
     )
     .await;
     assert_eq!(status, 200, "{made}");
-    let err = create(&*backend, HERE, "hand made", &spec(&[], None, None), "shop")
+    let err = create(&*backend, HERE, "hand made", &grants(&[]), "shop")
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Conflict, "{err}");
@@ -563,12 +444,12 @@ async fn a_taken_name_is_conflict_in_its_region_and_free_in_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_made_elsewhere_is_reported_and_left_alone_and_an_update_says_so() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     let id = create(
         &*backend,
         HERE,
         "shared",
-        &spec(&["ObjectStorageReadOnly"], None, None),
+        &grants(&["ObjectStorageReadOnly"]),
         "shop",
     )
     .await
@@ -593,24 +474,17 @@ async fn a_policy_made_elsewhere_is_reported_and_left_alone_and_an_update_says_s
         json!(["ContainerRegistryReadOnly", "ObjectStorageReadOnly"]),
         "what the application is granted on the project, whatever the policy"
     );
-    let err = update(
-        &*backend,
-        &id,
-        &spec(&["ObjectStorageReadOnly"], None, None),
-    )
-    .await
-    .unwrap_err();
+    let err = update(&*backend, HERE, &id, &grants(&["ObjectStorageReadOnly"]))
+        .await
+        .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Conflict, "{err}");
     assert!(err.message.contains("by hand"), "{err}");
     // Declared, the other policy's sets are no drift.
     update(
         &*backend,
+        HERE,
         &id,
-        &spec(
-            &["ObjectStorageReadOnly", "ContainerRegistryReadOnly"],
-            None,
-            None,
-        ),
+        &grants(&["ObjectStorageReadOnly", "ContainerRegistryReadOnly"]),
     )
     .await
     .expect("updated");
@@ -627,7 +501,7 @@ async fn a_policy_made_elsewhere_is_reported_and_left_alone_and_an_update_says_s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_application_made_elsewhere_is_marked_with_its_region_and_then_listed() {
-    let (server, backend) = start().await;
+    let (server, backend) = stand_in_and_backend().await;
     let (status, made) = raw(
         &server,
         "POST",
@@ -665,7 +539,7 @@ async fn an_application_made_elsewhere_is_marked_with_its_region_and_then_listed
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stand_in_refuses_what_iam_refuses() {
-    let (server, _backend) = start().await;
+    let (server, _backend) = stand_in_and_backend().await;
     let other = "33333333-3333-4333-8333-333333333333";
     let policy = |rule: Value| json!({"name": "p", "organization_id": ORGANIZATION, "no_principal": true, "rules": [rule]});
     let cases = [

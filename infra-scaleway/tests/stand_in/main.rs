@@ -18,14 +18,16 @@ mod queues;
 mod rdb;
 mod registry;
 mod secrets;
+mod support;
+mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use infra_core::sdk::{Backend, ManualClock, Polling, Router};
 use infra_scaleway::{ScalewayBackend, ScalewayConfig};
-use infra_testkit::conformance::{Conformance, samples};
-use infra_testkit::scaleway::{ScalewayHooks, ScalewayServer};
+use infra_testkit::conformance::samples;
+use infra_testkit::scaleway::ScalewayServer;
 
 pub(crate) const PROJECT: &str = "11111111-1111-4111-8111-111111111111";
 pub(crate) const ORGANIZATION: &str = "22222222-2222-4222-8222-222222222222";
@@ -86,9 +88,7 @@ pub(crate) fn only() -> Option<Vec<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scaleway_backend_passes_the_conformance_suite_on_the_stand_ins() {
-    let server = ScalewayServer::start(PROJECT, ORGANIZATION)
-        .await
-        .expect("the stand-in starts");
+    let server = support::stand_in().await;
     let moto = moto();
     let backend = backend(&server, moto.as_deref());
     let only = only();
@@ -104,22 +104,14 @@ async fn the_scaleway_backend_passes_the_conformance_suite_on_the_stand_ins() {
         server.shutdown().await;
         return;
     }
-    let report = Conformance::new(backend.clone() as Arc<dyn Backend>, samples)
-        .regions("fr-par", Some("nl-ams"))
-        .hooks(Arc::new(ScalewayHooks::new(&server)))
-        .run()
-        .await;
-    eprintln!("{report}");
-    report.assert_passed_with(true);
+    support::passes_conformance(&server, backend, samples).await;
     server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_staged_scenario_runs_on_the_stand_ins_and_leaves_nothing_behind() {
     use infra_testkit::conformance::staged::{EMPTY_ZIP, Stage, run_stages, scaleway_fleet, sweep};
-    let server = ScalewayServer::start(PROJECT, ORGANIZATION)
-        .await
-        .expect("the stand-in starts");
+    let server = support::stand_in().await;
     let moto = moto();
     let backend = backend(&server, moto.as_deref());
     let only = only();

@@ -3,295 +3,28 @@
 //! deleted again, the lifecycle kept for other tools, versioning, regions, `mark` of a
 //! bucket made elsewhere, denials, throttling and lost answers).
 //!
-//! The backend reaches moto through a [`Wire`]: a relay on loopback that records every
-//! request and refuses, drops or loses the ones a test picks. The Queues tests use it
-//! too. Tests also look at moto directly with the S3 SDK, as another tool would.
+//! The backend reaches moto through a [`Wire`](super::wire::Wire), which the Queues
+//! tests use too. Tests also look at moto directly with the S3 SDK, as another tool
+//! would.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::config::{BehaviorVersion, Region};
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::types::{
     BucketLifecycleConfiguration, BucketLocationConstraint, CreateBucketConfiguration,
     ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter, Tag, Tagging,
 };
-use infra_core::kinds::{ObjectStore, ObjectStoreSettled, Tags};
+use infra_core::kinds::{ObjectStoreSettled, Tags};
 use infra_core::prelude::Partial;
-use infra_core::sdk::{
-    Backend, BackendError, ErrorKind, MARKER_KEY, ManualClock, Marker, SettledSpec, Sighting,
-};
-use infra_testkit::conformance::fresh_prefix;
-use infra_testkit::scaleway::ScalewayServer;
+use infra_core::sdk::{Backend, ErrorKind, MARKER_KEY, Marker, Sighting};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
-use super::{ORGANIZATION, PROJECT, backend, moto};
+use super::support::{create, delete_all, tags, update};
+use super::wire::{Fault, Seen, another_tool, fresh, on_moto};
 
 const REGION: &str = "fr-par";
 const OTHER: &str = "nl-ams";
 const KIND: &str = "objectStore";
-
-// ---- the wire: a recording, faulting relay in front of moto ----
-
-/// One request as it went through the [`Wire`].
-#[derive(Clone, Debug)]
-pub(crate) struct Seen {
-    /// `GET`, `PUT`, `POST`, `DELETE`.
-    pub(crate) method: String,
-    /// The path and query.
-    pub(crate) target: String,
-    /// The SQS action (`X-Amz-Target`, `AmazonSQS.CreateQueue`); empty for S3.
-    pub(crate) action: String,
-    /// The body, as text.
-    pub(crate) body: String,
-}
-
-impl Seen {
-    /// Whether this is the SQS action `name`.
-    pub(crate) fn is(&self, name: &str) -> bool {
-        self.action == format!("AmazonSQS.{name}")
-    }
-
-    /// Whether this S3 request changes something.
-    fn writes(&self) -> bool {
-        self.action.is_empty() && !matches!(self.method.as_str(), "GET" | "HEAD")
-    }
-}
-
-/// What the wire does to a request a test picks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fault {
-    /// Answers `AccessDenied` (HTTP 403) without sending it on.
-    Deny,
-    /// Answers a throttling error (S3 `SlowDown`, SQS `ThrottlingException`).
-    Throttle,
-    /// Closes the connection without sending it on.
-    Drop,
-    /// Sends it on, then closes the connection without passing the answer back.
-    Lose,
-}
-
-type Rule = Arc<dyn Fn(&Seen) -> Option<Fault> + Send + Sync>;
-
-#[derive(Default)]
-struct Shared {
-    seen: Vec<Seen>,
-    rule: Option<Rule>,
-}
-
-/// A relay on loopback in front of moto: records every request, and applies the fault
-/// a test's rule picks. One request per connection (every answer closes it).
-pub(crate) struct Wire {
-    url: String,
-    shared: Arc<Mutex<Shared>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
-    shared.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl Wire {
-    /// A relay to `upstream` (`http://127.0.0.1:port`).
-    pub(crate) async fn start(upstream: &str) -> Wire {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a loopback port");
-        let url = format!("http://{}", listener.local_addr().expect("an address"));
-        let upstream = upstream
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_owned();
-        let shared = Arc::new(Mutex::new(Shared::default()));
-        let relayed = Arc::clone(&shared);
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((client, _)) = listener.accept().await else {
-                    continue;
-                };
-                tokio::spawn(relay(client, upstream.clone(), Arc::clone(&relayed)));
-            }
-        });
-        Wire { url, shared, task }
-    }
-
-    /// The relay's address, for the backend's configuration.
-    pub(crate) fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// The requests seen since the last take.
-    pub(crate) fn take(&self) -> Vec<Seen> {
-        std::mem::take(&mut lock(&self.shared).seen)
-    }
-
-    /// Applies `rule` to every request from now on.
-    pub(crate) fn fault(&self, rule: impl Fn(&Seen) -> Option<Fault> + Send + Sync + 'static) {
-        lock(&self.shared).rule = Some(Arc::new(rule));
-    }
-
-    /// No more faults.
-    pub(crate) fn heal(&self) {
-        lock(&self.shared).rule = None;
-    }
-}
-
-impl Drop for Wire {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn relay(mut client: TcpStream, upstream: String, shared: Arc<Mutex<Shared>>) {
-    let Some((head, body)) = read_request(&mut client).await else {
-        return;
-    };
-    let seen = seen_of(&head, &body);
-    let fault = {
-        let mut s = lock(&shared);
-        s.seen.push(seen.clone());
-        s.rule.as_ref().and_then(|rule| rule(&seen))
-    };
-    match fault {
-        Some(Fault::Drop) => {}
-        Some(fault @ (Fault::Deny | Fault::Throttle)) => {
-            let _ = client.write_all(&refusal(fault, &seen)).await;
-        }
-        Some(Fault::Lose) | None => {
-            let Ok(answer) = forward(&upstream, &head, &body).await else {
-                return;
-            };
-            if fault.is_none() {
-                let _ = client.write_all(&answer).await;
-            }
-        }
-    }
-    let _ = client.shutdown().await;
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
-    head.lines().skip(1).find_map(|line| {
-        let (k, v) = line.split_once(':')?;
-        k.trim().eq_ignore_ascii_case(name).then_some(v.trim())
-    })
-}
-
-/// The lines of a message head, less `Connection` and `Expect`, with `Connection:
-/// close`, ending with the blank line.
-fn closing(head: &str) -> String {
-    let mut out: String = head
-        .lines()
-        .filter(|l| !l.is_empty())
-        .filter(|l| {
-            let name = l.split(':').next().unwrap_or_default().trim();
-            !name.eq_ignore_ascii_case("connection") && !name.eq_ignore_ascii_case("expect")
-        })
-        .map(|l| format!("{l}\r\n"))
-        .collect();
-    out.push_str("Connection: close\r\n\r\n");
-    out
-}
-
-async fn read_request(client: &mut TcpStream) -> Option<(String, Vec<u8>)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let end = loop {
-        if let Some(i) = find(&buf, b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = client.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let length: usize = header(&head, "content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    if header(&head, "expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue")) {
-        client
-            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-            .await
-            .ok()?;
-    }
-    let mut body = buf[end..].to_vec();
-    while body.len() < length {
-        let n = client.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    Some((head, body))
-}
-
-fn seen_of(head: &str, body: &[u8]) -> Seen {
-    let mut first = head.lines().next().unwrap_or_default().split(' ');
-    Seen {
-        method: first.next().unwrap_or_default().to_owned(),
-        target: first.next().unwrap_or_default().to_owned(),
-        action: header(head, "x-amz-target").unwrap_or_default().to_owned(),
-        body: String::from_utf8_lossy(body).into_owned(),
-    }
-}
-
-/// Sends the request to `upstream` and answers what came back, made to close.
-async fn forward(upstream: &str, head: &str, body: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut up = TcpStream::connect(upstream).await?;
-    up.write_all(closing(head).as_bytes()).await?;
-    up.write_all(body).await?;
-    let mut answer = Vec::new();
-    up.read_to_end(&mut answer).await?;
-    let Some(end) = find(&answer, b"\r\n\r\n") else {
-        return Ok(answer);
-    };
-    let mut out = closing(&String::from_utf8_lossy(&answer[..end])).into_bytes();
-    out.extend_from_slice(&answer[end + 4..]);
-    Ok(out)
-}
-
-/// The answer of a refused request, in the protocol it was asked in.
-fn refusal(fault: Fault, seen: &Seen) -> Vec<u8> {
-    let sqs = !seen.action.is_empty();
-    let (status, code) = match (fault, sqs) {
-        (Fault::Deny, _) => (403, "AccessDenied"),
-        (_, true) => (400, "ThrottlingException"),
-        (_, false) => (503, "SlowDown"),
-    };
-    let (kind, body) = if sqs {
-        (
-            "application/x-amz-json-1.0",
-            format!(r#"{{"__type":"com.amazonaws.sqs#{code}","message":"refused by the wire"}}"#),
-        )
-    } else {
-        (
-            "application/xml",
-            format!(
-                r#"<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>refused by the wire</Message></Error>"#
-            ),
-        )
-    };
-    format!(
-        "HTTP/1.1 {status} Refused\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
-}
-
-// ---- helpers ----
-
-/// A name no earlier run used (moto keeps what it holds while it runs): a fresh run
-/// prefix of the suite's, then `what`. Bucket and queue names alike.
-pub(crate) fn fresh(what: &str) -> String {
-    format!("{}{what}", fresh_prefix(&ManualClock::new()))
-}
+const FLEET: &str = "shop";
 
 /// An S3 client of moto, as another tool would use it.
 fn s3(moto: &str, region: &str) -> aws_sdk_s3::Client {
@@ -300,22 +33,9 @@ fn s3(moto: &str, region: &str) -> aws_sdk_s3::Client {
         .region(Region::new(region.to_owned()))
         .endpoint_url(moto)
         .force_path_style(true)
-        .credentials_provider(Credentials::new(
-            "SCWOTHERTOOL",
-            "other",
-            None,
-            None,
-            "test",
-        ))
+        .credentials_provider(another_tool())
         .build();
     aws_sdk_s3::Client::from_conf(config)
-}
-
-fn tags(pairs: &[(&str, &str)]) -> Tags {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
 }
 
 fn store(versioning: bool, expire: Option<u32>, tagged: Tags) -> ObjectStoreSettled {
@@ -324,35 +44,6 @@ fn store(versioning: bool, expire: Option<u32>, tagged: Tags) -> ObjectStoreSett
         expire_after_days: Partial::Known(expire),
         tags: Partial::Known(tagged),
     }
-}
-
-async fn create(
-    backend: &dyn Backend,
-    region: &str,
-    name: &str,
-    spec: &ObjectStoreSettled,
-) -> Result<Sighting, BackendError> {
-    backend
-        .create(
-            KIND,
-            region,
-            name,
-            SettledSpec::new::<ObjectStore>(spec),
-            &Marker::new("shop"),
-        )
-        .await
-        .map(|w| w.expect_done("Object Storage never defers"))
-}
-
-async fn update(
-    backend: &dyn Backend,
-    name: &str,
-    spec: &ObjectStoreSettled,
-) -> Result<Sighting, BackendError> {
-    backend
-        .update(KIND, REGION, name, SettledSpec::new::<ObjectStore>(spec))
-        .await
-        .map(|w| w.expect_done("Object Storage never defers"))
 }
 
 async fn bucket_tags(s3: &aws_sdk_s3::Client, bucket: &str) -> Tags {
@@ -483,23 +174,13 @@ async fn add_their_rule(direct: &aws_sdk_s3::Client, bucket: &str) {
         .expect("another tool writes its rule");
 }
 
-async fn start() -> Option<(ScalewayServer, Wire, String)> {
-    let moto = moto()?;
-    let server = ScalewayServer::start(PROJECT, ORGANIZATION)
-        .await
-        .expect("the stand-in starts");
-    let wire = Wire::start(&moto).await;
-    Some((server, wire, moto))
-}
-
 // ---- the tests ----
 
 #[tokio::test]
 async fn a_bucket_is_created_in_its_region_and_tagged_with_the_marker_right_after() {
-    let Some((server, wire, moto)) = start().await else {
+    let Some((server, wire, moto, backend)) = on_moto().await else {
         return;
     };
-    let backend = backend(&server, Some(wire.url()));
     let direct = s3(&moto, REGION);
     let name = fresh("new");
     let read = create(
@@ -507,6 +188,7 @@ async fn a_bucket_is_created_in_its_region_and_tagged_with_the_marker_right_afte
         REGION,
         &name,
         &store(true, Some(30), tags(&[("team", "web")])),
+        FLEET,
     )
     .await
     .expect("the create succeeds");
@@ -568,10 +250,7 @@ async fn a_bucket_is_created_in_its_region_and_tagged_with_the_marker_right_afte
         json!(format!("https://{name}.s3.fr-par.scw.cloud"))
     );
 
-    backend
-        .delete(KIND, REGION, &name)
-        .await
-        .expect("the delete succeeds");
+    delete_all(backend.as_ref(), KIND, REGION, &[&name]).await;
     assert!(!exists(&direct, &name).await);
     let again = backend.delete(KIND, REGION, &name).await.unwrap_err();
     assert_eq!(again.kind, ErrorKind::NotFound, "{again}");
@@ -592,18 +271,17 @@ async fn listed(backend: &dyn Backend, region: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn a_bucket_of_another_region_is_absent_in_every_call_and_every_listing() {
-    let Some((server, wire, moto)) = start().await else {
+    let Some((server, _wire, moto, backend)) = on_moto().await else {
         return;
     };
-    let backend = backend(&server, Some(wire.url()));
     let direct = s3(&moto, REGION);
     let spec = store(false, None, Tags::new());
     let name = fresh("par");
     let there = fresh("ams");
-    create(backend.as_ref(), REGION, &name, &spec)
+    create(backend.as_ref(), REGION, &name, &spec, FLEET)
         .await
         .expect("the create in fr-par succeeds");
-    create(backend.as_ref(), OTHER, &there, &spec)
+    create(backend.as_ref(), OTHER, &there, &spec, FLEET)
         .await
         .expect("the create in nl-ams succeeds");
     let (par, ams) = (
@@ -627,29 +305,22 @@ async fn a_bucket_of_another_region_is_absent_in_every_call_and_every_listing() 
         exists(&direct, &name).await,
         "a delete in nl-ams left the fr-par bucket alone"
     );
-    backend
-        .delete(KIND, REGION, &name)
-        .await
-        .expect("the delete succeeds");
-    backend
-        .delete(KIND, OTHER, &there)
-        .await
-        .expect("the delete succeeds");
+    delete_all(backend.as_ref(), KIND, REGION, &[&name]).await;
+    delete_all(backend.as_ref(), KIND, OTHER, &[&there]).await;
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_bucket_that_cannot_be_marked_is_deleted_again_or_the_error_says_it_is_left() {
-    let Some((server, wire, moto)) = start().await else {
+    let Some((server, wire, moto, backend)) = on_moto().await else {
         return;
     };
-    let backend = backend(&server, Some(wire.url()));
     let direct = s3(&moto, REGION);
     let spec = store(false, None, Tags::new());
 
     wire.fault(|s| (s.method == "PUT" && s.target.contains("tagging")).then_some(Fault::Deny));
     let name = fresh("unmarked");
-    let e = create(backend.as_ref(), REGION, &name, &spec)
+    let e = create(backend.as_ref(), REGION, &name, &spec, FLEET)
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Denied, "{e}");
@@ -664,7 +335,7 @@ async fn a_bucket_that_cannot_be_marked_is_deleted_again_or_the_error_says_it_is
         (tagging || s.method == "DELETE").then_some(Fault::Deny)
     });
     let left = fresh("left");
-    let e = create(backend.as_ref(), REGION, &left, &spec)
+    let e = create(backend.as_ref(), REGION, &left, &spec, FLEET)
         .await
         .unwrap_err();
     assert!(
@@ -680,10 +351,9 @@ async fn a_bucket_that_cannot_be_marked_is_deleted_again_or_the_error_says_it_is
 
 #[tokio::test]
 async fn lifecycle_and_versioning_round_trip_and_another_tools_rule_is_kept() {
-    let Some((server, wire, moto)) = start().await else {
+    let Some((server, _wire, moto, backend)) = on_moto().await else {
         return;
     };
-    let backend = backend(&server, Some(wire.url()));
     let direct = s3(&moto, REGION);
     let name = fresh("life");
     create(
@@ -691,15 +361,21 @@ async fn lifecycle_and_versioning_round_trip_and_another_tools_rule_is_kept() {
         REGION,
         &name,
         &store(false, Some(30), Tags::new()),
+        FLEET,
     )
     .await
     .expect("the create succeeds");
 
     add_their_rule(&direct, &name).await;
 
-    let read = update(backend.as_ref(), &name, &store(true, Some(10), Tags::new()))
-        .await
-        .expect("the update succeeds");
+    let read = update(
+        backend.as_ref(),
+        REGION,
+        &name,
+        &store(true, Some(10), Tags::new()),
+    )
+    .await
+    .expect("the update succeeds");
     let mut got = rules(&direct, &name).await;
     got.sort();
     assert_eq!(
@@ -716,9 +392,14 @@ async fn lifecycle_and_versioning_round_trip_and_another_tools_rule_is_kept() {
     assert!(versioning_reported(&read, true));
     assert_eq!(read.reported()["expireAfterDays"], json!(10));
 
-    let read = update(backend.as_ref(), &name, &store(false, None, Tags::new()))
-        .await
-        .expect("the update succeeds");
+    let read = update(
+        backend.as_ref(),
+        REGION,
+        &name,
+        &store(false, None, Tags::new()),
+    )
+    .await
+    .expect("the update succeeds");
     assert_eq!(rules(&direct, &name).await, [("their-rule".to_owned(), 7)]);
     assert_eq!(
         versioning_status(&direct, &name).await.as_deref(),
@@ -732,30 +413,26 @@ async fn lifecycle_and_versioning_round_trip_and_another_tools_rule_is_kept() {
         tags(&[(MARKER_KEY, "shop")])
     );
 
-    backend
-        .delete(KIND, REGION, &name)
-        .await
-        .expect("the delete succeeds");
+    delete_all(backend.as_ref(), KIND, REGION, &[&name]).await;
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn an_update_writes_only_what_differs_and_removes_only_our_rule() {
-    let Some((server, wire, moto)) = start().await else {
+    let Some((server, wire, moto, backend)) = on_moto().await else {
         return;
     };
-    let backend = backend(&server, Some(wire.url()));
     let direct = s3(&moto, REGION);
     let name = fresh("same");
     let spec = store(false, Some(3), tags(&[("team", "web")]));
-    create(backend.as_ref(), REGION, &name, &spec)
+    create(backend.as_ref(), REGION, &name, &spec, FLEET)
         .await
         .expect("the create succeeds");
 
     // The same spec again writes nothing, but the versioning status when the read
     // could not say it (moto's answer, which the SDK cannot read).
     wire.take();
-    let read = update(backend.as_ref(), &name, &spec)
+    let read = update(backend.as_ref(), REGION, &name, &spec)
         .await
         .expect("the update succeeds");
     let writes: Vec<Seen> = wire.take().into_iter().filter(Seen::writes).collect();
@@ -774,6 +451,7 @@ async fn an_update_writes_only_what_differs_and_removes_only_our_rule() {
     // Only our rule: none left, so no lifecycle at all.
     update(
         backend.as_ref(),
+        REGION,
         &name,
         &store(false, None, tags(&[("team", "web")])),
     )
@@ -789,19 +467,15 @@ async fn an_update_writes_only_what_differs_and_removes_only_our_rule() {
             .is_err(),
         "an empty lifecycle is deleted, never written"
     );
-    backend
-        .delete(KIND, REGION, &name)
-        .await
-        .expect("the delete succeeds");
+    delete_all(backend.as_ref(), KIND, REGION, &[&name]).await;
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn mark_takes_over_a_bucket_made_elsewhere_keeping_its_tags_and_never_another_fleets() {
-    let Some((server, wire, moto)) = start().await else {
+    let Some((server, wire, moto, backend)) = on_moto().await else {
         return;
     };
-    let backend = backend(&server, Some(wire.url()));
     let direct = s3(&moto, REGION);
     let shop = Marker::new("shop");
 
@@ -851,29 +525,23 @@ async fn mark_takes_over_a_bucket_made_elsewhere_keeping_its_tags_and_never_anot
         tags(&[(MARKER_KEY, "shop")])
     );
 
-    for name in [&tagged, &bare] {
-        backend
-            .delete(KIND, REGION, name)
-            .await
-            .expect("the delete succeeds");
-    }
+    delete_all(backend.as_ref(), KIND, REGION, &[&tagged, &bare]).await;
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_name_already_taken_is_conflict_and_says_whose_the_bucket_is() {
-    let Some((server, wire, moto)) = start().await else {
+    let Some((server, _wire, moto, backend)) = on_moto().await else {
         return;
     };
-    let backend = backend(&server, Some(wire.url()));
     let direct = s3(&moto, REGION);
     let spec = store(false, None, Tags::new());
 
     let ours = fresh("ours");
-    create(backend.as_ref(), REGION, &ours, &spec)
+    create(backend.as_ref(), REGION, &ours, &spec, FLEET)
         .await
         .expect("the create succeeds");
-    let e = create(backend.as_ref(), REGION, &ours, &spec)
+    let e = create(backend.as_ref(), REGION, &ours, &spec, FLEET)
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
@@ -881,7 +549,7 @@ async fn a_name_already_taken_is_conflict_and_says_whose_the_bucket_is() {
 
     let theirs = fresh("theirs");
     made_elsewhere(&direct, &theirs, &[]).await;
-    let e = create(backend.as_ref(), REGION, &theirs, &spec)
+    let e = create(backend.as_ref(), REGION, &theirs, &spec, FLEET)
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
@@ -891,25 +559,19 @@ async fn a_name_already_taken_is_conflict_and_says_whose_the_bucket_is() {
         "the refused create tagged it"
     );
 
-    for name in [&ours, &theirs] {
-        backend
-            .delete(KIND, REGION, name)
-            .await
-            .expect("the delete succeeds");
-    }
+    delete_all(backend.as_ref(), KIND, REGION, &[&ours, &theirs]).await;
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn denials_are_never_absence_throttling_is_transient_and_lost_creates_are_settled() {
-    let Some((server, wire, moto)) = start().await else {
+    let Some((server, wire, moto, backend)) = on_moto().await else {
         return;
     };
-    let backend = backend(&server, Some(wire.url()));
     let direct = s3(&moto, REGION);
     let spec = store(false, None, Tags::new());
     let name = fresh("faults");
-    create(backend.as_ref(), REGION, &name, &spec)
+    create(backend.as_ref(), REGION, &name, &spec, FLEET)
         .await
         .expect("the create succeeds");
 
@@ -930,7 +592,7 @@ async fn denials_are_never_absence_throttling_is_transient_and_lost_creates_are_
     // CreateBucket never reached Object Storage: uncertain, and nothing holds the name.
     let dropped = fresh("dropped");
     wire.fault(|s| (s.method == "PUT" && !s.target.contains('?')).then_some(Fault::Drop));
-    let e = create(backend.as_ref(), REGION, &dropped, &spec)
+    let e = create(backend.as_ref(), REGION, &dropped, &spec, FLEET)
         .await
         .unwrap_err();
     assert!(
@@ -943,7 +605,7 @@ async fn denials_are_never_absence_throttling_is_transient_and_lost_creates_are_
     // so it cannot be told from someone else's.
     let lost = fresh("lost");
     wire.fault(|s| (s.method == "PUT" && !s.target.contains('?')).then_some(Fault::Lose));
-    let e = create(backend.as_ref(), REGION, &lost, &spec)
+    let e = create(backend.as_ref(), REGION, &lost, &spec, FLEET)
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
@@ -951,11 +613,6 @@ async fn denials_are_never_absence_throttling_is_transient_and_lost_creates_are_
     assert!(exists(&direct, &lost).await);
     wire.heal();
 
-    for bucket in [&name, &lost] {
-        backend
-            .delete(KIND, REGION, bucket)
-            .await
-            .expect("the delete succeeds");
-    }
+    delete_all(backend.as_ref(), KIND, REGION, &[&name, &lost]).await;
     server.shutdown().await;
 }

@@ -6,20 +6,20 @@
 //! them would pass against moto: every request goes through the recording [`Wire`], and
 //! the tests assert that no tag ever left the backend, and that moto holds none.
 
-use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_sqs::config::{BehaviorVersion, Region};
 use aws_sdk_sqs::types::QueueAttributeName;
-use infra_core::kinds::{Queues, QueuesSettled, Tags};
+use infra_core::kinds::{QueuesSettled, Tags};
 use infra_core::prelude::{Handle, Partial};
-use infra_core::sdk::{Backend, BackendError, ErrorKind, Marker, SettledSpec, Sighting};
-use infra_testkit::scaleway::ScalewayServer;
+use infra_core::sdk::{Backend, ErrorKind, Marker};
 use serde_json::{Value, json};
 
-use super::object_storage::{Fault, Seen, Wire, fresh};
-use super::{ORGANIZATION, PROJECT, backend, moto};
+use super::support::{create, delete_all, update};
+use super::wire::{Fault, Seen, another_tool, fresh, on_moto};
 
 const REGION: &str = "fr-par";
 const OTHER: &str = "nl-ams";
 const KIND: &str = "queues";
+const FLEET: &str = "shop";
 
 /// An SQS client of moto, as another tool would use it.
 fn sqs(moto: &str, region: &str) -> aws_sdk_sqs::Client {
@@ -27,13 +27,7 @@ fn sqs(moto: &str, region: &str) -> aws_sdk_sqs::Client {
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new(region.to_owned()))
         .endpoint_url(moto)
-        .credentials_provider(Credentials::new(
-            "SCWOTHERTOOL",
-            "other",
-            None,
-            None,
-            "test",
-        ))
+        .credentials_provider(another_tool())
         .build();
     aws_sdk_sqs::Client::from_conf(config)
 }
@@ -47,35 +41,6 @@ fn queue(visibility: u32) -> QueuesSettled {
         max_receive_count: Partial::Unknown,
         tags: Partial::Known(Tags::new()),
     }
-}
-
-async fn create(
-    backend: &dyn Backend,
-    region: &str,
-    name: &str,
-    spec: &QueuesSettled,
-) -> Result<Sighting, BackendError> {
-    backend
-        .create(
-            KIND,
-            region,
-            name,
-            SettledSpec::new::<Queues>(spec),
-            &Marker::new("shop"),
-        )
-        .await
-        .map(|w| w.expect_done("Queues never defers"))
-}
-
-async fn update(
-    backend: &dyn Backend,
-    url: &str,
-    spec: &QueuesSettled,
-) -> Result<Sighting, BackendError> {
-    backend
-        .update(KIND, REGION, url, SettledSpec::new::<Queues>(spec))
-        .await
-        .map(|w| w.expect_done("Queues never defers"))
 }
 
 /// What moto holds as the queue's tags.
@@ -108,28 +73,18 @@ fn assert_no_tags(seen: &[Seen]) {
     }
 }
 
-async fn start() -> Option<(ScalewayServer, Wire, String)> {
-    let moto = moto()?;
-    let server = ScalewayServer::start(PROJECT, ORGANIZATION)
-        .await
-        .expect("the stand-in starts");
-    let wire = Wire::start(&moto).await;
-    Some((server, wire, moto))
-}
-
 #[tokio::test]
 async fn a_queue_is_never_sent_a_tag_by_create_update_or_mark() {
-    let Some((server, wire, moto)) = start().await else {
+    let Some((server, wire, moto, backend)) = on_moto().await else {
         return;
     };
-    let backend = backend(&server, Some(wire.url()));
     let direct = sqs(&moto, REGION);
     assert!(
         !backend.capabilities().ownership.contains(KIND),
         "the tags of a queue cannot be read"
     );
     let name = fresh("notags");
-    let read = create(backend.as_ref(), REGION, &name, &queue(30))
+    let read = create(backend.as_ref(), REGION, &name, &queue(30), FLEET)
         .await
         .expect("the create succeeds");
     let url = read.handle.clone();
@@ -145,7 +100,7 @@ async fn a_queue_is_never_sent_a_tag_by_create_update_or_mark() {
     assert_eq!(read.reported()["tags"], json!({}));
     assert!(read.raw_tags().is_none());
 
-    update(backend.as_ref(), &url, &queue(60))
+    update(backend.as_ref(), REGION, &url, &queue(60))
         .await
         .expect("the update succeeds");
     let seen = wire.take();
@@ -164,10 +119,7 @@ async fn a_queue_is_never_sent_a_tag_by_create_update_or_mark() {
     assert!(seen.iter().all(|s| s.is("GetQueueAttributes")), "{seen:?}");
     assert_eq!(moto_tags(&direct, &url).await, 0);
 
-    backend
-        .delete(KIND, REGION, &url)
-        .await
-        .expect("the delete succeeds");
+    delete_all(backend.as_ref(), KIND, REGION, &[&url]).await;
     for e in [
         backend.ownership(KIND, REGION, &url).await.unwrap_err(),
         backend
@@ -182,21 +134,22 @@ async fn a_queue_is_never_sent_a_tag_by_create_update_or_mark() {
 
 #[tokio::test]
 async fn declared_tags_are_refused_as_invalid_before_any_call() {
-    let Some((server, wire, _moto)) = start().await else {
+    let Some((server, wire, _moto, backend)) = on_moto().await else {
         return;
     };
-    let backend = backend(&server, Some(wire.url()));
     let tagged = QueuesSettled {
         tags: Partial::Known(Tags::from([("team".to_owned(), "web".to_owned())])),
         ..queue(30)
     };
-    let e = create(backend.as_ref(), REGION, &fresh("tagged"), &tagged)
+    let e = create(backend.as_ref(), REGION, &fresh("tagged"), &tagged, FLEET)
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
     assert!(e.message.contains("Scaleway Queues take no tags"), "{e}");
     let url = "https://sqs.mnq.fr-par.scaleway.com/project-1/some-queue";
-    let e = update(backend.as_ref(), url, &tagged).await.unwrap_err();
+    let e = update(backend.as_ref(), REGION, url, &tagged)
+        .await
+        .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
     assert!(
         wire.take().is_empty(),
@@ -207,12 +160,11 @@ async fn declared_tags_are_refused_as_invalid_before_any_call() {
 
 #[tokio::test]
 async fn a_dead_letter_redrive_round_trips() {
-    let Some((server, wire, moto)) = start().await else {
+    let Some((server, _wire, moto, backend)) = on_moto().await else {
         return;
     };
-    let backend = backend(&server, Some(wire.url()));
     let direct = sqs(&moto, REGION);
-    let dlq = create(backend.as_ref(), REGION, &fresh("dlq"), &queue(30))
+    let dlq = create(backend.as_ref(), REGION, &fresh("dlq"), &queue(30), FLEET)
         .await
         .expect("the dead-letter queue is made")
         .handle;
@@ -221,9 +173,15 @@ async fn a_dead_letter_redrive_round_trips() {
         max_receive_count: count.map_or(Partial::Unknown, Partial::Known),
         ..queue(30)
     };
-    let read = create(backend.as_ref(), REGION, &fresh("src"), &redriven(Some(5)))
-        .await
-        .expect("the create succeeds");
+    let read = create(
+        backend.as_ref(),
+        REGION,
+        &fresh("src"),
+        &redriven(Some(5)),
+        FLEET,
+    )
+    .await
+    .expect("the create succeeds");
     let url = read.handle.clone();
     assert_eq!(read.reported()["deadLetter"], json!(dlq));
     assert_eq!(read.reported()["maxReceiveCount"], json!(5));
@@ -247,11 +205,11 @@ async fn a_dead_letter_redrive_round_trips() {
             .unwrap();
     assert_eq!(policy["deadLetterTargetArn"], json!(arn));
 
-    let read = update(backend.as_ref(), &url, &redriven(Some(7)))
+    let read = update(backend.as_ref(), REGION, &url, &redriven(Some(7)))
         .await
         .expect("the update succeeds");
     assert_eq!(read.reported()["maxReceiveCount"], json!(7));
-    let read = update(backend.as_ref(), &url, &queue(30))
+    let read = update(backend.as_ref(), REGION, &url, &queue(30))
         .await
         .expect("the update succeeds");
     assert_eq!(read.reported()["deadLetter"], Value::Null);
@@ -262,39 +220,32 @@ async fn a_dead_letter_redrive_round_trips() {
 
     // A dead letter without a count, or to a queue that is not there, is the
     // declaration's fault.
-    let e = update(backend.as_ref(), &url, &redriven(None))
+    let e = update(backend.as_ref(), REGION, &url, &redriven(None))
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
-    backend
-        .delete(KIND, REGION, &dlq)
-        .await
-        .expect("the delete succeeds");
-    let e = update(backend.as_ref(), &url, &redriven(Some(5)))
+    delete_all(backend.as_ref(), KIND, REGION, &[&dlq]).await;
+    let e = update(backend.as_ref(), REGION, &url, &redriven(Some(5)))
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
     assert!(e.message.contains("does not exist"), "{e}");
-    backend
-        .delete(KIND, REGION, &url)
-        .await
-        .expect("the delete succeeds");
+    delete_all(backend.as_ref(), KIND, REGION, &[&url]).await;
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_fifo_queue_carries_its_suffix_on_the_wire_and_its_declared_name_in_lists() {
-    let Some((server, wire, moto)) = start().await else {
+    let Some((server, _wire, moto, backend)) = on_moto().await else {
         return;
     };
-    let backend = backend(&server, Some(wire.url()));
     let direct = sqs(&moto, REGION);
     let name = fresh("fifo");
     let fifo = QueuesSettled {
         fifo: true,
         ..queue(30)
     };
-    let read = create(backend.as_ref(), REGION, &name, &fifo)
+    let read = create(backend.as_ref(), REGION, &name, &fifo, FLEET)
         .await
         .expect("the create succeeds");
     let url = read.handle.clone();
@@ -319,35 +270,31 @@ async fn a_fifo_queue_carries_its_suffix_on_the_wire_and_its_declared_name_in_li
         listed.iter().any(|l| l.name == name && l.handle == url),
         "{listed:?}"
     );
-    let e = update(backend.as_ref(), &url, &queue(30))
+    let e = update(backend.as_ref(), REGION, &url, &queue(30))
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
     let long = "q".repeat(76);
-    let e = create(backend.as_ref(), REGION, &long, &fifo)
+    let e = create(backend.as_ref(), REGION, &long, &fifo, FLEET)
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
-    backend
-        .delete(KIND, REGION, &url)
-        .await
-        .expect("the delete succeeds");
+    delete_all(backend.as_ref(), KIND, REGION, &[&url]).await;
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn listings_answer_their_region_and_a_taken_name_is_conflict() {
-    let Some((server, wire, _moto)) = start().await else {
+    let Some((server, wire, _moto, backend)) = on_moto().await else {
         return;
     };
-    let backend = backend(&server, Some(wire.url()));
     let here = fresh("par");
     let there = fresh("ams");
-    let a = create(backend.as_ref(), REGION, &here, &queue(30))
+    let a = create(backend.as_ref(), REGION, &here, &queue(30), FLEET)
         .await
         .expect("the create in fr-par succeeds")
         .handle;
-    let b = create(backend.as_ref(), OTHER, &there, &queue(30))
+    let b = create(backend.as_ref(), OTHER, &there, &queue(30), FLEET)
         .await
         .expect("the create in nl-ams succeeds")
         .handle;
@@ -366,29 +313,22 @@ async fn listings_answer_their_region_and_a_taken_name_is_conflict() {
     assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
     assert!(wire.take().is_empty());
 
-    let e = create(backend.as_ref(), REGION, &here, &queue(60))
+    let e = create(backend.as_ref(), REGION, &here, &queue(60), FLEET)
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
-    backend
-        .delete(KIND, REGION, &a)
-        .await
-        .expect("the delete succeeds");
-    backend
-        .delete(KIND, OTHER, &b)
-        .await
-        .expect("the delete succeeds");
+    delete_all(backend.as_ref(), KIND, REGION, &[&a]).await;
+    delete_all(backend.as_ref(), KIND, OTHER, &[&b]).await;
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_denied_call_is_denied_and_a_lost_create_stays_uncertain() {
-    let Some((server, wire, moto)) = start().await else {
+    let Some((server, wire, moto, backend)) = on_moto().await else {
         return;
     };
-    let backend = backend(&server, Some(wire.url()));
     let direct = sqs(&moto, REGION);
-    let url = create(backend.as_ref(), REGION, &fresh("deny"), &queue(30))
+    let url = create(backend.as_ref(), REGION, &fresh("deny"), &queue(30), FLEET)
         .await
         .expect("the create succeeds")
         .handle;
@@ -408,7 +348,7 @@ async fn a_denied_call_is_denied_and_a_lost_create_stays_uncertain() {
     // nothing can tell; the error says so, and stays uncertain.
     let lost = fresh("lost");
     wire.fault(|s| s.is("CreateQueue").then_some(Fault::Lose));
-    let e = create(backend.as_ref(), REGION, &lost, &queue(30))
+    let e = create(backend.as_ref(), REGION, &lost, &queue(30), FLEET)
         .await
         .unwrap_err();
     assert!(e.may_have_been_sent, "{e:?}");
@@ -420,11 +360,6 @@ async fn a_denied_call_is_denied_and_a_lost_create_stays_uncertain() {
         .await
         .unwrap();
     let made = made.queue_url().unwrap().to_owned();
-    for queue in [&url, &made] {
-        backend
-            .delete(KIND, REGION, queue)
-            .await
-            .expect("the delete succeeds");
-    }
+    delete_all(backend.as_ref(), KIND, REGION, &[&url, &made]).await;
     server.shutdown().await;
 }

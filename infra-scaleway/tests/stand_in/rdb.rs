@@ -10,77 +10,25 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use infra_core::kinds::{
-    Acu, Capacity, Postgres, PostgresSettled, SecretSourceSettled, Secrets, SecretsSettled,
-};
-use infra_core::prelude::{Handle, Partial, SecretString};
-use infra_core::sdk::{
-    Backend, BackendError, Clock, ErrorKind, ManualClock, Marker, Polling, RawTags, Router,
-    SettledSpec, Sighting,
-};
-use infra_scaleway::ScalewayBackend;
+use infra_core::kinds::{Acu, Capacity, PostgresSettled};
+use infra_core::prelude::{Handle, Partial};
+use infra_core::sdk::{Backend, Clock, ErrorKind, ManualClock, Marker, Polling, RawTags, Sighting};
 use infra_testkit::scaleway::{RecordedRequest, ScalewayProduct, ScalewayServer};
 use serde_json::{Value, json};
 
-use super::{ORGANIZATION, PROJECT, backend, config};
+use super::support::{backend_on, calls, composed, create, raw, secret, stand_in, update};
+use super::{PROJECT, backend};
 
 const REGION: &str = "fr-par";
 const FLEET: &str = "rdbfleet";
 const PASSWORD: &str = "Pw-4f9c2e7a1b-never-shown";
 const ROTATED: &str = "Rotated-5b8d-Pw";
 
-async fn start() -> ScalewayServer {
-    ScalewayServer::start(PROJECT, ORGANIZATION)
-        .await
-        .expect("the stand-in starts")
-}
-
-/// A backend on `server` polling with `polling` on `clock`.
-fn backend_on(server: &ScalewayServer, clock: &Arc<ManualClock>, polling: Polling) -> Arc<Router> {
-    let clock: Arc<dyn Clock> = clock.clone();
-    Arc::new(ScalewayBackend::new(
-        config(server, None).clock(clock).polling(polling),
-    ))
-}
-
-/// A secret holding `value`, made through the backend; its handle.
-async fn secret(backend: &dyn Backend, name: &str, value: &str) -> String {
-    let spec = SecretsSettled {
-        value_from: SecretSourceSettled::Composed(SecretString::new(value)),
-        description: Partial::Unknown,
-        tags: Partial::Unknown,
-    };
-    backend
-        .create(
-            "secrets",
-            REGION,
-            name,
-            SettledSpec::new::<Secrets>(&spec),
-            &Marker::new(FLEET),
-        )
-        .await
-        .expect("the secret is made")
-        .expect_done("the stand-in never defers")
-        .handle
-}
-
 /// A new value for the secret `handle`.
 async fn rotate(backend: &dyn Backend, handle: &str, value: &str) {
-    let spec = SecretsSettled {
-        value_from: SecretSourceSettled::Composed(SecretString::new(value)),
-        description: Partial::Unknown,
-        tags: Partial::Unknown,
-    };
-    backend
-        .update(
-            "secrets",
-            REGION,
-            handle,
-            SettledSpec::new::<Secrets>(&spec),
-        )
+    update(backend, REGION, handle, &composed(value))
         .await
-        .expect("the secret's value changes")
-        .expect_done("the stand-in never defers");
+        .expect("the secret's value changes");
 }
 
 fn spec(password: &str, user: &str) -> PostgresSettled {
@@ -97,50 +45,8 @@ fn spec(password: &str, user: &str) -> PostgresSettled {
     }
 }
 
-async fn create(
-    backend: &dyn Backend,
-    name: &str,
-    spec: &PostgresSettled,
-) -> Result<Sighting, BackendError> {
-    backend
-        .create(
-            "postgres",
-            REGION,
-            name,
-            SettledSpec::new::<Postgres>(spec),
-            &Marker::new(FLEET),
-        )
-        .await
-        .map(|w| w.expect_done("the stand-in never defers"))
-}
-
-async fn update(
-    backend: &dyn Backend,
-    handle: &str,
-    spec: &PostgresSettled,
-) -> Result<Sighting, BackendError> {
-    backend
-        .update(
-            "postgres",
-            REGION,
-            handle,
-            SettledSpec::new::<Postgres>(spec),
-        )
-        .await
-        .map(|w| w.expect_done("the stand-in never defers"))
-}
-
 fn instances_path() -> String {
     format!("/rdb/v1/regions/{REGION}/instances")
-}
-
-/// The recorded requests with `method` to `path`.
-fn calls(server: &ScalewayServer, method: &str, path: &str) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.method == method && r.path == path)
-        .collect()
 }
 
 /// The recorded requests to the RDB API.
@@ -156,32 +62,12 @@ fn reported(read: &Sighting) -> Value {
     Value::Object(read.reported().clone())
 }
 
-/// A request made to the stand-in directly, as another tool would.
-async fn raw(server: &ScalewayServer, method: &str, path: &str, body: Value) -> (u16, Value) {
-    let client = reqwest::Client::new();
-    let url = format!("{}{path}", server.address());
-    let request = match method {
-        "GET" => client.get(url),
-        "PATCH" => client.patch(url).json(&body),
-        "DELETE" => client.delete(url),
-        _ => client.post(url).json(&body),
-    };
-    let answer = request
-        .header("X-Auth-Token", server.token())
-        .send()
-        .await
-        .expect("the stand-in answers");
-    let status = answer.status().as_u16();
-    let text = answer.text().await.unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
 #[tokio::test]
 async fn postgres_the_create_carries_the_marker_the_volume_and_no_password_on_record() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let password = secret(&*backend, "pg-wire-password", PASSWORD).await;
-    let read = create(&*backend, "pg-wire", &spec(&password, "app"))
+    let password = secret(&*backend, REGION, "pg-wire-password", PASSWORD, FLEET).await;
+    let read = create(&*backend, REGION, "pg-wire", &spec(&password, "app"), FLEET)
         .await
         .expect("the create succeeds");
 
@@ -253,18 +139,18 @@ async fn postgres_the_create_carries_the_marker_the_volume_and_no_password_on_re
 
 #[tokio::test]
 async fn postgres_provisioning_is_awaited_until_ready_on_the_manual_clock() {
-    let server = start().await;
+    let server = stand_in().await;
     let clock = Arc::new(ManualClock::new());
     let polling = Polling {
         first: Duration::from_secs(2),
         longest: Duration::from_secs(10),
         deadline: Duration::from_secs(600),
     };
-    let backend = backend_on(&server, &clock, polling);
-    let password = secret(&*backend, "pg-wait-password", PASSWORD).await;
+    let backend = backend_on(&server, &clock, Some(polling));
+    let password = secret(&*backend, REGION, "pg-wait-password", PASSWORD, FLEET).await;
     server.settle_after(6);
     let before = clock.now();
-    let read = create(&*backend, "pg-wait", &spec(&password, "app"))
+    let read = create(&*backend, REGION, "pg-wait", &spec(&password, "app"), FLEET)
         .await
         .expect("the create waits until the instance is ready");
     let path = format!("{}/{}", instances_path(), read.handle);
@@ -289,12 +175,12 @@ async fn postgres_provisioning_is_awaited_until_ready_on_the_manual_clock() {
 
 #[tokio::test]
 async fn postgres_backup_retention_is_patched_once_ready_and_on_update() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let password = secret(&*backend, "pg-backup-password", PASSWORD).await;
+    let password = secret(&*backend, REGION, "pg-backup-password", PASSWORD, FLEET).await;
     let mut declared = spec(&password, "app");
     declared.backup_retention_days = Partial::Known(14);
-    let read = create(&*backend, "pg-backup", &declared)
+    let read = create(&*backend, REGION, "pg-backup", &declared, FLEET)
         .await
         .expect("create");
     let handle = read.handle.clone();
@@ -310,7 +196,9 @@ async fn postgres_backup_retention_is_patched_once_ready_and_on_update() {
 
     server.clear_requests();
     declared.backup_retention_days = Partial::Known(0);
-    let read = update(&*backend, &handle, &declared).await.expect("update");
+    let read = update(&*backend, REGION, &handle, &declared)
+        .await
+        .expect("update");
     let patches = calls(&server, "PATCH", &path);
     assert_eq!(patches.len(), 1);
     assert_eq!(
@@ -326,7 +214,9 @@ async fn postgres_backup_retention_is_patched_once_ready_and_on_update() {
 
     // The same update again changes nothing but the password.
     server.clear_requests();
-    update(&*backend, &handle, &declared).await.expect("again");
+    update(&*backend, REGION, &handle, &declared)
+        .await
+        .expect("again");
     let writes: Vec<String> = rdb_calls(&server)
         .iter()
         .filter(|r| r.method != "GET")
@@ -342,11 +232,11 @@ async fn postgres_backup_retention_is_patched_once_ready_and_on_update() {
 
 #[tokio::test]
 async fn postgres_an_upgrade_waits_out_a_busy_instance_one_field_at_a_time() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let password = secret(&*backend, "pg-busy-password", PASSWORD).await;
+    let password = secret(&*backend, REGION, "pg-busy-password", PASSWORD, FLEET).await;
     let mut declared = spec(&password, "app");
-    let handle = create(&*backend, "pg-busy", &declared)
+    let handle = create(&*backend, REGION, "pg-busy", &declared, FLEET)
         .await
         .expect("create")
         .handle;
@@ -354,14 +244,14 @@ async fn postgres_an_upgrade_waits_out_a_busy_instance_one_field_at_a_time() {
     // Another tool starts an upgrade: the instance is `configuring` for three reads.
     server.settle_after(3);
     let upgrade = json!({"enable_encryption": true});
-    let (status, _) = raw(&server, "POST", &format!("{path}/upgrade"), upgrade).await;
+    let (status, _) = raw(&server, "POST", &format!("{path}/upgrade"), Some(upgrade)).await;
     assert_eq!(status, 200);
     server.clear_requests();
     declared.capacity = Capacity::Classic {
         instance_class: "DB-GP-XS".to_owned(),
     };
     declared.storage_gb = Partial::Known(30);
-    let read = update(&*backend, &handle, &declared)
+    let read = update(&*backend, REGION, &handle, &declared)
         .await
         .expect("the update waits the busy instance out");
     let upgrades = calls(&server, "POST", &format!("{path}/upgrade"));
@@ -390,18 +280,18 @@ async fn postgres_an_upgrade_waits_out_a_busy_instance_one_field_at_a_time() {
 
 #[tokio::test]
 async fn postgres_the_administrator_is_never_replaced_after_a_run_killed_mid_create() {
-    let server = start().await;
+    let server = stand_in().await;
     let clock = Arc::new(ManualClock::new());
     let short = Polling {
         first: Duration::from_millis(100),
         longest: Duration::from_millis(200),
         deadline: Duration::from_secs(1),
     };
-    let hasty = backend_on(&server, &clock, short);
-    let password = secret(&*hasty, "pg-killed-password", PASSWORD).await;
+    let hasty = backend_on(&server, &clock, Some(short));
+    let password = secret(&*hasty, REGION, "pg-killed-password", PASSWORD, FLEET).await;
     // The run gives up while the instance is still provisioning.
     server.settle_after(40);
-    let err = create(&*hasty, "pg-killed", &spec(&password, "app"))
+    let err = create(&*hasty, REGION, "pg-killed", &spec(&password, "app"), FLEET)
         .await
         .unwrap_err();
     assert!(err.may_have_been_sent, "the outcome is unknown: {err}");
@@ -436,7 +326,7 @@ async fn postgres_the_administrator_is_never_replaced_after_a_run_killed_mid_cre
     // An update (the engine's, for the retention the create never set) waits for it.
     let mut declared = spec(&password, "app");
     declared.backup_retention_days = Partial::Known(10);
-    let read = update(&*backend, &found.handle, &declared)
+    let read = update(&*backend, REGION, &found.handle, &declared)
         .await
         .expect("the update waits until the instance is ready");
     assert_eq!(reported(&read)["masterUsername"], "app");
@@ -457,10 +347,10 @@ async fn postgres_the_administrator_is_never_replaced_after_a_run_killed_mid_cre
 
 #[tokio::test]
 async fn postgres_a_denial_is_denied_and_throttling_throttled_never_absent() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let password = secret(&*backend, "pg-deny-password", PASSWORD).await;
-    let handle = create(&*backend, "pg-deny", &spec(&password, "app"))
+    let password = secret(&*backend, REGION, "pg-deny-password", PASSWORD, FLEET).await;
+    let handle = create(&*backend, REGION, "pg-deny", &spec(&password, "app"), FLEET)
         .await
         .expect("create")
         .handle;
@@ -478,9 +368,15 @@ async fn postgres_a_denial_is_denied_and_throttling_throttled_never_absent() {
         .await
         .unwrap_err();
     assert_eq!(delete.kind, ErrorKind::Denied, "{delete}");
-    let created = create(&*backend, "pg-deny-2", &spec(&password, "app"))
-        .await
-        .unwrap_err();
+    let created = create(
+        &*backend,
+        REGION,
+        "pg-deny-2",
+        &spec(&password, "app"),
+        FLEET,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(created.kind, ErrorKind::Denied, "{created}");
     server.restore();
 
@@ -500,11 +396,11 @@ async fn postgres_a_denial_is_denied_and_throttling_throttled_never_absent() {
 
 #[tokio::test]
 async fn postgres_a_lost_create_answer_is_settled_by_name_and_marker() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let password = secret(&*backend, "pg-lost-password", PASSWORD).await;
+    let password = secret(&*backend, REGION, "pg-lost-password", PASSWORD, FLEET).await;
     server.lose_answers(ScalewayProduct::Rdb, 1);
-    let read = create(&*backend, "pg-lost", &spec(&password, "app"))
+    let read = create(&*backend, REGION, "pg-lost", &spec(&password, "app"), FLEET)
         .await
         .expect("the instance the lost create made is found by name and marker");
     let creates = calls(&server, "POST", &instances_path());
@@ -514,7 +410,7 @@ async fn postgres_a_lost_create_answer_is_settled_by_name_and_marker() {
     assert_eq!(reported(&read)["tags"]["managed-by-infra"], FLEET);
 
     // The name is taken now: another create is a conflict, and sends nothing.
-    let taken = create(&*backend, "pg-lost", &spec(&password, "app"))
+    let taken = create(&*backend, REGION, "pg-lost", &spec(&password, "app"), FLEET)
         .await
         .unwrap_err();
     assert_eq!(taken.kind, ErrorKind::Conflict, "{taken}");
@@ -526,17 +422,23 @@ async fn postgres_a_lost_create_answer_is_settled_by_name_and_marker() {
         &server,
         "POST",
         &instances_path(),
-        json!({
+        Some(json!({
             "project_id": PROJECT, "name": "pg-foreign", "engine": "PostgreSQL-16",
             "user_name": "owner", "password": "Other-Pw-77", "node_type": "DB-DEV-S",
             "volume_type": "sbs_5k", "volume_size": "20000000000", "tags": ["team=ops"],
-        }),
+        })),
     )
     .await;
     assert_eq!(status, 200);
-    let refused = create(&*backend, "pg-foreign", &spec(&password, "app"))
-        .await
-        .unwrap_err();
+    let refused = create(
+        &*backend,
+        REGION,
+        "pg-foreign",
+        &spec(&password, "app"),
+        FLEET,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(refused.kind, ErrorKind::Conflict, "{refused}");
     let ours: Vec<RecordedRequest> = calls(&server, "POST", &instances_path())
         .into_iter()
@@ -548,10 +450,10 @@ async fn postgres_a_lost_create_answer_is_settled_by_name_and_marker() {
 
 #[tokio::test]
 async fn postgres_delete_is_awaited_and_a_second_delete_is_not_found() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let password = secret(&*backend, "pg-gone-password", PASSWORD).await;
-    let handle = create(&*backend, "pg-gone", &spec(&password, "app"))
+    let password = secret(&*backend, REGION, "pg-gone-password", PASSWORD, FLEET).await;
+    let handle = create(&*backend, REGION, "pg-gone", &spec(&password, "app"), FLEET)
         .await
         .expect("create")
         .handle;
@@ -579,7 +481,7 @@ async fn postgres_delete_is_awaited_and_a_second_delete_is_not_found() {
     let read = backend.read("postgres", REGION, &handle).await.unwrap_err();
     assert_eq!(read.kind, ErrorKind::NotFound, "{read}");
     // The name is free again, for a replace.
-    create(&*backend, "pg-gone", &spec(&password, "app"))
+    create(&*backend, REGION, "pg-gone", &spec(&password, "app"), FLEET)
         .await
         .expect("the name is free");
     server.shutdown().await;
@@ -587,15 +489,15 @@ async fn postgres_delete_is_awaited_and_a_second_delete_is_not_found() {
 
 #[tokio::test]
 async fn postgres_the_password_is_set_again_on_update_and_never_shown() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let password = secret(&*backend, "pg-pass-password", PASSWORD).await;
-    let made = create(&*backend, "pg-pass", &spec(&password, "app"))
+    let password = secret(&*backend, REGION, "pg-pass-password", PASSWORD, FLEET).await;
+    let made = create(&*backend, REGION, "pg-pass", &spec(&password, "app"), FLEET)
         .await
         .expect("create");
     rotate(&*backend, &password, ROTATED).await;
     server.clear_requests();
-    let updated = update(&*backend, &made.handle, &spec(&password, "app"))
+    let updated = update(&*backend, REGION, &made.handle, &spec(&password, "app"))
         .await
         .expect("update");
     let user = format!("{}/{}/users/app", instances_path(), made.handle);
@@ -608,10 +510,10 @@ async fn postgres_the_password_is_set_again_on_update_and_never_shown() {
     assert_eq!(set[0].body, json!({"password": "<redacted>"}));
 
     // A user the instance lost is made again, an administrator.
-    let (status, _) = raw(&server, "DELETE", &user, Value::Null).await;
+    let (status, _) = raw(&server, "DELETE", &user, None).await;
     assert_eq!(status, 204);
     server.clear_requests();
-    update(&*backend, &made.handle, &spec(&password, "app"))
+    update(&*backend, REGION, &made.handle, &spec(&password, "app"))
         .await
         .expect("update");
     let users = format!("{}/{}/users", instances_path(), made.handle);
@@ -623,9 +525,9 @@ async fn postgres_the_password_is_set_again_on_update_and_never_shown() {
     );
 
     // A value Scaleway's rule refuses is refused before any call, unquoted.
-    let weak = secret(&*backend, "pg-weak-password", "alllowercase").await;
+    let weak = secret(&*backend, REGION, "pg-weak-password", "alllowercase", FLEET).await;
     server.clear_requests();
-    let refused = create(&*backend, "pg-weak", &spec(&weak, "app"))
+    let refused = create(&*backend, REGION, "pg-weak", &spec(&weak, "app"), FLEET)
         .await
         .unwrap_err();
     assert_eq!(refused.kind, ErrorKind::Invalid, "{refused}");
@@ -633,7 +535,7 @@ async fn postgres_the_password_is_set_again_on_update_and_never_shown() {
         calls(&server, "POST", &instances_path()).is_empty(),
         "nothing was created"
     );
-    let refused_update = update(&*backend, &made.handle, &spec(&weak, "app"))
+    let refused_update = update(&*backend, REGION, &made.handle, &spec(&weak, "app"))
         .await
         .unwrap_err();
     assert_eq!(refused_update.kind, ErrorKind::Invalid);
@@ -657,16 +559,16 @@ async fn postgres_the_password_is_set_again_on_update_and_never_shown() {
 
 #[tokio::test]
 async fn postgres_what_scaleway_cannot_do_is_refused_before_any_call() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let password = secret(&*backend, "pg-refuse-password", PASSWORD).await;
+    let password = secret(&*backend, REGION, "pg-refuse-password", PASSWORD, FLEET).await;
     server.clear_requests();
     let mut serverless = spec(&password, "app");
     serverless.capacity = Capacity::Serverless {
         min_capacity: Acu::whole(1),
         max_capacity: Acu::whole(4),
     };
-    let err = create(&*backend, "pg-serverless", &serverless)
+    let err = create(&*backend, REGION, "pg-serverless", &serverless, FLEET)
         .await
         .unwrap_err();
     assert!(
@@ -677,39 +579,59 @@ async fn postgres_what_scaleway_cannot_do_is_refused_before_any_call() {
     lowercase.capacity = Capacity::Classic {
         instance_class: "db-dev-s".to_owned(),
     };
-    let err = create(&*backend, "pg-lower", &lowercase).await.unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
-    let err = create(&*backend, "pg-user", &spec(&password, "pg_admin"))
+    let err = create(&*backend, REGION, "pg-lower", &lowercase, FLEET)
         .await
         .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
+    let err = create(
+        &*backend,
+        REGION,
+        "pg-user",
+        &spec(&password, "pg_admin"),
+        FLEET,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
     assert!(rdb_calls(&server).is_empty(), "{:?}", rdb_calls(&server));
 
     // A version Scaleway does not offer is refused after the engines are listed.
     let mut ancient = spec(&password, "app");
     ancient.engine_version = "12".to_owned();
-    let err = create(&*backend, "pg-ancient", &ancient).await.unwrap_err();
+    let err = create(&*backend, REGION, "pg-ancient", &ancient, FLEET)
+        .await
+        .unwrap_err();
     assert!(
         err.kind == ErrorKind::Invalid && err.message.contains("PostgreSQL-16"),
         "{err}"
     );
     assert!(calls(&server, "POST", &instances_path()).is_empty());
 
-    let handle = create(&*backend, "pg-refuse", &spec(&password, "app"))
-        .await
-        .expect("create")
-        .handle;
+    let handle = create(
+        &*backend,
+        REGION,
+        "pg-refuse",
+        &spec(&password, "app"),
+        FLEET,
+    )
+    .await
+    .expect("create")
+    .handle;
     server.clear_requests();
     let mut newer = spec(&password, "app");
     newer.engine_version = "17".to_owned();
-    let err = update(&*backend, &handle, &newer).await.unwrap_err();
+    let err = update(&*backend, REGION, &handle, &newer)
+        .await
+        .unwrap_err();
     assert!(
         err.kind == ErrorKind::Invalid && err.message.contains("upgrade workflow"),
         "{err}"
     );
     let mut smaller = spec(&password, "app");
     smaller.storage_gb = Partial::Known(10);
-    let err = update(&*backend, &handle, &smaller).await.unwrap_err();
+    let err = update(&*backend, REGION, &handle, &smaller)
+        .await
+        .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
     assert!(
         rdb_calls(&server).iter().all(|r| r.method == "GET"),
@@ -721,17 +643,17 @@ async fn postgres_what_scaleway_cannot_do_is_refused_before_any_call() {
 
 #[tokio::test]
 async fn postgres_mark_adds_the_marker_alone_and_never_over_another_fleets() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let (status, made) = raw(
         &server,
         "POST",
         &instances_path(),
-        json!({
+        Some(json!({
             "project_id": PROJECT, "name": "pg-elsewhere", "engine": "PostgreSQL-15",
             "user_name": "owner", "password": "Other-Pw-77", "node_type": "db-pro2-xxs",
             "volume_type": "sbs_15k", "volume_size": 30_000_000_000u64, "tags": ["team=ops"],
-        }),
+        })),
     )
     .await;
     assert_eq!(status, 200);
@@ -777,7 +699,7 @@ fn raw_create(extra: Value) -> Value {
 
 #[tokio::test]
 async fn postgres_the_stand_in_refuses_a_create_scaleway_refuses() {
-    let server = start().await;
+    let server = stand_in().await;
     let path = instances_path();
     let argument = |answer: &Value| answer["details"][0]["argument_name"].clone();
     for (extra, field) in [
@@ -791,57 +713,45 @@ async fn postgres_the_stand_in_refuses_a_create_scaleway_refuses() {
             "volume_type",
         ),
     ] {
-        let (status, answer) = raw(&server, "POST", &path, raw_create(extra.clone())).await;
+        let (status, answer) = raw(&server, "POST", &path, Some(raw_create(extra.clone()))).await;
         assert_eq!((status, argument(&answer)), (400, json!(field)), "{extra}");
     }
     let foreign = json!({"project_id": "33333333-3333-4333-8333-333333333333"});
-    let (status, _) = raw(&server, "POST", &path, raw_create(foreign)).await;
+    let (status, _) = raw(&server, "POST", &path, Some(raw_create(foreign))).await;
     assert_eq!(status, 403, "another project");
-    let (status, made) = raw(&server, "POST", &path, raw_create(json!({}))).await;
+    let (status, made) = raw(&server, "POST", &path, Some(raw_create(json!({})))).await;
     assert_eq!(status, 200);
     assert_eq!(made["status"], "provisioning");
     assert_eq!(made["node_type"], "db-dev-s", "answered lowercase");
     // Names repeat, as on Scaleway; listings are paged.
-    let (status, _) = raw(&server, "POST", &path, raw_create(json!({}))).await;
+    let (status, _) = raw(&server, "POST", &path, Some(raw_create(json!({})))).await;
     assert_eq!(status, 200, "a name may repeat");
-    let (_, page) = raw(
-        &server,
-        "GET",
-        &format!("{path}?page_size=1&page=2"),
-        Value::Null,
-    )
-    .await;
+    let (_, page) = raw(&server, "GET", &format!("{path}?page_size=1&page=2"), None).await;
     assert_eq!(page["total_count"], 2);
     assert_eq!(page["instances"].as_array().map(Vec::len), Some(1));
-    let (status, _) = raw(
-        &server,
-        "GET",
-        "/rdb/v1/regions/xx-yyy/instances",
-        Value::Null,
-    )
-    .await;
+    let (status, _) = raw(&server, "GET", "/rdb/v1/regions/xx-yyy/instances", None).await;
     assert_eq!(status, 400, "an unknown region");
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn postgres_the_stand_in_keeps_a_busy_instance_busy_and_upgrades_one_field() {
-    let server = start().await;
+    let server = stand_in().await;
     let path = instances_path();
-    let (_, made) = raw(&server, "POST", &path, raw_create(json!({}))).await;
+    let (_, made) = raw(&server, "POST", &path, Some(raw_create(json!({})))).await;
     let one = format!("{path}/{}", made["id"].as_str().expect("an id"));
-    let (status, busy) = raw(&server, "PATCH", &one, json!({"tags": []})).await;
+    let (status, busy) = raw(&server, "PATCH", &one, Some(json!({"tags": []}))).await;
     assert_eq!(
         (status, busy["type"].clone()),
         (409, json!("transient_state"))
     );
-    let (status, _) = raw(&server, "GET", &format!("{one}/users"), Value::Null).await;
+    let (status, _) = raw(&server, "GET", &format!("{one}/users"), None).await;
     assert_eq!(status, 409, "users cannot be listed while provisioning");
     for _ in 0..2 {
-        let (_, now) = raw(&server, "GET", &one, Value::Null).await;
+        let (_, now) = raw(&server, "GET", &one, None).await;
         assert_eq!(now["status"], "provisioning");
     }
-    let (_, now) = raw(&server, "GET", &one, Value::Null).await;
+    let (_, now) = raw(&server, "GET", &one, None).await;
     assert_eq!(now["status"], "ready", "after two reads");
     let upgrade = format!("{one}/upgrade");
     for (body, why) in [
@@ -853,21 +763,21 @@ async fn postgres_the_stand_in_keeps_a_busy_instance_busy_and_upgrades_one_field
         (json!({"upgradable_version_id": "x"}), "a major version"),
         (json!({"enable_ha": false}), "HA off"),
     ] {
-        let (status, _) = raw(&server, "POST", &upgrade, body).await;
+        let (status, _) = raw(&server, "POST", &upgrade, Some(body)).await;
         assert_eq!(status, 400, "{why}");
     }
-    let (status, gone) = raw(&server, "PATCH", &format!("{one}/users/nobody"), json!({})).await;
-    assert_eq!((status, gone["resource"].clone()), (404, json!("user")));
     let (status, gone) = raw(
         &server,
-        "GET",
-        &format!("{path}/{}", "0".repeat(8)),
-        Value::Null,
+        "PATCH",
+        &format!("{one}/users/nobody"),
+        Some(json!({})),
     )
     .await;
+    assert_eq!((status, gone["resource"].clone()), (404, json!("user")));
+    let (status, gone) = raw(&server, "GET", &format!("{path}/{}", "0".repeat(8)), None).await;
     assert_eq!((status, gone["resource"].clone()), (404, json!("instance")));
     let again = json!({"name": "owner", "password": "Other-Pw-77", "is_admin": false});
-    let (status, taken) = raw(&server, "POST", &format!("{one}/users"), again).await;
+    let (status, taken) = raw(&server, "POST", &format!("{one}/users"), Some(again)).await;
     assert_eq!(
         (status, taken["type"].clone()),
         (409, json!("already_exists"))
@@ -876,7 +786,7 @@ async fn postgres_the_stand_in_keeps_a_busy_instance_busy_and_upgrades_one_field
         &server,
         "POST",
         &upgrade,
-        json!({"volume_size": "25000000000"}),
+        Some(json!({"volume_size": "25000000000"})),
     )
     .await;
     assert_eq!(

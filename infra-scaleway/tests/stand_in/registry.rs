@@ -7,27 +7,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use infra_core::kinds::{ImageRegistry, ImageRegistrySettled, Tags};
+use infra_core::kinds::ImageRegistrySettled;
 use infra_core::prelude::Partial;
-use infra_core::sdk::{
-    Backend, BackendError, Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, RawTags, SettledSpec,
-    Sighting,
-};
-use infra_scaleway::ScalewayBackend;
+use infra_core::sdk::{Backend, Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, RawTags};
 use infra_testkit::scaleway::{ScalewayProduct, ScalewayServer};
 use serde_json::{Value, json};
 
-use super::{ORGANIZATION, PROJECT, backend, config};
+use super::support::{backend_on, create, raw, stand_in, tags, update};
+use super::{PROJECT, backend};
 
 const REGION: &str = "fr-par";
 const OTHER: &str = "nl-ams";
-
-fn tags(pairs: &[(&str, &str)]) -> Tags {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
+const FLEET: &str = "shop";
 
 fn spec(pairs: &[(&str, &str)]) -> ImageRegistrySettled {
     ImageRegistrySettled {
@@ -41,75 +32,17 @@ fn namespaces(region: &str) -> String {
     format!("/registry/v1/regions/{region}/namespaces")
 }
 
-async fn start() -> ScalewayServer {
-    ScalewayServer::start(PROJECT, ORGANIZATION)
-        .await
-        .expect("the stand-in starts")
-}
-
-async fn create(
-    backend: &dyn Backend,
-    name: &str,
-    spec: &ImageRegistrySettled,
-) -> Result<Sighting, BackendError> {
-    backend
-        .create(
-            "imageRegistry",
-            REGION,
-            name,
-            SettledSpec::new::<ImageRegistry>(spec),
-            &Marker::new("shop"),
-        )
-        .await
-        .map(|w| w.expect_done("the stand-in never defers"))
-}
-
-async fn update(
-    backend: &dyn Backend,
-    handle: &str,
-    spec: &ImageRegistrySettled,
-) -> Result<Sighting, BackendError> {
-    backend
-        .update(
-            "imageRegistry",
-            REGION,
-            handle,
-            SettledSpec::new::<ImageRegistry>(spec),
-        )
-        .await
-        .map(|w| w.expect_done("the stand-in never defers"))
-}
-
 /// Makes a namespace as another tool would, with `description`; answers its id.
 async fn made_elsewhere(server: &ScalewayServer, name: &str, description: &str) -> String {
-    let made: Value = reqwest::Client::new()
-        .post(format!("{}{}", server.address(), namespaces(REGION)))
-        .header("X-Auth-Token", server.token())
-        .json(&json!({"name": name, "description": description, "project_id": PROJECT, "is_public": false}))
-        .send()
-        .await
-        .expect("the stand-in answers")
-        .json()
-        .await
-        .expect("a namespace");
+    let body = json!({"name": name, "description": description, "project_id": PROJECT, "is_public": false});
+    let (_, made) = raw(server, "POST", &namespaces(REGION), Some(body)).await;
     made["id"].as_str().expect("an id").to_owned()
 }
 
 /// The description the stand-in holds for `handle`.
 async fn description(server: &ScalewayServer, handle: &str) -> String {
-    let got: Value = reqwest::Client::new()
-        .get(format!(
-            "{}{}/{handle}",
-            server.address(),
-            namespaces(REGION)
-        ))
-        .header("X-Auth-Token", server.token())
-        .send()
-        .await
-        .expect("the stand-in answers")
-        .json()
-        .await
-        .expect("a namespace");
+    let path = format!("{}/{handle}", namespaces(REGION));
+    let (_, got) = raw(server, "GET", &path, None).await;
     got["description"]
         .as_str()
         .expect("a description")
@@ -118,12 +51,14 @@ async fn description(server: &ScalewayServer, handle: &str) -> String {
 
 #[tokio::test]
 async fn a_create_carries_the_marker_and_tags_in_its_description() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let read = create(
         backend.as_ref(),
+        REGION,
         "web-images",
         &spec(&[("team", "web"), ("cost center", "r&d; 42")]),
+        FLEET,
     )
     .await
     .expect("the create succeeds");
@@ -175,7 +110,7 @@ async fn a_create_carries_the_marker_and_tags_in_its_description() {
         .await
         .expect_err("another region's");
     assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
-    let e = create(backend.as_ref(), "web-images", &spec(&[]))
+    let e = create(backend.as_ref(), REGION, "web-images", &spec(&[]), FLEET)
         .await
         .expect_err("taken");
     assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
@@ -184,13 +119,13 @@ async fn a_create_carries_the_marker_and_tags_in_its_description() {
 
 #[tokio::test]
 async fn settings_scaleway_lacks_and_bad_names_are_refused_before_any_call() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let scanning = ImageRegistrySettled {
         scan_on_push: Partial::Known(true),
         ..spec(&[])
     };
-    let e = create(backend.as_ref(), "scanned", &scanning)
+    let e = create(backend.as_ref(), REGION, "scanned", &scanning, FLEET)
         .await
         .expect_err("refused");
     assert!(
@@ -201,7 +136,7 @@ async fn settings_scaleway_lacks_and_bad_names_are_refused_before_any_call() {
         immutable_tags: Partial::Known(true),
         ..spec(&[])
     };
-    let e = create(backend.as_ref(), "pinned", &immutable)
+    let e = create(backend.as_ref(), REGION, "pinned", &immutable, FLEET)
         .await
         .expect_err("refused");
     assert!(
@@ -209,14 +144,16 @@ async fn settings_scaleway_lacks_and_bad_names_are_refused_before_any_call() {
         "{e}"
     );
     for bad in ["Web", "web_images", "web-", "-web"] {
-        let e = create(backend.as_ref(), bad, &spec(&[]))
+        let e = create(backend.as_ref(), REGION, bad, &spec(&[]), FLEET)
             .await
             .expect_err("refused");
         assert_eq!(e.kind, ErrorKind::Invalid, "{bad}: {e}");
     }
     assert!(server.requests().is_empty(), "{:?}", server.requests());
-    let read = create(backend.as_ref(), "plain", &spec(&[])).await.unwrap();
-    let e = update(backend.as_ref(), &read.handle, &scanning)
+    let read = create(backend.as_ref(), REGION, "plain", &spec(&[]), FLEET)
+        .await
+        .unwrap();
+    let e = update(backend.as_ref(), REGION, &read.handle, &scanning)
         .await
         .expect_err("refused");
     assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
@@ -226,7 +163,7 @@ async fn settings_scaleway_lacks_and_bad_names_are_refused_before_any_call() {
 
 #[tokio::test]
 async fn a_persons_description_is_never_a_marker_and_mark_keeps_it() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let human = "managed-by-infra shop; images of the web team";
     let handle = made_elsewhere(&server, "legacy", human).await;
@@ -281,7 +218,7 @@ async fn a_persons_description_is_never_a_marker_and_mark_keeps_it() {
         .expect_err("another fleet's");
     assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
 
-    let read = update(backend.as_ref(), &handle, &spec(&[("team", "web")]))
+    let read = update(backend.as_ref(), REGION, &handle, &spec(&[("team", "web")]))
         .await
         .expect("the update succeeds");
     assert_eq!(
@@ -294,7 +231,7 @@ async fn a_persons_description_is_never_a_marker_and_mark_keeps_it() {
         json!({"managed-by-infra": "shop", "team": "web"})
     );
     server.clear_requests();
-    update(backend.as_ref(), &handle, &spec(&[("team", "web")]))
+    update(backend.as_ref(), REGION, &handle, &spec(&[("team", "web")]))
         .await
         .unwrap();
     assert!(
@@ -305,7 +242,7 @@ async fn a_persons_description_is_never_a_marker_and_mark_keeps_it() {
     // An unmarked namespace's tags cannot be written: the engine never updates one, and
     // the backend says why rather than mark it on the side.
     let other = made_elsewhere(&server, "unmarked", "").await;
-    let e = update(backend.as_ref(), &other, &spec(&[("team", "web")]))
+    let e = update(backend.as_ref(), REGION, &other, &spec(&[("team", "web")]))
         .await
         .expect_err("no marker");
     assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
@@ -314,12 +251,10 @@ async fn a_persons_description_is_never_a_marker_and_mark_keeps_it() {
 
 #[tokio::test]
 async fn a_delete_is_awaited_on_the_clock_until_the_namespace_is_gone() {
-    let server = start().await;
+    let server = stand_in().await;
     let clock = Arc::new(ManualClock::new());
-    let backend = Arc::new(ScalewayBackend::new(
-        config(&server, None).clock(Arc::clone(&clock) as Arc<dyn Clock>),
-    ));
-    let read = create(backend.as_ref(), "doomed", &spec(&[]))
+    let backend = backend_on(&server, &clock, None);
+    let read = create(backend.as_ref(), REGION, "doomed", &spec(&[]), FLEET)
         .await
         .unwrap();
     server.settle_after(3);
@@ -352,7 +287,7 @@ async fn a_delete_is_awaited_on_the_clock_until_the_namespace_is_gone() {
         .await
         .expect_err("gone");
     assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
-    let again = create(backend.as_ref(), "doomed", &spec(&[]))
+    let again = create(backend.as_ref(), REGION, "doomed", &spec(&[]), FLEET)
         .await
         .expect("the name is free once the namespace is gone");
 
@@ -374,12 +309,18 @@ async fn a_delete_is_awaited_on_the_clock_until_the_namespace_is_gone() {
 
 #[tokio::test]
 async fn a_lost_create_answer_is_settled_by_name_and_marker() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     server.lose_answers(ScalewayProduct::Registry, 1);
-    let read = create(backend.as_ref(), "lost", &spec(&[("team", "web")]))
-        .await
-        .expect("settled as made");
+    let read = create(
+        backend.as_ref(),
+        REGION,
+        "lost",
+        &spec(&[("team", "web")]),
+        FLEET,
+    )
+    .await
+    .expect("settled as made");
     let requests = server.requests();
     assert_eq!(
         (requests[0].method.as_str(), requests[0].status),
@@ -402,9 +343,9 @@ async fn a_lost_create_answer_is_settled_by_name_and_marker() {
 
 #[tokio::test]
 async fn a_denial_is_denied_and_throttling_throttled_never_absent() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let read = create(backend.as_ref(), "guarded", &spec(&[]))
+    let read = create(backend.as_ref(), REGION, "guarded", &spec(&[]), FLEET)
         .await
         .unwrap();
     server.deny(ScalewayProduct::Registry);

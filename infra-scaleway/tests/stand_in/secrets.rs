@@ -4,25 +4,18 @@
 //! value changes, folders, lost answers, denials, throttling, pagination, scheduled
 //! deletion, `mark` of a secret made elsewhere).
 
-use infra_core::kinds::{SecretSourceSettled, Secrets, SecretsSettled, Tags};
-use infra_core::prelude::{Partial, SecretString};
-use infra_core::sdk::{
-    Backend, BackendError, ErrorKind, MARKER_KEY, Marker, RawTags, SettledSpec, Sighting,
-};
-use infra_testkit::scaleway::{RecordedRequest, ScalewayProduct, ScalewayServer};
+use infra_core::kinds::{SecretSourceSettled, SecretsSettled};
+use infra_core::prelude::Partial;
+use infra_core::sdk::{Backend, ErrorKind, MARKER_KEY, Marker, RawTags, Sighting};
+use infra_testkit::scaleway::{RecordedRequest, ScalewayProduct};
 use serde_json::{Value, json};
 
-use super::{ORGANIZATION, PROJECT, backend};
+use super::support::{composed, create, raw, stand_in, tags, update};
+use super::{PROJECT, backend};
 
 const REGION: &str = "fr-par";
 const OTHER: &str = "nl-ams";
-
-fn tags(pairs: &[(&str, &str)]) -> Tags {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
+const FLEET: &str = "shop";
 
 fn spec(value_from: SecretSourceSettled) -> SecretsSettled {
     SecretsSettled {
@@ -34,14 +27,6 @@ fn spec(value_from: SecretSourceSettled) -> SecretsSettled {
 
 fn generated(length: u16) -> SecretsSettled {
     spec(SecretSourceSettled::Generated { length })
-}
-
-fn composed(value: &str) -> SecretsSettled {
-    SecretsSettled {
-        description: Partial::Unknown,
-        tags: Partial::Unknown,
-        ..spec(SecretSourceSettled::Composed(SecretString::new(value)))
-    }
 }
 
 fn secrets_path(region: &str) -> String {
@@ -56,40 +41,6 @@ fn version_writes(requests: &[RecordedRequest]) -> Vec<&RecordedRequest> {
         .collect()
 }
 
-async fn start() -> ScalewayServer {
-    ScalewayServer::start(PROJECT, ORGANIZATION)
-        .await
-        .expect("the stand-in starts")
-}
-
-async fn create(
-    backend: &dyn Backend,
-    name: &str,
-    spec: &SecretsSettled,
-) -> Result<Sighting, BackendError> {
-    backend
-        .create(
-            "secrets",
-            REGION,
-            name,
-            SettledSpec::new::<Secrets>(spec),
-            &Marker::new("shop"),
-        )
-        .await
-        .map(|w| w.expect_done("the stand-in never defers"))
-}
-
-async fn update(
-    backend: &dyn Backend,
-    handle: &str,
-    spec: &SecretsSettled,
-) -> Result<Sighting, BackendError> {
-    backend
-        .update("secrets", REGION, handle, SettledSpec::new::<Secrets>(spec))
-        .await
-        .map(|w| w.expect_done("the stand-in never defers"))
-}
-
 /// Everything a read shows, as text.
 fn shown(read: &Sighting) -> String {
     format!(
@@ -101,11 +52,17 @@ fn shown(read: &Sighting) -> String {
 
 #[tokio::test]
 async fn a_generated_secret_is_sent_once_marked_and_never_shown() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let read = create(backend.as_ref(), "db-password", &generated(24))
-        .await
-        .expect("the create succeeds");
+    let read = create(
+        backend.as_ref(),
+        REGION,
+        "db-password",
+        &generated(24),
+        FLEET,
+    )
+    .await
+    .expect("the create succeeds");
     let requests = server.requests();
     let call = requests
         .iter()
@@ -157,18 +114,29 @@ async fn a_value_from_the_environment_is_read_back_and_versioned_only_when_it_ch
     let name = std::env::var("CARGO_PKG_NAME").expect("cargo sets CARGO_PKG_NAME");
     let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let from = |var: &str| spec(SecretSourceSettled::FromEnv(var.to_owned()));
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let read = create(backend.as_ref(), "app/env-value", &from("CARGO_PKG_NAME"))
-        .await
-        .expect("the create succeeds");
+    let read = create(
+        backend.as_ref(),
+        REGION,
+        "app/env-value",
+        &from("CARGO_PKG_NAME"),
+        FLEET,
+    )
+    .await
+    .expect("the create succeeds");
     let value = backend.secret_value(REGION, &read.handle).await.unwrap();
     assert_eq!(value.expose(), name);
 
     server.clear_requests();
-    let same = update(backend.as_ref(), &read.handle, &from("CARGO_PKG_NAME"))
-        .await
-        .expect("the update succeeds");
+    let same = update(
+        backend.as_ref(),
+        REGION,
+        &read.handle,
+        &from("CARGO_PKG_NAME"),
+    )
+    .await
+    .expect("the update succeeds");
     let requests = server.requests();
     assert!(
         version_writes(&requests).is_empty(),
@@ -181,9 +149,14 @@ async fn a_value_from_the_environment_is_read_back_and_versioned_only_when_it_ch
     assert_eq!(same.observed_json()["version"], json!("1"));
 
     server.clear_requests();
-    let changed = update(backend.as_ref(), &read.handle, &from("CARGO_MANIFEST_DIR"))
-        .await
-        .expect("the update succeeds");
+    let changed = update(
+        backend.as_ref(),
+        REGION,
+        &read.handle,
+        &from("CARGO_MANIFEST_DIR"),
+    )
+    .await
+    .expect("the update succeeds");
     let requests = server.requests();
     let writes = version_writes(&requests);
     assert_eq!(writes.len(), 1, "a new value: one new version");
@@ -202,6 +175,7 @@ async fn a_value_from_the_environment_is_read_back_and_versioned_only_when_it_ch
 
     let e = update(
         backend.as_ref(),
+        REGION,
         &read.handle,
         &from("INFRA_SCALEWAY_NEVER_SET"),
     )
@@ -213,9 +187,9 @@ async fn a_value_from_the_environment_is_read_back_and_versioned_only_when_it_ch
 
 #[tokio::test]
 async fn description_and_tags_round_trip_and_an_update_keeps_the_marker() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let read = create(backend.as_ref(), "described", &generated(16))
+    let read = create(backend.as_ref(), REGION, "described", &generated(16), FLEET)
         .await
         .unwrap();
     assert_eq!(
@@ -232,7 +206,7 @@ async fn description_and_tags_round_trip_and_an_update_keeps_the_marker() {
         tags: Partial::Known(tags(&[("team", "ops"), ("url", "a=b")])),
         ..generated(16)
     };
-    let after = update(backend.as_ref(), &read.handle, &changed)
+    let after = update(backend.as_ref(), REGION, &read.handle, &changed)
         .await
         .unwrap();
     let requests = server.requests();
@@ -263,16 +237,16 @@ async fn description_and_tags_round_trip_and_an_update_keeps_the_marker() {
 
 #[tokio::test]
 async fn names_are_checked_before_any_call_and_folders_are_paths() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     for bad in ["db/", "a//b", "a/../b", "/db"] {
-        let e = create(backend.as_ref(), bad, &generated(16))
+        let e = create(backend.as_ref(), REGION, bad, &generated(16), FLEET)
             .await
             .expect_err("refused");
         assert_eq!(e.kind, ErrorKind::Invalid, "{bad}: {e}");
     }
     let big = composed(&"x".repeat(70_000));
-    let e = create(backend.as_ref(), "big", &big)
+    let e = create(backend.as_ref(), REGION, "big", &big, FLEET)
         .await
         .expect_err("refused");
     assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
@@ -282,10 +256,16 @@ async fn names_are_checked_before_any_call_and_folders_are_paths() {
     );
     assert!(server.requests().is_empty(), "{:?}", server.requests());
 
-    let nested = create(backend.as_ref(), "app/prod/db", &generated(16))
-        .await
-        .unwrap();
-    let top = create(backend.as_ref(), "db", &generated(16))
+    let nested = create(
+        backend.as_ref(),
+        REGION,
+        "app/prod/db",
+        &generated(16),
+        FLEET,
+    )
+    .await
+    .unwrap();
+    let top = create(backend.as_ref(), REGION, "db", &generated(16), FLEET)
         .await
         .unwrap();
     let call = server
@@ -307,19 +287,25 @@ async fn names_are_checked_before_any_call_and_folders_are_paths() {
         "{names:?}"
     );
     assert!(names.contains(&("db", top.handle.as_str())), "{names:?}");
-    let e = create(backend.as_ref(), "app/prod/db", &generated(16))
-        .await
-        .expect_err("taken");
+    let e = create(
+        backend.as_ref(),
+        REGION,
+        "app/prod/db",
+        &generated(16),
+        FLEET,
+    )
+    .await
+    .expect_err("taken");
     assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_lost_create_answer_is_settled_by_name_and_marker_and_the_value_sent_once() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     server.lose_answers(ScalewayProduct::SecretManager, 1);
-    let read = create(backend.as_ref(), "lost", &generated(20))
+    let read = create(backend.as_ref(), REGION, "lost", &generated(20), FLEET)
         .await
         .expect("the create is settled as made");
     let requests = server.requests();
@@ -341,9 +327,15 @@ async fn a_lost_create_answer_is_settled_by_name_and_marker_and_the_value_sent_o
     // Both answers lost: the version is found on the secret, and not sent again.
     server.clear_requests();
     server.lose_answers(ScalewayProduct::SecretManager, 2);
-    let read = create(backend.as_ref(), "lost-twice", &generated(20))
-        .await
-        .expect("settled");
+    let read = create(
+        backend.as_ref(),
+        REGION,
+        "lost-twice",
+        &generated(20),
+        FLEET,
+    )
+    .await
+    .expect("settled");
     assert_eq!(version_writes(&server.requests()).len(), 1);
     assert_eq!(read.observed_json()["version"], json!("1"));
     server.shutdown().await;
@@ -351,9 +343,9 @@ async fn a_lost_create_answer_is_settled_by_name_and_marker_and_the_value_sent_o
 
 #[tokio::test]
 async fn a_denial_is_denied_and_throttling_throttled_never_absent() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let read = create(backend.as_ref(), "guarded", &generated(16))
+    let read = create(backend.as_ref(), REGION, "guarded", &generated(16), FLEET)
         .await
         .unwrap();
     server.deny(ScalewayProduct::SecretManager);
@@ -390,17 +382,12 @@ async fn a_denial_is_denied_and_throttling_throttled_never_absent() {
 
 #[tokio::test]
 async fn every_page_is_listed_and_a_secret_belongs_to_its_region() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
     for i in 0..101 {
-        let made = reqwest::Client::new()
-            .post(format!("{}{}", server.address(), secrets_path(REGION)))
-            .header("X-Auth-Token", server.token())
-            .json(&json!({"name": format!("s{i:03}"), "project_id": PROJECT, "protected": false}))
-            .send()
-            .await
-            .expect("the stand-in answers");
-        assert_eq!(made.status(), 200);
+        let body = json!({"name": format!("s{i:03}"), "project_id": PROJECT, "protected": false});
+        let (status, _) = raw(&server, "POST", &secrets_path(REGION), Some(body)).await;
+        assert_eq!(status, 200);
     }
     server.clear_requests();
     let listed = backend.list("secrets", REGION).await.expect("listed");
@@ -428,9 +415,9 @@ async fn every_page_is_listed_and_a_secret_belongs_to_its_region() {
 
 #[tokio::test]
 async fn a_deleted_secret_is_scheduled_gone_for_the_engine_and_its_name_free() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let first = create(backend.as_ref(), "rotated", &generated(16))
+    let first = create(backend.as_ref(), REGION, "rotated", &generated(16), FLEET)
         .await
         .unwrap();
     backend
@@ -457,7 +444,7 @@ async fn a_deleted_secret_is_scheduled_gone_for_the_engine_and_its_name_free() {
         assert_eq!(e.expect_err("scheduled").kind, ErrorKind::NotFound);
     }
     assert!(backend.list("secrets", REGION).await.unwrap().is_empty());
-    let second = create(backend.as_ref(), "rotated", &generated(16))
+    let second = create(backend.as_ref(), REGION, "rotated", &generated(16), FLEET)
         .await
         .expect("the name is free again");
     assert_ne!(second.handle, first.handle);
@@ -471,24 +458,36 @@ async fn a_deleted_secret_is_scheduled_gone_for_the_engine_and_its_name_free() {
 
 #[tokio::test]
 async fn an_error_of_a_call_carrying_the_value_never_quotes_it() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let read = create(backend.as_ref(), "churning", &composed("value-00"))
-        .await
-        .unwrap();
+    let read = create(
+        backend.as_ref(),
+        REGION,
+        "churning",
+        &composed("value-00"),
+        FLEET,
+    )
+    .await
+    .unwrap();
     // Scaleway keeps 20 versions of a secret: the 21st value is refused.
     for i in 1..20 {
         update(
             backend.as_ref(),
+            REGION,
             &read.handle,
             &composed(&format!("value-{i:02}")),
         )
         .await
         .expect("a new version");
     }
-    let e = update(backend.as_ref(), &read.handle, &composed("value-20"))
-        .await
-        .expect_err("the quota");
+    let e = update(
+        backend.as_ref(),
+        REGION,
+        &read.handle,
+        &composed("value-20"),
+    )
+    .await
+    .expect_err("the quota");
     assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
     assert!(!e.message.contains("value-20"), "{e}");
     assert!(!e.message.contains("dmFsdWUtMjA"), "{e}");
@@ -497,18 +496,10 @@ async fn an_error_of_a_call_carrying_the_value_never_quotes_it() {
 
 #[tokio::test]
 async fn mark_adds_the_marker_alone_to_a_secret_made_elsewhere() {
-    let server = start().await;
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    let made: Value = reqwest::Client::new()
-        .post(format!("{}{}", server.address(), secrets_path(REGION)))
-        .header("X-Auth-Token", server.token())
-        .json(&json!({"name": "legacy", "project_id": PROJECT, "tags": ["team=web"], "description": "kept"}))
-        .send()
-        .await
-        .expect("the stand-in answers")
-        .json()
-        .await
-        .unwrap();
+    let body = json!({"name": "legacy", "project_id": PROJECT, "tags": ["team=web"], "description": "kept"});
+    let (_, made) = raw(&server, "POST", &secrets_path(REGION), Some(body)).await;
     let handle = made["id"].as_str().unwrap().to_owned();
     let marker = Marker::new("shop");
     backend
