@@ -51,9 +51,6 @@ pub(crate) trait Product {
     const NO_RESOURCE: &'static [&'static str];
     /// Environment variable names Scaleway reserves besides `SCW_*`.
     const RESERVED_ENV: &'static [&'static str];
-    /// Whether a referenced secret with no value to read refuses the write as
-    /// `Invalid` (rather than answering the secret's `NotFound` as it is).
-    const MISSING_SECRET_IS_INVALID: bool;
     /// What a namespace holds, as Scaleway answers it.
     type Wire: Resource + DeserializeOwned + Send;
 }
@@ -577,7 +574,7 @@ impl<'a, P: Product> Scope<'a, P> {
             let value = match secret_value(self.clients, self.region, handle.as_str()).await {
                 // The secret is not the resource written: its absence is the
                 // declaration's fault, never "this resource is absent".
-                Err(e) if P::MISSING_SECRET_IS_INVALID && e.kind == ErrorKind::NotFound => {
+                Err(e) if e.kind == ErrorKind::NotFound => {
                     return Err(invalid(format!(
                         "the secret {handle} of the variable {key} has no value to read: {}",
                         e.message

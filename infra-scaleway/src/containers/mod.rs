@@ -132,7 +132,6 @@ impl Product for ContainersApi {
     const LIST_RESOURCES: &'static str = "containers:ListContainers";
     const NO_RESOURCE: &'static [&'static str] = NO_CONTAINER;
     const RESERVED_ENV: &'static [&'static str] = &["PORT"];
-    const MISSING_SECRET_IS_INVALID: bool = true;
     type Wire = ContainerWire;
 }
 

@@ -338,7 +338,6 @@ impl Product for FunctionsApi {
     const LIST_RESOURCES: &'static str = "functions:ListFunctions";
     const NO_RESOURCE: &'static [&'static str] = NO_FUNCTION;
     const RESERVED_ENV: &'static [&'static str] = &[];
-    const MISSING_SECRET_IS_INVALID: bool = false;
     type Wire = FunctionWire;
 }
 

@@ -299,6 +299,7 @@ async fn secret_values_are_sent_but_never_recorded_nor_reported() {
     let err = create(backend.as_ref(), REGION, "other", &missing, FLEET)
         .await
         .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
     assert!(!err.message.contains(VALUE), "{err}");
     server.shutdown().await;
 }

@@ -328,6 +328,17 @@ async fn secret_values_reach_scaleway_and_nothing_else() {
         !everything.contains(VALUE),
         "the value leaked: {everything}"
     );
+    // A secret that does not exist is the declaration's fault: the write is refused
+    // as invalid, naming the secret, never answered "not found" as if the namespace
+    // itself were absent.
+    const GONE: &str = "00000000-0000-4000-8000-000000000000";
+    spec.secret_environment =
+        Partial::Known(BTreeMap::from([("API_KEY".to_owned(), Handle::new(GONE))]));
+    let err = update(&*backend, REGION, &read.handle, &spec)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
+    assert!(err.message.contains(GONE), "{err}");
     server.shutdown().await;
 }
 
