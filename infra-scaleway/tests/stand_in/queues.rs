@@ -1,6 +1,7 @@
 //! Queues against moto: what the conformance suite does not reach (no tag ever sent,
 //! declared tags refused before any call, the dead-letter redrive, FIFO names, regions,
-//! denials and lost answers), and the suite itself on a sample without tags.
+//! denials and lost answers). The suite itself runs on the Scaleway samples (which
+//! declare no queue tags) from `main.rs`, when moto is at hand.
 //!
 //! moto accepts tags on queues where Scaleway Queues take none, so a backend relying on
 //! them would pass against moto: every request goes through the recording [`Wire`], and

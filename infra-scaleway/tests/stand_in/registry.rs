@@ -1,8 +1,8 @@
 //! Container Registry namespaces: what the conformance suite does not reach (the wire
 //! shape of a create, the marker and tags in the description and a person's
 //! description never read as one, settings Scaleway lacks refused, deletes awaited on
-//! the manual clock, lost answers, denials, throttling, regions), and the suite itself
-//! on a sample Scaleway can honour (see `the_suite_passes_on_a_sample_scaleway_can_honour`).
+//! the manual clock, lost answers, denials, throttling, regions). The suite itself runs
+//! on every Scaleway sample from `main.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
