@@ -256,7 +256,10 @@ async fn inventory_publish_plan_approve_revoke_cancel_and_the_timeline() {
         .refused(ANN, &["freeze", "w22", "--reason", "disk swap"])
         .await;
     transcript += &cli
-        .refused(ANN, &["freeze", "database-primary", "--reason", "disk swap"])
+        .refused(
+            ANN,
+            &["freeze", "database-primary", "--reason", "disk swap"],
+        )
         .await;
     transcript += &cli
         .ok(ANN, &["freeze", "w2", "--reason", "disk swap"])
