@@ -1811,6 +1811,29 @@ fn progress_sequence() -> Vec<Act> {
     ]
 }
 
+/// A case the interleavings found: an attempt restored unanswered, then the scope's
+/// step 1 decision on the way to its release. The attempt is accounted by that
+/// decision, which is recovery-admin's `accounting` entry (invariant 11).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restored_attempt_is_accounted_by_the_scopes_decision() {
+    let env = sqlite_env(Guards::default()).await;
+    let acts = [
+        Act::Ready {
+            machine: 2,
+            by_b: false,
+        },
+        Act::Commit {
+            plan: 0,
+            other: false,
+        },
+        Act::Attempt { op: 0, stale: None },
+        Act::EnterRecovery { by_b: false },
+        Act::ReleaseScope { machine: 2 },
+    ];
+    let reached = run_acts(&env, &acts).await.unwrap();
+    assert_eq!(reached.attempts, 1, "{reached:?}");
+}
+
 /// The fixed sequence completes one operation and rejects another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn driver_reaches_final_states() {

@@ -827,6 +827,13 @@ async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failu
                 let mark = store.approve(&actor, &plan).await?;
                 let _ = writeln!(out, "plan {plan} approved by {}: {mark}", who(&actor));
             }
+            if let Some(record) = store.plan(&plan).await?.bound_drift {
+                let _ = writeln!(
+                    out,
+                    "unseenOverwrite: this revert overwrites the drifted configuration of \
+                     record {record}, which no reviewer has seen"
+                );
+            }
         }
         Command::Blanket(BlanketCommand::Grant { cluster, reason }) => {
             let actor = config.actor()?;

@@ -539,12 +539,22 @@ impl Backend {
             },
             None => Entry::by(actor, "approval"),
         };
+        // §6.4, choice §10.16: a revert's approval says it overwrites what nobody saw.
+        let unseen = plan
+            .bound_drift
+            .map(|r| {
+                format!(
+                    "unseenOverwrite: overwrites the configuration of drift record r{r}, which \
+                     no reviewer has seen; "
+                )
+            })
+            .unwrap_or_default();
         let rev = append(
             tx,
             &machine.id,
             now,
             entry.plan(plan_id).detail(format!(
-                "{under}{}; epoch {}",
+                "{under}{unseen}{}; epoch {}",
                 self_approval_name(mark),
                 inst.epoch
             )),
@@ -1506,6 +1516,7 @@ fn plan_view(p: &PlanRow, operation: Option<String>) -> StoreResult<PlanView> {
         baseline_revision: Revision(u(p.baseline_revision)),
         transport_deadline: SpanMs(u(p.transport_deadline_ms)),
         verification_deadline: SpanMs(u(p.verification_deadline_ms)),
+        bound_drift: p.bound_drift.map(|r| Revision(u(r))),
     })
 }
 
@@ -3460,8 +3471,8 @@ impl Backend {
         request: &ScopeAccounting,
         now: i64,
     ) -> R<()> {
-        let rev = append(tx, &machine.id, now, Entry::by(actor, "scope_accounted").detail(format!(
-            "step 1 decision (a judgement, not proof): {decision}; settle floor {}; explanation: {}",
+        let rev = append(tx, &machine.id, now, Entry::by(actor, "accounting").detail(format!(
+            "the scope's step 1 decision after the restore (a judgement, not proof): {decision}; settle floor {}; explanation: {}",
             request.settle_floor,
             request.explanation.as_deref().unwrap_or("none"),
         ))).await?;

@@ -347,6 +347,19 @@ pub struct PlanView {
     pub transport_deadline: SpanMs,
     /// The bound verification deadline.
     pub verification_deadline: SpanMs,
+    /// The drift record a revert binds (its opening revision), if the plan is one.
+    pub bound_drift: Option<Revision>,
+}
+
+impl PlanView {
+    /// Whether approving this plan approves overwriting a configuration no reviewer
+    /// has seen (§6.4, choice §10.16): a revert replaces a drifted configuration that
+    /// has no sanitized form unless it is adopted. Derived from the plan alone, so
+    /// every approval of it carries the same mark.
+    #[must_use]
+    pub fn unseen_overwrite(&self) -> bool {
+        self.bound_drift.is_some()
+    }
 }
 
 /// An operation as the store holds it.

@@ -55,8 +55,17 @@ pub async fn drift_opens_and_returns<S: Store>(env: Env<S>) {
                 .contains(&format!("r{}", opened.0)),
         "{entries:?}"
     );
-    // The machine is plannable again.
+    // The machine is plannable again; a plain plan's approval carries no mark.
     ready(&env, "p-after", "m1", A).await;
+    assert!(!s.plan("p-after").await.unwrap().unseen_overwrite());
+    let plain = s
+        .timeline("m1")
+        .await
+        .unwrap()
+        .into_iter()
+        .rfind(|e| e.kind == "approval")
+        .unwrap();
+    assert!(!plain.detail.contains("unseenOverwrite"), "{plain:?}");
     s.commit("p-after", A).await.unwrap();
 }
 
@@ -106,6 +115,27 @@ pub async fn second_change_moves_the_revert<S: Store>(env: Env<S>) {
     late.revert = true;
     s.create_plan(&alice(), late).await.unwrap();
     s.approve(&bob(), "p-late").await.unwrap();
+    // §6.4: a revert's approval is marked as overwriting what nobody saw; a plain
+    // plan's is not.
+    assert!(s.plan("p-late").await.unwrap().unseen_overwrite());
+    let approvals: Vec<_> = s
+        .timeline("m1")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "approval")
+        .collect();
+    let late = approvals
+        .iter()
+        .find(|e| e.plan.as_deref() == Some("p-late"))
+        .unwrap();
+    assert!(
+        late.detail.contains(&format!(
+            "unseenOverwrite: overwrites the configuration of drift record r{}",
+            opened.0
+        )),
+        "{late:?}"
+    );
     evidence(s, "p-late", "m1", A, facts("m1", second)).await;
     let c = s.commit("p-late", A).await.unwrap();
     sent_and_completed(s, &c, "m1", artifact_digest("m1", "rel-1")).await;

@@ -173,9 +173,15 @@ pub async fn restored_attempt_keeps_the_scope<S: Store>(env: Env<S>) {
     account_after_restore(&env, &["m1"]).await;
     assert_eq!(scope(s, "m1").await, ScopeState::Unresolved);
     let attempts = s.attempts(&c.operation).await.unwrap();
-    assert!(
-        matches!(attempts[0].accounting, AttemptAccounting::Decision(_)),
-        "{attempts:?}"
+    let AttemptAccounting::Decision(by) = attempts[0].accounting else {
+        panic!("the attempt is not accounted by the decision: {attempts:?}");
+    };
+    let timeline = s.timeline("m1").await.unwrap();
+    let decision = timeline.iter().find(|e| e.revision == by).unwrap();
+    assert_eq!(
+        (decision.kind.as_str(), decision.actor_role.as_str()),
+        ("accounting", "recovery-admin"),
+        "{decision:?}"
     );
     restoration(s, "m1", as_it_stands(s, "m1").await).await;
     assert_eq!(
