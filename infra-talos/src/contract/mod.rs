@@ -13,6 +13,7 @@
 //! | [`evidence`] | §4.1, §5.1 | attempt responses, accounting, observations |
 //! | [`classify`] | §5, §5.1, §10.10 | the outcome of an interrupted operation |
 //! | [`accounting`] | §5.2 | whether a lost response may be accounted |
+//! | [`adoption`] | §6.3 | whether an adopt plan's record may be written |
 //! | [`gate`] | §3.2 comparison 6, §6.2 | the scope gate and freezes |
 //! | [`drift`] | §6.1, §6.5 | drift record states |
 //! | [`recovery`] | §7.4, §7.5, §7.6 | scope states during recovery mode |
@@ -22,6 +23,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod accounting;
+pub mod adoption;
 pub mod classify;
 pub mod drift;
 pub mod epoch;
@@ -34,6 +36,8 @@ pub mod registry;
 
 #[cfg(test)]
 mod accounting_tests;
+#[cfg(test)]
+mod adoption_tests;
 #[cfg(test)]
 mod classify_tests;
 #[cfg(test)]
