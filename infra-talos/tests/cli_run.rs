@@ -452,3 +452,75 @@ async fn a_lost_response_leaves_the_operation_awaiting_accounting() {
     );
     bench.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_reports_each_machine_and_exits_3_when_it_could_not_look() {
+    let bench = Bench::new().await;
+    bench.approved_plan("p1").await;
+    bench.ok(None, &["run", "p1"]).await;
+
+    let in_step = bench.ok(None, &["drift"]).await;
+    let basis = |out: &str| -> String {
+        out.split("(observation ")
+            .nth(1)
+            .and_then(|rest| rest.split(')').next())
+            .unwrap_or_else(|| panic!("no observation in {out:?}"))
+            .to_owned()
+    };
+    let first = basis(&in_step);
+    insta::assert_snapshot!("drift_in_step", in_step.replace(&first, "[rev]"));
+
+    // A change made on the node, outside any plan, opens a drift record.
+    let mut edited = artifact(RELEASE);
+    edited.extend_from_slice(b"# edited by hand\n");
+    bench.sim.drift_config(edited);
+    let drifted = bench.ok(None, &["drift", "--json"]).await;
+    let value: Value = serde_json::from_str(&drifted).expect("drift JSON");
+    assert_eq!(value["drifted"], serde_json::json!([MACHINE]), "{drifted}");
+    assert_eq!(value["not_read"], 0);
+    assert_eq!(value["machines"][0]["found"], "opened");
+    let record = value["machines"][0]["record"].as_u64().expect("record");
+    let timeline = bench.timeline().await;
+    assert_eq!(timeline["machine"]["openDrift"], record, "{timeline}");
+    assert!(bench.applies().len() == 1, "drift never applies anything");
+
+    // The next pass finds the record still open.
+    let text = bench.ok(None, &["drift"]).await;
+    assert!(
+        text.starts_with(&format!(
+            "{MACHINE}: DRIFTED: drift record r{record} is still open"
+        )),
+        "{text}"
+    );
+
+    // A node that cannot be reached is never reported in step.
+    let Bench {
+        sim,
+        dir,
+        talosconfig,
+    } = bench;
+    sim.shutdown().await.expect("simulator stops");
+    let bench = Bench {
+        sim: TalosSim::builder()
+            .start()
+            .await
+            .expect("another simulator"),
+        dir,
+        talosconfig,
+    };
+    let blind = bench.cli(None, &["drift"]).await;
+    assert_eq!(blind.code, ExitCode::from(3), "{}{}", blind.out, blind.err);
+    assert!(
+        blind.out.contains(&format!("{MACHINE}: not read")),
+        "{}",
+        blind.out
+    );
+    assert!(
+        blind
+            .out
+            .ends_with("1 machine(s) observed: 0 with an open drift record, 1 not read\n"),
+        "{}",
+        blind.out
+    );
+    bench.stop().await;
+}

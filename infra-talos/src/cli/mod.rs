@@ -24,11 +24,12 @@
 //! comparison or the rule, and why). 2: a usage or configuration error. 3: `run` left
 //! an operation unfinished — its outcome is not known yet (a lost response, a request
 //! held past its deadline) and waits for recovery observations, recovery-admin's
-//! accounting (`account`) and `run --resume`.
+//! accounting (`account`) and `run --resume`; or `drift` could not read a machine.
 //!
 //! No output, record or error ever holds a configuration's plaintext or a secret.
 
 mod database;
+mod drift;
 mod timeline;
 
 use std::collections::BTreeMap;
@@ -44,6 +45,7 @@ use serde::Deserialize;
 
 use crate::backend::WallTime;
 use crate::contract::{Role, SpanMs};
+use crate::controller::ExecutorSettings;
 use crate::keys::{KeyProvider, LocalKeyring};
 use database::{Db, open_store};
 
@@ -136,6 +138,14 @@ pub enum Command {
     },
     /// Run the controller on an approved plan.
     Run(RunArgs),
+    /// Take one drift observation of every machine with an Applied release (§6.1)
+    /// and print what the store recorded: in step, a drift record opened, still open
+    /// or closed, or not read (exit 3).
+    Drift {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Record recovery-admin's accounting decision for an attempt (§5.2).
     Account(AccountArgs),
     /// A machine's timeline.
@@ -907,6 +917,23 @@ async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failu
         Command::Run(args) => {
             out = run_controller(db, config, args).await?;
         }
+        Command::Drift { json } => {
+            // The drift pass sends nothing: the settings only satisfy the executor.
+            let settings = ExecutorSettings {
+                settle_floor: SpanMs::from_secs(30),
+                max_transport_deadline: crate::store::DEFAULT_MAX_TRANSPORT_DEADLINE,
+            };
+            let executor = executor(db, config, settings).await?;
+            let pass = executor.drift_pass().await.map_err(executor_failure)?;
+            out = if json {
+                format!("{}\n", pretty(&drift::json(&pass)))
+            } else {
+                drift::text(&pass)
+            };
+            if drift::unread(&pass) > 0 {
+                return Err(Failure::Unfinished(out));
+            }
+        }
         Command::Account(args) => {
             let actor = config.actor()?;
             store
@@ -960,8 +987,22 @@ fn applied_text(view: &crate::store::MachineView) -> String {
 }
 
 /// `run`: the executor on one approved plan.
-async fn run_controller(db: &Db, config: &Config, args: RunArgs) -> Result<String, Failure> {
-    use crate::controller::{Executor, ExecutorSettings, MachineRoute, TalosconfigConnector};
+fn executor_failure(e: crate::controller::ExecutorError) -> Failure {
+    match e {
+        crate::controller::ExecutorError::Store(s) => Failure::from(s),
+        crate::controller::ExecutorError::Settings(text) => Failure::Usage(text),
+        other => Failure::Refused(format!("refused: {other}")),
+    }
+}
+
+/// A controller instance on the store, reaching every inventoried machine at its own
+/// endpoint through the configured talosconfig.
+async fn executor(
+    db: &Db,
+    config: &Config,
+    settings: ExecutorSettings,
+) -> Result<crate::controller::Executor, Failure> {
+    use crate::controller::{Executor, MachineRoute, TalosconfigConnector};
     let talosconfig = config.talosconfig.as_ref().ok_or_else(|| {
         Failure::Usage(
             "no talosconfig: set `talosconfig` in the configuration, or INFRA_TALOS_TALOSCONFIG"
@@ -972,7 +1013,6 @@ async fn run_controller(db: &Db, config: &Config, args: RunArgs) -> Result<Strin
     let store = &db.store;
     let connector = TalosconfigConnector::load(talosconfig, crate::ConnectOptions::default())
         .map_err(|e| Failure::Usage(e.to_string()))?;
-    // Every inventoried machine is reached at its own endpoint.
     for view in store.machines().await? {
         let Some(record) = db.inventory.machine_record(&view.id).await? else {
             continue;
@@ -982,23 +1022,28 @@ async fn run_controller(db: &Db, config: &Config, args: RunArgs) -> Result<Strin
         connector.add_machine(record.id.clone(), MachineRoute { endpoint });
     }
     let id = crate::controller::fresh_controller_id().map_err(|e| Failure::Usage(e.to_string()))?;
-    let executor = Executor::new(
+    Executor::new(
         id,
         Arc::clone(store),
         Arc::new(connector),
         Arc::new(keyring),
         Arc::new(SystemClock::new()),
+        settings,
+    )
+    .map_err(|e| Failure::Usage(e.to_string()))
+}
+
+async fn run_controller(db: &Db, config: &Config, args: RunArgs) -> Result<String, Failure> {
+    let store = &db.store;
+    let executor = executor(
+        db,
+        config,
         ExecutorSettings {
             settle_floor: SpanMs::from_secs(args.settle_floor),
             max_transport_deadline: SpanMs::from_secs(args.max_transport_deadline),
         },
     )
-    .map_err(|e| Failure::Usage(e.to_string()))?;
-    let executor_failure = |e: crate::controller::ExecutorError| match e {
-        crate::controller::ExecutorError::Store(s) => Failure::from(s),
-        crate::controller::ExecutorError::Settings(text) => Failure::Usage(text),
-        other => Failure::Refused(format!("refused: {other}")),
-    };
+    .await?;
     let outcomes = match &args.plan {
         Some(plan) => {
             let plan = store.plan(plan).await?;

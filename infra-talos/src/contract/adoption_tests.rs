@@ -15,6 +15,15 @@ const OTHER: Digest = Digest::from_bytes([2; 32]);
 const UUID: &str = "uuid-a";
 const CLUSTER: &str = "cluster-a";
 
+/// A recorded observation: basis, start time, SMBIOS UUID, cluster ID, digest.
+type Read = (
+    u64,
+    u64,
+    Option<&'static str>,
+    Option<&'static str>,
+    Option<Digest>,
+);
+
 /// Owned inputs the borrowed [`Facts`] are made from.
 #[derive(Debug, Clone)]
 struct World {
@@ -24,13 +33,7 @@ struct World {
     approved_at: u64,
     bound: (u64, Option<u64>, Option<&'static str>, Option<u64>),
     current: (u64, Option<u64>, Option<&'static str>, Option<u64>),
-    evidence: Option<(
-        u64,
-        u64,
-        Option<&'static str>,
-        Option<&'static str>,
-        Option<Digest>,
-    )>,
+    evidence: Option<Read>,
     holder: Option<&'static str>,
     frozen: bool,
     recovery: RecoveryGate,

@@ -97,11 +97,11 @@ pub struct RecoveryRead {
 
 /// The controller loop of one controller instance (see [`super`]).
 pub struct Executor {
-    id: ControllerId,
-    store: Arc<dyn Store>,
-    connector: Arc<dyn Connector>,
+    pub(super) id: ControllerId,
+    pub(super) store: Arc<dyn Store>,
+    pub(super) connector: Arc<dyn Connector>,
     keys: Arc<dyn KeyProvider>,
-    clock: Arc<dyn Clock>,
+    pub(super) clock: Arc<dyn Clock>,
     settings: ExecutorSettings,
     hook: Option<InterruptionHook>,
 }
@@ -439,7 +439,7 @@ impl Executor {
     }
 
     /// Clients for `machine`, reached at the endpoint the store records.
-    async fn connect(&self, machine: &str) -> Result<MachineClients, ExecutorError> {
+    pub(super) async fn connect(&self, machine: &str) -> Result<MachineClients, ExecutorError> {
         let view = self.store.machine(machine).await?;
         self.connector.connect(&view).await
     }
@@ -683,7 +683,7 @@ impl Executor {
     }
 
     /// One read of the machine through the read-only client.
-    async fn read(&self, clients: &MachineClients) -> ObservedFacts {
+    pub(super) async fn read(&self, clients: &MachineClients) -> ObservedFacts {
         let o = clients.observer.observe(self.clock.as_ref()).await;
         ObservedFacts {
             smbios_uuid: o.identity.smbios_uuid.value().cloned(),

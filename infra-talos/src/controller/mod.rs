@@ -34,6 +34,7 @@
 //! [`CommittedAttempt`]: crate::CommittedAttempt
 
 mod connector;
+mod drift;
 mod executor;
 
 use std::future::Future;
@@ -43,6 +44,7 @@ use std::sync::Arc;
 pub use connector::{
     AccessVersion, Connector, ConnectorMap, MachineClients, MachineRoute, TalosconfigConnector,
 };
+pub use drift::{DriftFinding, DriftPass, DriftReading};
 pub use executor::{Executor, ExecutorSettings, Outcome, RecoveryRead};
 
 use crate::keys::KeyError;
