@@ -1,4 +1,4 @@
-//! §8 invariants 1–12 as properties of random interleavings of acts, run against
+//! §8 invariants 1–13 as properties of random interleavings of acts, run against
 //! the embedded SQLite store and against PostgreSQL.
 //!
 //! One driver plays a random sequence of acts over three machines (m1 and m2 share
@@ -8,6 +8,15 @@
 //! checks every invariant the store alone can hold against that reading, the
 //! previous one, and what the driver itself was told (proofs, tokens, approvals).
 //! A violation names its invariant; proptest shrinks the sequence and prints it.
+//!
+//! Invariant 13 is checked on what the store holds: each machine's recovery scope
+//! state before and after the act, and the entries the act appended. A commitment or
+//! attempt entry needs a normal scope, or one whose latest release follows the latest
+//! recovery-mode entry and names the present epoch; plan creation, approval and
+//! unfreezing need a scope that is not pre-restore unaccounted (§7.5); a release
+//! needs a scope the store held ready, marked so since the last entry with Desired
+//! unmoved (§7.3 step 7, §7.4). Separate runs weighted towards the §7.3 steps (entry,
+//! the step 1 decision, restoration reads, marks, releases, leaving) exercise it.
 //!
 //! PostgreSQL runs read `INFRA_TEST_DATABASE_URL` and work in a fresh schema each;
 //! without the variable they print a skip line, and fail when `CI=true`.
@@ -24,7 +33,7 @@ use infra_talos::contract::epoch::Epoch;
 use infra_talos::contract::evidence::{ObservationPurpose, ResponseClass, TransportOutcome};
 use infra_talos::contract::operation::{ControllerId, OperationState, OwnerToken};
 use infra_talos::contract::plan::PlanState;
-use infra_talos::contract::recovery::ScopeState;
+use infra_talos::contract::recovery::{Dependency, ScopeState};
 use infra_talos::contract::{Role, SpanMs};
 use infra_talos::digest::Digest;
 use infra_talos::store::postgres::PgStore;
@@ -180,7 +189,31 @@ enum Act {
     EnterRecovery {
         by_b: bool,
     },
+    /// The whole §7.3 way to a release as the driver tries it: the step 1 decision
+    /// when the scope awaits one, a restoration observation, the mark, the release.
     ReleaseScope {
+        machine: usize,
+    },
+    /// recovery-admin's §7.3 step 1 decision over one scope, after the recovery reads
+    /// it needs (the first past the deployment's maximum transport deadline, the last a
+    /// settle floor later).
+    AccountScope {
+        machine: usize,
+    },
+    /// A restoration observation of a machine (§7.3 step 4), reading its own identity
+    /// or another's.
+    Restoration {
+        machine: usize,
+        identity_ok: bool,
+    },
+    /// recovery-admin marks a scope (§7.3 step 6), the dependency check finding the
+    /// key version missing or nothing missing.
+    MarkScope {
+        machine: usize,
+        missing: bool,
+    },
+    /// recovery-admin releases a scope (§7.3 step 7), whatever state it is in.
+    Release {
         machine: usize,
     },
     LeaveRecovery,
@@ -271,10 +304,38 @@ fn act() -> impl Strategy<Value = Act> {
         1 => any::<bool>().prop_map(|by_b| Act::EnterRecovery { by_b }),
         1 => m().prop_map(|machine| Act::ReleaseScope { machine }),
         1 => Just(Act::LeaveRecovery),
+        1 => recovery_step(),
         1 => any::<bool>().prop_map(|carol| Act::GrantBlanket { carol }),
         3 => ix().prop_map(|plan| Act::ApproveUnderBlanket { plan }),
         1 => Just(Act::RevokeBlanket),
         1 => (1..40u8).prop_map(|secs| Act::Wait { secs }),
+    ]
+}
+
+/// One §7.3 step taken alone: the step 1 decision, a restoration read, a mark, a
+/// release.
+fn recovery_step() -> impl Strategy<Value = Act> {
+    let m = || 0..3usize;
+    prop_oneof![
+        2 => m().prop_map(|machine| Act::AccountScope { machine }),
+        3 => (m(), identity_ok())
+            .prop_map(|(machine, identity_ok)| Act::Restoration { machine, identity_ok }),
+        3 => (m(), prop_oneof![4 => Just(false), 1 => Just(true)])
+            .prop_map(|(machine, missing)| Act::MarkScope { machine, missing }),
+        3 => m().prop_map(|machine| Act::Release { machine }),
+    ]
+}
+
+/// Acts for a run in recovery mode: the §7.3 steps often, a new entry or leaving
+/// now and then, and the ordinary acts (which the scope rules must refuse or allow).
+fn recovery_act() -> impl Strategy<Value = Act> {
+    prop_oneof![
+        5 => recovery_step(),
+        1 => (0..3usize).prop_map(|machine| Act::ReleaseScope { machine }),
+        1 => any::<bool>().prop_map(|by_b| Act::EnterRecovery { by_b }),
+        1 => Just(Act::LeaveRecovery),
+        1 => Just(Act::Publish),
+        8 => act(),
     ]
 }
 
@@ -407,11 +468,18 @@ enum Done {
         plan: String,
         blanket: Option<(String, Epoch)>,
     },
+    /// `release_scope` alone succeeded on this machine.
+    Released {
+        machine: String,
+    },
+    /// `enter_recovery` succeeded.
+    EnteredRecovery,
 }
 
 // ---------------------------------------------------------------------------------
 // The store read back.
 
+#[derive(Clone)]
 struct Snapshot {
     epoch: Epoch,
     machines: BTreeMap<String, MachineView>,
@@ -968,6 +1036,165 @@ fn check(model: &Model, before: &Snapshot, after: &Snapshot, done: &Done) -> Res
             ops.len()
         );
     }
+
+    check_scopes(before, after, done)
+}
+
+/// The latest entry of one of `kinds` on `machine`'s timeline in `snap`, below
+/// revision `below`.
+fn latest_of<'a>(
+    snap: &'a Snapshot,
+    machine: &str,
+    kinds: &[&str],
+    below: u64,
+) -> Option<&'a TimelineEntry> {
+    snap.timelines[machine]
+        .iter()
+        .rev()
+        .filter(|e| e.revision.0 < below)
+        .find(|e| kinds.contains(&e.kind.as_str()))
+}
+
+/// Whether `machine`'s latest release in `snap` follows its latest recovery-mode
+/// entry and names the present epoch: released in the current epoch (§7.3 step 7).
+fn released_in_present_epoch(snap: &Snapshot, machine: &str) -> Result<(), String> {
+    let released = latest_of(snap, machine, &["scope_released"], u64::MAX);
+    let entered = latest_of(snap, machine, &["recovery_entry"], u64::MAX);
+    match (released, entered) {
+        (Some(r), Some(e)) if r.revision > e.revision => {
+            let epoch = snap.epoch.to_string();
+            ensure!(
+                r.detail.contains(&epoch),
+                "its release at r{} ({}) does not name the present epoch {epoch}",
+                r.revision.0,
+                r.detail
+            );
+            Ok(())
+        }
+        (r, e) => Err(format!(
+            "its latest release {:?} does not follow its latest recovery-mode entry {:?}",
+            r.map(|r| r.revision.0),
+            e.map(|e| e.revision.0)
+        )),
+    }
+}
+
+/// Invariant 13 (§7.4, §7.5) on what the store holds: the scope states before and
+/// after the act, and the entries the act appended.
+fn check_scopes(before: &Snapshot, after: &Snapshot, done: &Done) -> Result<(), String> {
+    // Recovery mode is installation-wide: every scope is normal, or none is; entry
+    // sends every scope to pre-restore unaccounted.
+    let normal = MACHINES
+        .iter()
+        .filter(|m| after.machines[**m].scope == ScopeState::Normal)
+        .count();
+    ensure!(
+        normal == 0 || normal == MACHINES.len(),
+        "invariant 13: {normal} of {} scopes are normal: {:?}",
+        MACHINES.len(),
+        MACHINES
+            .iter()
+            .map(|m| after.machines[*m].scope)
+            .collect::<Vec<_>>()
+    );
+    if matches!(done, Done::EnteredRecovery) {
+        for m in MACHINES {
+            ensure!(
+                after.machines[m].scope == ScopeState::PreRestoreUnaccounted,
+                "invariant 13: after recovery-mode entry {m} is {}",
+                after.machines[m].scope
+            );
+        }
+    }
+    for m in MACHINES {
+        let was = before.machines[m].scope;
+        let is = after.machines[m].scope;
+        let appended = after.timelines[m]
+            .iter()
+            .filter(|e| e.revision > before.machines[m].revision);
+        for e in appended {
+            match e.kind.as_str() {
+                // Nothing able to send succeeds on a scope without a present-epoch
+                // release.
+                "commitment" | "attempt" => match was {
+                    ScopeState::Normal => {}
+                    ScopeState::Released => {
+                        if let Err(why) = released_in_present_epoch(before, m) {
+                            return Err(format!(
+                                "invariant 13: {} on released {m} at r{}, but {why}",
+                                e.kind, e.revision.0
+                            ));
+                        }
+                    }
+                    _ => {
+                        return Err(format!(
+                            "invariant 13: {} on {m} at r{} while its scope is {was}",
+                            e.kind, e.revision.0
+                        ));
+                    }
+                },
+                // Nothing able to approve succeeds on a pre-restore unaccounted scope.
+                "plan_created" | "approval" | "unfrozen" => ensure!(
+                    was != ScopeState::PreRestoreUnaccounted,
+                    "invariant 13: {} on {m} at r{} while its scope is pre-restore unaccounted",
+                    e.kind,
+                    e.revision.0
+                ),
+                // Only a ready scope is released: the last scope decision before the
+                // release marked it ready, and Desired has not moved since.
+                "scope_released" => {
+                    let decided = after.timelines[m].iter().rev().find(|d| {
+                        d.revision < e.revision
+                            && (matches!(
+                                d.kind.as_str(),
+                                "recovery_entry" | "scope_marked" | "scope_released"
+                            ) || (d.kind == "accounting" && d.operation.is_none()))
+                    });
+                    let Some(mark) = decided.filter(|d| {
+                        d.kind == "scope_marked" && d.detail.starts_with("marked ready ")
+                    }) else {
+                        return Err(format!(
+                            "invariant 13: {m} released at r{} after {:?}, not after a mark \
+                             that found it ready",
+                            e.revision.0,
+                            decided.map(|d| (&d.kind, &d.detail))
+                        ));
+                    };
+                    let moved = after.timelines[m].iter().find(|d| {
+                        d.kind == "desired_changed"
+                            && d.revision > mark.revision
+                            && d.revision < e.revision
+                    });
+                    ensure!(
+                        moved.is_none(),
+                        "invariant 13: {m} released at r{} though Desired moved at r{:?} \
+                         after its mark at r{}",
+                        e.revision.0,
+                        moved.map(|d| d.revision.0),
+                        mark.revision.0
+                    );
+                }
+                _ => {}
+            }
+        }
+        if is == ScopeState::Released
+            && let Err(why) = released_in_present_epoch(after, m)
+        {
+            return Err(format!("invariant 13: {m} is released, but {why}"));
+        }
+    }
+    if let Done::Released { machine } = done {
+        let was = before.machines[machine].scope;
+        ensure!(
+            was == ScopeState::Ready,
+            "invariant 13: {machine} was released from {was}, not from ready"
+        );
+        ensure!(
+            after.machines[machine].scope == ScopeState::Released,
+            "invariant 13: {machine} is {} after its release",
+            after.machines[machine].scope
+        );
+    }
     Ok(())
 }
 
@@ -1100,12 +1327,44 @@ impl<S: Store> Driver<'_, S> {
         (len > 0).then(|| pool[len - 1 - k % len])
     }
 
+    /// The §7.3 step 1 decision over `machine`'s scope alone, after the recovery reads
+    /// it needs. True when it was recorded.
+    async fn account_scope(&self, machine: &str, read: &ObservedFacts) -> bool {
+        let s = &self.env.store;
+        let clock = &self.env.clock;
+        clock.advance(SpanMs(DEFAULT_MAX_TRANSPORT_DEADLINE.0 + 1_000));
+        observe(
+            s,
+            machine,
+            ObservationPurpose::Recovery,
+            None,
+            B,
+            read.clone(),
+        )
+        .await;
+        clock.advance(SETTLE_FLOOR);
+        observe(
+            s,
+            machine,
+            ObservationPurpose::Recovery,
+            None,
+            B,
+            read.clone(),
+        )
+        .await;
+        let decision = ScopeAccounting {
+            machines: vec![machine.to_owned()],
+            settle_floor: SETTLE_FLOOR,
+            explanation: None,
+        };
+        s.account_scopes(&root(), decision).await.is_ok()
+    }
+
     /// The §7.3 steps a release needs, as the driver tries them: the step 1 decision
     /// while the scope still awaits one (its recovery reads first), a restoration
     /// observation, the mark and the release. True when the scope was released.
     async fn release(&mut self, machine: &str) -> bool {
         let s = &self.env.store;
-        let clock = &self.env.clock;
         let Ok(view) = s.machine(machine).await else {
             return false;
         };
@@ -1115,19 +1374,10 @@ impl<S: Store> Driver<'_, S> {
                 view.applied_digest.unwrap_or_else(|| base_digest(machine)),
             )
         };
-        if view.scope == ScopeState::PreRestoreUnaccounted {
-            clock.advance(SpanMs(DEFAULT_MAX_TRANSPORT_DEADLINE.0 + 1_000));
-            observe(s, machine, ObservationPurpose::Recovery, None, B, read()).await;
-            clock.advance(SETTLE_FLOOR);
-            observe(s, machine, ObservationPurpose::Recovery, None, B, read()).await;
-            let decision = ScopeAccounting {
-                machines: vec![machine.to_owned()],
-                settle_floor: SETTLE_FLOOR,
-                explanation: None,
-            };
-            if s.account_scopes(&root(), decision).await.is_err() {
-                return false;
-            }
+        if view.scope == ScopeState::PreRestoreUnaccounted
+            && !self.account_scope(machine, &read()).await
+        {
+            return false;
         }
         observe(s, machine, ObservationPurpose::Restoration, None, B, read()).await;
         if s.mark_scope(&root(), machine, None).await.is_err() {
@@ -1534,11 +1784,41 @@ impl<S: Store> Driver<'_, S> {
                     self.model.recovery = true;
                     self.model.released.clear();
                     self.learn_owners().await;
+                    return Done::EnteredRecovery;
                 }
             }
             Act::ReleaseScope { machine } => {
                 if self.release(MACHINES[machine]).await {
                     self.model.released.insert(MACHINES[machine].to_owned());
+                }
+            }
+            Act::AccountScope { machine } => {
+                let m = MACHINES[machine];
+                let view = &before.machines[m];
+                let digest = view.applied_digest.unwrap_or_else(|| base_digest(m));
+                self.account_scope(m, &read(view, digest, true)).await;
+            }
+            Act::Restoration {
+                machine,
+                identity_ok,
+            } => {
+                let m = MACHINES[machine];
+                let view = &before.machines[m];
+                let digest = view.applied_digest.unwrap_or_else(|| base_digest(m));
+                let facts = read(view, digest, identity_ok);
+                observe(s, m, ObservationPurpose::Restoration, None, B, facts).await;
+            }
+            Act::MarkScope { machine, missing } => {
+                let missing = missing.then_some(Dependency::KeyVersion);
+                let _ = s.mark_scope(&root(), MACHINES[machine], missing).await;
+            }
+            Act::Release { machine } => {
+                let m = MACHINES[machine];
+                if s.release_scope(&root(), m).await.is_ok() {
+                    self.model.released.insert(m.to_owned());
+                    return Done::Released {
+                        machine: m.to_owned(),
+                    };
                 }
             }
             Act::LeaveRecovery => {
@@ -1600,6 +1880,8 @@ struct Reached {
     attempts: usize,
     /// Approvals made under a blanket approval.
     blanket_approvals: usize,
+    /// Scopes released by `release_scope` alone.
+    releases: usize,
     finals: BTreeMap<String, usize>,
 }
 
@@ -1613,10 +1895,14 @@ async fn run_acts<S: Store>(env: &Env<S>, acts: &[Act]) -> Result<Reached, Strin
     };
     let mut before = snapshot(&env.store, &driver.model).await;
     let mut blanket_approvals = 0;
+    let mut releases = 0;
     for (n, act) in acts.iter().enumerate() {
         let done = driver.play(n, act, &before).await;
         if matches!(done, Done::ApprovedUnderBlanket { .. }) {
             blanket_approvals += 1;
+        }
+        if matches!(done, Done::Released { .. }) {
+            releases += 1;
         }
         let after = snapshot(&env.store, &driver.model).await;
         check(&driver.model, &before, &after, &done)
@@ -1628,6 +1914,7 @@ async fn run_acts<S: Store>(env: &Env<S>, acts: &[Act]) -> Result<Reached, Strin
         commitments: driver.model.ops.len(),
         attempts: driver.model.ops.iter().map(|o| o.proofs.len()).sum(),
         blanket_approvals,
+        releases,
         finals: BTreeMap::new(),
     };
     for o in before.ops.values().filter(|o| o.state.is_terminal()) {
@@ -1638,6 +1925,44 @@ async fn run_acts<S: Store>(env: &Env<S>, acts: &[Act]) -> Result<Reached, Strin
 
 fn acts_strategy(max: usize) -> impl Strategy<Value = Vec<Act>> {
     prop::collection::vec(act(), 1..max)
+}
+
+/// Up to `before` ordinary acts, recovery-mode entry, then up to `during` acts
+/// weighted towards the §7.3 steps.
+fn recovery_acts_strategy(before: usize, during: usize) -> impl Strategy<Value = Vec<Act>> {
+    (
+        prop::collection::vec(act(), 0..before),
+        any::<bool>(),
+        prop::collection::vec(recovery_act(), 1..during),
+    )
+        .prop_map(|(mut acts, by_b, during)| {
+            acts.push(Act::EnterRecovery { by_b });
+            acts.extend(during);
+            acts
+        })
+}
+
+/// Play `acts` on a fresh world in `env`, checking every invariant after each act but
+/// the last; return what the driver knew, the store read before and after the last
+/// act, and what it did, for a test to alter and hand to the checker.
+async fn run_to_last<S: Store>(env: &Env<S>, acts: &[Act]) -> (Model, Snapshot, Snapshot, Done) {
+    let (last, first) = acts.split_last().expect("at least one act");
+    world(&env.store).await;
+    let mut driver = Driver {
+        env,
+        model: Model::default(),
+    };
+    let mut before = snapshot(&env.store, &driver.model).await;
+    for (n, act) in first.iter().enumerate() {
+        let done = driver.play(n, act, &before).await;
+        let after = snapshot(&env.store, &driver.model).await;
+        check(&driver.model, &before, &after, &done)
+            .unwrap_or_else(|e| panic!("after act {n} {act:?}: {e}"));
+        before = after;
+    }
+    let done = driver.play(first.len(), last, &before).await;
+    let after = snapshot(&env.store, &driver.model).await;
+    (driver.model, before, after, done)
 }
 
 // ---------------------------------------------------------------------------------
@@ -1670,7 +1995,7 @@ fn current_thread() -> tokio::runtime::Runtime {
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(64), ..ProptestConfig::default() })]
 
-    /// Random interleavings on the embedded store keep invariants 1–12.
+    /// Random interleavings on the embedded store keep invariants 1–13.
     #[test]
     fn sqlite_interleavings_keep_invariants(acts in acts_strategy(64)) {
         let outcome = current_thread().block_on(async {
@@ -1681,6 +2006,199 @@ proptest! {
             return Err(TestCaseError::fail(violation));
         }
     }
+
+    /// Random interleavings that enter recovery mode and then take the §7.3 steps
+    /// (step 1 decisions, restoration reads, marks, releases, leaving, new entries)
+    /// among the ordinary acts, on the embedded store: invariant 13 holds on the
+    /// scope states and entries the store keeps, and 1–12 with it.
+    #[test]
+    fn sqlite_recovery_interleavings_keep_invariant_13(acts in recovery_acts_strategy(16, 48)) {
+        let outcome = current_thread().block_on(async {
+            let env = sqlite_env(Guards::default()).await;
+            run_acts(&env, &acts).await
+        });
+        if let Err(violation) = outcome {
+            return Err(TestCaseError::fail(violation));
+        }
+    }
+}
+
+/// A fixed way through recovery mode step by step: the scope is refused a release
+/// while pre-restore unaccounted, while awaiting its mark, after a foreign identity
+/// and a missing dependency blocked it; a commitment on another, unreleased scope is
+/// refused; once marked ready the scope is released, and a plan approved anew in the
+/// present epoch commits on it.
+fn recovery_sequence() -> Vec<Act> {
+    let evidence = Act::Evidence {
+        plan: 0,
+        by_b: false,
+        seen: Seen::PreDispatch,
+        identity_ok: true,
+    };
+    let m3 = 2;
+    vec![
+        Act::Ready {
+            machine: 0,
+            by_b: false,
+        },
+        Act::Ready {
+            machine: m3,
+            by_b: false,
+        },
+        Act::EnterRecovery { by_b: false },
+        Act::Release { machine: m3 },
+        Act::AccountScope { machine: m3 },
+        Act::Release { machine: m3 },
+        Act::MarkScope {
+            machine: m3,
+            missing: false,
+        },
+        Act::Restoration {
+            machine: m3,
+            identity_ok: false,
+        },
+        Act::MarkScope {
+            machine: m3,
+            missing: false,
+        },
+        Act::Release { machine: m3 },
+        Act::Restoration {
+            machine: m3,
+            identity_ok: true,
+        },
+        Act::MarkScope {
+            machine: m3,
+            missing: true,
+        },
+        Act::Release { machine: m3 },
+        Act::MarkScope {
+            machine: m3,
+            missing: false,
+        },
+        Act::Release { machine: m3 },
+        // m1 is unreleased: a renewed approval is refused (pre-restore unaccounted),
+        // and so is its commitment.
+        Act::Approve {
+            plan: 1,
+            approver: 1,
+        },
+        Act::Commit {
+            plan: 1,
+            other: false,
+        },
+        // m3 is released: a renewed approval, fresh evidence, a commitment.
+        Act::Approve {
+            plan: 0,
+            approver: 1,
+        },
+        evidence,
+        Act::Commit {
+            plan: 0,
+            other: false,
+        },
+    ]
+}
+
+/// The recovery sequence releases one scope, once, and commits once, on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn driver_releases_a_scope_step_by_step() {
+    let env = sqlite_env(Guards::default()).await;
+    let reached = run_acts(&env, &recovery_sequence()).await.unwrap();
+    assert_eq!(reached.releases, 1, "{reached:?}");
+    assert_eq!(reached.commitments, 1, "{reached:?}");
+    let s = &env.store;
+    assert_eq!(s.machine("m3").await.unwrap().scope, ScopeState::Released);
+    assert_eq!(
+        s.machine("m1").await.unwrap().scope,
+        ScopeState::PreRestoreUnaccounted
+    );
+    let held: Vec<String> = s
+        .open_operations()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.machine)
+        .collect();
+    assert_eq!(held, ["m3"]);
+}
+
+/// The invariant 13 checks can fail: on store readings where they pass, the same
+/// readings altered to show a commitment on a scope that was only ready, a
+/// commitment on a scope whose release names another epoch, a release from a scope
+/// awaiting its mark, and a release whose last mark found the scope blocked, are
+/// each reported as invariant 13.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checker_reports_invariant_13() {
+    // A commitment on released m3.
+    let env = sqlite_env(Guards::default()).await;
+    let (model, before, after, done) = run_to_last(&env, &recovery_sequence()).await;
+    assert!(
+        matches!(done, Done::Committed { .. }),
+        "the commitment went through"
+    );
+    check(&model, &before, &after, &done).unwrap();
+    let mut only_ready = before.clone();
+    only_ready.machines.get_mut("m3").unwrap().scope = ScopeState::Ready;
+    let err = check(&model, &only_ready, &after, &done).unwrap_err();
+    assert!(err.starts_with("invariant 13: commitment on m3"), "{err}");
+    let mut foreign = only_ready;
+    foreign.machines.get_mut("m3").unwrap().scope = ScopeState::Released;
+    let release = foreign
+        .timelines
+        .get_mut("m3")
+        .unwrap()
+        .iter_mut()
+        .rfind(|e| e.kind == "scope_released")
+        .unwrap();
+    release.detail = format!("released in epoch {}", Epoch::from_bytes([7; 16]));
+    let err = check(&model, &foreign, &after, &done).unwrap_err();
+    assert!(
+        err.starts_with("invariant 13: commitment on released m3") && err.contains("epoch"),
+        "{err}"
+    );
+
+    // A release of m1 on the way the store takes it.
+    let acts = [
+        Act::EnterRecovery { by_b: false },
+        Act::AccountScope { machine: 0 },
+        Act::Restoration {
+            machine: 0,
+            identity_ok: true,
+        },
+        Act::MarkScope {
+            machine: 0,
+            missing: false,
+        },
+        Act::Release { machine: 0 },
+    ];
+    let env = sqlite_env(Guards::default()).await;
+    let (model, mut before, mut after, done) = run_to_last(&env, &acts).await;
+    assert!(
+        matches!(done, Done::Released { .. }),
+        "the release went through"
+    );
+    check(&model, &before, &after, &done).unwrap();
+    let awaiting = ScopeState::Blocked(infra_talos::contract::recovery::BlockedOn::AwaitingMark);
+    before.machines.get_mut("m1").unwrap().scope = awaiting;
+    let err = check(&model, &before, &after, &done).unwrap_err();
+    assert_eq!(
+        err,
+        format!("invariant 13: m1 was released from {awaiting}, not from ready")
+    );
+    before.machines.get_mut("m1").unwrap().scope = ScopeState::Ready;
+    let mark = after
+        .timelines
+        .get_mut("m1")
+        .unwrap()
+        .iter_mut()
+        .rfind(|e| e.kind == "scope_marked")
+        .unwrap();
+    mark.detail = mark.detail.replacen("marked ready", "marked blocked", 1);
+    let err = check(&model, &before, &after, &done).unwrap_err();
+    assert!(
+        err.starts_with("invariant 13: m1 released at") && err.contains("not after a mark"),
+        "{err}"
+    );
 }
 
 /// A fixed sequence through commitment, attempts, acceptance, a validation
@@ -1997,6 +2515,39 @@ fn postgres_interleavings_keep_invariants() {
         ..ProptestConfig::default()
     });
     let outcome = runner.run(&acts_strategy(40), |acts| {
+        current_thread()
+            .block_on(async {
+                let env = pg_env(&url, Guards::default()).await;
+                run_acts(&env, &acts).await
+            })
+            .map(|_| ())
+            .map_err(TestCaseError::fail)
+    });
+    if let Err(failure) = outcome {
+        panic!("{failure}");
+    }
+}
+
+/// Random interleavings in recovery mode on PostgreSQL keep invariant 13 (and 1–12),
+/// and the fixed recovery sequence releases its one scope and commits on it.
+#[test]
+fn postgres_recovery_interleavings_keep_invariant_13() {
+    let Some(url) = database_url() else { return };
+    let reached = current_thread().block_on(async {
+        let env = pg_env(&url, Guards::default()).await;
+        run_acts(&env, &recovery_sequence()).await
+    });
+    let reached = reached.unwrap();
+    assert_eq!(
+        (reached.releases, reached.commitments),
+        (1, 1),
+        "{reached:?}"
+    );
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: cases(12),
+        ..ProptestConfig::default()
+    });
+    let outcome = runner.run(&recovery_acts_strategy(12, 32), |acts| {
         current_thread()
             .block_on(async {
                 let env = pg_env(&url, Guards::default()).await;

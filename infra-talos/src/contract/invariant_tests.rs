@@ -1,23 +1,34 @@
 //! Property tests of the §8 invariants that the pure functions can hold by
 //! themselves. Each test names its invariant; `docs/contract.md` §9 says which
 //! invariants are left to the store and the controller.
+//!
+//! These test the contract's functions and its in-memory scope model, not the store:
+//! the store does not call `ScopeRegistry` and calls `recovery::permits` only for
+//! unfreezing. The same invariants are checked on what the store holds, after every
+//! act of random interleavings on SQLite and PostgreSQL, in
+//! `tests/invariants_store.rs` (1–13, invariant 13 with runs weighted towards the
+//! §7.3 steps).
 
 use proptest::prelude::*;
 
-use super::accounting::{self, DecisionFacts, ExecutorStop, RecordedRead, TransportDeadline};
+use super::accounting::{
+    self, AccountingRefusal, DecisionFacts, ExecutorStop, RecordedRead, TransportDeadline,
+};
 use super::classify::{Classification, ClassifyInput, RetryConditions, classify};
-use super::epoch::{self, Epoch, EpochBearer};
+use super::epoch::{self, Epoch, EpochBearer, ForeignEpoch};
 use super::evidence::{
     AttemptRecord, CompletionVerdict, ObservationPurpose, RestoreStatus, Withdrawal,
     completion_verdict,
 };
-use super::gate::{self, DriftRecordId, GateFacts, Mutation, RecoveryGate};
+use super::gate::{self, DriftRecordId, GateFacts, GateRefusal, Mutation, RecoveryGate};
 use super::operation::{
-    self, AdmissionFacts, AttemptTransaction, ControllerId, OperationKind, OperationState as S,
-    OwnerToken, TransitionFacts, check_transition,
+    self, AdmissionFacts, AdmissionRefusal, AttemptTransaction, ControllerId, OperationKind,
+    OperationRefusal, OperationState as S, OwnerToken, TransitionFacts, check_transition,
 };
-use super::plan::{self, ApprovalRecord, AuthorityFacts, PlanEvent, PlanState, Stage};
-use super::recovery::{self, Act, ScopeState};
+use super::plan::{
+    self, ApprovalRecord, AuthorityFacts, AuthorityRefusal, PlanEvent, PlanState, Stage,
+};
+use super::recovery::{self, Act, ActRefusal, ScopeState};
 use super::registry::{MachineId, OperationId, PlanId, RolloutScopeId, ScopeRegistry};
 use super::test_support::{
     OwnedFacts, arb_attempt, arb_facts, arb_observation, arb_restore, arb_unaccounted_attempt,
@@ -108,14 +119,14 @@ fn holders<K: Ord + Copy>(
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
-    /// Invariants 1, 5 and 12 over the scope model: random commitments, adoption
-    /// records and transitions for several operations on a few machines, plans and
-    /// rollout scopes. At every step at most one operation holds each machine scope
-    /// (1) and each rollout slot (choice §10.5); a plan has at most one operation,
-    /// none before its commitment and the same one ever after (12); a terminal
-    /// operation never moves again (5).
+    /// Invariants 1, 5 and 12 in the pure scope model (`ScopeRegistry`, not the
+    /// store): random commitments, adoption records and transitions for several
+    /// operations on a few machines, plans and rollout scopes. At every step at most
+    /// one operation holds each machine scope (1) and each rollout slot (choice
+    /// §10.5); a plan has at most one operation, none before its commitment and the
+    /// same one ever after (12); a terminal operation never moves again (5).
     #[test]
-    fn invariants_1_5_12_scope_model(commands in proptest::collection::vec(arb_command(), 1..60)) {
+    fn scope_registry_model_keeps_invariants_1_5_12(commands in proptest::collection::vec(arb_command(), 1..60)) {
         let mut reg = ScopeRegistry::new();
         for command in commands {
             let before = reg.clone();
@@ -354,8 +365,16 @@ proptest! {
             }
             None => {
                 for to in S::ALL {
-                    prop_assert!(check_transition(Some(S::Unresolved), to, &facts).is_err(),
-                        "{:?} → {:?}, yet unresolved → {:?} is allowed", input, got, to);
+                    let refused = check_transition(Some(S::Unresolved), to, &facts);
+                    prop_assert!(
+                        matches!(
+                            refused,
+                            Err(OperationRefusal::NotInTable { from: Some(S::Unresolved), to: t }
+                                | OperationRefusal::Unmet { from: Some(S::Unresolved), to: t, .. })
+                                if t == to
+                        ),
+                        "{:?} → {:?}, yet unresolved → {:?} gives {:?}", input, got, to, refused
+                    );
                 }
             }
         }
@@ -368,8 +387,9 @@ proptest! {
         prop_assume!(carried != current);
         prop_assert!(!epoch::authorizes(carried, current));
         prop_assert!(epoch::authorizes(current, current));
+        let foreign = |bearer| ForeignEpoch { bearer, carried, current };
         for bearer in [EpochBearer::Approval, EpochBearer::OwnershipToken, EpochBearer::ScopeRelease] {
-            prop_assert!(epoch::check_epoch(bearer, carried, current).is_err());
+            prop_assert_eq!(epoch::check_epoch(bearer, carried, current), Err(foreign(bearer)));
         }
         // Approval (comparison 1), at commitment and at an attempt.
         for (stage, plan_state) in [(Stage::Commitment, PlanState::Approved), (Stage::Attempt, PlanState::Committed)] {
@@ -379,7 +399,10 @@ proptest! {
                 cancelled: false,
                 approval: Some(ApprovalRecord { epoch: carried, revoked: false, identity_revoked: false }),
             };
-            prop_assert!(plan::check_authority(stage, &facts, InstantMs(0), current).is_err());
+            prop_assert_eq!(
+                plan::check_authority(stage, &facts, InstantMs(0), current),
+                Err(AuthorityRefusal::ForeignEpoch(foreign(EpochBearer::Approval)))
+            );
             prop_assert!(plan::check_authority(stage, &facts, InstantMs(0), carried).is_ok());
         }
         // Ownership token (comparison 7).
@@ -393,7 +416,10 @@ proptest! {
             attempts_recorded: 0,
             max_attempts: 3,
         };
-        prop_assert!(operation::check_admission(&admission).is_err());
+        prop_assert_eq!(
+            operation::check_admission(&admission),
+            Err(AdmissionRefusal::ForeignEpoch(foreign(EpochBearer::OwnershipToken)))
+        );
         let same_epoch = AdmissionFacts { current_epoch: carried, ..admission };
         prop_assert!(operation::check_admission(&same_epoch).is_ok());
         // Scope release (comparison 6), for every gated transaction.
@@ -404,7 +430,10 @@ proptest! {
             recovery: RecoveryGate::InEffect { current, release: Some(carried) },
         };
         for m in Mutation::ALL {
-            prop_assert!(gate::check_gate(m, &gate).is_err());
+            prop_assert_eq!(
+                gate::check_gate(m, &gate),
+                Err(GateRefusal::ReleaseFromAnotherEpoch(foreign(EpochBearer::ScopeRelease)))
+            );
         }
     }
 
@@ -462,7 +491,10 @@ proptest! {
             now: InstantMs(now),
             version_change_explanation: Some("explained"),
         };
-        prop_assert!(accounting::check_decision(&facts).is_err());
+        prop_assert_eq!(
+            accounting::check_decision(&facts),
+            Err(AccountingRefusal::NotRecoveryAdmin { role })
+        );
         // And recovery-admin's passing decision always honours the floor.
         if let Ok(d) = accounting::check_decision(&DecisionFacts { decider: Role::RecoveryAdmin, ..facts }) {
             prop_assert!(d.floor_ends.0 >= stop_at.max(deadline) + 30_000);
@@ -471,16 +503,18 @@ proptest! {
         }
     }
 
-    /// Invariant 13: a pre-restore unaccounted scope admits no act able to send,
-    /// approve or adopt; a released scope behaves as if recovery mode were off.
+    /// Invariant 13 in the pure §7.5 table (`recovery::permits`, which the store
+    /// consults only for unfreezing): a pre-restore unaccounted scope admits no act
+    /// able to send, approve or adopt; a released scope behaves as if recovery mode
+    /// were off; no other scope admits a commitment, an attempt or an adoption record.
     #[test]
-    fn invariant_13_recovery_holds_each_scope(
+    fn recovery_permits_table_keeps_invariant_13(
         state in proptest::sample::select(ScopeState::ALL.to_vec()),
         act in proptest::sample::select(Act::ALL.to_vec()),
     ) {
         let got = recovery::permits(state, act);
         if state == ScopeState::PreRestoreUnaccounted && act.could_send_approve_or_adopt() {
-            prop_assert!(got.is_err());
+            prop_assert_eq!(got, Err(ActRefusal::Unaccounted { act }));
         }
         if state == ScopeState::Released {
             prop_assert_eq!(got, recovery::permits(ScopeState::Normal, act));
@@ -488,7 +522,12 @@ proptest! {
         if matches!(act, Act::Commitment | Act::Attempt | Act::AdoptionRecord)
             && !matches!(state, ScopeState::Normal | ScopeState::Released)
         {
-            prop_assert!(got.is_err());
+            let expected = if state == ScopeState::PreRestoreUnaccounted {
+                ActRefusal::Unaccounted { act }
+            } else {
+                ActRefusal::NotReleased { act, state }
+            };
+            prop_assert_eq!(got, Err(expected));
         }
     }
 }
