@@ -9,6 +9,7 @@ use crate::contract::accounting::{LastRecoveryRead, MIN_SETTLE_FLOOR, next_recov
 use crate::contract::classify::{Classification, UnresolvedReason};
 use crate::contract::evidence::{ObservationPurpose, ResponseClass, TransportOutcome};
 use crate::contract::operation::{ControllerId, OperationState, OwnerToken};
+use crate::contract::recovery::ScopeState;
 use crate::contract::{InstantMs, Revision, SpanMs};
 use crate::dispatch::{self, ApplyResponse, Delivery};
 use crate::keys::{KeyProvider, SealedArtifact};
@@ -219,14 +220,20 @@ impl Executor {
     /// Takes over every non-terminal operation the store holds that another
     /// instance owns, then resumes each (§3.4, §5.3). Takeovers happen here and at
     /// recovery-admin's request ([`Executor::take_over_at_request`]), never on a
-    /// timer.
+    /// timer. In recovery mode, operations on scopes not released in the current
+    /// epoch are left where they are (§7.3 step 7).
     ///
     /// # Errors
     ///
     /// A store or access failure.
     pub async fn start(&self) -> Result<Vec<Outcome>, ExecutorError> {
         let mut outcomes = Vec::new();
+        let recovery = self.in_recovery().await?;
         for view in self.store.open_operations().await? {
+            // §7.3 step 7: in recovery mode only a released scope's operations move.
+            if recovery && self.store.machine(&view.machine).await?.scope != ScopeState::Released {
+                continue;
+            }
             let token = if view.owner.controller == self.id {
                 view.owner
             } else {

@@ -31,11 +31,18 @@
 //! store, and [`Executor::after_accounting`] then takes the completion observation and
 //! classifies.
 //!
+//! Besides operations, the controller reads machines for two duties that send
+//! nothing: the drift pass ([`Executor::drift_pass`], [`Executor::watch_drift`],
+//! §6.1), and in recovery mode the recovery pass ([`Executor::recovery_pass`], §7.3
+//! steps 1 and 4). In recovery mode [`Executor::start`] resumes operations only on
+//! scopes released in the current epoch.
+//!
 //! [`CommittedAttempt`]: crate::CommittedAttempt
 
 mod connector;
 mod drift;
 mod executor;
+mod recovery;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -46,6 +53,7 @@ pub use connector::{
 };
 pub use drift::{DriftFinding, DriftPass, DriftReading};
 pub use executor::{Executor, ExecutorSettings, Outcome, RecoveryRead};
+pub use recovery::{RecoveryAction, RecoveryPass, RecoveryStep};
 
 use crate::keys::KeyError;
 use crate::store::StoreError;

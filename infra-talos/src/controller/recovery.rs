@@ -1,0 +1,235 @@
+//! The controller in recovery mode (§7.2, §7.3): after a restore, a controller
+//! instance runs no plan and resumes no operation on a scope the current epoch has
+//! not released. What it does is read:
+//!
+//! - **recovery observations** (purpose recovery, naming no plan or operation) of
+//!   each pre-restore unaccounted scope (§7.3 step 1): none before the entry time
+//!   plus the deployment's maximum transport deadline — the latest an attempt the
+//!   restore erased could have ended its wait — then one each time a settle floor has
+//!   passed since the machine's last recorded one. recovery-admin's joint decision
+//!   (`Store::account_scopes`) relies on them;
+//! - **restoration observations** (§7.3 step 4) of each accounted scope that waits
+//!   for one (blocked on no observation, on a failed one, on an identity mismatch, or
+//!   awaiting its mark with none recorded since the decision), so that
+//!   recovery-admin's mark (`Store::mark_scope`) rests on a read of the machine as it
+//!   is now. The store applies the drift rules to it.
+//!
+//! The recovery pass never sends, and never decides: accounting, marking, release and
+//! leaving recovery mode are recovery-admin's acts.
+
+use serde::Serialize;
+
+use super::{Executor, ExecutorError};
+use crate::contract::evidence::ObservationPurpose;
+use crate::contract::recovery::{BlockedOn, ScopeState};
+use crate::contract::{InstantMs, Revision};
+use crate::store::{MachineView, ObservationRequest};
+
+/// What the recovery pass did for one machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "did")]
+pub enum RecoveryAction {
+    /// A recovery observation was recorded (§7.3 step 1).
+    RecoveryObserved {
+        /// Its basis.
+        basis: Revision,
+    },
+    /// A restoration observation was recorded (§7.3 step 4).
+    RestorationObserved {
+        /// Its basis.
+        basis: Revision,
+    },
+    /// The next recovery observation is not due yet.
+    NotDue {
+        /// When it is due (store time).
+        due: InstantMs,
+    },
+    /// The scope waits for recovery-admin (its decision, mark, release), or is
+    /// released: nothing for the controller to read.
+    Waits,
+    /// The machine could not be reached; nothing was recorded.
+    Unreachable {
+        /// Why, without configuration values.
+        reason: String,
+    },
+}
+
+/// One machine's line of a recovery pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecoveryStep {
+    /// The machine.
+    pub machine: String,
+    /// Its scope state when the pass looked.
+    pub scope: ScopeState,
+    /// What the pass did.
+    #[serde(flatten)]
+    pub action: RecoveryAction,
+}
+
+/// Every machine's line of one recovery pass; empty outside recovery mode.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RecoveryPass {
+    /// Whether recovery mode is in effect (some scope is not normal).
+    pub in_recovery: bool,
+    /// One line per machine, in machine order.
+    pub steps: Vec<RecoveryStep>,
+}
+
+impl Executor {
+    /// Whether the store is in recovery mode: a scope that is not normal exists.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    pub async fn in_recovery(&self) -> Result<bool, ExecutorError> {
+        Ok(self
+            .store
+            .machines()
+            .await?
+            .iter()
+            .any(|m| m.scope != ScopeState::Normal))
+    }
+
+    /// One recovery pass over every machine (see the module documentation). Outside
+    /// recovery mode it reads nothing.
+    ///
+    /// # Errors
+    ///
+    /// A store failure; an unreachable machine is a [`RecoveryAction`].
+    pub async fn recovery_pass(&self) -> Result<RecoveryPass, ExecutorError> {
+        let machines = self.store.machines().await?;
+        let mut pass = RecoveryPass {
+            in_recovery: machines.iter().any(|m| m.scope != ScopeState::Normal),
+            steps: Vec::new(),
+        };
+        if !pass.in_recovery {
+            return Ok(pass);
+        }
+        for machine in &machines {
+            let action = match machine.scope {
+                ScopeState::PreRestoreUnaccounted => self.recovery_read(machine).await?,
+                ScopeState::Blocked(
+                    BlockedOn::NoRestorationObservation
+                    | BlockedOn::ObservationFailed
+                    | BlockedOn::IdentityMismatch,
+                ) => self.restoration_read(machine).await?,
+                ScopeState::Blocked(BlockedOn::AwaitingMark)
+                    if !self.restoration_recorded_since_decision(machine).await? =>
+                {
+                    self.restoration_read(machine).await?
+                }
+                _ => RecoveryAction::Waits,
+            };
+            pass.steps.push(RecoveryStep {
+                machine: machine.id.clone(),
+                scope: machine.scope,
+                action,
+            });
+        }
+        Ok(pass)
+    }
+
+    /// A recovery observation of a pre-restore unaccounted scope, when due.
+    async fn recovery_read(&self, machine: &MachineView) -> Result<RecoveryAction, ExecutorError> {
+        let due = self.recovery_due_after_entry(&machine.id).await?;
+        if self.store.now().await? < due {
+            return Ok(RecoveryAction::NotDue { due });
+        }
+        Ok(
+            match self
+                .observe_unplanned(machine, ObservationPurpose::Recovery)
+                .await?
+            {
+                Ok(basis) => RecoveryAction::RecoveryObserved { basis },
+                Err(reason) => RecoveryAction::Unreachable { reason },
+            },
+        )
+    }
+
+    async fn restoration_read(
+        &self,
+        machine: &MachineView,
+    ) -> Result<RecoveryAction, ExecutorError> {
+        Ok(
+            match self
+                .observe_unplanned(machine, ObservationPurpose::Restoration)
+                .await?
+            {
+                Ok(basis) => RecoveryAction::RestorationObserved { basis },
+                Err(reason) => RecoveryAction::Unreachable { reason },
+            },
+        )
+    }
+
+    /// §7.3 step 1's pacing: the first read after the entry plus the maximum
+    /// transport deadline, then one per settle floor after the last recorded one.
+    async fn recovery_due_after_entry(&self, machine: &str) -> Result<InstantMs, ExecutorError> {
+        let entry = self
+            .store
+            .timeline(machine)
+            .await?
+            .into_iter()
+            .rev()
+            .find(|e| e.kind == "recovery_entry")
+            .map_or((Revision(0), InstantMs(0)), |e| (e.revision, e.at));
+        let last = self
+            .store
+            .observations(machine)
+            .await?
+            .into_iter()
+            .filter(|o| o.purpose == ObservationPurpose::Recovery && o.basis > entry.0)
+            .filter_map(|o| o.recorded_at)
+            .max();
+        Ok(match last {
+            None => entry.1.plus(self.settings().max_transport_deadline),
+            Some(at) => at.plus(self.settings().settle_floor),
+        })
+    }
+
+    /// Whether a restoration observation was recorded after the scope's step 1
+    /// decision (its latest "accounting" entry).
+    async fn restoration_recorded_since_decision(
+        &self,
+        machine: &MachineView,
+    ) -> Result<bool, ExecutorError> {
+        let decided = self
+            .store
+            .timeline(&machine.id)
+            .await?
+            .into_iter()
+            .rev()
+            .find(|e| e.kind == "accounting" || e.kind == "recovery_entry")
+            .map_or(Revision(0), |e| e.revision);
+        Ok(self.store.observations(&machine.id).await?.iter().any(|o| {
+            o.purpose == ObservationPurpose::Restoration
+                && o.basis > decided
+                && o.recorded_at.is_some()
+        }))
+    }
+
+    /// An observation naming no plan; `Err` with the reason when the machine could
+    /// not be reached (nothing recorded).
+    async fn observe_unplanned(
+        &self,
+        machine: &MachineView,
+        purpose: ObservationPurpose,
+    ) -> Result<Result<Revision, String>, ExecutorError> {
+        let clients = match self.connect(&machine.id).await {
+            Ok(clients) => clients,
+            Err(ExecutorError::Store(e)) => return Err(e.into()),
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        let ticket = self
+            .store
+            .begin_observation(ObservationRequest {
+                machine: machine.id.clone(),
+                purpose,
+                plan: None,
+                controller: self.id,
+            })
+            .await?;
+        let facts = self.read(&clients).await;
+        self.store.record_observation(&ticket, facts).await?;
+        Ok(Ok(ticket.basis))
+    }
+}
