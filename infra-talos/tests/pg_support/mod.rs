@@ -34,6 +34,14 @@ pub(crate) struct Schema {
     name: String,
 }
 
+impl Schema {
+    /// The schema's name.
+    #[allow(dead_code, reason = "only the restore test dumps a schema by name")]
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+}
+
 impl Drop for Schema {
     fn drop(&mut self) {
         let (url, name) = (self.url.clone(), self.name.clone());
