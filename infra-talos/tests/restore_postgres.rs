@@ -13,8 +13,8 @@
 //!   revert plan runs only after the release.
 //!
 //! Set `INFRA_TEST_DATABASE_URL` to run it; without it it prints a skip line, and
-//! fails when `CI=true`. `pg_dump` and `pg_restore` are taken from `PATH`, else from
-//! the newest `/usr/lib/postgresql/*/bin`.
+//! fails when `CI=true`. `pg_dump` and `pg_restore` are the newest installed
+//! PostgreSQL's, else those on `PATH`.
 
 mod controller_common;
 mod pg_support;
@@ -45,16 +45,10 @@ use sqlx::postgres::PgConnectOptions;
 
 const M2: &str = "m2";
 
-/// A program of the PostgreSQL client tools.
+/// A program of the PostgreSQL client tools: from the newest
+/// `/usr/lib/postgresql/*/bin` (the server's own, so never older than it), else
+/// from `PATH`.
 fn pg_tool(name: &str) -> PathBuf {
-    if let Ok(path) = std::env::var("PATH") {
-        for dir in std::env::split_paths(&path) {
-            let candidate = dir.join(name);
-            if candidate.is_file() {
-                return candidate;
-            }
-        }
-    }
     let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
         .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
@@ -64,11 +58,19 @@ fn pg_tool(name: &str) -> PathBuf {
             .and_then(|n| n.parse::<u32>().ok())
             .unwrap_or(0)
     });
-    let found = versions.last().map(|v| v.join("bin").join(name));
-    match found {
-        Some(path) if path.is_file() => path,
-        _ => panic!("{name} is not on PATH nor under /usr/lib/postgresql/*/bin"),
+    if let Some(path) = versions.last().map(|v| v.join("bin").join(name))
+        && path.is_file()
+    {
+        return path;
     }
+    std::env::var("PATH")
+        .ok()
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(name))
+                .find(|candidate| candidate.is_file())
+        })
+        .unwrap_or_else(|| panic!("{name} is neither under /usr/lib/postgresql/*/bin nor on PATH"))
 }
 
 fn run_tool(name: &str, args: &[&str]) {
