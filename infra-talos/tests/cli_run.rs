@@ -493,6 +493,36 @@ async fn drift_reports_each_machine_and_exits_3_when_it_could_not_look() {
         "{text}"
     );
 
+    // A revert through the commands: its approval says it overwrites what no
+    // reviewer saw, the run sends the release again, and the record closes.
+    let planned = bench
+        .ok(
+            ALICE,
+            &[
+                "plan",
+                MACHINE,
+                "--id",
+                "p2",
+                "--revert",
+                "--transport-deadline",
+                "1",
+            ],
+        )
+        .await;
+    assert!(planned.ends_with("state proposed\n"), "{planned}");
+    let approved = bench.ok(BOB, &["approve", "p2"]).await;
+    assert!(approved.contains("unseenOverwrite"), "{approved}");
+    bench.ok(None, &["run", "p2"]).await;
+    assert_eq!(bench.applies().len(), 2);
+    assert_eq!(bench.sim.config(), artifact(RELEASE));
+    let closed = bench.timeline().await;
+    assert_eq!(closed["machine"]["openDrift"], Value::Null, "{closed}");
+    let in_step = bench.ok(None, &["drift"]).await;
+    assert!(
+        in_step.starts_with(&format!("{MACHINE}: in step with Applied")),
+        "{in_step}"
+    );
+
     // A node that cannot be reached is never reported in step.
     let Bench {
         sim,
