@@ -1,10 +1,13 @@
 //! The five interruption points of §5.3, each reached by a controller process that
-//! is ended there: the state it leaves, and how a second executor resolves it, with
-//! the simulated node's apply-request count showing what was sent.
+//! is killed there with `SIGKILL` (it stops at the point and says so; the test kills
+//! it): the state it leaves, and how a second executor resolves it, with the
+//! simulated node's apply-request count showing what was sent.
 
 mod controller_common;
 
-use std::process::Command;
+use std::io::{BufRead as _, BufReader};
+use std::os::unix::process::ExitStatusExt as _;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use controller_common::*;
@@ -16,12 +19,13 @@ use infra_talos::controller::{Executor, Interruption};
 use infra_talos::store::sqlite::SqliteStore;
 use infra_talos::store::{AccountingRequest, ManualClock, Store, StoreError};
 
-/// The exit code the controller binary ends with at the named point.
-const CRASH_EXIT: i32 = 70;
+/// `SIGKILL`.
+const KILL: i32 = 9;
 const FIRST: u128 = 0x1111;
 const SECOND: u128 = 0x2222;
 
-/// Runs the controller process for plan `p1` until it ends at `point`.
+/// Runs the controller process for plan `p1` until it stops at `point`, then kills
+/// it with `SIGKILL`.
 async fn crash_at(w: &World, point: Interruption) {
     // The file is the controller's alone while it runs.
     w.store.pool().close().await;
@@ -34,24 +38,30 @@ async fn crash_at(w: &World, point: Interruption) {
         .env("CRASH_MACHINE", MACHINE)
         .env("CRASH_CONTROLLER", format!("{FIRST:x}"))
         .env("CRASH_POINT", point.name())
+        .stdout(Stdio::piped())
         .spawn()
         .expect("the controller starts");
     let pid = child.id();
+    let stdout = child.stdout.take().expect("the controller's output");
     let status = tokio::task::spawn_blocking(move || {
-        let waited = child.wait();
-        if waited.is_err() {
-            let _ = child.kill();
-        }
-        waited
+        let mut line = String::new();
+        let read = BufReader::new(stdout).read_line(&mut line);
+        // Killed whether or not it reached the point, so no process is left behind.
+        let _ = child.kill();
+        let status = child.wait();
+        (read, line, status)
     })
     .await
-    .unwrap()
-    .unwrap_or_else(|e| panic!("controller {pid} could not be waited for: {e}"));
+    .unwrap();
+    let (read, line, status) = status;
+    read.unwrap_or_else(|e| panic!("controller {pid}: output unreadable: {e}"));
     assert_eq!(
-        status.code(),
-        Some(CRASH_EXIT),
-        "controller {pid}: {status}"
+        line.trim_end(),
+        format!("reached {}", point.name()),
+        "controller {pid} did not stop at the point"
     );
+    let status = status.unwrap_or_else(|e| panic!("controller {pid} could not be waited for: {e}"));
+    assert_eq!(status.signal(), Some(KILL), "controller {pid}: {status}");
 }
 
 /// The store reopened after the crash, on a hand-moved clock a second past the

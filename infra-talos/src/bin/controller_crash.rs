@@ -1,5 +1,5 @@
-//! Runs one plan with the executor against an SQLite store file and ends the process
-//! abruptly at a named point of the path, so tests can check what a crash there
+//! Runs one plan with the executor against an SQLite store file and stops dead at a
+//! named point of the path, so tests can kill it there and check what the crash
 //! leaves behind (contract §5.3).
 //!
 //! Configuration comes from the environment:
@@ -14,8 +14,11 @@
 //! | `CRASH_CONTROLLER` | this instance's identifier, hexadecimal |
 //! | `CRASH_POINT` | where to end: `before-commitment`, `committed`, `attempt-recorded`, `response-received`, `completion-observed` |
 //!
-//! The process exits with [`CRASH_EXIT`] at the point, 0 when the plan ran to an
-//! end without reaching it, and 1 on any error.
+//! At the point the process writes `reached <point>` on its standard output and then
+//! waits forever, holding whatever it holds (a store connection, a request's bytes):
+//! the test kills it with `SIGKILL`, so nothing of the process runs after the point —
+//! no destructor, no flush, no rollback of its own. It exits 0 when the plan ran to an
+//! end without reaching the point, and 1 on any error.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,9 +34,6 @@ use infra_talos::controller::{
 use infra_talos::keys::LocalKeyring;
 use infra_talos::store::sqlite::SqliteStore;
 use infra_talos::{ConnectOptions, NodeAddress};
-
-/// The exit code at the named point.
-const CRASH_EXIT: i32 = 70;
 
 fn var(name: &str) -> Result<String, String> {
     std::env::var(name).map_err(|_| format!("{name} is not set"))
@@ -65,10 +65,19 @@ async fn run() -> Result<(), String> {
     );
     let keys = LocalKeyring::open(var("CRASH_KEYS")?).map_err(|e| e.to_string())?;
     let hook: InterruptionHook = Arc::new(move |reached| {
-        if reached == point {
-            std::process::exit(CRASH_EXIT);
+        let stop = reached == point;
+        if stop {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "reached {}", reached.name());
+            let _ = out.flush();
         }
-        Box::pin(async {})
+        Box::pin(async move {
+            if stop {
+                // Stopped here until killed.
+                std::future::pending::<()>().await;
+            }
+        })
     });
     let executor = Executor::new(
         ControllerId(controller),
