@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use controller_common::*;
 use infra_talos::config_digest;
-use infra_talos::contract::classify::{Classification, FailedReason, RetryBlocker};
+use infra_talos::contract::classify::{
+    Classification, FailedReason, RetryBlocker, UnresolvedReason,
+};
 use infra_talos::contract::operation::OperationState;
 use infra_talos::controller::{Interruption, InterruptionHook};
 use infra_talos::store::{Store, StoreError};
@@ -206,7 +208,8 @@ async fn retry_on_another_identity(swap: Swap) {
             assert_eq!(out.sends, 0);
             assert_eq!(w.applies(), 1, "the retry was sent to another machine");
             assert_eq!(w.store.operation(&op).await.unwrap().attempts, 1);
-            assert_ne!(out.state, OperationState::Completed);
+            // The owner's refusal by 3 leaves the operation unresolved (§3.3).
+            assert_eq!(out.state, OperationState::Unresolved, "{out:?}");
         }
         // The machine is recorded by SMBIOS UUID: a matching UUID and cluster ID
         // with another node ID is the planned machine, and the retry goes out.
@@ -269,8 +272,18 @@ async fn verifying_read_fails_then_completes(fault: ReadFault) {
     let a = w.executor(A).with_interruptions(hook);
     let out = a.run_plan("p1").await.expect("run");
     assert_eq!(out.sends, 1);
-    assert_ne!(out.state, OperationState::Completed, "{out:?}");
-    assert_ne!(out.state, OperationState::Failed, "{out:?}");
+    // The completion read got no digest: it establishes and contradicts nothing, so
+    // the classification is unresolved for want of completion evidence and the
+    // accepted attempt's operation stays verifying (its deadline has not passed).
+    assert_eq!(out.state, OperationState::Verifying, "{out:?}");
+    assert_eq!(
+        out.classification,
+        Some(Classification::Unresolved(
+            UnresolvedReason::NoCompletionEvidence
+        )),
+        "{out:?}"
+    );
+    assert_eq!(out.refusal, None, "{out:?}");
     let op = out.operation.clone();
     assert_eq!(
         w.store.machine(MACHINE).await.unwrap().applied_digest,

@@ -461,13 +461,18 @@ mod tests {
         assert_eq!(match_digest("x", "a", "p"), DigestMatch::Other);
     }
 
+    /// The pure rule alone: an observation counts when its basis is above the last
+    /// accounting and no higher-basis read disagrees. That the store orders
+    /// observations by basis, not by when they were recorded, is the store suite's
+    /// `observations_decide_in_basis_order`.
     #[test]
-    fn observation_ordering() {
+    fn observation_counts_after_accounting_unless_a_higher_basis_disagrees() {
         assert!(observation_counts(Revision(5), None, false));
         assert!(observation_counts(Revision(5), Some(Revision(4)), false));
         assert!(!observation_counts(Revision(4), Some(Revision(4)), false));
         assert!(!observation_counts(Revision(3), Some(Revision(4)), false));
         assert!(!observation_counts(Revision(9), Some(Revision(4)), true));
+        assert!(!observation_counts(Revision(9), None, true));
     }
 
     #[test]

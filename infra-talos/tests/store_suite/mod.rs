@@ -341,6 +341,22 @@ pub async fn refused_by<S: Store>(
     );
 }
 
+/// `err` is the store's refusal of `act` (as the store names it), saying `says`.
+pub fn refused_as(err: &StoreError, act: &str, says: &str) {
+    assert!(
+        matches!(err, StoreError::Refused { act: a, reason } if *a == act && reason.contains(says)),
+        "expected {act:?} refused saying {says:?}, got {err:?}"
+    );
+}
+
+/// `err` is the schema refusing a change to an append-only table.
+pub fn append_only(err: &StoreError, table: &str) {
+    assert!(
+        matches!(err, StoreError::Database(m) if m.contains(&format!("{table} is append-only"))),
+        "expected table {table} refused as append-only, got {err:?}"
+    );
+}
+
 fn holding(states: &[OperationState]) -> usize {
     states.iter().filter(|s| !s.is_terminal()).count()
 }
@@ -473,7 +489,9 @@ pub async fn c1_identity_revoked<S: Store>(env: Env<S>) {
     s.create_plan(&alice(), spec("p2", "m1", "rel-1", env.clock.now()))
         .await
         .unwrap();
-    assert!(s.approve(&bob(), "p2").await.is_err());
+    let err = s.approve(&bob(), "p2").await.unwrap_err();
+    refused_as(&err, "approving", "the identity bob is revoked");
+    assert_eq!(s.plan("p2").await.unwrap().state, PlanState::Proposed);
 }
 
 pub async fn c1_foreign_epoch<S: Store>(env: Env<S>) {
@@ -789,7 +807,9 @@ pub async fn c6_frozen<S: Store>(env: Env<S>) {
     s.freeze(&ann(), "m1", "maintenance window").await.unwrap();
     refused_by(s, "p1", "m1", A, 6).await;
     // Only an approver lifts a freeze; then the same plan commits.
-    assert!(s.unfreeze(&ann(), "m1", "done").await.is_err());
+    let err = s.unfreeze(&ann(), "m1", "done").await.unwrap_err();
+    refused_as(&err, "unfreezing", "author may not");
+    assert!(s.machine("m1").await.unwrap().frozen);
     s.unfreeze(&bob(), "m1", "done").await.unwrap();
     s.commit("p1", A).await.unwrap();
 }
@@ -808,7 +828,12 @@ pub async fn c6_recovery_without_release<S: Store>(make: impl AsyncFnOnce(Guards
     world(s).await;
     ready(&env, "p1", "m1", A).await;
     s.enter_recovery(&root(), B).await.unwrap();
-    assert!(s.approve(&carol(), "p1").await.is_err());
+    let err = s.approve(&carol(), "p1").await.unwrap_err();
+    refused_as(
+        &err,
+        "approving",
+        "recovery mode: the scope is not released",
+    );
     refused_by(s, "p1", "m1", A, 6).await;
     release_after_restore(&env, &["m1"]).await;
     evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
@@ -878,7 +903,9 @@ pub async fn takeover_fence<S: Store>(make: impl AsyncFn(Guards) -> Env<S>) {
             OperationState::Unresolved
         );
         // A second takeover of generation 1 loses.
-        assert!(s.takeover(&c.operation, 1, B).await.is_err());
+        let err = s.takeover(&c.operation, 1, B).await.unwrap_err();
+        refused_as(&err, "taking over", "generation");
+        assert_eq!(s.operation(&c.operation).await.unwrap().owner, new);
         // The stale executor gathers fresh evidence, so only ownership can stop it.
         evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
         let stale = s.attempt(&c.operation, c.owner).await;
@@ -894,13 +921,86 @@ pub async fn takeover_fence<S: Store>(make: impl AsyncFn(Guards) -> Env<S>) {
     }
 }
 
+/// The attempt budget (3) used up through the store's own acts: three attempts, each
+/// answered by another refusal (which accounts for it and decides nothing), each
+/// followed by a recovery read at the pre-dispatch digest and classification. The
+/// first two classifications are safe to retry and admit a retry on fresh evidence;
+/// the third is unresolved, the retry blocked by the budget (§5: safe to retry needs
+/// budget left). The next attempt, on fresh evidence, is refused and recorded as
+/// refused, and nothing is recorded as sent: with no safe-to-retry classification to
+/// rely on, comparison 7 refuses it before the budget term is read, which is why no
+/// sequence of acts reaches comparison 9 (`attempt_refusals_9`).
+pub async fn attempt_budget_used_up_through_the_store<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    for n in 1..=3u32 {
+        if n > 1 {
+            evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
+        }
+        let proof = s.attempt(&c.operation, c.owner).await.unwrap();
+        assert_eq!(proof.attempt(), n);
+        assert_eq!(
+            s.record_response(&c.operation, n, ResponseClass::OtherRefusal)
+                .await
+                .unwrap(),
+            OperationState::Unresolved
+        );
+        observe(
+            s,
+            "m1",
+            ObservationPurpose::Recovery,
+            None,
+            A,
+            facts("m1", base_digest("m1")),
+        )
+        .await;
+        let expected = if n < 3 {
+            Classification::SafeToRetry
+        } else {
+            Classification::Unresolved(UnresolvedReason::RetryBlocked(
+                infra_talos::contract::classify::RetryBlocker::NoAttemptsLeft,
+            ))
+        };
+        assert_eq!(
+            s.classify(&c.operation, c.owner).await.unwrap(),
+            expected,
+            "classification after attempt {n}"
+        );
+    }
+    evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
+    let before = s.timeline("m1").await.unwrap().len();
+    let err = s.attempt(&c.operation, c.owner).await.unwrap_err();
+    assert_eq!(
+        err,
+        StoreError::AttemptRefused {
+            comparison: 7,
+            reason: "comparison 7: the unresolved operation has no safe-to-retry classification"
+                .into(),
+        }
+    );
+    let timeline = s.timeline("m1").await.unwrap();
+    let appended: Vec<(&str, Option<u8>)> = timeline[before..]
+        .iter()
+        .map(|e| (e.kind.as_str(), e.comparison))
+        .collect();
+    assert_eq!(appended, [("attempt_refused", Some(7))]);
+    let op = s.operation(&c.operation).await.unwrap();
+    assert_eq!((op.state, op.attempts), (OperationState::Unresolved, 3));
+    assert_eq!(s.attempts(&c.operation).await.unwrap().len(), 3);
+}
+
+/// Comparison 9, the budget term of the update that records an attempt. No sequence
+/// of the store's acts reaches it (`attempt_budget_used_up_through_the_store`: a
+/// retry needs a safe-to-retry classification, which needs budget left, and a
+/// committed operation has made no attempt), so the recorded count is moved to the
+/// budget behind the store's back, on an operation still committed.
 pub async fn attempt_refusals_9<S: Store>(env: Env<S>) {
     let s = &env.store;
     world(s).await;
     ready(&env, "p1", "m1", A).await;
     let c = s.commit("p1", A).await.unwrap();
-    // The budget (3) is used up behind the store's back: comparison 9 is the last
-    // check inside the recording update.
     s.raw_execute("UPDATE operations SET attempts = 3")
         .await
         .unwrap();
@@ -1177,7 +1277,10 @@ pub async fn attempt_refused_by_gate<S: Store>(env: Env<S>) {
     assert_eq!(proof.attempt(), 1);
 }
 
-/// With zero attempts an apply-config operation never completes (§4).
+/// With zero attempts an apply-config operation never completes (§4), even when a
+/// completion observation shows its artifact on the node: the classification is
+/// unresolved because nothing was sent, the operation stays committed, and Applied
+/// stays put.
 pub async fn no_completion_without_attempt<S: Store>(env: Env<S>) {
     let s = &env.store;
     world(s).await;
@@ -1193,10 +1296,13 @@ pub async fn no_completion_without_attempt<S: Store>(env: Env<S>) {
     )
     .await;
     let cl = s.classify(&c.operation, c.owner).await.unwrap();
-    assert_ne!(cl, Classification::Completed);
-    assert_ne!(
+    assert_eq!(
+        cl,
+        Classification::Unresolved(UnresolvedReason::NothingSent)
+    );
+    assert_eq!(
         s.operation(&c.operation).await.unwrap().state,
-        OperationState::Completed
+        OperationState::Committed
     );
     assert_eq!(
         s.machine("m1").await.unwrap().applied_digest,
@@ -1295,7 +1401,11 @@ pub async fn assignment_change_while_held<S: Store>(env: Env<S>) {
     assert_eq!(s.machine("m1").await.unwrap().assignment_revision, 1);
     // Control: once the operation is final, the assignment may change.
     s.revoke_approval(&bob(), "p1").await.unwrap();
-    assert!(s.attempt(&c.operation, c.owner).await.is_err());
+    let err = s.attempt(&c.operation, c.owner).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::AttemptRefused { comparison: 1, reason } if reason.contains("revoked")),
+        "{err:?}"
+    );
     assert_eq!(
         s.operation(&c.operation).await.unwrap().state,
         OperationState::Cancelled
@@ -1308,18 +1418,20 @@ pub async fn timeline_is_append_only<S: Store>(env: Env<S>) {
     world(s).await;
     ready(&env, "p1", "m1", A).await;
     let before = s.timeline("m1").await.unwrap();
-    assert!(
-        s.raw_execute("UPDATE timeline SET detail = 'rewritten'")
-            .await
-            .is_err()
-    );
-    assert!(s.raw_execute("DELETE FROM timeline").await.is_err());
-    assert!(s.raw_execute("DELETE FROM observations").await.is_err());
-    assert!(
-        s.raw_execute("UPDATE observation_starts SET purpose = 'drift'")
-            .await
-            .is_err()
-    );
+    let err = s
+        .raw_execute("UPDATE timeline SET detail = 'rewritten'")
+        .await
+        .unwrap_err();
+    append_only(&err, "timeline");
+    let err = s.raw_execute("DELETE FROM timeline").await.unwrap_err();
+    append_only(&err, "timeline");
+    let err = s.raw_execute("DELETE FROM observations").await.unwrap_err();
+    append_only(&err, "observations");
+    let err = s
+        .raw_execute("UPDATE observation_starts SET purpose = 'drift'")
+        .await
+        .unwrap_err();
+    append_only(&err, "observation_starts");
     assert_eq!(s.timeline("m1").await.unwrap(), before);
     // Control: the same kind of statement on a state table goes through.
     assert!(
@@ -1358,17 +1470,19 @@ pub async fn roles_and_self_approval<S: Store>(env: Env<S>) {
         .await
         .unwrap();
     // Automation and recovery-admin never approve; a publisher does not either.
-    assert!(
-        s.approve(&Actor::new("bot", Role::Automation), "p1")
-            .await
-            .is_err()
-    );
-    assert!(s.approve(&root(), "p1").await.is_err());
-    assert!(
-        s.approve(&Actor::new("alice", Role::Approver), "p1")
-            .await
-            .is_err()
-    );
+    let err = s
+        .approve(&Actor::new("bot", Role::Automation), "p1")
+        .await
+        .unwrap_err();
+    refused_as(&err, "approving", "the role automation may not do this");
+    let err = s.approve(&root(), "p1").await.unwrap_err();
+    refused_as(&err, "approving", "the role recovery-admin may not do this");
+    let err = s
+        .approve(&Actor::new("alice", Role::Approver), "p1")
+        .await
+        .unwrap_err();
+    refused_as(&err, "approving", "alice does not hold the role approver");
+    assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Proposed);
     assert_eq!(
         s.approve(&bob(), "p1").await.unwrap(),
         SelfApproval::NotSelfApproval
@@ -1915,6 +2029,154 @@ pub async fn response_after_takeover_is_the_attempts<S: Store>(env: Env<S>) {
     );
 }
 
+/// Begin an observation of `machine` by controller A; its ticket.
+async fn begin<S: Store>(
+    s: &S,
+    machine: &str,
+    purpose: ObservationPurpose,
+) -> infra_talos::store::ObservationTicket {
+    s.begin_observation(ObservationRequest {
+        machine: machine.into(),
+        purpose,
+        plan: None,
+        controller: A,
+    })
+    .await
+    .unwrap()
+}
+
+/// Two observations of `machine` begun one after the other and recorded the other
+/// way round: the higher-basis one first, reading `high`, then the lower-basis one,
+/// reading `low`. The store lists them by basis, the later-recorded one first.
+async fn recorded_out_of_order<S: Store>(
+    s: &S,
+    machine: &str,
+    purpose: ObservationPurpose,
+    low: Digest,
+    high: Digest,
+) {
+    let first = begin(s, machine, purpose).await;
+    let second = begin(s, machine, purpose).await;
+    assert!(first.basis < second.basis, "{first:?} {second:?}");
+    let high_at = s
+        .record_observation(&second, facts(machine, high))
+        .await
+        .unwrap();
+    let low_at = s
+        .record_observation(&first, facts(machine, low))
+        .await
+        .unwrap();
+    assert!(high_at < low_at, "recorded {high_at:?} then {low_at:?}");
+    let listed: Vec<(u64, Option<Digest>, Option<u64>)> = s
+        .observations(machine)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|o| o.basis == first.basis || o.basis == second.basis)
+        .map(|o| (o.basis.0, o.digest(), o.recorded_revision.map(|r| r.0)))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (first.basis.0, Some(low), Some(low_at.0)),
+            (second.basis.0, Some(high), Some(high_at.0)),
+        ]
+    );
+}
+
+/// §4.1, §4 and §6.1: observations are ordered by basis, the revision of their
+/// "observation started" entry, not by when their result was recorded. A
+/// higher-basis completion read recorded before a lower-basis one still decides: on
+/// m1 it shows the artifact and the operation completes although the read recorded
+/// last shows the pre-dispatch digest; on m3, the mirror, it shows the pre-dispatch
+/// digest and the operation fails on it although the read recorded last shows the
+/// artifact. A drift read with a higher basis that read Applied's digest, recorded
+/// first, keeps a lower-basis read of another digest from opening a drift record
+/// (§6.1 basis rules); the same read alone opens one.
+pub async fn observations_decide_in_basis_order<S: Store>(env: Env<S>) {
+    use infra_talos::contract::classify::FailedReason;
+    use infra_talos::contract::evidence::DigestMatch;
+    let s = &env.store;
+    world(s).await;
+    for m in ["m1", "m3"] {
+        ready(&env, &format!("p-{m}"), m, A).await;
+    }
+    for (m, low, high, expected) in [
+        (
+            "m1",
+            base_digest("m1"),
+            artifact_digest("m1", "rel-1"),
+            Classification::Completed,
+        ),
+        (
+            "m3",
+            artifact_digest("m3", "rel-1"),
+            base_digest("m3"),
+            Classification::Failed(FailedReason::Digest(DigestMatch::PreDispatch)),
+        ),
+    ] {
+        let c = s.commit(&format!("p-{m}"), A).await.unwrap();
+        let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+        s.record_response(&c.operation, 1, ResponseClass::Accepted)
+            .await
+            .unwrap();
+        env.clock.advance(SpanMs(500));
+        recorded_out_of_order(s, m, ObservationPurpose::Completion, low, high).await;
+        assert_eq!(
+            s.classify(&c.operation, c.owner).await.unwrap(),
+            expected,
+            "{m}"
+        );
+        let applied = s.machine(m).await.unwrap().applied_digest;
+        let expected_applied = if m == "m1" { high } else { base_digest(m) };
+        assert_eq!(applied, Some(expected_applied), "{m}");
+    }
+    // Drift on m2, which no operation holds.
+    let drifted = config_digest(b"edited by hand\n");
+    recorded_out_of_order(
+        s,
+        "m2",
+        ObservationPurpose::Drift,
+        drifted,
+        base_digest("m2"),
+    )
+    .await;
+    assert_eq!(s.machine("m2").await.unwrap().open_drift, None);
+    let opened: Vec<String> = s
+        .timeline("m2")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "drift_opened")
+        .map(|e| e.detail)
+        .collect();
+    assert_eq!(opened, Vec::<String>::new());
+    let alone = observe(
+        s,
+        "m2",
+        ObservationPurpose::Drift,
+        None,
+        A,
+        facts("m2", drifted),
+    )
+    .await;
+    let timeline = s.timeline("m2").await.unwrap();
+    let opened = timeline
+        .iter()
+        .rfind(|e| e.kind == "drift_opened")
+        .expect("the read alone opens a drift record");
+    assert!(
+        opened
+            .detail
+            .starts_with(&format!("digest mismatch: observation basis r{alone} ")),
+        "{opened:?}"
+    );
+    assert_eq!(
+        s.machine("m2").await.unwrap().open_drift,
+        Some(opened.revision)
+    );
+}
+
 /// Run every suite test that takes a plain environment.
 pub async fn run_plain<S, F, Fut>(name: &str, make: F)
 where
@@ -1943,6 +2205,10 @@ where
         "c6_frozen" => c6_frozen(env).await,
         "attempt_refusals_7" => attempt_refusals_7(env).await,
         "attempt_refusals_9" => attempt_refusals_9(env).await,
+        "attempt_budget_used_up_through_the_store" => {
+            attempt_budget_used_up_through_the_store(env).await;
+        }
+        "observations_decide_in_basis_order" => observations_decide_in_basis_order(env).await,
         "accounting_and_retry" => accounting_and_retry(env).await,
         "retry_after_classification" => retry_after_classification(env).await,
         "no_completion_without_attempt" => no_completion_without_attempt(env).await,
@@ -1974,7 +2240,9 @@ macro_rules! store_suite {
             c1_cancelled, c1_identity_revoked, c1_foreign_epoch, c2_assignment_changed,
             c2_desired_moved, c2_baseline_moved, c3_evidence_cases, c3_missing_evidence,
             c3_wrong_digest_opens_drift, c6_unbound_drift, c4_scope_held, c5_rollout_slot,
-            c6_frozen, attempt_refusals_7, attempt_refusals_9, accounting_and_retry,
+            c6_frozen, attempt_refusals_7, attempt_refusals_9,
+            attempt_budget_used_up_through_the_store, observations_decide_in_basis_order,
+            accounting_and_retry,
             retry_after_classification, no_completion_without_attempt, attempt_refused_by_gate,
             revocation_after_commitment, assignment_change_while_held,
             timeline_is_append_only, no_plaintext_stored, roles_and_self_approval,

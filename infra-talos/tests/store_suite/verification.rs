@@ -215,10 +215,14 @@ pub async fn publication_after_commitment<S: Store>(env: Env<S>) {
     let proof = s.attempt(&c.operation, c.owner).await.unwrap();
     assert_eq!(proof.artifact_digest(), artifact_digest("m1", "rel-1"));
     // Control: a plan for the old release made now is refused at creation.
-    assert!(
-        s.create_plan(&alice(), spec("p-old", "m1", "rel-1", env.clock.now()))
-            .await
-            .is_err()
+    let err = s
+        .create_plan(&alice(), spec("p-old", "m1", "rel-1", env.clock.now()))
+        .await
+        .unwrap_err();
+    refused_as(
+        &err,
+        "creating a plan",
+        "an apply-config plan must target the machine's Desired release",
     );
 }
 
