@@ -14,8 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use infra_talos::contract::Role;
-use infra_talos::contract::operation::{ControllerId, OperationState};
-use infra_talos::contract::plan::PlanState;
+use infra_talos::contract::epoch::{EpochBearer, ForeignEpoch};
+use infra_talos::contract::operation::{ControllerId, OperationState, OwnerToken};
+use infra_talos::contract::plan::{AuthorityRefusal, PlanState, Stage};
+use infra_talos::contract::recovery::ScopeState;
 use infra_talos::store::postgres::PgStore;
 use infra_talos::store::{
     Actor, Committed, ContributionKind, Guards, Hook, HookPoint, ReleaseSpec, Settings, Store,
@@ -164,18 +166,36 @@ async fn race_003_revocation_waits_for_commitment() {
     };
     wait_for_lock_waiter(&env.store).await;
     assert!(!revoker.is_finished(), "the revocation did not wait");
+    // A second connection sees neither act yet.
+    let s = &env.store;
+    let from = kinds(s, "m1").await.len();
+    let revoked: bool = sqlx::query_scalar(
+        "SELECT revoked FROM approvals WHERE plan_id = 'p1' ORDER BY seq DESC LIMIT 1",
+    )
+    .fetch_one(s.pool())
+    .await
+    .unwrap();
+    assert!(!revoked, "the revocation is visible before it committed");
+    assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Approved);
     release.send(()).unwrap();
     let c = committer.await.unwrap().unwrap();
     revoker.await.unwrap().unwrap();
-    let timeline = env.store.timeline("m1").await.unwrap();
-    let rev = |k: &str| timeline.iter().find(|e| e.kind == k).unwrap().revision;
-    assert!(rev("commitment") < rev("approval_revoked"));
+    assert_eq!(
+        entries_from(s, "m1", from).await,
+        strings(&[("commitment", None), ("approval_revoked", None)])
+    );
     assert_eq!(
         env.store.plan("p1").await.unwrap().state,
         PlanState::Committed
     );
     let err = env.store.attempt(&c.operation, c.owner).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(1));
+    assert_eq!(
+        err,
+        StoreError::AttemptRefused {
+            comparison: 1,
+            reason: AuthorityRefusal::ApprovalRevoked.to_string(),
+        }
+    );
     assert_eq!(
         env.store.operation(&c.operation).await.unwrap().state,
         OperationState::Cancelled
@@ -283,80 +303,331 @@ async fn racing_takeovers_elect_one() {
     );
 }
 
-/// Hold `lock_sql` in a raw transaction of this store's schema (standing for a
-/// revocation or a recovery-mode entry in progress), start a commitment, check that
-/// it waits on that lock, then run `change_sql`, commit, and return what the
-/// commitment says. `lock_sql` and `change_sql` are run as given.
-async fn commitment_behind_raw_lock(
+/// Wait until at least `n` sessions of this store wait on a lock.
+async fn wait_for_lock_waiters(store: &PgStore, n: i64) {
+    for _ in 0..500 {
+        let row: (i64,) = sqlx::query_as(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE wait_event_type = 'Lock' AND application_name = current_setting('application_name')",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        if row.0 >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("fewer than {n} transactions ever waited on a lock");
+}
+
+/// Plans p1 (m1) and p3 (m3), both approved by bob with controller A's evidence, and
+/// p3's commitment spawned and held at its lock point: m3's row locked, the
+/// installation row and bob's approval and principal rows read to share.
+async fn p3_commitment_held() -> Option<(
+    Arc<Env<PgStore>>,
+    tokio::task::JoinHandle<Result<Committed, StoreError>>,
+    oneshot::Sender<()>,
+)> {
+    let (env, gate, release) =
+        racing_env(|p| matches!(p, HookPoint::CommitmentLocked { plan, .. } if plan == "p3"))
+            .await?;
+    let env = Arc::new(env);
+    world(&env.store).await;
+    ready(&env, "p1", "m1", A).await;
+    ready(&env, "p3", "m3", A).await;
+    let committer = {
+        let env = env.clone();
+        tokio::spawn(async move { env.store.commit("p3", A).await })
+    };
+    gate.entered.notified().await;
+    Some((env, committer, release))
+}
+
+/// With p3's commitment held, spawn `act` (which locks machine rows in id order, so
+/// it takes m1 and waits for m3), then p1's commitment, which waits behind the act for
+/// m1. Returns both once both wait on a lock and neither has finished.
+async fn act_between_two_commitments<T: Send + 'static>(
     env: &Arc<Env<PgStore>>,
-    lock_sql: &'static str,
-    change_sql: &'static str,
-) -> Result<infra_talos::store::Committed, infra_talos::store::StoreError> {
-    let mut raw = env.store.pool().begin().await.unwrap();
-    sqlx::query(lock_sql).execute(&mut *raw).await.unwrap();
+    act: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+) -> (
+    tokio::task::JoinHandle<Result<T, StoreError>>,
+    tokio::task::JoinHandle<Result<Committed, StoreError>>,
+) {
+    let act = tokio::spawn(act);
+    wait_for_lock_waiters(&env.store, 1).await;
+    let p1 = {
+        let env = env.clone();
+        tokio::spawn(async move { env.store.commit("p1", A).await })
+    };
+    wait_for_lock_waiters(&env.store, 2).await;
+    assert!(
+        !act.is_finished(),
+        "the act did not wait for p3's commitment"
+    );
+    assert!(
+        !p1.is_finished(),
+        "p1's commitment did not wait for the act"
+    );
+    (act, p1)
+}
+
+/// The kinds of `machine`'s timeline entries, oldest first.
+async fn kinds(s: &PgStore, machine: &str) -> Vec<String> {
+    s.timeline(machine)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect()
+}
+
+/// The kinds of `machine`'s timeline entries from `from` on, with a refusal's
+/// comparison.
+async fn entries_from(s: &PgStore, machine: &str, from: usize) -> Vec<(String, Option<u8>)> {
+    s.timeline(machine).await.unwrap()[from..]
+        .iter()
+        .map(|e| (e.kind.clone(), e.comparison))
+        .collect()
+}
+
+fn strings(kinds: &[(&str, Option<u8>)]) -> Vec<(String, Option<u8>)> {
+    kinds.iter().map(|(k, c)| ((*k).to_owned(), *c)).collect()
+}
+
+/// A real identity revocation racing real commitments, each way. bob approved p1
+/// (m1) and p3 (m3). With p3's commitment held at its lock point, the revocation of
+/// bob (which locks the machines of his approvals in id order before his principal
+/// row) takes m1 and waits for m3; p1's commitment waits behind it for m1. While
+/// both wait, a second connection sees bob unrevoked and no new entry. Released:
+/// p3's commitment is ahead of the revocation and stands (its commitment entry
+/// precedes the revocation's on m3, and its attempt is then refused by comparison 1
+/// and the operation cancelled, nothing sent); the revocation is ahead of p1's
+/// commitment, which waited for it, then saw it and was refused by comparison 1
+/// (the plan revoked with its approver), recorded after the revocation on m1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commitment_waits_for_identity_revocation() {
+    let Some((env, p3, release)) = p3_commitment_held().await else {
+        return;
+    };
+    let s = &env.store;
+    let (m1_from, m3_from) = (kinds(s, "m1").await.len(), kinds(s, "m3").await.len());
+    let revoker = {
+        let env = env.clone();
+        async move { env.store.revoke_identity(&root(), "bob").await }
+    };
+    let (revoker, p1) = act_between_two_commitments(&env, revoker).await;
+    let revoked: bool = sqlx::query_scalar("SELECT revoked FROM principals WHERE id = 'bob'")
+        .fetch_one(s.pool())
+        .await
+        .unwrap();
+    assert!(!revoked, "the revocation is visible before it committed");
+    assert_eq!(entries_from(s, "m1", m1_from).await, []);
+    assert_eq!(entries_from(s, "m3", m3_from).await, []);
+    release.send(()).unwrap();
+    let c3 = p3.await.unwrap().unwrap();
+    revoker.await.unwrap().unwrap();
+    // The revocation withdrew p1's approval with the identity: the plan is revoked.
+    let err = p1.await.unwrap().unwrap_err();
+    assert_eq!(
+        err,
+        StoreError::CommitmentRefused {
+            comparison: 1,
+            reason: AuthorityRefusal::PlanState {
+                stage: Stage::Commitment,
+                state: PlanState::Revoked,
+            }
+            .to_string(),
+        }
+    );
+    assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Revoked);
+    assert_eq!(
+        entries_from(s, "m3", m3_from).await,
+        strings(&[("commitment", None), ("identity_revoked", None)])
+    );
+    assert_eq!(
+        entries_from(s, "m1", m1_from).await,
+        strings(&[("identity_revoked", None), ("commitment_refused", Some(1))])
+    );
+    assert_eq!(s.plan("p1").await.unwrap().operation, None);
+    assert_eq!(
+        s.plan("p3").await.unwrap().operation,
+        Some(c3.operation.clone())
+    );
+    let err = s.attempt(&c3.operation, c3.owner).await.unwrap_err();
+    assert_eq!(
+        err,
+        StoreError::AttemptRefused {
+            comparison: 1,
+            reason: AuthorityRefusal::IdentityRevoked.to_string(),
+        }
+    );
+    assert_eq!(
+        s.operation(&c3.operation).await.unwrap().state,
+        OperationState::Cancelled
+    );
+    assert!(!kinds(s, "m3").await.iter().any(|k| k == "attempt"));
+}
+
+/// A real recovery-mode entry racing real commitments, each way. With p3's
+/// commitment held at its lock point, the entry (which locks every machine row in
+/// id order before the installation row) takes m1 and m2 and waits for m3; p1's
+/// commitment waits behind it for m1. While both wait, a second connection sees the
+/// old epoch, recovery mode off, every scope normal and no new entry. Released: p3's
+/// commitment is ahead of the entry and stands, in the old epoch, and the entry takes
+/// its operation over into the new one (unresolved, controller B, generation 2);
+/// the entry is ahead of p1's commitment, which waited for it, then saw the new epoch
+/// and was refused by comparison 1 (its approval is from the old epoch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commitment_waits_for_recovery_entry() {
+    let Some((env, p3, release)) = p3_commitment_held().await else {
+        return;
+    };
+    let s = &env.store;
+    let old = s.current_epoch().await.unwrap();
+    let (m1_from, m3_from) = (kinds(s, "m1").await.len(), kinds(s, "m3").await.len());
+    let entry = {
+        let env = env.clone();
+        async move { env.store.enter_recovery(&root(), B).await }
+    };
+    let (entry, p1) = act_between_two_commitments(&env, entry).await;
+    assert_eq!(s.current_epoch().await.unwrap(), old);
+    let recovery: bool = sqlx::query_scalar("SELECT recovery_mode FROM installation")
+        .fetch_one(s.pool())
+        .await
+        .unwrap();
+    assert!(!recovery, "the entry is visible before it committed");
+    for m in ["m1", "m2", "m3"] {
+        assert_eq!(s.machine(m).await.unwrap().scope, ScopeState::Normal, "{m}");
+    }
+    assert_eq!(entries_from(s, "m1", m1_from).await, []);
+    assert_eq!(entries_from(s, "m3", m3_from).await, []);
+    release.send(()).unwrap();
+    let c3 = p3.await.unwrap().unwrap();
+    let new = entry.await.unwrap().unwrap();
+    assert_ne!(new, old);
+    assert_eq!(c3.owner.epoch, old);
+    let err = p1.await.unwrap().unwrap_err();
+    assert_eq!(
+        err,
+        StoreError::CommitmentRefused {
+            comparison: 1,
+            reason: AuthorityRefusal::ForeignEpoch(ForeignEpoch {
+                bearer: EpochBearer::Approval,
+                carried: old,
+                current: new,
+            })
+            .to_string(),
+        }
+    );
+    assert_eq!(
+        entries_from(s, "m3", m3_from).await,
+        strings(&[
+            ("commitment", None),
+            ("recovery_entry", None),
+            ("takeover", None)
+        ])
+    );
+    assert_eq!(
+        entries_from(s, "m1", m1_from).await,
+        strings(&[("recovery_entry", None), ("commitment_refused", Some(1))])
+    );
+    let op = s.operation(&c3.operation).await.unwrap();
+    assert_eq!(op.state, OperationState::Unresolved);
+    assert_eq!(
+        op.owner,
+        OwnerToken {
+            controller: B,
+            generation: 2,
+            epoch: new,
+        }
+    );
+    assert_eq!(s.plan("p1").await.unwrap().operation, None);
+    for m in ["m1", "m2", "m3"] {
+        assert_eq!(
+            s.machine(m).await.unwrap().scope,
+            ScopeState::PreRestoreUnaccounted,
+            "{m}"
+        );
+    }
+}
+
+/// A real approval revocation ahead of a real commitment: p1, approved under
+/// cluster-1's blanket approval, and carol's revocation of that blanket, which
+/// revokes p1's approval as `revoke_approval` would. The revocation is held at its
+/// lock point (every machine row of the cluster locked); p1's commitment waits for m1.
+/// While it waits, a second connection sees p1's approval unrevoked, the plan
+/// approved and no new entry. Released: the revocation commits first; the commitment
+/// then sees it and is refused by comparison 1 (the approval revoked), recorded after
+/// the revocation, and p1 is revoked with no operation. (The other way round, a plain
+/// `revoke_approval` waiting for a held commitment, is
+/// `race_003_revocation_waits_for_commitment`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commitment_waits_for_approval_revocation() {
+    let Some((env, gate, release)) =
+        racing_env(|p| matches!(p, HookPoint::BlanketRevocationLocked { .. })).await
+    else {
+        return;
+    };
+    let env = Arc::new(env);
+    let s = &env.store;
+    world(s).await;
+    let blanket = s
+        .grant_blanket_approval(&bob(), "cluster-1", "direct mode")
+        .await
+        .unwrap();
+    s.create_plan(&alice(), spec("p1", "m1", "rel-1", env.clock.now()))
+        .await
+        .unwrap();
+    s.approve_under_blanket(&Actor::new("bot", Role::Automation), "p1")
+        .await
+        .unwrap();
+    evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
+    let from = kinds(s, "m1").await.len();
+    let revoker = {
+        let (env, id) = (env.clone(), blanket.id.clone());
+        tokio::spawn(async move { env.store.revoke_blanket_approval(&carol(), &id).await })
+    };
+    gate.entered.notified().await;
     let committer = {
         let env = env.clone();
         tokio::spawn(async move { env.store.commit("p1", A).await })
     };
-    wait_for_lock_waiter(&env.store).await;
+    wait_for_lock_waiter(s).await;
     assert!(!committer.is_finished(), "the commitment did not wait");
-    sqlx::query(change_sql).execute(&mut *raw).await.unwrap();
-    raw.commit().await.unwrap();
-    committer.await.unwrap()
-}
-
-/// A ready plan's commitment run while another transaction holds `lock` and then makes
-/// `change`: the commitment waits, then sees the change and is refused by comparison
-/// 1, with `mention` in its reason.
-async fn refused_by_1_behind_lock(lock: &'static str, change: &'static str, mention: &str) {
-    let Some(make) = make() else { return };
-    let env = Arc::new(make(Guards::default()).await);
-    world(&env.store).await;
-    ready(&env, "p1", "m1", A).await;
-    let err = commitment_behind_raw_lock(&env, lock, change)
-        .await
-        .unwrap_err();
-    assert_eq!(err.comparison(), Some(1), "{err}");
-    assert!(err.to_string().contains(mention), "{err}");
-}
-
-/// The commitment reads the approver's principal row FOR SHARE: an identity
-/// revocation holding it FOR UPDATE makes the commitment wait, and the commitment
-/// then sees the revocation (comparison 1).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn commitment_waits_for_identity_revocation() {
-    refused_by_1_behind_lock(
-        "SELECT revoked FROM principals WHERE id = 'bob' FOR UPDATE",
-        "UPDATE principals SET revoked = TRUE WHERE id = 'bob'",
-        "identity",
+    let revoked: bool = sqlx::query_scalar(
+        "SELECT revoked FROM approvals WHERE plan_id = 'p1' ORDER BY seq DESC LIMIT 1",
     )
-    .await;
-}
-
-/// The commitment reads the installation row (epoch, recovery mode) FOR SHARE: a
-/// recovery-mode entry holding it FOR UPDATE makes the commitment wait, and the
-/// commitment then sees the new epoch (comparison 1: the approval is foreign).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn commitment_waits_for_recovery_entry() {
-    refused_by_1_behind_lock(
-        "SELECT epoch FROM installation WHERE id = 1 FOR UPDATE",
-        "UPDATE installation SET epoch = decode('00112233445566778899aabbccddeeff', 'hex'), \
-         recovery_mode = TRUE WHERE id = 1",
-        "epoch",
-    )
-    .await;
-}
-
-/// The approval is read FOR SHARE too: a revocation holding it FOR UPDATE is
-/// waited for and then seen.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn commitment_waits_for_approval_revocation() {
-    refused_by_1_behind_lock(
-        "SELECT revoked FROM approvals WHERE plan_id = 'p1' FOR UPDATE",
-        "UPDATE approvals SET revoked = TRUE WHERE plan_id = 'p1'",
-        "",
-    )
-    .await;
+    .fetch_one(s.pool())
+    .await
+    .unwrap();
+    assert!(!revoked, "the revocation is visible before it committed");
+    assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Approved);
+    assert_eq!(entries_from(s, "m1", from).await, []);
+    release.send(()).unwrap();
+    revoker.await.unwrap().unwrap();
+    let err = committer.await.unwrap().unwrap_err();
+    assert_eq!(
+        err,
+        StoreError::CommitmentRefused {
+            comparison: 1,
+            reason: AuthorityRefusal::PlanState {
+                stage: Stage::Commitment,
+                state: PlanState::Revoked,
+            }
+            .to_string(),
+        }
+    );
+    assert_eq!(
+        entries_from(s, "m1", from).await,
+        strings(&[
+            ("approval_revoked", None),
+            ("blanket_revoked", None),
+            ("commitment_refused", Some(1))
+        ])
+    );
+    let plan = s.plan("p1").await.unwrap();
+    assert_eq!((plan.state, plan.operation), (PlanState::Revoked, None));
 }
 
 /// Two machines of one rollout scope commit at once: their machine locks do not
