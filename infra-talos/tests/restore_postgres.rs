@@ -25,10 +25,10 @@ use std::sync::Arc;
 
 use controller_common::*;
 use infra_core::engine::Clock;
+use infra_talos::contract::SpanMs;
 use infra_talos::contract::evidence::ObservationPurpose;
 use infra_talos::contract::operation::{ControllerId, OperationState, OwnerToken};
 use infra_talos::contract::recovery::{BlockedOn, ScopeState};
-use infra_talos::contract::{Role, SpanMs};
 use infra_talos::controller::{
     ConnectorMap, Executor, ExecutorSettings, Interruption, InterruptionHook, MachineRoute,
     RecoveryAction, TalosconfigConnector,
@@ -37,7 +37,7 @@ use infra_talos::keys::{KeyProvider, LocalKeyring};
 use infra_talos::store::postgres::PgStore;
 use infra_talos::store::{
     ContributionKind, DEFAULT_MAX_TRANSPORT_DEADLINE, IdentityKey, MachineSpec, PlanSpec,
-    PrincipalKind, PrincipalSpec, ScopeAccounting, SealedReleaseSpec, Settings, Store, StoreError,
+    ScopeAccounting, SealedReleaseSpec, Settings, Store, StoreError,
 };
 use infra_talos::{NodeAddress, config_digest};
 use infra_testkit::talos::TalosSim;
@@ -171,20 +171,7 @@ impl Site {
     }
 
     async fn inventory(&self, s: &PgStore) {
-        for (id, role) in [
-            ("alice", Role::Publisher),
-            ("bob", Role::Approver),
-            ("root", Role::RecoveryAdmin),
-            ("ann", Role::Author),
-        ] {
-            s.register_principal(PrincipalSpec {
-                id: id.into(),
-                kind: PrincipalKind::Human,
-                roles: vec![role],
-            })
-            .await
-            .expect("principal");
-        }
+        register_people(s).await;
         for (machine, sim) in [MACHINE, M2].into_iter().zip(&self.sims) {
             let facts = sim.facts();
             s.create_machine(

@@ -168,21 +168,7 @@ impl World {
 
     async fn inventory(&self) {
         let s = &self.store;
-        let people: [(&str, Role); 4] = [
-            ("alice", Role::Publisher),
-            ("bob", Role::Approver),
-            ("root", Role::RecoveryAdmin),
-            ("ann", Role::Author),
-        ];
-        for (id, role) in people {
-            s.register_principal(PrincipalSpec {
-                id: id.into(),
-                kind: PrincipalKind::Human,
-                roles: vec![role],
-            })
-            .await
-            .expect("principal");
-        }
+        register_people(s.as_ref()).await;
         let facts = self.sim.facts();
         s.create_machine(
             &author(),
@@ -333,6 +319,26 @@ impl World {
         };
         world.inventory().await;
         world
+    }
+}
+
+/// Registers the people every test acts as: alice (publisher), bob (approver),
+/// root (recovery-admin) and ann (author).
+pub async fn register_people<S: Store + ?Sized>(s: &S) {
+    let people: [(&str, Role); 4] = [
+        ("alice", Role::Publisher),
+        ("bob", Role::Approver),
+        ("root", Role::RecoveryAdmin),
+        ("ann", Role::Author),
+    ];
+    for (id, role) in people {
+        s.register_principal(PrincipalSpec {
+            id: id.into(),
+            kind: PrincipalKind::Human,
+            roles: vec![role],
+        })
+        .await
+        .expect("principal");
     }
 }
 
