@@ -137,12 +137,21 @@ pub async fn blanket_roles<S: Store>(env: Env<S>) {
         .await
         .unwrap();
     // Approving twice is the plan's own refusal.
-    assert!(s.approve_under_blanket(&bot(), "p1").await.is_err());
+    let twice = s.approve_under_blanket(&bot(), "p1").await.unwrap_err();
+    refused_as(
+        &twice,
+        "approving under a blanket approval",
+        "still authorizes",
+    );
     // A publisher cannot revoke it; recovery-admin can.
-    assert!(
-        s.revoke_blanket_approval(&alice(), &first.id)
-            .await
-            .is_err()
+    let by_publisher = s
+        .revoke_blanket_approval(&alice(), &first.id)
+        .await
+        .unwrap_err();
+    refused_as(
+        &by_publisher,
+        "revoking a blanket approval",
+        "the role publisher may not do this",
     );
     s.revoke_blanket_approval(&root(), &first.id).await.unwrap();
     let err = s
@@ -232,10 +241,14 @@ pub async fn blanket_epoch_and_identity<S: Store>(env: Env<S>) {
         .unwrap();
     s.enter_recovery(&root(), B).await.unwrap();
     // Granting is refused while recovery mode is in effect.
-    assert!(
-        s.grant_blanket_approval(&carol(), "cluster-1", "lab")
-            .await
-            .is_err()
+    let in_recovery = s
+        .grant_blanket_approval(&carol(), "cluster-1", "lab")
+        .await
+        .unwrap_err();
+    refused_as(
+        &in_recovery,
+        "granting a blanket approval",
+        "recovery mode is in effect",
     );
     release_after_restore(&env, &["m1", "m2", "m3"]).await;
     s.leave_recovery(&root()).await.unwrap();
@@ -269,7 +282,12 @@ pub async fn blanket_epoch_and_identity<S: Store>(env: Env<S>) {
     s.create_plan(&alice(), spec("p2", "m2", "rel-1", env.clock.now()))
         .await
         .unwrap();
-    assert!(s.approve_under_blanket(&bot(), "p2").await.is_err());
+    let without = s.approve_under_blanket(&bot(), "p2").await.unwrap_err();
+    refused_as(
+        &without,
+        "approving under a blanket approval",
+        "no blanket approval is in force for cluster cluster-1",
+    );
 }
 
 /// Run the named blanket-approval case on a fresh store.

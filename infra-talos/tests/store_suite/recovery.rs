@@ -188,7 +188,8 @@ pub async fn restored_attempt_keeps_the_scope<S: Store>(env: Env<S>) {
         s.mark_scope(&root(), "m1", None).await.unwrap(),
         ScopeState::Unresolved
     );
-    assert!(s.release_scope(&root(), "m1").await.is_err());
+    let held = s.release_scope(&root(), "m1").await.unwrap_err();
+    refused_as(&held, "releasing a scope", "still holds the scope");
     assert_eq!(scope(s, "m1").await, ScopeState::Unresolved);
 }
 
