@@ -228,9 +228,17 @@ mod tests {
         assert_eq!(parse("fd00::1"), Ok(("fd00::1".into(), DEFAULT_PORT)));
         assert_eq!(parse("[fd00::1]:7"), Ok(("fd00::1".into(), 7)));
         assert_eq!(parse("[fd00::1]"), Ok(("fd00::1".into(), DEFAULT_PORT)));
-        assert!(parse("http://10.0.0.2").is_err());
-        assert!(parse("10.0.0.2:port").is_err());
-        assert!(parse("").is_err());
+        let refused = |text: &str| NodeAddress::parse(text).unwrap_err().to_string();
+        assert_eq!(
+            refused("http://10.0.0.2"),
+            "\"http://10.0.0.2\" is not a node address (only https is spoken to a node)"
+        );
+        assert!(
+            refused("10.0.0.2:port").starts_with("\"10.0.0.2:port\" is not a node address ("),
+            "{}",
+            refused("10.0.0.2:port")
+        );
+        assert_eq!(refused(""), "\"\" is not a node address (empty)");
         assert_eq!(
             NodeAddress::parse("fd00::1").map(|a| a.uri()),
             Ok("https://[fd00::1]:50000".to_owned())

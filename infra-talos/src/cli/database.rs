@@ -130,6 +130,9 @@ mod tests {
             Ok(StoreUrl::SqliteFile(p)) if p == Path::new("/var/lib/talos/store.db")
         ));
         assert!(!names_memory("store.db"));
-        assert!(StoreUrl::parse("mysql://x").is_err());
+        assert!(matches!(
+            StoreUrl::parse("mysql://x"),
+            Err(super::Failure::Usage(m)) if m == "the store must be `sqlite:<path>` or a postgres:// URL"
+        ));
     }
 }

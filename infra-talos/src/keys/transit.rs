@@ -754,12 +754,17 @@ mod tests {
     #[test]
     fn refuses_addresses_and_mounts_it_cannot_use() {
         let token = TransitToken::new("t");
-        assert!(TransitClient::new(TransitConfig::new("https://vault", token.clone())).is_err());
+        let reason = |config: TransitConfig| match TransitClient::new(config) {
+            Err(KeyError::Unsupported { reason, .. }) => reason,
+            other => panic!("expected an unsupported configuration, got {other:?}"),
+        };
         assert!(
-            TransitClient::new(
-                TransitConfig::new("http://127.0.0.1:1", token.clone()).with_mount("a/../b")
-            )
-            .is_err()
+            reason(TransitConfig::new("https://vault", token.clone()))
+                .starts_with("the address must be http://")
+        );
+        assert_eq!(
+            reason(TransitConfig::new("http://127.0.0.1:1", token.clone()).with_mount("a/../b")),
+            "the mount path is not valid"
         );
         assert!(
             TransitClient::new(TransitConfig::new("http://127.0.0.1:1", token).with_mount("a/b"))
