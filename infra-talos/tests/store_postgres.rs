@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use infra_talos::contract::Role;
+use infra_talos::contract::comparison::Comparison;
 use infra_talos::contract::operation::{ControllerId, OperationState};
 use infra_talos::contract::plan::PlanState;
 use infra_talos::store::postgres::PgStore;
@@ -175,7 +176,7 @@ async fn race_003_revocation_waits_for_commitment() {
         PlanState::Committed
     );
     let err = env.store.attempt(&c.operation, c.owner).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(1));
+    assert_eq!(err.comparison(), Some(Comparison::Authority));
     assert_eq!(
         env.store.operation(&c.operation).await.unwrap().state,
         OperationState::Cancelled
@@ -215,7 +216,11 @@ async fn race_009_same_plan_twice() {
     release.send(()).unwrap();
     first.await.unwrap().unwrap();
     let err = second.await.unwrap().unwrap_err();
-    assert_eq!(err.comparison(), Some(0), "{err}");
+    assert_eq!(
+        err.comparison(),
+        Some(Comparison::PlanHasNoOperation),
+        "{err}"
+    );
     assert_eq!(env.store.operations_of("m1").await.unwrap().len(), 1);
 }
 
@@ -246,8 +251,14 @@ async fn race_010_second_plan_while_held() {
     release.send(()).unwrap();
     first.await.unwrap().unwrap();
     let err = second.await.unwrap().unwrap_err();
-    assert_eq!(err.comparison(), Some(4), "{err}");
-    refusal_on_timeline(&env.store, "m1", "commitment_refused", 4).await;
+    assert_eq!(err.comparison(), Some(Comparison::MachineScope), "{err}");
+    refusal_on_timeline(
+        &env.store,
+        "m1",
+        "commitment_refused",
+        Comparison::MachineScope,
+    )
+    .await;
 }
 
 /// Two takeovers of one generation on separate connections: one winner.
@@ -316,7 +327,7 @@ async fn refused_by_1_behind_lock(lock: &'static str, change: &'static str, ment
     let err = commitment_behind_raw_lock(&env, lock, change)
         .await
         .unwrap_err();
-    assert_eq!(err.comparison(), Some(1), "{err}");
+    assert_eq!(err.comparison(), Some(Comparison::Authority), "{err}");
     assert!(err.to_string().contains(mention), "{err}");
 }
 
@@ -399,7 +410,10 @@ async fn rollout_slot_index_orders_two_machines() {
                 .count();
         }
         if indexed {
-            assert_eq!(result.unwrap_err().comparison(), Some(5));
+            assert_eq!(
+                result.unwrap_err().comparison(),
+                Some(Comparison::RolloutSlot)
+            );
             assert_eq!(holding, 1);
         } else {
             result.expect("without the index both commit");
@@ -597,7 +611,7 @@ async fn takeover_waits_for_an_attempt() {
     // With fresh evidence of its own, the old owner's next attempt meets the fence.
     evidence(&env.store, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
     let err = env.store.attempt(&c.operation, c.owner).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(7), "{err}");
+    assert_eq!(err.comparison(), Some(Comparison::Ownership), "{err}");
 }
 
 /// An assignment change racing a commitment waits on the machine row, then is

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use controller_common::*;
 use infra_talos::config_digest;
 use infra_talos::contract::classify::{Classification, FailedReason, RetryBlocker};
+use infra_talos::contract::comparison::Comparison;
 use infra_talos::contract::operation::OperationState;
 use infra_talos::controller::{Interruption, InterruptionHook};
 use infra_talos::store::{Store, StoreError};
@@ -200,7 +201,7 @@ async fn retry_on_another_identity(swap: Swap) {
         Swap::SmbiosUuid | Swap::ClusterId => {
             assert_eq!(
                 out.refusal.as_ref().and_then(StoreError::comparison),
-                Some(3),
+                Some(Comparison::Evidence),
                 "{out:?}"
             );
             assert_eq!(out.sends, 0);
@@ -313,7 +314,7 @@ async fn an_unread_smbios_uuid_is_refused_end_to_end() {
             matches!(
                 &err,
                 infra_talos::controller::ExecutorError::Store(StoreError::CommitmentRefused {
-                    comparison: 3,
+                    comparison: Comparison::Evidence,
                     ..
                 })
             ) || matches!(

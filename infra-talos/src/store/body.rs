@@ -13,6 +13,7 @@ use crate::contract::accounting::{
     self, DecisionFacts, ExecutorStop, RecordedRead, TransportDeadline,
 };
 use crate::contract::classify::{self, Classification, ClassifyInput, RetryConditions};
+use crate::contract::comparison::Comparison;
 use crate::contract::drift;
 use crate::contract::epoch::Epoch;
 use crate::contract::evidence::{
@@ -20,7 +21,7 @@ use crate::contract::evidence::{
 };
 use crate::contract::gate::{self, FreezeAct, FreezeState, Mutation};
 use crate::contract::operation::{
-    self, AdmissionFacts, AttemptComparison, AttemptTransaction, ControllerId, Creation,
+    self, AdmissionFacts, AttemptTransaction, ControllerId, Creation,
     OperationKind, OperationState, OwnerToken, RetryBasis, TransitionFacts,
 };
 use crate::contract::plan::{self, PlanEvent, PlanState, SelfApproval, Stage};
@@ -272,7 +273,7 @@ struct Entry<'a> {
     role: &'a str,
     plan: Option<&'a str>,
     operation: Option<&'a str>,
-    comparison: Option<u8>,
+    comparison: Option<Comparison>,
     detail: String,
     requested_by: Option<String>,
 }
@@ -326,8 +327,8 @@ impl<'a> Entry<'a> {
         self
     }
 
-    fn comparison(mut self, n: u8) -> Self {
-        self.comparison = Some(n);
+    fn comparison(mut self, c: Comparison) -> Self {
+        self.comparison = Some(c);
         self
     }
 }
@@ -426,7 +427,7 @@ async fn append(tx: &mut Tx, machine: &str, at: i64, e: Entry<'_>) -> R<i64> {
         .bind(e.role)
         .bind(e.plan)
         .bind(e.operation)
-        .bind(e.comparison.map(i16::from))
+        .bind(e.comparison.map(|c| i16::from(c.number())))
         .bind(e.detail);
     if let Some(principal) = e.requested_by {
         query = query.bind(principal);
@@ -1074,14 +1075,14 @@ async fn set_open_drift(tx: &mut Tx, machine: &str, open: Option<(i64, &str)>) -
     Ok(())
 }
 
-fn commitment_refused(comparison: u8, reason: impl Into<String>) -> Fail {
+fn commitment_refused(comparison: Comparison, reason: impl Into<String>) -> Fail {
     Fail::Store(StoreError::CommitmentRefused {
         comparison,
         reason: reason.into(),
     })
 }
 
-fn attempt_refused(comparison: u8, reason: impl Into<String>) -> Fail {
+fn attempt_refused(comparison: Comparison, reason: impl Into<String>) -> Fail {
     Fail::Store(StoreError::AttemptRefused {
         comparison,
         reason: reason.into(),
@@ -1116,12 +1117,12 @@ impl Backend {
             .fetch_optional(&mut **tx)
             .await?;
         if existing.is_some() || plan.state == PlanState::Committed.name() {
-            return Err(commitment_refused(0, "the plan already has its operation"));
+            return Err(commitment_refused(Comparison::PlanHasNoOperation, "the plan already has its operation"));
         }
         // 1: authority.
         if guards.approval_in_transaction {
             authority_now(&plan, approval.as_ref(), now, inst.epoch, Stage::Commitment)
-                .map_err(|e| commitment_refused(1, e.to_string()))?;
+                .map_err(|e| commitment_refused(Comparison::Authority, e.to_string()))?;
         }
         // 2: bindings, Desired included.
         let artifact = stored_artifact(tx, &plan).await?;
@@ -1131,7 +1132,7 @@ impl Backend {
             artifact.as_ref().map(|(d, v)| (d.as_str(), *v)),
             true,
         ) {
-            return Err(commitment_refused(2, reason));
+            return Err(commitment_refused(Comparison::Bindings, reason));
         }
         // 3: evidence.
         let judged = Judged {
@@ -1148,14 +1149,14 @@ impl Backend {
                 }));
             }
             *digest_seen = refusal.digest;
-            return Err(commitment_refused(3, refusal.reason));
+            return Err(commitment_refused(Comparison::Evidence, refusal.reason));
         }
         // 4: machine scope.
         if guards.scope_index
             && let Some(op) = holder(tx, true, &machine_id).await?
         {
             return Err(commitment_refused(
-                4,
+                Comparison::MachineScope,
                 format!("operation {op} holds the machine scope"),
             ));
         }
@@ -1164,19 +1165,19 @@ impl Backend {
             && let Some(op) = holder(tx, false, &plan.rollout_scope).await?
         {
             return Err(commitment_refused(
-                5,
+                Comparison::RolloutSlot,
                 format!("operation {op} holds the rollout scope's only slot"),
             ));
         }
         // 6: gate.
         gate::check_gate(Mutation::Commitment, &gate_facts(&machine, &plan, &inst)?)
-            .map_err(|e| commitment_refused(6, e.to_string()))?;
+            .map_err(|e| commitment_refused(Comparison::Gate, e.to_string()))?;
         let facts = TransitionFacts {
             creation: Some(Creation::Commitment),
             ..TransitionFacts::quiet(OperationKind::ApplyConfig, &[])
         };
         operation::check_transition(None, OperationState::Committed, &facts)
-            .map_err(|e| commitment_refused(0, e.to_string()))?;
+            .map_err(|e| commitment_refused(Comparison::PlanHasNoOperation, e.to_string()))?;
         self.hook(HookPoint::CommitmentChecked {
             plan: plan_id.to_owned(),
             controller,
@@ -1210,7 +1211,7 @@ impl Backend {
         .await;
         if let Err(e) = inserted {
             return Err(match unique_comparison(&e) {
-                Some(n) => commitment_refused(n, format!("the unique index refused: {e}")),
+                Some(c) => commitment_refused(c, format!("the unique index refused: {e}")),
                 None => Fail::Db(e),
             });
         }
@@ -1229,7 +1230,7 @@ impl Backend {
         refusal: &StoreError,
         digest_seen: Option<(i64, String)>,
     ) -> StoreResult<()> {
-        let comparison = refusal.comparison().unwrap_or(0);
+        let comparison = refusal.comparison().unwrap_or(Comparison::PlanHasNoOperation);
         let reason = match refusal {
             StoreError::CommitmentRefused { reason, .. } => reason.clone(),
             other => other.to_string(),
@@ -1249,7 +1250,7 @@ impl Backend {
             )
             .await?;
             // An expired plan moves to expired.
-            if comparison == 1 && now >= plan.expires_at_ms {
+            if comparison == Comparison::Authority && now >= plan.expires_at_ms {
                 let state = plan_state_of(&plan.state)?;
                 if let Ok(next) = plan::transition(state, PlanEvent::Expire) {
                     set_plan_state(&mut tx, plan_id, next).await?;
@@ -1287,7 +1288,7 @@ impl Backend {
         let now = self.store_time(tx).await?;
         // 1
         authority_now(&plan, approval.as_ref(), now, inst.epoch, Stage::Attempt)
-            .map_err(|e| attempt_refused(1, e.to_string()))?;
+            .map_err(|e| attempt_refused(Comparison::Authority, e.to_string()))?;
         // 2 (without the Desired term)
         let artifact = stored_artifact(tx, &plan).await?;
         if let Some(reason) = bindings_refusal(
@@ -1296,7 +1297,7 @@ impl Backend {
             artifact.as_ref().map(|(d, v)| (d.as_str(), *v)),
             false,
         ) {
-            return Err(attempt_refused(2, reason));
+            return Err(attempt_refused(Comparison::Bindings, reason));
         }
         // 3: a retry needs evidence newer than the last attempt.
         let attempts = read_attempts(tx, op_id).await?;
@@ -1314,11 +1315,11 @@ impl Backend {
             now,
         };
         if let Some(refusal) = judge_evidence(tx, judged, approval.as_ref()).await? {
-            return Err(attempt_refused(3, refusal.reason));
+            return Err(attempt_refused(Comparison::Evidence, refusal.reason));
         }
         // 6
         gate::check_gate(Mutation::Attempt, &gate_facts(&machine, &plan, &inst)?)
-            .map_err(|e| attempt_refused(6, e.to_string()))?;
+            .map_err(|e| attempt_refused(Comparison::Gate, e.to_string()))?;
         // 7, 8, 9 inside the update that records the attempt.
         let rev = append(
             tx,
@@ -1378,8 +1379,8 @@ impl Backend {
                 max_attempts: u32::try_from(plan.max_attempts).unwrap_or(u32::MAX),
             };
             return Err(match operation::check_admission(&facts) {
-                Err(refusal) => attempt_refused(refusal.comparison().number(), refusal.to_string()),
-                Ok(()) => attempt_refused(7, "the ownership update matched no row"),
+                Err(refusal) => attempt_refused(refusal.comparison().into(), refusal.to_string()),
+                Ok(()) => attempt_refused(Comparison::Ownership, "the ownership update matched no row"),
             });
         };
         let attempt_no: i64 = row.try_get(0)?;
@@ -1416,7 +1417,7 @@ impl Backend {
         &self,
         op_id: &str,
         token: OwnerToken,
-        comparison: u8,
+        comparison: Comparison,
         reason: &str,
     ) -> StoreResult<()> {
         transaction!(self, tx => {
@@ -1438,15 +1439,15 @@ impl Backend {
                     .detail(reason.to_owned()),
             )
             .await?;
+            // 1, 2, 3 and 6, made by the owner, settle the operation; 7, 8 and 9 only
+            // record the refusal.
             let by_owner = op.owner == token;
-            let settles = matches!(comparison, 1 | 2 | 3 | 6) && by_owner;
-            if !settles {
+            let Some(kind) = comparison
+                .attempt()
+                .filter(|c| c.unresolves_committed() && by_owner)
+            else {
                 return Ok(());
-            }
-            let kind = AttemptComparison::ALL
-                .into_iter()
-                .find(|c| c.number() == comparison)
-                .unwrap_or(AttemptComparison::Ownership);
+            };
             let attempts = records(&read_attempts(&mut tx, op_id).await?);
             let mut state = op.state;
             if state == OperationState::Committed {
@@ -3066,7 +3067,9 @@ impl Store for Backend {
                         actor_role: r.try_get("actor_role")?,
                         plan: r.try_get("plan_id")?,
                         operation: r.try_get("operation_id")?,
-                        comparison: comparison.and_then(|c| u8::try_from(c).ok()),
+                        comparison: comparison
+                            .and_then(|c| u8::try_from(c).ok())
+                            .and_then(Comparison::from_number),
                         detail: r.try_get("detail")?,
                         requested_by: r.try_get("requested_by")?,
                     })

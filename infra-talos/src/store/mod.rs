@@ -49,6 +49,7 @@ use serde::{Deserialize, Serialize};
 use crate::attempt::CommittedAttempt;
 use crate::contract::Role;
 use crate::contract::classify::Classification;
+use crate::contract::comparison::Comparison;
 use crate::contract::epoch::Epoch;
 use crate::contract::evidence::{ObservationPurpose, ResponseClass};
 use crate::contract::operation::{ControllerId, OperationState, OwnerToken};
@@ -438,8 +439,9 @@ pub struct TimelineEntry {
     pub plan: Option<String>,
     /// The operation concerned.
     pub operation: Option<String>,
-    /// For a refusal: the comparison number (§3.2, §3.3, §11.1).
-    pub comparison: Option<u8>,
+    /// For a refusal: the comparison that refused (§3.2, §3.3, §11.1); the timeline
+    /// records its number.
+    pub comparison: Option<Comparison>,
     /// Details (never configuration or secret values).
     pub detail: String,
     /// The principal at whose request a controller acted, when one asked (a
@@ -550,8 +552,8 @@ pub enum StoreError {
     /// The §3.2 commitment transaction refused; the refusal is on the timeline.
     #[error("commitment refused by comparison {comparison}: {reason}")]
     CommitmentRefused {
-        /// The comparison number, 0–6.
-        comparison: u8,
+        /// The comparison, one of 0–6.
+        comparison: Comparison,
         /// Why.
         reason: String,
     },
@@ -569,8 +571,8 @@ pub enum StoreError {
     /// A §3.3 attempt transaction refused; the refusal is on the timeline.
     #[error("attempt refused by comparison {comparison}: {reason}")]
     AttemptRefused {
-        /// The comparison number: 1, 2, 3, 6, 7, 8 or 9.
-        comparison: u8,
+        /// The comparison: 1, 2, 3, 6, 7, 8 or 9.
+        comparison: Comparison,
         /// Why.
         reason: String,
     },
@@ -621,9 +623,9 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// The comparison number of a commitment or attempt refusal.
+    /// The comparison of a commitment or attempt refusal.
     #[must_use]
-    pub fn comparison(&self) -> Option<u8> {
+    pub fn comparison(&self) -> Option<Comparison> {
         match self {
             Self::CommitmentRefused { comparison, .. }
             | Self::AttemptRefused { comparison, .. } => Some(*comparison),

@@ -227,15 +227,15 @@ fn retryable(e: &sqlx::Error) -> bool {
 }
 
 /// The comparison a unique-index violation stands for.
-fn unique_comparison(e: &sqlx::Error) -> Option<u8> {
+fn unique_comparison(e: &sqlx::Error) -> Option<Comparison> {
     let db = e.as_database_error()?;
     if !db.is_unique_violation() {
         return None;
     }
     match db.constraint()? {
-        "operations_plan_id_key" => Some(0),
-        "operations_machine_scope" => Some(4),
-        "operations_rollout_slot" => Some(5),
+        "operations_plan_id_key" => Some(Comparison::PlanHasNoOperation),
+        "operations_machine_scope" => Some(Comparison::MachineScope),
+        "operations_rollout_slot" => Some(Comparison::RolloutSlot),
         _ => None,
     }
 }

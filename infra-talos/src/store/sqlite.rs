@@ -308,18 +308,18 @@ fn retryable(_e: &sqlx::Error) -> bool {
 }
 
 /// The comparison a unique-index violation stands for (SQLite names the columns).
-fn unique_comparison(e: &sqlx::Error) -> Option<u8> {
+fn unique_comparison(e: &sqlx::Error) -> Option<Comparison> {
     let db = e.as_database_error()?;
     if !db.is_unique_violation() {
         return None;
     }
     let message = db.message();
     if message.contains("operations.plan_id") {
-        Some(0)
+        Some(Comparison::PlanHasNoOperation)
     } else if message.contains("operations.machine_id") {
-        Some(4)
+        Some(Comparison::MachineScope)
     } else if message.contains("operations.rollout_scope") {
-        Some(5)
+        Some(Comparison::RolloutSlot)
     } else {
         None
     }
