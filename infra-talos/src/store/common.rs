@@ -16,29 +16,6 @@ use crate::digest::Digest;
 
 use super::StoreError;
 
-/// The tables, in the order a dump lists them.
-#[cfg_attr(
-    not(feature = "controls"),
-    allow(dead_code, reason = "used by test dumps")
-)]
-pub(super) const TABLES: [&str; 15] = [
-    "installation",
-    "principals",
-    "principal_roles",
-    "machines",
-    "releases",
-    "release_contributions",
-    "artifacts",
-    "plans",
-    "approvals",
-    "operations",
-    "attempts",
-    "observation_starts",
-    "observations",
-    "dependency_checks",
-    "timeline",
-];
-
 pub(super) fn db_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Database(e.to_string())
 }

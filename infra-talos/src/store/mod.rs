@@ -62,10 +62,16 @@ use crate::keys;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod common;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod engine;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod migrate;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod migrations;
 mod open;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 #[cfg(feature = "sqlite")]

@@ -1,12 +1,16 @@
-// The transactions, written once for both backends. `postgres.rs` and `sqlite.rs`
-// include this file after defining `Db`, `DbRow`, `Backend`, the lock-clause macros
-// `for_update!`/`for_share!`, `now_sql!`, `begin`, `retryable` and
-// `unique_comparison`. On PostgreSQL the lock clauses are real row locks; on SQLite
-// every transaction starts with `BEGIN IMMEDIATE` and so runs alone.
+//! The shared engine: [`SqlStore`], one store over either database, whose methods are
+//! the contract's acts (§2–§7), each one transaction written once for both backends
+//! over the dialect layer (`super::sql`); and [`Store`] for every store built on it
+//! ([`OnEngine`]: `SqliteStore`, `PgStore`).
+//!
+//! On PostgreSQL the lock clauses are real row locks; on SQLite every transaction
+//! starts with `BEGIN IMMEDIATE` and so runs alone.
 
-#[cfg(feature = "controls")]
-use sqlx::Column as _;
-use sqlx::Row as _;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
 
 use crate::attempt::CommittedAttempt;
 use crate::contract::accounting::{
@@ -21,15 +25,15 @@ use crate::contract::evidence::{
 };
 use crate::contract::gate::{self, FreezeAct, FreezeState, Mutation};
 use crate::contract::operation::{
-    self, AdmissionFacts, AttemptTransaction, ControllerId, Creation,
-    OperationKind, OperationState, OwnerToken, RetryBasis, TransitionFacts,
+    self, AdmissionFacts, AttemptTransaction, ControllerId, Creation, OperationKind,
+    OperationState, OwnerToken, RetryBasis, TransitionFacts,
 };
 use crate::contract::plan::{self, PlanEvent, PlanState, SelfApproval, Stage};
 use crate::contract::recovery::{self, Dependency, ScopeEvent, ScopeState};
 use crate::contract::{InstantMs, Revision, Role};
 
 use super::common::*;
-use super::migrations::{Applied, CREATE_BOOKKEEPING, Migration, check_applied};
+use super::sql::{Pool, Row, Tx, query};
 use super::{
     AccountingRequest, Actor, AttemptAccounting, AttemptView, BlanketApproval, Committed,
     ContributionKind, DependencyCheck, HookPoint, IdentityKey, MachineSpec, MachineView,
@@ -38,9 +42,291 @@ use super::{
     Settings, Store, StoreError, StoreResult, TimelineEntry,
 };
 use crate::contract::SpanMs;
-use crate::keys::{KeyBinding, SealedArtifact as BoundArtifact};
+use crate::keys::{self, KeyBinding, SealedArtifact as BoundArtifact};
 
-type Tx = sqlx::Transaction<'static, Db>;
+/// One store over either database: the pool and the settings every act runs with.
+#[derive(Debug, Clone)]
+pub(crate) struct SqlStore {
+    pool: Pool,
+    settings: Settings,
+}
+
+/// A store whose acts [`SqlStore`] performs; [`Store`] is implemented for every one.
+pub(crate) trait OnEngine: Send + Sync {
+    /// The engine.
+    fn engine(&self) -> &SqlStore;
+}
+
+impl SqlStore {
+    /// The engine over `pool`, whose database is migrated; with the scope guard off
+    /// (tests only) the scope indexes are dropped.
+    pub(super) async fn new(pool: Pool, settings: Settings, store: &str) -> StoreResult<Self> {
+        if !settings.guards.scope_index {
+            for sql in [
+                "DROP INDEX operations_machine_scope",
+                "DROP INDEX operations_rollout_slot",
+            ] {
+                pool.execute(query(sql))
+                    .await
+                    .map_err(|e| StoreError::open_failed(store, "cannot drop a scope index", e))?;
+            }
+        }
+        Ok(Self { pool, settings })
+    }
+}
+
+/// Every store built on the engine performs the contract's acts through it.
+#[async_trait::async_trait]
+impl<S: OnEngine> Store for S {
+    async fn register_principal(&self, spec: PrincipalSpec) -> StoreResult<()> {
+        self.engine().register_principal(spec).await
+    }
+
+    async fn create_machine(&self, actor: &Actor, spec: MachineSpec) -> StoreResult<()> {
+        self.engine().create_machine(actor, spec).await
+    }
+
+    async fn publish_release(&self, actor: &Actor, spec: ReleaseSpec) -> StoreResult<()> {
+        self.engine().publish_release(actor, spec).await
+    }
+
+    async fn create_plan(&self, actor: &Actor, spec: PlanSpec) -> StoreResult<PlanView> {
+        self.engine().create_plan(actor, spec).await
+    }
+
+    async fn approve(&self, actor: &Actor, plan: &str) -> StoreResult<SelfApproval> {
+        self.engine().approve(actor, plan).await
+    }
+
+    async fn revoke_approval(&self, actor: &Actor, plan: &str) -> StoreResult<()> {
+        self.engine().revoke_approval(actor, plan).await
+    }
+
+    async fn revoke_identity(&self, actor: &Actor, principal: &str) -> StoreResult<()> {
+        self.engine().revoke_identity(actor, principal).await
+    }
+
+    async fn cancel_plan(&self, actor: &Actor, plan: &str) -> StoreResult<()> {
+        self.engine().cancel_plan(actor, plan).await
+    }
+
+    async fn grant_blanket_approval(
+        &self,
+        actor: &Actor,
+        cluster_id: &str,
+        reason: &str,
+    ) -> StoreResult<BlanketApproval> {
+        self.engine()
+            .grant_blanket_approval(actor, cluster_id, reason)
+            .await
+    }
+
+    async fn revoke_blanket_approval(&self, actor: &Actor, blanket: &str) -> StoreResult<()> {
+        self.engine().revoke_blanket_approval(actor, blanket).await
+    }
+
+    async fn approve_under_blanket(&self, actor: &Actor, plan: &str) -> StoreResult<SelfApproval> {
+        self.engine().approve_under_blanket(actor, plan).await
+    }
+
+    async fn blanket_approvals(&self) -> StoreResult<Vec<BlanketApproval>> {
+        self.engine().blanket_approvals().await
+    }
+
+    async fn preflight(&self, plan: &str) -> StoreResult<()> {
+        self.engine().preflight(plan).await
+    }
+
+    async fn begin_observation(
+        &self,
+        request: ObservationRequest,
+    ) -> StoreResult<ObservationTicket> {
+        self.engine().begin_observation(request).await
+    }
+
+    async fn record_observation(
+        &self,
+        ticket: &ObservationTicket,
+        facts: ObservedFacts,
+    ) -> StoreResult<Revision> {
+        self.engine().record_observation(ticket, facts).await
+    }
+
+    async fn record_dependency_check(&self, check: DependencyCheck) -> StoreResult<Revision> {
+        self.engine().record_dependency_check(check).await
+    }
+
+    async fn commit(&self, plan: &str, controller: ControllerId) -> StoreResult<Committed> {
+        self.engine().commit(plan, controller).await
+    }
+
+    async fn attempt(&self, operation: &str, token: OwnerToken) -> StoreResult<CommittedAttempt> {
+        self.engine().attempt(operation, token).await
+    }
+
+    async fn record_response(
+        &self,
+        operation: &str,
+        attempt: u32,
+        response: ResponseClass,
+    ) -> StoreResult<OperationState> {
+        self.engine()
+            .record_response(operation, attempt, response)
+            .await
+    }
+
+    async fn takeover(
+        &self,
+        operation: &str,
+        expected_generation: u64,
+        controller: ControllerId,
+    ) -> StoreResult<OwnerToken> {
+        self.engine()
+            .takeover(operation, expected_generation, controller)
+            .await
+    }
+
+    async fn record_accounting_decision(
+        &self,
+        actor: &Actor,
+        request: AccountingRequest,
+    ) -> StoreResult<()> {
+        self.engine()
+            .record_accounting_decision(actor, request)
+            .await
+    }
+
+    async fn classify(&self, operation: &str, token: OwnerToken) -> StoreResult<Classification> {
+        self.engine().classify(operation, token).await
+    }
+
+    async fn change_assignment(&self, actor: &Actor, machine: &str) -> StoreResult<u64> {
+        self.engine().change_assignment(actor, machine).await
+    }
+
+    async fn freeze(&self, actor: &Actor, machine: &str, reason: &str) -> StoreResult<()> {
+        self.engine().freeze(actor, machine, reason).await
+    }
+
+    async fn unfreeze(&self, actor: &Actor, machine: &str, reason: &str) -> StoreResult<()> {
+        self.engine().unfreeze(actor, machine, reason).await
+    }
+
+    async fn enter_recovery(&self, actor: &Actor, controller: ControllerId) -> StoreResult<Epoch> {
+        self.engine().enter_recovery(actor, controller).await
+    }
+
+    async fn release_scope(&self, actor: &Actor, machine: &str) -> StoreResult<()> {
+        self.engine().release_scope(actor, machine).await
+    }
+
+    async fn account_scopes(&self, actor: &Actor, request: ScopeAccounting) -> StoreResult<()> {
+        self.engine().account_scopes(actor, request).await
+    }
+
+    async fn mark_scope(
+        &self,
+        actor: &Actor,
+        machine: &str,
+        missing: Option<Dependency>,
+    ) -> StoreResult<ScopeState> {
+        self.engine().mark_scope(actor, machine, missing).await
+    }
+
+    async fn leave_recovery(&self, actor: &Actor) -> StoreResult<()> {
+        self.engine().leave_recovery(actor).await
+    }
+
+    async fn current_epoch(&self) -> StoreResult<Epoch> {
+        self.engine().current_epoch().await
+    }
+
+    async fn plan(&self, plan: &str) -> StoreResult<PlanView> {
+        self.engine().plan(plan).await
+    }
+
+    async fn operation(&self, operation: &str) -> StoreResult<OperationView> {
+        self.engine().operation(operation).await
+    }
+
+    async fn operations_of(&self, machine: &str) -> StoreResult<Vec<OperationView>> {
+        self.engine().operations_of(machine).await
+    }
+
+    async fn machine(&self, machine: &str) -> StoreResult<MachineView> {
+        self.engine().machine(machine).await
+    }
+
+    async fn timeline(&self, machine: &str) -> StoreResult<Vec<TimelineEntry>> {
+        self.engine().timeline(machine).await
+    }
+
+    async fn publish_sealed_release(
+        &self,
+        actor: &Actor,
+        spec: SealedReleaseSpec,
+    ) -> StoreResult<()> {
+        self.engine().publish_sealed_release(actor, spec).await
+    }
+
+    async fn sealed_artifact(&self, plan: &str) -> StoreResult<keys::SealedArtifact> {
+        self.engine().sealed_artifact(plan).await
+    }
+
+    async fn record_response_text(
+        &self,
+        operation: &str,
+        attempt: u32,
+        response: ResponseClass,
+        text: Option<String>,
+    ) -> StoreResult<OperationState> {
+        self.engine()
+            .record_response_text(operation, attempt, response, text)
+            .await
+    }
+
+    async fn takeover_requested(
+        &self,
+        operation: &str,
+        expected_generation: u64,
+        controller: ControllerId,
+        requested_by: Option<&Actor>,
+    ) -> StoreResult<OwnerToken> {
+        self.engine()
+            .takeover_requested(operation, expected_generation, controller, requested_by)
+            .await
+    }
+
+    async fn now(&self) -> StoreResult<InstantMs> {
+        self.engine().now().await
+    }
+
+    async fn machines(&self) -> StoreResult<Vec<MachineView>> {
+        self.engine().machines().await
+    }
+
+    async fn open_operations(&self) -> StoreResult<Vec<OperationView>> {
+        self.engine().open_operations().await
+    }
+
+    async fn attempts(&self, operation: &str) -> StoreResult<Vec<AttemptView>> {
+        self.engine().attempts(operation).await
+    }
+
+    async fn observations(&self, machine: &str) -> StoreResult<Vec<ObservationView>> {
+        self.engine().observations(machine).await
+    }
+
+    #[cfg(feature = "controls")]
+    async fn dump_all_rows(&self) -> StoreResult<String> {
+        self.engine().dump_all_rows().await
+    }
+
+    #[cfg(feature = "controls")]
+    async fn raw_execute(&self, sql: &'static str) -> StoreResult<u64> {
+        self.engine().raw_execute(sql).await
+    }
+}
 
 /// Why a transaction body stopped.
 enum Fail {
@@ -64,29 +350,61 @@ type R<T> = Result<T, Fail>;
 
 const MAX_RETRIES: u32 = 8;
 
-/// Run `$body` in a transaction; commit on success, roll back otherwise. Only the
-/// errors `retryable` names (serialization failure, deadlock) are retried.
-macro_rules! transaction {
-    ($self:ident, $tx:ident => $body:expr) => {{
+/// A transaction as a body run by [`SqlStore::transaction`] holds it. It is a [`Tx`]
+/// (through `Deref`); its lifetime `'e` is the body's environment, so that the body
+/// may borrow the act's arguments for as long as it holds the transaction.
+struct TxScope<'e> {
+    tx: Tx,
+    env: PhantomData<&'e ()>,
+}
+
+impl Deref for TxScope<'_> {
+    type Target = Tx;
+
+    fn deref(&self) -> &Tx {
+        &self.tx
+    }
+}
+
+impl DerefMut for TxScope<'_> {
+    fn deref_mut(&mut self) -> &mut Tx {
+        &mut self.tx
+    }
+}
+
+/// What a transaction body returns: its future, borrowing the transaction.
+type Body<'t, T> = Pin<Box<dyn Future<Output = R<T>> + Send + 't>>;
+
+impl SqlStore {
+    /// Run `body` in a transaction; commit on success, roll back otherwise. Only the
+    /// errors the dialect calls retryable (on PostgreSQL serialization failures and
+    /// deadlocks) are retried, by running `body` again in a new transaction.
+    async fn transaction<'e, T>(
+        &'e self,
+        mut body: impl for<'t> FnMut(&'t mut TxScope<'e>) -> Body<'t, T> + Send,
+    ) -> StoreResult<T> {
+        let dialect = self.pool.dialect();
         let mut tries = 0u32;
         loop {
-            let mut $tx = begin(&$self.pool).await.map_err(db_err)?;
-            let result: R<_> = async { $body }.await;
-            match result {
-                Ok(value) => match $tx.commit().await {
+            let mut scope = TxScope {
+                tx: self.pool.begin().await.map_err(db_err)?,
+                env: PhantomData,
+            };
+            match body(&mut scope).await {
+                Ok(value) => match scope.tx.commit().await {
                     Ok(()) => break Ok(value),
-                    Err(e) if retryable(&e) && tries < MAX_RETRIES => tries += 1,
+                    Err(e) if dialect.retryable(&e) && tries < MAX_RETRIES => tries += 1,
                     Err(e) => break Err(db_err(e)),
                 },
-                Err(Fail::Db(e)) if retryable(&e) && tries < MAX_RETRIES => {
-                    drop($tx);
+                Err(Fail::Db(e)) if dialect.retryable(&e) && tries < MAX_RETRIES => {
+                    drop(scope);
                     tries += 1;
                 }
                 Err(Fail::Db(e)) => break Err(db_err(e)),
                 Err(Fail::Store(e)) => break Err(e),
             }
         }
-    }};
+    }
 }
 
 // Every column, so that a row of a store not yet migrated to version 5 (recovery scope
@@ -132,7 +450,7 @@ macro_rules! attempt_cols {
     };
 }
 
-fn machine_row(r: &DbRow) -> Result<MachineRow, sqlx::Error> {
+fn machine_row(r: &Row) -> Result<MachineRow, sqlx::Error> {
     Ok(MachineRow {
         id: r.try_get("id")?,
         identity_kind: r.try_get("identity_kind")?,
@@ -172,7 +490,7 @@ fn absent_column<T>(e: sqlx::Error, default: impl FnOnce() -> T) -> Result<T, sq
     }
 }
 
-fn plan_row(r: &DbRow) -> Result<PlanRow, sqlx::Error> {
+fn plan_row(r: &Row) -> Result<PlanRow, sqlx::Error> {
     Ok(PlanRow {
         id: r.try_get("id")?,
         machine_id: r.try_get("machine_id")?,
@@ -209,7 +527,7 @@ fn token_from(controller: &[u8], generation: i64, epoch: &[u8]) -> Result<OwnerT
     })
 }
 
-fn op_row(r: &DbRow) -> R<OperationRow> {
+fn op_row(r: &Row) -> R<OperationRow> {
     let state: String = r.try_get("state")?;
     let oc: Vec<u8> = r.try_get("owner_controller")?;
     let oe: Vec<u8> = r.try_get("owner_epoch")?;
@@ -235,7 +553,7 @@ fn op_row(r: &DbRow) -> R<OperationRow> {
     })
 }
 
-fn obs_row(r: &DbRow) -> R<ObsRow> {
+fn obs_row(r: &Row) -> R<ObsRow> {
     let purpose: String = r.try_get("purpose")?;
     Ok(ObsRow {
         basis: r.try_get("basis")?,
@@ -252,7 +570,7 @@ fn obs_row(r: &DbRow) -> R<ObsRow> {
     })
 }
 
-fn attempt_row(r: &DbRow) -> R<AttemptRow> {
+fn attempt_row(r: &Row) -> R<AttemptRow> {
     let response: String = r.try_get("response")?;
     Ok(AttemptRow {
         attempt_no: r.try_get("attempt_no")?,
@@ -333,12 +651,12 @@ impl<'a> Entry<'a> {
     }
 }
 
-impl Backend {
+impl SqlStore {
     async fn store_time(&self, tx: &mut Tx) -> R<i64> {
         if let Some(clock) = &self.settings.clock {
             return Ok(i(clock.now().0));
         }
-        let row = sqlx::query(now_sql!()).fetch_one(&mut **tx).await?;
+        let row = query(tx.dialect().now_sql()).fetch_one(tx).await?;
         Ok(row.try_get::<i64, _>(0)?)
     }
 
@@ -350,27 +668,27 @@ impl Backend {
 }
 
 async fn lock_machine(tx: &mut Tx, id: &str) -> R<MachineRow> {
-    let row = sqlx::query(concat!(
+    let row = query(concat!(
         "SELECT ",
         machine_cols!(),
         " FROM machines WHERE id = $1",
-        for_update!()
+        " FOR UPDATE"
     ))
     .bind(id)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(tx)
     .await?
     .ok_or_else(|| not_found("machine", id))?;
     Ok(machine_row(&row)?)
 }
 
 async fn read_machine(tx: &mut Tx, id: &str) -> R<MachineRow> {
-    let row = sqlx::query(concat!(
+    let row = query(concat!(
         "SELECT ",
         machine_cols!(),
         " FROM machines WHERE id = $1"
     ))
     .bind(id)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(tx)
     .await?
     .ok_or_else(|| not_found("machine", id))?;
     Ok(machine_row(&row)?)
@@ -378,13 +696,13 @@ async fn read_machine(tx: &mut Tx, id: &str) -> R<MachineRow> {
 
 /// The installation row read to share (commitment, attempt) or to change (entry).
 const INSTALLATION_SQL: [&str; 2] = [
-    concat!("SELECT * FROM installation WHERE id = 1", for_share!()),
-    concat!("SELECT * FROM installation WHERE id = 1", for_update!()),
+    concat!("SELECT * FROM installation WHERE id = 1", " FOR SHARE"),
+    concat!("SELECT * FROM installation WHERE id = 1", " FOR UPDATE"),
 ];
 
 async fn installation(tx: &mut Tx, share: bool) -> R<InstallationRow> {
-    let row = sqlx::query(INSTALLATION_SQL[usize::from(!share)])
-        .fetch_one(&mut **tx)
+    let row = query(INSTALLATION_SQL[usize::from(!share)])
+        .fetch_one(tx)
         .await?;
     let epoch: Vec<u8> = row.try_get("epoch")?;
     Ok(InstallationRow {
@@ -397,11 +715,10 @@ async fn installation(tx: &mut Tx, share: bool) -> R<InstallationRow> {
 }
 
 async fn next_rev(tx: &mut Tx, machine: &str) -> R<i64> {
-    let row =
-        sqlx::query("UPDATE machines SET revision = revision + 1 WHERE id = $1 RETURNING revision")
-            .bind(machine)
-            .fetch_one(&mut **tx)
-            .await?;
+    let row = query("UPDATE machines SET revision = revision + 1 WHERE id = $1 RETURNING revision")
+        .bind(machine)
+        .fetch_one(tx)
+        .await?;
     Ok(row.try_get(0)?)
 }
 
@@ -418,7 +735,7 @@ async fn append(tx: &mut Tx, machine: &str, at: i64, e: Entry<'_>) -> R<i64> {
         "INSERT INTO timeline (machine_id, revision, kind, at_ms, actor, actor_role, plan_id, \
          operation_id, comparison, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
     };
-    let mut query = sqlx::query(sql)
+    let mut query = query(sql)
         .bind(machine)
         .bind(rev)
         .bind(e.kind)
@@ -432,7 +749,7 @@ async fn append(tx: &mut Tx, machine: &str, at: i64, e: Entry<'_>) -> R<i64> {
     if let Some(principal) = e.requested_by {
         query = query.bind(principal);
     }
-    query.execute(&mut **tx).await?;
+    query.execute(tx).await?;
     Ok(rev)
 }
 
@@ -443,7 +760,7 @@ struct Approving<'a> {
     blanket: Option<&'a str>,
 }
 
-impl Backend {
+impl SqlStore {
     /// The common part of [`Store::approve`] and [`Store::approve_under_blanket`],
     /// inside their transaction and after their own checks: the recovery-mode gate,
     /// the plan's transition, the self-approval mark (§2, choice §10.4), the timeline
@@ -489,22 +806,22 @@ impl Backend {
                 responsible: None,
             },
         };
-        let creator_kind = sqlx::query("SELECT kind, responsible FROM principals WHERE id = $1")
+        let creator_kind = query("SELECT kind, responsible FROM principals WHERE id = $1")
             .bind(&plan.creator_id)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(tx)
             .await?
             .map(|r| -> R<(String, Option<String>)> {
                 Ok((r.try_get("kind")?, r.try_get("responsible")?))
             })
             .transpose()?;
         let creator = to_actor(creator_kind, &plan.creator_id);
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT c.principal_id, c.contribution, p.kind, p.responsible \
              FROM release_contributions c LEFT JOIN principals p ON p.id = c.principal_id \
              WHERE c.release_id = $1 ORDER BY c.principal_id, c.contribution",
         )
         .bind(&plan.release_id)
-        .fetch_all(&mut **tx)
+        .fetch_all(tx)
         .await?;
         let mut release = Vec::new();
         for r in &rows {
@@ -561,9 +878,9 @@ impl Backend {
             )),
         )
         .await?;
-        let seq: i64 = sqlx::query("SELECT COUNT(*) FROM approvals WHERE plan_id = $1")
+        let seq: i64 = query("SELECT COUNT(*) FROM approvals WHERE plan_id = $1")
             .bind(plan_id)
-            .fetch_one(&mut **tx)
+            .fetch_one(tx)
             .await?
             .try_get(0)?;
         // The blanket's column is written only when there is one, so a database not
@@ -575,7 +892,7 @@ impl Backend {
             "INSERT INTO approvals (plan_id, seq, approver_id, role, epoch, self_approval, \
              revision) VALUES ($1, $2, $3, 'approver', $4, $5, $6)"
         };
-        let mut query = sqlx::query(sql)
+        let mut query = query(sql)
             .bind(plan_id)
             .bind(seq + 1)
             .bind(approving.approver)
@@ -585,7 +902,7 @@ impl Backend {
         if let Some(b) = approving.blanket {
             query = query.bind(b);
         }
-        query.execute(&mut **tx).await?;
+        query.execute(tx).await?;
         set_plan_state(tx, plan_id, next).await?;
         Ok(mark)
     }
@@ -605,7 +922,7 @@ impl Withdrawal<'_> {
     /// Applies the withdrawal to the plan of row `r` (columns `plan_id`,
     /// `machine_id`, `state`), locking its machine row first unless `machines`
     /// says this transaction holds it.
-    async fn record(&self, tx: &mut Tx, machines: &mut Vec<String>, r: &DbRow) -> R<()> {
+    async fn record(&self, tx: &mut Tx, machines: &mut Vec<String>, r: &Row) -> R<()> {
         let plan_id: String = r.try_get("plan_id")?;
         let machine_id: String = r.try_get("machine_id")?;
         if !machines.contains(&machine_id) {
@@ -635,12 +952,12 @@ impl Withdrawal<'_> {
 
 /// The machine rows of cluster `cluster_id`, locked in id order; their ids.
 async fn lock_cluster(tx: &mut Tx, cluster_id: &str) -> R<Vec<String>> {
-    let rows = sqlx::query(concat!(
+    let rows = query(concat!(
         "SELECT id FROM machines WHERE cluster_id = $1 ORDER BY id",
-        for_update!()
+        " FOR UPDATE"
     ))
     .bind(cluster_id)
-    .fetch_all(&mut **tx)
+    .fetch_all(tx)
     .await?;
     rows.iter()
         .map(|r| Ok(r.try_get::<String, _>(0)?))
@@ -657,12 +974,12 @@ struct BlanketRow {
 /// The blanket approval in force for `cluster_id`, read to share: a revocation
 /// waits for the reading transaction.
 async fn live_blanket(tx: &mut Tx, cluster_id: &str) -> R<Option<BlanketRow>> {
-    let row = sqlx::query(concat!(
+    let row = query(concat!(
         "SELECT id, approver_id, epoch FROM blanket_approvals WHERE cluster_id = $1 AND NOT revoked",
-        for_share!()
+        " FOR SHARE"
     ))
     .bind(cluster_id)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(tx)
     .await?;
     row.map(|r| -> R<BlanketRow> {
         let epoch: Vec<u8> = r.try_get("epoch")?;
@@ -676,13 +993,13 @@ async fn live_blanket(tx: &mut Tx, cluster_id: &str) -> R<Option<BlanketRow>> {
 }
 
 async fn read_plan(tx: &mut Tx, id: &str) -> R<PlanRow> {
-    let row = sqlx::query(concat!(
+    let row = query(concat!(
         "SELECT ",
         plan_cols!(),
         " FROM plans WHERE id = $1"
     ))
     .bind(id)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(tx)
     .await?
     .ok_or_else(|| not_found("plan", id))?;
     Ok(plan_row(&row)?)
@@ -691,14 +1008,14 @@ async fn read_plan(tx: &mut Tx, id: &str) -> R<PlanRow> {
 /// The standing approval, read together with its approver's principal row so that a
 /// revocation of either waits for this transaction (FOR SHARE on PostgreSQL).
 async fn standing_approval(tx: &mut Tx, plan: &str) -> R<Option<ApprovalRow>> {
-    let row = sqlx::query(concat!(
+    let row = query(concat!(
         "SELECT a.approver_id, a.epoch, a.revision, a.revoked, p.revoked AS identity_revoked \
          FROM approvals a JOIN principals p ON p.id = a.approver_id \
          WHERE a.plan_id = $1 ORDER BY a.seq DESC LIMIT 1",
-        for_share!()
+        " FOR SHARE"
     ))
     .bind(plan)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(tx)
     .await?;
     row.map(|r| -> R<ApprovalRow> {
         let epoch: Vec<u8> = r.try_get("epoch")?;
@@ -713,39 +1030,39 @@ async fn standing_approval(tx: &mut Tx, plan: &str) -> R<Option<ApprovalRow>> {
 }
 
 async fn read_op(tx: &mut Tx, id: &str) -> R<OperationRow> {
-    let row = sqlx::query(concat!(
+    let row = query(concat!(
         "SELECT ",
         op_cols!(),
         " FROM operations WHERE id = $1"
     ))
     .bind(id)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(tx)
     .await?
     .ok_or_else(|| not_found("operation", id))?;
     op_row(&row)
 }
 
 async fn read_attempts(tx: &mut Tx, op: &str) -> R<Vec<AttemptRow>> {
-    let rows = sqlx::query(concat!(
+    let rows = query(concat!(
         "SELECT ",
         attempt_cols!(),
         " FROM attempts WHERE operation_id = $1 ORDER BY attempt_no"
     ))
     .bind(op)
-    .fetch_all(&mut **tx)
+    .fetch_all(tx)
     .await?;
     rows.iter().map(attempt_row).collect()
 }
 
 async fn observations_after(tx: &mut Tx, machine: &str, basis: i64) -> R<Vec<ObsRow>> {
-    let rows = sqlx::query(concat!(
+    let rows = query(concat!(
         "SELECT ",
         obs_cols!(),
         " WHERE s.machine_id = $1 AND s.basis > $2 ORDER BY s.basis"
     ))
     .bind(machine)
     .bind(basis)
-    .fetch_all(&mut **tx)
+    .fetch_all(tx)
     .await?;
     rows.iter().map(obs_row).collect()
 }
@@ -756,7 +1073,7 @@ async fn latest_evidence(
     controller: ControllerId,
     after: i64,
 ) -> R<Option<ObsRow>> {
-    let row = sqlx::query(concat!(
+    let row = query(concat!(
         "SELECT ",
         obs_cols!(),
         " WHERE s.machine_id = $1 AND s.plan_id = $2 AND s.controller = $3 \
@@ -766,7 +1083,7 @@ async fn latest_evidence(
     .bind(&plan.id)
     .bind(controller_bytes(controller))
     .bind(after)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(tx)
     .await?;
     row.as_ref().map(obs_row).transpose()
 }
@@ -776,7 +1093,7 @@ async fn latest_check(
     plan: &PlanRow,
     controller: ControllerId,
 ) -> R<Option<DependencyRow>> {
-    let row = sqlx::query(
+    let row = query(
         "SELECT access_version, artifact_decrypts FROM dependency_checks \
          WHERE machine_id = $1 AND plan_id = $2 AND controller = $3 \
          ORDER BY revision DESC LIMIT 1",
@@ -784,7 +1101,7 @@ async fn latest_check(
     .bind(&plan.machine_id)
     .bind(&plan.id)
     .bind(controller_bytes(controller))
-    .fetch_optional(&mut **tx)
+    .fetch_optional(tx)
     .await?;
     row.map(|r| -> R<DependencyRow> {
         Ok(DependencyRow {
@@ -832,12 +1149,12 @@ async fn judge_evidence(
 }
 
 async fn stored_artifact(tx: &mut Tx, plan: &PlanRow) -> R<Option<(String, i64)>> {
-    let row = sqlx::query(
+    let row = query(
         "SELECT digest, key_version FROM artifacts WHERE release_id = $1 AND machine_id = $2",
     )
     .bind(&plan.release_id)
     .bind(&plan.machine_id)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(tx)
     .await?;
     row.map(|r| -> R<(String, i64)> { Ok((r.try_get("digest")?, r.try_get("key_version")?)) })
         .transpose()
@@ -845,20 +1162,20 @@ async fn stored_artifact(tx: &mut Tx, plan: &PlanRow) -> R<Option<(String, i64)>
 
 async fn holder(tx: &mut Tx, column_is_machine: bool, value: &str) -> R<Option<String>> {
     let row = if column_is_machine {
-        sqlx::query(
+        query(
             "SELECT id FROM operations WHERE machine_id = $1 \
              AND state IN ('committed', 'sending', 'verifying', 'unresolved') LIMIT 1",
         )
         .bind(value)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(tx)
         .await?
     } else {
-        sqlx::query(
+        query(
             "SELECT id FROM operations WHERE rollout_scope = $1 \
              AND state IN ('committed', 'sending', 'verifying', 'unresolved') LIMIT 1",
         )
         .bind(value)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(tx)
         .await?
     };
     row.map(|r| -> R<String> { Ok(r.try_get("id")?) })
@@ -874,14 +1191,14 @@ async fn require_role(tx: &mut Tx, actor: &Actor, allowed: &[Role], act: &'stati
         )
         .into());
     }
-    let row = sqlx::query(concat!(
+    let row = query(concat!(
         "SELECT p.kind, p.revoked FROM principals p JOIN principal_roles r \
          ON r.principal_id = p.id WHERE p.id = $1 AND r.role = $2",
-        for_share!()
+        " FOR SHARE"
     ))
     .bind(&actor.id)
     .bind(role_name(actor.role))
-    .fetch_optional(&mut **tx)
+    .fetch_optional(tx)
     .await?
     .ok_or_else(|| {
         refused(
@@ -901,19 +1218,19 @@ async fn require_role(tx: &mut Tx, actor: &Actor, allowed: &[Role], act: &'stati
 }
 
 async fn set_op_state(tx: &mut Tx, op: &str, state: OperationState) -> R<()> {
-    sqlx::query("UPDATE operations SET state = $2 WHERE id = $1")
+    query("UPDATE operations SET state = $2 WHERE id = $1")
         .bind(op)
         .bind(state.name())
-        .execute(&mut **tx)
+        .execute(tx)
         .await?;
     Ok(())
 }
 
 async fn set_plan_state(tx: &mut Tx, plan: &str, state: PlanState) -> R<()> {
-    sqlx::query("UPDATE plans SET state = $2 WHERE id = $1")
+    query("UPDATE plans SET state = $2 WHERE id = $1")
         .bind(plan)
         .bind(state.name())
-        .execute(&mut **tx)
+        .execute(tx)
         .await?;
     Ok(())
 }
@@ -1052,13 +1369,13 @@ async fn scope_held_since(tx: &mut Tx, machine: &str, basis: i64) -> R<bool> {
     if holder(tx, true, machine).await?.is_some() {
         return Ok(true);
     }
-    let row = sqlx::query(
+    let row = query(
         "SELECT revision FROM timeline WHERE machine_id = $1 AND revision > $2 \
          AND operation_id IS NOT NULL LIMIT 1",
     )
     .bind(machine)
     .bind(basis)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(tx)
     .await?;
     Ok(row.is_some())
 }
@@ -1066,11 +1383,11 @@ async fn scope_held_since(tx: &mut Tx, machine: &str, basis: i64) -> R<bool> {
 /// Record the open drift record (its opening revision and latest differing digest),
 /// or clear it.
 async fn set_open_drift(tx: &mut Tx, machine: &str, open: Option<(i64, &str)>) -> R<()> {
-    sqlx::query("UPDATE machines SET open_drift = $2, open_drift_digest = $3 WHERE id = $1")
+    query("UPDATE machines SET open_drift = $2, open_drift_digest = $3 WHERE id = $1")
         .bind(machine)
         .bind(open.map(|(rev, _)| rev))
         .bind(open.map(|(_, digest)| digest))
-        .execute(&mut **tx)
+        .execute(tx)
         .await?;
     Ok(())
 }
@@ -1089,7 +1406,7 @@ fn attempt_refused(comparison: Comparison, reason: impl Into<String>) -> Fail {
     })
 }
 
-impl Backend {
+impl SqlStore {
     /// The commitment transaction body (§3.2). `digest_seen` receives the evidence's
     /// basis and digest when comparison 3 fails on the digest.
     async fn commitment(
@@ -1097,7 +1414,7 @@ impl Backend {
         tx: &mut Tx,
         plan_id: &str,
         controller: ControllerId,
-        digest_seen: &mut Option<(i64, String)>,
+        digest_seen: &Mutex<Option<(i64, String)>>,
     ) -> R<Committed> {
         let guards = self.settings.guards;
         let machine_id = read_plan(tx, plan_id).await?.machine_id;
@@ -1112,12 +1429,15 @@ impl Backend {
         .await;
         let now = self.store_time(tx).await?;
         // 0: the plan has no operation.
-        let existing = sqlx::query("SELECT id FROM operations WHERE plan_id = $1")
+        let existing = query("SELECT id FROM operations WHERE plan_id = $1")
             .bind(plan_id)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(tx)
             .await?;
         if existing.is_some() || plan.state == PlanState::Committed.name() {
-            return Err(commitment_refused(Comparison::PlanHasNoOperation, "the plan already has its operation"));
+            return Err(commitment_refused(
+                Comparison::PlanHasNoOperation,
+                "the plan already has its operation",
+            ));
         }
         // 1: authority.
         if guards.approval_in_transaction {
@@ -1148,7 +1468,7 @@ impl Backend {
                     reason: refusal.reason,
                 }));
             }
-            *digest_seen = refusal.digest;
+            *digest_seen.lock().unwrap_or_else(PoisonError::into_inner) = refusal.digest;
             return Err(commitment_refused(Comparison::Evidence, refusal.reason));
         }
         // 4: machine scope.
@@ -1195,7 +1515,7 @@ impl Backend {
                 .detail(format!("operation {op_id} committed, generation 1")),
         )
         .await?;
-        let inserted = sqlx::query(
+        let inserted = query(
             "INSERT INTO operations (id, plan_id, machine_id, rollout_scope, state, \
              owner_controller, owner_generation, owner_epoch, commit_revision) \
              VALUES ($1, $2, $3, $4, 'committed', $5, 1, $6, $7)",
@@ -1207,10 +1527,10 @@ impl Backend {
         .bind(controller_bytes(controller))
         .bind(inst.epoch.to_bytes().to_vec())
         .bind(rev)
-        .execute(&mut **tx)
+        .execute(tx)
         .await;
         if let Err(e) = inserted {
-            return Err(match unique_comparison(&e) {
+            return Err(match tx.dialect().unique_comparison(&e) {
                 Some(c) => commitment_refused(c, format!("the unique index refused: {e}")),
                 None => Fail::Db(e),
             });
@@ -1230,46 +1550,52 @@ impl Backend {
         refusal: &StoreError,
         digest_seen: Option<(i64, String)>,
     ) -> StoreResult<()> {
-        let comparison = refusal.comparison().unwrap_or(Comparison::PlanHasNoOperation);
+        let comparison = refusal
+            .comparison()
+            .unwrap_or(Comparison::PlanHasNoOperation);
         let reason = match refusal {
             StoreError::CommitmentRefused { reason, .. } => reason.clone(),
             other => other.to_string(),
         };
-        transaction!(self, tx => {
-            let plan = read_plan(&mut tx, plan_id).await?;
-            let machine = lock_machine(&mut tx, &plan.machine_id).await?;
-            let now = self.store_time(&mut tx).await?;
-            append(
-                &mut tx,
-                &plan.machine_id,
-                now,
-                Entry::controller(controller, "commitment_refused")
-                    .plan(plan_id)
-                    .comparison(comparison)
-                    .detail(reason.clone()),
-            )
-            .await?;
-            // An expired plan moves to expired.
-            if comparison == Comparison::Authority && now >= plan.expires_at_ms {
-                let state = plan_state_of(&plan.state)?;
-                if let Ok(next) = plan::transition(state, PlanEvent::Expire) {
-                    set_plan_state(&mut tx, plan_id, next).await?;
-                }
-            }
-            if let Some((basis, digest)) = &digest_seen {
-                drift_rules(
-                    &mut tx,
-                    &machine,
-                    *basis,
-                    digest,
+        let (reason, digest_seen) = (&reason, &digest_seen);
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let plan = read_plan(tx, plan_id).await?;
+                let machine = lock_machine(tx, &plan.machine_id).await?;
+                let now = self.store_time(tx).await?;
+                append(
+                    tx,
+                    &plan.machine_id,
                     now,
-                    Entry::controller(controller, "drift").plan(plan_id),
-                    drift::DriftSource::RefusedCommitmentEvidence,
+                    Entry::controller(controller, "commitment_refused")
+                        .plan(plan_id)
+                        .comparison(comparison)
+                        .detail(reason.clone()),
                 )
                 .await?;
-            }
-            Ok(())
+                // An expired plan moves to expired.
+                if comparison == Comparison::Authority && now >= plan.expires_at_ms {
+                    let state = plan_state_of(&plan.state)?;
+                    if let Ok(next) = plan::transition(state, PlanEvent::Expire) {
+                        set_plan_state(tx, plan_id, next).await?;
+                    }
+                }
+                if let Some((basis, digest)) = &digest_seen {
+                    drift_rules(
+                        tx,
+                        &machine,
+                        *basis,
+                        digest,
+                        now,
+                        Entry::controller(controller, "drift").plan(plan_id),
+                        drift::DriftSource::RefusedCommitmentEvidence,
+                    )
+                    .await?;
+                }
+                Ok(())
+            })
         })
+        .await
     }
 
     /// The attempt transaction body (§3.3).
@@ -1329,7 +1655,7 @@ impl Backend {
         )
         .await?;
         let updated = if guards.ownership_fence {
-            sqlx::query(
+            query(
                 "UPDATE operations SET state = 'sending', attempts = attempts + 1, \
                  retry_revision = NULL, retry_controller = NULL, retry_generation = NULL, \
                  retry_epoch = NULL \
@@ -1348,17 +1674,17 @@ impl Backend {
             .bind(token.epoch.to_bytes().to_vec())
             .bind(inst.epoch.to_bytes().to_vec())
             .bind(plan.max_attempts)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(tx)
             .await?
         } else {
-            sqlx::query(
+            query(
                 "UPDATE operations SET state = 'sending', attempts = attempts + 1 \
                  WHERE id = $1 AND state IN ('committed', 'unresolved') AND attempts < $2 \
                  RETURNING attempts",
             )
             .bind(op_id)
             .bind(plan.max_attempts)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(tx)
             .await?
         };
         let Some(row) = updated else {
@@ -1380,12 +1706,14 @@ impl Backend {
             };
             return Err(match operation::check_admission(&facts) {
                 Err(refusal) => attempt_refused(refusal.comparison().into(), refusal.to_string()),
-                Ok(()) => attempt_refused(Comparison::Ownership, "the ownership update matched no row"),
+                Ok(()) => {
+                    attempt_refused(Comparison::Ownership, "the ownership update matched no row")
+                }
             });
         };
         let attempt_no: i64 = row.try_get(0)?;
         let transport = plan.transport_deadline_ms;
-        sqlx::query(
+        query(
             "INSERT INTO attempts (operation_id, attempt_no, revision, owner_controller, \
              owner_generation, owner_epoch, route, transport_deadline_ms, \
              verification_deadline_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -1399,7 +1727,7 @@ impl Backend {
         .bind(&plan.route)
         .bind(now.saturating_add(transport))
         .bind(now.saturating_add(plan.verification_deadline_ms))
-        .execute(&mut **tx)
+        .execute(tx)
         .await?;
         let digest = digest_of(&plan.artifact_digest)?;
         Ok(CommittedAttempt::new(
@@ -1420,86 +1748,94 @@ impl Backend {
         comparison: Comparison,
         reason: &str,
     ) -> StoreResult<()> {
-        transaction!(self, tx => {
-            let machine_id = read_op(&mut tx, op_id).await?.machine_id;
-            lock_machine(&mut tx, &machine_id).await?;
-            let inst = installation(&mut tx, true).await?;
-            let op = read_op(&mut tx, op_id).await?;
-            let plan = read_plan(&mut tx, &op.plan_id).await?;
-            let approval = standing_approval(&mut tx, &plan.id).await?;
-            let now = self.store_time(&mut tx).await?;
-            append(
-                &mut tx,
-                &machine_id,
-                now,
-                Entry::token(&token, "attempt_refused")
-                    .plan(&plan.id)
-                    .op(op_id)
-                    .comparison(comparison)
-                    .detail(reason.to_owned()),
-            )
-            .await?;
-            // 1, 2, 3 and 6, made by the owner, settle the operation; 7, 8 and 9 only
-            // record the refusal.
-            let by_owner = op.owner == token;
-            let Some(kind) = comparison
-                .attempt()
-                .filter(|c| c.unresolves_committed() && by_owner)
-            else {
-                return Ok(());
-            };
-            let attempts = records(&read_attempts(&mut tx, op_id).await?);
-            let mut state = op.state;
-            if state == OperationState::Committed {
-                let facts = TransitionFacts {
-                    attempt_transaction: AttemptTransaction::Refused {
-                        comparison: kind,
-                        by_owner: true,
-                    },
-                    ..TransitionFacts::quiet(OperationKind::ApplyConfig, &attempts)
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let machine_id = read_op(tx, op_id).await?.machine_id;
+                lock_machine(tx, &machine_id).await?;
+                let inst = installation(tx, true).await?;
+                let op = read_op(tx, op_id).await?;
+                let plan = read_plan(tx, &op.plan_id).await?;
+                let approval = standing_approval(tx, &plan.id).await?;
+                let now = self.store_time(tx).await?;
+                append(
+                    tx,
+                    &machine_id,
+                    now,
+                    Entry::token(&token, "attempt_refused")
+                        .plan(&plan.id)
+                        .op(op_id)
+                        .comparison(comparison)
+                        .detail(reason.to_owned()),
+                )
+                .await?;
+                // 1, 2, 3 and 6, made by the owner, settle the operation; 7, 8 and 9 only
+                // record the refusal.
+                let by_owner = op.owner == token;
+                let Some(kind) = comparison
+                    .attempt()
+                    .filter(|c| c.unresolves_committed() && by_owner)
+                else {
+                    return Ok(());
                 };
-                if operation::check_transition(Some(state), OperationState::Unresolved, &facts)
-                    .is_ok()
-                {
-                    state = OperationState::Unresolved;
-                    set_op_state(&mut tx, op_id, state).await?;
-                    append(
-                        &mut tx,
-                        &machine_id,
-                        now,
-                        Entry::token(&token, "state_changed")
-                            .op(op_id)
-                            .detail(format!("committed -> unresolved after comparison {comparison}")),
-                    )
-                    .await?;
+                let attempts = records(&read_attempts(tx, op_id).await?);
+                let mut state = op.state;
+                if state == OperationState::Committed {
+                    let facts = TransitionFacts {
+                        attempt_transaction: AttemptTransaction::Refused {
+                            comparison: kind,
+                            by_owner: true,
+                        },
+                        ..TransitionFacts::quiet(OperationKind::ApplyConfig, &attempts)
+                    };
+                    if operation::check_transition(Some(state), OperationState::Unresolved, &facts)
+                        .is_ok()
+                    {
+                        state = OperationState::Unresolved;
+                        set_op_state(tx, op_id, state).await?;
+                        append(
+                            tx,
+                            &machine_id,
+                            now,
+                            Entry::token(&token, "state_changed")
+                                .op(op_id)
+                                .detail(format!(
+                                    "committed -> unresolved after comparison {comparison}"
+                                )),
+                        )
+                        .await?;
+                    }
                 }
-            }
-            let withdrawal = authority_now(&plan, approval.as_ref(), now, inst.epoch, Stage::Attempt)
-                .err()
-                .and_then(|e| e.withdrawal());
-            if state == OperationState::Unresolved && attempts.is_empty() {
-                let facts = TransitionFacts {
-                    withdrawal,
-                    ..TransitionFacts::quiet(OperationKind::ApplyConfig, &attempts)
-                };
-                if operation::check_transition(Some(state), OperationState::Cancelled, &facts)
-                    .is_ok()
-                {
-                    set_op_state(&mut tx, op_id, OperationState::Cancelled).await?;
-                    append(
-                        &mut tx,
-                        &machine_id,
-                        now,
-                        Entry::token(&token, "state_changed").op(op_id).detail(format!(
-                            "unresolved -> cancelled: {}",
-                            withdrawal.map_or(String::new(), |w| w.to_string())
-                        )),
-                    )
-                    .await?;
+                let withdrawal =
+                    authority_now(&plan, approval.as_ref(), now, inst.epoch, Stage::Attempt)
+                        .err()
+                        .and_then(|e| e.withdrawal());
+                if state == OperationState::Unresolved && attempts.is_empty() {
+                    let facts = TransitionFacts {
+                        withdrawal,
+                        ..TransitionFacts::quiet(OperationKind::ApplyConfig, &attempts)
+                    };
+                    if operation::check_transition(Some(state), OperationState::Cancelled, &facts)
+                        .is_ok()
+                    {
+                        set_op_state(tx, op_id, OperationState::Cancelled).await?;
+                        append(
+                            tx,
+                            &machine_id,
+                            now,
+                            Entry::token(&token, "state_changed")
+                                .op(op_id)
+                                .detail(format!(
+                                    "unresolved -> cancelled: {}",
+                                    withdrawal.map_or(String::new(), |w| w.to_string())
+                                )),
+                        )
+                        .await?;
+                    }
                 }
-            }
-            Ok(())
+                Ok(())
+            })
         })
+        .await
     }
 }
 
@@ -1584,9 +1920,37 @@ fn op_view(o: &OperationRow) -> OperationView {
     }
 }
 
+/// `(table, query)` for each table, with the query reading all its rows.
+#[cfg(feature = "controls")]
+macro_rules! dumped {
+    ($($table:ident),* $(,)?) => {
+        [$((stringify!($table), concat!("SELECT * FROM ", stringify!($table)))),*]
+    };
+}
+
+/// The tables, in the order a dump lists them, with the query that reads each.
+#[cfg(feature = "controls")]
+const DUMPED: [(&str, &str); 15] = dumped!(
+    installation,
+    principals,
+    principal_roles,
+    machines,
+    releases,
+    release_contributions,
+    artifacts,
+    plans,
+    approvals,
+    operations,
+    attempts,
+    observation_starts,
+    observations,
+    dependency_checks,
+    timeline,
+);
+
 /// Decode any column as text for a dump.
 #[cfg(feature = "controls")]
-fn cell_text(row: &DbRow, idx: usize) -> String {
+fn cell_text(row: &Row, idx: usize) -> String {
     if let Ok(v) = row.try_get::<Option<String>, _>(idx) {
         return v.unwrap_or_default();
     }
@@ -1613,8 +1977,7 @@ fn cell_text(row: &DbRow, idx: usize) -> String {
     String::from("?")
 }
 
-#[async_trait::async_trait]
-impl Store for Backend {
+impl SqlStore {
     async fn register_principal(&self, spec: PrincipalSpec) -> StoreResult<()> {
         let (kind, responsible) = match &spec.kind {
             PrincipalKind::Human => ("human", None),
@@ -1632,37 +1995,46 @@ impl Store for Backend {
                 "automation is a token's role",
             ));
         }
-        transaction!(self, tx => {
-            let exists = sqlx::query("SELECT id FROM principals WHERE id = $1")
-                .bind(&spec.id)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if exists.is_some() {
-                return Err(StoreError::Exists { what: "principal", id: spec.id.clone() }.into());
-            }
-            sqlx::query("INSERT INTO principals (id, kind, responsible) VALUES ($1, $2, $3)")
-                .bind(&spec.id)
-                .bind(kind)
-                .bind(&responsible)
-                .execute(&mut *tx)
-                .await?;
-            for role in &spec.roles {
-                sqlx::query("INSERT INTO principal_roles (principal_id, role) VALUES ($1, $2)")
+        let (spec, responsible) = (&spec, &responsible);
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let exists = query("SELECT id FROM principals WHERE id = $1")
                     .bind(&spec.id)
-                    .bind(role_name(*role))
-                    .execute(&mut *tx)
+                    .fetch_optional(tx)
                     .await?;
-            }
-            Ok(())
+                if exists.is_some() {
+                    return Err(StoreError::Exists {
+                        what: "principal",
+                        id: spec.id.clone(),
+                    }
+                    .into());
+                }
+                query("INSERT INTO principals (id, kind, responsible) VALUES ($1, $2, $3)")
+                    .bind(&spec.id)
+                    .bind(kind)
+                    .bind(responsible)
+                    .execute(tx)
+                    .await?;
+                for role in &spec.roles {
+                    query("INSERT INTO principal_roles (principal_id, role) VALUES ($1, $2)")
+                        .bind(&spec.id)
+                        .bind(role_name(*role))
+                        .execute(tx)
+                        .await?;
+                }
+                Ok(())
+            })
         })
+        .await
     }
 
     async fn create_machine(&self, actor: &Actor, spec: MachineSpec) -> StoreResult<()> {
-        transaction!(self, tx => {
-            require_role(&mut tx, actor, &[Role::Author, Role::Publisher], "adding a machine").await?;
-            let exists = sqlx::query("SELECT id FROM machines WHERE id = $1")
+        let spec = &spec;
+        self.transaction(|tx| Box::pin(async move {
+            require_role(tx, actor, &[Role::Author, Role::Publisher], "adding a machine").await?;
+            let exists = query("SELECT id FROM machines WHERE id = $1")
                 .bind(&spec.id)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(tx)
                 .await?;
             if exists.is_some() {
                 return Err(StoreError::Exists { what: "machine", id: spec.id.clone() }.into());
@@ -1671,7 +2043,7 @@ impl Store for Backend {
                 IdentityKey::SmbiosUuid(v) => ("smbios_uuid", v),
                 IdentityKey::NodeId(v) => ("node_id", v),
             };
-            sqlx::query(
+            query(
                 "INSERT INTO machines (id, identity_kind, identity_value, cluster_id, endpoint, \
                  rollout_scope, talos_minor) VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
@@ -1682,36 +2054,36 @@ impl Store for Backend {
             .bind(&spec.endpoint)
             .bind(&spec.rollout_scope)
             .bind(&spec.talos_minor)
-            .execute(&mut *tx)
+            .execute(tx)
             .await?;
-            let now = self.store_time(&mut tx).await?;
-            append(&mut tx, &spec.id, now, Entry::by(actor, "machine_created")
+            let now = self.store_time(tx).await?;
+            append(tx, &spec.id, now, Entry::by(actor, "machine_created")
                 .detail(format!("identity key {kind}, cluster {}", spec.cluster_id))).await?;
             // §7.4: a machine inventoried during recovery starts pre-restore
             // unaccounted, like every scope at entry.
-            let inst = installation(&mut tx, true).await?;
+            let inst = installation(tx, true).await?;
             if inst.recovery_mode {
-                sqlx::query("UPDATE machines SET scope_state = $2 WHERE id = $1")
+                query("UPDATE machines SET scope_state = $2 WHERE id = $1")
                     .bind(&spec.id)
                     .bind(scope_text(recovery::inventoried(true)))
-                    .execute(&mut *tx)
+                    .execute(tx)
                     .await?;
             }
             if let Some(d) = spec.adopted_digest {
-                let rev = append(&mut tx, &spec.id, now, Entry::by(actor, "applied_changed")
+                let rev = append(tx, &spec.id, now, Entry::by(actor, "applied_changed")
                     .detail(format!("handed over at digest {d} (inventory adoption record)"))).await?;
-                sqlx::query(
+                query(
                     "UPDATE machines SET applied_digest = $2, applied_source = 'inventory adoption', \
                      baseline_revision = $3 WHERE id = $1",
                 )
                 .bind(&spec.id)
                 .bind(d.to_hex())
                 .bind(rev)
-                .execute(&mut *tx)
+                .execute(tx)
                 .await?;
             }
             Ok(())
-        })
+        })).await
     }
 
     async fn publish_release(&self, actor: &Actor, spec: ReleaseSpec) -> StoreResult<()> {
@@ -1759,48 +2131,77 @@ impl Store for Backend {
                 ),
             ));
         }
-        transaction!(self, tx => {
-            let machine = lock_machine(&mut tx, &spec.machine).await?;
-            let inst = installation(&mut tx, true).await?;
-            require_role(&mut tx, actor, &[Role::Publisher], ACT).await?;
-            if inst.recovery_mode && machine.released_epoch.as_deref().map(epoch_of).transpose()? != Some(inst.epoch) {
-                return Err(refused(ACT, "recovery mode: the scope is not released").into());
-            }
-            if machine.desired_release.as_deref() != Some(spec.release.as_str()) {
-                return Err(refused(ACT, "an apply-config plan must target the machine's Desired release").into());
-            }
-            let art = sqlx::query(
-                "SELECT key_provider, key_id, key_version, digest FROM artifacts \
+        let spec = &spec;
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let machine = lock_machine(tx, &spec.machine).await?;
+                let inst = installation(tx, true).await?;
+                require_role(tx, actor, &[Role::Publisher], ACT).await?;
+                if inst.recovery_mode
+                    && machine
+                        .released_epoch
+                        .as_deref()
+                        .map(epoch_of)
+                        .transpose()?
+                        != Some(inst.epoch)
+                {
+                    return Err(refused(ACT, "recovery mode: the scope is not released").into());
+                }
+                if machine.desired_release.as_deref() != Some(spec.release.as_str()) {
+                    return Err(refused(
+                        ACT,
+                        "an apply-config plan must target the machine's Desired release",
+                    )
+                    .into());
+                }
+                let art = query(
+                    "SELECT key_provider, key_id, key_version, digest FROM artifacts \
                  WHERE release_id = $1 AND machine_id = $2",
-            )
-            .bind(&spec.release)
-            .bind(&spec.machine)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or_else(|| refused(ACT, "the release has no artifact for this machine"))?;
-            let (pre_dispatch, bound_drift) = if spec.revert {
-                match (&machine.open_drift, &machine.open_drift_digest) {
-                    (Some(r), Some(d)) => (d.clone(), Some(*r)),
-                    _ => return Err(refused(ACT, "a revert needs an open drift record").into()),
+                )
+                .bind(&spec.release)
+                .bind(&spec.machine)
+                .fetch_optional(tx)
+                .await?
+                .ok_or_else(|| refused(ACT, "the release has no artifact for this machine"))?;
+                let (pre_dispatch, bound_drift) = if spec.revert {
+                    match (&machine.open_drift, &machine.open_drift_digest) {
+                        (Some(r), Some(d)) => (d.clone(), Some(*r)),
+                        _ => return Err(refused(ACT, "a revert needs an open drift record").into()),
+                    }
+                } else {
+                    match &machine.applied_digest {
+                        Some(d) => (d.clone(), None),
+                        None => {
+                            return Err(refused(ACT, "the machine has no accepted baseline").into());
+                        }
+                    }
+                };
+                let exists = query("SELECT id FROM plans WHERE id = $1")
+                    .bind(&spec.id)
+                    .fetch_optional(tx)
+                    .await?;
+                if exists.is_some() {
+                    return Err(StoreError::Exists {
+                        what: "plan",
+                        id: spec.id.clone(),
+                    }
+                    .into());
                 }
-            } else {
-                match &machine.applied_digest {
-                    Some(d) => (d.clone(), None),
-                    None => return Err(refused(ACT, "the machine has no accepted baseline").into()),
-                }
-            };
-            let exists = sqlx::query("SELECT id FROM plans WHERE id = $1")
-                .bind(&spec.id)
-                .fetch_optional(&mut *tx)
+                let now = self.store_time(tx).await?;
+                append(
+                    tx,
+                    &spec.machine,
+                    now,
+                    Entry::by(actor, "plan_created")
+                        .plan(&spec.id)
+                        .detail(format!(
+                            "release {}, baseline r{}",
+                            spec.release, machine.baseline_revision
+                        )),
+                )
                 .await?;
-            if exists.is_some() {
-                return Err(StoreError::Exists { what: "plan", id: spec.id.clone() }.into());
-            }
-            let now = self.store_time(&mut tx).await?;
-            append(&mut tx, &spec.machine, now, Entry::by(actor, "plan_created").plan(&spec.id)
-                .detail(format!("release {}, baseline r{}", spec.release, machine.baseline_revision))).await?;
-            sqlx::query(
-                "INSERT INTO plans (id, machine_id, release_id, artifact_digest, key_provider, \
+                query(
+                    "INSERT INTO plans (id, machine_id, release_id, artifact_digest, key_provider, \
                  key_id, key_version, identity_kind, identity_value, cluster_id, \
                  assignment_revision, desired_release, baseline_revision, pre_dispatch_digest, \
                  bound_drift, route, talos_minor, max_evidence_age_ms, transport_deadline_ms, \
@@ -1808,52 +2209,62 @@ impl Store for Backend {
                  creator_id, creator_role, state) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
                  $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, \
                  'proposed')",
-            )
-            .bind(&spec.id)
-            .bind(&spec.machine)
-            .bind(&spec.release)
-            .bind(art.try_get::<String, _>("digest")?)
-            .bind(art.try_get::<String, _>("key_provider")?)
-            .bind(art.try_get::<String, _>("key_id")?)
-            .bind(art.try_get::<i64, _>("key_version")?)
-            .bind(&machine.identity_kind)
-            .bind(&machine.identity_value)
-            .bind(&machine.cluster_id)
-            .bind(machine.assignment_revision)
-            .bind(&spec.release)
-            .bind(machine.baseline_revision)
-            .bind(&pre_dispatch)
-            .bind(bound_drift)
-            .bind(&machine.endpoint)
-            .bind(&machine.talos_minor)
-            .bind(i(spec.max_evidence_age.0))
-            .bind(i(spec.transport_deadline.0))
-            .bind(i(spec.verification_deadline.0))
-            .bind(i64::from(spec.max_attempts))
-            .bind(&machine.rollout_scope)
-            .bind(i(spec.expires_at.0))
-            .bind(&actor.id)
-            .bind(role_name(actor.role))
-            .execute(&mut *tx)
-            .await?;
-            let plan = read_plan(&mut tx, &spec.id).await?;
-            Ok(plan_view(&plan, None)?)
+                )
+                .bind(&spec.id)
+                .bind(&spec.machine)
+                .bind(&spec.release)
+                .bind(art.try_get::<String, _>("digest")?)
+                .bind(art.try_get::<String, _>("key_provider")?)
+                .bind(art.try_get::<String, _>("key_id")?)
+                .bind(art.try_get::<i64, _>("key_version")?)
+                .bind(&machine.identity_kind)
+                .bind(&machine.identity_value)
+                .bind(&machine.cluster_id)
+                .bind(machine.assignment_revision)
+                .bind(&spec.release)
+                .bind(machine.baseline_revision)
+                .bind(&pre_dispatch)
+                .bind(bound_drift)
+                .bind(&machine.endpoint)
+                .bind(&machine.talos_minor)
+                .bind(i(spec.max_evidence_age.0))
+                .bind(i(spec.transport_deadline.0))
+                .bind(i(spec.verification_deadline.0))
+                .bind(i64::from(spec.max_attempts))
+                .bind(&machine.rollout_scope)
+                .bind(i(spec.expires_at.0))
+                .bind(&actor.id)
+                .bind(role_name(actor.role))
+                .execute(tx)
+                .await?;
+                let plan = read_plan(tx, &spec.id).await?;
+                Ok(plan_view(&plan, None)?)
+            })
         })
+        .await
     }
 
     async fn approve(&self, actor: &Actor, plan_id: &str) -> StoreResult<SelfApproval> {
         const ACT: &str = "approving";
-        transaction!(self, tx => {
-            let machine_id = read_plan(&mut tx, plan_id).await?.machine_id;
-            let machine = lock_machine(&mut tx, &machine_id).await?;
-            let inst = installation(&mut tx, true).await?;
-            let human = require_role(&mut tx, actor, &[Role::Approver], ACT).await?;
-            if !human {
-                return Err(refused(ACT, "automation is never an approver").into());
-            }
-            let approval = Approving { plan: plan_id, approver: &actor.id, blanket: None };
-            self.record_approval(&mut tx, actor, &machine, &inst, approval, ACT).await
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let machine_id = read_plan(tx, plan_id).await?.machine_id;
+                let machine = lock_machine(tx, &machine_id).await?;
+                let inst = installation(tx, true).await?;
+                let human = require_role(tx, actor, &[Role::Approver], ACT).await?;
+                if !human {
+                    return Err(refused(ACT, "automation is never an approver").into());
+                }
+                let approval = Approving {
+                    plan: plan_id,
+                    approver: &actor.id,
+                    blanket: None,
+                };
+                self.record_approval(tx, actor, &machine, &inst, approval, ACT)
+                    .await
+            })
         })
+        .await
     }
 
     async fn grant_blanket_approval(
@@ -1863,11 +2274,11 @@ impl Store for Backend {
         reason: &str,
     ) -> StoreResult<BlanketApproval> {
         const ACT: &str = "granting a blanket approval";
-        transaction!(self, tx => {
+        self.transaction(|tx| Box::pin(async move {
             // The machine rows first, in the order every other transaction takes them.
-            let machines = lock_cluster(&mut tx, cluster_id).await?;
-            let inst = installation(&mut tx, true).await?;
-            let human = require_role(&mut tx, actor, &[Role::Approver], ACT).await?;
+            let machines = lock_cluster(tx, cluster_id).await?;
+            let inst = installation(tx, true).await?;
+            let human = require_role(tx, actor, &[Role::Approver], ACT).await?;
             if !human {
                 return Err(refused(ACT, "automation is never an approver").into());
             }
@@ -1877,22 +2288,22 @@ impl Store for Backend {
             if inst.recovery_mode {
                 return Err(refused(ACT, "recovery mode is in effect").into());
             }
-            let now = self.store_time(&mut tx).await?;
-            if let Some(live) = live_blanket(&mut tx, cluster_id).await? {
+            let now = self.store_time(tx).await?;
+            if let Some(live) = live_blanket(tx, cluster_id).await? {
                 if live.epoch == inst.epoch {
                     return Err(refused(ACT, format!("blanket approval {} is already in force for cluster {cluster_id}", live.id)).into());
                 }
                 // Granted in an earlier epoch, it holds no longer: this grant
                 // replaces it on the record.
-                sqlx::query("UPDATE blanket_approvals SET revoked = TRUE, revoked_by = $2, revoked_ms = $3 WHERE id = $1")
+                query("UPDATE blanket_approvals SET revoked = TRUE, revoked_by = $2, revoked_ms = $3 WHERE id = $1")
                     .bind(&live.id)
                     .bind(&actor.id)
                     .bind(now)
-                    .execute(&mut *tx)
+                    .execute(tx)
                     .await?;
             }
             let id = format!("blanket-{}", hex16(super::random_128()?));
-            sqlx::query(
+            query(
                 "INSERT INTO blanket_approvals (id, cluster_id, approver_id, reason, epoch, granted_ms) \
                  VALUES ($1, $2, $3, $4, $5, $6)",
             )
@@ -1902,10 +2313,10 @@ impl Store for Backend {
             .bind(reason)
             .bind(inst.epoch.to_bytes().to_vec())
             .bind(now)
-            .execute(&mut *tx)
+            .execute(tx)
             .await?;
             for m in &machines {
-                append(&mut tx, m, now, Entry::by(actor, "blanket_granted")
+                append(tx, m, now, Entry::by(actor, "blanket_granted")
                     .detail(format!("blanket approval {id} for cluster {cluster_id}; epoch {}", inst.epoch))).await?;
             }
             Ok(BlanketApproval {
@@ -1917,45 +2328,45 @@ impl Store for Backend {
                 current_epoch: true,
                 revoked: None,
             })
-        })
+        })).await
     }
 
     async fn revoke_blanket_approval(&self, actor: &Actor, blanket_id: &str) -> StoreResult<()> {
         const ACT: &str = "revoking a blanket approval";
-        transaction!(self, tx => {
-            let cluster_id: String = sqlx::query("SELECT cluster_id FROM blanket_approvals WHERE id = $1")
+        self.transaction(|tx| Box::pin(async move {
+            let cluster_id: String = query("SELECT cluster_id FROM blanket_approvals WHERE id = $1")
                 .bind(blanket_id)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(tx)
                 .await?
                 .ok_or_else(|| not_found("blanket approval", blanket_id))?
                 .try_get(0)?;
             // Every machine row of the cluster first: an approval under the blanket
             // locks its machine's row before it reads the blanket, so none is made
             // while this runs.
-            let cluster = lock_cluster(&mut tx, &cluster_id).await?;
+            let cluster = lock_cluster(tx, &cluster_id).await?;
             let mut machines = cluster.clone();
-            require_role(&mut tx, actor, &[Role::Approver, Role::RecoveryAdmin], ACT).await?;
+            require_role(tx, actor, &[Role::Approver, Role::RecoveryAdmin], ACT).await?;
             self.hook(HookPoint::BlanketRevocationLocked { blanket: blanket_id.to_owned() }).await;
-            let row = sqlx::query(concat!("SELECT revoked FROM blanket_approvals WHERE id = $1", for_update!()))
+            let row = query(concat!("SELECT revoked FROM blanket_approvals WHERE id = $1", " FOR UPDATE"))
                 .bind(blanket_id)
-                .fetch_one(&mut *tx)
+                .fetch_one(tx)
                 .await?;
             if row.try_get::<bool, _>("revoked")? {
                 return Err(refused(ACT, "the blanket approval is already revoked").into());
             }
-            let now = self.store_time(&mut tx).await?;
-            sqlx::query("UPDATE blanket_approvals SET revoked = TRUE, revoked_by = $2, revoked_ms = $3 WHERE id = $1")
+            let now = self.store_time(tx).await?;
+            query("UPDATE blanket_approvals SET revoked = TRUE, revoked_by = $2, revoked_ms = $3 WHERE id = $1")
                 .bind(blanket_id)
                 .bind(&actor.id)
                 .bind(now)
-                .execute(&mut *tx)
+                .execute(tx)
                 .await?;
-            let plans = sqlx::query(
+            let plans = query(
                 "SELECT a.plan_id, a.seq, p.machine_id, p.state FROM approvals a JOIN plans p ON p.id = a.plan_id \
                  WHERE a.blanket_id = $1 AND NOT a.revoked ORDER BY a.plan_id",
             )
             .bind(blanket_id)
-            .fetch_all(&mut *tx)
+            .fetch_all(tx)
             .await?;
             let withdrawal = Withdrawal {
                 actor,
@@ -1966,20 +2377,20 @@ impl Store for Backend {
             };
             for r in &plans {
                 let plan_id: String = r.try_get("plan_id")?;
-                sqlx::query("UPDATE approvals SET revoked = TRUE WHERE plan_id = $1 AND seq = $2")
+                query("UPDATE approvals SET revoked = TRUE WHERE plan_id = $1 AND seq = $2")
                     .bind(&plan_id)
                     .bind(r.try_get::<i64, _>("seq")?)
-                    .execute(&mut *tx)
+                    .execute(tx)
                     .await?;
                 // A machine moved to another cluster after its approval is locked here.
-                withdrawal.record(&mut tx, &mut machines, r).await?;
+                withdrawal.record(tx, &mut machines, r).await?;
             }
             for m in &cluster {
-                append(&mut tx, m, now, Entry::by(actor, "blanket_revoked")
+                append(tx, m, now, Entry::by(actor, "blanket_revoked")
                     .detail(format!("blanket approval {blanket_id} for cluster {cluster_id}"))).await?;
             }
             Ok(())
-        })
+        })).await
     }
 
     async fn approve_under_blanket(
@@ -1988,12 +2399,12 @@ impl Store for Backend {
         plan_id: &str,
     ) -> StoreResult<SelfApproval> {
         const ACT: &str = "approving under a blanket approval";
-        transaction!(self, tx => {
-            let machine_id = read_plan(&mut tx, plan_id).await?.machine_id;
-            let machine = lock_machine(&mut tx, &machine_id).await?;
-            let inst = installation(&mut tx, true).await?;
-            require_role(&mut tx, actor, &[Role::Publisher, Role::Automation], ACT).await?;
-            let blanket = live_blanket(&mut tx, &machine.cluster_id).await?.ok_or_else(|| {
+        self.transaction(|tx| Box::pin(async move {
+            let machine_id = read_plan(tx, plan_id).await?.machine_id;
+            let machine = lock_machine(tx, &machine_id).await?;
+            let inst = installation(tx, true).await?;
+            require_role(tx, actor, &[Role::Publisher, Role::Automation], ACT).await?;
+            let blanket = live_blanket(tx, &machine.cluster_id).await?.ok_or_else(|| {
                 refused(ACT, format!("no blanket approval is in force for cluster {}; an approver grants one, or the plan waits for an approver", machine.cluster_id))
             })?;
             if blanket.epoch != inst.epoch {
@@ -2002,20 +2413,20 @@ impl Store for Backend {
             // The approver's principal row, read to share as for any acting identity:
             // revoking it waits for this transaction, and a revoked identity, or one
             // no longer an approver, approves nothing.
-            require_role(&mut tx, &Actor::new(blanket.approver.clone(), Role::Approver), &[Role::Approver], ACT).await?;
+            require_role(tx, &Actor::new(blanket.approver.clone(), Role::Approver), &[Role::Approver], ACT).await?;
             let approval = Approving { plan: plan_id, approver: &blanket.approver, blanket: Some(&blanket.id) };
-            self.record_approval(&mut tx, actor, &machine, &inst, approval, ACT).await
-        })
+            self.record_approval(tx, actor, &machine, &inst, approval, ACT).await
+        })).await
     }
 
     async fn blanket_approvals(&self) -> StoreResult<Vec<BlanketApproval>> {
-        transaction!(self, tx => {
-            let inst = installation(&mut tx, true).await?;
-            let rows = sqlx::query(
+        self.transaction(|tx| Box::pin(async move {
+            let inst = installation(tx, true).await?;
+            let rows = query(
                 "SELECT id, cluster_id, approver_id, reason, epoch, granted_ms, revoked, revoked_by, revoked_ms \
                  FROM blanket_approvals ORDER BY granted_ms, id",
             )
-            .fetch_all(&mut *tx)
+            .fetch_all(tx)
             .await?;
             let mut out = Vec::new();
             for r in &rows {
@@ -2038,154 +2449,190 @@ impl Store for Backend {
                 });
             }
             Ok(out)
-        })
+        })).await
     }
 
     async fn revoke_approval(&self, actor: &Actor, plan_id: &str) -> StoreResult<()> {
         const ACT: &str = "revoking an approval";
-        transaction!(self, tx => {
-            let machine_id = read_plan(&mut tx, plan_id).await?.machine_id;
-            // The machine row first, then the approval (the order of §3.2's locks).
-            lock_machine(&mut tx, &machine_id).await?;
-            require_role(&mut tx, actor, &[Role::Approver, Role::RecoveryAdmin], ACT).await?;
-            let row = sqlx::query(concat!(
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let machine_id = read_plan(tx, plan_id).await?.machine_id;
+                // The machine row first, then the approval (the order of §3.2's locks).
+                lock_machine(tx, &machine_id).await?;
+                require_role(tx, actor, &[Role::Approver, Role::RecoveryAdmin], ACT).await?;
+                let row = query(concat!(
                 "SELECT seq, revoked FROM approvals WHERE plan_id = $1 ORDER BY seq DESC LIMIT 1",
-                for_update!()
+                " FOR UPDATE"
             ))
             .bind(plan_id)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(tx)
             .await?
             .ok_or_else(|| refused(ACT, "the plan has no approval"))?;
-            if row.try_get::<bool, _>("revoked")? {
-                return Err(refused(ACT, "the approval is already revoked").into());
-            }
-            let seq: i64 = row.try_get("seq")?;
-            sqlx::query("UPDATE approvals SET revoked = TRUE WHERE plan_id = $1 AND seq = $2")
-                .bind(plan_id)
-                .bind(seq)
-                .execute(&mut *tx)
-                .await?;
-            let plan = read_plan(&mut tx, plan_id).await?;
-            let state = plan_state_of(&plan.state)?;
-            let detail = match plan::transition(state, PlanEvent::RevokeApproval) {
-                Ok(next) => {
-                    set_plan_state(&mut tx, plan_id, next).await?;
-                    format!("plan {state} -> {next}")
+                if row.try_get::<bool, _>("revoked")? {
+                    return Err(refused(ACT, "the approval is already revoked").into());
                 }
-                Err(e) => e.to_string(),
-            };
-            let now = self.store_time(&mut tx).await?;
-            append(&mut tx, &machine_id, now, Entry::by(actor, "approval_revoked").plan(plan_id).detail(detail)).await?;
-            Ok(())
+                let seq: i64 = row.try_get("seq")?;
+                query("UPDATE approvals SET revoked = TRUE WHERE plan_id = $1 AND seq = $2")
+                    .bind(plan_id)
+                    .bind(seq)
+                    .execute(tx)
+                    .await?;
+                let plan = read_plan(tx, plan_id).await?;
+                let state = plan_state_of(&plan.state)?;
+                let detail = match plan::transition(state, PlanEvent::RevokeApproval) {
+                    Ok(next) => {
+                        set_plan_state(tx, plan_id, next).await?;
+                        format!("plan {state} -> {next}")
+                    }
+                    Err(e) => e.to_string(),
+                };
+                let now = self.store_time(tx).await?;
+                append(
+                    tx,
+                    &machine_id,
+                    now,
+                    Entry::by(actor, "approval_revoked")
+                        .plan(plan_id)
+                        .detail(detail),
+                )
+                .await?;
+                Ok(())
+            })
         })
+        .await
     }
 
     async fn revoke_identity(&self, actor: &Actor, principal: &str) -> StoreResult<()> {
         const ACT: &str = "revoking an identity";
-        transaction!(self, tx => {
-            // Machines first, in a fixed order, as every commitment locks them; then
-            // the principal row.
-            let rows = sqlx::query(
+        self.transaction(|tx| {
+            Box::pin(async move {
+                // Machines first, in a fixed order, as every commitment locks them; then
+                // the principal row.
+                let rows = query(
                 "SELECT DISTINCT p.machine_id FROM approvals a JOIN plans p ON p.id = a.plan_id \
                  WHERE a.approver_id = $1 ORDER BY p.machine_id",
             )
             .bind(principal)
-            .fetch_all(&mut *tx)
+            .fetch_all(tx)
             .await?;
-            let mut machines = Vec::new();
-            for r in &rows {
-                let m: String = r.try_get(0)?;
-                lock_machine(&mut tx, &m).await?;
-                machines.push(m);
-            }
-            require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
-            let row = sqlx::query(concat!("SELECT revoked FROM principals WHERE id = $1", for_update!()))
+                let mut machines = Vec::new();
+                for r in &rows {
+                    let m: String = r.try_get(0)?;
+                    lock_machine(tx, &m).await?;
+                    machines.push(m);
+                }
+                require_role(tx, actor, &[Role::RecoveryAdmin], ACT).await?;
+                let row = query(concat!(
+                    "SELECT revoked FROM principals WHERE id = $1",
+                    " FOR UPDATE"
+                ))
                 .bind(principal)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(tx)
                 .await?
                 .ok_or_else(|| not_found("principal", principal))?;
-            if row.try_get::<bool, _>("revoked")? {
-                return Err(refused(ACT, "the identity is already revoked").into());
-            }
-            sqlx::query("UPDATE principals SET revoked = TRUE WHERE id = $1")
-                .bind(principal)
-                .execute(&mut *tx)
-                .await?;
-            let now = self.store_time(&mut tx).await?;
-            // Its blanket approvals end with it (their approvals are among the
-            // approvals revoked below).
-            sqlx::query(
-                "UPDATE blanket_approvals SET revoked = TRUE, revoked_by = $2, revoked_ms = $3 \
+                if row.try_get::<bool, _>("revoked")? {
+                    return Err(refused(ACT, "the identity is already revoked").into());
+                }
+                query("UPDATE principals SET revoked = TRUE WHERE id = $1")
+                    .bind(principal)
+                    .execute(tx)
+                    .await?;
+                let now = self.store_time(tx).await?;
+                // Its blanket approvals end with it (their approvals are among the
+                // approvals revoked below).
+                query(
+                    "UPDATE blanket_approvals SET revoked = TRUE, revoked_by = $2, revoked_ms = $3 \
                  WHERE approver_id = $1 AND NOT revoked",
-            )
-            .bind(principal)
-            .bind(&actor.id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            let plans = sqlx::query(
-                "SELECT DISTINCT a.plan_id, p.machine_id, p.state FROM approvals a \
+                )
+                .bind(principal)
+                .bind(&actor.id)
+                .bind(now)
+                .execute(tx)
+                .await?;
+                let plans = query(
+                    "SELECT DISTINCT a.plan_id, p.machine_id, p.state FROM approvals a \
                  JOIN plans p ON p.id = a.plan_id WHERE a.approver_id = $1 ORDER BY a.plan_id",
-            )
-            .bind(principal)
-            .fetch_all(&mut *tx)
-            .await?;
-            let withdrawal = Withdrawal {
-                actor,
-                kind: "identity_revoked",
-                event: PlanEvent::RevokeApproverIdentity,
-                why: format!("identity {principal} revoked"),
-                now,
-            };
-            for r in &plans {
-                withdrawal.record(&mut tx, &mut machines, r).await?;
-            }
-            Ok(())
+                )
+                .bind(principal)
+                .fetch_all(tx)
+                .await?;
+                let withdrawal = Withdrawal {
+                    actor,
+                    kind: "identity_revoked",
+                    event: PlanEvent::RevokeApproverIdentity,
+                    why: format!("identity {principal} revoked"),
+                    now,
+                };
+                for r in &plans {
+                    withdrawal.record(tx, &mut machines, r).await?;
+                }
+                Ok(())
+            })
         })
+        .await
     }
 
     async fn cancel_plan(&self, actor: &Actor, plan_id: &str) -> StoreResult<()> {
         const ACT: &str = "cancelling a plan";
-        transaction!(self, tx => {
-            let machine_id = read_plan(&mut tx, plan_id).await?.machine_id;
-            lock_machine(&mut tx, &machine_id).await?;
-            let plan = read_plan(&mut tx, plan_id).await?;
-            let allowed: &[Role] = if plan.creator_id == actor.id {
-                &[Role::Author, Role::Publisher, Role::Approver, Role::RecoveryAdmin, Role::Automation]
-            } else {
-                &[Role::Approver, Role::RecoveryAdmin]
-            };
-            require_role(&mut tx, actor, allowed, ACT).await?;
-            if plan.cancelled {
-                return Err(refused(ACT, "the plan is already cancelled").into());
-            }
-            let state = plan_state_of(&plan.state)?;
-            let detail = match plan::transition(state, PlanEvent::Cancel) {
-                Ok(next) => {
-                    set_plan_state(&mut tx, plan_id, next).await?;
-                    format!("plan {state} -> {next}")
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let machine_id = read_plan(tx, plan_id).await?.machine_id;
+                lock_machine(tx, &machine_id).await?;
+                let plan = read_plan(tx, plan_id).await?;
+                let allowed: &[Role] = if plan.creator_id == actor.id {
+                    &[
+                        Role::Author,
+                        Role::Publisher,
+                        Role::Approver,
+                        Role::RecoveryAdmin,
+                        Role::Automation,
+                    ]
+                } else {
+                    &[Role::Approver, Role::RecoveryAdmin]
+                };
+                require_role(tx, actor, allowed, ACT).await?;
+                if plan.cancelled {
+                    return Err(refused(ACT, "the plan is already cancelled").into());
                 }
-                Err(plan::PlanRefusal::AfterCommitment { .. }) => "recorded against the committed plan".to_owned(),
-                Err(e) => return Err(refused(ACT, e.to_string()).into()),
-            };
-            sqlx::query("UPDATE plans SET cancelled = TRUE WHERE id = $1")
-                .bind(plan_id)
-                .execute(&mut *tx)
+                let state = plan_state_of(&plan.state)?;
+                let detail = match plan::transition(state, PlanEvent::Cancel) {
+                    Ok(next) => {
+                        set_plan_state(tx, plan_id, next).await?;
+                        format!("plan {state} -> {next}")
+                    }
+                    Err(plan::PlanRefusal::AfterCommitment { .. }) => {
+                        "recorded against the committed plan".to_owned()
+                    }
+                    Err(e) => return Err(refused(ACT, e.to_string()).into()),
+                };
+                query("UPDATE plans SET cancelled = TRUE WHERE id = $1")
+                    .bind(plan_id)
+                    .execute(tx)
+                    .await?;
+                let now = self.store_time(tx).await?;
+                append(
+                    tx,
+                    &machine_id,
+                    now,
+                    Entry::by(actor, "plan_cancelled")
+                        .plan(plan_id)
+                        .detail(detail),
+                )
                 .await?;
-            let now = self.store_time(&mut tx).await?;
-            append(&mut tx, &machine_id, now, Entry::by(actor, "plan_cancelled").plan(plan_id).detail(detail)).await?;
-            Ok(())
+                Ok(())
+            })
         })
+        .await
     }
 
     async fn preflight(&self, plan_id: &str) -> StoreResult<()> {
         // Deliberately no locks: this is §3.1's quick check, not a guarantee.
-        let mut tx = begin(&self.pool).await.map_err(db_err)?;
+        let mut tx = self.pool.begin().await.map_err(db_err)?;
         let result: R<()> = async {
             let plan = read_plan(&mut tx, plan_id).await?;
             let machine = read_machine(&mut tx, &plan.machine_id).await?;
-            let row = sqlx::query("SELECT epoch, recovery_mode FROM installation WHERE id = 1")
-                .fetch_one(&mut *tx)
+            let row = query("SELECT epoch, recovery_mode FROM installation WHERE id = 1")
+                .fetch_one(&mut tx)
                 .await?;
             let epoch: Vec<u8> = row.try_get("epoch")?;
             let inst = InstallationRow {
@@ -2193,13 +2640,13 @@ impl Store for Backend {
                 recovery_mode: row.try_get("recovery_mode")?,
                 recovery_entered_at_ms: None,
             };
-            let approval = sqlx::query(
+            let approval = query(
                 "SELECT a.approver_id, a.epoch, a.revision, a.revoked, p.revoked AS identity_revoked \
                  FROM approvals a JOIN principals p ON p.id = a.approver_id \
                  WHERE a.plan_id = $1 ORDER BY a.seq DESC LIMIT 1",
             )
             .bind(plan_id)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?
             .map(|r| -> R<ApprovalRow> {
                 let e: Vec<u8> = r.try_get("epoch")?;
@@ -2230,21 +2677,27 @@ impl Store for Backend {
         &self,
         request: ObservationRequest,
     ) -> StoreResult<ObservationTicket> {
-        transaction!(self, tx => {
-            lock_machine(&mut tx, &request.machine).await?;
-            if let Some(p) = &request.plan {
-                let plan = read_plan(&mut tx, p).await?;
-                if plan.machine_id != request.machine {
-                    return Err(refused("starting an observation", "the plan is for another machine").into());
+        let request = &request;
+        self.transaction(|tx| {
+            Box::pin(async move {
+                lock_machine(tx, &request.machine).await?;
+                if let Some(p) = &request.plan {
+                    let plan = read_plan(tx, p).await?;
+                    if plan.machine_id != request.machine {
+                        return Err(refused(
+                            "starting an observation",
+                            "the plan is for another machine",
+                        )
+                        .into());
+                    }
                 }
-            }
-            let now = self.store_time(&mut tx).await?;
-            let purpose = purpose_name(request.purpose);
-            let mut entry = Entry::controller(request.controller, "observation_started")
-                .detail(format!("purpose {purpose}"));
-            entry.plan = request.plan.as_deref();
-            let basis = append(&mut tx, &request.machine, now, entry).await?;
-            sqlx::query(
+                let now = self.store_time(tx).await?;
+                let purpose = purpose_name(request.purpose);
+                let mut entry = Entry::controller(request.controller, "observation_started")
+                    .detail(format!("purpose {purpose}"));
+                entry.plan = request.plan.as_deref();
+                let basis = append(tx, &request.machine, now, entry).await?;
+                query(
                 "INSERT INTO observation_starts (machine_id, basis, purpose, plan_id, controller, \
                  started_at_ms) VALUES ($1, $2, $3, $4, $5, $6)",
             )
@@ -2254,10 +2707,15 @@ impl Store for Backend {
             .bind(&request.plan)
             .bind(controller_bytes(request.controller))
             .bind(now)
-            .execute(&mut *tx)
+            .execute(tx)
             .await?;
-            Ok(ObservationTicket { machine: request.machine.clone(), basis: Revision(u(basis)) })
+                Ok(ObservationTicket {
+                    machine: request.machine.clone(),
+                    basis: Revision(u(basis)),
+                })
+            })
         })
+        .await
     }
 
     async fn record_observation(
@@ -2266,35 +2724,42 @@ impl Store for Backend {
         facts: ObservedFacts,
     ) -> StoreResult<Revision> {
         const ACT: &str = "recording an observation";
-        transaction!(self, tx => {
-            let machine = lock_machine(&mut tx, &ticket.machine).await?;
-            let basis = i(ticket.basis.0);
-            let start = sqlx::query(
-                "SELECT s.purpose, s.plan_id, s.controller, o.basis AS recorded \
+        let facts = &facts;
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let machine = lock_machine(tx, &ticket.machine).await?;
+                let basis = i(ticket.basis.0);
+                let start = query(
+                    "SELECT s.purpose, s.plan_id, s.controller, o.basis AS recorded \
                  FROM observation_starts s LEFT JOIN observations o \
                  ON o.machine_id = s.machine_id AND o.basis = s.basis \
                  WHERE s.machine_id = $1 AND s.basis = $2",
-            )
-            .bind(&ticket.machine)
-            .bind(basis)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or_else(|| refused(ACT, "no observation started at this basis"))?;
-            if start.try_get::<Option<i64>, _>("recorded")?.is_some() {
-                return Err(refused(ACT, "the observation is already recorded").into());
-            }
-            let purpose: String = start.try_get("purpose")?;
-            let plan: Option<String> = start.try_get("plan_id")?;
-            let controller: Vec<u8> = start.try_get("controller")?;
-            let now = self.store_time(&mut tx).await?;
-            let mut entry = Entry::controller(controller_of(&controller)?, "observation").detail(format!(
-                "purpose {purpose}, basis r{basis}, digest {}, config version {}",
-                facts.digest.map_or_else(|| "unread".to_owned(), |d| d.to_hex()),
-                facts.config_version.map_or_else(|| "unread".to_owned(), |v| v.to_string()),
-            ));
-            entry.plan = plan.as_deref();
-            let rev = append(&mut tx, &ticket.machine, now, entry).await?;
-            sqlx::query(
+                )
+                .bind(&ticket.machine)
+                .bind(basis)
+                .fetch_optional(tx)
+                .await?
+                .ok_or_else(|| refused(ACT, "no observation started at this basis"))?;
+                if start.try_get::<Option<i64>, _>("recorded")?.is_some() {
+                    return Err(refused(ACT, "the observation is already recorded").into());
+                }
+                let purpose: String = start.try_get("purpose")?;
+                let plan: Option<String> = start.try_get("plan_id")?;
+                let controller: Vec<u8> = start.try_get("controller")?;
+                let now = self.store_time(tx).await?;
+                let mut entry = Entry::controller(controller_of(&controller)?, "observation")
+                    .detail(format!(
+                        "purpose {purpose}, basis r{basis}, digest {}, config version {}",
+                        facts
+                            .digest
+                            .map_or_else(|| "unread".to_owned(), |d| d.to_hex()),
+                        facts
+                            .config_version
+                            .map_or_else(|| "unread".to_owned(), |v| v.to_string()),
+                    ));
+                entry.plan = plan.as_deref();
+                let rev = append(tx, &ticket.machine, now, entry).await?;
+                query(
                 "INSERT INTO observations (machine_id, basis, recorded_revision, recorded_at_ms, \
                  smbios_uuid, node_id, cluster_id, talos_version, digest, config_version, \
                  access_version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
@@ -2310,59 +2775,78 @@ impl Store for Backend {
             .bind(facts.digest.map(|d| d.to_hex()))
             .bind(facts.config_version.map(i))
             .bind(&facts.access_version)
-            .execute(&mut *tx)
+            .execute(tx)
             .await?;
-            // §6.1: a drift or restoration observation is compared with Applied.
-            let source = match purpose_of(&purpose)? {
-                ObservationPurpose::Drift => Some(drift::DriftSource::Drift),
-                ObservationPurpose::Restoration => Some(drift::DriftSource::Restoration),
-                _ => None,
-            };
-            if let (Some(source), Some(digest)) = (source, facts.digest) {
-                let entry = Entry::controller(controller_of(&controller)?, "drift");
-                drift_rules(&mut tx, &machine, basis, &digest.to_hex(), now, entry, source).await?;
-            }
-            Ok(Revision(u(rev)))
+                // §6.1: a drift or restoration observation is compared with Applied.
+                let source = match purpose_of(&purpose)? {
+                    ObservationPurpose::Drift => Some(drift::DriftSource::Drift),
+                    ObservationPurpose::Restoration => Some(drift::DriftSource::Restoration),
+                    _ => None,
+                };
+                if let (Some(source), Some(digest)) = (source, facts.digest) {
+                    let entry = Entry::controller(controller_of(&controller)?, "drift");
+                    drift_rules(tx, &machine, basis, &digest.to_hex(), now, entry, source).await?;
+                }
+                Ok(Revision(u(rev)))
+            })
         })
+        .await
     }
 
     async fn record_dependency_check(&self, check: DependencyCheck) -> StoreResult<Revision> {
-        transaction!(self, tx => {
-            let machine_id = read_plan(&mut tx, &check.plan).await?.machine_id;
-            lock_machine(&mut tx, &machine_id).await?;
-            let now = self.store_time(&mut tx).await?;
-            let rev = append(&mut tx, &machine_id, now, Entry::controller(check.controller, "dependency_check")
-                .plan(&check.plan)
-                .detail(format!(
-                    "access {} version {}; artifact decrypts: {}",
-                    check.access_path, check.access_version, check.artifact_decrypts
-                ))).await?;
-            sqlx::query(
-                "INSERT INTO dependency_checks (machine_id, revision, plan_id, controller, \
+        let check = &check;
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let machine_id = read_plan(tx, &check.plan).await?.machine_id;
+                lock_machine(tx, &machine_id).await?;
+                let now = self.store_time(tx).await?;
+                let rev = append(
+                    tx,
+                    &machine_id,
+                    now,
+                    Entry::controller(check.controller, "dependency_check")
+                        .plan(&check.plan)
+                        .detail(format!(
+                            "access {} version {}; artifact decrypts: {}",
+                            check.access_path, check.access_version, check.artifact_decrypts
+                        )),
+                )
+                .await?;
+                query(
+                    "INSERT INTO dependency_checks (machine_id, revision, plan_id, controller, \
                  access_path, access_version, artifact_decrypts, checked_at_ms) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            )
-            .bind(&machine_id)
-            .bind(rev)
-            .bind(&check.plan)
-            .bind(controller_bytes(check.controller))
-            .bind(&check.access_path)
-            .bind(&check.access_version)
-            .bind(check.artifact_decrypts)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            Ok(Revision(u(rev)))
+                )
+                .bind(&machine_id)
+                .bind(rev)
+                .bind(&check.plan)
+                .bind(controller_bytes(check.controller))
+                .bind(&check.access_path)
+                .bind(&check.access_version)
+                .bind(check.artifact_decrypts)
+                .bind(now)
+                .execute(tx)
+                .await?;
+                Ok(Revision(u(rev)))
+            })
         })
+        .await
     }
 
     async fn commit(&self, plan_id: &str, controller: ControllerId) -> StoreResult<Committed> {
-        let mut digest_seen = None;
-        let result = transaction!(self, tx => {
-            self.commitment(&mut tx, plan_id, controller, &mut digest_seen).await
-        });
+        // The body may run more than once (a retry); the digest it saw is kept here.
+        let digest_seen = Mutex::new(None);
+        let seen = &digest_seen;
+        let result = self
+            .transaction(|tx| {
+                Box::pin(async move { self.commitment(tx, plan_id, controller, seen).await })
+            })
+            .await;
         match result {
             Err(refusal @ StoreError::CommitmentRefused { .. }) => {
+                let digest_seen = digest_seen
+                    .into_inner()
+                    .unwrap_or_else(PoisonError::into_inner);
                 self.record_commitment_refusal(plan_id, controller, &refusal, digest_seen)
                     .await?;
                 Err(refusal)
@@ -2372,7 +2856,9 @@ impl Store for Backend {
     }
 
     async fn attempt(&self, operation: &str, token: OwnerToken) -> StoreResult<CommittedAttempt> {
-        let result = transaction!(self, tx => self.attempt_tx(&mut tx, operation, token).await);
+        let result = self
+            .transaction(|tx| Box::pin(async move { self.attempt_tx(tx, operation, token).await }))
+            .await;
         match result {
             Err(StoreError::AttemptRefused { comparison, reason }) => {
                 self.record_attempt_refusal(operation, token, comparison, &reason)
@@ -2405,71 +2891,96 @@ impl Store for Backend {
         if response == ResponseClass::Pending {
             return Err(refused(ACT, "pending is not a response"));
         }
-        transaction!(self, tx => {
-            let machine_id = read_op(&mut tx, op_id).await?.machine_id;
-            lock_machine(&mut tx, &machine_id).await?;
-            let op = read_op(&mut tx, op_id).await?;
-            let mut attempts = read_attempts(&mut tx, op_id).await?;
-            let idx = attempts
-                .iter()
-                .position(|a| a.attempt_no == i64::from(attempt))
-                .ok_or_else(|| not_found("attempt", &format!("{op_id}#{attempt}")))?;
-            if attempts[idx].response.from_target() {
-                return Err(refused(ACT, "the node's answer to this attempt is already recorded").into());
-            }
-            // The answer is the attempt's: it is recorded under the token that made the
-            // attempt, which after a takeover is no longer the owner's (the fence stops
-            // new attempts, not answers to requests already sent, §3.4).
-            let by = sqlx::query(
-                "SELECT owner_controller, owner_generation, owner_epoch FROM attempts \
+        let text = &text;
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let machine_id = read_op(tx, op_id).await?.machine_id;
+                lock_machine(tx, &machine_id).await?;
+                let op = read_op(tx, op_id).await?;
+                let mut attempts = read_attempts(tx, op_id).await?;
+                let idx = attempts
+                    .iter()
+                    .position(|a| a.attempt_no == i64::from(attempt))
+                    .ok_or_else(|| not_found("attempt", &format!("{op_id}#{attempt}")))?;
+                if attempts[idx].response.from_target() {
+                    return Err(refused(
+                        ACT,
+                        "the node's answer to this attempt is already recorded",
+                    )
+                    .into());
+                }
+                // The answer is the attempt's: it is recorded under the token that made the
+                // attempt, which after a takeover is no longer the owner's (the fence stops
+                // new attempts, not answers to requests already sent, §3.4).
+                let by = query(
+                    "SELECT owner_controller, owner_generation, owner_epoch FROM attempts \
                  WHERE operation_id = $1 AND attempt_no = $2",
-            )
-            .bind(op_id)
-            .bind(i64::from(attempt))
-            .fetch_one(&mut *tx)
-            .await?;
-            let controller: Vec<u8> = by.try_get("owner_controller")?;
-            let epoch: Vec<u8> = by.try_get("owner_epoch")?;
-            let attempt_token = token_from(&controller, by.try_get("owner_generation")?, &epoch)?;
-            let now = self.store_time(&mut tx).await?;
-            let rev = append(&mut tx, &machine_id, now, Entry::token(&attempt_token, "response")
-                .op(op_id)
-                .detail(format!("attempt {attempt}: {}", response_name(response)))).await?;
-            sqlx::query(
-                "UPDATE attempts SET response = $3, response_revision = $4, response_text = $5 \
-                 WHERE operation_id = $1 AND attempt_no = $2",
-            )
-            .bind(op_id)
-            .bind(i64::from(attempt))
-            .bind(response_name(response))
-            .bind(rev)
-            .bind(&text)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query("UPDATE operations SET last_fact_revision = $2 WHERE id = $1")
+                )
                 .bind(op_id)
-                .bind(rev)
-                .execute(&mut *tx)
+                .bind(i64::from(attempt))
+                .fetch_one(tx)
                 .await?;
-            attempts[idx].response = response;
-            let latest = idx + 1 == attempts.len();
-            let recs = records(&attempts);
-            let mut state = op.state;
-            if state == OperationState::Sending && latest {
-                let facts = TransitionFacts::quiet(OperationKind::ApplyConfig, &recs);
-                for to in [OperationState::Verifying, OperationState::Rejected, OperationState::Unresolved] {
-                    if operation::check_transition(Some(state), to, &facts).is_ok() {
-                        set_op_state(&mut tx, op_id, to).await?;
-                        append(&mut tx, &machine_id, now, Entry::controller(op.owner.controller, "state_changed")
-                            .op(op_id)
-                            .detail(format!("{state} -> {to}"))).await?;
-                        state = to;
-                        break;
+                let controller: Vec<u8> = by.try_get("owner_controller")?;
+                let epoch: Vec<u8> = by.try_get("owner_epoch")?;
+                let attempt_token =
+                    token_from(&controller, by.try_get("owner_generation")?, &epoch)?;
+                let now = self.store_time(tx).await?;
+                let rev = append(
+                    tx,
+                    &machine_id,
+                    now,
+                    Entry::token(&attempt_token, "response")
+                        .op(op_id)
+                        .detail(format!("attempt {attempt}: {}", response_name(response))),
+                )
+                .await?;
+                query(
+                    "UPDATE attempts SET response = $3, response_revision = $4, response_text = $5 \
+                 WHERE operation_id = $1 AND attempt_no = $2",
+                )
+                .bind(op_id)
+                .bind(i64::from(attempt))
+                .bind(response_name(response))
+                .bind(rev)
+                .bind(text)
+                .execute(tx)
+                .await?;
+                query("UPDATE operations SET last_fact_revision = $2 WHERE id = $1")
+                    .bind(op_id)
+                    .bind(rev)
+                    .execute(tx)
+                    .await?;
+                attempts[idx].response = response;
+                let latest = idx + 1 == attempts.len();
+                let recs = records(&attempts);
+                let mut state = op.state;
+                if state == OperationState::Sending && latest {
+                    let facts = TransitionFacts::quiet(OperationKind::ApplyConfig, &recs);
+                    for to in [
+                        OperationState::Verifying,
+                        OperationState::Rejected,
+                        OperationState::Unresolved,
+                    ] {
+                        if operation::check_transition(Some(state), to, &facts).is_ok() {
+                            set_op_state(tx, op_id, to).await?;
+                            append(
+                                tx,
+                                &machine_id,
+                                now,
+                                Entry::controller(op.owner.controller, "state_changed")
+                                    .op(op_id)
+                                    .detail(format!("{state} -> {to}")),
+                            )
+                            .await?;
+                            state = to;
+                            break;
+                        }
                     }
                 }
-            }
-            Ok(state)
+                Ok(state)
+            })
         })
+        .await
     }
 
     async fn takeover(
@@ -2490,17 +3001,17 @@ impl Store for Backend {
         requested_by: Option<&Actor>,
     ) -> StoreResult<OwnerToken> {
         const ACT: &str = "taking over";
-        transaction!(self, tx => {
-            let machine_id = read_op(&mut tx, op_id).await?.machine_id;
-            lock_machine(&mut tx, &machine_id).await?;
+        self.transaction(|tx| Box::pin(async move {
+            let machine_id = read_op(tx, op_id).await?.machine_id;
+            lock_machine(tx, &machine_id).await?;
             if let Some(actor) = requested_by {
-                require_role(&mut tx, actor, &[Role::RecoveryAdmin], "requesting a takeover").await?;
+                require_role(tx, actor, &[Role::RecoveryAdmin], "requesting a takeover").await?;
             }
-            let inst = installation(&mut tx, true).await?;
-            let op = read_op(&mut tx, op_id).await?;
+            let inst = installation(tx, true).await?;
+            let op = read_op(tx, op_id).await?;
             let taken = operation::takeover(op.state, op.owner, expected_generation, controller, inst.epoch)
                 .map_err(|e| refused(ACT, e.to_string()))?;
-            let now = self.store_time(&mut tx).await?;
+            let now = self.store_time(tx).await?;
             let mut entry = Entry::token(&taken.owner, "takeover")
                 .op(op_id)
                 .detail(format!("from {} ({})", token_text(&op.owner), op.state));
@@ -2508,9 +3019,9 @@ impl Store for Backend {
                 entry.detail.push_str(&format!("; requested by {} as {}", actor.id, role_name(actor.role)));
                 entry.requested_by = Some(actor.id.clone());
             }
-            let rev = append(&mut tx, &machine_id, now, entry).await?;
+            let rev = append(tx, &machine_id, now, entry).await?;
             // The fence: one conditional update on the generation.
-            let row = sqlx::query(
+            let row = query(
                 "UPDATE operations SET owner_controller = $3, owner_generation = owner_generation + 1, \
                  owner_epoch = $4, last_fact_revision = $5, \
                  state = CASE WHEN state IN ('committed', 'sending', 'verifying') THEN 'unresolved' ELSE state END \
@@ -2523,12 +3034,12 @@ impl Store for Backend {
             .bind(controller_bytes(controller))
             .bind(inst.epoch.to_bytes().to_vec())
             .bind(rev)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(tx)
             .await?
             .ok_or_else(|| refused(ACT, "another takeover won this generation"))?;
             let generation: i64 = row.try_get(0)?;
             Ok(OwnerToken { controller, generation: u(generation), epoch: inst.epoch })
-        })
+        })).await
     }
 
     async fn record_accounting_decision(
@@ -2537,46 +3048,67 @@ impl Store for Backend {
         request: AccountingRequest,
     ) -> StoreResult<()> {
         const ACT: &str = "recording an accounting decision";
-        transaction!(self, tx => {
-            let machine_id = read_op(&mut tx, &request.operation).await?.machine_id;
-            lock_machine(&mut tx, &machine_id).await?;
-            let allowed = [Role::Author, Role::Publisher, Role::Approver, Role::RecoveryAdmin, Role::Automation];
-            require_role(&mut tx, actor, &allowed, ACT).await?;
-            self.hook(HookPoint::AccountingLocked { operation: request.operation.clone() }).await;
-            let attempts = read_attempts(&mut tx, &request.operation).await?;
-            let a = attempts
-                .iter()
-                .find(|a| a.attempt_no == i64::from(request.attempt))
-                .ok_or_else(|| not_found("attempt", &format!("{}#{}", request.operation, request.attempt)))?;
-            if a.response.from_target() || a.accounted_by_decision {
-                return Err(refused(ACT, "the attempt is already accounted for").into());
-            }
-            let takeover = sqlx::query(
-                "SELECT at_ms FROM timeline WHERE machine_id = $1 AND operation_id = $2 \
+        let request = &request;
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let machine_id = read_op(tx, &request.operation).await?.machine_id;
+                lock_machine(tx, &machine_id).await?;
+                let allowed = [
+                    Role::Author,
+                    Role::Publisher,
+                    Role::Approver,
+                    Role::RecoveryAdmin,
+                    Role::Automation,
+                ];
+                require_role(tx, actor, &allowed, ACT).await?;
+                self.hook(HookPoint::AccountingLocked {
+                    operation: request.operation.clone(),
+                })
+                .await;
+                let attempts = read_attempts(tx, &request.operation).await?;
+                let a = attempts
+                    .iter()
+                    .find(|a| a.attempt_no == i64::from(request.attempt))
+                    .ok_or_else(|| {
+                        not_found(
+                            "attempt",
+                            &format!("{}#{}", request.operation, request.attempt),
+                        )
+                    })?;
+                if a.response.from_target() || a.accounted_by_decision {
+                    return Err(refused(ACT, "the attempt is already accounted for").into());
+                }
+                let takeover = query(
+                    "SELECT at_ms FROM timeline WHERE machine_id = $1 AND operation_id = $2 \
                  AND kind = 'takeover' AND revision > $3 ORDER BY revision LIMIT 1",
-            )
-            .bind(&machine_id)
-            .bind(&request.operation)
-            .bind(a.revision)
-            .fetch_optional(&mut *tx)
-            .await?;
-            let stop = match takeover {
-                Some(r) => ExecutorStop::TakenOver { at: InstantMs(u(r.try_get(0)?)) },
-                None => ExecutorStop::NotStopped,
-            };
-            let reads = recorded_reads(&mut tx, &machine_id).await?;
-            let now = self.store_time(&mut tx).await?;
-            let decision = accounting::check_decision(&DecisionFacts {
-                decider: actor.role,
-                stop,
-                deadline: TransportDeadline::Known(InstantMs(u(a.transport_deadline_ms))),
-                settle_floor: request.settle_floor,
-                reads: &reads,
-                now: InstantMs(u(now)),
-                version_change_explanation: request.explanation.as_deref(),
-            })
-            .map_err(|e| StoreError::AccountingRefused { condition: e.condition(), reason: e.to_string() })?;
-            let rev = append(&mut tx, &machine_id, now, Entry::by(actor, "accounting")
+                )
+                .bind(&machine_id)
+                .bind(&request.operation)
+                .bind(a.revision)
+                .fetch_optional(tx)
+                .await?;
+                let stop = match takeover {
+                    Some(r) => ExecutorStop::TakenOver {
+                        at: InstantMs(u(r.try_get(0)?)),
+                    },
+                    None => ExecutorStop::NotStopped,
+                };
+                let reads = recorded_reads(tx, &machine_id).await?;
+                let now = self.store_time(tx).await?;
+                let decision = accounting::check_decision(&DecisionFacts {
+                    decider: actor.role,
+                    stop,
+                    deadline: TransportDeadline::Known(InstantMs(u(a.transport_deadline_ms))),
+                    settle_floor: request.settle_floor,
+                    reads: &reads,
+                    now: InstantMs(u(now)),
+                    version_change_explanation: request.explanation.as_deref(),
+                })
+                .map_err(|e| StoreError::AccountingRefused {
+                    condition: e.condition(),
+                    reason: e.to_string(),
+                })?;
+                let rev = append(tx, &machine_id, now, Entry::by(actor, "accounting")
                 .op(&request.operation)
                 .detail(format!(
                     "attempt {} accounted by decision (a judgement, not proof): {decision}; \
@@ -2585,36 +3117,38 @@ impl Store for Backend {
                     request.settle_floor,
                     request.explanation.as_deref().unwrap_or("none")
                 ))).await?;
-            sqlx::query(
-                "UPDATE attempts SET accounted_by_decision = TRUE, decision_revision = $3 \
+                query(
+                    "UPDATE attempts SET accounted_by_decision = TRUE, decision_revision = $3 \
                  WHERE operation_id = $1 AND attempt_no = $2",
-            )
-            .bind(&request.operation)
-            .bind(i64::from(request.attempt))
-            .bind(rev)
-            .execute(&mut *tx)
-            .await?;
-            Ok(())
+                )
+                .bind(&request.operation)
+                .bind(i64::from(request.attempt))
+                .bind(rev)
+                .execute(tx)
+                .await?;
+                Ok(())
+            })
         })
+        .await
     }
 
     async fn classify(&self, op_id: &str, token: OwnerToken) -> StoreResult<Classification> {
         const ACT: &str = "classifying";
-        transaction!(self, tx => {
-            let machine_id = read_op(&mut tx, op_id).await?.machine_id;
-            let machine = lock_machine(&mut tx, &machine_id).await?;
-            let inst = installation(&mut tx, true).await?;
-            let op = read_op(&mut tx, op_id).await?;
+        self.transaction(|tx| Box::pin(async move {
+            let machine_id = read_op(tx, op_id).await?.machine_id;
+            let machine = lock_machine(tx, &machine_id).await?;
+            let inst = installation(tx, true).await?;
+            let op = read_op(tx, op_id).await?;
             if op.owner != token || token.epoch != inst.epoch {
                 return Err(refused(ACT, "only the current owner classifies its operation").into());
             }
             if op.state.is_terminal() {
                 return Err(refused(ACT, format!("the operation is {}", op.state)).into());
             }
-            let plan = read_plan(&mut tx, &op.plan_id).await?;
-            let approval = standing_approval(&mut tx, &plan.id).await?;
-            let now = self.store_time(&mut tx).await?;
-            let attempts = read_attempts(&mut tx, op_id).await?;
+            let plan = read_plan(tx, &op.plan_id).await?;
+            let approval = standing_approval(tx, &plan.id).await?;
+            let now = self.store_time(tx).await?;
+            let attempts = read_attempts(tx, op_id).await?;
             let recs = records(&attempts);
             // The observation that counts: begun after the commitment, the last
             // attempt and the last accounting entry, with no later-based recorded
@@ -2626,7 +3160,7 @@ impl Store for Backend {
                 .chain([op.commit_revision])
                 .max()
                 .unwrap_or(op.commit_revision);
-            let later = observations_after(&mut tx, &machine_id, threshold).await?;
+            let later = observations_after(tx, &machine_id, threshold).await?;
             let counting = later
                 .iter()
                 .rposition(|o| matches!(o.purpose, ObservationPurpose::Completion | ObservationPurpose::Recovery))
@@ -2661,13 +3195,13 @@ impl Store for Backend {
                 restore,
                 ..TransitionFacts::quiet(OperationKind::ApplyConfig, &recs)
             };
-            let rev = append(&mut tx, &machine_id, now, Entry::token(&token, "classification")
+            let rev = append(tx, &machine_id, now, Entry::token(&token, "classification")
                 .op(op_id)
                 .detail(format!("{c}"))).await?;
-            sqlx::query("UPDATE operations SET last_fact_revision = $2 WHERE id = $1")
+            query("UPDATE operations SET last_fact_revision = $2 WHERE id = $1")
                 .bind(op_id)
                 .bind(rev)
-                .execute(&mut *tx)
+                .execute(tx)
                 .await?;
             let mut state = op.state;
             let target = match c {
@@ -2682,8 +3216,8 @@ impl Store for Backend {
                 && withdrawal.is_some()
                 && operation::check_transition(Some(state), OperationState::Unresolved, &facts).is_ok()
             {
-                set_op_state(&mut tx, op_id, OperationState::Unresolved).await?;
-                append(&mut tx, &machine_id, now, Entry::token(&token, "state_changed")
+                set_op_state(tx, op_id, OperationState::Unresolved).await?;
+                append(tx, &machine_id, now, Entry::token(&token, "state_changed")
                     .op(op_id)
                     .detail("committed -> unresolved: authority withdrawn after commitment")).await?;
                 state = OperationState::Unresolved;
@@ -2691,14 +3225,14 @@ impl Store for Backend {
             if let Some(to) = target.filter(|to| *to != state)
                 && operation::check_transition(Some(state), to, &facts).is_ok()
             {
-                set_op_state(&mut tx, op_id, to).await?;
-                append(&mut tx, &machine_id, now, Entry::token(&token, "state_changed")
+                set_op_state(tx, op_id, to).await?;
+                append(tx, &machine_id, now, Entry::token(&token, "state_changed")
                     .op(op_id)
                     .detail(format!("{state} -> {to}"))).await?;
                 state = to;
             }
             if c == Classification::SafeToRetry && state == OperationState::Unresolved {
-                sqlx::query(
+                query(
                     "UPDATE operations SET retry_revision = $2, retry_controller = $3, \
                      retry_generation = $4, retry_epoch = $5 WHERE id = $1",
                 )
@@ -2707,15 +3241,15 @@ impl Store for Backend {
                 .bind(controller_bytes(token.controller))
                 .bind(i(token.generation))
                 .bind(token.epoch.to_bytes().to_vec())
-                .execute(&mut *tx)
+                .execute(tx)
                 .await?;
             }
             if state == OperationState::Completed {
-                let applied = append(&mut tx, &machine_id, now, Entry::token(&token, "applied_changed")
+                let applied = append(tx, &machine_id, now, Entry::token(&token, "applied_changed")
                     .op(op_id)
                     .plan(&plan.id)
                     .detail(format!("release {} at digest {}", plan.release_id, plan.artifact_digest))).await?;
-                sqlx::query(
+                query(
                     "UPDATE machines SET applied_release = $2, applied_digest = $3, \
                      applied_source = $4, baseline_revision = $5 WHERE id = $1",
                 )
@@ -2724,48 +3258,70 @@ impl Store for Backend {
                 .bind(&plan.artifact_digest)
                 .bind(op_id)
                 .bind(applied)
-                .execute(&mut *tx)
+                .execute(tx)
                 .await?;
                 if let Some(opened) = plan.bound_drift.filter(|r| Some(*r) == machine.open_drift) {
-                    append(&mut tx, &machine_id, now, Entry::token(&token, "drift_closed")
+                    append(tx, &machine_id, now, Entry::token(&token, "drift_closed")
                         .op(op_id)
                         .detail(format!("record r{opened} closed (reverted) by this operation's completion"))).await?;
-                    set_open_drift(&mut tx, &machine_id, None).await?;
+                    set_open_drift(tx, &machine_id, None).await?;
                 }
             }
             if state == OperationState::Failed
                 && let Some(o) = counting.as_ref()
                 && let Some(d) = o.digest.as_deref()
             {
-                drift_rules(&mut tx, &machine, o.basis, d, now, Entry::token(&token, "drift").op(op_id), drift::DriftSource::FailedCompletion).await?;
+                drift_rules(tx, &machine, o.basis, d, now, Entry::token(&token, "drift").op(op_id), drift::DriftSource::FailedCompletion).await?;
             }
             Ok(c)
-        })
+        })).await
     }
 
     async fn change_assignment(&self, actor: &Actor, machine_id: &str) -> StoreResult<u64> {
         const ACT: &str = "changing the assignment";
-        transaction!(self, tx => {
-            let machine = lock_machine(&mut tx, machine_id).await?;
-            require_role(&mut tx, actor, &[Role::Author, Role::Publisher], ACT).await?;
-            let inst = installation(&mut tx, true).await?;
-            if let Some(op) = holder(&mut tx, true, machine_id).await? {
-                return Err(refused(ACT, format!("operation {op} holds the machine scope (§8 invariant 9)")).into());
-            }
-            if inst.recovery_mode && machine.released_epoch.as_deref().map(epoch_of).transpose()? != Some(inst.epoch) {
-                return Err(refused(ACT, "recovery mode: the scope is not released").into());
-            }
-            let now = self.store_time(&mut tx).await?;
-            let next = machine.assignment_revision + 1;
-            append(&mut tx, machine_id, now, Entry::by(actor, "assignment_changed")
-                .detail(format!("assignment revision {} -> {next}", machine.assignment_revision))).await?;
-            sqlx::query("UPDATE machines SET assignment_revision = $2 WHERE id = $1")
-                .bind(machine_id)
-                .bind(next)
-                .execute(&mut *tx)
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let machine = lock_machine(tx, machine_id).await?;
+                require_role(tx, actor, &[Role::Author, Role::Publisher], ACT).await?;
+                let inst = installation(tx, true).await?;
+                if let Some(op) = holder(tx, true, machine_id).await? {
+                    return Err(refused(
+                        ACT,
+                        format!("operation {op} holds the machine scope (§8 invariant 9)"),
+                    )
+                    .into());
+                }
+                if inst.recovery_mode
+                    && machine
+                        .released_epoch
+                        .as_deref()
+                        .map(epoch_of)
+                        .transpose()?
+                        != Some(inst.epoch)
+                {
+                    return Err(refused(ACT, "recovery mode: the scope is not released").into());
+                }
+                let now = self.store_time(tx).await?;
+                let next = machine.assignment_revision + 1;
+                append(
+                    tx,
+                    machine_id,
+                    now,
+                    Entry::by(actor, "assignment_changed").detail(format!(
+                        "assignment revision {} -> {next}",
+                        machine.assignment_revision
+                    )),
+                )
                 .await?;
-            Ok(u(next))
+                query("UPDATE machines SET assignment_revision = $2 WHERE id = $1")
+                    .bind(machine_id)
+                    .bind(next)
+                    .execute(tx)
+                    .await?;
+                Ok(u(next))
+            })
         })
+        .await
     }
 
     async fn freeze(&self, actor: &Actor, machine_id: &str, reason: &str) -> StoreResult<()> {
@@ -2781,50 +3337,50 @@ impl Store for Backend {
     async fn enter_recovery(&self, actor: &Actor, controller: ControllerId) -> StoreResult<Epoch> {
         const ACT: &str = "entering recovery mode";
         let epoch = Epoch::from_bytes(super::random_128()?);
-        transaction!(self, tx => {
-            let rows = sqlx::query("SELECT id FROM machines ORDER BY id").fetch_all(&mut *tx).await?;
+        self.transaction(|tx| Box::pin(async move {
+            let rows = query("SELECT id FROM machines ORDER BY id").fetch_all(tx).await?;
             let mut machines = Vec::new();
             for r in &rows {
                 let m: String = r.try_get(0)?;
-                lock_machine(&mut tx, &m).await?;
+                lock_machine(tx, &m).await?;
                 machines.push(m);
             }
-            let inst = installation(&mut tx, false).await?;
-            require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
-            let now = self.store_time(&mut tx).await?;
-            sqlx::query(
+            let inst = installation(tx, false).await?;
+            require_role(tx, actor, &[Role::RecoveryAdmin], ACT).await?;
+            let now = self.store_time(tx).await?;
+            query(
                 "UPDATE installation SET epoch = $1, recovery_mode = TRUE, \
                  recovery_entered_at_ms = $2 WHERE id = 1",
             )
             .bind(epoch.to_bytes().to_vec())
             .bind(now)
-            .execute(&mut *tx)
+            .execute(tx)
             .await?;
             // §7.2 item 4: every scope pre-restore unaccounted (choice §10.19).
-            sqlx::query(
+            query(
                 "UPDATE machines SET released_epoch = NULL, scope_state = $1, \
                  scope_mark_desired = NULL, scope_decision_revision = NULL",
             )
             .bind(scope_text(recovery::transition(ScopeState::Normal, ScopeEvent::Entry)
                 .map_err(|e| refused(ACT, e.to_string()))?))
-            .execute(&mut *tx)
+            .execute(tx)
             .await?;
             for m in &machines {
-                append(&mut tx, m, now, Entry::by(actor, "recovery_entry")
+                append(tx, m, now, Entry::by(actor, "recovery_entry")
                     .detail(format!("epoch {} replaced by a new epoch; gate shut", inst.epoch))).await?;
-                let ops = sqlx::query(
+                let ops = query(
                     "SELECT id, owner_generation, state FROM operations WHERE machine_id = $1 \
                      AND state IN ('committed', 'sending', 'verifying', 'unresolved')",
                 )
                 .bind(m)
-                .fetch_all(&mut *tx)
+                .fetch_all(tx)
                 .await?;
                 for o in &ops {
                     let id: String = o.try_get("id")?;
                     let token = OwnerToken { controller, generation: 0, epoch };
-                    let rev = append(&mut tx, m, now, Entry::token(&token, "takeover").op(&id)
+                    let rev = append(tx, m, now, Entry::token(&token, "takeover").op(&id)
                         .detail("taken over at recovery-mode entry")).await?;
-                    sqlx::query(
+                    query(
                         "UPDATE operations SET owner_controller = $2, owner_generation = owner_generation + 1, \
                          owner_epoch = $3, state = 'unresolved', restored = TRUE, last_fact_revision = $4 \
                          WHERE id = $1",
@@ -2833,73 +3389,109 @@ impl Store for Backend {
                     .bind(controller_bytes(controller))
                     .bind(epoch.to_bytes().to_vec())
                     .bind(rev)
-                    .execute(&mut *tx)
+                    .execute(tx)
                     .await?;
                 }
             }
             Ok(epoch)
-        })
+        })).await
     }
 
     async fn release_scope(&self, actor: &Actor, machine_id: &str) -> StoreResult<()> {
         const ACT: &str = "releasing a scope";
-        transaction!(self, tx => {
-            let machine = lock_machine(&mut tx, machine_id).await?;
-            let inst = installation(&mut tx, true).await?;
-            require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
-            if !inst.recovery_mode {
-                return Err(refused(ACT, "recovery mode is not in force").into());
-            }
-            if let Some(op) = holder(&mut tx, true, machine_id).await? {
-                return Err(refused(ACT, format!("operation {op} still holds the scope")).into());
-            }
-            // §7.4: only a ready scope is released, and only while Desired is the
-            // release its mark checked (§7.3 step 7, invariant 13).
-            let state = scope_of(&machine.scope_state)?;
-            let desired_matches_mark = machine.desired_release == machine.scope_mark_desired;
-            let next = recovery::transition(state, ScopeEvent::Release { desired_matches_mark })
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let machine = lock_machine(tx, machine_id).await?;
+                let inst = installation(tx, true).await?;
+                require_role(tx, actor, &[Role::RecoveryAdmin], ACT).await?;
+                if !inst.recovery_mode {
+                    return Err(refused(ACT, "recovery mode is not in force").into());
+                }
+                if let Some(op) = holder(tx, true, machine_id).await? {
+                    return Err(
+                        refused(ACT, format!("operation {op} still holds the scope")).into(),
+                    );
+                }
+                // §7.4: only a ready scope is released, and only while Desired is the
+                // release its mark checked (§7.3 step 7, invariant 13).
+                let state = scope_of(&machine.scope_state)?;
+                let desired_matches_mark = machine.desired_release == machine.scope_mark_desired;
+                let next = recovery::transition(
+                    state,
+                    ScopeEvent::Release {
+                        desired_matches_mark,
+                    },
+                )
                 .map_err(|e| refused(ACT, e.to_string()))?;
-            let now = self.store_time(&mut tx).await?;
-            append(&mut tx, machine_id, now, Entry::by(actor, "scope_released")
-                .detail(format!("released in epoch {}", inst.epoch))).await?;
-            sqlx::query("UPDATE machines SET released_epoch = $2, scope_state = $3 WHERE id = $1")
-                .bind(machine_id)
-                .bind(inst.epoch.to_bytes().to_vec())
-                .bind(scope_text(next))
-                .execute(&mut *tx)
+                let now = self.store_time(tx).await?;
+                append(
+                    tx,
+                    machine_id,
+                    now,
+                    Entry::by(actor, "scope_released")
+                        .detail(format!("released in epoch {}", inst.epoch)),
+                )
                 .await?;
-            Ok(())
+                query("UPDATE machines SET released_epoch = $2, scope_state = $3 WHERE id = $1")
+                    .bind(machine_id)
+                    .bind(inst.epoch.to_bytes().to_vec())
+                    .bind(scope_text(next))
+                    .execute(tx)
+                    .await?;
+                Ok(())
+            })
         })
+        .await
     }
 
     async fn leave_recovery(&self, actor: &Actor) -> StoreResult<()> {
         const ACT: &str = "leaving recovery mode";
-        transaction!(self, tx => {
-            let rows = sqlx::query("SELECT id FROM machines ORDER BY id").fetch_all(&mut *tx).await?;
-            let mut machines = Vec::new();
-            for r in &rows {
-                let m: String = r.try_get(0)?;
-                machines.push(lock_machine(&mut tx, &m).await?);
-            }
-            let inst = installation(&mut tx, false).await?;
-            require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
-            if !inst.recovery_mode {
-                return Err(refused(ACT, "recovery mode is not in force").into());
-            }
-            for m in &machines {
-                let state = scope_of(&m.scope_state)?;
-                recovery::transition(state, ScopeEvent::Exit { every_scope_released: true })
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let rows = query("SELECT id FROM machines ORDER BY id")
+                    .fetch_all(tx)
+                    .await?;
+                let mut machines = Vec::new();
+                for r in &rows {
+                    let m: String = r.try_get(0)?;
+                    machines.push(lock_machine(tx, &m).await?);
+                }
+                let inst = installation(tx, false).await?;
+                require_role(tx, actor, &[Role::RecoveryAdmin], ACT).await?;
+                if !inst.recovery_mode {
+                    return Err(refused(ACT, "recovery mode is not in force").into());
+                }
+                for m in &machines {
+                    let state = scope_of(&m.scope_state)?;
+                    recovery::transition(
+                        state,
+                        ScopeEvent::Exit {
+                            every_scope_released: true,
+                        },
+                    )
                     .map_err(|e| refused(ACT, format!("scope {}: {e}", m.id)))?;
-            }
-            let now = self.store_time(&mut tx).await?;
-            sqlx::query("UPDATE installation SET recovery_mode = FALSE WHERE id = 1").execute(&mut *tx).await?;
-            sqlx::query("UPDATE machines SET scope_state = $1").bind(scope_text(ScopeState::Normal)).execute(&mut *tx).await?;
-            for m in &machines {
-                append(&mut tx, &m.id, now, Entry::by(actor, "recovery_left")
-                    .detail("scope state: released → normal")).await?;
-            }
-            Ok(())
+                }
+                let now = self.store_time(tx).await?;
+                query("UPDATE installation SET recovery_mode = FALSE WHERE id = 1")
+                    .execute(tx)
+                    .await?;
+                query("UPDATE machines SET scope_state = $1")
+                    .bind(scope_text(ScopeState::Normal))
+                    .execute(tx)
+                    .await?;
+                for m in &machines {
+                    append(
+                        tx,
+                        &m.id,
+                        now,
+                        Entry::by(actor, "recovery_left").detail("scope state: released → normal"),
+                    )
+                    .await?;
+                }
+                Ok(())
+            })
         })
+        .await
     }
 
     async fn account_scopes(&self, actor: &Actor, request: ScopeAccounting) -> StoreResult<()> {
@@ -2910,54 +3502,63 @@ impl Store for Backend {
         if ids.is_empty() {
             return Err(refused(ACT, "name at least one machine scope"));
         }
-        transaction!(self, tx => {
-            let mut machines = Vec::new();
-            for id in &ids {
-                machines.push(lock_machine(&mut tx, id).await?);
-            }
-            let inst = installation(&mut tx, true).await?;
-            require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
-            let entered = match (inst.recovery_mode, inst.recovery_entered_at_ms) {
-                (true, Some(at)) => at,
-                _ => return Err(refused(ACT, "recovery mode is not in force").into()),
-            };
-            for m in &machines {
-                // Only a pre-restore unaccounted scope takes the decision (§7.4).
-                let decision = ScopeEvent::AccountingDecision { restored_operation_holds_scope: false };
-                recovery::transition(scope_of(&m.scope_state)?, decision)
-                    .map_err(|e| refused(ACT, format!("scope {}: {e}", m.id)))?;
-            }
-            let now = self.store_time(&mut tx).await?;
-            let mut reads = Vec::new();
-            for m in &machines {
-                reads.push(recorded_reads(&mut tx, &m.id).await?);
-            }
-            let facts: Vec<DecisionFacts<'_>> = reads
-                .iter()
-                .map(|r| DecisionFacts {
-                    decider: actor.role,
-                    stop: ExecutorStop::StoppedForRestore { at: InstantMs(u(entered)) },
-                    deadline: TransportDeadline::ErasedByRestore {
-                        max_transport_deadline: self.settings.max_transport_deadline,
-                    },
-                    settle_floor: request.settle_floor,
-                    reads: r,
-                    now: InstantMs(u(now)),
-                    version_change_explanation: request.explanation.as_deref(),
-                })
-                .collect();
-            let decisions = accounting::check_joint_decision(&facts).map_err(|e| {
-                let scope = ids.get(e.index).map_or("?", String::as_str);
-                StoreError::AccountingRefused {
-                    condition: e.refusal.condition(),
-                    reason: format!("scope {scope}: {}", e.refusal),
+        let (ids, request) = (&ids, &request);
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let mut machines = Vec::new();
+                for id in ids {
+                    machines.push(lock_machine(tx, id).await?);
                 }
-            })?;
-            for (m, decision) in machines.iter().zip(&decisions) {
-                self.account_scope(&mut tx, actor, m, decision, &request, now).await?;
-            }
-            Ok(())
+                let inst = installation(tx, true).await?;
+                require_role(tx, actor, &[Role::RecoveryAdmin], ACT).await?;
+                let entered = match (inst.recovery_mode, inst.recovery_entered_at_ms) {
+                    (true, Some(at)) => at,
+                    _ => return Err(refused(ACT, "recovery mode is not in force").into()),
+                };
+                for m in &machines {
+                    // Only a pre-restore unaccounted scope takes the decision (§7.4).
+                    let decision = ScopeEvent::AccountingDecision {
+                        restored_operation_holds_scope: false,
+                    };
+                    recovery::transition(scope_of(&m.scope_state)?, decision)
+                        .map_err(|e| refused(ACT, format!("scope {}: {e}", m.id)))?;
+                }
+                let now = self.store_time(tx).await?;
+                let mut reads = Vec::new();
+                for m in &machines {
+                    reads.push(recorded_reads(tx, &m.id).await?);
+                }
+                let facts: Vec<DecisionFacts<'_>> = reads
+                    .iter()
+                    .map(|r| DecisionFacts {
+                        decider: actor.role,
+                        stop: ExecutorStop::StoppedForRestore {
+                            at: InstantMs(u(entered)),
+                        },
+                        deadline: TransportDeadline::ErasedByRestore {
+                            max_transport_deadline: self.settings.max_transport_deadline,
+                        },
+                        settle_floor: request.settle_floor,
+                        reads: r,
+                        now: InstantMs(u(now)),
+                        version_change_explanation: request.explanation.as_deref(),
+                    })
+                    .collect();
+                let decisions = accounting::check_joint_decision(&facts).map_err(|e| {
+                    let scope = ids.get(e.index).map_or("?", String::as_str);
+                    StoreError::AccountingRefused {
+                        condition: e.refusal.condition(),
+                        reason: format!("scope {scope}: {}", e.refusal),
+                    }
+                })?;
+                for (m, decision) in machines.iter().zip(&decisions) {
+                    self.account_scope(tx, actor, m, decision, request, now)
+                        .await?;
+                }
+                Ok(())
+            })
         })
+        .await
     }
 
     async fn mark_scope(
@@ -2967,115 +3568,135 @@ impl Store for Backend {
         missing: Option<Dependency>,
     ) -> StoreResult<ScopeState> {
         const ACT: &str = "marking a scope";
-        transaction!(self, tx => {
-            let machine = lock_machine(&mut tx, machine_id).await?;
-            let inst = installation(&mut tx, true).await?;
-            require_role(&mut tx, actor, &[Role::RecoveryAdmin], ACT).await?;
+        self.transaction(|tx| Box::pin(async move {
+            let machine = lock_machine(tx, machine_id).await?;
+            let inst = installation(tx, true).await?;
+            require_role(tx, actor, &[Role::RecoveryAdmin], ACT).await?;
             if !inst.recovery_mode {
                 return Err(refused(ACT, "recovery mode is not in force").into());
             }
-            let latest = sqlx::query(concat!(
+            let latest = query(concat!(
                 "SELECT ",
                 obs_cols!(),
                 " WHERE s.machine_id = $1 AND s.purpose = 'restoration' ORDER BY s.basis DESC LIMIT 1"
             ))
             .bind(machine_id)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(tx)
             .await?
             .as_ref()
             .map(obs_row)
             .transpose()?;
             let facts = recovery::MarkFacts {
-                operation_holds_scope: holder(&mut tx, true, machine_id).await?.is_some(),
+                operation_holds_scope: holder(tx, true, machine_id).await?.is_some(),
                 reading: restoration_reading(&machine, latest.as_ref(), machine.scope_decision_revision),
                 missing,
             };
             let next = recovery::transition(scope_of(&machine.scope_state)?, ScopeEvent::Mark(facts))
                 .map_err(|e| refused(ACT, e.to_string()))?;
-            let now = self.store_time(&mut tx).await?;
-            append(&mut tx, machine_id, now, Entry::by(actor, "scope_marked").detail(format!(
+            let now = self.store_time(tx).await?;
+            append(tx, machine_id, now, Entry::by(actor, "scope_marked").detail(format!(
                 "marked {next} on restoration observation {}, Desired {}",
                 latest.as_ref().map_or_else(|| "none".to_owned(), |o| format!("r{}", o.basis)),
                 machine.desired_release.as_deref().unwrap_or("none"),
             ))).await?;
-            sqlx::query("UPDATE machines SET scope_state = $2, scope_mark_desired = $3 WHERE id = $1")
+            query("UPDATE machines SET scope_state = $2, scope_mark_desired = $3 WHERE id = $1")
                 .bind(machine_id)
                 .bind(scope_text(next))
                 .bind(&machine.desired_release)
-                .execute(&mut *tx)
+                .execute(tx)
                 .await?;
             Ok(next)
-        })
+        })).await
     }
 
     async fn current_epoch(&self) -> StoreResult<Epoch> {
-        transaction!(self, tx => Ok(installation(&mut tx, true).await?.epoch))
+        self.transaction(|tx| Box::pin(async move { Ok(installation(tx, true).await?.epoch) }))
+            .await
     }
 
     async fn plan(&self, plan_id: &str) -> StoreResult<PlanView> {
-        transaction!(self, tx => {
-            let p = read_plan(&mut tx, plan_id).await?;
-            let op = sqlx::query("SELECT id FROM operations WHERE plan_id = $1")
-                .bind(plan_id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .map(|r| r.try_get::<String, _>(0))
-                .transpose()?;
-            Ok(plan_view(&p, op)?)
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let p = read_plan(tx, plan_id).await?;
+                let op = query("SELECT id FROM operations WHERE plan_id = $1")
+                    .bind(plan_id)
+                    .fetch_optional(tx)
+                    .await?
+                    .map(|r| r.try_get::<String, _>(0))
+                    .transpose()?;
+                Ok(plan_view(&p, op)?)
+            })
         })
+        .await
     }
 
     async fn operation(&self, op_id: &str) -> StoreResult<OperationView> {
-        transaction!(self, tx => Ok(op_view(&read_op(&mut tx, op_id).await?)))
+        self.transaction(|tx| Box::pin(async move { Ok(op_view(&read_op(tx, op_id).await?)) }))
+            .await
     }
 
     async fn operations_of(&self, machine_id: &str) -> StoreResult<Vec<OperationView>> {
-        transaction!(self, tx => {
-            let rows = sqlx::query(concat!("SELECT ", op_cols!(), " FROM operations WHERE machine_id = $1 ORDER BY commit_revision"))
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let rows = query(concat!(
+                    "SELECT ",
+                    op_cols!(),
+                    " FROM operations WHERE machine_id = $1 ORDER BY commit_revision"
+                ))
                 .bind(machine_id)
-                .fetch_all(&mut *tx)
+                .fetch_all(tx)
                 .await?;
-            rows.iter().map(|r| op_row(r).map(|o| op_view(&o))).collect::<R<Vec<_>>>()
+                rows.iter()
+                    .map(|r| op_row(r).map(|o| op_view(&o)))
+                    .collect::<R<Vec<_>>>()
+            })
         })
+        .await
     }
 
     async fn machine(&self, machine_id: &str) -> StoreResult<MachineView> {
-        transaction!(self, tx => {
-            let m = read_machine(&mut tx, machine_id).await?;
-            Ok(machine_view(&m)?)
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let m = read_machine(tx, machine_id).await?;
+                Ok(machine_view(&m)?)
+            })
         })
+        .await
     }
 
     async fn timeline(&self, machine_id: &str) -> StoreResult<Vec<TimelineEntry>> {
-        transaction!(self, tx => {
-            let rows = sqlx::query(
-                "SELECT revision, kind, at_ms, actor, actor_role, plan_id, operation_id, \
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let rows = query(
+                    "SELECT revision, kind, at_ms, actor, actor_role, plan_id, operation_id, \
                  comparison, detail, requested_by FROM timeline WHERE machine_id = $1 \
                  ORDER BY revision",
-            )
-            .bind(machine_id)
-            .fetch_all(&mut *tx)
-            .await?;
-            rows.iter()
-                .map(|r| -> R<TimelineEntry> {
-                    let comparison: Option<i16> = r.try_get("comparison")?;
-                    Ok(TimelineEntry {
-                        revision: Revision(u(r.try_get("revision")?)),
-                        kind: r.try_get("kind")?,
-                        at: InstantMs(u(r.try_get("at_ms")?)),
-                        actor: r.try_get("actor")?,
-                        actor_role: r.try_get("actor_role")?,
-                        plan: r.try_get("plan_id")?,
-                        operation: r.try_get("operation_id")?,
-                        comparison: comparison
-                            .and_then(|c| u8::try_from(c).ok())
-                            .and_then(Comparison::from_number),
-                        detail: r.try_get("detail")?,
-                        requested_by: r.try_get("requested_by")?,
+                )
+                .bind(machine_id)
+                .fetch_all(tx)
+                .await?;
+                rows.iter()
+                    .map(|r| -> R<TimelineEntry> {
+                        let comparison: Option<i16> = r.try_get("comparison")?;
+                        Ok(TimelineEntry {
+                            revision: Revision(u(r.try_get("revision")?)),
+                            kind: r.try_get("kind")?,
+                            at: InstantMs(u(r.try_get("at_ms")?)),
+                            actor: r.try_get("actor")?,
+                            actor_role: r.try_get("actor_role")?,
+                            plan: r.try_get("plan_id")?,
+                            operation: r.try_get("operation_id")?,
+                            comparison: comparison
+                                .and_then(|c| u8::try_from(c).ok())
+                                .and_then(Comparison::from_number),
+                            detail: r.try_get("detail")?,
+                            requested_by: r.try_get("requested_by")?,
+                        })
                     })
-                })
-                .collect::<R<Vec<_>>>()
+                    .collect::<R<Vec<_>>>()
+            })
         })
+        .await
     }
 
     async fn publish_sealed_release(
@@ -3107,16 +3728,16 @@ impl Store for Backend {
 
     async fn sealed_artifact(&self, plan_id: &str) -> StoreResult<BoundArtifact> {
         const ACT: &str = "reading a sealed artifact";
-        transaction!(self, tx => {
-            let plan = read_plan(&mut tx, plan_id).await?;
-            let row = sqlx::query(
+        self.transaction(|tx| Box::pin(async move {
+            let plan = read_plan(tx, plan_id).await?;
+            let row = query(
                 "SELECT key_provider, key_name, COALESCE(key_identity, key_id) AS key_identity, \
                  key_version, ciphertext, digest FROM artifacts \
                  WHERE release_id = $1 AND machine_id = $2",
             )
             .bind(&plan.release_id)
             .bind(&plan.machine_id)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(tx)
             .await?
             .ok_or_else(|| not_found("artifact", &format!("{}/{}", plan.release_id, plan.machine_id)))?;
             let digest: String = row.try_get("digest")?;
@@ -3139,49 +3760,58 @@ impl Store for Backend {
                 ciphertext: row.try_get("ciphertext")?,
                 digest: digest_of(&digest)?,
             })
-        })
+        })).await
     }
 
     async fn now(&self) -> StoreResult<InstantMs> {
         if let Some(clock) = &self.settings.clock {
             return Ok(clock.now());
         }
-        let row = sqlx::query(now_sql!())
-            .fetch_one(&self.pool)
+        let row = self
+            .pool
+            .fetch_one(query(self.pool.dialect().now_sql()))
             .await
             .map_err(db_err)?;
         Ok(InstantMs(u(row.try_get::<i64, _>(0).map_err(db_err)?)))
     }
 
     async fn machines(&self) -> StoreResult<Vec<MachineView>> {
-        transaction!(self, tx => {
-            let rows = sqlx::query(concat!("SELECT ", machine_cols!(), " FROM machines ORDER BY id"))
-                .fetch_all(&mut *tx)
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let rows = query(concat!(
+                    "SELECT ",
+                    machine_cols!(),
+                    " FROM machines ORDER BY id"
+                ))
+                .fetch_all(tx)
                 .await?;
-            rows.iter()
-                .map(|r| -> R<MachineView> { Ok(machine_view(&machine_row(r)?)?) })
-                .collect::<R<Vec<_>>>()
+                rows.iter()
+                    .map(|r| -> R<MachineView> { Ok(machine_view(&machine_row(r)?)?) })
+                    .collect::<R<Vec<_>>>()
+            })
         })
+        .await
     }
 
     async fn open_operations(&self) -> StoreResult<Vec<OperationView>> {
-        transaction!(self, tx => {
-            let rows = sqlx::query(concat!(
+        self.transaction(|tx| Box::pin(async move {
+            let rows = query(concat!(
                 "SELECT ",
                 op_cols!(),
                 " FROM operations WHERE state IN ('committed', 'sending', 'verifying', 'unresolved') \
                  ORDER BY machine_id, commit_revision"
             ))
-            .fetch_all(&mut *tx)
+            .fetch_all(tx)
             .await?;
             rows.iter().map(|r| op_row(r).map(|o| op_view(&o))).collect::<R<Vec<_>>>()
-        })
+        })).await
     }
 
     async fn attempts(&self, op_id: &str) -> StoreResult<Vec<AttemptView>> {
-        transaction!(self, tx => {
-            let op = read_op(&mut tx, op_id).await?;
-            let rows = sqlx::query(
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let op = read_op(tx, op_id).await?;
+                let rows = query(
                 "SELECT a.attempt_no, a.revision, t.at_ms, a.owner_controller, a.owner_generation, \
                  a.owner_epoch, a.transport_deadline_ms, a.verification_deadline_ms, a.response, \
                  a.response_revision, a.response_text, a.accounted_by_decision, \
@@ -3191,47 +3821,53 @@ impl Store for Backend {
             )
             .bind(op_id)
             .bind(&op.machine_id)
-            .fetch_all(&mut *tx)
+            .fetch_all(tx)
             .await?;
-            rows.iter()
-                .map(|r| -> R<AttemptView> {
-                    let response = response_of(&r.try_get::<String, _>("response")?)?;
-                    let response_revision: Option<i64> = r.try_get("response_revision")?;
-                    let decided: bool = r.try_get("accounted_by_decision")?;
-                    let decision_revision: Option<i64> = r.try_get("decision_revision")?;
-                    let from_node = response_revision.filter(|_| response.from_target());
-                    let by_decision = decision_revision.filter(|_| decided);
-                    let accounting = match (from_node, by_decision) {
-                        (Some(a), Some(b)) if b < a => AttemptAccounting::Decision(Revision(u(b))),
-                        (Some(a), _) => AttemptAccounting::Response(Revision(u(a))),
-                        (None, Some(b)) => AttemptAccounting::Decision(Revision(u(b))),
-                        (None, None) => AttemptAccounting::Unaccounted,
-                    };
-                    let oc: Vec<u8> = r.try_get("owner_controller")?;
-                    let oe: Vec<u8> = r.try_get("owner_epoch")?;
-                    let number: i64 = r.try_get("attempt_no")?;
-                    Ok(AttemptView {
-                        operation: op_id.to_owned(),
-                        number: u32::try_from(number).unwrap_or(u32::MAX),
-                        revision: Revision(u(r.try_get("revision")?)),
-                        at: InstantMs(u(r.try_get("at_ms")?)),
-                        owner: token_from(&oc, r.try_get("owner_generation")?, &oe)?,
-                        transport_deadline: InstantMs(u(r.try_get("transport_deadline_ms")?)),
-                        verification_deadline: InstantMs(u(r.try_get("verification_deadline_ms")?)),
-                        response,
-                        response_revision: response_revision.map(|v| Revision(u(v))),
-                        response_text: r.try_get("response_text")?,
-                        accounting,
+                rows.iter()
+                    .map(|r| -> R<AttemptView> {
+                        let response = response_of(&r.try_get::<String, _>("response")?)?;
+                        let response_revision: Option<i64> = r.try_get("response_revision")?;
+                        let decided: bool = r.try_get("accounted_by_decision")?;
+                        let decision_revision: Option<i64> = r.try_get("decision_revision")?;
+                        let from_node = response_revision.filter(|_| response.from_target());
+                        let by_decision = decision_revision.filter(|_| decided);
+                        let accounting = match (from_node, by_decision) {
+                            (Some(a), Some(b)) if b < a => {
+                                AttemptAccounting::Decision(Revision(u(b)))
+                            }
+                            (Some(a), _) => AttemptAccounting::Response(Revision(u(a))),
+                            (None, Some(b)) => AttemptAccounting::Decision(Revision(u(b))),
+                            (None, None) => AttemptAccounting::Unaccounted,
+                        };
+                        let oc: Vec<u8> = r.try_get("owner_controller")?;
+                        let oe: Vec<u8> = r.try_get("owner_epoch")?;
+                        let number: i64 = r.try_get("attempt_no")?;
+                        Ok(AttemptView {
+                            operation: op_id.to_owned(),
+                            number: u32::try_from(number).unwrap_or(u32::MAX),
+                            revision: Revision(u(r.try_get("revision")?)),
+                            at: InstantMs(u(r.try_get("at_ms")?)),
+                            owner: token_from(&oc, r.try_get("owner_generation")?, &oe)?,
+                            transport_deadline: InstantMs(u(r.try_get("transport_deadline_ms")?)),
+                            verification_deadline: InstantMs(u(
+                                r.try_get("verification_deadline_ms")?
+                            )),
+                            response,
+                            response_revision: response_revision.map(|v| Revision(u(v))),
+                            response_text: r.try_get("response_text")?,
+                            accounting,
+                        })
                     })
-                })
-                .collect::<R<Vec<_>>>()
+                    .collect::<R<Vec<_>>>()
+            })
         })
+        .await
     }
 
     async fn observations(&self, machine_id: &str) -> StoreResult<Vec<ObservationView>> {
-        transaction!(self, tx => {
-            read_machine(&mut tx, machine_id).await?;
-            let rows = sqlx::query(
+        self.transaction(|tx| Box::pin(async move {
+            read_machine(tx, machine_id).await?;
+            let rows = query(
                 "SELECT s.basis, s.purpose, s.plan_id, s.controller, s.started_at_ms, \
                  o.basis AS recorded_basis, o.recorded_revision, o.recorded_at_ms, o.smbios_uuid, \
                  o.node_id, o.cluster_id, o.talos_version, o.digest, o.config_version, o.access_version \
@@ -3240,7 +3876,7 @@ impl Store for Backend {
                  WHERE s.machine_id = $1 ORDER BY s.basis",
             )
             .bind(machine_id)
-            .fetch_all(&mut *tx)
+            .fetch_all(tx)
             .await?;
             rows.iter()
                 .map(|r| -> R<ObservationView> {
@@ -3277,24 +3913,20 @@ impl Store for Backend {
                     })
                 })
                 .collect::<R<Vec<_>>>()
-        })
+        })).await
     }
 
     #[cfg(feature = "controls")]
     async fn dump_all_rows(&self) -> StoreResult<String> {
         let mut out = String::new();
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
-        for table in TABLES {
-            let sql = sqlx::AssertSqlSafe(format!("SELECT * FROM {table}"));
-            let rows = sqlx::query(sql)
-                .fetch_all(&mut *conn)
-                .await
-                .map_err(db_err)?;
+        for (table, sql) in DUMPED {
+            let rows = conn.fetch_all(query(sql)).await.map_err(db_err)?;
             for row in &rows {
                 out.push_str(table);
-                for (idx, col) in row.columns().iter().enumerate() {
+                for (idx, name) in row.column_names().into_iter().enumerate() {
                     out.push(' ');
-                    out.push_str(col.name());
+                    out.push_str(name);
                     out.push('=');
                     out.push_str(&cell_text(row, idx));
                 }
@@ -3306,15 +3938,11 @@ impl Store for Backend {
 
     #[cfg(feature = "controls")]
     async fn raw_execute(&self, sql: &'static str) -> StoreResult<u64> {
-        sqlx::query(sql)
-            .execute(&self.pool)
-            .await
-            .map(|r| r.rows_affected())
-            .map_err(db_err)
+        self.pool.execute(query(sql)).await.map_err(db_err)
     }
 }
 
-impl Backend {
+impl SqlStore {
     /// Publishing, for both forms of artifact.
     async fn publish(
         &self,
@@ -3324,29 +3952,35 @@ impl Backend {
         mut artifacts: Vec<(&str, ArtifactInsert<'_>)>,
     ) -> StoreResult<()> {
         artifacts.sort_by(|a, b| a.0.cmp(b.0));
-        transaction!(self, tx => {
-            // Machine rows first, in a fixed order, then the principal: the order
-            // every transaction here takes them in.
-            for (machine, _) in &artifacts {
-                lock_machine(&mut tx, machine).await?;
-            }
-            require_role(&mut tx, actor, &[Role::Publisher], "publishing").await?;
-            let now = self.store_time(&mut tx).await?;
-            let exists = sqlx::query("SELECT id FROM releases WHERE id = $1")
-                .bind(release)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if exists.is_some() {
-                return Err(StoreError::Exists { what: "release", id: release.to_owned() }.into());
-            }
-            sqlx::query("INSERT INTO releases (id, published_by, published_at) VALUES ($1, $2, $3)")
-                .bind(release)
-                .bind(&actor.id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            for (principal, kind) in contributions {
-                sqlx::query(
+        let artifacts = &artifacts;
+        self.transaction(|tx| {
+            Box::pin(async move {
+                // Machine rows first, in a fixed order, then the principal: the order
+                // every transaction here takes them in.
+                for (machine, _) in artifacts {
+                    lock_machine(tx, machine).await?;
+                }
+                require_role(tx, actor, &[Role::Publisher], "publishing").await?;
+                let now = self.store_time(tx).await?;
+                let exists = query("SELECT id FROM releases WHERE id = $1")
+                    .bind(release)
+                    .fetch_optional(tx)
+                    .await?;
+                if exists.is_some() {
+                    return Err(StoreError::Exists {
+                        what: "release",
+                        id: release.to_owned(),
+                    }
+                    .into());
+                }
+                query("INSERT INTO releases (id, published_by, published_at) VALUES ($1, $2, $3)")
+                    .bind(release)
+                    .bind(&actor.id)
+                    .bind(now)
+                    .execute(tx)
+                    .await?;
+                for (principal, kind) in contributions {
+                    query(
                     "INSERT INTO release_contributions (release_id, principal_id, contribution) \
                      VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
                 )
@@ -3356,13 +3990,13 @@ impl Backend {
                     ContributionKind::Authored => "authored",
                     ContributionKind::Published => "published",
                 })
-                .execute(&mut *tx)
+                .execute(tx)
                 .await?;
-            }
-            for (machine, a) in &artifacts {
-                match (a.key_name, a.key_identity) {
-                    (Some(name), Some(identity)) => {
-                        sqlx::query(
+                }
+                for (machine, a) in artifacts {
+                    match (a.key_name, a.key_identity) {
+                        (Some(name), Some(identity)) => {
+                            query(
                             "INSERT INTO artifacts (release_id, machine_id, key_provider, key_id, \
                              key_version, ciphertext, digest, key_name, key_identity) \
                              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -3376,11 +4010,11 @@ impl Backend {
                         .bind(a.digest.to_hex())
                         .bind(name)
                         .bind(identity)
-                        .execute(&mut *tx)
+                        .execute(tx)
                         .await?;
-                    }
-                    _ => {
-                        sqlx::query(
+                        }
+                        _ => {
+                            query(
                             "INSERT INTO artifacts (release_id, machine_id, key_provider, key_id, \
                              key_version, ciphertext, digest) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                         )
@@ -3391,22 +4025,34 @@ impl Backend {
                         .bind(a.key_version)
                         .bind(a.ciphertext)
                         .bind(a.digest.to_hex())
-                        .execute(&mut *tx)
+                        .execute(tx)
                         .await?;
+                        }
                     }
-                }
-                sqlx::query("UPDATE machines SET desired_release = $2 WHERE id = $1")
-                    .bind(machine)
-                    .bind(release)
-                    .execute(&mut *tx)
+                    query("UPDATE machines SET desired_release = $2 WHERE id = $1")
+                        .bind(*machine)
+                        .bind(release)
+                        .execute(tx)
+                        .await?;
+                    append(
+                        tx,
+                        machine,
+                        now,
+                        Entry::by(actor, "desired_changed").detail(format!(
+                            "release {} selected; artifact digest {}, key {}/{} v{}",
+                            release,
+                            a.digest,
+                            a.key_provider,
+                            a.key_name.unwrap_or(a.key_id),
+                            a.key_version
+                        )),
+                    )
                     .await?;
-                append(&mut tx, machine, now, Entry::by(actor, "desired_changed").detail(format!(
-                    "release {} selected; artifact digest {}, key {}/{} v{}",
-                    release, a.digest, a.key_provider, a.key_name.unwrap_or(a.key_id), a.key_version
-                ))).await?;
-            }
-            Ok(())
+                }
+                Ok(())
+            })
         })
+        .await
     }
 
     async fn freeze_act(
@@ -3420,29 +4066,57 @@ impl Backend {
             FreezeAct::Freeze => "freezing",
             FreezeAct::Unfreeze => "unfreezing",
         };
-        transaction!(self, tx => {
-            let machine = lock_machine(&mut tx, machine_id).await?;
-            let allowed = [Role::Author, Role::Publisher, Role::Approver, Role::RecoveryAdmin, Role::Automation];
-            require_role(&mut tx, actor, &allowed, name).await?;
-            let state = if machine.frozen { FreezeState::Frozen } else { FreezeState::Unfrozen };
-            let next = gate::freeze_transition(state, act, actor.role, reason).map_err(|e| refused(name, e.to_string()))?;
-            // §7.5: unfreezing is refused on a scope still pre-restore unaccounted;
-            // freezing removes authority and is always allowed.
-            let inst = installation(&mut tx, true).await?;
-            if act == FreezeAct::Unfreeze {
-                let scope = scope_of(&machine.scope_state)?;
-                recovery::permits(scope, recovery::Act::Unfreeze).map_err(|e| refused(name, e.to_string()))?;
-            }
-            let now = self.store_time(&mut tx).await?;
-            append(&mut tx, machine_id, now, Entry::by(actor, if act == FreezeAct::Freeze { "frozen" } else { "unfrozen" })
-                .detail(format!("{reason} (epoch {})", inst.epoch))).await?;
-            sqlx::query("UPDATE machines SET frozen = $2 WHERE id = $1")
-                .bind(machine_id)
-                .bind(next == FreezeState::Frozen)
-                .execute(&mut *tx)
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let machine = lock_machine(tx, machine_id).await?;
+                let allowed = [
+                    Role::Author,
+                    Role::Publisher,
+                    Role::Approver,
+                    Role::RecoveryAdmin,
+                    Role::Automation,
+                ];
+                require_role(tx, actor, &allowed, name).await?;
+                let state = if machine.frozen {
+                    FreezeState::Frozen
+                } else {
+                    FreezeState::Unfrozen
+                };
+                let next = gate::freeze_transition(state, act, actor.role, reason)
+                    .map_err(|e| refused(name, e.to_string()))?;
+                // §7.5: unfreezing is refused on a scope still pre-restore unaccounted;
+                // freezing removes authority and is always allowed.
+                let inst = installation(tx, true).await?;
+                if act == FreezeAct::Unfreeze {
+                    let scope = scope_of(&machine.scope_state)?;
+                    recovery::permits(scope, recovery::Act::Unfreeze)
+                        .map_err(|e| refused(name, e.to_string()))?;
+                }
+                let now = self.store_time(tx).await?;
+                append(
+                    tx,
+                    machine_id,
+                    now,
+                    Entry::by(
+                        actor,
+                        if act == FreezeAct::Freeze {
+                            "frozen"
+                        } else {
+                            "unfrozen"
+                        },
+                    )
+                    .detail(format!("{reason} (epoch {})", inst.epoch)),
+                )
                 .await?;
-            Ok(())
+                query("UPDATE machines SET frozen = $2 WHERE id = $1")
+                    .bind(machine_id)
+                    .bind(next == FreezeState::Frozen)
+                    .execute(tx)
+                    .await?;
+                Ok(())
+            })
         })
+        .await
     }
 }
 
@@ -3460,7 +4134,7 @@ async fn recorded_reads(tx: &mut Tx, machine: &str) -> R<Vec<RecordedRead>> {
         .collect())
 }
 
-impl Backend {
+impl SqlStore {
     /// One scope of a §7.3 step 1 decision that passed: the entry, every restored
     /// attempt with no answer from the node accounted by it, every restored
     /// operation with no attempt cancelled (§7.3 step 5: the decision covers any
@@ -3479,12 +4153,12 @@ impl Backend {
             request.settle_floor,
             request.explanation.as_deref().unwrap_or("none"),
         ))).await?;
-        let restored = sqlx::query(
+        let restored = query(
             "SELECT id FROM operations WHERE machine_id = $1 AND restored \
              AND state IN ('committed', 'sending', 'verifying', 'unresolved') ORDER BY id",
         )
         .bind(&machine.id)
-        .fetch_all(&mut **tx)
+        .fetch_all(tx)
         .await?;
         for row in &restored {
             let op: String = row.try_get("id")?;
@@ -3507,14 +4181,14 @@ impl Backend {
                 .iter()
                 .filter(|a| !a.response.from_target() && !a.accounted_by_decision)
             {
-                sqlx::query(
+                query(
                     "UPDATE attempts SET accounted_by_decision = TRUE, decision_revision = $3 \
                      WHERE operation_id = $1 AND attempt_no = $2",
                 )
                 .bind(&op)
                 .bind(a.attempt_no)
                 .bind(rev)
-                .execute(&mut **tx)
+                .execute(tx)
                 .await?;
             }
         }
@@ -3526,139 +4200,12 @@ impl Backend {
             },
         )
         .map_err(|e| refused("accounting restored scopes", e.to_string()))?;
-        sqlx::query(
-            "UPDATE machines SET scope_state = $2, scope_decision_revision = $3 WHERE id = $1",
-        )
-        .bind(&machine.id)
-        .bind(scope_text(next))
-        .bind(rev)
-        .execute(&mut **tx)
-        .await?;
+        query("UPDATE machines SET scope_state = $2, scope_decision_revision = $3 WHERE id = $1")
+            .bind(&machine.id)
+            .bind(scope_text(next))
+            .bind(rev)
+            .execute(tx)
+            .await?;
         Ok(())
     }
-}
-
-/// Apply the migrations not yet applied, in version order, up to `upto`, in one
-/// transaction, after comparing what the database records with this build's
-/// migrations (`super::migrations::check_applied`); `store` names the database in
-/// every error. A refusal or a failure rolls everything back.
-async fn migrate(pool: &sqlx::Pool<Db>, upto: i64, store: &str) -> StoreResult<()> {
-    let mut tx = begin(pool)
-        .await
-        .map_err(|e| bookkeeping_failed(store, e))?;
-    let applied = checked_bookkeeping(&mut tx, store).await?;
-    apply_pending(&mut tx, &applied, upto, store).await?;
-    let epoch = super::random_128()
-        .map_err(|e| StoreError::open_failed(store, "cannot make its installation epoch", e))?;
-    sqlx::query("INSERT INTO installation (id, epoch) VALUES (1, $1) ON CONFLICT (id) DO NOTHING")
-        .bind(epoch.to_vec())
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| StoreError::open_failed(store, "cannot record its installation", e))?;
-    tx.commit()
-        .await
-        .map_err(|e| StoreError::open_failed(store, "cannot commit its migrations", e))
-}
-
-fn bookkeeping_failed(store: &str, e: sqlx::Error) -> StoreError {
-    StoreError::open_failed(store, "cannot keep its migration records", e)
-}
-
-/// The bookkeeping rows, once the table and its checksum column exist, compared with
-/// this build's migrations; rows from before checksums get this build's.
-async fn checked_bookkeeping(tx: &mut Tx, store: &str) -> StoreResult<Vec<Applied>> {
-    let failed = |e| bookkeeping_failed(store, e);
-    migration_lock(tx).await.map_err(failed)?;
-    sqlx::query(CREATE_BOOKKEEPING)
-        .execute(&mut **tx)
-        .await
-        .map_err(failed)?;
-    ensure_checksum_column(tx).await.map_err(failed)?;
-    let applied = applied_migrations(tx).await.map_err(failed)?;
-    check_applied(&applied, MIGRATIONS).map_err(|p| StoreError::open(store, p))?;
-    record_missing_checksums(tx, &applied)
-        .await
-        .map_err(failed)?;
-    Ok(applied)
-}
-
-/// Runs the migrations up to `upto` that `applied` does not hold, then checks the
-/// references if any ran.
-async fn apply_pending(
-    tx: &mut Tx,
-    applied: &[Applied],
-    upto: i64,
-    store: &str,
-) -> StoreResult<()> {
-    let pending: Vec<&Migration> = MIGRATIONS
-        .iter()
-        .filter(|m| m.version <= upto && !applied.iter().any(|a| a.version == m.version))
-        .collect();
-    for migration in &pending {
-        apply_migration(tx, migration, store).await?;
-    }
-    if pending.is_empty() {
-        return Ok(());
-    }
-    check_references(tx).await.map_err(|e| {
-        let what = "has rows whose references do not resolve after migrating";
-        StoreError::open_failed(store, what, e)
-    })
-}
-
-/// Every row of the bookkeeping table, oldest first.
-async fn applied_migrations(tx: &mut Tx) -> Result<Vec<Applied>, sqlx::Error> {
-    let sql = "SELECT version, name, checksum FROM store_migrations ORDER BY version";
-    let rows = sqlx::query(sql).fetch_all(&mut **tx).await?;
-    rows.iter()
-        .map(|row| {
-            Ok(Applied {
-                version: row.try_get("version")?,
-                name: row.try_get("name")?,
-                checksum: row.try_get("checksum")?,
-            })
-        })
-        .collect()
-}
-
-/// Records this build's checksum for migrations a build from before checksums
-/// applied (see `super::migrations`).
-async fn record_missing_checksums(tx: &mut Tx, applied: &[Applied]) -> Result<(), sqlx::Error> {
-    for row in applied.iter().filter(|a| a.checksum.is_none()) {
-        let Some(ours) = MIGRATIONS.iter().find(|m| m.version == row.version) else {
-            continue;
-        };
-        sqlx::query("UPDATE store_migrations SET checksum = $2 WHERE version = $1")
-            .bind(row.version)
-            .bind(ours.checksum())
-            .execute(&mut **tx)
-            .await?;
-    }
-    Ok(())
-}
-
-/// Runs one migration and records it with its checksum.
-async fn apply_migration(tx: &mut Tx, migration: &Migration, store: &str) -> StoreResult<()> {
-    let failed = |e: sqlx::Error| {
-        StoreError::open_failed(
-            store,
-            format!(
-                "migration {} ({}) failed",
-                migration.version, migration.name
-            ),
-            e,
-        )
-    };
-    sqlx::raw_sql(migration.sql)
-        .execute(&mut **tx)
-        .await
-        .map_err(failed)?;
-    sqlx::query("INSERT INTO store_migrations (version, name, checksum) VALUES ($1, $2, $3)")
-        .bind(migration.version)
-        .bind(migration.name)
-        .bind(migration.checksum())
-        .execute(&mut **tx)
-        .await
-        .map_err(failed)?;
-    Ok(())
 }
