@@ -143,6 +143,12 @@ pub(super) fn digest_of(hex: &str) -> Result<Digest, StoreError> {
         .map_err(|_| db_err("a stored digest is not 64 hex digits"))
 }
 
+/// 16 bytes as 32 lowercase hex digits (an operation's or a blanket approval's
+/// identifier).
+pub(super) fn hex16(bytes: [u8; 16]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 pub(super) fn token_text(t: &OwnerToken) -> String {
     format!(
         "controller {:032x} generation {} epoch {}",

@@ -37,6 +37,14 @@
 //! schema version, is refused (module `migrations`). Every such error is a
 //! [`StoreError::Open`] naming the file, or the PostgreSQL URL without its password
 //! ([`OpenProblem`], module `open`).
+//!
+//! Each act is written once, for both databases: the transactions are methods of one
+//! engine (module `engine`) grouped by what they act on (module `acts`), over a small
+//! dialect layer that holds what differs between PostgreSQL and SQLite (module
+//! `sql`). The transaction runner and the timeline writer (`transaction`), the shared
+//! reads and locks (`lookups`), the row decoders (`rows`), the read views (`views`)
+//! and the migration runner (`migrate`) are modules of their own; [`postgres`] and
+//! [`sqlite`] only open their stores.
 
 use std::fmt;
 use std::future::Future;
@@ -60,9 +68,15 @@ use crate::digest::Digest;
 use crate::keys;
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod acts;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod common;
+#[cfg(all(feature = "controls", any(feature = "postgres", feature = "sqlite")))]
+mod dump;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod engine;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod lookups;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod migrate;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
@@ -71,11 +85,17 @@ mod open;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod rows;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 #[cfg(feature = "sqlite")]
 mod sqlite_file;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod transaction;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod views;
 
 pub use open::{OpenProblem, postgres_url_without_password};
 

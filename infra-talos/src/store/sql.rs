@@ -83,7 +83,7 @@ impl Dialect {
     /// The error codes of the aborts the database asks to retry: on PostgreSQL a
     /// serialization failure (`40001`) or a deadlock (`40P01`); with SQLite's one
     /// connection and immediate transactions nothing is aborted for a retry.
-    pub(super) fn retry_codes(self) -> &'static [&'static str] {
+    fn retry_codes(self) -> &'static [&'static str] {
         match self {
             #[cfg(feature = "postgres")]
             Self::Postgres => &["40001", "40P01"],
