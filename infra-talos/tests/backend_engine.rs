@@ -20,6 +20,7 @@ use infra_talos::backend::{
     InventoryRecord, NodeReader, TalosBackend, TalosCluster, TalosMachine, TalosconfigReader,
 };
 use infra_talos::config_digest;
+use infra_talos::contract::comparison::Comparison;
 use infra_talos::contract::evidence::{ObservationPurpose, ResponseClass};
 use infra_talos::contract::operation::ControllerId;
 use infra_talos::contract::plan::PlanState;
@@ -518,7 +519,11 @@ async fn recorded_drift_gets_a_revert_plan() {
         )
         .await;
     let refused = world.store.commit("probe", CONTROLLER).await.unwrap_err();
-    assert_eq!(refused.comparison(), Some(3), "{refused}");
+    assert_eq!(
+        refused.comparison(),
+        Some(Comparison::Evidence),
+        "{refused}"
+    );
     assert!(
         world
             .store

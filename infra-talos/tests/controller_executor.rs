@@ -12,6 +12,7 @@ use infra_talos::config_digest;
 use infra_talos::contract::classify::{
     Classification, FailedReason, RetryBlocker, UnresolvedReason,
 };
+use infra_talos::contract::comparison::Comparison;
 use infra_talos::contract::operation::{ControllerId, OperationState};
 use infra_talos::contract::plan::PlanState;
 use infra_talos::contract::{InstantMs, SpanMs};
@@ -308,7 +309,10 @@ async fn another_identity_is_refused_before_any_send() {
     assert!(
         matches!(
             err,
-            ExecutorError::Store(StoreError::CommitmentRefused { comparison: 3, .. })
+            ExecutorError::Store(StoreError::CommitmentRefused {
+                comparison: Comparison::Evidence,
+                ..
+            })
         ),
         "{err}"
     );
@@ -345,7 +349,7 @@ async fn revocation_after_commitment_cancels_without_sending() {
     assert_eq!(out.sends, 0);
     assert_eq!(
         out.refusal.as_ref().and_then(StoreError::comparison),
-        Some(1)
+        Some(Comparison::Authority)
     );
     assert_eq!(w.applies(), 0);
     w.stop().await;
@@ -401,7 +405,7 @@ async fn takeover_at_start_completes_and_fences_the_first_instance() {
     // longer the owner's. Nothing is sent and the refusal settles nothing.
     assert_eq!(
         late.refusal.as_ref().and_then(StoreError::comparison),
-        Some(2),
+        Some(Comparison::Bindings),
         "{late:?}"
     );
     assert_eq!(w.applies(), 1);

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use infra_talos::contract::Role;
+use infra_talos::contract::comparison::Comparison;
 use infra_talos::contract::epoch::{EpochBearer, ForeignEpoch};
 use infra_talos::contract::operation::{ControllerId, OperationState, OwnerToken};
 use infra_talos::contract::plan::{AuthorityRefusal, PlanState, Stage};
@@ -192,7 +193,7 @@ async fn race_003_revocation_waits_for_commitment() {
     assert_eq!(
         err,
         StoreError::AttemptRefused {
-            comparison: 1,
+            comparison: Comparison::Authority,
             reason: AuthorityRefusal::ApprovalRevoked.to_string(),
         }
     );
@@ -235,7 +236,11 @@ async fn race_009_same_plan_twice() {
     release.send(()).unwrap();
     first.await.unwrap().unwrap();
     let err = second.await.unwrap().unwrap_err();
-    assert_eq!(err.comparison(), Some(0), "{err}");
+    assert_eq!(
+        err.comparison(),
+        Some(Comparison::PlanHasNoOperation),
+        "{err}"
+    );
     assert_eq!(env.store.operations_of("m1").await.unwrap().len(), 1);
 }
 
@@ -266,8 +271,14 @@ async fn race_010_second_plan_while_held() {
     release.send(()).unwrap();
     first.await.unwrap().unwrap();
     let err = second.await.unwrap().unwrap_err();
-    assert_eq!(err.comparison(), Some(4), "{err}");
-    refusal_on_timeline(&env.store, "m1", "commitment_refused", 4).await;
+    assert_eq!(err.comparison(), Some(Comparison::MachineScope), "{err}");
+    refusal_on_timeline(
+        &env.store,
+        "m1",
+        "commitment_refused",
+        Comparison::MachineScope,
+    )
+    .await;
 }
 
 /// Two takeovers of one generation on separate connections: one winner.
@@ -387,7 +398,7 @@ async fn kinds(s: &PgStore, machine: &str) -> Vec<String> {
 async fn entries_from(s: &PgStore, machine: &str, from: usize) -> Vec<(String, Option<u8>)> {
     s.timeline(machine).await.unwrap()[from..]
         .iter()
-        .map(|e| (e.kind.clone(), e.comparison))
+        .map(|e| (e.kind.clone(), e.comparison.map(u8::from)))
         .collect()
 }
 
@@ -432,7 +443,7 @@ async fn commitment_waits_for_identity_revocation() {
     assert_eq!(
         err,
         StoreError::CommitmentRefused {
-            comparison: 1,
+            comparison: Comparison::Authority,
             reason: AuthorityRefusal::PlanState {
                 stage: Stage::Commitment,
                 state: PlanState::Revoked,
@@ -458,7 +469,7 @@ async fn commitment_waits_for_identity_revocation() {
     assert_eq!(
         err,
         StoreError::AttemptRefused {
-            comparison: 1,
+            comparison: Comparison::Authority,
             reason: AuthorityRefusal::IdentityRevoked.to_string(),
         }
     );
@@ -511,7 +522,7 @@ async fn commitment_waits_for_recovery_entry() {
     assert_eq!(
         err,
         StoreError::CommitmentRefused {
-            comparison: 1,
+            comparison: Comparison::Authority,
             reason: AuthorityRefusal::ForeignEpoch(ForeignEpoch {
                 bearer: EpochBearer::Approval,
                 carried: old,
@@ -610,7 +621,7 @@ async fn commitment_waits_for_approval_revocation() {
     assert_eq!(
         err,
         StoreError::CommitmentRefused {
-            comparison: 1,
+            comparison: Comparison::Authority,
             reason: AuthorityRefusal::PlanState {
                 stage: Stage::Commitment,
                 state: PlanState::Revoked,
@@ -670,7 +681,10 @@ async fn rollout_slot_index_orders_two_machines() {
                 .count();
         }
         if indexed {
-            assert_eq!(result.unwrap_err().comparison(), Some(5));
+            assert_eq!(
+                result.unwrap_err().comparison(),
+                Some(Comparison::RolloutSlot)
+            );
             assert_eq!(holding, 1);
         } else {
             result.expect("without the index both commit");
@@ -868,7 +882,7 @@ async fn takeover_waits_for_an_attempt() {
     // With fresh evidence of its own, the old owner's next attempt meets the fence.
     evidence(&env.store, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
     let err = env.store.attempt(&c.operation, c.owner).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(7), "{err}");
+    assert_eq!(err.comparison(), Some(Comparison::Ownership), "{err}");
 }
 
 /// An assignment change racing a commitment waits on the machine row, then is

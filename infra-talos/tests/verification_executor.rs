@@ -12,6 +12,7 @@ use infra_talos::config_digest;
 use infra_talos::contract::classify::{
     Classification, FailedReason, RetryBlocker, UnresolvedReason,
 };
+use infra_talos::contract::comparison::Comparison;
 use infra_talos::contract::operation::OperationState;
 use infra_talos::controller::{Interruption, InterruptionHook};
 use infra_talos::store::{Store, StoreError};
@@ -202,7 +203,7 @@ async fn retry_on_another_identity(swap: Swap) {
         Swap::SmbiosUuid | Swap::ClusterId => {
             assert_eq!(
                 out.refusal.as_ref().and_then(StoreError::comparison),
-                Some(3),
+                Some(Comparison::Evidence),
                 "{out:?}"
             );
             assert_eq!(out.sends, 0);
@@ -326,7 +327,7 @@ async fn an_unread_smbios_uuid_is_refused_end_to_end() {
             matches!(
                 &err,
                 infra_talos::controller::ExecutorError::Store(StoreError::CommitmentRefused {
-                    comparison: 3,
+                    comparison: Comparison::Evidence,
                     ..
                 })
             ) || matches!(

@@ -22,6 +22,7 @@ use std::time::Duration;
 use controller_common::*;
 use infra_core::engine::Clock;
 use infra_talos::contract::classify::{Classification, FailedReason, RetryBlocker};
+use infra_talos::contract::comparison::Comparison;
 use infra_talos::contract::evidence::{DigestMatch, ObservationPurpose, ResponseClass};
 use infra_talos::contract::operation::{ControllerId, OperationState, OwnerToken};
 use infra_talos::contract::{SpanMs, plan::PlanState};
@@ -424,7 +425,7 @@ async fn start_takes_over_every_operation_another_instance_owns() {
     assert_eq!(late1.sends, 0, "{late1:?}");
     assert_eq!(
         late1.refusal.as_ref().and_then(StoreError::comparison),
-        Some(7),
+        Some(Comparison::Ownership),
         "{late1:?}"
     );
     assert!(
@@ -432,7 +433,7 @@ async fn start_takes_over_every_operation_another_instance_owns() {
             .await
             .iter()
             .any(|e| e.kind == "attempt_refused"
-                && e.comparison == Some(7)
+                && e.comparison == Some(Comparison::Ownership)
                 && e.actor.contains(&format!("{A:032x}"))),
         "A's refusal by 7 is not on m1's timeline"
     );
@@ -483,7 +484,7 @@ async fn start_takes_over_every_operation_another_instance_owns() {
     ));
     record_evidence(&w, &fleet, &m2.sim, "m2", &m2.plan(), A).await;
     let err = w.store.attempt(&op2, a_token2).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(7), "{err}");
+    assert_eq!(err.comparison(), Some(Comparison::Ownership), "{err}");
     assert_eq!(w.store.attempts(&op2).await.unwrap().len(), 1);
     assert_eq!(
         w.store.operation(&op2).await.unwrap().state,
@@ -1071,7 +1072,7 @@ async fn stale_send_with_scope_index(index: bool) {
             matches!(
                 second,
                 Err(ExecutorError::Store(StoreError::CommitmentRefused {
-                    comparison: 4,
+                    comparison: Comparison::MachineScope,
                     ..
                 }))
             ),
@@ -1090,7 +1091,7 @@ async fn stale_send_with_scope_index(index: bool) {
             matches!(
                 again,
                 Err(ExecutorError::Store(StoreError::CommitmentRefused {
-                    comparison: 2,
+                    comparison: Comparison::Bindings,
                     ..
                 }))
             ),

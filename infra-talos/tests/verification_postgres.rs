@@ -12,6 +12,7 @@ mod store_suite;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use infra_talos::contract::comparison::Comparison;
 use infra_talos::contract::operation::OperationState;
 use infra_talos::contract::plan::PlanState;
 use infra_talos::store::postgres::PgStore;
@@ -178,7 +179,7 @@ async fn commitment_waits_for_a_publication_and_is_refused() {
         .unwrap();
     raw.commit().await.unwrap();
     let err = committer.await.unwrap().unwrap_err();
-    assert_eq!(err.comparison(), Some(2), "{err}");
+    assert_eq!(err.comparison(), Some(Comparison::Bindings), "{err}");
     assert!(env.store.operations_of("m1").await.unwrap().is_empty());
     assert_eq!(
         env.store.plan("p1").await.unwrap().state,

@@ -44,6 +44,7 @@ use infra_core::engine::SystemClock;
 use serde::Deserialize;
 
 use crate::backend::WallTime;
+use crate::contract::comparison::Comparison;
 use crate::contract::{Role, SpanMs};
 use crate::controller::ExecutorSettings;
 use crate::keys::{KeyProvider, LocalKeyring};
@@ -431,19 +432,18 @@ async fn suggesting(text: String, machine: &str, store: &dyn crate::store::Store
 }
 
 /// What a comparison checks (§3.2, §3.3, §11.1).
-fn comparison_name(n: u8) -> &'static str {
-    match n {
-        0 => "plan has no operation",
-        1 => "authority",
-        2 => "bindings",
-        3 => "evidence",
-        4 => "machine scope",
-        5 => "rollout slot",
-        6 => "scope gate",
-        7 => "ownership",
-        8 => "nothing newer",
-        9 => "budget",
-        _ => "unknown comparison",
+fn comparison_name(c: Comparison) -> &'static str {
+    match c {
+        Comparison::PlanHasNoOperation => "plan has no operation",
+        Comparison::Authority => "authority",
+        Comparison::Bindings => "bindings",
+        Comparison::Evidence => "evidence",
+        Comparison::MachineScope => "machine scope",
+        Comparison::RolloutSlot => "rollout slot",
+        Comparison::Gate => "scope gate",
+        Comparison::Ownership => "ownership",
+        Comparison::TimelineUnchanged => "nothing newer",
+        Comparison::AttemptsLeft => "budget",
     }
 }
 

@@ -11,6 +11,7 @@
 //! | [`plan`] | §2, §3.2 comparison 1 | plan states, approval authority, self-approval marks |
 //! | [`operation`] | §3.3, §3.4, §4 | operation states, the §4 transition table, takeover, comparisons 7–9 |
 //! | [`evidence`] | §4.1, §5.1 | attempt responses, accounting, observations |
+//! | [`comparison`] | §3.2, §3.3 | the numbered comparisons a refusal names |
 //! | [`classify`] | §5, §5.1, §10.10 | the outcome of an interrupted operation |
 //! | [`accounting`] | §5.2 | whether a lost response may be accounted |
 //! | [`adoption`] | §6.3 | whether an adopt plan's record may be written |
@@ -25,6 +26,7 @@ use serde::{Deserialize, Serialize};
 pub mod accounting;
 pub mod adoption;
 pub mod classify;
+pub mod comparison;
 pub mod drift;
 pub mod epoch;
 pub mod evidence;

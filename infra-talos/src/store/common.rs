@@ -16,29 +16,6 @@ use crate::digest::Digest;
 
 use super::StoreError;
 
-/// The tables, in the order a dump lists them.
-#[cfg_attr(
-    not(feature = "controls"),
-    allow(dead_code, reason = "used by test dumps")
-)]
-pub(super) const TABLES: [&str; 15] = [
-    "installation",
-    "principals",
-    "principal_roles",
-    "machines",
-    "releases",
-    "release_contributions",
-    "artifacts",
-    "plans",
-    "approvals",
-    "operations",
-    "attempts",
-    "observation_starts",
-    "observations",
-    "dependency_checks",
-    "timeline",
-];
-
 pub(super) fn db_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Database(e.to_string())
 }
@@ -164,6 +141,12 @@ pub(super) fn epoch_of(bytes: &[u8]) -> Result<Epoch, StoreError> {
 pub(super) fn digest_of(hex: &str) -> Result<Digest, StoreError> {
     hex.parse()
         .map_err(|_| db_err("a stored digest is not 64 hex digits"))
+}
+
+/// 16 bytes as 32 lowercase hex digits (an operation's or a blanket approval's
+/// identifier).
+pub(super) fn hex16(bytes: [u8; 16]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 pub(super) fn token_text(t: &OwnerToken) -> String {

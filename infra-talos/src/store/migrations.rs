@@ -1,7 +1,8 @@
 //! The store's versioned migrations and their bookkeeping.
 //!
-//! Each backend builds in its own list of [`Migration`]s (`migrations/postgres/`,
-//! `migrations/sqlite/`), numbered alike on both. The table `store_migrations` records
+//! Each backend builds in its own list of [`Migration`]s ([`POSTGRES`] from
+//! `migrations/postgres/`, [`SQLITE`] from `migrations/sqlite/`), numbered alike on
+//! both; `super::migrate` applies them. The table `store_migrations` records
 //! each applied migration with its version, name and checksum (the SHA-256 of its SQL,
 //! hex). Before anything is applied, what is recorded is compared with this build's
 //! list ([`check_applied`]): a database at a newer version, a migration whose checksum
@@ -16,11 +17,72 @@ use sha2::{Digest as _, Sha256};
 use super::open::OpenProblem;
 
 /// The bookkeeping table, created if missing on every open.
+#[cfg(feature = "sqlite")]
 pub(super) const BOOKKEEPING_TABLE: &str = "store_migrations";
 
 /// The bookkeeping table's definition, the same on both backends.
 pub(super) const CREATE_BOOKKEEPING: &str = "CREATE TABLE IF NOT EXISTS store_migrations (\
      version BIGINT NOT NULL PRIMARY KEY, name TEXT NOT NULL, checksum TEXT)";
+
+/// PostgreSQL's migrations (`migrations/postgres/`), applied in order on open.
+#[cfg(feature = "postgres")]
+pub(super) const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "contract_store",
+        sql: include_str!("../../migrations/postgres/0001_contract_store.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "sealed_bindings_and_records",
+        sql: include_str!("../../migrations/postgres/0002_sealed_bindings_and_records.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "blanket_approvals",
+        sql: include_str!("../../migrations/postgres/0003_blanket_approvals.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "not_null_identifiers",
+        sql: include_str!("../../migrations/postgres/0004_not_null_identifiers.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "recovery_scopes",
+        sql: include_str!("../../migrations/postgres/0005_recovery_scopes.sql"),
+    },
+];
+
+/// SQLite's migrations (`migrations/sqlite/`), numbered as PostgreSQL's.
+#[cfg(feature = "sqlite")]
+pub(super) const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "contract_store",
+        sql: include_str!("../../migrations/sqlite/0001_contract_store.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "sealed_bindings_and_records",
+        sql: include_str!("../../migrations/sqlite/0002_sealed_bindings_and_records.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "blanket_approvals",
+        sql: include_str!("../../migrations/sqlite/0003_blanket_approvals.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "not_null_identifiers",
+        sql: include_str!("../../migrations/sqlite/0004_not_null_identifiers.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "recovery_scopes",
+        sql: include_str!("../../migrations/sqlite/0005_recovery_scopes.sql"),
+    },
+];
 
 /// One versioned migration, as built into this binary.
 #[derive(Debug, Clone, Copy)]

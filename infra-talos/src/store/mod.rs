@@ -37,6 +37,14 @@
 //! schema version, is refused (module `migrations`). Every such error is a
 //! [`StoreError::Open`] naming the file, or the PostgreSQL URL without its password
 //! ([`OpenProblem`], module `open`).
+//!
+//! Each act is written once, for both databases: the transactions are methods of one
+//! engine (module `engine`) grouped by what they act on (module `acts`), over a small
+//! dialect layer that holds what differs between PostgreSQL and SQLite (module
+//! `sql`). The transaction runner and the timeline writer (`transaction`), the shared
+//! reads and locks (`lookups`), the row decoders (`rows`), the read views (`views`)
+//! and the migration runner (`migrate`) are modules of their own; [`postgres`] and
+//! [`sqlite`] only open their stores.
 
 use std::fmt;
 use std::future::Future;
@@ -49,6 +57,7 @@ use serde::{Deserialize, Serialize};
 use crate::attempt::CommittedAttempt;
 use crate::contract::Role;
 use crate::contract::classify::Classification;
+use crate::contract::comparison::Comparison;
 use crate::contract::epoch::Epoch;
 use crate::contract::evidence::{ObservationPurpose, ResponseClass};
 use crate::contract::operation::{ControllerId, OperationState, OwnerToken};
@@ -59,16 +68,34 @@ use crate::digest::Digest;
 use crate::keys;
 
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod acts;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod common;
+#[cfg(all(feature = "controls", any(feature = "postgres", feature = "sqlite")))]
+mod dump;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod engine;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod lookups;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod migrate;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod migrations;
 mod open;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod rows;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 #[cfg(feature = "sqlite")]
 mod sqlite_file;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod transaction;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod views;
 
 pub use open::{OpenProblem, postgres_url_without_password};
 
@@ -438,8 +465,9 @@ pub struct TimelineEntry {
     pub plan: Option<String>,
     /// The operation concerned.
     pub operation: Option<String>,
-    /// For a refusal: the comparison number (§3.2, §3.3, §11.1).
-    pub comparison: Option<u8>,
+    /// For a refusal: the comparison that refused (§3.2, §3.3, §11.1); the timeline
+    /// records its number.
+    pub comparison: Option<Comparison>,
     /// Details (never configuration or secret values).
     pub detail: String,
     /// The principal at whose request a controller acted, when one asked (a
@@ -550,8 +578,8 @@ pub enum StoreError {
     /// The §3.2 commitment transaction refused; the refusal is on the timeline.
     #[error("commitment refused by comparison {comparison}: {reason}")]
     CommitmentRefused {
-        /// The comparison number, 0–6.
-        comparison: u8,
+        /// The comparison, one of 0–6.
+        comparison: Comparison,
         /// Why.
         reason: String,
     },
@@ -569,8 +597,8 @@ pub enum StoreError {
     /// A §3.3 attempt transaction refused; the refusal is on the timeline.
     #[error("attempt refused by comparison {comparison}: {reason}")]
     AttemptRefused {
-        /// The comparison number: 1, 2, 3, 6, 7, 8 or 9.
-        comparison: u8,
+        /// The comparison: 1, 2, 3, 6, 7, 8 or 9.
+        comparison: Comparison,
         /// Why.
         reason: String,
     },
@@ -621,9 +649,9 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// The comparison number of a commitment or attempt refusal.
+    /// The comparison of a commitment or attempt refusal.
     #[must_use]
-    pub fn comparison(&self) -> Option<u8> {
+    pub fn comparison(&self) -> Option<Comparison> {
         match self {
             Self::CommitmentRefused { comparison, .. }
             | Self::AttemptRefused { comparison, .. } => Some(*comparison),

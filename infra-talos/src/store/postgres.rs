@@ -11,67 +11,26 @@
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-use super::postgres_url_without_password;
-
-type Db = sqlx::Postgres;
-type DbRow = sqlx::postgres::PgRow;
-type Backend = PgStore;
-
-macro_rules! for_update {
-    () => {
-        " FOR UPDATE"
-    };
-}
-
-macro_rules! for_share {
-    () => {
-        " FOR SHARE"
-    };
-}
-
-macro_rules! now_sql {
-    () => {
-        "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
-    };
-}
-
-/// The versioned migrations, applied in order on start (`super::migrations`).
-const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "contract_store",
-        sql: include_str!("../../migrations/postgres/0001_contract_store.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "sealed_bindings_and_records",
-        sql: include_str!("../../migrations/postgres/0002_sealed_bindings_and_records.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "blanket_approvals",
-        sql: include_str!("../../migrations/postgres/0003_blanket_approvals.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "not_null_identifiers",
-        sql: include_str!("../../migrations/postgres/0004_not_null_identifiers.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "recovery_scopes",
-        sql: include_str!("../../migrations/postgres/0005_recovery_scopes.sql"),
-    },
-];
+use super::engine::{OnEngine, SqlStore};
+use super::migrate::migrate;
+use super::sql::Pool;
+use super::{Settings, StoreError, StoreResult, postgres_url_without_password};
 
 /// The schema version this build migrates to.
 pub const SCHEMA_VERSION: i64 = 5;
 
-/// The controller's store on PostgreSQL.
+/// The controller's store on PostgreSQL. Its acts are the shared engine's
+/// ([`Store`](super::Store)).
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: sqlx::PgPool,
-    settings: Settings,
+    engine: SqlStore,
+}
+
+impl OnEngine for PgStore {
+    fn engine(&self) -> &SqlStore {
+        &self.engine
+    }
 }
 
 impl PgStore {
@@ -154,19 +113,10 @@ impl PgStore {
             .connect_with(options)
             .await
             .map_err(|e| StoreError::open_failed(store, "cannot be connected to", e))?;
-        migrate(&pool, upto, store).await?;
-        if !settings.guards.scope_index {
-            for sql in [
-                "DROP INDEX operations_machine_scope",
-                "DROP INDEX operations_rollout_slot",
-            ] {
-                sqlx::query(sql)
-                    .execute(&pool)
-                    .await
-                    .map_err(|e| StoreError::open_failed(store, "cannot drop a scope index", e))?;
-            }
-        }
-        Ok(Self { pool, settings })
+        let engine_pool = Pool::Postgres(pool.clone());
+        migrate(&engine_pool, upto, store).await?;
+        let engine = SqlStore::new(engine_pool, settings, store).await?;
+        Ok(Self { pool, engine })
     }
 
     /// The connection pool.
@@ -190,54 +140,3 @@ fn options_display(options: &PgConnectOptions) -> String {
         options.get_database().unwrap_or_default()
     )
 }
-
-async fn begin(pool: &sqlx::PgPool) -> Result<sqlx::Transaction<'static, Db>, sqlx::Error> {
-    pool.begin().await
-}
-
-async fn migration_lock(tx: &mut sqlx::Transaction<'static, Db>) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_advisory_xact_lock(7243110042)")
-        .execute(&mut **tx)
-        .await
-        .map(|_| ())
-}
-
-/// Adds the checksum column to a bookkeeping table made before checksums were
-/// recorded.
-async fn ensure_checksum_column(
-    tx: &mut sqlx::Transaction<'static, Db>,
-) -> Result<(), sqlx::Error> {
-    sqlx::query("ALTER TABLE store_migrations ADD COLUMN IF NOT EXISTS checksum TEXT")
-        .execute(&mut **tx)
-        .await
-        .map(|_| ())
-}
-
-/// Foreign keys are enforced statement by statement on PostgreSQL: nothing to check
-/// after migrating.
-async fn check_references(_tx: &mut sqlx::Transaction<'static, Db>) -> Result<(), sqlx::Error> {
-    Ok(())
-}
-
-/// Serialization failures and deadlocks: the aborts PostgreSQL asks us to retry.
-fn retryable(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .and_then(|d| d.code())
-        .is_some_and(|c| c == "40001" || c == "40P01")
-}
-
-/// The comparison a unique-index violation stands for.
-fn unique_comparison(e: &sqlx::Error) -> Option<u8> {
-    let db = e.as_database_error()?;
-    if !db.is_unique_violation() {
-        return None;
-    }
-    match db.constraint()? {
-        "operations_plan_id_key" => Some(0),
-        "operations_machine_scope" => Some(4),
-        "operations_rollout_slot" => Some(5),
-        _ => None,
-    }
-}
-
-include!("body.rs");

@@ -8,68 +8,28 @@ use std::path::Path;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 
-use super::OpenProblem;
+use super::engine::{OnEngine, SqlStore};
+use super::migrate::migrate;
+use super::migrations::SQLITE as MIGRATIONS;
+use super::sql::Pool;
 use super::sqlite_file;
-
-type Db = sqlx::Sqlite;
-type DbRow = sqlx::sqlite::SqliteRow;
-type Backend = SqliteStore;
-
-macro_rules! for_update {
-    () => {
-        ""
-    };
-}
-
-macro_rules! for_share {
-    () => {
-        ""
-    };
-}
-
-macro_rules! now_sql {
-    () => {
-        "SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
-    };
-}
-
-/// The versioned migrations, applied in order on start (`super::migrations`).
-const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "contract_store",
-        sql: include_str!("../../migrations/sqlite/0001_contract_store.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "sealed_bindings_and_records",
-        sql: include_str!("../../migrations/sqlite/0002_sealed_bindings_and_records.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "blanket_approvals",
-        sql: include_str!("../../migrations/sqlite/0003_blanket_approvals.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "not_null_identifiers",
-        sql: include_str!("../../migrations/sqlite/0004_not_null_identifiers.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "recovery_scopes",
-        sql: include_str!("../../migrations/sqlite/0005_recovery_scopes.sql"),
-    },
-];
+use super::{OpenProblem, Settings, StoreError, StoreResult};
 
 /// The schema version this build migrates to.
 pub const SCHEMA_VERSION: i64 = 5;
 
-/// The embedded controller store on SQLite.
+/// The embedded controller store on SQLite. Its acts are the shared engine's
+/// ([`Store`](super::Store)).
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: sqlx::SqlitePool,
-    settings: Settings,
+    engine: SqlStore,
+}
+
+impl OnEngine for SqliteStore {
+    fn engine(&self) -> &SqlStore {
+        &self.engine
+    }
 }
 
 /// Whether opening a store may create its file.
@@ -184,18 +144,8 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::open_failed(store, "cannot be opened", e))?;
         migrate_without_enforcement(&pool, upto, store).await?;
-        if !settings.guards.scope_index {
-            for sql in [
-                "DROP INDEX operations_machine_scope",
-                "DROP INDEX operations_rollout_slot",
-            ] {
-                sqlx::query(sql)
-                    .execute(&pool)
-                    .await
-                    .map_err(|e| StoreError::open_failed(store, "cannot drop a scope index", e))?;
-            }
-        }
-        Ok(Self { pool, settings })
+        let engine = SqlStore::new(Pool::Sqlite(pool.clone()), settings, store).await?;
+        Ok(Self { pool, engine })
     }
 
     /// The connection pool (one connection).
@@ -239,7 +189,7 @@ async fn migrate_without_enforcement(
         }
     };
     enforcement(false).await?;
-    let migrated = migrate(pool, upto, store).await;
+    let migrated = migrate(&Pool::Sqlite(pool.clone()), upto, store).await;
     enforcement(true).await?;
     migrated
 }
@@ -259,70 +209,3 @@ fn memory_options() -> SqliteConnectOptions {
         .in_memory(true)
         .foreign_keys(true)
 }
-
-async fn begin(pool: &sqlx::SqlitePool) -> Result<sqlx::Transaction<'static, Db>, sqlx::Error> {
-    pool.begin_with("BEGIN IMMEDIATE").await
-}
-
-async fn migration_lock(_tx: &mut sqlx::Transaction<'static, Db>) -> Result<(), sqlx::Error> {
-    Ok(())
-}
-
-/// Adds the checksum column to a bookkeeping table made before checksums were
-/// recorded.
-async fn ensure_checksum_column(
-    tx: &mut sqlx::Transaction<'static, Db>,
-) -> Result<(), sqlx::Error> {
-    let present: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM pragma_table_info('store_migrations') WHERE name = 'checksum'",
-    )
-    .fetch_one(&mut **tx)
-    .await?;
-    if present == 0 {
-        sqlx::query("ALTER TABLE store_migrations ADD COLUMN checksum TEXT")
-            .execute(&mut **tx)
-            .await?;
-    }
-    Ok(())
-}
-
-/// Every reference resolves after migrating (enforcement is off while migrating:
-/// `migrate_without_enforcement`).
-async fn check_references(tx: &mut sqlx::Transaction<'static, Db>) -> Result<(), sqlx::Error> {
-    let broken = sqlx::query("PRAGMA foreign_key_check")
-        .fetch_all(&mut **tx)
-        .await?;
-    if broken.is_empty() {
-        Ok(())
-    } else {
-        Err(sqlx::Error::Protocol(format!(
-            "{} row(s) refer to rows that do not exist",
-            broken.len()
-        )))
-    }
-}
-
-/// With one connection and immediate transactions nothing is aborted for a retry.
-fn retryable(_e: &sqlx::Error) -> bool {
-    false
-}
-
-/// The comparison a unique-index violation stands for (SQLite names the columns).
-fn unique_comparison(e: &sqlx::Error) -> Option<u8> {
-    let db = e.as_database_error()?;
-    if !db.is_unique_violation() {
-        return None;
-    }
-    let message = db.message();
-    if message.contains("operations.plan_id") {
-        Some(0)
-    } else if message.contains("operations.machine_id") {
-        Some(4)
-    } else if message.contains("operations.rollout_scope") {
-        Some(5)
-    } else {
-        None
-    }
-}
-
-include!("body.rs");

@@ -40,7 +40,7 @@ pub async fn blanket_approves_and_commits<S: Store>(env: Env<S>) {
     );
     assert_eq!(s.plan("p0").await.unwrap().state, PlanState::Proposed);
     evidence(s, "p0", "m1", A, facts("m1", base_digest("m1"))).await;
-    refused_by(s, "p0", "m1", A, 1).await;
+    refused_by(s, "p0", "m1", A, Comparison::Authority).await;
     s.cancel_plan(&alice(), "p0").await.unwrap();
 
     let blanket = s
@@ -199,7 +199,11 @@ pub async fn blanket_revocation<S: Store>(env: Env<S>) {
         .attempt(&committed.operation, committed.owner)
         .await
         .unwrap_err();
-    assert_eq!(refused.comparison(), Some(1), "{refused}");
+    assert_eq!(
+        refused.comparison(),
+        Some(Comparison::Authority),
+        "{refused}"
+    );
     assert!(s.attempts(&committed.operation).await.unwrap().is_empty());
     assert!(
         s.timeline("m3")
@@ -218,7 +222,7 @@ pub async fn blanket_revocation<S: Store>(env: Env<S>) {
     );
     assert!(timeline.iter().any(|e| e.kind == "blanket_revoked"));
     evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
-    refused_by(s, "p1", "m1", A, 1).await;
+    refused_by(s, "p1", "m1", A, Comparison::Authority).await;
     assert_eq!(s.plan("p2").await.unwrap().state, PlanState::Approved);
     evidence(s, "p2", "m2", A, facts("m2", base_digest("m2"))).await;
     s.commit("p2", A).await.unwrap();

@@ -40,7 +40,7 @@ pub async fn drift_opens_and_returns<S: Store>(env: Env<S>) {
     );
     // While it is open, a plain plan is refused by the gate.
     ready(&env, "p-blocked", "m1", A).await;
-    refused_by(s, "p-blocked", "m1", A, 6).await;
+    refused_by(s, "p-blocked", "m1", A, Comparison::Gate).await;
     // The node goes back to Applied by hand.
     drift_read(s, "m1", base_digest("m1")).await;
     assert_eq!(machine(s, "m1").await.open_drift, None);
@@ -76,7 +76,7 @@ pub async fn refused_commitment_drift_returns<S: Store>(env: Env<S>) {
     world(s).await;
     approved(&env, "p1", "m2", "rel-1").await;
     evidence(s, "p1", "m2", A, facts("m2", config_digest(b"hand edit\n"))).await;
-    refused_by(s, "p1", "m2", A, 3).await;
+    refused_by(s, "p1", "m2", A, Comparison::Evidence).await;
     assert!(machine(s, "m2").await.open_drift.is_some());
     drift_read(s, "m2", base_digest("m2")).await;
     assert_eq!(machine(s, "m2").await.open_drift, None);
@@ -110,7 +110,7 @@ pub async fn second_change_moves_the_revert<S: Store>(env: Env<S>) {
         ["drift_opened", "drift_extended"]
     );
     evidence(s, "p-early", "m1", A, facts("m1", second)).await;
-    refused_by(s, "p-early", "m1", A, 3).await;
+    refused_by(s, "p-early", "m1", A, Comparison::Evidence).await;
     let mut late = spec("p-late", "m1", "rel-1", env.clock.now());
     late.revert = true;
     s.create_plan(&alice(), late).await.unwrap();

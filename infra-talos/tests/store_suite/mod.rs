@@ -16,6 +16,7 @@ pub mod verification;
 
 use infra_talos::config_digest;
 use infra_talos::contract::classify::{Classification, UnresolvedReason};
+use infra_talos::contract::comparison::Comparison;
 use infra_talos::contract::evidence::{ObservationPurpose, ResponseClass, TransportOutcome};
 use infra_talos::contract::operation::{ControllerId, OperationState, OwnerToken};
 use infra_talos::contract::plan::{PlanState, SelfApproval, SelfApprovalBasis};
@@ -309,7 +310,12 @@ pub async fn ready<S: Store>(env: &Env<S>, id: &str, machine: &str, controller: 
     .await;
 }
 
-pub async fn refusal_on_timeline<S: Store>(s: &S, machine: &str, kind: &str, comparison: u8) {
+pub async fn refusal_on_timeline<S: Store>(
+    s: &S,
+    machine: &str,
+    kind: &str,
+    comparison: Comparison,
+) {
     let timeline = s.timeline(machine).await.unwrap();
     assert!(
         timeline
@@ -325,7 +331,7 @@ pub async fn refused_by<S: Store>(
     plan: &str,
     machine: &str,
     controller: ControllerId,
-    comparison: u8,
+    comparison: Comparison,
 ) {
     let err = s.commit(plan, controller).await.unwrap_err();
     assert_eq!(err.comparison(), Some(comparison), "{err}");
@@ -446,8 +452,18 @@ pub async fn c0_plan_committed_twice<S: Store>(env: Env<S>) {
     evidence(s, "p1", "m1", B, facts("m1", base_digest("m1"))).await;
     s.commit("p1", A).await.unwrap();
     let err = s.commit("p1", B).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(0), "{err}");
-    refusal_on_timeline(s, "m1", "commitment_refused", 0).await;
+    assert_eq!(
+        err.comparison(),
+        Some(Comparison::PlanHasNoOperation),
+        "{err}"
+    );
+    refusal_on_timeline(
+        s,
+        "m1",
+        "commitment_refused",
+        Comparison::PlanHasNoOperation,
+    )
+    .await;
     assert_eq!(s.operations_of("m1").await.unwrap().len(), 1);
 }
 
@@ -457,7 +473,7 @@ pub async fn c1_approval_revoked<S: Store>(env: Env<S>) {
     ready(&env, "p1", "m1", A).await;
     s.revoke_approval(&carol(), "p1").await.unwrap();
     assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Revoked);
-    refused_by(s, "p1", "m1", A, 1).await;
+    refused_by(s, "p1", "m1", A, Comparison::Authority).await;
 }
 
 pub async fn c1_expired<S: Store>(env: Env<S>) {
@@ -466,7 +482,7 @@ pub async fn c1_expired<S: Store>(env: Env<S>) {
     ready(&env, "p1", "m1", A).await;
     env.clock.advance(SpanMs::from_secs(3600));
     evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
-    refused_by(s, "p1", "m1", A, 1).await;
+    refused_by(s, "p1", "m1", A, Comparison::Authority).await;
     assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Expired);
 }
 
@@ -475,7 +491,7 @@ pub async fn c1_cancelled<S: Store>(env: Env<S>) {
     world(s).await;
     ready(&env, "p1", "m1", A).await;
     s.cancel_plan(&alice(), "p1").await.unwrap();
-    refused_by(s, "p1", "m1", A, 1).await;
+    refused_by(s, "p1", "m1", A, Comparison::Authority).await;
     assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Cancelled);
 }
 
@@ -484,7 +500,7 @@ pub async fn c1_identity_revoked<S: Store>(env: Env<S>) {
     world(s).await;
     ready(&env, "p1", "m1", A).await;
     s.revoke_identity(&root(), "bob").await.unwrap();
-    refused_by(s, "p1", "m1", A, 1).await;
+    refused_by(s, "p1", "m1", A, Comparison::Authority).await;
     // A revoked identity approves nothing further.
     s.create_plan(&alice(), spec("p2", "m1", "rel-1", env.clock.now()))
         .await
@@ -502,7 +518,7 @@ pub async fn c1_foreign_epoch<S: Store>(env: Env<S>) {
     release_after_restore(&env, &["m1"]).await;
     evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
     let err = s.commit("p1", A).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(1), "{err}");
+    assert_eq!(err.comparison(), Some(Comparison::Authority), "{err}");
     assert!(err.to_string().contains("epoch"), "{err}");
     // Control: a renewed approval in the present epoch passes comparison 1, on
     // evidence begun after it (choice §10.28).
@@ -516,7 +532,7 @@ pub async fn c2_assignment_changed<S: Store>(env: Env<S>) {
     world(s).await;
     ready(&env, "p1", "m1", A).await;
     s.change_assignment(&ann(), "m1").await.unwrap();
-    refused_by(s, "p1", "m1", A, 2).await;
+    refused_by(s, "p1", "m1", A, Comparison::Bindings).await;
 }
 
 pub async fn c2_desired_moved<S: Store>(env: Env<S>) {
@@ -524,7 +540,7 @@ pub async fn c2_desired_moved<S: Store>(env: Env<S>) {
     world(s).await;
     ready(&env, "p1", "m1", A).await;
     publish(s, "rel-2").await;
-    refused_by(s, "p1", "m1", A, 2).await;
+    refused_by(s, "p1", "m1", A, Comparison::Bindings).await;
 }
 
 /// §8 "stale request blocks newer plans": B, planned on the old baseline, fails
@@ -535,7 +551,7 @@ pub async fn c2_baseline_moved<S: Store>(env: Env<S>) {
     ready(&env, "pa", "m1", A).await;
     ready(&env, "pb", "m1", A).await;
     let c = s.commit("pa", A).await.unwrap();
-    refused_by(s, "pb", "m1", A, 4).await;
+    refused_by(s, "pb", "m1", A, Comparison::MachineScope).await;
     sent_and_completed(s, &c, "m1", artifact_digest("m1", "rel-1")).await;
     evidence(
         s,
@@ -545,7 +561,7 @@ pub async fn c2_baseline_moved<S: Store>(env: Env<S>) {
         facts("m1", artifact_digest("m1", "rel-1")),
     )
     .await;
-    refused_by(s, "pb", "m1", A, 2).await;
+    refused_by(s, "pb", "m1", A, Comparison::Bindings).await;
 }
 
 /// Missing evidence commits nothing and refuses nothing (choice §10.28): none by
@@ -572,7 +588,7 @@ pub async fn c3_missing_evidence<S: Store>(env: Env<S>) {
     // m2 shares m1's rollout scope: with fresh evidence p-other passes comparison 3
     // and stops at 5, behind p-old.
     evidence(s, "p-other", "m2", A, facts("m2", base_digest("m2"))).await;
-    refused_by(s, "p-other", "m2", A, 5).await;
+    refused_by(s, "p-other", "m2", A, Comparison::RolloutSlot).await;
     let mut unread = world_with_fresh_machine(s, "m4").await;
     approved(&env, "p-unread", "m4", "rel-4").await;
     unread.digest = None;
@@ -692,25 +708,25 @@ pub async fn c3_evidence_cases<S: Store>(env: Env<S>) {
     let mut f = facts("m1", base_digest("m1"));
     f.smbios_uuid = Some("uuid-somebody-else".into());
     evidence(s, "p-uuid", "m1", A, f).await;
-    refused_by(s, "p-uuid", "m1", A, 3).await;
+    refused_by(s, "p-uuid", "m1", A, Comparison::Evidence).await;
     // Wrong cluster ID.
     approved(&env, "p-cluster", "m1", "rel-1").await;
     let mut f = facts("m1", base_digest("m1"));
     f.cluster_id = Some("cluster-2".into());
     evidence(s, "p-cluster", "m1", A, f).await;
-    refused_by(s, "p-cluster", "m1", A, 3).await;
+    refused_by(s, "p-cluster", "m1", A, Comparison::Evidence).await;
     // A machine keyed by node ID: a wrong node ID, and an SMBIOS UUID where none is
     // expected.
     approved(&env, "p-node", "m3", "rel-1").await;
     let mut f = facts("m3", base_digest("m3"));
     f.node_id = Some("node-other".into());
     evidence(s, "p-node", "m3", A, f).await;
-    refused_by(s, "p-node", "m3", A, 3).await;
+    refused_by(s, "p-node", "m3", A, Comparison::Evidence).await;
     approved(&env, "p-node2", "m3", "rel-1").await;
     let mut f = facts("m3", base_digest("m3"));
     f.smbios_uuid = Some("uuid-m3".into());
     evidence(s, "p-node2", "m3", A, f).await;
-    refused_by(s, "p-node2", "m3", A, 3).await;
+    refused_by(s, "p-node2", "m3", A, Comparison::Evidence).await;
     // Control: the node-ID machine with its own identity commits.
     ready(&env, "p-node3", "m3", A).await;
     s.commit("p-node3", A).await.unwrap();
@@ -719,7 +735,7 @@ pub async fn c3_evidence_cases<S: Store>(env: Env<S>) {
     let mut f = facts("m1", base_digest("m1"));
     f.cluster_id = Some("cluster-2".into());
     observe(s, "m1", ObservationPurpose::Drift, None, B, f).await;
-    refused_by(s, "p-contra", "m1", A, 3).await;
+    refused_by(s, "p-contra", "m1", A, Comparison::Evidence).await;
     // Control: fresh evidence after it commits.
     evidence(s, "p-contra", "m1", A, facts("m1", base_digest("m1"))).await;
     s.commit("p-contra", A).await.unwrap();
@@ -734,7 +750,7 @@ pub async fn c3_wrong_digest_opens_drift<S: Store>(env: Env<S>) {
     approved(&env, "p1", "m1", "rel-1").await;
     let drifted = config_digest(b"edited out of band\n");
     evidence(s, "p1", "m1", A, facts("m1", drifted)).await;
-    refused_by(s, "p1", "m1", A, 3).await;
+    refused_by(s, "p1", "m1", A, Comparison::Evidence).await;
     assert!(
         s.machine("m1").await.unwrap().open_drift.is_some(),
         "the refused evidence opened no drift record"
@@ -764,7 +780,7 @@ pub async fn c6_unbound_drift<S: Store>(env: Env<S>) {
     approved(&env, "p-m2", "m2", "rel-1").await;
     let drifted = config_digest(b"hand edit\n");
     evidence(s, "p-m2", "m2", A, facts("m2", drifted)).await;
-    refused_by(s, "p-m2", "m2", A, 3).await;
+    refused_by(s, "p-m2", "m2", A, Comparison::Evidence).await;
     assert!(s.machine("m2").await.unwrap().open_drift.is_some());
     // A plan that does not bind the open record, with evidence matching what it
     // expects: the gate refuses. The revert bound to the record is the control.
@@ -774,7 +790,7 @@ pub async fn c6_unbound_drift<S: Store>(env: Env<S>) {
     s.approve(&bob(), "p-revert").await.unwrap();
     approved(&env, "p-plain", "m2", "rel-1").await;
     evidence(s, "p-plain", "m2", A, facts("m2", base_digest("m2"))).await;
-    refused_by(s, "p-plain", "m2", A, 6).await;
+    refused_by(s, "p-plain", "m2", A, Comparison::Gate).await;
     evidence(s, "p-revert", "m2", A, facts("m2", drifted)).await;
     s.commit("p-revert", A).await.unwrap();
 }
@@ -785,7 +801,7 @@ pub async fn c4_scope_held<S: Store>(env: Env<S>) {
     ready(&env, "p1", "m1", A).await;
     ready(&env, "p2", "m1", A).await;
     s.commit("p1", A).await.unwrap();
-    refused_by(s, "p2", "m1", A, 4).await;
+    refused_by(s, "p2", "m1", A, Comparison::MachineScope).await;
 }
 
 pub async fn c5_rollout_slot<S: Store>(env: Env<S>) {
@@ -795,7 +811,7 @@ pub async fn c5_rollout_slot<S: Store>(env: Env<S>) {
     ready(&env, "p2", "m2", A).await;
     ready(&env, "p3", "m3", A).await;
     s.commit("p1", A).await.unwrap();
-    refused_by(s, "p2", "m2", A, 5).await;
+    refused_by(s, "p2", "m2", A, Comparison::RolloutSlot).await;
     // Control: another rollout scope is free.
     s.commit("p3", A).await.unwrap();
 }
@@ -805,7 +821,7 @@ pub async fn c6_frozen<S: Store>(env: Env<S>) {
     world(s).await;
     ready(&env, "p1", "m1", A).await;
     s.freeze(&ann(), "m1", "maintenance window").await.unwrap();
-    refused_by(s, "p1", "m1", A, 6).await;
+    refused_by(s, "p1", "m1", A, Comparison::Gate).await;
     // Only an approver lifts a freeze; then the same plan commits.
     let err = s.unfreeze(&ann(), "m1", "done").await.unwrap_err();
     refused_as(&err, "unfreezing", "author may not");
@@ -834,7 +850,7 @@ pub async fn c6_recovery_without_release<S: Store>(make: impl AsyncFnOnce(Guards
         "approving",
         "recovery mode: the scope is not released",
     );
-    refused_by(s, "p1", "m1", A, 6).await;
+    refused_by(s, "p1", "m1", A, Comparison::Gate).await;
     release_after_restore(&env, &["m1"]).await;
     evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
     s.commit("p1", A).await.unwrap();
@@ -855,14 +871,14 @@ pub async fn attempt_refusals_7<S: Store>(env: Env<S>) {
         ..c.owner
     };
     let err = s.attempt(&c.operation, other).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(7), "{err}");
+    assert_eq!(err.comparison(), Some(Comparison::Ownership), "{err}");
     // A token from another epoch.
     let foreign = OwnerToken {
         epoch: infra_talos::contract::epoch::Epoch::from_bytes([9; 16]),
         ..c.owner
     };
     let err = s.attempt(&c.operation, foreign).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(7), "{err}");
+    assert_eq!(err.comparison(), Some(Comparison::Ownership), "{err}");
     assert!(err.to_string().contains("epoch"), "{err}");
     // A stale generation.
     let stale = OwnerToken {
@@ -870,8 +886,8 @@ pub async fn attempt_refusals_7<S: Store>(env: Env<S>) {
         ..c.owner
     };
     let err = s.attempt(&c.operation, stale).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(7), "{err}");
-    refusal_on_timeline(s, "m1", "attempt_refused", 7).await;
+    assert_eq!(err.comparison(), Some(Comparison::Ownership), "{err}");
+    refusal_on_timeline(s, "m1", "attempt_refused", Comparison::Ownership).await;
     // Refusals by 7 only record: the operation is still committed, and its owner
     // goes through.
     assert_eq!(
@@ -911,7 +927,7 @@ pub async fn takeover_fence<S: Store>(make: impl AsyncFn(Guards) -> Env<S>) {
         let stale = s.attempt(&c.operation, c.owner).await;
         if fenced {
             let err = stale.unwrap_err();
-            assert_eq!(err.comparison(), Some(7), "{err}");
+            assert_eq!(err.comparison(), Some(Comparison::Ownership), "{err}");
             assert_eq!(s.operation(&c.operation).await.unwrap().attempts, 0);
         } else {
             let proof = stale.expect("without the fence the stale owner records an attempt");
@@ -975,17 +991,17 @@ pub async fn attempt_budget_used_up_through_the_store<S: Store>(env: Env<S>) {
     assert_eq!(
         err,
         StoreError::AttemptRefused {
-            comparison: 7,
+            comparison: Comparison::Ownership,
             reason: "comparison 7: the unresolved operation has no safe-to-retry classification"
                 .into(),
         }
     );
     let timeline = s.timeline("m1").await.unwrap();
-    let appended: Vec<(&str, Option<u8>)> = timeline[before..]
+    let appended: Vec<(&str, Option<Comparison>)> = timeline[before..]
         .iter()
         .map(|e| (e.kind.as_str(), e.comparison))
         .collect();
-    assert_eq!(appended, [("attempt_refused", Some(7))]);
+    assert_eq!(appended, [("attempt_refused", Some(Comparison::Ownership))]);
     let op = s.operation(&c.operation).await.unwrap();
     assert_eq!((op.state, op.attempts), (OperationState::Unresolved, 3));
     assert_eq!(s.attempts(&c.operation).await.unwrap().len(), 3);
@@ -1005,8 +1021,8 @@ pub async fn attempt_refusals_9<S: Store>(env: Env<S>) {
         .await
         .unwrap();
     let err = s.attempt(&c.operation, c.owner).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(9), "{err}");
-    refusal_on_timeline(s, "m1", "attempt_refused", 9).await;
+    assert_eq!(err.comparison(), Some(Comparison::AttemptsLeft), "{err}");
+    refusal_on_timeline(s, "m1", "attempt_refused", Comparison::AttemptsLeft).await;
     assert_eq!(
         s.operation(&c.operation).await.unwrap().state,
         OperationState::Committed
@@ -1186,8 +1202,12 @@ pub async fn accounting_and_retry<S: Store>(env: Env<S>) {
         .unwrap();
     evidence(s, "p1", "m1", B, facts("m1", base_digest("m1"))).await;
     let err = s.attempt(&c.operation, owner).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(8), "{err}");
-    refusal_on_timeline(s, "m1", "attempt_refused", 8).await;
+    assert_eq!(
+        err.comparison(),
+        Some(Comparison::TimelineUnchanged),
+        "{err}"
+    );
+    refusal_on_timeline(s, "m1", "attempt_refused", Comparison::TimelineUnchanged).await;
 }
 
 /// A retry after a safe-to-retry classification goes through its own attempt
@@ -1221,7 +1241,7 @@ pub async fn retry_after_classification<S: Store>(env: Env<S>) {
     // Without fresh evidence the retry is refused by 3 (and, the owner refused by 3,
     // the operation stays unresolved).
     let err = s.attempt(&c.operation, c.owner).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(3), "{err}");
+    assert_eq!(err.comparison(), Some(Comparison::Evidence), "{err}");
     evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
     let proof = s.attempt(&c.operation, c.owner).await.unwrap();
     assert_eq!(proof.attempt(), 2);
@@ -1238,8 +1258,8 @@ pub async fn attempt_refused_by_gate<S: Store>(env: Env<S>) {
     let c = s.commit("p1", A).await.unwrap();
     s.freeze(&ann(), "m1", "incident").await.unwrap();
     let err = s.attempt(&c.operation, c.owner).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(6), "{err}");
-    refusal_on_timeline(s, "m1", "attempt_refused", 6).await;
+    assert_eq!(err.comparison(), Some(Comparison::Gate), "{err}");
+    refusal_on_timeline(s, "m1", "attempt_refused", Comparison::Gate).await;
     assert_eq!(
         s.operation(&c.operation).await.unwrap().state,
         OperationState::Unresolved
@@ -1320,7 +1340,7 @@ pub async fn revocation_after_commitment<S: Store>(env: Env<S>) {
     s.revoke_approval(&bob(), "p1").await.unwrap();
     assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Committed);
     let err = s.attempt(&c.operation, c.owner).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(1), "{err}");
+    assert_eq!(err.comparison(), Some(Comparison::Authority), "{err}");
     assert_eq!(
         s.operation(&c.operation).await.unwrap().state,
         OperationState::Cancelled
@@ -1352,7 +1372,10 @@ pub async fn revocation_after_preflight<S: Store>(make: impl AsyncFn(Guards) -> 
         s.revoke_approval(&bob(), "p1").await.unwrap();
         let result = s.commit("p1", A).await;
         if checked {
-            assert_eq!(result.unwrap_err().comparison(), Some(1));
+            assert_eq!(
+                result.unwrap_err().comparison(),
+                Some(Comparison::Authority)
+            );
         } else {
             result.expect("without the in-transaction check the revoked plan commits");
         }
@@ -1382,7 +1405,10 @@ pub async fn scope_index_control<S: Store>(make: impl AsyncFn(Guards) -> Env<S>)
             .map(|o| o.state)
             .collect();
         if indexed {
-            assert_eq!(second.unwrap_err().comparison(), Some(4));
+            assert_eq!(
+                second.unwrap_err().comparison(),
+                Some(Comparison::MachineScope)
+            );
             assert_eq!(holding(&states), 1);
         } else {
             second.expect("without the scope index both plans commit");
@@ -1403,7 +1429,7 @@ pub async fn assignment_change_while_held<S: Store>(env: Env<S>) {
     s.revoke_approval(&bob(), "p1").await.unwrap();
     let err = s.attempt(&c.operation, c.owner).await.unwrap_err();
     assert!(
-        matches!(&err, StoreError::AttemptRefused { comparison: 1, reason } if reason.contains("revoked")),
+        matches!(&err, StoreError::AttemptRefused { comparison: Comparison::Authority, reason } if reason.contains("revoked")),
         "{err:?}"
     );
     assert_eq!(

@@ -54,7 +54,11 @@ async fn retry_refused<S: Store>(
 ) {
     evidence(s, plan, machine, A, read.clone()).await;
     let err = s.attempt(&c.operation, c.owner).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(3), "{read:?}: {err}");
+    assert_eq!(
+        err.comparison(),
+        Some(Comparison::Evidence),
+        "{read:?}: {err}"
+    );
     assert!(matches!(err, StoreError::AttemptRefused { .. }), "{err}");
     assert_eq!(
         s.operation(&c.operation).await.unwrap().attempts,
@@ -87,7 +91,7 @@ pub async fn retry_refused_on_another_identity<S: Store>(env: Env<S>) {
     for read in [other_uuid, no_uuid, other_cluster, unread] {
         retry_refused(s, &c, "p1", "m1", read).await;
     }
-    refusal_on_timeline(s, "m1", "attempt_refused", 3).await;
+    refusal_on_timeline(s, "m1", "attempt_refused", Comparison::Evidence).await;
     // Control: the same UUID and cluster with another node ID is the planned machine.
     let mut other_node = good.clone();
     other_node.node_id = Some("node-renamed".into());
@@ -123,7 +127,7 @@ pub async fn commitment_identity_cases<S: Store>(env: Env<S>) {
     let mut f = facts("m1", base_digest("m1"));
     f.smbios_uuid = None;
     evidence(s, "p-none", "m1", A, f).await;
-    refused_by(s, "p-none", "m1", A, 3).await;
+    refused_by(s, "p-none", "m1", A, Comparison::Evidence).await;
 
     approved(&env, "p-unread", "m1", "rel-1").await;
     let mut f = facts("m1", base_digest("m1"));
@@ -139,7 +143,7 @@ pub async fn commitment_identity_cases<S: Store>(env: Env<S>) {
     let mut f = facts("m3", base_digest("m3"));
     f.cluster_id = None;
     evidence(s, "p-m3-nocluster", "m3", A, f).await;
-    refused_by(s, "p-m3-nocluster", "m3", A, 3).await;
+    refused_by(s, "p-m3-nocluster", "m3", A, Comparison::Evidence).await;
 
     approved(&env, "p-node", "m1", "rel-1").await;
     let mut f = facts("m1", base_digest("m1"));
@@ -160,7 +164,7 @@ async fn ended_after_commitment<S: Store>(env: Env<S>, end: impl AsyncFnOnce(&En
     // Fresh evidence, so that only comparison 1 can refuse.
     evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
     let err = s.attempt(&c.operation, c.owner).await.unwrap_err();
-    assert_eq!(err.comparison(), Some(1), "{err}");
+    assert_eq!(err.comparison(), Some(Comparison::Authority), "{err}");
     let op = s.operation(&c.operation).await.unwrap();
     assert_eq!(op.state, OperationState::Cancelled);
     assert_eq!(op.attempts, 0);
@@ -305,7 +309,7 @@ pub async fn retry_evidence_may_show_the_artifact<S: Store>(env: Env<S>) {
         facts("m3", artifact_digest("m3", "rel-1")),
     )
     .await;
-    refused_by(s, "p3", "m3", A, 3).await;
+    refused_by(s, "p3", "m3", A, Comparison::Evidence).await;
 }
 
 /// Run the verification case `name` on a plain environment.

@@ -1,0 +1,431 @@
+//! The reads and locks the acts share, each inside the caller's transaction, in the
+//! order the contract takes its locks (§3.2, §4.1):
+//!
+//! - the machine row `FOR UPDATE` ([`lock_machine`]): it orders everything on a
+//!   machine and guards its revision counter;
+//! - the installation row (epoch, recovery mode), the standing approval with its
+//!   approver's principal row, and the acting principal `FOR SHARE`
+//!   ([`installation`], [`standing_approval`], [`require_role`]): a revocation or a
+//!   recovery-mode entry waits for the act or precedes it;
+//! - what comparisons 1–6 read: the plan, the operation, its attempts, the
+//!   observations, the latest evidence and use-time check, the stored artifact, and
+//!   which operation holds a scope ([`holder`], comparisons 4 and 5);
+//! - the small updates of plan and operation states.
+//!
+//! The column lists the row decoders (`super::rows`) read are here, with the
+//! statements that select them.
+
+use crate::contract::accounting::RecordedRead;
+use crate::contract::epoch::Epoch;
+use crate::contract::operation::{ControllerId, OperationState};
+use crate::contract::plan::{self, PlanState, Stage};
+use crate::contract::{InstantMs, Role};
+use crate::store::Actor;
+use crate::store::common::*;
+use crate::store::rows::{absent_column, attempt_row, machine_row, obs_row, op_row, plan_row};
+use crate::store::sql::{Tx, query};
+use crate::store::transaction::R;
+
+// Every column, so that a row of a store not yet migrated to version 5 (recovery scope
+// states) still reads: its scope is then `normal`, as the migration's default says.
+macro_rules! machine_cols {
+    () => {
+        "*"
+    };
+}
+
+// The columns `super::rows::plan_row` reads.
+macro_rules! plan_cols {
+    () => {
+        "id, machine_id, release_id, artifact_digest, key_provider, key_id, key_version, \
+         identity_kind, identity_value, cluster_id, assignment_revision, desired_release, \
+         baseline_revision, pre_dispatch_digest, bound_drift, route, talos_minor, \
+         max_evidence_age_ms, transport_deadline_ms, verification_deadline_ms, max_attempts, \
+         rollout_scope, expires_at_ms, creator_id, state, cancelled"
+    };
+}
+
+// The columns `super::rows::op_row` reads.
+macro_rules! op_cols {
+    () => {
+        "id, plan_id, machine_id, state, owner_controller, owner_generation, owner_epoch, \
+         attempts, commit_revision, retry_revision, retry_controller, retry_generation, \
+         retry_epoch, last_fact_revision, restored"
+    };
+}
+
+// The columns `super::rows::obs_row` reads, and the join of a recorded observation
+// with its start (a statement continues with its `WHERE`).
+macro_rules! obs_cols {
+    () => {
+        "s.basis, s.purpose, s.plan_id, s.controller, s.started_at_ms, o.recorded_at_ms, \
+         o.smbios_uuid, o.node_id, o.cluster_id, o.talos_version, \
+         o.digest, o.config_version, o.access_version \
+         FROM observations o JOIN observation_starts s \
+         ON s.machine_id = o.machine_id AND s.basis = o.basis"
+    };
+}
+
+// The columns `super::rows::attempt_row` reads.
+macro_rules! attempt_cols {
+    () => {
+        "attempt_no, revision, transport_deadline_ms, verification_deadline_ms, response, \
+         response_revision, accounted_by_decision, decision_revision"
+    };
+}
+
+/// The machine row, locked `FOR UPDATE` for the rest of the transaction: every act on
+/// a machine takes it first, so acts on one machine are ordered (§4.1).
+pub(super) async fn lock_machine(tx: &mut Tx, id: &str) -> R<MachineRow> {
+    let row = query(concat!(
+        "SELECT ",
+        machine_cols!(),
+        " FROM machines WHERE id = $1 FOR UPDATE"
+    ))
+    .bind(id)
+    .fetch_optional(tx)
+    .await?
+    .ok_or_else(|| not_found("machine", id))?;
+    Ok(machine_row(&row)?)
+}
+
+/// The machine row, without a lock.
+pub(super) async fn read_machine(tx: &mut Tx, id: &str) -> R<MachineRow> {
+    let row = query(concat!(
+        "SELECT ",
+        machine_cols!(),
+        " FROM machines WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(tx)
+    .await?
+    .ok_or_else(|| not_found("machine", id))?;
+    Ok(machine_row(&row)?)
+}
+
+/// Every machine, by identifier (no lock: a read).
+pub(super) async fn all_machines(tx: &mut Tx) -> R<Vec<MachineRow>> {
+    let rows = query(concat!(
+        "SELECT ",
+        machine_cols!(),
+        " FROM machines ORDER BY id"
+    ))
+    .fetch_all(tx)
+    .await?;
+    Ok(rows.iter().map(machine_row).collect::<Result<_, _>>()?)
+}
+
+/// The installation row read to share (commitment, attempt) or to change (entry).
+const INSTALLATION_SQL: [&str; 2] = [
+    "SELECT * FROM installation WHERE id = 1 FOR SHARE",
+    "SELECT * FROM installation WHERE id = 1 FOR UPDATE",
+];
+
+/// The installation row (epoch, recovery mode), read `FOR SHARE` when `share`, or
+/// `FOR UPDATE` to change it.
+pub(super) async fn installation(tx: &mut Tx, share: bool) -> R<InstallationRow> {
+    let row = query(INSTALLATION_SQL[usize::from(!share)])
+        .fetch_one(tx)
+        .await?;
+    let epoch: Vec<u8> = row.try_get("epoch")?;
+    Ok(InstallationRow {
+        epoch: epoch_of(&epoch)?,
+        recovery_mode: row.try_get("recovery_mode")?,
+        recovery_entered_at_ms: row
+            .try_get("recovery_entered_at_ms")
+            .or_else(|e| absent_column(e, || None))?,
+    })
+}
+
+/// A plan row: everything the plan binds.
+pub(super) async fn read_plan(tx: &mut Tx, id: &str) -> R<PlanRow> {
+    let row = query(concat!(
+        "SELECT ",
+        plan_cols!(),
+        " FROM plans WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(tx)
+    .await?
+    .ok_or_else(|| not_found("plan", id))?;
+    Ok(plan_row(&row)?)
+}
+
+/// The standing approval, read together with its approver's principal row so that a
+/// revocation of either waits for this transaction (FOR SHARE on PostgreSQL).
+pub(super) async fn standing_approval(tx: &mut Tx, plan: &str) -> R<Option<ApprovalRow>> {
+    let row = query(
+        "SELECT a.approver_id, a.epoch, a.revision, a.revoked, p.revoked AS identity_revoked \
+         FROM approvals a JOIN principals p ON p.id = a.approver_id \
+         WHERE a.plan_id = $1 ORDER BY a.seq DESC LIMIT 1 FOR SHARE",
+    )
+    .bind(plan)
+    .fetch_optional(tx)
+    .await?;
+    row.map(|r| -> R<ApprovalRow> {
+        let epoch: Vec<u8> = r.try_get("epoch")?;
+        Ok(ApprovalRow {
+            epoch: epoch_of(&epoch)?,
+            revision: r.try_get("revision")?,
+            revoked: r.try_get("revoked")?,
+            identity_revoked: r.try_get("identity_revoked")?,
+        })
+    })
+    .transpose()
+}
+
+/// An operation row.
+pub(super) async fn read_op(tx: &mut Tx, id: &str) -> R<OperationRow> {
+    let row = query(concat!(
+        "SELECT ",
+        op_cols!(),
+        " FROM operations WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(tx)
+    .await?
+    .ok_or_else(|| not_found("operation", id))?;
+    op_row(&row)
+}
+
+/// Every operation of `machine`, in commitment order.
+pub(super) async fn operations_of_machine(tx: &mut Tx, machine: &str) -> R<Vec<OperationRow>> {
+    let rows = query(concat!(
+        "SELECT ",
+        op_cols!(),
+        " FROM operations WHERE machine_id = $1 ORDER BY commit_revision"
+    ))
+    .bind(machine)
+    .fetch_all(tx)
+    .await?;
+    rows.iter().map(op_row).collect()
+}
+
+/// Every operation holding its scope (committed, sending, verifying, unresolved), by
+/// machine and then commitment order.
+pub(super) async fn open_operations(tx: &mut Tx) -> R<Vec<OperationRow>> {
+    let rows = query(concat!(
+        "SELECT ",
+        op_cols!(),
+        " FROM operations WHERE state IN ('committed', 'sending', 'verifying', 'unresolved') \
+         ORDER BY machine_id, commit_revision"
+    ))
+    .fetch_all(tx)
+    .await?;
+    rows.iter().map(op_row).collect()
+}
+
+/// An operation's attempt rows, oldest first.
+pub(super) async fn read_attempts(tx: &mut Tx, op: &str) -> R<Vec<AttemptRow>> {
+    let rows = query(concat!(
+        "SELECT ",
+        attempt_cols!(),
+        " FROM attempts WHERE operation_id = $1 ORDER BY attempt_no"
+    ))
+    .bind(op)
+    .fetch_all(tx)
+    .await?;
+    rows.iter().map(attempt_row).collect()
+}
+
+/// Every recorded observation of `machine` with a basis after `basis`, in basis order.
+pub(super) async fn observations_after(tx: &mut Tx, machine: &str, basis: i64) -> R<Vec<ObsRow>> {
+    let rows = query(concat!(
+        "SELECT ",
+        obs_cols!(),
+        " WHERE s.machine_id = $1 AND s.basis > $2 ORDER BY s.basis"
+    ))
+    .bind(machine)
+    .bind(basis)
+    .fetch_all(tx)
+    .await?;
+    rows.iter().map(obs_row).collect()
+}
+
+/// The latest restoration observation of `machine` that is recorded (§7.3 step 6).
+pub(super) async fn latest_restoration(tx: &mut Tx, machine: &str) -> R<Option<ObsRow>> {
+    let row = query(concat!(
+        "SELECT ",
+        obs_cols!(),
+        " WHERE s.machine_id = $1 AND s.purpose = 'restoration' ORDER BY s.basis DESC LIMIT 1"
+    ))
+    .bind(machine)
+    .fetch_optional(tx)
+    .await?;
+    row.as_ref().map(obs_row).transpose()
+}
+
+/// `controller`'s newest recorded evidence observation for `plan` begun after
+/// revision `after`.
+pub(super) async fn latest_evidence(
+    tx: &mut Tx,
+    plan: &PlanRow,
+    controller: ControllerId,
+    after: i64,
+) -> R<Option<ObsRow>> {
+    let row = query(concat!(
+        "SELECT ",
+        obs_cols!(),
+        " WHERE s.machine_id = $1 AND s.plan_id = $2 AND s.controller = $3 \
+         AND s.purpose = 'evidence' AND s.basis > $4 ORDER BY s.basis DESC LIMIT 1"
+    ))
+    .bind(&plan.machine_id)
+    .bind(&plan.id)
+    .bind(controller_bytes(controller))
+    .bind(after)
+    .fetch_optional(tx)
+    .await?;
+    row.as_ref().map(obs_row).transpose()
+}
+
+/// `controller`'s latest use-time dependency check for `plan` (§3.1 item 2).
+pub(super) async fn latest_check(
+    tx: &mut Tx,
+    plan: &PlanRow,
+    controller: ControllerId,
+) -> R<Option<DependencyRow>> {
+    let row = query(
+        "SELECT access_version, artifact_decrypts FROM dependency_checks \
+         WHERE machine_id = $1 AND plan_id = $2 AND controller = $3 \
+         ORDER BY revision DESC LIMIT 1",
+    )
+    .bind(&plan.machine_id)
+    .bind(&plan.id)
+    .bind(controller_bytes(controller))
+    .fetch_optional(tx)
+    .await?;
+    row.map(|r| -> R<DependencyRow> {
+        Ok(DependencyRow {
+            access_version: r.try_get("access_version")?,
+            artifact_decrypts: r.try_get("artifact_decrypts")?,
+        })
+    })
+    .transpose()
+}
+
+/// The digest and key version of the artifact `plan` binds, if it is still stored.
+pub(super) async fn stored_artifact(tx: &mut Tx, plan: &PlanRow) -> R<Option<(String, i64)>> {
+    let row = query(
+        "SELECT digest, key_version FROM artifacts WHERE release_id = $1 AND machine_id = $2",
+    )
+    .bind(&plan.release_id)
+    .bind(&plan.machine_id)
+    .fetch_optional(tx)
+    .await?;
+    row.map(|r| -> R<(String, i64)> { Ok((r.try_get("digest")?, r.try_get("key_version")?)) })
+        .transpose()
+}
+
+/// The operation holding the machine scope of machine `value` (`column_is_machine`)
+/// or a slot of rollout scope `value`: one in committed, sending, verifying or
+/// unresolved (comparisons 4 and 5).
+pub(super) async fn holder(tx: &mut Tx, column_is_machine: bool, value: &str) -> R<Option<String>> {
+    let row = if column_is_machine {
+        query(
+            "SELECT id FROM operations WHERE machine_id = $1 \
+             AND state IN ('committed', 'sending', 'verifying', 'unresolved') LIMIT 1",
+        )
+        .bind(value)
+        .fetch_optional(tx)
+        .await?
+    } else {
+        query(
+            "SELECT id FROM operations WHERE rollout_scope = $1 \
+             AND state IN ('committed', 'sending', 'verifying', 'unresolved') LIMIT 1",
+        )
+        .bind(value)
+        .fetch_optional(tx)
+        .await?
+    };
+    row.map(|r| -> R<String> { Ok(r.try_get("id")?) })
+        .transpose()
+}
+
+/// The principal acting, read FOR SHARE: it exists, holds the role, is not revoked.
+pub(super) async fn require_role(
+    tx: &mut Tx,
+    actor: &Actor,
+    allowed: &[Role],
+    act: &'static str,
+) -> R<bool> {
+    if !allowed.contains(&actor.role) {
+        return Err(refused(
+            act,
+            format!("the role {} may not do this", role_name(actor.role)),
+        )
+        .into());
+    }
+    let row = query(
+        "SELECT p.kind, p.revoked FROM principals p JOIN principal_roles r \
+         ON r.principal_id = p.id WHERE p.id = $1 AND r.role = $2 FOR SHARE",
+    )
+    .bind(&actor.id)
+    .bind(role_name(actor.role))
+    .fetch_optional(tx)
+    .await?
+    .ok_or_else(|| {
+        refused(
+            act,
+            format!(
+                "{} does not hold the role {}",
+                actor.id,
+                role_name(actor.role)
+            ),
+        )
+    })?;
+    if row.try_get::<bool, _>("revoked")? {
+        return Err(refused(act, format!("the identity {} is revoked", actor.id)).into());
+    }
+    let kind: String = row.try_get("kind")?;
+    Ok(kind == "human")
+}
+
+/// Moves an operation to `state` (the caller has checked the §4 table).
+pub(super) async fn set_op_state(tx: &mut Tx, op: &str, state: OperationState) -> R<()> {
+    query("UPDATE operations SET state = $2 WHERE id = $1")
+        .bind(op)
+        .bind(state.name())
+        .execute(tx)
+        .await?;
+    Ok(())
+}
+
+/// Moves a plan to `state` (the caller has checked the plan's transition).
+pub(super) async fn set_plan_state(tx: &mut Tx, plan: &str, state: PlanState) -> R<()> {
+    query("UPDATE plans SET state = $2 WHERE id = $1")
+        .bind(plan)
+        .bind(state.name())
+        .execute(tx)
+        .await?;
+    Ok(())
+}
+
+/// Comparison 1 for an operation's plan, as an attempt transaction makes it.
+pub(super) fn authority_now(
+    plan: &PlanRow,
+    approval: Option<&ApprovalRow>,
+    now: i64,
+    epoch: Epoch,
+    stage: Stage,
+) -> Result<(), plan::AuthorityRefusal> {
+    plan::check_authority(
+        stage,
+        &authority_facts(plan, approval),
+        InstantMs(u(now)),
+        epoch,
+    )
+}
+
+/// Every recorded read of `machine`, as a §5.2 decision relies on it.
+pub(super) async fn recorded_reads(tx: &mut Tx, machine: &str) -> R<Vec<RecordedRead>> {
+    Ok(observations_after(tx, machine, 0)
+        .await?
+        .iter()
+        .map(|o| RecordedRead {
+            purpose: o.purpose,
+            started_at: InstantMs(u(o.started_at_ms)),
+            recorded_at: InstantMs(u(o.recorded_at_ms)),
+            config_version: o.config_version.map(u),
+        })
+        .collect())
+}
