@@ -178,3 +178,61 @@ async fn a_zero_interval_is_refused() {
     );
     w.stop().await;
 }
+
+/// §6.1, §5.2: a request held past its deadline is accounted by decision and the
+/// operation fails; when the request lands afterwards, the drift it causes is linked
+/// to that operation as a possible late landing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_landing_is_linked_to_the_operation_accounted_by_decision() {
+    use infra_talos::contract::operation::OperationState;
+    use infra_testkit::talos::{ApplyFault, Landing};
+
+    let w = World::new().await;
+    w.approved_plan("p1", "rel-1", 1).await;
+    w.sim.fail_next_apply(ApplyFault::Hold(Landing::OnRelease));
+    let out = w.executor(A).run_plan("p1").await.expect("run");
+    let op = out.operation.clone();
+    let b = w.executor(B);
+    b.take_over(&op).await.expect("takeover");
+    observe_until_decided(&w, &b, &op).await;
+    let failed = b.after_accounting(&op).await.expect("classified");
+    assert_eq!(failed.state, OperationState::Failed);
+    let links = |timeline: &[infra_talos::store::TimelineEntry]| {
+        timeline
+            .iter()
+            .filter(|e| e.kind == "late_landing_linked")
+            .map(|e| e.operation.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        finding(&b.drift_pass().await.expect("pass")),
+        DriftFinding::InStep
+    );
+    assert!(links(&w.timeline().await).is_empty());
+
+    // The held request lands now: the node runs rel-1 behind a failed operation.
+    w.sim.release_held();
+    while w.sim.config() != artifact("rel-1") {
+        tokio::task::yield_now().await;
+    }
+    let DriftFinding::Opened { record } = finding(&b.drift_pass().await.expect("pass")) else {
+        panic!("the landing must open a drift record");
+    };
+    let timeline = w.timeline().await;
+    assert_eq!(links(&timeline), vec![Some(op.clone())]);
+    let link = timeline
+        .iter()
+        .find(|e| e.kind == "late_landing_linked")
+        .expect("the link");
+    assert!(
+        link.detail.contains(&format!("record r{}", record.0)),
+        "{link:?}"
+    );
+    // A further pass extends nothing new and links the operation no second time.
+    assert_eq!(
+        finding(&b.drift_pass().await.expect("pass")),
+        DriftFinding::StillOpen { record }
+    );
+    assert_eq!(links(&w.timeline().await), vec![Some(op)]);
+    w.stop().await;
+}

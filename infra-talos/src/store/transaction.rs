@@ -105,6 +105,7 @@ impl SqlStore {
 }
 
 /// A timeline entry about to be appended (§4.1).
+#[derive(Clone)]
 pub(super) struct Entry<'a> {
     /// What happened.
     pub(super) kind: &'static str,

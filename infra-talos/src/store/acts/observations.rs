@@ -192,6 +192,54 @@ impl SqlStore {
 /// its result is written: a record opened (its opening entry is the digest-mismatch
 /// alert, choice §10.35), extended with the latest differing digest, or closed as
 /// returned. Anything the rules refuse leaves the record as it is.
+/// §6.1, §5.2: a drift whose observed digest is the artifact of an operation on the
+/// machine with an attempt accounted by decision is linked to that operation as a
+/// possible late landing, one entry per operation naming it and the record. An
+/// operation already linked to the record is not linked again.
+async fn link_late_landings(
+    tx: &mut Tx,
+    machine: &str,
+    record: i64,
+    digest: &str,
+    at: i64,
+    actor: Entry<'_>,
+) -> R<()> {
+    let rows = query(
+        "SELECT DISTINCT o.id FROM operations o JOIN plans p ON p.id = o.plan_id \
+         JOIN attempts a ON a.operation_id = o.id \
+         WHERE o.machine_id = $1 AND a.accounted_by_decision AND p.artifact_digest = $2 \
+         AND NOT EXISTS (SELECT 1 FROM timeline t WHERE t.machine_id = o.machine_id \
+           AND t.kind = 'late_landing_linked' AND t.operation_id = o.id \
+           AND t.revision > $3) \
+         ORDER BY o.id",
+    )
+    .bind(machine)
+    .bind(digest)
+    .bind(record - 1)
+    .fetch_all(tx)
+    .await?;
+    for row in &rows {
+        let operation: String = row.try_get("id")?;
+        append(
+            tx,
+            machine,
+            at,
+            Entry {
+                kind: "late_landing_linked",
+                detail: format!(
+                    "record r{record}: the drifted digest is the artifact of operation \
+                     {operation}, whose attempt was accounted by decision: a possible late \
+                     landing (§6.1, §5.2)"
+                ),
+                ..actor.clone()
+            }
+            .op(&operation),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 pub(in crate::store) async fn drift_rules(
     tx: &mut Tx,
     machine: &MachineRow,
@@ -235,10 +283,11 @@ pub(in crate::store) async fn drift_rules(
                         "digest mismatch: observation basis r{basis} shows digest {digest}; \
                          Applied is {applied}"
                     ),
-                    ..actor
+                    ..actor.clone()
                 },
             )
             .await?;
+            link_late_landings(tx, &machine.id, rev, digest, at, actor).await?;
             set_open_drift(tx, &machine.id, Some((rev, digest))).await
         }
         (drift::DriftState::Open, drift::DriftState::Open) => {
@@ -252,10 +301,11 @@ pub(in crate::store) async fn drift_rules(
                     detail: format!(
                         "record r{opened}: observation basis r{basis} shows digest {digest}"
                     ),
-                    ..actor
+                    ..actor.clone()
                 },
             )
             .await?;
+            link_late_landings(tx, &machine.id, opened, digest, at, actor).await?;
             set_open_drift(tx, &machine.id, Some((opened, digest))).await
         }
         (_, drift::DriftState::Closed(closure)) => {
