@@ -60,7 +60,7 @@ async fn the_recovery_pass_paces_reads_and_sends_nothing() {
     assert!(!idle.in_recovery && idle.steps.is_empty(), "{idle:?}");
 
     w.store
-        .enter_recovery(&admin(), ControllerId(B))
+        .enter_recovery(&admin(), entry_now(w.store.as_ref(), ControllerId(B)).await)
         .await
         .expect("entry");
     let entered = w.clock.now();
@@ -145,7 +145,7 @@ async fn start_leaves_an_unreleased_scope_alone() {
     }
     running.abort();
     w.store
-        .enter_recovery(&admin(), ControllerId(B))
+        .enter_recovery(&admin(), entry_now(w.store.as_ref(), ControllerId(B)).await)
         .await
         .expect("entry");
     let second = w.executor(0xc3);

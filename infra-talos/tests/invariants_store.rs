@@ -46,8 +46,8 @@ use infra_talos::store::{
 };
 use proptest::prelude::*;
 use store_suite::{
-    A, B, Env, MARKER, alice, ann, base_digest, bob, carol, facts, root, seal, settings, spec,
-    world,
+    A, B, Env, MARKER, alice, ann, base_digest, bob, carol, entry_now, facts, root, seal, settings,
+    spec, world,
 };
 
 const MACHINES: [&str; 3] = ["m1", "m2", "m3"];
@@ -1780,7 +1780,10 @@ impl<S: Store> Driver<'_, S> {
                 let _ = s.unfreeze(&bob(), MACHINES[machine], "done").await;
             }
             Act::EnterRecovery { by_b } => {
-                if s.enter_recovery(&root(), controller(by_b)).await.is_ok() {
+                if s.enter_recovery(&root(), entry_now(s, controller(by_b)).await)
+                    .await
+                    .is_ok()
+                {
                     self.model.recovery = true;
                     self.model.released.clear();
                     self.learn_owners().await;

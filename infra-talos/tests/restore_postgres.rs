@@ -373,7 +373,7 @@ async fn a_restored_store_accounts_every_scope_before_anything_is_sent() {
     const R: u128 = 0xc3;
     let old_epoch = store.current_epoch().await.expect("epoch");
     store
-        .enter_recovery(&admin(), ControllerId(R))
+        .enter_recovery(&admin(), entry_now(store.as_ref(), ControllerId(R)).await)
         .await
         .expect("entry");
     assert_ne!(store.current_epoch().await.expect("epoch"), old_epoch);

@@ -24,7 +24,7 @@ use sqlx::Connection as _;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 
 /// This build's migrations, by version, on each backend.
-const SQLITE: [(&str, &str); 5] = [
+const SQLITE: [(&str, &str); 6] = [
     (
         "contract_store",
         include_str!("../migrations/sqlite/0001_contract_store.sql"),
@@ -45,8 +45,12 @@ const SQLITE: [(&str, &str); 5] = [
         "recovery_scopes",
         include_str!("../migrations/sqlite/0005_recovery_scopes.sql"),
     ),
+    (
+        "recovery_entries",
+        include_str!("../migrations/sqlite/0006_recovery_entries.sql"),
+    ),
 ];
-const POSTGRES: [(&str, &str); 5] = [
+const POSTGRES: [(&str, &str); 6] = [
     (
         "contract_store",
         include_str!("../migrations/postgres/0001_contract_store.sql"),
@@ -66,6 +70,10 @@ const POSTGRES: [(&str, &str); 5] = [
     (
         "recovery_scopes",
         include_str!("../migrations/postgres/0005_recovery_scopes.sql"),
+    ),
+    (
+        "recovery_entries",
+        include_str!("../migrations/postgres/0006_recovery_entries.sql"),
     ),
 ];
 
@@ -150,7 +158,7 @@ async fn sqlite_records_each_migration_with_its_checksum() {
     assert_eq!(sqlite_rows(&path).await, expected_rows(&SQLITE));
 }
 
-/// A store file a newer build migrated (version 5, and a table this build does not
+/// A store file a newer build migrated (version 7, and a table this build does not
 /// know) is refused by the library and the command, naming the file and both
 /// versions, and its bytes and modification time do not change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,14 +166,14 @@ async fn sqlite_newer_schema_is_refused_and_left_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = sqlite_store(dir.path()).await;
     let insert = format!(
-        "INSERT INTO store_migrations (version, name, checksum) VALUES (6, 'from_a_newer_build', '{FORGED}')"
+        "INSERT INTO store_migrations (version, name, checksum) VALUES (7, 'from_a_newer_build', '{FORGED}')"
     );
     sqlite_exec(&path, &[&insert, "CREATE TABLE future_things (x TEXT)"]).await;
     let before = bytes_and_mtime(&path);
     let err = SqliteStore::open(&path).await.unwrap_err();
     assert_eq!(
         err.open_problem(),
-        Some(&OpenProblem::NewerSchema { found: 6, known: 5 })
+        Some(&OpenProblem::NewerSchema { found: 7, known: 6 })
     );
     let (code, message) = cli_list(&format!("sqlite:{}", path.display())).await;
     assert_eq!(code, ExitCode::from(2), "{message}");
@@ -286,21 +294,21 @@ async fn postgres_newer_schema_is_refused_and_left_untouched() {
     let Some(url) = database_url() else { return };
     let (_schema, options, name) = pg_store(&url).await;
     let insert = format!(
-        "INSERT INTO store_migrations (version, name, checksum) VALUES (6, 'from_a_newer_build', '{FORGED}')"
+        "INSERT INTO store_migrations (version, name, checksum) VALUES (7, 'from_a_newer_build', '{FORGED}')"
     );
     pg_exec(&options, &[&insert, "CREATE TABLE future_things (x TEXT)"]).await;
     let before = pg_state(&options).await;
     let err = pg_open(&options).await.unwrap_err();
     assert_eq!(
         err.open_problem(),
-        Some(&OpenProblem::NewerSchema { found: 6, known: 5 })
+        Some(&OpenProblem::NewerSchema { found: 7, known: 6 })
     );
     let separator = if url.contains('?') { '&' } else { '?' };
     let in_schema = format!("{url}{separator}options[search_path]={name}");
     let (code, message) = cli_list(&in_schema).await;
     assert_eq!(code, ExitCode::from(2), "{message}");
     let expected = format!(
-        "error: store {}: the database is at schema version 6, newer than this build knows (up to 5)",
+        "error: store {}: the database is at schema version 7, newer than this build knows (up to 6)",
         infra_talos::store::postgres_url_without_password(&in_schema)
     );
     assert!(message.starts_with(&expected), "{message}");

@@ -499,7 +499,10 @@ async fn commitment_waits_for_recovery_entry() {
     let (m1_from, m3_from) = (kinds(s, "m1").await.len(), kinds(s, "m3").await.len());
     let entry = {
         let env = env.clone();
-        async move { env.store.enter_recovery(&root(), B).await }
+        async move {
+            let entry = entry_now(&env.store, B).await;
+            env.store.enter_recovery(&root(), entry).await
+        }
     };
     let (entry, p1) = act_between_two_commitments(&env, entry).await;
     assert_eq!(s.current_epoch().await.unwrap(), old);
@@ -752,7 +755,7 @@ async fn migrates_version_one_to_current() {
             .fetch_all(store.pool())
             .await
             .unwrap();
-    assert_eq!(versions, [1, 2, 3, 4, 5]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6]);
     check_current_version(&store, &clock, before).await;
     store.pool().close().await;
     drop(schema);

@@ -164,6 +164,8 @@ pub(super) struct InstallationRow {
     /// When recovery mode was last entered: every pre-restore instance had stopped by
     /// then (§7.3 step 1).
     pub(super) recovery_entered_at_ms: Option<i64>,
+    /// The stop of the pre-restore instances the entry recorded.
+    pub(super) recovery_stopped_at_ms: Option<i64>,
 }
 
 /// A machine row.

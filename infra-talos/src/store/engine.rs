@@ -21,8 +21,8 @@ use crate::store::transaction::R;
 use crate::store::{
     AccountingRequest, Actor, AttemptView, BlanketApproval, Committed, DependencyCheck, HookPoint,
     MachineSpec, MachineView, ObservationRequest, ObservationTicket, ObservationView,
-    ObservedFacts, OperationView, PlanSpec, PlanView, PrincipalSpec, ReleaseSpec, ScopeAccounting,
-    SealedReleaseSpec, Settings, Store, StoreError, StoreResult, TimelineEntry,
+    ObservedFacts, OperationView, PlanSpec, PlanView, PrincipalSpec, RecoveryEntry, ReleaseSpec,
+    ScopeAccounting, SealedReleaseSpec, Settings, Store, StoreError, StoreResult, TimelineEntry,
 };
 
 /// One store over either database: the pool and the settings every act runs with.
@@ -209,8 +209,8 @@ impl<S: OnEngine> Store for S {
         self.engine().unfreeze(actor, machine, reason).await
     }
 
-    async fn enter_recovery(&self, actor: &Actor, controller: ControllerId) -> StoreResult<Epoch> {
-        self.engine().enter_recovery(actor, controller).await
+    async fn enter_recovery(&self, actor: &Actor, entry: RecoveryEntry) -> StoreResult<Epoch> {
+        self.engine().enter_recovery(actor, entry).await
     }
 
     async fn release_scope(&self, actor: &Actor, machine: &str) -> StoreResult<()> {

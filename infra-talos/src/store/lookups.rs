@@ -134,6 +134,9 @@ pub(super) async fn installation(tx: &mut Tx, share: bool) -> R<InstallationRow>
         recovery_entered_at_ms: row
             .try_get("recovery_entered_at_ms")
             .or_else(|e| absent_column(e, || None))?,
+        recovery_stopped_at_ms: row
+            .try_get("recovery_stopped_at_ms")
+            .or_else(|e| absent_column(e, || None))?,
     })
 }
 

@@ -52,6 +52,11 @@ pub(super) const POSTGRES: &[Migration] = &[
         name: "recovery_scopes",
         sql: include_str!("../../migrations/postgres/0005_recovery_scopes.sql"),
     },
+    Migration {
+        version: 6,
+        name: "recovery_entries",
+        sql: include_str!("../../migrations/postgres/0006_recovery_entries.sql"),
+    },
 ];
 
 /// SQLite's migrations (`migrations/sqlite/`), numbered as PostgreSQL's.
@@ -81,6 +86,11 @@ pub(super) const SQLITE: &[Migration] = &[
         version: 5,
         name: "recovery_scopes",
         sql: include_str!("../../migrations/sqlite/0005_recovery_scopes.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "recovery_entries",
+        sql: include_str!("../../migrations/sqlite/0006_recovery_entries.sql"),
     },
 ];
 

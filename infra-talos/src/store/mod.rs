@@ -406,6 +406,30 @@ pub struct OperationView {
     pub attempts: u32,
 }
 
+/// What a recovery-mode entry records (§7.2): who takes the open operations over,
+/// when every pre-restore controller instance was stopped, and what was restored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryEntry {
+    /// The controller instance that takes every open operation over.
+    pub controller: ControllerId,
+    /// When every pre-restore controller instance was stopped (store time, not after
+    /// the entry): the time §5.2 condition 2 counts from for every restored scope.
+    pub stopped_at: InstantMs,
+    /// The backup families restored, at least one, each family once.
+    pub backups: Vec<RestoredBackup>,
+}
+
+/// One restored backup, as the entry records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoredBackup {
+    /// The backup family: `database`, `keys`, `credentials`, …
+    pub family: String,
+    /// The backup's identity (a file name, a snapshot ID).
+    pub backup: String,
+    /// When the backup was taken (store time); its age at the entry is recorded.
+    pub taken_at: InstantMs,
+}
+
 /// recovery-admin's §7.3 step 1 accounting decision over restored scopes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScopeAccounting {
@@ -758,8 +782,11 @@ pub trait Store: Send + Sync {
     /// Lift a freeze (§6.2).
     async fn unfreeze(&self, actor: &Actor, machine: &str, reason: &str) -> StoreResult<()>;
     /// Enter recovery mode (recovery-admin): a new random epoch, every non-terminal
-    /// operation taken over by `controller` into it, every scope's gate shut (§7.2).
-    async fn enter_recovery(&self, actor: &Actor, controller: ControllerId) -> StoreResult<Epoch>;
+    /// operation taken over by `entry.controller` into it, every scope's gate shut,
+    /// and the entry's record — the stop of the pre-restore instances, each restored
+    /// backup and its age — kept with it (§7.2). The recorded stop is the time §7.3
+    /// step 1 counts from.
+    async fn enter_recovery(&self, actor: &Actor, entry: RecoveryEntry) -> StoreResult<Epoch>;
     /// Release a scope in the present epoch (recovery-admin, §7.3 step 7).
     async fn release_scope(&self, actor: &Actor, machine: &str) -> StoreResult<()>;
     /// recovery-admin's §7.3 step 1 decision over pre-restore unaccounted scopes: the

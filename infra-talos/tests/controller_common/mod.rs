@@ -20,7 +20,8 @@ use infra_talos::keys::{self, KeyProvider, LocalKeyring};
 use infra_talos::store::sqlite::SqliteStore;
 use infra_talos::store::{
     AccountingRequest, Actor, ContributionKind, IdentityKey, MachineSpec, ManualClock, PlanSpec,
-    PrincipalKind, PrincipalSpec, SealedReleaseSpec, Settings, Store, StoreError, TimelineEntry,
+    PrincipalKind, PrincipalSpec, RecoveryEntry, RestoredBackup, SealedReleaseSpec, Settings,
+    Store, StoreError, TimelineEntry,
 };
 use infra_talos::{ConnectOptions, NodeAddress, config_digest};
 use infra_testkit::talos::{NodeFacts, TalosSim};
@@ -339,6 +340,22 @@ pub async fn register_people<S: Store + ?Sized>(s: &S) {
         })
         .await
         .expect("principal");
+    }
+}
+
+/// What a recovery-mode entry records in these tests: the instances stopped at the
+/// store's present time, and the database restored from a backup taken an hour
+/// before (or at time zero).
+pub async fn entry_now<S: Store + ?Sized>(s: &S, controller: ControllerId) -> RecoveryEntry {
+    let now = s.now().await.expect("store time");
+    RecoveryEntry {
+        controller,
+        stopped_at: now,
+        backups: vec![RestoredBackup {
+            family: "database".into(),
+            backup: "store.dump".into(),
+            taken_at: InstantMs(now.0.saturating_sub(3_600_000)),
+        }],
     }
 }
 

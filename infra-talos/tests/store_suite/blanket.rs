@@ -243,7 +243,9 @@ pub async fn blanket_epoch_and_identity<S: Store>(env: Env<S>) {
         .grant_blanket_approval(&bob(), "cluster-1", "lab")
         .await
         .unwrap();
-    s.enter_recovery(&root(), B).await.unwrap();
+    s.enter_recovery(&root(), entry_now(s, B).await)
+        .await
+        .unwrap();
     // Granting is refused while recovery mode is in effect.
     let in_recovery = s
         .grant_blanket_approval(&carol(), "cluster-1", "lab")

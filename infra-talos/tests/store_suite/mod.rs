@@ -27,8 +27,8 @@ use infra_talos::keys::{self, KeyBinding};
 use infra_talos::store::{
     AccountingRequest, Actor, AttemptAccounting, Committed, ContributionKind, DependencyCheck,
     Guards, IdentityKey, MachineSpec, ManualClock, ObservationRequest, ObservedFacts, PlanSpec,
-    PrincipalKind, PrincipalSpec, ReleaseSpec, ScopeAccounting, SealedArtifact, SealedReleaseSpec,
-    Settings, Store, StoreError,
+    PrincipalKind, PrincipalSpec, RecoveryEntry, ReleaseSpec, RestoredBackup, ScopeAccounting,
+    SealedArtifact, SealedReleaseSpec, Settings, Store, StoreError,
 };
 
 /// A fresh store, its hand-moved clock, and whatever must live as long as it.
@@ -514,7 +514,9 @@ pub async fn c1_foreign_epoch<S: Store>(env: Env<S>) {
     let s = &env.store;
     world(s).await;
     ready(&env, "p1", "m1", A).await;
-    s.enter_recovery(&root(), B).await.unwrap();
+    s.enter_recovery(&root(), entry_now(s, B).await)
+        .await
+        .unwrap();
     release_after_restore(&env, &["m1"]).await;
     evidence(s, "p1", "m1", A, facts("m1", base_digest("m1"))).await;
     let err = s.commit("p1", A).await.unwrap_err();
@@ -625,6 +627,22 @@ async fn world_with_fresh_machine<S: Store>(s: &S, id: &str) -> ObservedFacts {
 
 /// The settle floor the recovery helpers use (the smallest a deployment may set).
 pub const SETTLE: SpanMs = SpanMs::from_secs(30);
+
+/// What a recovery-mode entry records in these tests: the instances stopped at the
+/// store's present time, and the database restored from a backup taken an hour
+/// before (or at time zero).
+pub async fn entry_now<S: Store + ?Sized>(s: &S, controller: ControllerId) -> RecoveryEntry {
+    let now = s.now().await.expect("store time");
+    RecoveryEntry {
+        controller,
+        stopped_at: now,
+        backups: vec![RestoredBackup {
+            family: "database".into(),
+            backup: "store.dump".into(),
+            taken_at: InstantMs(now.0.saturating_sub(3_600_000)),
+        }],
+    }
+}
 
 /// A read of `machine` as it stands: its recorded identity and Applied's digest.
 pub async fn as_it_stands<S: Store>(s: &S, machine: &str) -> ObservedFacts {
@@ -843,7 +861,9 @@ pub async fn c6_recovery_without_release<S: Store>(make: impl AsyncFnOnce(Guards
     let s = &env.store;
     world(s).await;
     ready(&env, "p1", "m1", A).await;
-    s.enter_recovery(&root(), B).await.unwrap();
+    s.enter_recovery(&root(), entry_now(s, B).await)
+        .await
+        .unwrap();
     let err = s.approve(&carol(), "p1").await.unwrap_err();
     refused_as(
         &err,

@@ -30,7 +30,9 @@ pub async fn release_only_when_ready<S: Store>(env: Env<S>) {
     let s = &env.store;
     world(s).await;
     assert_eq!(scope(s, "m1").await, ScopeState::Normal);
-    s.enter_recovery(&root(), B).await.unwrap();
+    s.enter_recovery(&root(), entry_now(s, B).await)
+        .await
+        .unwrap();
     for m in ["m1", "m2", "m3"] {
         assert_eq!(scope(s, m).await, ScopeState::PreRestoreUnaccounted);
     }
@@ -121,7 +123,9 @@ pub async fn restored_operation_without_attempt_is_cancelled<S: Store>(env: Env<
     world(s).await;
     ready(&env, "p1", "m1", A).await;
     let c = s.commit("p1", A).await.unwrap();
-    s.enter_recovery(&root(), B).await.unwrap();
+    s.enter_recovery(&root(), entry_now(s, B).await)
+        .await
+        .unwrap();
     assert_eq!(
         s.operation(&c.operation).await.unwrap().state,
         OperationState::Unresolved
@@ -169,7 +173,9 @@ pub async fn restored_attempt_keeps_the_scope<S: Store>(env: Env<S>) {
     ready(&env, "p1", "m1", A).await;
     let c = s.commit("p1", A).await.unwrap();
     let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
-    s.enter_recovery(&root(), B).await.unwrap();
+    s.enter_recovery(&root(), entry_now(s, B).await)
+        .await
+        .unwrap();
     account_after_restore(&env, &["m1"]).await;
     assert_eq!(scope(s, "m1").await, ScopeState::Unresolved);
     let attempts = s.attempts(&c.operation).await.unwrap();
@@ -198,7 +204,9 @@ pub async fn restored_attempt_keeps_the_scope<S: Store>(env: Env<S>) {
 pub async fn inventoried_during_recovery_is_unaccounted<S: Store>(env: Env<S>) {
     let s = &env.store;
     world(s).await;
-    s.enter_recovery(&root(), B).await.unwrap();
+    s.enter_recovery(&root(), entry_now(s, B).await)
+        .await
+        .unwrap();
     release_after_restore(&env, &["m1", "m2", "m3"]).await;
     s.create_machine(&ann(), machine_spec("m9", "r9"))
         .await
@@ -215,7 +223,9 @@ pub async fn inventoried_during_recovery_is_unaccounted<S: Store>(env: Env<S>) {
 pub async fn unfreeze_waits_for_accounting<S: Store>(env: Env<S>) {
     let s = &env.store;
     world(s).await;
-    s.enter_recovery(&root(), B).await.unwrap();
+    s.enter_recovery(&root(), entry_now(s, B).await)
+        .await
+        .unwrap();
     let epoch = s.current_epoch().await.unwrap();
     s.freeze(&ann(), "m1", "hold while we look").await.unwrap();
     let err = s.unfreeze(&bob(), "m1", "looked").await.unwrap_err();
@@ -265,6 +275,85 @@ pub async fn recovery_carried_over_by_migration<S: Store>(env: &Env<S>) {
     s.commit("p1", A).await.unwrap();
 }
 
+/// The entry records what §7.2 asks — the stop of the pre-restore instances and each
+/// restored backup with its age — and refuses an entry without a backup, with a
+/// family named twice, or with a stop after the entry, recording nothing. The step 1
+/// decision counts from the recorded stop: a stop two minutes before the entry lets
+/// reads taken right after the entry account the scope, where counting from the
+/// entry would refuse them.
+pub async fn entry_records_the_restore<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    let epoch = s.current_epoch().await.unwrap();
+    let now = s.now().await.unwrap();
+    let backup = |family: &str| infra_talos::store::RestoredBackup {
+        family: family.into(),
+        backup: format!("{family}-2026-12-01.dump"),
+        taken_at: InstantMs(now.0 - 7_200_000),
+    };
+    let entry = |stopped_at: InstantMs, backups| infra_talos::store::RecoveryEntry {
+        controller: B,
+        stopped_at,
+        backups,
+    };
+    let cases = [
+        (entry(now, vec![]), "at least one restored backup"),
+        (
+            entry(now, vec![backup("database"), backup("database")]),
+            "named twice",
+        ),
+        (
+            entry(InstantMs(now.0 + 60_000), vec![backup("database")]),
+            "after the entry",
+        ),
+    ];
+    for (bad, says) in cases {
+        let err = s.enter_recovery(&root(), bad).await.unwrap_err();
+        refused_as(&err, "entering recovery mode", says);
+        assert_eq!(s.current_epoch().await.unwrap(), epoch, "{says}");
+        assert_eq!(scope(s, "m1").await, ScopeState::Normal, "{says}");
+    }
+    let stopped = InstantMs(now.0 - 120_000);
+    s.enter_recovery(
+        &root(),
+        entry(stopped, vec![backup("database"), backup("keys")]),
+    )
+    .await
+    .unwrap();
+    let recorded = s.timeline("m1").await.unwrap().pop().unwrap();
+    assert_eq!(recorded.kind, "recovery_entry");
+    assert!(
+        recorded.detail.contains(
+            "restored database from database-2026-12-01.dump (age 7200s), \
+             keys from keys-2026-12-01.dump (age 7200s)"
+        ) && recorded
+            .detail
+            .contains(&format!("stopped at {}ms", stopped.0)),
+        "{}",
+        recorded.detail
+    );
+    // The erased attempt's latest deadline is the stop plus the maximum transport
+    // deadline (60 s), already past: one read now, one a settle floor later.
+    let read = as_it_stands(s, "m1").await;
+    observe(s, "m1", ObservationPurpose::Recovery, None, B, read.clone()).await;
+    env.clock.advance(SETTLE);
+    observe(s, "m1", ObservationPurpose::Recovery, None, B, read).await;
+    s.account_scopes(
+        &root(),
+        ScopeAccounting {
+            machines: vec!["m1".into()],
+            settle_floor: SETTLE,
+            explanation: None,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        scope(s, "m1").await,
+        ScopeState::Blocked(BlockedOn::AwaitingMark)
+    );
+}
+
 /// Run the named recovery case on a fresh store.
 pub async fn run<S, F, Fut>(name: &str, make: F)
 where
@@ -283,6 +372,7 @@ where
             inventoried_during_recovery_is_unaccounted(env).await;
         }
         "unfreeze_waits_for_accounting" => unfreeze_waits_for_accounting(env).await,
+        "entry_records_the_restore" => entry_records_the_restore(env).await,
         other => panic!("no recovery case {other}"),
     }
 }
@@ -296,7 +386,7 @@ macro_rules! recovery_suite {
             $crate::recovery_suite!(@each $make;
                 release_only_when_ready, restored_operation_without_attempt_is_cancelled,
                 restored_attempt_keeps_the_scope, inventoried_during_recovery_is_unaccounted,
-                unfreeze_waits_for_accounting);
+                unfreeze_waits_for_accounting, entry_records_the_restore);
         }
     };
     (@each $make:ident; $($name:ident),* $(,)?) => {

@@ -165,6 +165,7 @@ impl SqlStore {
                 epoch: epoch_of(&epoch)?,
                 recovery_mode: row.try_get("recovery_mode")?,
                 recovery_entered_at_ms: None,
+                recovery_stopped_at_ms: None,
             };
             let approval = query(
                 "SELECT a.approver_id, a.epoch, a.revision, a.revoked, \

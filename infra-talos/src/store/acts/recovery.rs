@@ -6,7 +6,7 @@
 
 use crate::contract::accounting::{self, DecisionFacts, ExecutorStop, TransportDeadline};
 use crate::contract::epoch::Epoch;
-use crate::contract::operation::{ControllerId, OperationState, OwnerToken};
+use crate::contract::operation::{OperationState, OwnerToken};
 use crate::contract::recovery::{self, Dependency, ScopeEvent, ScopeState};
 use crate::contract::{InstantMs, Role};
 use crate::store::common::*;
@@ -17,18 +17,105 @@ use crate::store::lookups::{
 };
 use crate::store::sql::{Tx, query};
 use crate::store::transaction::{Entry, R, append};
-use crate::store::{Actor, ScopeAccounting, StoreError, StoreResult};
+use crate::store::{Actor, RecoveryEntry, ScopeAccounting, StoreError, StoreResult};
+
+/// The longest backup family or identity an entry records.
+const MAX_BACKUP_TEXT: usize = 256;
+
+/// The entry's own shape: at least one backup, each family once, no blank or
+/// overlong text.
+fn check_entry(entry: &RecoveryEntry) -> Result<(), String> {
+    if entry.backups.is_empty() {
+        return Err("name at least one restored backup (family, identity, when taken)".into());
+    }
+    let mut families = std::collections::BTreeSet::new();
+    for b in &entry.backups {
+        for (what, text) in [("family", &b.family), ("backup", &b.backup)] {
+            if text.trim().is_empty() || text.len() > MAX_BACKUP_TEXT {
+                return Err(format!(
+                    "a restored backup's {what} must be 1 to {MAX_BACKUP_TEXT} bytes, not blank"
+                ));
+            }
+        }
+        if !families.insert(b.family.as_str()) {
+            return Err(format!("the backup family {} is named twice", b.family));
+        }
+    }
+    Ok(())
+}
+
+/// Writes the entry's record; `Err` with the reason when a time lies after the
+/// entry. Returns the record as the timeline entry states it.
+async fn record_entry(
+    tx: &mut Tx,
+    actor: &Actor,
+    entry: &RecoveryEntry,
+    epoch: Epoch,
+    now: i64,
+) -> R<Result<String, String>> {
+    let stopped = i(entry.stopped_at.0);
+    if stopped > now {
+        return Ok(Err(format!(
+            "the stop ({stopped}ms) is after the entry ({now}ms): every instance is stopped first"
+        )));
+    }
+    query(
+        "INSERT INTO recovery_entries (epoch, entered_at_ms, stopped_at_ms, actor_id, \
+         controller) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(epoch.to_bytes().to_vec())
+    .bind(now)
+    .bind(stopped)
+    .bind(&actor.id)
+    .bind(controller_bytes(entry.controller))
+    .execute(tx)
+    .await?;
+    let mut restored = Vec::new();
+    for b in &entry.backups {
+        let taken = i(b.taken_at.0);
+        if taken > now {
+            return Ok(Err(format!(
+                "backup {} of family {} is dated after the entry",
+                b.backup, b.family
+            )));
+        }
+        query(
+            "INSERT INTO restored_backups (epoch, family, backup, taken_at_ms, age_ms) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(epoch.to_bytes().to_vec())
+        .bind(&b.family)
+        .bind(&b.backup)
+        .bind(taken)
+        .bind(now - taken)
+        .execute(tx)
+        .await?;
+        restored.push(format!(
+            "{} from {} (age {}s)",
+            b.family,
+            b.backup,
+            (now - taken) / 1000
+        ));
+    }
+    Ok(Ok(format!(
+        "restored {}; every pre-restore instance stopped at {stopped}ms",
+        restored.join(", ")
+    )))
+}
 
 impl SqlStore {
     /// [`Store::enter_recovery`](crate::store::Store::enter_recovery): enter recovery mode
     /// (recovery-admin): a new random epoch, every non-terminal operation taken over by
-    /// `controller` into it, every scope's gate shut (§7.2).
+    /// `controller` into it, every scope's gate shut, and the entry's record (§7.2).
     pub(in crate::store) async fn enter_recovery(
         &self,
         actor: &Actor,
-        controller: ControllerId,
+        entry: RecoveryEntry,
     ) -> StoreResult<Epoch> {
         const ACT: &str = "entering recovery mode";
+        check_entry(&entry).map_err(|reason| refused(ACT, reason))?;
+        let controller = entry.controller;
+        let entry = &entry;
         let epoch = Epoch::from_bytes(crate::store::random_128()?);
         self.transaction(|tx| {
             Box::pin(async move {
@@ -44,12 +131,16 @@ impl SqlStore {
                 let inst = installation(tx, false).await?;
                 require_role(tx, actor, &[Role::RecoveryAdmin], ACT).await?;
                 let now = self.store_time(tx).await?;
+                let restored = record_entry(tx, actor, entry, epoch, now)
+                    .await?
+                    .map_err(|reason| refused(ACT, reason))?;
                 query(
                     "UPDATE installation SET epoch = $1, recovery_mode = TRUE, \
-                     recovery_entered_at_ms = $2 WHERE id = 1",
+                     recovery_entered_at_ms = $2, recovery_stopped_at_ms = $3 WHERE id = 1",
                 )
                 .bind(epoch.to_bytes().to_vec())
                 .bind(now)
+                .bind(i(entry.stopped_at.0))
                 .execute(tx)
                 .await?;
                 // §7.2 item 4: every scope pre-restore unaccounted (choice §10.19).
@@ -63,7 +154,10 @@ impl SqlStore {
                 .execute(tx)
                 .await?;
                 for m in &machines {
-                    let detail = format!("epoch {} replaced by a new epoch; gate shut", inst.epoch);
+                    let detail = format!(
+                        "epoch {} replaced by a new epoch; gate shut; {restored}",
+                        inst.epoch
+                    );
                     append(
                         tx,
                         m,
@@ -210,7 +304,12 @@ impl SqlStore {
                 }
                 let inst = installation(tx, true).await?;
                 require_role(tx, actor, &[Role::RecoveryAdmin], ACT).await?;
-                let entered = match (inst.recovery_mode, inst.recovery_entered_at_ms) {
+                // The recorded stop of the pre-restore instances (§7.3 step 1); an
+                // entry made before stops were recorded counts from its own time.
+                let entered = match (
+                    inst.recovery_mode,
+                    inst.recovery_stopped_at_ms.or(inst.recovery_entered_at_ms),
+                ) {
                     (true, Some(at)) => at,
                     _ => return Err(refused(ACT, "recovery mode is not in force").into()),
                 };

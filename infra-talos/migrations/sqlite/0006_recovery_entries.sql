@@ -1,0 +1,42 @@
+-- What each recovery-mode entry recorded (§7.2): when every pre-restore controller
+-- instance was stopped, and which backup of which family was restored, with its age
+-- at the entry. Both are facts of the record, never changed.
+CREATE TABLE recovery_entries (
+    epoch         BLOB    NOT NULL PRIMARY KEY,
+    entered_at_ms INTEGER NOT NULL,
+    stopped_at_ms INTEGER NOT NULL CHECK (stopped_at_ms <= entered_at_ms),
+    actor_id      TEXT    NOT NULL,
+    controller    BLOB    NOT NULL
+);
+
+CREATE TABLE restored_backups (
+    epoch       BLOB    NOT NULL REFERENCES recovery_entries (epoch),
+    family      TEXT    NOT NULL,
+    backup      TEXT    NOT NULL,
+    taken_at_ms INTEGER NOT NULL,
+    age_ms      INTEGER NOT NULL CHECK (age_ms >= 0),
+    PRIMARY KEY (epoch, family)
+);
+
+CREATE TRIGGER recovery_entries_no_update BEFORE UPDATE ON recovery_entries
+BEGIN
+    SELECT RAISE(ABORT, 'table recovery_entries is append-only');
+END;
+CREATE TRIGGER recovery_entries_no_delete BEFORE DELETE ON recovery_entries
+BEGIN
+    SELECT RAISE(ABORT, 'table recovery_entries is append-only');
+END;
+CREATE TRIGGER restored_backups_no_update BEFORE UPDATE ON restored_backups
+BEGIN
+    SELECT RAISE(ABORT, 'table restored_backups is append-only');
+END;
+CREATE TRIGGER restored_backups_no_delete BEFORE DELETE ON restored_backups
+BEGIN
+    SELECT RAISE(ABORT, 'table restored_backups is append-only');
+END;
+
+-- The stop the current entry recorded: the §5.2 condition 2 time for every
+-- pre-restore scope. An entry made before this migration recorded none; its entry
+-- time stands for it, the latest the stop can have been.
+ALTER TABLE installation ADD COLUMN recovery_stopped_at_ms INTEGER;
+UPDATE installation SET recovery_stopped_at_ms = recovery_entered_at_ms WHERE recovery_mode;
