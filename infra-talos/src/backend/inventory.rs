@@ -2,13 +2,14 @@
 //! inventory of machines with their endpoints and identity keys, a machine's plans
 //! with the release each binds, and a release's sealed artifact for a machine.
 //!
-//! Every lookup is a plain `SELECT` on the store's own tables, in its own
-//! transaction-free read; nothing here writes.
+//! The store answers every lookup with a plain `SELECT` on its own tables, outside
+//! any transaction (`crate::store`'s inventory reads); nothing here writes.
 
 use crate::contract::plan::PlanState;
 use crate::contract::{InstantMs, Revision};
-use crate::digest::Digest;
-use crate::store::{IdentityKey, SealedArtifact, StoreError, StoreResult};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+use crate::store::OnEngine;
+use crate::store::{IdentityKey, SealedArtifact, StoreResult};
 
 /// A machine as the inventory records it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -61,125 +62,20 @@ pub trait Inventory: Send + Sync {
     async fn artifact(&self, release: &str, machine: &str) -> StoreResult<Option<SealedArtifact>>;
 }
 
-fn db(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Database(e.to_string())
-}
+/// Every store built on the shared engine answers the lookups from its own tables
+/// (`crate::store`).
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+#[async_trait::async_trait]
+impl<S: OnEngine> Inventory for S {
+    async fn machines(&self) -> StoreResult<Vec<InventoryRecord>> {
+        self.engine().inventory().await
+    }
 
-fn identity(kind: &str, value: String) -> StoreResult<IdentityKey> {
-    match kind {
-        "smbios_uuid" => Ok(IdentityKey::SmbiosUuid(value)),
-        "node_id" => Ok(IdentityKey::NodeId(value)),
-        other => Err(db(format!("unknown identity kind {other:?}"))),
+    async fn plans_of(&self, machine: &str) -> StoreResult<Vec<PlanRecord>> {
+        self.engine().plan_records(machine).await
+    }
+
+    async fn artifact(&self, release: &str, machine: &str) -> StoreResult<Option<SealedArtifact>> {
+        self.engine().release_artifact(release, machine).await
     }
 }
-
-fn plan_state(name: &str) -> StoreResult<PlanState> {
-    PlanState::ALL
-        .into_iter()
-        .find(|s| s.name() == name)
-        .ok_or_else(|| db(format!("unknown plan state {name:?}")))
-}
-
-fn unsigned(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
-}
-
-macro_rules! inventory_for {
-    ($store:ty) => {
-        #[async_trait::async_trait]
-        impl Inventory for $store {
-            async fn machines(&self) -> StoreResult<Vec<InventoryRecord>> {
-                use sqlx::Row as _;
-                let rows = sqlx::query(
-                    "SELECT id, identity_kind, identity_value, cluster_id, endpoint, \
-                     rollout_scope, talos_minor FROM machines ORDER BY id",
-                )
-                .fetch_all(self.pool())
-                .await
-                .map_err(db)?;
-                rows.iter()
-                    .map(|r| -> StoreResult<InventoryRecord> {
-                        let kind: String = r.try_get("identity_kind").map_err(db)?;
-                        Ok(InventoryRecord {
-                            id: r.try_get("id").map_err(db)?,
-                            identity: identity(&kind, r.try_get("identity_value").map_err(db)?)?,
-                            cluster_id: r.try_get("cluster_id").map_err(db)?,
-                            endpoint: r.try_get("endpoint").map_err(db)?,
-                            rollout_scope: r.try_get("rollout_scope").map_err(db)?,
-                            talos_minor: r.try_get("talos_minor").map_err(db)?,
-                        })
-                    })
-                    .collect()
-            }
-
-            async fn plans_of(&self, machine: &str) -> StoreResult<Vec<PlanRecord>> {
-                use sqlx::Row as _;
-                let rows = sqlx::query(
-                    "SELECT id, release_id, state, baseline_revision, assignment_revision, \
-                     bound_drift, expires_at_ms FROM plans WHERE machine_id = $1 \
-                     ORDER BY baseline_revision, id",
-                )
-                .bind(machine)
-                .fetch_all(self.pool())
-                .await
-                .map_err(db)?;
-                rows.iter()
-                    .map(|r| -> StoreResult<PlanRecord> {
-                        let state: String = r.try_get("state").map_err(db)?;
-                        let drift: Option<i64> = r.try_get("bound_drift").map_err(db)?;
-                        Ok(PlanRecord {
-                            id: r.try_get("id").map_err(db)?,
-                            release: r.try_get("release_id").map_err(db)?,
-                            state: plan_state(&state)?,
-                            baseline_revision: Revision(unsigned(
-                                r.try_get("baseline_revision").map_err(db)?,
-                            )),
-                            assignment_revision: unsigned(
-                                r.try_get("assignment_revision").map_err(db)?,
-                            ),
-                            bound_drift: drift.map(|d| Revision(unsigned(d))),
-                            expires_at: InstantMs(unsigned(
-                                r.try_get("expires_at_ms").map_err(db)?,
-                            )),
-                        })
-                    })
-                    .collect()
-            }
-
-            async fn artifact(
-                &self,
-                release: &str,
-                machine: &str,
-            ) -> StoreResult<Option<SealedArtifact>> {
-                use sqlx::Row as _;
-                let row = sqlx::query(
-                    "SELECT key_provider, key_id, key_version, ciphertext, digest \
-                     FROM artifacts WHERE release_id = $1 AND machine_id = $2",
-                )
-                .bind(release)
-                .bind(machine)
-                .fetch_optional(self.pool())
-                .await
-                .map_err(db)?;
-                row.map(|r| -> StoreResult<SealedArtifact> {
-                    let digest: String = r.try_get("digest").map_err(db)?;
-                    Ok(SealedArtifact {
-                        key_provider: r.try_get("key_provider").map_err(db)?,
-                        key_id: r.try_get("key_id").map_err(db)?,
-                        key_version: unsigned(r.try_get("key_version").map_err(db)?),
-                        ciphertext: r.try_get("ciphertext").map_err(db)?,
-                        digest: digest
-                            .parse::<Digest>()
-                            .map_err(|_| db("a stored digest is not 64 hex digits"))?,
-                    })
-                })
-                .transpose()
-            }
-        }
-    };
-}
-
-#[cfg(feature = "sqlite")]
-inventory_for!(crate::store::sqlite::SqliteStore);
-#[cfg(feature = "postgres")]
-inventory_for!(crate::store::postgres::PgStore);

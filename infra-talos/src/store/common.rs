@@ -14,7 +14,7 @@ use crate::contract::recovery::{BlockedOn, Dependency, RestorationReading, Scope
 use crate::contract::{InstantMs, Revision, Role};
 use crate::digest::Digest;
 
-use super::StoreError;
+use super::{IdentityKey, StoreError};
 
 pub(super) fn db_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Database(e.to_string())
@@ -136,6 +136,15 @@ pub(super) fn epoch_of(bytes: &[u8]) -> Result<Epoch, StoreError> {
         .try_into()
         .map_err(|_| db_err("an epoch is 16 bytes"))?;
     Ok(Epoch::from_bytes(arr))
+}
+
+/// The identity key stored as `kind` (`smbios_uuid` or `node_id`) and `value`.
+pub(super) fn identity_key(kind: &str, value: String) -> Result<IdentityKey, StoreError> {
+    match kind {
+        "smbios_uuid" => Ok(IdentityKey::SmbiosUuid(value)),
+        "node_id" => Ok(IdentityKey::NodeId(value)),
+        other => Err(db_err(format!("unknown identity kind {other:?}"))),
+    }
 }
 
 pub(super) fn digest_of(hex: &str) -> Result<Digest, StoreError> {

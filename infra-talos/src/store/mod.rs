@@ -75,6 +75,8 @@ mod common;
 mod dump;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod engine;
+#[cfg(all(feature = "grpc", any(feature = "postgres", feature = "sqlite")))]
+mod inventory;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod lookups;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
@@ -97,6 +99,8 @@ mod transaction;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod views;
 
+#[cfg(all(feature = "grpc", any(feature = "postgres", feature = "sqlite")))]
+pub(crate) use engine::OnEngine;
 pub use open::{OpenProblem, postgres_url_without_password};
 
 /// Who performs an act: a principal and the role it acts in (§2).

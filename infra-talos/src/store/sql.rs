@@ -232,6 +232,23 @@ impl Pool {
         }
     }
 
+    /// Runs `statement` outside any transaction; the rows it returns (the inventory
+    /// lookups, which exist with the backend).
+    #[cfg(feature = "grpc")]
+    pub(super) async fn fetch_all(&self, statement: Statement) -> Result<Vec<Row>, sqlx::Error> {
+        statement.run_fetch_all(On::Pool(self)).await
+    }
+
+    /// Runs `statement` outside any transaction; the row it returns, if any (the
+    /// inventory lookups).
+    #[cfg(feature = "grpc")]
+    pub(super) async fn fetch_optional(
+        &self,
+        statement: Statement,
+    ) -> Result<Option<Row>, sqlx::Error> {
+        statement.run_fetch_optional(On::Pool(self)).await
+    }
+
     /// Runs `statement` outside any transaction; the one row it returns.
     pub(super) async fn fetch_one(&self, statement: Statement) -> Result<Row, sqlx::Error> {
         statement.run_fetch_one(On::Pool(self)).await

@@ -20,8 +20,8 @@ use crate::store::rows::token_from;
 use crate::store::sql::query;
 use crate::store::transaction::R;
 use crate::store::{
-    AttemptAccounting, AttemptView, IdentityKey, MachineView, ObservationView, ObservedFacts,
-    OperationView, PlanView, StoreResult, TimelineEntry,
+    AttemptAccounting, AttemptView, MachineView, ObservationView, ObservedFacts, OperationView,
+    PlanView, StoreResult, TimelineEntry,
 };
 
 /// A plan row as the store shows it, with its operation once committed.
@@ -41,11 +41,7 @@ pub(super) fn plan_view(p: &PlanRow, operation: Option<String>) -> StoreResult<P
 
 /// A machine row as the store shows it.
 fn machine_view(m: &MachineRow) -> StoreResult<MachineView> {
-    let identity = match m.identity_kind.as_str() {
-        "node_id" => IdentityKey::NodeId(m.identity_value.clone()),
-        "smbios_uuid" => IdentityKey::SmbiosUuid(m.identity_value.clone()),
-        other => return Err(db_err(format!("unknown identity kind {other:?}"))),
-    };
+    let identity = identity_key(&m.identity_kind, m.identity_value.clone())?;
     Ok(MachineView {
         id: m.id.clone(),
         desired_release: m.desired_release.clone(),
