@@ -923,7 +923,7 @@ async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failu
                 settle_floor: SpanMs::from_secs(30),
                 max_transport_deadline: crate::store::DEFAULT_MAX_TRANSPORT_DEADLINE,
             };
-            let executor = executor(db, config, settings).await?;
+            let executor = executor(db, config, Arc::new(drift::NoKeys), settings).await?;
             let pass = executor.drift_pass().await.map_err(executor_failure)?;
             out = if json {
                 format!("{}\n", pretty(&drift::json(&pass)))
@@ -1000,6 +1000,7 @@ fn executor_failure(e: crate::controller::ExecutorError) -> Failure {
 async fn executor(
     db: &Db,
     config: &Config,
+    keys: Arc<dyn KeyProvider>,
     settings: ExecutorSettings,
 ) -> Result<crate::controller::Executor, Failure> {
     use crate::controller::{Executor, MachineRoute, TalosconfigConnector};
@@ -1009,7 +1010,6 @@ async fn executor(
                 .into(),
         )
     })?;
-    let keyring = config.keyring()?;
     let store = &db.store;
     let connector = TalosconfigConnector::load(talosconfig, crate::ConnectOptions::default())
         .map_err(|e| Failure::Usage(e.to_string()))?;
@@ -1026,7 +1026,7 @@ async fn executor(
         id,
         Arc::clone(store),
         Arc::new(connector),
-        Arc::new(keyring),
+        keys,
         Arc::new(SystemClock::new()),
         settings,
     )
@@ -1038,6 +1038,7 @@ async fn run_controller(db: &Db, config: &Config, args: RunArgs) -> Result<Strin
     let executor = executor(
         db,
         config,
+        Arc::new(config.keyring()?),
         ExecutorSettings {
             settle_floor: SpanMs::from_secs(args.settle_floor),
             max_transport_deadline: SpanMs::from_secs(args.max_transport_deadline),

@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::{Executor, ExecutorError};
 use crate::contract::evidence::ObservationPurpose;
 use crate::contract::{Revision, SpanMs};
-use crate::store::{MachineView, ObservationRequest};
+use crate::store::MachineView;
 
 /// What one drift observation of a machine found, as the store recorded it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -149,35 +149,24 @@ impl Executor {
         machine: &MachineView,
     ) -> Result<DriftReading, ExecutorError> {
         let before = machine.open_drift;
-        let clients = match self.connect(&machine.id).await {
-            Ok(clients) => clients,
-            Err(ExecutorError::Store(e)) => return Err(e.into()),
-            Err(e) => {
+        let (basis, facts) = match self
+            .observe_unplanned(&machine.id, ObservationPurpose::Drift)
+            .await?
+        {
+            Ok(read) => read,
+            Err(reason) => {
                 return Ok(DriftReading {
                     machine: machine.id.clone(),
                     basis: None,
-                    finding: DriftFinding::Unreachable {
-                        reason: e.to_string(),
-                    },
+                    finding: DriftFinding::Unreachable { reason },
                 });
             }
         };
-        let ticket = self
-            .store
-            .begin_observation(ObservationRequest {
-                machine: machine.id.clone(),
-                purpose: ObservationPurpose::Drift,
-                plan: None,
-                controller: self.id,
-            })
-            .await?;
-        let facts = self.read(&clients).await;
         let digest = facts.digest;
         let read_nothing = facts.digest.is_none()
             && facts.smbios_uuid.is_none()
             && facts.node_id.is_none()
             && facts.talos_version.is_none();
-        self.store.record_observation(&ticket, facts).await?;
         let after = self.store.machine(&machine.id).await?;
         let finding = match (before, after.open_drift, digest) {
             (_, _, None) if read_nothing => DriftFinding::Unreachable {
@@ -192,7 +181,7 @@ impl Executor {
         };
         Ok(DriftReading {
             machine: machine.id.clone(),
-            basis: Some(ticket.basis),
+            basis: Some(basis),
             finding,
         })
     }

@@ -446,7 +446,7 @@ impl Executor {
     }
 
     /// Clients for `machine`, reached at the endpoint the store records.
-    pub(super) async fn connect(&self, machine: &str) -> Result<MachineClients, ExecutorError> {
+    async fn connect(&self, machine: &str) -> Result<MachineClients, ExecutorError> {
         let view = self.store.machine(machine).await?;
         self.connector.connect(&view).await
     }
@@ -689,8 +689,37 @@ impl Executor {
         Ok(ticket.basis)
     }
 
+    /// An observation of `machine` naming no plan (purpose drift, recovery or
+    /// restoration): its basis and what it read, or `Err` with the reason when the
+    /// machine could not be reached, in which case nothing is recorded.
+    pub(super) async fn observe_unplanned(
+        &self,
+        machine: &str,
+        purpose: ObservationPurpose,
+    ) -> Result<Result<(Revision, ObservedFacts), String>, ExecutorError> {
+        let clients = match self.connect(machine).await {
+            Ok(clients) => clients,
+            Err(ExecutorError::Store(e)) => return Err(e.into()),
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        let ticket = self
+            .store
+            .begin_observation(ObservationRequest {
+                machine: machine.to_owned(),
+                purpose,
+                plan: None,
+                controller: self.id,
+            })
+            .await?;
+        let facts = self.read(&clients).await;
+        self.store
+            .record_observation(&ticket, facts.clone())
+            .await?;
+        Ok(Ok((ticket.basis, facts)))
+    }
+
     /// One read of the machine through the read-only client.
-    pub(super) async fn read(&self, clients: &MachineClients) -> ObservedFacts {
+    async fn read(&self, clients: &MachineClients) -> ObservedFacts {
         let o = clients.observer.observe(self.clock.as_ref()).await;
         ObservedFacts {
             smbios_uuid: o.identity.smbios_uuid.value().cloned(),

@@ -23,7 +23,7 @@ use super::{Executor, ExecutorError};
 use crate::contract::evidence::ObservationPurpose;
 use crate::contract::recovery::{BlockedOn, ScopeState};
 use crate::contract::{InstantMs, Revision};
-use crate::store::{MachineView, ObservationRequest};
+use crate::store::MachineView;
 
 /// What the recovery pass did for one machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -137,10 +137,10 @@ impl Executor {
         }
         Ok(
             match self
-                .observe_unplanned(machine, ObservationPurpose::Recovery)
+                .observe_unplanned(&machine.id, ObservationPurpose::Recovery)
                 .await?
             {
-                Ok(basis) => RecoveryAction::RecoveryObserved { basis },
+                Ok((basis, _)) => RecoveryAction::RecoveryObserved { basis },
                 Err(reason) => RecoveryAction::Unreachable { reason },
             },
         )
@@ -152,10 +152,10 @@ impl Executor {
     ) -> Result<RecoveryAction, ExecutorError> {
         Ok(
             match self
-                .observe_unplanned(machine, ObservationPurpose::Restoration)
+                .observe_unplanned(&machine.id, ObservationPurpose::Restoration)
                 .await?
             {
-                Ok(basis) => RecoveryAction::RestorationObserved { basis },
+                Ok((basis, _)) => RecoveryAction::RestorationObserved { basis },
                 Err(reason) => RecoveryAction::Unreachable { reason },
             },
         )
@@ -205,31 +205,5 @@ impl Executor {
                 && o.basis > decided
                 && o.recorded_at.is_some()
         }))
-    }
-
-    /// An observation naming no plan; `Err` with the reason when the machine could
-    /// not be reached (nothing recorded).
-    async fn observe_unplanned(
-        &self,
-        machine: &MachineView,
-        purpose: ObservationPurpose,
-    ) -> Result<Result<Revision, String>, ExecutorError> {
-        let clients = match self.connect(&machine.id).await {
-            Ok(clients) => clients,
-            Err(ExecutorError::Store(e)) => return Err(e.into()),
-            Err(e) => return Ok(Err(e.to_string())),
-        };
-        let ticket = self
-            .store
-            .begin_observation(ObservationRequest {
-                machine: machine.id.clone(),
-                purpose,
-                plan: None,
-                controller: self.id,
-            })
-            .await?;
-        let facts = self.read(&clients).await;
-        self.store.record_observation(&ticket, facts).await?;
-        Ok(Ok(ticket.basis))
     }
 }

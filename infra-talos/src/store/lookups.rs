@@ -89,6 +89,32 @@ pub(super) async fn lock_machine(tx: &mut Tx, id: &str) -> R<MachineRow> {
     Ok(machine_row(&row)?)
 }
 
+/// Every machine row, each locked `FOR UPDATE` in id order (the order every act that
+/// takes several machine rows uses, so two of them cannot deadlock).
+pub(super) async fn lock_all_machines(tx: &mut Tx) -> R<Vec<MachineRow>> {
+    let ids = query("SELECT id FROM machines ORDER BY id")
+        .fetch_all(tx)
+        .await?;
+    let mut machines = Vec::with_capacity(ids.len());
+    for r in &ids {
+        let id: String = r.try_get(0)?;
+        machines.push(lock_machine(tx, &id).await?);
+    }
+    Ok(machines)
+}
+
+/// Whether recovery mode leaves `machine`'s scope shut: in effect, and the scope not
+/// released in the current epoch (§7.3 step 7).
+pub(super) fn unreleased(machine: &MachineRow, inst: &InstallationRow) -> R<bool> {
+    Ok(inst.recovery_mode
+        && machine
+            .released_epoch
+            .as_deref()
+            .map(epoch_of)
+            .transpose()?
+            != Some(inst.epoch))
+}
+
 /// The machine row, without a lock.
 pub(super) async fn read_machine(tx: &mut Tx, id: &str) -> R<MachineRow> {
     let row = query(concat!(

@@ -10,6 +10,7 @@ use crate::store::common::*;
 use crate::store::engine::SqlStore;
 use crate::store::lookups::{
     installation, lock_machine, read_plan, require_role, set_plan_state, standing_approval,
+    unreleased,
 };
 use crate::store::sql::{Row, Tx, query};
 use crate::store::transaction::{Entry, R, append};
@@ -65,14 +66,7 @@ impl SqlStore {
         act: &'static str,
     ) -> R<SelfApproval> {
         let plan_id = approving.plan;
-        if inst.recovery_mode
-            && machine
-                .released_epoch
-                .as_deref()
-                .map(epoch_of)
-                .transpose()?
-                != Some(inst.epoch)
-        {
+        if unreleased(machine, inst)? {
             return Err(refused(act, "recovery mode: the scope is not released").into());
         }
         let plan = read_plan(tx, plan_id).await?;

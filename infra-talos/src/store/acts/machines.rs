@@ -7,7 +7,7 @@ use crate::contract::gate::{self, FreezeAct, FreezeState};
 use crate::contract::recovery::{self};
 use crate::store::common::*;
 use crate::store::engine::SqlStore;
-use crate::store::lookups::{holder, installation, lock_machine, require_role};
+use crate::store::lookups::{holder, installation, lock_machine, require_role, unreleased};
 use crate::store::sql::query;
 use crate::store::transaction::{Entry, append};
 use crate::store::{Actor, IdentityKey, MachineSpec, StoreError, StoreResult};
@@ -119,14 +119,7 @@ impl SqlStore {
                     )
                     .into());
                 }
-                if inst.recovery_mode
-                    && machine
-                        .released_epoch
-                        .as_deref()
-                        .map(epoch_of)
-                        .transpose()?
-                        != Some(inst.epoch)
-                {
+                if unreleased(&machine, &inst)? {
                     return Err(refused(ACT, "recovery mode: the scope is not released").into());
                 }
                 let now = self.store_time(tx).await?;

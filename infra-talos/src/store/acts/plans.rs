@@ -10,7 +10,7 @@ use crate::store::common::*;
 use crate::store::engine::SqlStore;
 use crate::store::lookups::{
     authority_now, installation, lock_machine, read_machine, read_plan, require_role,
-    set_plan_state,
+    set_plan_state, unreleased,
 };
 use crate::store::sql::{Row, Tx, query};
 use crate::store::transaction::{Entry, Fail, R, append};
@@ -32,14 +32,7 @@ impl SqlStore {
                 let machine = lock_machine(tx, &spec.machine).await?;
                 let inst = installation(tx, true).await?;
                 require_role(tx, actor, &[Role::Publisher], CREATING).await?;
-                if inst.recovery_mode
-                    && machine
-                        .released_epoch
-                        .as_deref()
-                        .map(epoch_of)
-                        .transpose()?
-                        != Some(inst.epoch)
-                {
+                if unreleased(&machine, &inst)? {
                     let reason = "recovery mode: the scope is not released";
                     return Err(refused(CREATING, reason).into());
                 }

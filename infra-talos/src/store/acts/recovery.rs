@@ -12,8 +12,8 @@ use crate::contract::{InstantMs, Role};
 use crate::store::common::*;
 use crate::store::engine::SqlStore;
 use crate::store::lookups::{
-    holder, installation, latest_restoration, lock_machine, read_attempts, recorded_reads,
-    require_role, set_op_state,
+    holder, installation, latest_restoration, lock_all_machines, lock_machine, read_attempts,
+    recorded_reads, require_role, set_op_state,
 };
 use crate::store::sql::{Tx, query};
 use crate::store::transaction::{Entry, R, append};
@@ -119,15 +119,11 @@ impl SqlStore {
         let epoch = Epoch::from_bytes(crate::store::random_128()?);
         self.transaction(|tx| {
             Box::pin(async move {
-                let rows = query("SELECT id FROM machines ORDER BY id")
-                    .fetch_all(tx)
-                    .await?;
-                let mut machines = Vec::new();
-                for r in &rows {
-                    let m: String = r.try_get(0)?;
-                    lock_machine(tx, &m).await?;
-                    machines.push(m);
-                }
+                let machines: Vec<String> = lock_all_machines(tx)
+                    .await?
+                    .into_iter()
+                    .map(|m| m.id)
+                    .collect();
                 let inst = installation(tx, false).await?;
                 require_role(tx, actor, &[Role::RecoveryAdmin], ACT).await?;
                 let now = self.store_time(tx).await?;
@@ -237,14 +233,7 @@ impl SqlStore {
         const ACT: &str = "leaving recovery mode";
         self.transaction(|tx| {
             Box::pin(async move {
-                let rows = query("SELECT id FROM machines ORDER BY id")
-                    .fetch_all(tx)
-                    .await?;
-                let mut machines = Vec::new();
-                for r in &rows {
-                    let m: String = r.try_get(0)?;
-                    machines.push(lock_machine(tx, &m).await?);
-                }
+                let machines = lock_all_machines(tx).await?;
                 let inst = installation(tx, false).await?;
                 require_role(tx, actor, &[Role::RecoveryAdmin], ACT).await?;
                 if !inst.recovery_mode {
