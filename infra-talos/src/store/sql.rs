@@ -3,7 +3,8 @@
 //!
 //! - [`Dialect`] holds the differences as data: the store-time query, which errors
 //!   are retried, which unique index stands for which comparison (§3.2 comparisons 0,
-//!   4 and 5), the migrations and their hooks, and how a transaction begins.
+//!   4 and 5), the migrations and their hooks (lock, checksum column, reference
+//!   check).
 //! - [`Pool`], [`Tx`] and [`Conn`] are a pool, a transaction and a connection of
 //!   either backend. A transaction on SQLite begins with `BEGIN IMMEDIATE`, so
 //!   transactions run one at a time, which gives the ordering PostgreSQL gets from
@@ -182,7 +183,8 @@ impl Dialect {
 /// How a dialect makes sure the bookkeeping table has its checksum column.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ChecksumColumn {
-    /// A query counting the column, when `add` fails on a table that has it.
+    /// A query counting the column, run first where `add` would fail on a table that
+    /// has it (SQLite has no `ADD COLUMN IF NOT EXISTS`).
     pub(super) present: Option<&'static str>,
     /// The statement adding the column.
     pub(super) add: &'static str,

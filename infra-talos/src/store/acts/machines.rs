@@ -167,6 +167,9 @@ impl SqlStore {
             .await
     }
 
+    /// Freezing and unfreezing (§6.2): the freeze transition the contract allows the
+    /// actor's role, refused on a scope still pre-restore unaccounted when lifting
+    /// (§7.5).
     async fn freeze_act(
         &self,
         actor: &Actor,
@@ -205,21 +208,13 @@ impl SqlStore {
                         .map_err(|e| refused(name, e.to_string()))?;
                 }
                 let now = self.store_time(tx).await?;
-                append(
-                    tx,
-                    machine_id,
-                    now,
-                    Entry::by(
-                        actor,
-                        if act == FreezeAct::Freeze {
-                            "frozen"
-                        } else {
-                            "unfrozen"
-                        },
-                    )
-                    .detail(format!("{reason} (epoch {})", inst.epoch)),
-                )
-                .await?;
+                let kind = match act {
+                    FreezeAct::Freeze => "frozen",
+                    FreezeAct::Unfreeze => "unfrozen",
+                };
+                let entry =
+                    Entry::by(actor, kind).detail(format!("{reason} (epoch {})", inst.epoch));
+                append(tx, machine_id, now, entry).await?;
                 query("UPDATE machines SET frozen = $2 WHERE id = $1")
                     .bind(machine_id)
                     .bind(next == FreezeState::Frozen)
