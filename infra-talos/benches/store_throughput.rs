@@ -32,14 +32,16 @@ use infra_talos::contract::operation::ControllerId;
 use infra_talos::contract::{Role, SpanMs};
 use infra_talos::store::postgres::PgStore;
 use infra_talos::store::{
-    Actor, ContributionKind, DependencyCheck, IdentityKey, MachineSpec, ObservationRequest,
-    ObservedFacts, PlanSpec, PrincipalKind, PrincipalSpec, ReleaseSpec, SealedArtifact, Store,
+    Actor, AdoptPlanSpec, AdoptionOutcome, ContributionKind, DependencyCheck, IdentityKey,
+    MachineSpec, ObservationRequest, ObservedFacts, PlanSpec, PrincipalKind, PrincipalSpec,
+    ReleaseSpec, SealedArtifact, Store,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 const URL_VAR: &str = "INFRA_TEST_DATABASE_URL";
 const CONTROLLER: ControllerId = ControllerId(0x7a);
 const RELEASE: &str = "rel-bench";
+const HANDOVER_RELEASE: &str = "rel-handover";
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -138,22 +140,64 @@ async fn inventory(store: &PgStore, ids: &[String]) -> Result<(), Error> {
                     endpoint: format!("{id}.nodes:50000"),
                     rollout_scope: format!("scope-{id}"),
                     talos_minor: "1.13".into(),
-                    adopted_digest: Some(base_digest(id)),
+                    import_digest: Some(base_digest(id)),
                 },
             )
             .await?;
     }
+    publish(store, HANDOVER_RELEASE, ids).await?;
+    for id in ids {
+        hand_over(store, id).await?;
+    }
+    publish(store, RELEASE, ids).await
+}
+
+/// Publish `release` for every machine.
+async fn publish(store: &PgStore, release: &str, ids: &[String]) -> Result<(), Error> {
     store
         .publish_release(
             &Actor::new("publisher", Role::Publisher),
             ReleaseSpec {
-                id: RELEASE.into(),
+                id: release.into(),
                 artifacts: ids.iter().map(|m| (m.clone(), sealed(m))).collect(),
                 contributions: vec![("author".into(), ContributionKind::Authored)],
             },
         )
         .await?;
     Ok(())
+}
+
+/// Hand the imported machine over (§6.3): an approved adopt plan of the handover
+/// release, an observation of its base digest, and the adoption record.
+async fn hand_over(store: &PgStore, machine: &str) -> Result<(), Error> {
+    let plan = format!("handover-{machine}");
+    let now = store.now().await?;
+    let spec = AdoptPlanSpec {
+        id: plan.clone(),
+        machine: machine.into(),
+        release: HANDOVER_RELEASE.into(),
+        expires_at: now.plus(SpanMs::from_secs(3600)),
+        max_evidence_age: SpanMs::from_secs(60),
+    };
+    store
+        .create_adopt_plan(&Actor::new("publisher", Role::Publisher), spec)
+        .await?;
+    store
+        .approve(&Actor::new("approver", Role::Approver), &plan)
+        .await?;
+    let ticket = store
+        .begin_observation(ObservationRequest {
+            machine: machine.into(),
+            purpose: ObservationPurpose::Evidence,
+            plan: Some(plan.clone()),
+            controller: CONTROLLER,
+        })
+        .await?;
+    store.record_observation(&ticket, facts(machine)).await?;
+    match store.record_adoption(&plan, CONTROLLER).await? {
+        AdoptionOutcome::Recorded { .. } => Ok(()),
+        AdoptionOutcome::Held(hold) => Err(format!("{machine}: adoption held: {hold}").into()),
+    }
 }
 
 /// A plan for the machine, its approval and dispatch evidence.

@@ -22,7 +22,7 @@ use infra_talos::backend::{
 use infra_talos::config_digest;
 use infra_talos::contract::comparison::Comparison;
 use infra_talos::contract::evidence::{ObservationPurpose, ResponseClass};
-use infra_talos::contract::operation::ControllerId;
+use infra_talos::contract::operation::{ControllerId, OperationState};
 use infra_talos::contract::plan::PlanState;
 use infra_talos::contract::{InstantMs, Role, SpanMs};
 use infra_talos::controller::{
@@ -33,7 +33,7 @@ use infra_talos::digest::Digest;
 use infra_talos::keys::{KeyProvider, LocalKeyring};
 use infra_talos::store::sqlite::SqliteStore;
 use infra_talos::store::{
-    Actor, ContributionKind, DependencyCheck, IdentityKey, MachineSpec, MachineView,
+    Actor, AdoptPlanSpec, ContributionKind, DependencyCheck, IdentityKey, MachineSpec, MachineView,
     ObservationRequest, ObservedFacts, PlanSpec, PrincipalKind, PrincipalSpec, SealedReleaseSpec,
     Store,
 };
@@ -155,7 +155,7 @@ impl World {
                         endpoint: sim.node_address(),
                         rollout_scope: scope(machine),
                         talos_minor: "1.10".into(),
-                        adopted_digest: Some(config_digest(&facts.config)),
+                        import_digest: Some(config_digest(&facts.config)),
                     },
                 )
                 .await
@@ -175,8 +175,32 @@ impl World {
             talosconfigs,
             dir,
         };
+        world.hand_over().await;
         world.publish("rel-1").await;
         world
+    }
+
+    /// Hands every imported machine over (§6.3): release `rel-0` published, then for
+    /// each an adopt plan approved by bob and its adoption recorded by this process's
+    /// executor against a fresh read of the node.
+    async fn hand_over(&self) {
+        self.publish("rel-0").await;
+        let executor = self.executor();
+        for machine in MACHINES {
+            let plan = format!("handover-{machine}");
+            let spec = AdoptPlanSpec {
+                id: plan.clone(),
+                machine: machine.into(),
+                release: "rel-0".into(),
+                expires_at: InstantMs(u64::MAX / 2),
+                max_evidence_age: SpanMs::from_secs(60),
+            };
+            self.store.create_adopt_plan(&alice(), spec).await.unwrap();
+            self.store.approve(&bob(), &plan).await.unwrap();
+            let outcome = executor.run_plan(&plan).await.unwrap();
+            assert_eq!(outcome.state, OperationState::Completed, "{machine}");
+            assert_eq!(outcome.sends, 0, "an adoption sends nothing");
+        }
     }
 
     async fn publish(&self, release: &str) {
@@ -416,8 +440,8 @@ async fn apply_records_a_plan_awaiting_approval_and_sends_nothing() {
     );
 
     let plans = world.store.plans_of_machine("w-pend").await;
-    assert_eq!(plans, ["w-pend-rel-1-b2"]);
-    let view = world.store.plan("w-pend-rel-1-b2").await.unwrap();
+    assert_eq!(plans, ["w-pend-rel-1-b9"]);
+    let view = world.store.plan("w-pend-rel-1-b9").await.unwrap();
     assert_eq!(view.state, PlanState::Proposed);
     assert_eq!(
         view.artifact_digest,
@@ -441,12 +465,12 @@ async fn apply_records_a_plan_awaiting_approval_and_sends_nothing() {
     assert_eq!(
         again.result.not_attempted[0].detail.as_deref(),
         Some(
-            "plan w-pend-rel-1-b2 for machine w-pend (release rel-1) is already recorded and waiting for an approver; nothing new was made"
+            "plan w-pend-rel-1-b9 for machine w-pend (release rel-1) is already recorded and waiting for an approver; nothing new was made"
         )
     );
     assert_eq!(
         world.store.plans_of_machine("w-pend").await,
-        ["w-pend-rel-1-b2"]
+        ["w-pend-rel-1-b9"]
     );
     let direct = world
         .backend()
@@ -463,13 +487,13 @@ async fn apply_records_a_plan_awaiting_approval_and_sends_nothing() {
     // Once cancelled, the next apply makes a fresh plan for the same binding.
     world
         .store
-        .cancel_plan(&alice(), "w-pend-rel-1-b2")
+        .cancel_plan(&alice(), "w-pend-rel-1-b9")
         .await
         .unwrap();
     engine.apply(&plan, &Options::default()).await.unwrap();
     assert_eq!(
         world.store.plans_of_machine("w-pend").await,
-        ["w-pend-rel-1-b2", "w-pend-rel-1-b2-2"]
+        ["w-pend-rel-1-b9", "w-pend-rel-1-b9-2"]
     );
     assert_eq!(world.apply_requests(), 0);
     let dump = world.store.dump_all_rows().await.unwrap();
@@ -549,19 +573,9 @@ async fn recorded_drift_gets_a_revert_plan() {
 const DEPLOYER: &str = "deployer";
 
 impl World {
-    /// A backend in direct mode whose plans are made by the `deployer` token and run
-    /// by an executor of this process.
-    async fn direct_backend(&self) -> TalosBackend {
-        self.store
-            .register_principal(PrincipalSpec {
-                id: DEPLOYER.into(),
-                kind: PrincipalKind::Token {
-                    responsible: Some("alice".into()),
-                },
-                roles: vec![Role::Publisher],
-            })
-            .await
-            .unwrap();
+    /// This process's executor, reaching each machine's simulator through its own
+    /// talosconfig.
+    fn executor(&self) -> Executor {
         let connectors = ConnectorMap::new();
         for (machine, path) in &self.talosconfigs {
             let connector = TalosconfigConnector::load(path, options()).unwrap();
@@ -575,7 +589,7 @@ impl World {
         }
         let keys: Arc<dyn KeyProvider> =
             Arc::new(LocalKeyring::open(self.dir.path().join("keys")).unwrap());
-        let executor = Executor::new(
+        Executor::new(
             CONTROLLER,
             Arc::clone(&self.store) as Arc<dyn Store>,
             Arc::new(connectors),
@@ -586,7 +600,23 @@ impl World {
                 max_transport_deadline: SpanMs::from_secs(30),
             },
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// A backend in direct mode whose plans are made by the `deployer` token and run
+    /// by an executor of this process.
+    async fn direct_backend(&self) -> TalosBackend {
+        self.store
+            .register_principal(PrincipalSpec {
+                id: DEPLOYER.into(),
+                kind: PrincipalKind::Token {
+                    responsible: Some("alice".into()),
+                },
+                roles: vec![Role::Publisher],
+            })
+            .await
+            .unwrap();
+        let executor = self.executor();
         TalosBackend::direct(
             Arc::clone(&self.store),
             self.readers.clone(),
@@ -665,7 +695,7 @@ async fn direct_mode_applies_under_a_blanket_approval() {
     let position = |what: &str| {
         timeline
             .iter()
-            .position(|e| e.kind == what || format!("{} {}", e.kind, e.detail) == what)
+            .rposition(|e| e.kind == what || format!("{} {}", e.kind, e.detail) == what)
             .unwrap_or_else(|| panic!("no {what} entry: {timeline:?}"))
     };
     assert!(
@@ -754,7 +784,7 @@ async fn direct_mode_reports_rejections_and_unknown_outcomes() {
     assert!(held.iter().any(|o| !o.state.is_terminal()), "{held:?}");
     assert_eq!(
         world.store.machine("w-conv").await.unwrap().applied_release,
-        None
+        Some("rel-0".to_owned())
     );
     // A second apply sends nothing to the held machine; the rejected one gets a
     // fresh plan, and the node (its fault spent) takes it.
@@ -886,6 +916,7 @@ impl PlansOf for SqliteStore {
             .unwrap()
             .into_iter()
             .map(|p| p.id)
+            .filter(|id| !id.starts_with("handover-"))
             .collect()
     }
 }

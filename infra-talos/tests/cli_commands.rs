@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 
+mod cli_support;
+
+use cli_support::redact;
 use infra_talos::cli::{Io, run};
 use infra_talos::config_digest;
 
@@ -143,7 +146,7 @@ async fn world(cli: &Cli) -> String {
                 "cluster-a",
                 "--talos-minor",
                 "1.10",
-                "--baseline-digest",
+                "--import-digest",
                 &b1,
             ],
         )
@@ -163,51 +166,12 @@ async fn world(cli: &Cli) -> String {
                 "cluster-a",
                 "--talos-minor",
                 "1.10",
-                "--baseline-digest",
+                "--import-digest",
                 &b2,
             ],
         )
         .await;
     out
-}
-
-/// Replaces store times (`YYYY-MM-DDTHH:MM:SS.mmmZ`) with `[time]`.
-fn redact(text: &str) -> String {
-    const SHAPE: &[u8] = b"dddd-dd-ddTdd:dd:dd.dddZ";
-    let bytes = text.as_bytes();
-    let mut out = String::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        let fits = bytes.len() - i >= SHAPE.len()
-            && SHAPE.iter().zip(&bytes[i..]).all(|(shape, b)| match shape {
-                b'd' => b.is_ascii_digit(),
-                other => other == b,
-            });
-        if fits {
-            out.push_str("[time]");
-            i += SHAPE.len();
-        } else {
-            let ch = text[i..].chars().next().unwrap();
-            out.push(ch);
-            i += ch.len_utf8();
-        }
-    }
-    // Recovery epochs are random: `epoch <32 hex>` becomes `epoch [epoch]`.
-    let mut rest = out.as_str();
-    let mut done = String::new();
-    while let Some(at) = rest.find("epoch ") {
-        let tail = &rest[at + 6..];
-        let hex = tail.len() >= 32 && tail[..32].bytes().all(|b| b.is_ascii_hexdigit());
-        done.push_str(&rest[..at + 6]);
-        if hex {
-            done.push_str("[epoch]");
-            rest = &tail[32..];
-        } else {
-            rest = tail;
-        }
-    }
-    done.push_str(rest);
-    done
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,14 +203,25 @@ async fn inventory_publish_plan_approve_revoke_cancel_and_the_timeline() {
             ],
         )
         .await;
-    transcript += &cli.ok(ALICE, &["plan", "w1"]).await;
-    transcript += &cli.refused(ALICE, &["approve", "w1-rel-1-b2"]).await;
+    // An imported machine has no Applied: nothing can be applied to it until an
+    // approved adopt plan hands it over (§6.3); that plan sends nothing.
+    transcript += &cli.refused(ALICE, &["plan", "w1"]).await;
+    transcript += &cli.ok(ALICE, &["plan", "w1", "--adopt"]).await;
+    transcript += &cli.refused(ALICE, &["approve", "w1-rel-1-b0-adopt"]).await;
     transcript += &cli
-        .refused(Some(("bot", "approver")), &["approve", "w1-rel-1-b2"])
+        .refused(Some(("bot", "approver")), &["approve", "w1-rel-1-b0-adopt"])
         .await;
-    transcript += &cli.ok(BOB, &["approve", "w1-rel-1-b2"]).await;
-    transcript += &cli.ok(BOB, &["revoke", "w1-rel-1-b2"]).await;
-    transcript += &cli.ok(ALICE, &["plan", "w2", "--id", "p-w2"]).await;
+    transcript += &cli
+        .refused(
+            Some(("bot", "automation")),
+            &["approve", "--blanket", "w1-rel-1-b0-adopt"],
+        )
+        .await;
+    transcript += &cli.ok(BOB, &["approve", "w1-rel-1-b0-adopt"]).await;
+    transcript += &cli.ok(BOB, &["revoke", "w1-rel-1-b0-adopt"]).await;
+    transcript += &cli
+        .ok(ALICE, &["plan", "w2", "--adopt", "--id", "p-w2"])
+        .await;
     transcript += &cli.ok(ALICE, &["cancel", "p-w2"]).await;
     transcript += &cli.refused(BOB, &["approve", "p-w2"]).await;
     // Freeze and unfreeze (§6.2): a reason each, a no-op refused, only an approver
@@ -321,92 +296,4 @@ async fn usage_and_configuration_errors_exit_2() {
     transcript += &cli.refused(ALICE, &["plan", "w1"]).await;
     insta::assert_snapshot!("usage_errors", transcript);
     assert!(!Path::new(&missing).exists());
-}
-
-/// Replaces blanket approval identifiers (`blanket-<32 hex>`) with `blanket-[id]`.
-fn redact_blankets(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("blanket-") {
-        let tail = &rest[at + 8..];
-        out.push_str(&rest[..at + 8]);
-        if tail.len() >= 32 && tail[..32].bytes().all(|b| b.is_ascii_hexdigit()) {
-            out.push_str("[id]");
-            rest = &tail[32..];
-        } else {
-            rest = tail;
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The blanket commands: a grant by an approver only, an approval under it at a
-/// token's request, the list (text and JSON), and a revocation that takes the
-/// approval made under it with it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn blanket_grant_approve_list_and_revoke() {
-    const BOT: Option<(&str, &str)> = Some(("bot", "automation"));
-    let cli = Cli::new();
-    world(&cli).await;
-    let a1 = cli.config_file("w1", "rel-1");
-    cli.ok(ALICE, &["publish", "rel-1", "--artifact", &a1])
-        .await;
-    let mut transcript = cli.ok(ALICE, &["plan", "w1"]).await;
-    // No blanket yet: the token's request is refused, and the token cannot grant.
-    transcript += &cli
-        .refused(BOT, &["approve", "--blanket", "w1-rel-1-b2"])
-        .await;
-    transcript += &cli
-        .refused(
-            BOT,
-            &[
-                "blanket",
-                "grant",
-                "--cluster",
-                "cluster-a",
-                "--reason",
-                "lab",
-            ],
-        )
-        .await;
-    let granted = cli
-        .ok(
-            BOB,
-            &[
-                "blanket",
-                "grant",
-                "--cluster",
-                "cluster-a",
-                "--reason",
-                "lab",
-            ],
-        )
-        .await;
-    let id = granted
-        .split_whitespace()
-        .find(|w| w.starts_with("blanket-"))
-        .unwrap()
-        .to_owned();
-    transcript += &granted;
-    transcript += &cli.ok(BOT, &["approve", "--blanket", "w1-rel-1-b2"]).await;
-    transcript += &cli.ok(None, &["blanket", "list"]).await;
-    transcript += &cli.ok(BOB, &["blanket", "revoke", &id]).await;
-    transcript += &cli.refused(BOB, &["blanket", "revoke", &id]).await;
-    transcript += &cli.ok(None, &["blanket", "list"]).await;
-    insta::assert_snapshot!("blanket_transcript", redact_blankets(&redact(&transcript)));
-    let json = cli.ok(None, &["blanket", "list", "--json"]).await;
-    let listed: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(listed[0]["id"], id.as_str());
-    assert_eq!(listed[0]["revoked"][0], "bob");
-    let timeline = cli.ok(None, &["timeline", "w1"]).await;
-    assert!(timeline.contains("approval_revoked"), "{timeline}");
-    assert!(
-        timeline.contains("bob (approver) at the request of bot"),
-        "{timeline}"
-    );
-    assert!(
-        timeline.contains(&format!("blanket approval {id} revoked")),
-        "{timeline}"
-    );
 }

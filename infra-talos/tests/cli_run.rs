@@ -13,6 +13,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod cli_support;
+
+use cli_support::{redact, redact_blankets};
 use infra_talos::cli::{Io, run};
 use infra_talos::config_digest;
 use infra_testkit::talos::{ApplyFault, ApplyMode, NodeFacts, RecordedCall, TalosSim};
@@ -22,6 +25,10 @@ use serde_json::Value;
 const MACHINE: &str = "m1";
 /// The release published for it.
 const RELEASE: &str = "rel-1";
+/// The release the machine's handover adopts.
+const HANDOVER_RELEASE: &str = "rel-0";
+/// The handover's adopt plan.
+const HANDOVER: &str = "handover";
 
 const ANN: Option<(&str, &str)> = Some(("ann", "author"));
 const ALICE: Option<(&str, &str)> = Some(("alice", "publisher"));
@@ -57,9 +64,18 @@ struct Bench {
 }
 
 impl Bench {
-    /// Starts the simulator, writes a talosconfig for its admin client, and registers
-    /// the principals and the machine through the command set.
+    /// [`Bench::imported`], with the machine handed over ([`Bench::hand_over`]).
     async fn new() -> Bench {
+        let bench = Bench::imported().await;
+        let out = bench.hand_over().await;
+        assert!(out.ends_with("nothing was sent\n"), "{out}");
+        bench
+    }
+
+    /// Starts the simulator, writes a talosconfig for its admin client, and registers
+    /// the principals and the machine, imported at the digest of the configuration it
+    /// runs, through the command set.
+    async fn imported() -> Bench {
         let sim = TalosSim::builder()
             .facts(NodeFacts {
                 config: base_config(),
@@ -106,7 +122,7 @@ impl Bench {
                     &facts.cluster_id,
                     "--talos-minor",
                     "1.10",
-                    "--baseline-digest",
+                    "--import-digest",
                     &baseline,
                 ],
             )
@@ -173,17 +189,16 @@ impl Bench {
         ran.out
     }
 
-    /// Publishes [`RELEASE`] for the machine and creates plan `plan` for it, leaving
-    /// the plan proposed.
-    async fn proposed_plan(&self, plan: &str) {
-        let file = self.dir.path().join(format!("{MACHINE}-{RELEASE}.yaml"));
-        std::fs::write(&file, artifact(RELEASE)).expect("artifact file");
+    /// Publishes `release` for the machine, making it Desired.
+    async fn publish(&self, release: &str) {
+        let file = self.dir.path().join(format!("{MACHINE}-{release}.yaml"));
+        std::fs::write(&file, artifact(release)).expect("artifact file");
         let pair = format!("{MACHINE}={}", file.display());
         self.ok(
             ALICE,
             &[
                 "publish",
-                RELEASE,
+                release,
                 "--artifact",
                 &pair,
                 "--authored-by",
@@ -191,6 +206,25 @@ impl Bench {
             ],
         )
         .await;
+    }
+
+    /// Hands the imported machine over through the command set (§6.3): publishes
+    /// [`HANDOVER_RELEASE`], has alice make adopt plan [`HANDOVER`] and bob approve
+    /// it, and runs it; returns what `plan` and `run` printed.
+    async fn hand_over(&self) -> String {
+        self.publish(HANDOVER_RELEASE).await;
+        let planned = self
+            .ok(ALICE, &["plan", MACHINE, "--adopt", "--id", HANDOVER])
+            .await;
+        self.ok(BOB, &["approve", HANDOVER]).await;
+        let ran = self.ok(None, &["run", HANDOVER]).await;
+        format!("{planned}{ran}")
+    }
+
+    /// Publishes [`RELEASE`] for the machine and creates plan `plan` for it, leaving
+    /// the plan proposed.
+    async fn proposed_plan(&self, plan: &str) {
+        self.publish(RELEASE).await;
         let out = self
             .ok(
                 ALICE,
@@ -227,6 +261,17 @@ impl Bench {
     }
 }
 
+/// The operations on a timeline besides the handover's adoption.
+fn after_handover(timeline: &Value) -> Vec<Value> {
+    timeline["operations"]
+        .as_array()
+        .expect("operations")
+        .iter()
+        .filter(|o| o["plan"] != HANDOVER)
+        .cloned()
+        .collect()
+}
+
 /// The operation id in a `run` report (`plan <p>: operation <id> is ...`).
 fn reported_operation(out: &str) -> String {
     let rest = out
@@ -255,8 +300,8 @@ async fn an_approved_plan_is_applied_once_and_moves_applied() {
     bench.approved_plan("p1").await;
     assert!(bench.applies().is_empty(), "nothing is sent before `run`");
     let before = bench.timeline().await;
-    assert_eq!(before["machine"]["appliedRelease"], Value::Null);
-    assert_eq!(before["operations"], serde_json::json!([]));
+    assert_eq!(before["machine"]["appliedRelease"], HANDOVER_RELEASE);
+    assert!(after_handover(&before).is_empty(), "{before}");
 
     let out = bench.ok(None, &["run", "p1"]).await;
     let operation = reported_operation(&out);
@@ -279,7 +324,7 @@ async fn an_approved_plan_is_applied_once_and_moves_applied() {
         after["machine"]["appliedDigest"],
         config_digest(&artifact(RELEASE)).to_hex()
     );
-    let operations = after["operations"].as_array().expect("operations");
+    let operations = after_handover(&after);
     assert_eq!(operations.len(), 1, "{operations:?}");
     assert_eq!(operations[0]["id"], operation.as_str());
     assert_eq!(operations[0]["plan"], "p1");
@@ -325,8 +370,8 @@ async fn without_a_standing_approval_run_sends_nothing_and_says_so() {
     assert!(bench.applies().is_empty(), "an apply reached the node");
     assert_eq!(bench.sim.config(), base_config());
     let timeline = bench.timeline().await;
-    assert_eq!(timeline["machine"]["appliedRelease"], Value::Null);
-    assert_eq!(timeline["operations"], serde_json::json!([]));
+    assert_eq!(timeline["machine"]["appliedRelease"], HANDOVER_RELEASE);
+    assert!(after_handover(&timeline).is_empty(), "{timeline}");
     bench.stop().await;
 }
 
@@ -343,8 +388,8 @@ async fn a_proposed_plan_is_not_run() {
     assert!(bench.applies().is_empty(), "an apply reached the node");
     assert_eq!(bench.sim.config(), base_config());
     let timeline = bench.timeline().await;
-    assert_eq!(timeline["machine"]["appliedRelease"], Value::Null);
-    assert_eq!(timeline["operations"], serde_json::json!([]));
+    assert_eq!(timeline["machine"]["appliedRelease"], HANDOVER_RELEASE);
+    assert!(after_handover(&timeline).is_empty(), "{timeline}");
 
     // Approved afterwards, the same plan runs.
     bench.ok(BOB, &["approve", "p1"]).await;
@@ -369,18 +414,18 @@ async fn a_lost_response_leaves_the_operation_awaiting_accounting() {
     insta::assert_snapshot!("run_unresolved", ran.out.replace(&operation, "[operation]"));
 
     // The apply was sent once and landed on the node, but without a response the
-    // store moves nothing: Applied stays the handed-over baseline.
+    // store moves nothing: Applied stays the handover's.
     assert_eq!(bench.applies(), one_apply_of_the_release());
     assert_eq!(bench.sim.config(), artifact(RELEASE));
     let timeline = bench.timeline().await;
-    assert_eq!(timeline["machine"]["appliedRelease"], Value::Null);
+    assert_eq!(timeline["machine"]["appliedRelease"], HANDOVER_RELEASE);
     assert_eq!(
         timeline["machine"]["appliedDigest"],
         config_digest(&base_config()).to_hex()
     );
-    assert_eq!(timeline["operations"][0]["id"], operation.as_str());
-    assert_eq!(timeline["operations"][0]["state"], "unresolved");
-    assert_eq!(timeline["operations"][0]["attempts"], 1);
+    assert_eq!(after_handover(&timeline)[0]["id"], operation.as_str());
+    assert_eq!(after_handover(&timeline)[0]["state"], "unresolved");
+    assert_eq!(after_handover(&timeline)[0]["attempts"], 1);
 
     // Running the plan again neither settles the operation nor sends again.
     let again = bench.cli(None, &["run", "p1"]).await;
@@ -391,7 +436,7 @@ async fn a_lost_response_leaves_the_operation_awaiting_accounting() {
     );
     assert_eq!(bench.applies(), one_apply_of_the_release());
     let timeline = bench.timeline().await;
-    assert_eq!(timeline["operations"][0]["state"], "unresolved");
+    assert_eq!(after_handover(&timeline)[0]["state"], "unresolved");
 
     // Accounting before any recovery observation is refused.
     let early = bench
@@ -566,6 +611,185 @@ async fn drift_reports_each_machine_and_exits_3_when_it_could_not_look() {
             .ends_with("1 machine(s) observed: 0 with an open drift record, 1 not read\n"),
         "{}",
         blind.out
+    );
+    bench.stop().await;
+}
+
+/// §6.3 through the command set: an imported machine has no Applied, so no plan
+/// can apply anything to it; an adopt plan, once an approver approves it, is
+/// recorded by `run` against a fresh read of the node, and nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imported_machine_is_handed_over_by_an_approved_adoption() {
+    let bench = Bench::imported().await;
+    bench.publish(HANDOVER_RELEASE).await;
+    let mut transcript = String::new();
+    let no_baseline = bench.cli(ALICE, &["plan", MACHINE]).await;
+    assert_eq!(no_baseline.code, ExitCode::from(1), "{}", no_baseline.err);
+    transcript += &no_baseline.err;
+    transcript += &bench
+        .ok(ALICE, &["plan", MACHINE, "--adopt", "--id", HANDOVER])
+        .await;
+    // Not approved yet: refused, and the node is not even read.
+    let early = bench.cli(None, &["run", HANDOVER]).await;
+    assert_eq!(early.code, ExitCode::from(1), "{}", early.err);
+    transcript += &early.err;
+    let approved = bench.ok(BOB, &["approve", HANDOVER]).await;
+    assert!(!approved.contains("unseenOverwrite"), "{approved}");
+    transcript += &approved;
+    let ran = bench.ok(None, &["run", HANDOVER]).await;
+    let operation = ran
+        .split_once("recorded as operation ")
+        .and_then(|(_, rest)| rest.split_once(';'))
+        .map(|(id, _)| id.to_owned())
+        .unwrap_or_else(|| panic!("no operation in {ran:?}"));
+    transcript += &ran.replace(&operation, "[operation]");
+    // Once recorded, the plan is spent.
+    let again = bench.cli(None, &["run", HANDOVER]).await;
+    assert_eq!(again.code, ExitCode::from(1), "{}", again.err);
+    transcript += &again.err;
+    insta::assert_snapshot!("handover", transcript);
+
+    assert!(bench.applies().is_empty(), "an adoption sent something");
+    let timeline = bench.timeline().await;
+    assert_eq!(timeline["machine"]["appliedRelease"], HANDOVER_RELEASE);
+    assert_eq!(
+        timeline["machine"]["appliedDigest"],
+        config_digest(&base_config()).to_hex()
+    );
+    let operations = timeline["operations"].as_array().expect("operations");
+    assert_eq!(operations.len(), 1, "{operations:?}");
+    assert_eq!(operations[0]["id"], operation.as_str());
+    assert_eq!(operations[0]["state"], "completed");
+    assert_eq!(operations[0]["attempts"], 0);
+    let kinds: Vec<&str> = timeline["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    let from = kinds
+        .iter()
+        .position(|k| *k == "adoption")
+        .expect("adoption");
+    assert_eq!(kinds[from..], ["adoption", "applied_changed"], "{kinds:?}");
+    // The handed-over machine takes an apply-config plan now.
+    bench.approved_plan("p1").await;
+    bench.ok(None, &["run", "p1"]).await;
+    assert_eq!(bench.applies(), one_apply_of_the_release());
+    bench.stop().await;
+}
+
+/// An adoption whose fresh read shows another configuration than the import's is
+/// refused by requirement 4, once: the refusal is on the timeline, Applied stays
+/// unset, and running the plan again neither reads the node nor records more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adoption_of_a_changed_node_is_refused_once() {
+    let bench = Bench::imported().await;
+    bench.publish(HANDOVER_RELEASE).await;
+    bench
+        .ok(ALICE, &["plan", MACHINE, "--adopt", "--id", HANDOVER])
+        .await;
+    bench.ok(BOB, &["approve", HANDOVER]).await;
+    bench.sim.drift_config(artifact("by hand"));
+    let refused = bench.cli(None, &["run", HANDOVER]).await;
+    assert_eq!(refused.code, ExitCode::from(1), "{}", refused.err);
+    assert!(
+        refused
+            .err
+            .starts_with("refused: adoption record refused by requirement 4: "),
+        "{}",
+        refused.err
+    );
+    assert!(
+        refused
+            .err
+            .ends_with("the configuration digest read is not the baseline's\n"),
+        "{}",
+        refused.err
+    );
+    let again = bench.cli(None, &["run", HANDOVER]).await;
+    assert_eq!(again.code, ExitCode::from(1), "{}", again.err);
+    assert_eq!(
+        again.err,
+        "refused: the adoption record waits: the plan's adoption record was refused\n"
+    );
+    let timeline = bench.timeline().await;
+    assert_eq!(timeline["machine"]["appliedRelease"], Value::Null);
+    let entries = timeline["entries"].as_array().expect("entries");
+    let refusals = entries
+        .iter()
+        .filter(|e| e["kind"] == "adoption_refused")
+        .count();
+    assert_eq!(refusals, 1, "{entries:?}");
+    assert!(bench.applies().is_empty());
+    bench.stop().await;
+}
+
+/// The blanket commands on a handed-over machine: a grant by an approver only, an
+/// approval under it at a token's request, the list (text and JSON), and a
+/// revocation that takes the approval made under it with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blanket_grant_approve_list_and_revoke() {
+    const BOT: Option<(&str, &str)> = Some(("bot", "automation"));
+    let bench = Bench::new().await;
+    let cluster = bench.sim.facts().cluster_id;
+    bench
+        .ok(
+            None,
+            &[
+                "principal",
+                "add",
+                "bot",
+                "--role",
+                "automation",
+                "--role",
+                "publisher",
+                "--token",
+                "--responsible",
+                "alice",
+            ],
+        )
+        .await;
+    bench.proposed_plan("p1").await;
+    let grant = ["blanket", "grant", "--cluster", &cluster, "--reason", "lab"];
+    let mut transcript = String::new();
+    // No blanket yet: the token's request is refused, and the token cannot grant.
+    for refused in [
+        bench.cli(BOT, &["approve", "--blanket", "p1"]).await,
+        bench.cli(BOT, &grant).await,
+    ] {
+        assert_eq!(refused.code, ExitCode::from(1), "{}", refused.err);
+        transcript += &refused.err;
+    }
+    let granted = bench.ok(BOB, &grant).await;
+    let id = granted
+        .split_whitespace()
+        .find(|w| w.starts_with("blanket-"))
+        .expect("blanket id")
+        .to_owned();
+    transcript += &granted;
+    transcript += &bench.ok(BOT, &["approve", "--blanket", "p1"]).await;
+    transcript += &bench.ok(None, &["blanket", "list"]).await;
+    transcript += &bench.ok(BOB, &["blanket", "revoke", &id]).await;
+    let twice = bench.cli(BOB, &["blanket", "revoke", &id]).await;
+    assert_eq!(twice.code, ExitCode::from(1), "{}", twice.err);
+    transcript += &twice.err;
+    transcript += &bench.ok(None, &["blanket", "list"]).await;
+    let transcript = redact_blankets(&transcript).replace(&cluster, "[cluster]");
+    insta::assert_snapshot!("blanket_transcript", redact(&transcript));
+    let json = bench.ok(None, &["blanket", "list", "--json"]).await;
+    let listed: Value = serde_json::from_str(&json).expect("blanket JSON");
+    assert_eq!(listed[0]["id"], id.as_str());
+    assert_eq!(listed[0]["revoked"][0], "bob");
+    let timeline = bench.ok(None, &["timeline", MACHINE]).await;
+    assert!(timeline.contains("approval_revoked"), "{timeline}");
+    assert!(
+        timeline.contains("bob (approver) at the request of bot"),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains(&format!("blanket approval {id} revoked")),
+        "{timeline}"
     );
     bench.stop().await;
 }

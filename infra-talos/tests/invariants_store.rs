@@ -607,18 +607,27 @@ fn check(model: &Model, before: &Snapshot, after: &Snapshot, done: &Done) -> Res
     );
 
     // 2: every attempt entry follows its operation's commitment entry on the same
-    // timeline, and the attempts recorded are exactly the proofs handed out.
+    // timeline, and the attempts recorded are exactly the proofs handed out. An
+    // adoption record's operation (§6.3) is created by its `adoption` entry and has
+    // no attempt.
     for op in after.ops.values() {
         let timeline = &after.timelines[&op.machine];
-        let commitment = timeline
-            .iter()
-            .find(|e| e.kind == "commitment" && e.operation.as_deref() == Some(&op.id))
-            .map(|e| e.revision.0);
+        let created = timeline.iter().find(|e| {
+            matches!(e.kind.as_str(), "commitment" | "adoption")
+                && e.operation.as_deref() == Some(&op.id)
+        });
         ensure!(
-            commitment.is_some(),
-            "invariant 2: operation {} has no commitment entry",
+            created.is_some(),
+            "invariant 2: operation {} has no commitment or adoption entry",
             op.id
         );
+        ensure!(
+            created.is_none_or(|e| e.kind == "commitment" || op.attempts == 0),
+            "invariant 2: adopt operation {} records {} attempts",
+            op.id,
+            op.attempts
+        );
+        let commitment = created.map(|e| e.revision.0);
         let commitment = commitment.unwrap_or_default();
         let attempts = &after.attempts[&op.id];
         ensure!(
@@ -1116,7 +1125,7 @@ fn check_scopes(before: &Snapshot, after: &Snapshot, done: &Done) -> Result<(), 
             match e.kind.as_str() {
                 // Nothing able to send succeeds on a scope without a present-epoch
                 // release.
-                "commitment" | "attempt" => match was {
+                "commitment" | "attempt" | "adoption" => match was {
                     ScopeState::Normal => {}
                     ScopeState::Released => {
                         if let Err(why) = released_in_present_epoch(before, m) {
@@ -1920,7 +1929,14 @@ async fn run_acts<S: Store>(env: &Env<S>, acts: &[Act]) -> Result<Reached, Strin
         releases,
         finals: BTreeMap::new(),
     };
-    for o in before.ops.values().filter(|o| o.state.is_terminal()) {
+    // The world's handovers are adoptions, not the driver's work.
+    let driven = |o: &&OperationView| !o.plan.starts_with("handover-");
+    for o in before
+        .ops
+        .values()
+        .filter(driven)
+        .filter(|o| o.state.is_terminal())
+    {
         *reached.finals.entry(o.state.to_string()).or_default() += 1;
     }
     Ok(reached)

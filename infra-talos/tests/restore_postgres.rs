@@ -170,8 +170,8 @@ impl Site {
         ]
     }
 
-    async fn inventory(&self, s: &PgStore) {
-        register_people(s).await;
+    async fn inventory(&self, s: &Arc<PgStore>) {
+        register_people(s.as_ref()).await;
         for (machine, sim) in [MACHINE, M2].into_iter().zip(&self.sims) {
             let facts = sim.facts();
             s.create_machine(
@@ -183,11 +183,17 @@ impl Site {
                     endpoint: sim.node_address(),
                     rollout_scope: format!("{machine}-slot"),
                     talos_minor: "1.13".into(),
-                    adopted_digest: Some(config_digest(&facts.config)),
+                    import_digest: Some(config_digest(&facts.config)),
                 },
             )
             .await
             .expect("machine");
+        }
+        self.publish(s, "rel-0", &[MACHINE, M2]).await;
+        let handover = self.executor(s, HANDOVER);
+        for machine in [MACHINE, M2] {
+            let expires = self.clock.now().plus(SpanMs::from_secs(3600));
+            hand_over_with(s.as_ref(), &handover, machine, expires).await;
         }
     }
 

@@ -24,7 +24,7 @@ use sqlx::Connection as _;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 
 /// This build's migrations, by version, on each backend.
-const SQLITE: [(&str, &str); 6] = [
+const SQLITE: [(&str, &str); 7] = [
     (
         "contract_store",
         include_str!("../migrations/sqlite/0001_contract_store.sql"),
@@ -49,8 +49,12 @@ const SQLITE: [(&str, &str); 6] = [
         "recovery_entries",
         include_str!("../migrations/sqlite/0006_recovery_entries.sql"),
     ),
+    (
+        "machine_imports",
+        include_str!("../migrations/sqlite/0007_machine_imports.sql"),
+    ),
 ];
-const POSTGRES: [(&str, &str); 6] = [
+const POSTGRES: [(&str, &str); 7] = [
     (
         "contract_store",
         include_str!("../migrations/postgres/0001_contract_store.sql"),
@@ -74,6 +78,10 @@ const POSTGRES: [(&str, &str); 6] = [
     (
         "recovery_entries",
         include_str!("../migrations/postgres/0006_recovery_entries.sql"),
+    ),
+    (
+        "machine_imports",
+        include_str!("../migrations/postgres/0007_machine_imports.sql"),
     ),
 ];
 
@@ -166,14 +174,14 @@ async fn sqlite_newer_schema_is_refused_and_left_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = sqlite_store(dir.path()).await;
     let insert = format!(
-        "INSERT INTO store_migrations (version, name, checksum) VALUES (7, 'from_a_newer_build', '{FORGED}')"
+        "INSERT INTO store_migrations (version, name, checksum) VALUES (8, 'from_a_newer_build', '{FORGED}')"
     );
     sqlite_exec(&path, &[&insert, "CREATE TABLE future_things (x TEXT)"]).await;
     let before = bytes_and_mtime(&path);
     let err = SqliteStore::open(&path).await.unwrap_err();
     assert_eq!(
         err.open_problem(),
-        Some(&OpenProblem::NewerSchema { found: 7, known: 6 })
+        Some(&OpenProblem::NewerSchema { found: 8, known: 7 })
     );
     let (code, message) = cli_list(&format!("sqlite:{}", path.display())).await;
     assert_eq!(code, ExitCode::from(2), "{message}");
@@ -294,21 +302,21 @@ async fn postgres_newer_schema_is_refused_and_left_untouched() {
     let Some(url) = database_url() else { return };
     let (_schema, options, name) = pg_store(&url).await;
     let insert = format!(
-        "INSERT INTO store_migrations (version, name, checksum) VALUES (7, 'from_a_newer_build', '{FORGED}')"
+        "INSERT INTO store_migrations (version, name, checksum) VALUES (8, 'from_a_newer_build', '{FORGED}')"
     );
     pg_exec(&options, &[&insert, "CREATE TABLE future_things (x TEXT)"]).await;
     let before = pg_state(&options).await;
     let err = pg_open(&options).await.unwrap_err();
     assert_eq!(
         err.open_problem(),
-        Some(&OpenProblem::NewerSchema { found: 7, known: 6 })
+        Some(&OpenProblem::NewerSchema { found: 8, known: 7 })
     );
     let separator = if url.contains('?') { '&' } else { '?' };
     let in_schema = format!("{url}{separator}options[search_path]={name}");
     let (code, message) = cli_list(&in_schema).await;
     assert_eq!(code, ExitCode::from(2), "{message}");
     let expected = format!(
-        "error: store {}: the database is at schema version 7, newer than this build knows (up to 6)",
+        "error: store {}: the database is at schema version 8, newer than this build knows (up to 7)",
         infra_talos::store::postgres_url_without_password(&in_schema)
     );
     assert!(message.starts_with(&expected), "{message}");

@@ -241,7 +241,7 @@ async fn race_009_same_plan_twice() {
         Some(Comparison::PlanHasNoOperation),
         "{err}"
     );
-    assert_eq!(env.store.operations_of("m1").await.unwrap().len(), 1);
+    assert_eq!(plan_operations(&env.store, "m1").await.len(), 1);
 }
 
 /// DS row 010: a second plan for a machine whose first plan is committing waits,
@@ -454,11 +454,20 @@ async fn commitment_waits_for_identity_revocation() {
     assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Revoked);
     assert_eq!(
         entries_from(s, "m3", m3_from).await,
-        strings(&[("commitment", None), ("identity_revoked", None)])
+        // One entry per plan bob approved: the handover's, then p3.
+        strings(&[
+            ("commitment", None),
+            ("identity_revoked", None),
+            ("identity_revoked", None)
+        ])
     );
     assert_eq!(
         entries_from(s, "m1", m1_from).await,
-        strings(&[("identity_revoked", None), ("commitment_refused", Some(1))])
+        strings(&[
+            ("identity_revoked", None),
+            ("identity_revoked", None),
+            ("commitment_refused", Some(1))
+        ])
     );
     assert_eq!(s.plan("p1").await.unwrap().operation, None);
     assert_eq!(
@@ -755,7 +764,7 @@ async fn migrates_version_one_to_current() {
             .fetch_all(store.pool())
             .await
             .unwrap();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7]);
     check_current_version(&store, &clock, before).await;
     store.pool().close().await;
     drop(schema);
@@ -931,6 +940,17 @@ async fn approval_under_a_blanket_waits_for_its_revocation() {
     let mut m4 = machine_spec("m4", "r4");
     m4.cluster_id = "cluster-2".into();
     s.create_machine(&ann(), m4).await.unwrap();
+    s.publish_release(
+        &alice(),
+        ReleaseSpec {
+            id: "rel-0-m4".into(),
+            artifacts: vec![("m4".into(), sealed("m4", "rel-0-m4"))],
+            contributions: vec![("ann".into(), ContributionKind::Authored)],
+        },
+    )
+    .await
+    .unwrap();
+    hand_over(s, "m4").await;
     s.publish_release(
         &alice(),
         ReleaseSpec {

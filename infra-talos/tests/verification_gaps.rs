@@ -162,19 +162,20 @@ impl Worker {
                     endpoint: sim.node_address(),
                     rollout_scope: id.into(),
                     talos_minor: "1.13".into(),
-                    adopted_digest: Some(config_digest(&facts.config)),
+                    import_digest: Some(config_digest(&facts.config)),
                 },
             )
             .await
             .expect("machine");
+        let connector = Arc::new(connector);
+        publish_for(w, id, &format!("rel-0-{id}")).await;
+        let handover = fleet_executor(w, &fleet_from(w, id, &connector), HANDOVER);
+        let expires = w.clock.now().plus(SpanMs::from_secs(3600));
+        hand_over_with(w.store.as_ref(), &handover, id, expires).await;
         let release = format!("rel-{id}");
         publish_for(w, id, &release).await;
         approve_plan(w, id, &format!("p-{id}"), &release, 3).await;
-        Worker {
-            id,
-            sim,
-            connector: Arc::new(connector),
-        }
+        Worker { id, sim, connector }
     }
 
     fn plan(&self) -> String {
@@ -193,6 +194,14 @@ fn fleet_of(w: &World, workers: &[&Worker]) -> Arc<ConnectorMap> {
     for worker in workers {
         routes.insert(worker.id, worker.connector.clone());
     }
+    Arc::new(routes)
+}
+
+/// The world's machine and one more, `id`, reached through `connector`.
+fn fleet_from(w: &World, id: &str, connector: &Arc<TalosconfigConnector>) -> Arc<ConnectorMap> {
+    let routes = ConnectorMap::new();
+    routes.insert(MACHINE, w.connector.clone());
+    routes.insert(id, connector.clone());
     Arc::new(routes)
 }
 

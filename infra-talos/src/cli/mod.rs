@@ -30,6 +30,7 @@
 
 mod database;
 mod drift;
+mod plan;
 mod timeline;
 
 use std::collections::BTreeMap;
@@ -43,7 +44,6 @@ use clap::{Args, Parser, Subcommand};
 use infra_core::engine::SystemClock;
 use serde::Deserialize;
 
-use crate::backend::WallTime;
 use crate::contract::comparison::Comparison;
 use crate::contract::{Role, SpanMs};
 use crate::controller::ExecutorSettings;
@@ -51,7 +51,7 @@ use crate::keys::{KeyProvider, LocalKeyring};
 use database::{Db, open_store};
 
 use crate::store::{
-    AccountingRequest, Actor, ContributionKind, IdentityKey, MachineSpec, PlanSpec, PrincipalKind,
+    AccountingRequest, Actor, ContributionKind, IdentityKey, MachineSpec, PrincipalKind,
     PrincipalSpec, SealedReleaseSpec, StoreError,
 };
 
@@ -243,10 +243,12 @@ pub struct InventoryAdd {
     /// The Talos minor its artifacts are built for, e.g. `1.10`.
     #[arg(long)]
     pub talos_minor: String,
-    /// The configuration digest (hex) it runs when handed over; without it no plan
-    /// can be made for it.
+    /// The configuration digest (hex) read from the machine when it is imported from
+    /// an existing cluster. It is recorded, not accepted: `plan --adopt` then hands the
+    /// machine over once approved and observed (§6.3). Without it, and without Applied,
+    /// no plan can be made for the machine.
     #[arg(long)]
-    pub baseline_digest: Option<String>,
+    pub import_digest: Option<String>,
 }
 
 /// `publish`.
@@ -274,8 +276,14 @@ pub struct PlanArgs {
     #[arg(long)]
     pub id: Option<String>,
     /// A revert of the machine's open drift record.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "adopt")]
     pub revert: bool,
+    /// An adopt plan (§6.3): accept the open drift record's configuration, or for an
+    /// imported machine with no Applied the configuration its import read, as
+    /// Applied, naming the Desired release. Nothing is sent; `run --plan` records the
+    /// adoption against a fresh observation.
+    #[arg(long)]
+    pub adopt: bool,
     /// Seconds until the plan expires.
     #[arg(long, default_value_t = 86_400)]
     pub expires_in: u64,
@@ -649,12 +657,12 @@ async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failu
                     return Err(Failure::Usage("give --smbios-uuid or --node-id".into()));
                 }
             };
-            let adopted = add
-                .baseline_digest
+            let imported = add
+                .import_digest
                 .as_deref()
                 .map(str::parse)
                 .transpose()
-                .map_err(|_| Failure::Usage("--baseline-digest is not 64 hex digits".into()))?;
+                .map_err(|_| Failure::Usage("--import-digest is not 64 hex digits".into()))?;
             store
                 .create_machine(
                     &actor,
@@ -665,7 +673,7 @@ async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failu
                         endpoint: add.endpoint,
                         rollout_scope: add.rollout_scope.unwrap_or_else(|| add.name.clone()),
                         talos_minor: add.talos_minor,
-                        adopted_digest: adopted,
+                        import_digest: imported,
                     },
                 )
                 .await?;
@@ -781,48 +789,7 @@ async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failu
         }
         Command::Plan(args) => {
             let actor = config.actor()?;
-            let view = store.machine(&args.machine).await?;
-            let release = view.desired_release.clone().ok_or_else(|| {
-                Failure::Refused(format!(
-                    "refused: creating a plan: machine {} has no Desired release; publish one first",
-                    args.machine
-                ))
-            })?;
-            let id = args.id.unwrap_or_else(|| {
-                format!(
-                    "{}-{release}-b{}{}",
-                    args.machine,
-                    view.baseline_revision.0,
-                    if args.revert { "-revert" } else { "" }
-                )
-            });
-            let now = WallTime::system(Arc::new(SystemClock::new())).now();
-            let plan = store
-                .create_plan(
-                    &actor,
-                    PlanSpec {
-                        id,
-                        machine: args.machine.clone(),
-                        release: release.clone(),
-                        expires_at: now.plus(SpanMs::from_secs(args.expires_in)),
-                        max_evidence_age: SpanMs::from_secs(args.max_evidence_age),
-                        transport_deadline: SpanMs::from_secs(args.transport_deadline),
-                        verification_deadline: SpanMs::from_secs(args.verification_deadline),
-                        max_attempts: args.max_attempts,
-                        revert: args.revert,
-                    },
-                )
-                .await?;
-            let _ = writeln!(
-                out,
-                "plan {} created by {} for machine {}: release {release}, baseline {}, artifact digest {}; state {}",
-                plan.id,
-                who(&actor),
-                plan.machine,
-                plan.baseline_revision,
-                plan.artifact_digest.to_hex(),
-                plan.state
-            );
+            out.push_str(&plan::create(store.as_ref(), &actor, args).await?);
         }
         Command::Approve { plan, blanket } => {
             let actor = config.actor()?;
@@ -837,7 +804,8 @@ async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failu
                 let mark = store.approve(&actor, &plan).await?;
                 let _ = writeln!(out, "plan {plan} approved by {}: {mark}", who(&actor));
             }
-            if let Some(record) = store.plan(&plan).await?.bound_drift {
+            let view = store.plan(&plan).await?;
+            if let Some(record) = view.bound_drift.filter(|_| view.unseen_overwrite()) {
                 let _ = writeln!(
                     out,
                     "unseenOverwrite: this revert overwrites the drifted configuration of \
@@ -1054,12 +1022,22 @@ async fn run_controller(db: &Db, config: &Config, args: RunArgs) -> Result<Strin
                     plan.machine
                 )));
             }
-            vec![
-                executor
-                    .run_plan(&plan.id)
-                    .await
-                    .map_err(executor_failure)?,
-            ]
+            let outcome = executor
+                .run_plan(&plan.id)
+                .await
+                .map_err(executor_failure)?;
+            if plan.kind == crate::contract::operation::OperationKind::Adopt {
+                let view = store.machine(&plan.machine).await?;
+                return Ok(format!(
+                    "plan {}: adoption recorded as operation {}; Applied is release {} at the \
+                     observed digest {}; nothing was sent\n",
+                    plan.id,
+                    outcome.operation,
+                    view.applied_release.unwrap_or_default(),
+                    view.applied_digest.map(|d| d.to_hex()).unwrap_or_default(),
+                ));
+            }
+            vec![outcome]
         }
         None => executor.start().await.map_err(executor_failure)?,
     };

@@ -6,16 +6,18 @@ use std::time::Duration;
 use infra_core::engine::Clock;
 
 use crate::contract::accounting::{LastRecoveryRead, MIN_SETTLE_FLOOR, next_recovery_read};
+use crate::contract::adoption::Hold;
 use crate::contract::classify::{Classification, UnresolvedReason};
 use crate::contract::evidence::{ObservationPurpose, ResponseClass, TransportOutcome};
-use crate::contract::operation::{ControllerId, OperationState, OwnerToken};
+use crate::contract::operation::{ControllerId, OperationKind, OperationState, OwnerToken};
+use crate::contract::plan::PlanState;
 use crate::contract::recovery::ScopeState;
 use crate::contract::{InstantMs, Revision, SpanMs};
 use crate::dispatch::{self, ApplyResponse, Delivery};
 use crate::keys::{KeyProvider, SealedArtifact};
 use crate::store::{
-    Actor, AttemptView, DependencyCheck, ObservationRequest, ObservationView, ObservedFacts,
-    OperationView, PlanView, Store, StoreError,
+    Actor, AdoptionOutcome, AttemptView, DependencyCheck, ObservationRequest, ObservationView,
+    ObservedFacts, OperationView, PlanView, Store, StoreError,
 };
 
 use super::{Connector, ExecutorError, Interruption, InterruptionHook, MachineClients};
@@ -185,8 +187,11 @@ impl Executor {
     /// ([`ExecutorError::Settings`]), a failed use-time check, an unreachable store.
     /// A refused attempt is not an error: the [`Outcome`] carries it.
     pub async fn run_plan(&self, plan_id: &str) -> Result<Outcome, ExecutorError> {
-        self.store.preflight(plan_id).await?;
         let plan = self.store.plan(plan_id).await?;
+        if plan.kind == OperationKind::Adopt {
+            return self.adopt(&plan).await;
+        }
+        self.store.preflight(plan_id).await?;
         if plan.transport_deadline > self.settings.max_transport_deadline {
             return Err(ExecutorError::Settings(format!(
                 "plan {} binds a transport deadline of {}, above the deployment's maximum of {}",
@@ -215,6 +220,27 @@ impl Executor {
             return Ok(out);
         }
         self.advance(&plan, &clients, committed.owner, out).await
+    }
+
+    /// An adopt plan (§6.3): a fresh observation of the machine, then the adoption
+    /// record transaction. Nothing is sent.
+    async fn adopt(&self, plan: &PlanView) -> Result<Outcome, ExecutorError> {
+        // No read for a plan that cannot be recorded: the store would hold it too.
+        match plan.state {
+            PlanState::Approved => {}
+            PlanState::Committed => return Err(ExecutorError::AdoptionHeld(Hold::AlreadyAdopted)),
+            _ => return Err(ExecutorError::AdoptionHeld(Hold::NotApproved)),
+        }
+        let clients = self.connect(&plan.machine).await?;
+        self.observe(plan, &clients, ObservationPurpose::Evidence)
+            .await?;
+        match self.store.record_adoption(&plan.id, self.id).await? {
+            AdoptionOutcome::Recorded { operation } => Ok(Outcome {
+                state: OperationState::Completed,
+                ..Outcome::new(plan, &operation)
+            }),
+            AdoptionOutcome::Held(hold) => Err(ExecutorError::AdoptionHeld(hold)),
+        }
     }
 
     /// Takes over every non-terminal operation the store holds that another

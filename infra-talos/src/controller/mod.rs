@@ -83,6 +83,10 @@ pub enum ExecutorError {
     /// The dispatch client refused to send (nothing was sent).
     #[error("nothing was sent: {0}")]
     Dispatch(String),
+    /// The adoption record decided nothing (§6.3): it wrote nothing and a later run
+    /// may record it.
+    #[error("the adoption record waits: {0}")]
+    AdoptionHeld(crate::contract::adoption::Hold),
     /// The operation is not owned by this instance.
     #[error("operation {operation} is owned by another controller instance")]
     NotOwner {

@@ -8,7 +8,7 @@ use crate::contract::evidence::{
     TransportOutcome,
 };
 use crate::contract::gate::{DriftRecordId, GateFacts, RecoveryGate};
-use crate::contract::operation::{ControllerId, OperationState, OwnerToken};
+use crate::contract::operation::{ControllerId, OperationKind, OperationState, OwnerToken};
 use crate::contract::plan::{ApprovalRecord, AuthorityFacts, PlanState, SelfApproval};
 use crate::contract::recovery::{BlockedOn, Dependency, RestorationReading, ScopeState};
 use crate::contract::{InstantMs, Revision, Role};
@@ -64,6 +64,15 @@ pub(super) fn plan_state_of(name: &str) -> Result<PlanState, StoreError> {
         .into_iter()
         .find(|s| s.name() == name)
         .ok_or_else(|| db_err(format!("unknown plan state {name:?}")))
+}
+
+/// An operation kind from its stored name.
+pub(super) fn operation_kind_of(name: &str) -> Result<OperationKind, StoreError> {
+    match name {
+        "apply_config" => Ok(OperationKind::ApplyConfig),
+        "adopt" => Ok(OperationKind::Adopt),
+        other => Err(db_err(format!("unknown operation kind {other:?}"))),
+    }
 }
 
 pub(super) fn response_name(class: ResponseClass) -> &'static str {
@@ -203,6 +212,9 @@ pub(super) struct MachineRow {
     pub(super) scope_mark_desired: Option<String>,
     /// The revision of the scope's step 1 accounting decision.
     pub(super) scope_decision_revision: Option<i64>,
+    /// The configuration digest an existing-cluster import read (§6.3), which a
+    /// handover's adopt plan binds as its baseline.
+    pub(super) import_digest: Option<String>,
 }
 
 /// A plan row: everything the plan binds.
@@ -221,6 +233,8 @@ pub(super) struct PlanRow {
     pub(super) baseline_revision: i64,
     pub(super) pre_dispatch_digest: String,
     pub(super) bound_drift: Option<i64>,
+    /// `apply_config`, or `adopt` for an adopt plan (§6.3).
+    pub(super) operation_kind: String,
     pub(super) route: String,
     pub(super) talos_minor: String,
     pub(super) max_evidence_age_ms: i64,

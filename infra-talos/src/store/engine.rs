@@ -19,10 +19,11 @@ use crate::store::common::i;
 use crate::store::sql::{Pool, Tx, query};
 use crate::store::transaction::R;
 use crate::store::{
-    AccountingRequest, Actor, AttemptView, BlanketApproval, Committed, DependencyCheck, HookPoint,
-    MachineSpec, MachineView, ObservationRequest, ObservationTicket, ObservationView,
-    ObservedFacts, OperationView, PlanSpec, PlanView, PrincipalSpec, RecoveryEntry, ReleaseSpec,
-    ScopeAccounting, SealedReleaseSpec, Settings, Store, StoreError, StoreResult, TimelineEntry,
+    AccountingRequest, Actor, AdoptPlanSpec, AdoptionOutcome, AttemptView, BlanketApproval,
+    Committed, DependencyCheck, HookPoint, MachineSpec, MachineView, ObservationRequest,
+    ObservationTicket, ObservationView, ObservedFacts, OperationView, PlanSpec, PlanView,
+    PrincipalSpec, RecoveryEntry, ReleaseSpec, ScopeAccounting, SealedReleaseSpec, Settings, Store,
+    StoreError, StoreResult, TimelineEntry,
 };
 
 /// One store over either database: the pool and the settings every act runs with.
@@ -89,6 +90,18 @@ impl<S: OnEngine> Store for S {
 
     async fn create_plan(&self, actor: &Actor, spec: PlanSpec) -> StoreResult<PlanView> {
         self.engine().create_plan(actor, spec).await
+    }
+
+    async fn create_adopt_plan(&self, actor: &Actor, spec: AdoptPlanSpec) -> StoreResult<PlanView> {
+        self.engine().create_adopt_plan(actor, spec).await
+    }
+
+    async fn record_adoption(
+        &self,
+        plan: &str,
+        controller: ControllerId,
+    ) -> StoreResult<AdoptionOutcome> {
+        self.engine().record_adoption(plan, controller).await
     }
 
     async fn approve(&self, actor: &Actor, plan: &str) -> StoreResult<SelfApproval> {

@@ -39,7 +39,7 @@ macro_rules! plan_cols {
     () => {
         "id, machine_id, release_id, artifact_digest, key_provider, key_id, key_version, \
          identity_kind, identity_value, cluster_id, assignment_revision, desired_release, \
-         baseline_revision, pre_dispatch_digest, bound_drift, route, talos_minor, \
+         baseline_revision, pre_dispatch_digest, bound_drift, operation_kind, route, talos_minor, \
          max_evidence_age_ms, transport_deadline_ms, verification_deadline_ms, max_attempts, \
          rollout_scope, expires_at_ms, creator_id, state, cancelled"
     };
@@ -269,6 +269,19 @@ pub(super) async fn observations_after(tx: &mut Tx, machine: &str, basis: i64) -
     .fetch_all(tx)
     .await?;
     rows.iter().map(obs_row).collect()
+}
+
+/// The recorded observation of `machine` with the highest basis, of any purpose.
+pub(super) async fn latest_recorded(tx: &mut Tx, machine: &str) -> R<Option<ObsRow>> {
+    let row = query(concat!(
+        "SELECT ",
+        obs_cols!(),
+        " WHERE s.machine_id = $1 ORDER BY s.basis DESC LIMIT 1"
+    ))
+    .bind(machine)
+    .fetch_optional(tx)
+    .await?;
+    row.as_ref().map(obs_row).transpose()
 }
 
 /// The latest restoration observation of `machine` that is recorded (§7.3 step 6).

@@ -57,6 +57,11 @@ pub(super) const POSTGRES: &[Migration] = &[
         name: "recovery_entries",
         sql: include_str!("../../migrations/postgres/0006_recovery_entries.sql"),
     },
+    Migration {
+        version: 7,
+        name: "machine_imports",
+        sql: include_str!("../../migrations/postgres/0007_machine_imports.sql"),
+    },
 ];
 
 /// SQLite's migrations (`migrations/sqlite/`), numbered as PostgreSQL's.
@@ -91,6 +96,11 @@ pub(super) const SQLITE: &[Migration] = &[
         version: 6,
         name: "recovery_entries",
         sql: include_str!("../../migrations/sqlite/0006_recovery_entries.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "machine_imports",
+        sql: include_str!("../../migrations/sqlite/0007_machine_imports.sql"),
     },
 ];
 

@@ -56,11 +56,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::attempt::CommittedAttempt;
 use crate::contract::Role;
+use crate::contract::adoption::Hold;
 use crate::contract::classify::Classification;
 use crate::contract::comparison::Comparison;
 use crate::contract::epoch::Epoch;
 use crate::contract::evidence::{ObservationPurpose, ResponseClass};
-use crate::contract::operation::{ControllerId, OperationState, OwnerToken};
+use crate::contract::operation::{ControllerId, OperationKind, OperationState, OwnerToken};
 use crate::contract::plan::{PlanState, SelfApproval};
 use crate::contract::recovery::{Dependency, ScopeState};
 use crate::contract::{InstantMs, Revision, SpanMs};
@@ -171,10 +172,12 @@ pub struct MachineSpec {
     pub rollout_scope: String,
     /// The Talos minor version the machine's artifacts are built for, e.g. `1.13`.
     pub talos_minor: String,
-    /// The digest of the configuration the machine runs when it is handed over; it
-    /// becomes Applied through the inventory's adoption record. `None` leaves the
-    /// machine without an accepted baseline, so no plan can be made for it.
-    pub adopted_digest: Option<Digest>,
+    /// The digest of the configuration an existing-cluster import read from the
+    /// machine. It is recorded, not accepted: the machine has no Applied until an
+    /// approved adopt plan's adoption record, made against a fresh observation of
+    /// this digest, hands it over (§6.3, §8 invariant 3). `None` for a machine that
+    /// was not imported.
+    pub import_digest: Option<Digest>,
 }
 
 /// An encrypted artifact as the store keeps it: never plaintext (§8 invariant 7).
@@ -247,6 +250,39 @@ pub struct PlanSpec {
     pub max_attempts: u32,
     /// A revert: bind the machine's open drift record and expect its digest.
     pub revert: bool,
+}
+
+/// A publisher's parameters for an adopt plan (§6.3). What it adopts is read from
+/// the database under the machine row's lock: the open drift record's latest digest
+/// for a machine that drifted, or the digest its import read for a machine with no
+/// Applied (a handover). Nothing is ever typed in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdoptPlanSpec {
+    /// The plan's identifier (its idempotency key).
+    pub id: String,
+    /// The machine.
+    pub machine: String,
+    /// The release Applied is to name; it must be the machine's Desired.
+    pub release: String,
+    /// When the plan expires.
+    pub expires_at: InstantMs,
+    /// How old the observation the adoption record relies on may be, counted from
+    /// when its read started.
+    pub max_evidence_age: SpanMs,
+}
+
+/// What the adoption record transaction did (§6.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "outcome")]
+pub enum AdoptionOutcome {
+    /// The adoption is recorded: the adopt operation, created completed.
+    Recorded {
+        /// The operation.
+        operation: String,
+    },
+    /// Nothing is decided and nothing was written; a fresh observation or a free
+    /// scope lets a later try decide.
+    Held(Hold),
 }
 
 /// What a read of a machine returned; `None` where a value could not be read.
@@ -378,8 +414,12 @@ pub struct PlanView {
     pub transport_deadline: SpanMs,
     /// The bound verification deadline.
     pub verification_deadline: SpanMs,
-    /// The drift record a revert binds (its opening revision), if the plan is one.
+    /// The drift record the plan binds (its opening revision): a revert's, or a
+    /// drift adoption's.
     pub bound_drift: Option<Revision>,
+    /// What its operation does: apply the release, or adopt the running
+    /// configuration (§6.3).
+    pub kind: OperationKind,
 }
 
 impl PlanView {
@@ -389,7 +429,7 @@ impl PlanView {
     /// every approval of it carries the same mark.
     #[must_use]
     pub fn unseen_overwrite(&self) -> bool {
-        self.bound_drift.is_some()
+        self.kind == OperationKind::ApplyConfig && self.bound_drift.is_some()
     }
 }
 
@@ -452,7 +492,7 @@ pub struct MachineView {
     pub id: String,
     /// Desired release.
     pub desired_release: Option<String>,
-    /// Applied release (`None` after an inventory adoption or before any).
+    /// Applied release (`None` before the first adoption or completed operation).
     pub applied_release: Option<String>,
     /// Applied digest.
     pub applied_digest: Option<Digest>,
@@ -630,6 +670,15 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
+    /// The §6.3 adoption record refused; the refusal is on the timeline, once, and
+    /// ends the plan's tries (a new plan is the retry, choice §10.27).
+    #[error("adoption record refused by {reason}")]
+    AdoptionRefused {
+        /// The §6.3 requirement that failed: 2, 3 or 4.
+        requirement: u8,
+        /// Why.
+        reason: String,
+    },
     /// A §5.2 accounting decision whose conditions do not hold.
     #[error("accounting decision refused: {reason}")]
     AccountingRefused {
@@ -696,7 +745,7 @@ pub type StoreResult<T> = Result<T, StoreError>;
 pub trait Store: Send + Sync {
     /// Register an identity with its roles.
     async fn register_principal(&self, spec: PrincipalSpec) -> StoreResult<()>;
-    /// Add a machine with its identity key (and its handed-over baseline).
+    /// Add a machine with its identity key (and the digest its import read, §6.3).
     async fn create_machine(&self, actor: &Actor, spec: MachineSpec) -> StoreResult<()>;
     /// Publish a release: store its sealed artifacts and select it as each machine's
     /// Desired.
@@ -749,6 +798,16 @@ pub trait Store: Send + Sync {
     ) -> StoreResult<Revision>;
     /// Record a use-time dependency check (§3.1 item 2).
     async fn record_dependency_check(&self, check: DependencyCheck) -> StoreResult<Revision>;
+    /// Make an adopt plan (§6.3): it binds what the machine row holds under its lock
+    /// and adopts the open drift record's configuration, or a handover's import.
+    async fn create_adopt_plan(&self, actor: &Actor, spec: AdoptPlanSpec) -> StoreResult<PlanView>;
+    /// The §6.3 adoption record transaction for an approved adopt plan: requirements
+    /// 1–5 under the machine row's lock; nothing is sent.
+    async fn record_adoption(
+        &self,
+        plan: &str,
+        controller: ControllerId,
+    ) -> StoreResult<AdoptionOutcome>;
     /// The §3.2 commitment transaction, comparisons 0–6.
     async fn commit(&self, plan: &str, controller: ControllerId) -> StoreResult<Committed>;
     /// A §3.3 attempt transaction: comparisons 1, 2, 3, 6, then 7–9 inside the update

@@ -43,6 +43,9 @@ pub(super) fn machine_row(r: &Row) -> Result<MachineRow, sqlx::Error> {
         scope_decision_revision: r
             .try_get("scope_decision_revision")
             .or_else(|e| absent_column(e, || None))?,
+        import_digest: r
+            .try_get("import_digest")
+            .or_else(|e| absent_column(e, || None))?,
     })
 }
 
@@ -74,6 +77,7 @@ pub(super) fn plan_row(r: &Row) -> Result<PlanRow, sqlx::Error> {
         baseline_revision: r.try_get("baseline_revision")?,
         pre_dispatch_digest: r.try_get("pre_dispatch_digest")?,
         bound_drift: r.try_get("bound_drift")?,
+        operation_kind: r.try_get("operation_kind")?,
         route: r.try_get("route")?,
         talos_minor: r.try_get("talos_minor")?,
         max_evidence_age_ms: r.try_get("max_evidence_age_ms")?,

@@ -36,6 +36,7 @@ pub(super) fn plan_view(p: &PlanRow, operation: Option<String>) -> StoreResult<P
         transport_deadline: SpanMs(u(p.transport_deadline_ms)),
         verification_deadline: SpanMs(u(p.verification_deadline_ms)),
         bound_drift: p.bound_drift.map(|r| Revision(u(r))),
+        kind: operation_kind_of(&p.operation_kind)?,
     })
 }
 

@@ -13,15 +13,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use infra_core::engine::Clock;
-use infra_talos::contract::operation::ControllerId;
+use infra_talos::contract::operation::{ControllerId, OperationState};
 use infra_talos::contract::{InstantMs, Role, SpanMs};
 use infra_talos::controller::{Executor, ExecutorSettings, MachineRoute, TalosconfigConnector};
 use infra_talos::keys::{self, KeyProvider, LocalKeyring};
 use infra_talos::store::sqlite::SqliteStore;
 use infra_talos::store::{
-    AccountingRequest, Actor, ContributionKind, IdentityKey, MachineSpec, ManualClock, PlanSpec,
-    PrincipalKind, PrincipalSpec, RecoveryEntry, RestoredBackup, SealedReleaseSpec, Settings,
-    Store, StoreError, TimelineEntry,
+    AccountingRequest, Actor, AdoptPlanSpec, ContributionKind, IdentityKey, MachineSpec,
+    ManualClock, PlanSpec, PrincipalKind, PrincipalSpec, RecoveryEntry, RestoredBackup,
+    SealedReleaseSpec, Settings, Store, StoreError, TimelineEntry,
 };
 use infra_talos::{ConnectOptions, NodeAddress, config_digest};
 use infra_testkit::talos::{NodeFacts, TalosSim};
@@ -35,6 +35,9 @@ pub const MARKER: &str = "SECRET-VALUE-5d1e8b";
 pub const MACHINE: &str = "m1";
 /// The transport deadline plans bind.
 pub const TRANSPORT: SpanMs = SpanMs(1500);
+/// The controller instance that records the handover's adoption.
+pub const HANDOVER: u128 = 0xad0;
+
 /// The settle floor.
 pub const FLOOR: SpanMs = SpanMs::from_secs(30);
 
@@ -180,11 +183,26 @@ impl World {
                 endpoint: self.sim.node_address(),
                 rollout_scope: "workers".into(),
                 talos_minor: "1.13".into(),
-                adopted_digest: Some(config_digest(&facts.config)),
+                import_digest: Some(config_digest(&facts.config)),
             },
         )
         .await
         .expect("machine");
+        self.hand_over().await;
+    }
+
+    /// Hands the imported machine over (§6.3): release `rel-0` published, then
+    /// [`hand_over_with`] by controller instance [`HANDOVER`].
+    async fn hand_over(&self) {
+        self.publish("rel-0").await;
+        let expires = self.clock.now().plus(SpanMs::from_secs(3600));
+        hand_over_with(
+            self.store.as_ref(),
+            &self.executor(HANDOVER),
+            MACHINE,
+            expires,
+        )
+        .await;
     }
 
     /// Seals and publishes `release` for the machine.
@@ -292,7 +310,29 @@ impl World {
         guards: infra_talos::store::Guards,
         sim_clock: impl FnOnce(&ManualClock) -> Arc<dyn Clock>,
     ) -> World {
-        let clock = ManualClock::starting_at(T0);
+        Self::build_from(T0, builder, guards, sim_clock).await
+    }
+
+    /// A world like [`World::new`] whose hand-moved clock starts at `start`: for a
+    /// test that lets a controller process write on the database's own clock after
+    /// the set-up, `start` must precede it.
+    pub async fn new_at(start: InstantMs) -> World {
+        Self::build_from(
+            start,
+            TalosSim::builder().facts(node_facts()),
+            infra_talos::store::Guards::default(),
+            |clock| Arc::new(LinkedClock(clock.clone())),
+        )
+        .await
+    }
+
+    async fn build_from(
+        start: InstantMs,
+        builder: infra_testkit::talos::TalosSimBuilder,
+        guards: infra_talos::store::Guards,
+        sim_clock: impl FnOnce(&ManualClock) -> Arc<dyn Clock>,
+    ) -> World {
+        let clock = ManualClock::starting_at(start);
         let sim = builder
             .clock(sim_clock(&clock))
             .start()
@@ -321,6 +361,44 @@ impl World {
         world.inventory().await;
         world
     }
+}
+
+/// Hands imported `machine` over (§6.3): an adopt plan `handover-<machine>` naming
+/// its Desired release, approved by bob, and its adoption recorded by `executor`
+/// against a fresh read of the node; nothing is sent.
+pub async fn hand_over_with<S: Store + ?Sized>(
+    store: &S,
+    executor: &Executor,
+    machine: &str,
+    expires_at: InstantMs,
+) {
+    let plan = format!("handover-{machine}");
+    let release = store
+        .machine(machine)
+        .await
+        .expect("machine")
+        .desired_release
+        .expect("a Desired release to adopt");
+    store
+        .create_adopt_plan(
+            &publisher(),
+            AdoptPlanSpec {
+                id: plan.clone(),
+                machine: machine.into(),
+                release,
+                expires_at,
+                max_evidence_age: SpanMs::from_secs(60),
+            },
+        )
+        .await
+        .expect("adopt plan");
+    store
+        .approve(&approver(), &plan)
+        .await
+        .expect("approve the handover");
+    let outcome = executor.run_plan(&plan).await.expect("adoption");
+    assert_eq!(outcome.state, OperationState::Completed);
+    assert_eq!(outcome.sends, 0, "an adoption sends nothing");
 }
 
 /// Registers the people every test acts as: alice (publisher), bob (approver),

@@ -2,6 +2,7 @@
 //! extends and closes, and the basis rules that keep a stale read from deciding.
 //! Run by both stores through `drift_suite!`.
 
+use infra_talos::contract::adoption::Hold;
 use infra_talos::store::{Guards, MachineView, ObservationRequest, Store};
 
 use super::*;
@@ -192,6 +193,113 @@ pub async fn stale_reads_decide_nothing<S: Store>(env: Env<S>) {
     assert!(machine(s, "m1").await.open_drift.is_some());
 }
 
+/// §6.3 for a machine that drifted: the adopt plan binds the open record and its
+/// latest digest; its approval carries no unseenOverwrite mark; the adoption record
+/// relies on the newest observation and refuses a stale one (held, nothing
+/// written), then records Applied as the adopted release at the drifted digest and
+/// closes the record as adopted. A second plan for the same machine whose Desired
+/// moved is refused by requirement 3, once, and never tried again.
+pub async fn adoption_closes_the_record<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    let edited = config_digest(b"edited by hand\n");
+    drift_read(s, "m1", edited).await;
+    let opened = machine(s, "m1").await.open_drift.expect("no record opened");
+    // Applied is m1's handover; nothing is adoptable without a drift record on m2.
+    let err = s
+        .create_adopt_plan(&alice(), adopt_spec("a-m2", "m2", "rel-1", env.clock.now()))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("nothing to adopt"), "{err}");
+    publish(s, "rel-2").await;
+    let plan = s
+        .create_adopt_plan(&alice(), adopt_spec("a-m1", "m1", "rel-2", env.clock.now()))
+        .await
+        .unwrap();
+    assert_eq!(plan.bound_drift, Some(opened));
+    assert!(!plan.unseen_overwrite());
+    // A commitment is not the way to record it.
+    assert!(matches!(
+        s.commit("a-m1", A).await,
+        Err(StoreError::Refused { .. })
+    ));
+    s.approve(&bob(), "a-m1").await.unwrap();
+    let approval = s
+        .timeline("m1")
+        .await
+        .unwrap()
+        .into_iter()
+        .rfind(|e| e.kind == "approval");
+    assert!(!approval.unwrap().detail.contains("unseenOverwrite"));
+    // The newest observation began before the approval: held, nothing written.
+    let before = s.timeline("m1").await.unwrap().len();
+    let held = s.record_adoption("a-m1", A).await.unwrap();
+    assert!(
+        matches!(held, AdoptionOutcome::Held(Hold::MissingEvidence { .. })),
+        "{held:?}"
+    );
+    assert_eq!(s.timeline("m1").await.unwrap().len(), before);
+    drift_read(s, "m1", edited).await;
+    let recorded = s.record_adoption("a-m1", A).await.unwrap();
+    let AdoptionOutcome::Recorded { operation } = recorded else {
+        panic!("not recorded: {recorded:?}");
+    };
+    let view = machine(s, "m1").await;
+    assert_eq!(view.applied_release.as_deref(), Some("rel-2"));
+    assert_eq!(view.applied_digest, Some(edited));
+    assert_eq!(view.open_drift, None);
+    let op = s.operation(&operation).await.unwrap();
+    assert_eq!(op.state, OperationState::Completed);
+    assert_eq!(op.attempts, 0);
+    let entries = drift_entries(&s.timeline("m1").await.unwrap());
+    let closed = entries.last().unwrap();
+    assert_eq!(closed.0, "drift_closed");
+    assert!(closed.1.contains("(adopted)"), "{closed:?}");
+    assert_eq!(
+        s.record_adoption("a-m1", A).await.unwrap(),
+        AdoptionOutcome::Held(Hold::AlreadyAdopted)
+    );
+    // m2 drifts too; its adopt plan is approved, then its Desired moves.
+    drift_read(s, "m2", edited).await;
+    s.create_adopt_plan(&alice(), adopt_spec("a-m2", "m2", "rel-2", env.clock.now()))
+        .await
+        .unwrap();
+    s.approve(&bob(), "a-m2").await.unwrap();
+    drift_read(s, "m2", edited).await;
+    publish(s, "rel-3").await;
+    let err = s.record_adoption("a-m2", A).await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::AdoptionRefused { requirement: 3, .. }),
+        "{err}"
+    );
+    assert_eq!(
+        s.record_adoption("a-m2", A).await.unwrap(),
+        AdoptionOutcome::Held(Hold::AlreadyRefused)
+    );
+    let refusals = s
+        .timeline("m2")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "adoption_refused")
+        .count();
+    assert_eq!(refusals, 1);
+    assert_eq!(
+        machine(s, "m2").await.applied_release.as_deref(),
+        Some("rel-0")
+    );
+}
+
+fn adopt_spec(id: &str, machine: &str, release: &str, now: InstantMs) -> AdoptPlanSpec {
+    AdoptPlanSpec {
+        id: id.into(),
+        machine: machine.into(),
+        release: release.into(),
+        expires_at: now.plus(SpanMs::from_secs(3600)),
+        max_evidence_age: SpanMs::from_secs(60),
+    }
+}
+
 async fn begin<S: Store>(s: &S, id: &str) -> infra_talos::store::ObservationTicket {
     s.begin_observation(ObservationRequest {
         machine: id.into(),
@@ -216,6 +324,7 @@ where
         "refused_commitment_drift_returns" => refused_commitment_drift_returns(env).await,
         "second_change_moves_the_revert" => second_change_moves_the_revert(env).await,
         "stale_reads_decide_nothing" => stale_reads_decide_nothing(env).await,
+        "adoption_closes_the_record" => adoption_closes_the_record(env).await,
         other => panic!("no drift case {other}"),
     }
 }
@@ -228,7 +337,8 @@ macro_rules! drift_suite {
         mod drift {
             $crate::drift_suite!(@each $make;
                 drift_opens_and_returns, refused_commitment_drift_returns,
-                second_change_moves_the_revert, stale_reads_decide_nothing);
+                second_change_moves_the_revert, stale_reads_decide_nothing,
+                adoption_closes_the_record);
         }
     };
     (@each $make:ident; $($name:ident),* $(,)?) => {

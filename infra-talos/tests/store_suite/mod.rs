@@ -25,10 +25,11 @@ use infra_talos::contract::{InstantMs, Role, SpanMs};
 use infra_talos::digest::Digest;
 use infra_talos::keys::{self, KeyBinding};
 use infra_talos::store::{
-    AccountingRequest, Actor, AttemptAccounting, Committed, ContributionKind, DependencyCheck,
-    Guards, IdentityKey, MachineSpec, ManualClock, ObservationRequest, ObservedFacts, PlanSpec,
-    PrincipalKind, PrincipalSpec, RecoveryEntry, ReleaseSpec, RestoredBackup, ScopeAccounting,
-    SealedArtifact, SealedReleaseSpec, Settings, Store, StoreError,
+    AccountingRequest, Actor, AdoptPlanSpec, AdoptionOutcome, AttemptAccounting, Committed,
+    ContributionKind, DependencyCheck, Guards, IdentityKey, MachineSpec, ManualClock,
+    ObservationRequest, ObservedFacts, OperationView, PlanSpec, PrincipalKind, PrincipalSpec,
+    RecoveryEntry, ReleaseSpec, RestoredBackup, ScopeAccounting, SealedArtifact, SealedReleaseSpec,
+    Settings, Store, StoreError,
 };
 
 /// A fresh store, its hand-moved clock, and whatever must live as long as it.
@@ -110,13 +111,46 @@ pub fn machine_spec(id: &str, rollout: &str) -> MachineSpec {
         endpoint: format!("{id}.nodes:50000"),
         rollout_scope: rollout.into(),
         talos_minor: "1.13".into(),
-        adopted_digest: Some(base_digest(id)),
+        import_digest: Some(base_digest(id)),
     }
 }
 
 /// Principals, and machines m1 (rollout r1), m2 (rollout r1), m3 (rollout r3, keyed
-/// by node ID), each with release rel-1 published.
+/// by node ID), each imported at its base digest and handed over through an adoption
+/// of release rel-0 ([`hand_over`]), then with release rel-1 published.
 pub async fn world<S: Store>(s: &S) {
+    people(s).await;
+    inventory(s, true).await;
+    publish(s, "rel-0").await;
+    for m in ["m1", "m2", "m3"] {
+        hand_over(s, m).await;
+    }
+    publish(s, "rel-1").await;
+}
+
+/// [`world`] as a store written before imports (schema versions 1–6) holds it: the
+/// inventory set Applied itself, with no adoption. The rows are written as that
+/// release wrote them; the current acts refuse to.
+pub async fn world_before_imports<S: Store>(s: &S) {
+    people(s).await;
+    inventory(s, false).await;
+    let cases: Vec<String> = ["m1", "m2", "m3"]
+        .iter()
+        .map(|m| format!("WHEN '{m}' THEN '{}'", base_digest(m).to_hex()))
+        .collect();
+    let sql = format!(
+        "UPDATE machines SET applied_digest = CASE id {} END, \
+         applied_source = 'inventory adoption'",
+        cases.join(" ")
+    );
+    s.raw_execute(Box::leak(sql.into_boxed_str()))
+        .await
+        .unwrap();
+    publish(s, "rel-1").await;
+}
+
+/// The suite's principals.
+async fn people<S: Store>(s: &S) {
     let humans: [(&str, &[Role]); 6] = [
         ("alice", &[Role::Publisher]),
         ("bob", &[Role::Approver]),
@@ -150,16 +184,67 @@ pub async fn world<S: Store>(s: &S) {
     })
     .await
     .unwrap();
-    s.create_machine(&ann(), machine_spec("m1", "r1"))
-        .await
-        .unwrap();
-    s.create_machine(&ann(), machine_spec("m2", "r1"))
-        .await
-        .unwrap();
-    let mut m3 = machine_spec("m3", "r3");
-    m3.identity = IdentityKey::NodeId("node-m3".into());
-    s.create_machine(&ann(), m3).await.unwrap();
-    publish(s, "rel-1").await;
+}
+
+/// Machines m1, m2 and m3, with their import digests when `imported`.
+async fn inventory<S: Store>(s: &S, imported: bool) {
+    for (id, rollout) in [("m1", "r1"), ("m2", "r1"), ("m3", "r3")] {
+        let mut spec = machine_spec(id, rollout);
+        if id == "m3" {
+            spec.identity = IdentityKey::NodeId("node-m3".into());
+        }
+        if !imported {
+            spec.import_digest = None;
+        }
+        s.create_machine(&ann(), spec).await.unwrap();
+    }
+}
+
+/// The operations of `machine` besides its handover's adoption.
+pub async fn plan_operations<S: Store>(s: &S, machine: &str) -> Vec<OperationView> {
+    let mut ops = s.operations_of(machine).await.unwrap();
+    ops.retain(|o| !o.plan.starts_with("handover-"));
+    ops
+}
+
+/// The controller instance that records the handovers' adoptions.
+pub const HANDOVER: ControllerId = ControllerId(0xad0);
+
+/// Hand imported `machine` over (§6.3): an adopt plan `handover-<machine>` naming its
+/// Desired release, approved by bob, and its adoption recorded against a fresh
+/// observation of the base digest.
+pub async fn hand_over<S: Store>(s: &S, machine: &str) {
+    let plan = format!("handover-{machine}");
+    let desired = s.machine(machine).await.unwrap().desired_release.unwrap();
+    s.create_adopt_plan(
+        &alice(),
+        AdoptPlanSpec {
+            id: plan.clone(),
+            machine: machine.into(),
+            release: desired,
+            expires_at: T0.plus(SpanMs::from_secs(3600)),
+            max_evidence_age: SpanMs::from_secs(60),
+        },
+    )
+    .await
+    .unwrap();
+    s.approve(&bob(), &plan).await.unwrap();
+    let mut read = facts(machine, base_digest(machine));
+    read.cluster_id = Some(s.machine(machine).await.unwrap().cluster_id);
+    observe(
+        s,
+        machine,
+        ObservationPurpose::Evidence,
+        Some(&plan),
+        HANDOVER,
+        read,
+    )
+    .await;
+    let outcome = s.record_adoption(&plan, HANDOVER).await.unwrap();
+    assert!(
+        matches!(outcome, AdoptionOutcome::Recorded { .. }),
+        "{machine}: {outcome:?}"
+    );
 }
 
 pub async fn publish<S: Store>(s: &S, release: &str) {
@@ -464,7 +549,8 @@ pub async fn c0_plan_committed_twice<S: Store>(env: Env<S>) {
         Comparison::PlanHasNoOperation,
     )
     .await;
-    assert_eq!(s.operations_of("m1").await.unwrap().len(), 1);
+    let of_p1 = s.operations_of("m1").await.unwrap();
+    assert_eq!(of_p1.iter().filter(|o| o.plan == "p1").count(), 1);
 }
 
 pub async fn c1_approval_revoked<S: Store>(env: Env<S>) {
@@ -615,6 +701,17 @@ async fn world_with_fresh_machine<S: Store>(s: &S, id: &str) -> ObservedFacts {
     s.publish_release(
         &alice(),
         ReleaseSpec {
+            id: "rel-0-fresh".into(),
+            artifacts: vec![(id.to_owned(), sealed(id, "rel-0-fresh"))],
+            contributions: vec![("ann".into(), ContributionKind::Authored)],
+        },
+    )
+    .await
+    .unwrap();
+    hand_over(s, id).await;
+    s.publish_release(
+        &alice(),
+        ReleaseSpec {
             id: "rel-4".into(),
             artifacts: vec![(id.to_owned(), sealed(id, "rel-4"))],
             contributions: vec![("ann".into(), ContributionKind::Authored)],
@@ -646,8 +743,9 @@ pub async fn entry_now<S: Store + ?Sized>(s: &S, controller: ControllerId) -> Re
 
 /// A read of `machine` as it stands: its recorded identity and Applied's digest.
 pub async fn as_it_stands<S: Store>(s: &S, machine: &str) -> ObservedFacts {
-    let digest = s.machine(machine).await.unwrap().applied_digest.unwrap();
-    facts(machine, digest)
+    let applied = s.machine(machine).await.unwrap().applied_digest;
+    // A machine not handed over yet runs what its import read.
+    facts(machine, applied.unwrap_or_else(|| base_digest(machine)))
 }
 
 /// After `enter_recovery`, the §7.3 step 1 decision over `machines`: the recovery
@@ -1763,6 +1861,15 @@ pub async fn attempts_read<S: Store>(env: Env<S>) {
 pub async fn observations_read<S: Store>(env: Env<S>) {
     let s = &env.store;
     world(s).await;
+    // The handover's observation of m3 comes first; this test reads the ones after.
+    let handover = s.observations("m3").await.unwrap();
+    assert_eq!(handover.len(), 1);
+    assert_eq!(handover[0].plan.as_deref(), Some("handover-m3"));
+    let after_handover = || async {
+        let mut views = s.observations("m3").await.unwrap();
+        views.remove(0);
+        views
+    };
     approved(&env, "p1", "m3", "rel-1").await;
     let started = env.clock.now();
     let ticket = s
@@ -1775,7 +1882,7 @@ pub async fn observations_read<S: Store>(env: Env<S>) {
         .await
         .unwrap();
     // Started, not recorded.
-    let views = s.observations("m3").await.unwrap();
+    let views = after_handover().await;
     assert_eq!(views.len(), 1);
     assert_eq!(views[0].basis, ticket.basis);
     assert_eq!(views[0].recorded_at, None);
@@ -1794,7 +1901,7 @@ pub async fn observations_read<S: Store>(env: Env<S>) {
         ObservedFacts::default(),
     )
     .await;
-    let views = s.observations("m3").await.unwrap();
+    let views = after_handover().await;
     assert_eq!(views.len(), 2);
     let v = &views[0];
     assert_eq!(v.machine, "m3");
@@ -1819,8 +1926,10 @@ pub async fn observations_read<S: Store>(env: Env<S>) {
     assert_eq!(w.controller, Some(B));
     assert_eq!(w.digest(), None);
     assert!(w.recorded_at.is_some());
-    // Per machine: m1 has none.
-    assert!(s.observations("m1").await.unwrap().is_empty());
+    // Per machine: m1 has only its handover's.
+    let of_m1 = s.observations("m1").await.unwrap();
+    assert_eq!(of_m1.len(), 1);
+    assert_eq!(of_m1[0].plan.as_deref(), Some("handover-m1"));
     assert!(matches!(
         s.observations("nope").await,
         Err(StoreError::NotFound { .. })
@@ -1961,7 +2070,7 @@ pub struct AtVersionOne {
 /// Fill a store whose schema is at version 1, through acts that need nothing newer.
 pub async fn fill_version_one<S: Store>(env: &Env<S>) -> AtVersionOne {
     let s = &env.store;
-    world(s).await;
+    world_before_imports(s).await;
     ready(env, "p1", "m1", A).await;
     let c = s.commit("p1", A).await.unwrap();
     let _proof = s.attempt(&c.operation, c.owner).await.unwrap();

@@ -245,7 +245,7 @@ pub async fn unfreeze_waits_for_accounting<S: Store>(env: Env<S>) {
 /// scope released under the old rules.
 pub async fn in_recovery_before_scope_states<S: Store>(old: &Env<S>) {
     let s = &old.store;
-    world(s).await;
+    world_before_imports(s).await;
     s.raw_execute("UPDATE installation SET recovery_mode = TRUE")
         .await
         .unwrap();

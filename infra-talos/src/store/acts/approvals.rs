@@ -96,6 +96,7 @@ impl SqlStore {
         // §6.4, choice §10.16: a revert's approval says it overwrites what nobody saw.
         let unseen = plan
             .bound_drift
+            .filter(|_| plan.operation_kind == "apply_config")
             .map(|r| {
                 format!(
                     "unseenOverwrite: overwrites the configuration of drift record r{r}, which \

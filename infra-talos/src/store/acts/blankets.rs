@@ -197,6 +197,12 @@ impl SqlStore {
                 let machine = lock_machine(tx, &machine_id).await?;
                 let inst = installation(tx, true).await?;
                 require_role(tx, actor, &[Role::Publisher, Role::Automation], ACT).await?;
+                if read_plan(tx, plan_id).await?.operation_kind == "adopt" {
+                    // An adoption accepts a configuration no reviewer has seen as
+                    // Applied: it takes an approver's own review, never a standing grant.
+                    let reason = "an adopt plan needs an approver's own approval";
+                    return Err(refused(ACT, reason).into());
+                }
                 let blanket = live_blanket(tx, &machine.cluster_id)
                     .await?
                     .ok_or_else(|| {

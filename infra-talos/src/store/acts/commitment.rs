@@ -71,6 +71,10 @@ impl SqlStore {
             plan: read_plan(tx, plan_id).await?,
             approval: standing_approval(tx, plan_id).await?,
         };
+        if rows.plan.operation_kind == "adopt" {
+            let reason = "an adopt plan is recorded by the adoption record (§6.3), never committed";
+            return Err(refused("committing", reason).into());
+        }
         self.hook(HookPoint::CommitmentLocked {
             plan: plan_id.to_owned(),
             controller,

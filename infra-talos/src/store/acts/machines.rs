@@ -1,5 +1,5 @@
 //! Machines in the inventory (§6.2, §7.4, §8 invariant 9): adding one with its
-//! identity key and handed-over baseline, changing its assignment (refused while the
+//! identity key and import digest, changing its assignment (refused while the
 //! scope is held), and freezing or unfreezing its scope.
 
 use crate::contract::Role;
@@ -14,7 +14,7 @@ use crate::store::{Actor, IdentityKey, MachineSpec, StoreError, StoreResult};
 
 impl SqlStore {
     /// [`Store::create_machine`](crate::store::Store::create_machine): add a machine with its
-    /// identity key (and its handed-over baseline).
+    /// identity key (and the digest its import read).
     pub(in crate::store) async fn create_machine(
         &self,
         actor: &Actor,
@@ -78,19 +78,21 @@ impl SqlStore {
                         .execute(tx)
                         .await?;
                 }
-                if let Some(d) = spec.adopted_digest {
-                    let detail = format!("handed over at digest {d} (inventory adoption record)");
-                    let entry = Entry::by(actor, "applied_changed").detail(detail);
-                    let rev = append(tx, &spec.id, now, entry).await?;
-                    query(
-                        "UPDATE machines SET applied_digest = $2, \
-                         applied_source = 'inventory adoption', baseline_revision = $3 \
-                         WHERE id = $1",
+                if let Some(d) = &spec.import_digest {
+                    query("UPDATE machines SET import_digest = $2 WHERE id = $1")
+                        .bind(&spec.id)
+                        .bind(d.to_hex())
+                        .execute(tx)
+                        .await?;
+                    let detail = format!(
+                        "import read digest {d}; an approved adopt plan hands the machine over"
+                    );
+                    append(
+                        tx,
+                        &spec.id,
+                        now,
+                        Entry::by(actor, "machine_imported").detail(detail),
                     )
-                    .bind(&spec.id)
-                    .bind(d.to_hex())
-                    .bind(rev)
-                    .execute(tx)
                     .await?;
                 }
                 Ok(())

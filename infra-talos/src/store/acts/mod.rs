@@ -6,6 +6,7 @@
 //! | module | acts | contract |
 //! |---|---|---|
 //! | `plans` | create a plan, cancel it, preflight | §2, §3.1 |
+//! | `adoption` | create an adopt plan, the adoption record and its recorded refusal | §6.3 |
 //! | `approvals` | approve a plan, revoke the approval | §2, §3.2 comparison 1, §6.4 |
 //! | `blankets` | grant and revoke a blanket approval, approve under one, list them | §2 |
 //! | `commitment` | the commitment transaction and its recorded refusal | §3.2, choice §10.30 |
@@ -23,6 +24,7 @@
 //! row decoders (`super::rows`) and the comparisons that need no database
 //! (`super::common`).
 
+mod adoption;
 mod approvals;
 mod attempt;
 mod blankets;

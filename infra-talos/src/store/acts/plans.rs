@@ -237,7 +237,11 @@ fn expected_digest(
     } else {
         match &machine.applied_digest {
             Some(d) => Ok((d.clone(), None)),
-            None => Err(refused(CREATING, "the machine has no accepted baseline")),
+            None => Err(refused(
+                CREATING,
+                "the machine has no Applied: an imported machine is handed over by an approved \
+                 adopt plan first (§6.3)",
+            )),
         }
     }
 }
