@@ -280,7 +280,7 @@ pub struct PlanArgs {
     pub revert: bool,
     /// An adopt plan (§6.3): accept the open drift record's configuration, or for an
     /// imported machine with no Applied the configuration its import read, as
-    /// Applied, naming the Desired release. Nothing is sent; `run --plan` records the
+    /// Applied, naming the Desired release. Nothing is sent; `run PLAN` records the
     /// adoption against a fresh observation.
     #[arg(long)]
     pub adopt: bool,
