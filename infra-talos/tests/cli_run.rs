@@ -16,7 +16,7 @@ use std::process::ExitCode;
 mod cli_support;
 
 use cli_support::{redact, redact_blankets};
-use infra_talos::cli::{Io, run};
+use infra_talos::cli::{Io, iso, run};
 use infra_talos::config_digest;
 use infra_testkit::talos::{ApplyFault, ApplyMode, NodeFacts, RecordedCall, TalosSim};
 use serde_json::Value;
@@ -791,5 +791,95 @@ async fn blanket_grant_approve_list_and_revoke() {
         timeline.contains(&format!("blanket approval {id} revoked")),
         "{timeline}"
     );
+    bench.stop().await;
+}
+
+/// §7 through the command set after a restore of the store: `recovery enter` with
+/// the stop and the backup; nothing can be planned; `observe` paces its reads (the
+/// first a maximum transport deadline after the entry, the next a settle floor
+/// later) and sends nothing; the step 1 decision waits for them; the restoration
+/// read, the mark (its dependency check made by the command), the release, and
+/// leaving. The node receives nothing throughout. Real time: about 95 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_after_a_restore_through_the_commands() {
+    let bench = Bench::new().await;
+    // Every controller instance is stopped from here on.
+    let now = infra_talos::backend::WallTime::system(std::sync::Arc::new(
+        infra_core::engine::SystemClock::new(),
+    ))
+    .now()
+    .0;
+    let stopped = iso(now);
+    let backup = format!("database=store-0412.dump@{}", iso(now - 3_600_000));
+    let mut transcript = String::new();
+    // Usage: a time that is not one, a backup without its time.
+    for (flag, value) in [("--stopped-at", "yesterday"), ("--backup", "database=dump")] {
+        let mut args = vec!["recovery", "enter", "--stopped-at", &stopped];
+        args.extend(["--backup", &backup]);
+        let at = args.iter().position(|a| *a == flag).expect("flag") + 1;
+        args[at] = value;
+        let ran = bench.cli(ROOT, &args).await;
+        assert_eq!(ran.code, ExitCode::from(2), "{}", ran.err);
+        transcript += &ran.err;
+    }
+    let enter = [
+        "recovery",
+        "enter",
+        "--stopped-at",
+        &stopped,
+        "--backup",
+        &backup,
+    ];
+    let refused = bench.cli(ALICE, &enter).await;
+    assert_eq!(refused.code, ExitCode::from(1), "{}", refused.err);
+    transcript += &refused.err;
+    transcript += &bench.ok(ROOT, &enter).await;
+    transcript += &bench.ok(None, &["recovery", "status"]).await;
+    bench.publish(RELEASE).await;
+    let no_plan = bench.cli(ALICE, &["plan", MACHINE]).await;
+    assert_eq!(no_plan.code, ExitCode::from(1), "{}", no_plan.err);
+    transcript += &no_plan.err;
+    let observe = ["recovery", "observe"];
+    // Not due: the erased attempt's deadline has not passed.
+    let early = bench.ok(None, &observe).await;
+    assert!(early.contains("is due at"), "{early}");
+    transcript += &early;
+    let account = ["recovery", "account", MACHINE];
+    let unread = bench.cli(ROOT, &account).await;
+    assert_eq!(unread.code, ExitCode::from(1), "{}", unread.err);
+    transcript += &unread.err;
+    let mut first = early;
+    while first.contains("is due at") {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        first = bench.ok(None, &observe).await;
+    }
+    transcript += &first;
+    let paced = bench.ok(None, &observe).await;
+    assert!(paced.contains("is due at"), "{paced}");
+    let mut second = paced;
+    while second.contains("is due at") {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        second = bench.ok(None, &observe).await;
+    }
+    transcript += &second;
+    transcript += &bench.ok(ROOT, &account).await;
+    transcript += &bench.ok(None, &observe).await;
+    let release = ["recovery", "release", MACHINE];
+    let unmarked = bench.cli(ROOT, &release).await;
+    assert_eq!(unmarked.code, ExitCode::from(1), "{}", unmarked.err);
+    transcript += &unmarked.err;
+    transcript += &bench.ok(ROOT, &["recovery", "mark", MACHINE]).await;
+    transcript += &bench.ok(ROOT, &release).await;
+    transcript += &bench.ok(ROOT, &["recovery", "leave"]).await;
+    transcript += &bench.ok(None, &["recovery", "status"]).await;
+    let status: Value =
+        serde_json::from_str(&bench.ok(None, &["recovery", "status", "--json"]).await)
+            .expect("status JSON");
+    assert_eq!(status["recoveryMode"], false);
+    assert_eq!(status["scopes"][0]["scope"], "normal");
+    insta::assert_snapshot!("recovery", redact(&transcript));
+    assert!(bench.applies().is_empty(), "a request reached the node");
+    // Out of recovery, the machine is planned again.
+    bench.ok(ALICE, &["plan", MACHINE, "--id", "p1"]).await;
     bench.stop().await;
 }

@@ -11,8 +11,8 @@ use crate::keys::{
     KeyBinding, KeyError, KeyOperation, KeyProvider, Plaintext, SealedArtifact, UseCheck,
 };
 
-/// The key provider of a drift pass: a drift pass seals, opens and checks nothing, so
-/// `drift` needs no keyring; any key operation is refused.
+/// The key provider of a pass that only reads (drift, recovery): it seals, opens and
+/// checks nothing, so neither command needs a keyring; any key operation is refused.
 pub(super) struct NoKeys;
 
 impl NoKeys {

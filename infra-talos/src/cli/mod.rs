@@ -31,7 +31,12 @@
 mod database;
 mod drift;
 mod plan;
+mod recovery;
 mod timeline;
+mod when;
+
+pub use recovery::RecoveryCommand;
+pub use when::{iso, parse_iso};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -147,6 +152,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Recovery mode after the store was restored from a backup (§7): enter, observe,
+    /// account, mark, release, leave, status.
+    #[command(subcommand)]
+    Recovery(RecoveryCommand),
     /// Record recovery-admin's accounting decision for an attempt (§5.2).
     Account(AccountArgs),
     /// A machine's timeline.
@@ -840,7 +849,7 @@ async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failu
                 for b in &all {
                     let state = match (&b.revoked, b.current_epoch) {
                         (Some((by, at)), _) => {
-                            format!("revoked by {by} at {}", timeline::iso(at.0))
+                            format!("revoked by {by} at {}", when::iso(at.0))
                         }
                         (None, false) => "granted in an earlier epoch: holds no longer".to_owned(),
                         (None, true) => "in force".to_owned(),
@@ -851,7 +860,7 @@ async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failu
                         b.id,
                         b.cluster_id,
                         b.approver,
-                        timeline::iso(b.granted_at.0),
+                        when::iso(b.granted_at.0),
                         b.reason
                     );
                 }
@@ -901,6 +910,9 @@ async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failu
             if drift::unread(&pass) > 0 {
                 return Err(Failure::Unfinished(out));
             }
+        }
+        Command::Recovery(command) => {
+            out = recovery::execute(db, config, command).await?;
         }
         Command::Account(args) => {
             let actor = config.actor()?;

@@ -3,30 +3,8 @@
 
 use std::fmt::Write as _;
 
+use super::when::iso;
 use crate::store::{MachineView, OperationView, TimelineEntry};
-
-/// Milliseconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-pub(super) fn iso(ms: u64) -> String {
-    let days = i64::try_from(ms / 86_400_000).unwrap_or(0);
-    let rem = ms % 86_400_000;
-    // Civil date from days since 1970-01-01 (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3_600_000,
-        rem / 60_000 % 60,
-        rem / 1000 % 60,
-        rem % 1000
-    )
-}
 
 /// The entries that concern `op`: its plan's (plan, approval, evidence) and its own
 /// (commitment, attempts, responses, accounting, observations, outcome).

@@ -283,6 +283,14 @@ impl<S: OnEngine> Store for S {
         self.engine().sealed_artifact(plan).await
     }
 
+    async fn keyed_artifact(
+        &self,
+        release: &str,
+        machine: &str,
+    ) -> StoreResult<Option<keys::SealedArtifact>> {
+        self.engine().keyed_artifact(release, machine).await
+    }
+
     async fn record_response_text(
         &self,
         operation: &str,

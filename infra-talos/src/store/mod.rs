@@ -892,6 +892,14 @@ pub trait Store: Send + Sync {
     /// The sealed artifact a plan binds: ciphertext, key binding and digest, never
     /// plaintext. Refused for an artifact published without its key name.
     async fn sealed_artifact(&self, plan: &str) -> StoreResult<keys::SealedArtifact>;
+    /// The sealed artifact `release` holds for `machine`, with its key binding (for
+    /// §7.3 step 3's dependency check); `None` when the release has none for it.
+    /// Refused for an artifact published without its key name.
+    async fn keyed_artifact(
+        &self,
+        release: &str,
+        machine: &str,
+    ) -> StoreResult<Option<keys::SealedArtifact>>;
     /// Record the class of an attempt's response with the node's message as the
     /// dispatch client gave it (already redacted); otherwise as
     /// [`Store::record_response`].

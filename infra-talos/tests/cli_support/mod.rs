@@ -43,7 +43,26 @@ pub fn redact(text: &str) -> String {
         }
     }
     done.push_str(rest);
-    done
+    store_instants(&done)
+}
+
+/// Store instants in refusals (`t=<ms>ms`) become `t=[ms]`.
+fn store_instants(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("t=") {
+        let tail = &rest[at + 2..];
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        out.push_str(&rest[..at + 2]);
+        if digits > 0 && tail[digits..].starts_with("ms") {
+            out.push_str("[ms]");
+            rest = &tail[digits + 2..];
+        } else {
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Replaces blanket approval identifiers (`blanket-<32 hex>`) with `blanket-[id]`.

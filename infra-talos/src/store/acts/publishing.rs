@@ -231,43 +231,74 @@ impl SqlStore {
         self.transaction(|tx| {
             Box::pin(async move {
                 let plan = read_plan(tx, plan_id).await?;
-                let row = query(
-                    "SELECT key_provider, key_name, COALESCE(key_identity, key_id) \
-                     AS key_identity, key_version, ciphertext, digest FROM \
-                     artifacts WHERE release_id = $1 AND machine_id = $2",
-                )
-                .bind(&plan.release_id)
-                .bind(&plan.machine_id)
-                .fetch_optional(tx)
-                .await?
-                .ok_or_else(|| {
-                    let id = format!("{}/{}", plan.release_id, plan.machine_id);
-                    not_found("artifact", &id)
-                })?;
-                let digest: String = row.try_get("digest")?;
-                let version: i64 = row.try_get("key_version")?;
-                if digest != plan.artifact_digest || version != plan.key_version {
+                let artifact = stored_sealed(tx, &plan.release_id, &plan.machine_id, ACT)
+                    .await?
+                    .ok_or_else(|| {
+                        let id = format!("{}/{}", plan.release_id, plan.machine_id);
+                        not_found("artifact", &id)
+                    })?;
+                let version = i64::from(artifact.binding.version);
+                if artifact.digest.to_hex() != plan.artifact_digest || version != plan.key_version {
                     return Err(
                         refused(ACT, "the stored artifact differs from the bound one").into(),
                     );
                 }
-                let key_name: Option<String> = row.try_get("key_name")?;
-                let key_name = key_name.ok_or_else(|| {
-                    refused(ACT, "the artifact was published without its key name")
-                })?;
-                Ok(BoundArtifact {
-                    binding: KeyBinding {
-                        provider: row.try_get("key_provider")?,
-                        key_name,
-                        key_identity: row.try_get("key_identity")?,
-                        version: u32::try_from(version)
-                            .map_err(|_| db_err("a stored key version exceeds 32 bits"))?,
-                    },
-                    ciphertext: row.try_get("ciphertext")?,
-                    digest: digest_of(&digest)?,
-                })
+                Ok(artifact)
             })
         })
         .await
     }
+
+    /// [`Store::keyed_artifact`](crate::store::Store::keyed_artifact): a release's
+    /// sealed artifact for one machine with its key binding, if it has one.
+    pub(in crate::store) async fn keyed_artifact(
+        &self,
+        release: &str,
+        machine: &str,
+    ) -> StoreResult<Option<BoundArtifact>> {
+        self.transaction(|tx| {
+            Box::pin(async move {
+                stored_sealed(tx, release, machine, "reading a release's artifact").await
+            })
+        })
+        .await
+    }
+}
+
+/// The sealed artifact `release` holds for `machine`, with its key binding; refused
+/// (`act`) for one published without its key name.
+async fn stored_sealed(
+    tx: &mut Tx,
+    release: &str,
+    machine: &str,
+    act: &'static str,
+) -> R<Option<BoundArtifact>> {
+    let Some(row) = query(
+        "SELECT key_provider, key_name, COALESCE(key_identity, key_id) \
+         AS key_identity, key_version, ciphertext, digest FROM \
+         artifacts WHERE release_id = $1 AND machine_id = $2",
+    )
+    .bind(release)
+    .bind(machine)
+    .fetch_optional(tx)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let digest: String = row.try_get("digest")?;
+    let version: i64 = row.try_get("key_version")?;
+    let key_name: Option<String> = row.try_get("key_name")?;
+    let key_name =
+        key_name.ok_or_else(|| refused(act, "the artifact was published without its key name"))?;
+    Ok(Some(BoundArtifact {
+        binding: KeyBinding {
+            provider: row.try_get("key_provider")?,
+            key_name,
+            key_identity: row.try_get("key_identity")?,
+            version: u32::try_from(version)
+                .map_err(|_| db_err("a stored key version exceeds 32 bits"))?,
+        },
+        ciphertext: row.try_get("ciphertext")?,
+        digest: digest_of(&digest)?,
+    }))
 }
