@@ -799,10 +799,13 @@ async fn blanket_grant_approve_list_and_revoke() {
 /// first a maximum transport deadline after the entry, the next a settle floor
 /// later) and sends nothing; the step 1 decision waits for them; the restoration
 /// read, the mark (its dependency check made by the command), the release, and
-/// leaving. The node receives nothing throughout. Real time: about 95 s.
+/// leaving. The controller started in recovery mode keeps the gate shut: a plan
+/// approved before the restore is not run, and after leaving it needs an approval
+/// of the new epoch. The node receives nothing until then. Real time: about 95 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovery_after_a_restore_through_the_commands() {
     let bench = Bench::new().await;
+    bench.approved_plan("p0").await;
     // Every controller instance is stopped from here on.
     let now = infra_talos::backend::WallTime::system(std::sync::Arc::new(
         infra_core::engine::SystemClock::new(),
@@ -835,10 +838,17 @@ async fn recovery_after_a_restore_through_the_commands() {
     transcript += &refused.err;
     transcript += &bench.ok(ROOT, &enter).await;
     transcript += &bench.ok(None, &["recovery", "status"]).await;
-    bench.publish(RELEASE).await;
-    let no_plan = bench.cli(ALICE, &["plan", MACHINE]).await;
+    // The gate is shut: no plan is made, the approved one is not run, and a
+    // controller resuming finds nothing it may carry on.
+    let no_plan = bench
+        .cli(ALICE, &["plan", MACHINE, "--id", "p-during"])
+        .await;
     assert_eq!(no_plan.code, ExitCode::from(1), "{}", no_plan.err);
     transcript += &no_plan.err;
+    let not_run = bench.cli(None, &["run", "p0"]).await;
+    assert_eq!(not_run.code, ExitCode::from(1), "{}", not_run.err);
+    transcript += &not_run.err;
+    transcript += &bench.ok(None, &["run", "--resume"]).await;
     let observe = ["recovery", "observe"];
     // Not due: the erased attempt's deadline has not passed.
     let early = bench.ok(None, &observe).await;
@@ -879,7 +889,13 @@ async fn recovery_after_a_restore_through_the_commands() {
     assert_eq!(status["scopes"][0]["scope"], "normal");
     insta::assert_snapshot!("recovery", redact(&transcript));
     assert!(bench.applies().is_empty(), "a request reached the node");
-    // Out of recovery, the machine is planned again.
-    bench.ok(ALICE, &["plan", MACHINE, "--id", "p1"]).await;
+    // Out of recovery, the old epoch's approval authorises nothing; a new one does.
+    let old_epoch = bench.cli(None, &["run", "p0"]).await;
+    assert_eq!(old_epoch.code, ExitCode::from(1), "{}", old_epoch.err);
+    assert!(old_epoch.err.contains("comparison 1"), "{}", old_epoch.err);
+    assert!(bench.applies().is_empty(), "a request reached the node");
+    bench.ok(BOB, &["approve", "p0"]).await;
+    bench.ok(None, &["run", "p0"]).await;
+    assert_eq!(bench.applies(), one_apply_of_the_release());
     bench.stop().await;
 }
