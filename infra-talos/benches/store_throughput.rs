@@ -32,9 +32,9 @@ use infra_talos::contract::operation::ControllerId;
 use infra_talos::contract::{Role, SpanMs};
 use infra_talos::store::postgres::PgStore;
 use infra_talos::store::{
-    Actor, AdoptPlanSpec, AdoptionOutcome, ContributionKind, DependencyCheck, IdentityKey,
-    MachineSpec, ObservationRequest, ObservedFacts, PlanSpec, PrincipalKind, PrincipalSpec,
-    ReleaseSpec, SealedArtifact, Store,
+    Actor, AdoptPlanSpec, AdoptionOutcome, BootstrapSpec, ContributionKind, DependencyCheck,
+    IdentityKey, MachineSpec, ObservationRequest, ObservedFacts, PlanSpec, PrincipalKind,
+    PrincipalSpec, ReleaseSpec, SealedArtifact, Store,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
@@ -115,17 +115,34 @@ fn facts(machine: &str) -> ObservedFacts {
 
 /// Principals, machines and the release they all desire.
 async fn inventory(store: &PgStore, ids: &[String]) -> Result<(), Error> {
+    store
+        .bootstrap(BootstrapSpec {
+            // The store keeps the authority; authenticating against it is the
+            // command set's, which the bench does not use.
+            ca_certificate: "-----BEGIN CERTIFICATE-----\nTUlJQg==\n-----END CERTIFICATE-----\n"
+                .into(),
+            administrator: PrincipalSpec {
+                id: "admin".into(),
+                kind: PrincipalKind::Human,
+                roles: vec![Role::RecoveryAdmin],
+            },
+        })
+        .await?;
+    let admin = Actor::new("admin", Role::RecoveryAdmin);
     for (id, role) in [
         ("publisher", Role::Publisher),
         ("approver", Role::Approver),
         ("author", Role::Author),
     ] {
         store
-            .register_principal(PrincipalSpec {
-                id: id.into(),
-                kind: PrincipalKind::Human,
-                roles: vec![role],
-            })
+            .register_principal(
+                &admin,
+                PrincipalSpec {
+                    id: id.into(),
+                    kind: PrincipalKind::Human,
+                    roles: vec![role],
+                },
+            )
             .await?;
     }
     let author = Actor::new("author", Role::Author);

@@ -4,6 +4,8 @@ pub mod contract;
 
 pub mod attempt;
 pub mod digest;
+#[cfg(feature = "identity")]
+pub mod identity;
 pub mod keys;
 pub mod observation;
 #[cfg(feature = "grpc")]

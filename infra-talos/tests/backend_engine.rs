@@ -33,13 +33,22 @@ use infra_talos::digest::Digest;
 use infra_talos::keys::{KeyProvider, LocalKeyring};
 use infra_talos::store::sqlite::SqliteStore;
 use infra_talos::store::{
-    Actor, AdoptPlanSpec, ContributionKind, DependencyCheck, IdentityKey, MachineSpec, MachineView,
-    ObservationRequest, ObservedFacts, PlanSpec, PrincipalKind, PrincipalSpec, SealedReleaseSpec,
-    Store,
+    Actor, AdoptPlanSpec, BootstrapSpec, ContributionKind, DependencyCheck, IdentityKey,
+    MachineSpec, MachineView, ObservationRequest, ObservedFacts, PlanSpec, PrincipalKind,
+    PrincipalSpec, SealedReleaseSpec, Store,
 };
 use infra_talos::{ConnectOptions, NodeAddress, Observation};
 use infra_testkit::talos::{ApplyFault, NodeFacts, ReadFault, SimResource, TalosSim};
 use tempfile::TempDir;
+
+/// The certificate authority the installation is bootstrapped with.
+const TEST_CA: &str = "-----BEGIN CERTIFICATE-----\nTUlJQg==\n-----END CERTIFICATE-----\n";
+/// The installation's first administrator, who registers everyone else.
+const ADMIN: &str = "admin";
+
+fn admin() -> Actor {
+    Actor::new(ADMIN, Role::RecoveryAdmin)
+}
 
 const CONTROLLER: ControllerId = ControllerId(0xc0);
 const SECRET: &str = "token-4e1f-never-shown";
@@ -106,17 +115,31 @@ impl World {
     async fn start_with_scopes(scope: fn(&str) -> String) -> World {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteStore::in_memory().await.unwrap());
+        store
+            .bootstrap(BootstrapSpec {
+                ca_certificate: TEST_CA.into(),
+                administrator: PrincipalSpec {
+                    id: ADMIN.into(),
+                    kind: PrincipalKind::Human,
+                    roles: vec![Role::RecoveryAdmin],
+                },
+            })
+            .await
+            .unwrap();
         for (id, role) in [
             ("alice", Role::Publisher),
             ("bob", Role::Approver),
             ("ann", Role::Author),
         ] {
             store
-                .register_principal(PrincipalSpec {
-                    id: id.into(),
-                    kind: PrincipalKind::Human,
-                    roles: vec![role],
-                })
+                .register_principal(
+                    &admin(),
+                    PrincipalSpec {
+                        id: id.into(),
+                        kind: PrincipalKind::Human,
+                        roles: vec![role],
+                    },
+                )
                 .await
                 .unwrap();
         }
@@ -317,7 +340,12 @@ impl World {
             .unwrap();
         self.sims[machine].drift_config(plaintext(machine, release));
         self.store
-            .record_response(&committed.operation, 1, ResponseClass::Accepted)
+            .record_response(
+                &committed.operation,
+                1,
+                committed.owner,
+                ResponseClass::Accepted,
+            )
             .await
             .unwrap();
         let digest = config_digest(&plaintext(machine, release));
@@ -607,13 +635,16 @@ impl World {
     /// by an executor of this process.
     async fn direct_backend(&self) -> TalosBackend {
         self.store
-            .register_principal(PrincipalSpec {
-                id: DEPLOYER.into(),
-                kind: PrincipalKind::Token {
-                    responsible: Some("alice".into()),
+            .register_principal(
+                &admin(),
+                PrincipalSpec {
+                    id: DEPLOYER.into(),
+                    kind: PrincipalKind::Token {
+                        responsible: Some("alice".into()),
+                    },
+                    roles: vec![Role::Publisher],
                 },
-                roles: vec![Role::Publisher],
-            })
+            )
             .await
             .unwrap();
         let executor = self.executor();

@@ -1643,7 +1643,16 @@ impl<S: Store> Driver<'_, S> {
                 let id = self.model.ops[k].id.clone();
                 let attempt = before.ops[&id].attempts.max(1);
                 let class = reply.class();
-                if s.record_response(&id, attempt, class).await.is_ok() {
+                // The answer is recorded under the token its attempt was made with.
+                let Some(token) = before
+                    .attempts
+                    .get(&id)
+                    .and_then(|a| a.iter().find(|a| a.number == attempt))
+                    .map(|a| a.owner)
+                else {
+                    return Done::Nothing;
+                };
+                if s.record_response(&id, attempt, token, class).await.is_ok() {
                     return Done::Responded {
                         op: id,
                         attempt,

@@ -24,7 +24,7 @@ use sqlx::Connection as _;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 
 /// This build's migrations, by version, on each backend.
-const SQLITE: [(&str, &str); 7] = [
+const SQLITE: [(&str, &str); 8] = [
     (
         "contract_store",
         include_str!("../migrations/sqlite/0001_contract_store.sql"),
@@ -53,8 +53,12 @@ const SQLITE: [(&str, &str); 7] = [
         "machine_imports",
         include_str!("../migrations/sqlite/0007_machine_imports.sql"),
     ),
+    (
+        "authenticated_identities",
+        include_str!("../migrations/sqlite/0008_authenticated_identities.sql"),
+    ),
 ];
-const POSTGRES: [(&str, &str); 7] = [
+const POSTGRES: [(&str, &str); 8] = [
     (
         "contract_store",
         include_str!("../migrations/postgres/0001_contract_store.sql"),
@@ -82,6 +86,10 @@ const POSTGRES: [(&str, &str); 7] = [
     (
         "machine_imports",
         include_str!("../migrations/postgres/0007_machine_imports.sql"),
+    ),
+    (
+        "authenticated_identities",
+        include_str!("../migrations/postgres/0008_authenticated_identities.sql"),
     ),
 ];
 
@@ -166,7 +174,7 @@ async fn sqlite_records_each_migration_with_its_checksum() {
     assert_eq!(sqlite_rows(&path).await, expected_rows(&SQLITE));
 }
 
-/// A store file a newer build migrated (version 7, and a table this build does not
+/// A store file a newer build migrated (version 9, and a table this build does not
 /// know) is refused by the library and the command, naming the file and both
 /// versions, and its bytes and modification time do not change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,14 +182,14 @@ async fn sqlite_newer_schema_is_refused_and_left_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = sqlite_store(dir.path()).await;
     let insert = format!(
-        "INSERT INTO store_migrations (version, name, checksum) VALUES (8, 'from_a_newer_build', '{FORGED}')"
+        "INSERT INTO store_migrations (version, name, checksum) VALUES (9, 'from_a_newer_build', '{FORGED}')"
     );
     sqlite_exec(&path, &[&insert, "CREATE TABLE future_things (x TEXT)"]).await;
     let before = bytes_and_mtime(&path);
     let err = SqliteStore::open(&path).await.unwrap_err();
     assert_eq!(
         err.open_problem(),
-        Some(&OpenProblem::NewerSchema { found: 8, known: 7 })
+        Some(&OpenProblem::NewerSchema { found: 9, known: 8 })
     );
     let (code, message) = cli_list(&format!("sqlite:{}", path.display())).await;
     assert_eq!(code, ExitCode::from(2), "{message}");
@@ -302,14 +310,14 @@ async fn postgres_newer_schema_is_refused_and_left_untouched() {
     let Some(url) = database_url() else { return };
     let (_schema, options, name) = pg_store(&url).await;
     let insert = format!(
-        "INSERT INTO store_migrations (version, name, checksum) VALUES (8, 'from_a_newer_build', '{FORGED}')"
+        "INSERT INTO store_migrations (version, name, checksum) VALUES (9, 'from_a_newer_build', '{FORGED}')"
     );
     pg_exec(&options, &[&insert, "CREATE TABLE future_things (x TEXT)"]).await;
     let before = pg_state(&options).await;
     let err = pg_open(&options).await.unwrap_err();
     assert_eq!(
         err.open_problem(),
-        Some(&OpenProblem::NewerSchema { found: 8, known: 7 })
+        Some(&OpenProblem::NewerSchema { found: 9, known: 8 })
     );
     let separator = if url.contains('?') { '&' } else { '?' };
     let in_schema = format!("{url}{separator}options[search_path]={name}");

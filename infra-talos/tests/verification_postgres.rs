@@ -262,6 +262,7 @@ async fn observation_started_during_an_accounting_decision_waits_and_counts_afte
     s.record_response(
         &c.operation,
         1,
+        c.owner,
         ResponseClass::Transport(TransportOutcome::DeadlineExceeded),
     )
     .await

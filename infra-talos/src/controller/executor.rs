@@ -649,6 +649,7 @@ impl Executor {
             .record_response_text(
                 operation,
                 number,
+                token,
                 response_class(&dispatched.response),
                 response_text(&dispatched.response),
             )

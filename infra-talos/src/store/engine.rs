@@ -13,17 +13,17 @@ use crate::contract::evidence::ResponseClass;
 use crate::contract::operation::{ControllerId, OperationState, OwnerToken};
 use crate::contract::plan::SelfApproval;
 use crate::contract::recovery::{Dependency, ScopeState};
-use crate::contract::{InstantMs, Revision};
+use crate::contract::{InstantMs, Revision, Role};
 use crate::keys;
 use crate::store::common::i;
 use crate::store::sql::{Pool, Tx, query};
 use crate::store::transaction::R;
 use crate::store::{
     AccountingRequest, Actor, AdoptPlanSpec, AdoptionOutcome, AttemptView, BlanketApproval,
-    Committed, DependencyCheck, HookPoint, MachineSpec, MachineView, ObservationRequest,
-    ObservationTicket, ObservationView, ObservedFacts, OperationView, PlanSpec, PlanView,
-    PrincipalSpec, RecoveryEntry, ReleaseSpec, ScopeAccounting, SealedReleaseSpec, Settings, Store,
-    StoreError, StoreResult, TimelineEntry,
+    BootstrapSpec, Committed, DependencyCheck, HookPoint, IdentityEvent, InstallationIdentity,
+    MachineSpec, MachineView, ObservationRequest, ObservationTicket, ObservationView,
+    ObservedFacts, OperationView, PlanSpec, PlanView, PrincipalSpec, RecoveryEntry, ReleaseSpec,
+    ScopeAccounting, SealedReleaseSpec, Settings, Store, StoreError, StoreResult, TimelineEntry,
 };
 
 /// One store over either database: the pool and the settings every act runs with.
@@ -76,8 +76,29 @@ impl SqlStore {
 /// Every store built on the engine performs the contract's acts through it.
 #[async_trait::async_trait]
 impl<S: OnEngine> Store for S {
-    async fn register_principal(&self, spec: PrincipalSpec) -> StoreResult<()> {
-        self.engine().register_principal(spec).await
+    async fn bootstrap(&self, spec: BootstrapSpec) -> StoreResult<()> {
+        self.engine().bootstrap(spec).await
+    }
+
+    async fn installation_identity(&self) -> StoreResult<Option<InstallationIdentity>> {
+        self.engine().installation_identity().await
+    }
+
+    async fn register_principal(&self, actor: &Actor, spec: PrincipalSpec) -> StoreResult<()> {
+        self.engine().register_principal(actor, spec).await
+    }
+
+    async fn change_roles(
+        &self,
+        actor: &Actor,
+        principal: &str,
+        roles: Vec<Role>,
+    ) -> StoreResult<()> {
+        self.engine().change_roles(actor, principal, roles).await
+    }
+
+    async fn identity_journal(&self) -> StoreResult<Vec<IdentityEvent>> {
+        self.engine().identity_journal().await
     }
 
     async fn create_machine(&self, actor: &Actor, spec: MachineSpec) -> StoreResult<()> {
@@ -178,10 +199,11 @@ impl<S: OnEngine> Store for S {
         &self,
         operation: &str,
         attempt: u32,
+        token: OwnerToken,
         response: ResponseClass,
     ) -> StoreResult<OperationState> {
         self.engine()
-            .record_response(operation, attempt, response)
+            .record_response(operation, attempt, token, response)
             .await
     }
 
@@ -295,11 +317,12 @@ impl<S: OnEngine> Store for S {
         &self,
         operation: &str,
         attempt: u32,
+        token: OwnerToken,
         response: ResponseClass,
         text: Option<String>,
     ) -> StoreResult<OperationState> {
         self.engine()
-            .record_response_text(operation, attempt, response, text)
+            .record_response_text(operation, attempt, token, response, text)
             .await
     }
 

@@ -62,6 +62,11 @@ pub(super) const POSTGRES: &[Migration] = &[
         name: "machine_imports",
         sql: include_str!("../../migrations/postgres/0007_machine_imports.sql"),
     },
+    Migration {
+        version: 8,
+        name: "authenticated_identities",
+        sql: include_str!("../../migrations/postgres/0008_authenticated_identities.sql"),
+    },
 ];
 
 /// SQLite's migrations (`migrations/sqlite/`), numbered as PostgreSQL's.
@@ -101,6 +106,11 @@ pub(super) const SQLITE: &[Migration] = &[
         version: 7,
         name: "machine_imports",
         sql: include_str!("../../migrations/sqlite/0007_machine_imports.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "authenticated_identities",
+        sql: include_str!("../../migrations/sqlite/0008_authenticated_identities.sql"),
     },
 ];
 

@@ -148,6 +148,77 @@ pub struct PrincipalSpec {
     pub roles: Vec<Role>,
 }
 
+/// The installation's identity root, made once (`Store::bootstrap`): the certificate
+/// authority whose client certificates name principals, and the first administrator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootstrapSpec {
+    /// The certificate authority's certificate, PEM. A principal is authenticated by
+    /// a client certificate it issued; the subject's common name is the principal.
+    pub ca_certificate: String,
+    /// The first administrator: a person holding recovery-admin, the role every act
+    /// on principals needs. Registered by the bootstrap unless already registered
+    /// (a store made before identities were authenticated), in which case it must
+    /// already hold that role and not be revoked.
+    pub administrator: PrincipalSpec,
+}
+
+/// The installation's identity root as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstallationIdentity {
+    /// The certificate authority's certificate, PEM.
+    pub ca_certificate: String,
+    /// The administrator the bootstrap named.
+    pub administrator: String,
+    /// Store time of the bootstrap.
+    pub bootstrapped_at: InstantMs,
+}
+
+/// What an entry of the identity journal records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdentityEventKind {
+    /// The installation's bootstrap, naming its first administrator.
+    Bootstrap,
+    /// A principal registered with its roles.
+    Registered,
+    /// A principal's roles replaced.
+    RolesChanged,
+    /// A principal's identity revoked.
+    Revoked,
+}
+
+impl IdentityEventKind {
+    /// The name the journal stores.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Bootstrap => "bootstrap",
+            Self::Registered => "registered",
+            Self::RolesChanged => "roles_changed",
+            Self::Revoked => "revoked",
+        }
+    }
+}
+
+/// One entry of the installation's append-only identity journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdentityEvent {
+    /// Its place in the journal, from 1.
+    pub seq: u64,
+    /// What happened.
+    pub kind: IdentityEventKind,
+    /// Store time.
+    pub at: InstantMs,
+    /// Who did it (the bootstrap names its administrator).
+    pub actor: String,
+    /// The role it acted in.
+    pub actor_role: String,
+    /// The principal acted on.
+    pub principal: String,
+    /// The roles recorded, or why.
+    pub detail: String,
+}
+
 /// The identity key a machine is recorded under (choice §10.26).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum IdentityKey {
@@ -743,8 +814,26 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// The contract's transactions (see the module documentation).
 #[async_trait::async_trait]
 pub trait Store: Send + Sync {
-    /// Register an identity with its roles.
-    async fn register_principal(&self, spec: PrincipalSpec) -> StoreResult<()>;
+    /// Make the installation's identity root, once: the certificate authority and the
+    /// first administrator (see [`BootstrapSpec`]); recorded in the identity journal.
+    /// A second bootstrap is refused.
+    async fn bootstrap(&self, spec: BootstrapSpec) -> StoreResult<()>;
+    /// The installation's identity root, `None` before the bootstrap.
+    async fn installation_identity(&self) -> StoreResult<Option<InstallationIdentity>>;
+    /// Register an identity with its roles (recovery-admin, after the bootstrap);
+    /// recorded in the identity journal.
+    async fn register_principal(&self, actor: &Actor, spec: PrincipalSpec) -> StoreResult<()>;
+    /// Replace a principal's roles (recovery-admin; never one's own, so no one
+    /// grants themselves a role); recorded in the identity journal. A token never
+    /// holds approver and a person never holds automation, as at registration.
+    async fn change_roles(
+        &self,
+        actor: &Actor,
+        principal: &str,
+        roles: Vec<Role>,
+    ) -> StoreResult<()>;
+    /// The identity journal, oldest first.
+    async fn identity_journal(&self) -> StoreResult<Vec<IdentityEvent>>;
     /// Add a machine with its identity key (and the digest its import read, §6.3).
     async fn create_machine(&self, actor: &Actor, spec: MachineSpec) -> StoreResult<()>;
     /// Publish a release: store its sealed artifacts and select it as each machine's
@@ -813,11 +902,15 @@ pub trait Store: Send + Sync {
     /// A §3.3 attempt transaction: comparisons 1, 2, 3, 6, then 7–9 inside the update
     /// that records the attempt. Returns the proof that authorises one send.
     async fn attempt(&self, operation: &str, token: OwnerToken) -> StoreResult<CommittedAttempt>;
-    /// Record the class of an attempt's response (or its transport outcome).
+    /// Record the class of an attempt's response (or its transport outcome). `token`
+    /// is the owner's token the attempt was made under: an answer is recorded by the
+    /// attempt's owner only, so one from any other controller is refused (after a
+    /// takeover, the answer to a request already sent is still its sender's).
     async fn record_response(
         &self,
         operation: &str,
         attempt: u32,
+        token: OwnerToken,
         response: ResponseClass,
     ) -> StoreResult<OperationState>;
     /// Take an operation over (§3.4): one update conditioned on the generation.
@@ -907,6 +1000,7 @@ pub trait Store: Send + Sync {
         &self,
         operation: &str,
         attempt: u32,
+        token: OwnerToken,
         response: ResponseClass,
         text: Option<String>,
     ) -> StoreResult<OperationState>;

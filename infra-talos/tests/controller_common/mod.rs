@@ -19,9 +19,9 @@ use infra_talos::controller::{Executor, ExecutorSettings, MachineRoute, Taloscon
 use infra_talos::keys::{self, KeyProvider, LocalKeyring};
 use infra_talos::store::sqlite::SqliteStore;
 use infra_talos::store::{
-    AccountingRequest, Actor, AdoptPlanSpec, ContributionKind, IdentityKey, MachineSpec,
-    ManualClock, PlanSpec, PrincipalKind, PrincipalSpec, RecoveryEntry, RestoredBackup,
-    SealedReleaseSpec, Settings, Store, StoreError, TimelineEntry,
+    AccountingRequest, Actor, AdoptPlanSpec, BootstrapSpec, ContributionKind, IdentityKey,
+    MachineSpec, ManualClock, PlanSpec, PrincipalKind, PrincipalSpec, RecoveryEntry,
+    RestoredBackup, SealedReleaseSpec, Settings, Store, StoreError, TimelineEntry,
 };
 use infra_talos::{ConnectOptions, NodeAddress, config_digest};
 use infra_testkit::talos::{NodeFacts, TalosSim};
@@ -401,25 +401,41 @@ pub async fn hand_over_with<S: Store + ?Sized>(
     assert_eq!(outcome.sends, 0, "an adoption sends nothing");
 }
 
-/// Registers the people every test acts as: alice (publisher), bob (approver),
-/// root (recovery-admin) and ann (author).
+/// Bootstraps the installation with root (recovery-admin) as its first
+/// administrator, who registers the people every test acts as: alice (publisher),
+/// bob (approver) and ann (author).
 pub async fn register_people<S: Store + ?Sized>(s: &S) {
-    let people: [(&str, Role); 4] = [
+    s.bootstrap(BootstrapSpec {
+        ca_certificate: TEST_CA.into(),
+        administrator: PrincipalSpec {
+            id: "root".into(),
+            kind: PrincipalKind::Human,
+            roles: vec![Role::RecoveryAdmin],
+        },
+    })
+    .await
+    .expect("bootstrap");
+    let people: [(&str, Role); 3] = [
         ("alice", Role::Publisher),
         ("bob", Role::Approver),
-        ("root", Role::RecoveryAdmin),
         ("ann", Role::Author),
     ];
     for (id, role) in people {
-        s.register_principal(PrincipalSpec {
-            id: id.into(),
-            kind: PrincipalKind::Human,
-            roles: vec![role],
-        })
+        s.register_principal(
+            &Actor::new("root", Role::RecoveryAdmin),
+            PrincipalSpec {
+                id: id.into(),
+                kind: PrincipalKind::Human,
+                roles: vec![role],
+            },
+        )
         .await
         .expect("principal");
     }
 }
+
+/// The certificate authority these tests' installations are bootstrapped with.
+pub const TEST_CA: &str = "-----BEGIN CERTIFICATE-----\nTUlJQg==\n-----END CERTIFICATE-----\n";
 
 /// What a recovery-mode entry records in these tests: the instances stopped at the
 /// store's present time, and the database restored from a backup taken an hour

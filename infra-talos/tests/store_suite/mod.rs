@@ -11,6 +11,7 @@
 use std::future::Future;
 pub mod blanket;
 pub mod drift;
+pub mod identities;
 pub mod recovery;
 pub mod verification;
 
@@ -25,8 +26,8 @@ use infra_talos::contract::{InstantMs, Role, SpanMs};
 use infra_talos::digest::Digest;
 use infra_talos::keys::{self, KeyBinding};
 use infra_talos::store::{
-    AccountingRequest, Actor, AdoptPlanSpec, AdoptionOutcome, AttemptAccounting, Committed,
-    ContributionKind, DependencyCheck, Guards, IdentityKey, MachineSpec, ManualClock,
+    AccountingRequest, Actor, AdoptPlanSpec, AdoptionOutcome, AttemptAccounting, BootstrapSpec,
+    Committed, ContributionKind, DependencyCheck, Guards, IdentityKey, MachineSpec, ManualClock,
     ObservationRequest, ObservedFacts, OperationView, PlanSpec, PrincipalKind, PrincipalSpec,
     RecoveryEntry, ReleaseSpec, RestoredBackup, ScopeAccounting, SealedArtifact, SealedReleaseSpec,
     Settings, Store, StoreError,
@@ -132,7 +133,7 @@ pub async fn world<S: Store>(s: &S) {
 /// inventory set Applied itself, with no adoption. The rows are written as that
 /// release wrote them; the current acts refuse to.
 pub async fn world_before_imports<S: Store>(s: &S) {
-    people(s).await;
+    people_before_identities(s).await;
     inventory(s, false).await;
     let cases: Vec<String> = ["m1", "m2", "m3"]
         .iter()
@@ -149,41 +150,111 @@ pub async fn world_before_imports<S: Store>(s: &S) {
     publish(s, "rel-1").await;
 }
 
-/// The suite's principals.
-async fn people<S: Store>(s: &S) {
-    let humans: [(&str, &[Role]); 6] = [
-        ("alice", &[Role::Publisher]),
-        ("bob", &[Role::Approver]),
-        ("carol", &[Role::Approver]),
-        ("dave", &[Role::Publisher, Role::Approver]),
-        ("root", &[Role::RecoveryAdmin]),
-        ("ann", &[Role::Author]),
-    ];
-    for (id, roles) in humans {
-        s.register_principal(PrincipalSpec {
-            id: id.into(),
+/// The certificate authority the suite's installations are bootstrapped with (the
+/// store keeps it; authenticating against it is the command set's).
+pub const TEST_CA: &str = "-----BEGIN CERTIFICATE-----\nTUlJQg==\n-----END CERTIFICATE-----\n";
+
+/// The suite's principals: root (recovery-admin) named by the bootstrap, then the
+/// rest registered by root.
+const PEOPLE: [(&str, &[Role]); 5] = [
+    ("alice", &[Role::Publisher]),
+    ("bob", &[Role::Approver]),
+    ("carol", &[Role::Approver]),
+    ("dave", &[Role::Publisher, Role::Approver]),
+    ("ann", &[Role::Author]),
+];
+
+/// The suite's tokens: each an automation publisher, one with its responsible
+/// person on record and one without.
+fn tokens() -> [PrincipalSpec; 2] {
+    [
+        PrincipalSpec {
+            id: "bot".into(),
+            kind: PrincipalKind::Token {
+                responsible: Some("alice".into()),
+            },
+            roles: vec![Role::Automation, Role::Publisher],
+        },
+        PrincipalSpec {
+            id: "orphan".into(),
+            kind: PrincipalKind::Token { responsible: None },
+            roles: vec![Role::Automation, Role::Publisher],
+        },
+    ]
+}
+
+/// The bootstrap that names root the first administrator.
+pub fn bootstrap_spec() -> BootstrapSpec {
+    BootstrapSpec {
+        ca_certificate: TEST_CA.into(),
+        administrator: PrincipalSpec {
+            id: "root".into(),
             kind: PrincipalKind::Human,
-            roles: roles.to_vec(),
-        })
+            roles: vec![Role::RecoveryAdmin],
+        },
+    }
+}
+
+/// The suite's principals, through the bootstrap and root's registrations.
+async fn people<S: Store>(s: &S) {
+    s.bootstrap(bootstrap_spec()).await.unwrap();
+    for (id, roles) in PEOPLE {
+        s.register_principal(
+            &root(),
+            PrincipalSpec {
+                id: id.into(),
+                kind: PrincipalKind::Human,
+                roles: roles.to_vec(),
+            },
+        )
         .await
         .unwrap();
     }
-    s.register_principal(PrincipalSpec {
-        id: "bot".into(),
-        kind: PrincipalKind::Token {
-            responsible: Some("alice".into()),
-        },
-        roles: vec![Role::Automation, Role::Publisher],
-    })
-    .await
-    .unwrap();
-    s.register_principal(PrincipalSpec {
-        id: "orphan".into(),
-        kind: PrincipalKind::Token { responsible: None },
-        roles: vec![Role::Automation, Role::Publisher],
-    })
-    .await
-    .unwrap();
+    for token in tokens() {
+        s.register_principal(&root(), token).await.unwrap();
+    }
+}
+
+/// The suite's principals as a store written before identities were authenticated
+/// (schema versions 1–7) holds them: rows with no bootstrap.
+async fn people_before_identities<S: Store>(s: &S) {
+    let mut specs: Vec<PrincipalSpec> = PEOPLE
+        .iter()
+        .chain([("root", &[Role::RecoveryAdmin][..])].iter())
+        .map(|(id, roles)| PrincipalSpec {
+            id: (*id).into(),
+            kind: PrincipalKind::Human,
+            roles: roles.to_vec(),
+        })
+        .collect();
+    specs.extend(tokens());
+    for spec in specs {
+        let (kind, responsible) = match &spec.kind {
+            PrincipalKind::Human => ("human", "NULL".to_owned()),
+            PrincipalKind::Token { responsible } => (
+                "token",
+                responsible
+                    .as_ref()
+                    .map_or("NULL".to_owned(), |r| format!("'{r}'")),
+            ),
+        };
+        let sql = format!(
+            "INSERT INTO principals (id, kind, responsible) VALUES ('{}', '{kind}', {responsible})",
+            spec.id
+        );
+        s.raw_execute(Box::leak(sql.into_boxed_str()))
+            .await
+            .unwrap();
+        for role in &spec.roles {
+            let sql = format!(
+                "INSERT INTO principal_roles (principal_id, role) VALUES ('{}', '{role}')",
+                spec.id
+            );
+            s.raw_execute(Box::leak(sql.into_boxed_str()))
+                .await
+                .unwrap();
+        }
+    }
 }
 
 /// Machines m1, m2 and m3, with their import digests when `imported`.
@@ -314,7 +385,7 @@ pub fn facts(machine: &str, digest: Digest) -> ObservedFacts {
 /// attempt, the node's acceptance, and a completion observation showing `shown`.
 pub async fn sent_and_completed<S: Store>(s: &S, c: &Committed, machine: &str, shown: Digest) {
     let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
-    s.record_response(&c.operation, 1, ResponseClass::Accepted)
+    s.record_response(&c.operation, 1, c.owner, ResponseClass::Accepted)
         .await
         .unwrap();
     observe(
@@ -476,7 +547,7 @@ pub async fn happy_path<S: Store>(env: Env<S>) {
         OperationState::Sending
     );
     let state = s
-        .record_response(&operation, 1, ResponseClass::Accepted)
+        .record_response(&operation, 1, owner, ResponseClass::Accepted)
         .await
         .unwrap();
     assert_eq!(state, OperationState::Verifying);
@@ -1076,7 +1147,7 @@ pub async fn attempt_budget_used_up_through_the_store<S: Store>(env: Env<S>) {
         let proof = s.attempt(&c.operation, c.owner).await.unwrap();
         assert_eq!(proof.attempt(), n);
         assert_eq!(
-            s.record_response(&c.operation, n, ResponseClass::OtherRefusal)
+            s.record_response(&c.operation, n, c.owner, ResponseClass::OtherRefusal)
                 .await
                 .unwrap(),
             OperationState::Unresolved
@@ -1160,6 +1231,7 @@ pub async fn accounting_and_retry<S: Store>(env: Env<S>) {
         .record_response(
             &c.operation,
             1,
+            c.owner,
             ResponseClass::Transport(TransportOutcome::DeadlineExceeded),
         )
         .await
@@ -1315,7 +1387,7 @@ pub async fn accounting_and_retry<S: Store>(env: Env<S>) {
         Classification::SafeToRetry
     );
     // A late acceptance of attempt 1 lands on the timeline after the classification.
-    s.record_response(&c.operation, 1, ResponseClass::Accepted)
+    s.record_response(&c.operation, 1, c.owner, ResponseClass::Accepted)
         .await
         .unwrap();
     evidence(s, "p1", "m1", B, facts("m1", base_digest("m1"))).await;
@@ -1338,7 +1410,7 @@ pub async fn retry_after_classification<S: Store>(env: Env<S>) {
     let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
     // Another InvalidArgument: accounts for the attempt, decides nothing.
     assert_eq!(
-        s.record_response(&c.operation, 1, ResponseClass::OtherRefusal)
+        s.record_response(&c.operation, 1, c.owner, ResponseClass::OtherRefusal)
             .await
             .unwrap(),
         OperationState::Unresolved
@@ -1592,7 +1664,7 @@ pub async fn no_plaintext_stored<S: Store>(env: Env<S>) {
     ready(&env, "p1", "m1", A).await;
     let c = s.commit("p1", A).await.unwrap();
     let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
-    s.record_response(&c.operation, 1, ResponseClass::Accepted)
+    s.record_response(&c.operation, 1, c.owner, ResponseClass::Accepted)
         .await
         .unwrap();
     let dump = s.dump_all_rows().await.unwrap();
@@ -1645,11 +1717,14 @@ pub async fn roles_and_self_approval<S: Store>(env: Env<S>) {
         SelfApproval::SelfApproval(SelfApprovalBasis::CreatedPlan)
     );
     // The approver authored content in the release.
-    s.register_principal(PrincipalSpec {
-        id: "erin".into(),
-        kind: PrincipalKind::Human,
-        roles: vec![Role::Approver, Role::Author],
-    })
+    s.register_principal(
+        &root(),
+        PrincipalSpec {
+            id: "erin".into(),
+            kind: PrincipalKind::Human,
+            roles: vec![Role::Approver, Role::Author],
+        },
+    )
     .await
     .unwrap();
     s.publish_release(
@@ -1683,20 +1758,26 @@ pub async fn roles_and_self_approval<S: Store>(env: Env<S>) {
         SelfApproval::Undetermined
     );
     // A token whose responsible person approves.
-    s.register_principal(PrincipalSpec {
-        id: "frank".into(),
-        kind: PrincipalKind::Human,
-        roles: vec![Role::Approver],
-    })
+    s.register_principal(
+        &root(),
+        PrincipalSpec {
+            id: "frank".into(),
+            kind: PrincipalKind::Human,
+            roles: vec![Role::Approver],
+        },
+    )
     .await
     .unwrap();
-    s.register_principal(PrincipalSpec {
-        id: "bot2".into(),
-        kind: PrincipalKind::Token {
-            responsible: Some("frank".into()),
+    s.register_principal(
+        &root(),
+        PrincipalSpec {
+            id: "bot2".into(),
+            kind: PrincipalKind::Token {
+                responsible: Some("frank".into()),
+            },
+            roles: vec![Role::Publisher],
         },
-        roles: vec![Role::Publisher],
-    })
+    )
     .await
     .unwrap();
     s.create_plan(
@@ -1818,6 +1899,7 @@ pub async fn attempts_read<S: Store>(env: Env<S>) {
     s.record_response(
         &c.operation,
         1,
+        c.owner,
         ResponseClass::Transport(TransportOutcome::ConnectionLost),
     )
     .await
@@ -1838,6 +1920,7 @@ pub async fn attempts_read<S: Store>(env: Env<S>) {
     s.record_response_text(
         &c3.operation,
         1,
+        c3.owner,
         ResponseClass::ValidationRejection,
         Some("1 error occurred: bad <redacted>".into()),
     )
@@ -2062,6 +2145,8 @@ pub async fn takeover_request_recorded<S: Store>(env: Env<S>) {
 /// What a store at schema version 1 holds, as the acts before version 2 made it.
 pub struct AtVersionOne {
     pub operation: String,
+    /// The token its attempt was made with.
+    pub owner: OwnerToken,
     /// Every row, as text.
     pub rows: String,
     pub machine: infra_talos::store::MachineView,
@@ -2077,6 +2162,7 @@ pub async fn fill_version_one<S: Store>(env: &Env<S>) -> AtVersionOne {
     s.takeover(&c.operation, 1, B).await.unwrap();
     AtVersionOne {
         operation: c.operation,
+        owner: c.owner,
         rows: s.dump_all_rows().await.unwrap(),
         machine: s.machine("m1").await.unwrap(),
     }
@@ -2126,6 +2212,7 @@ pub async fn check_current_version<S: Store>(s: &S, clock: &ManualClock, before:
     s.record_response_text(
         &before.operation,
         1,
+        before.owner,
         ResponseClass::Accepted,
         Some("applied".into()),
     )
@@ -2166,7 +2253,7 @@ pub async fn response_after_takeover_is_the_attempts<S: Store>(env: Env<S>) {
     let c = s.commit("p1", A).await.unwrap();
     let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
     s.takeover(&c.operation, 1, B).await.unwrap();
-    s.record_response(&c.operation, 1, ResponseClass::Accepted)
+    s.record_response(&c.operation, 1, c.owner, ResponseClass::Accepted)
         .await
         .unwrap();
     let timeline = s.timeline("m1").await.unwrap();
@@ -2272,7 +2359,7 @@ pub async fn observations_decide_in_basis_order<S: Store>(env: Env<S>) {
     ] {
         let c = s.commit(&format!("p-{m}"), A).await.unwrap();
         let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
-        s.record_response(&c.operation, 1, ResponseClass::Accepted)
+        s.record_response(&c.operation, 1, c.owner, ResponseClass::Accepted)
             .await
             .unwrap();
         env.clock.advance(SpanMs(500));

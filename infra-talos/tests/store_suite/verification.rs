@@ -22,7 +22,7 @@ async fn safe_to_retry<S: Store>(env: &Env<S>, plan: &str, machine: &str) -> Com
     let c = s.commit(plan, A).await.unwrap();
     let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
     assert_eq!(
-        s.record_response(&c.operation, 1, ResponseClass::OtherRefusal)
+        s.record_response(&c.operation, 1, c.owner, ResponseClass::OtherRefusal)
             .await
             .unwrap(),
         OperationState::Unresolved
@@ -249,6 +249,7 @@ pub async fn assignment_held_in_every_state<S: Store>(env: Env<S>) {
     s.record_response(
         &c.operation,
         1,
+        c.owner,
         ResponseClass::Transport(TransportOutcome::DeadlineExceeded),
     )
     .await
@@ -269,7 +270,7 @@ pub async fn assignment_held_in_every_state<S: Store>(env: Env<S>) {
     ready(&env, "p3", "m3", A).await;
     let c3 = s.commit("p3", A).await.unwrap();
     let _proof = s.attempt(&c3.operation, c3.owner).await.unwrap();
-    s.record_response(&c3.operation, 1, ResponseClass::Accepted)
+    s.record_response(&c3.operation, 1, c3.owner, ResponseClass::Accepted)
         .await
         .unwrap();
     assert_eq!(

@@ -201,9 +201,10 @@ impl SqlStore {
         &self,
         op_id: &str,
         attempt: u32,
+        token: OwnerToken,
         response: ResponseClass,
     ) -> StoreResult<OperationState> {
-        self.record_response_text(op_id, attempt, response, None)
+        self.record_response_text(op_id, attempt, token, response, None)
             .await
     }
 
@@ -214,6 +215,7 @@ impl SqlStore {
         &self,
         op_id: &str,
         attempt: u32,
+        token: OwnerToken,
         response: ResponseClass,
         text: Option<String>,
     ) -> StoreResult<OperationState> {
@@ -244,6 +246,20 @@ impl SqlStore {
                 // attempt, which after a takeover is no longer the owner's (the fence stops
                 // new attempts, not answers to requests already sent, §3.4).
                 let attempt_token = attempt_owner(tx, op_id, attempt).await?;
+                if attempt_token != token {
+                    return Err(refused(
+                        ACT,
+                        format!(
+                            "the answer to attempt {attempt} is its sender's to record: {} \
+                             generation {}, not {} generation {}",
+                            attempt_token.controller,
+                            attempt_token.generation,
+                            token.controller,
+                            token.generation
+                        ),
+                    )
+                    .into());
+                }
                 let now = self.store_time(tx).await?;
                 let rev = append(
                     tx,

@@ -1,0 +1,289 @@
+//! Authenticated identities at the store: the installation's bootstrap is made once
+//! and names the first administrator; every act on principals after it needs an
+//! unrevoked recovery-admin, is kept in the identity journal, and never changes the
+//! actor's own roles; an attempt's answer is recorded by the attempt's owner only.
+//! Run by both stores through `identity_suite!`.
+
+use infra_talos::contract::Role;
+use infra_talos::contract::evidence::ResponseClass;
+use infra_talos::contract::operation::OwnerToken;
+use infra_talos::store::{
+    Actor, Guards, IdentityEventKind, PrincipalKind, PrincipalSpec, Store, StoreError,
+};
+
+use super::*;
+
+fn person(id: &str, roles: &[Role]) -> PrincipalSpec {
+    PrincipalSpec {
+        id: id.into(),
+        kind: PrincipalKind::Human,
+        roles: roles.to_vec(),
+    }
+}
+
+/// Before the bootstrap no principal can be registered; the bootstrap is made once,
+/// keeps its authority and administrator, and is the journal's first entry; a
+/// second is refused and changes nothing.
+pub async fn identity_bootstrap_once<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    assert_eq!(s.installation_identity().await.unwrap(), None);
+    let before = s
+        .register_principal(&root(), person("eve", &[Role::Approver]))
+        .await
+        .unwrap_err();
+    refused_as(&before, "registering a principal", "bootstrap it first");
+    // The administrator must be a person holding recovery-admin.
+    let mut wrong = bootstrap_spec();
+    wrong.administrator.roles = vec![Role::Approver];
+    refused_as(
+        &s.bootstrap(wrong).await.unwrap_err(),
+        "bootstrapping the installation",
+        "a person holding recovery-admin",
+    );
+    let mut not_pem = bootstrap_spec();
+    not_pem.ca_certificate = "root-ca".into();
+    refused_as(
+        &s.bootstrap(not_pem).await.unwrap_err(),
+        "bootstrapping the installation",
+        "not a PEM certificate",
+    );
+    env.clock.advance(SpanMs(1000));
+    s.bootstrap(bootstrap_spec()).await.unwrap();
+    let identity = s.installation_identity().await.unwrap().unwrap();
+    assert_eq!(identity.ca_certificate, TEST_CA);
+    assert_eq!(identity.administrator, "root");
+    assert_eq!(identity.bootstrapped_at, T0.plus(SpanMs(1000)));
+    let mut again = bootstrap_spec();
+    again.administrator.id = "mallory".into();
+    refused_as(
+        &s.bootstrap(again).await.unwrap_err(),
+        "bootstrapping the installation",
+        "already bootstrapped",
+    );
+    assert_eq!(
+        s.installation_identity()
+            .await
+            .unwrap()
+            .unwrap()
+            .administrator,
+        "root"
+    );
+    let journal = s.identity_journal().await.unwrap();
+    assert_eq!(journal.len(), 1, "{journal:?}");
+    assert_eq!(journal[0].seq, 1);
+    assert_eq!(journal[0].kind, IdentityEventKind::Bootstrap);
+    assert_eq!(
+        (journal[0].actor.as_str(), journal[0].principal.as_str()),
+        ("root", "root")
+    );
+    assert_eq!(journal[0].detail, "roles: recovery-admin");
+}
+
+/// Registering, changing and revoking principals need an unrevoked recovery-admin;
+/// no one changes their own roles; the role rules of registration hold for a change;
+/// each act is journalled with who did it.
+pub async fn principal_acts_need_an_administrator<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    let eve = || person("eve", &[Role::Approver, Role::RecoveryAdmin]);
+    for actor in [
+        alice(),
+        bob(),
+        ann(),
+        Actor::new("bob", Role::RecoveryAdmin),
+    ] {
+        let err = s.register_principal(&actor, eve()).await.unwrap_err();
+        assert!(
+            matches!(err, StoreError::Refused { .. }),
+            "{actor:?}: {err}"
+        );
+        let err = s
+            .change_roles(&actor, "alice", vec![Role::Approver])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::Refused { .. }),
+            "{actor:?}: {err}"
+        );
+    }
+    assert!(matches!(
+        s.register_principal(&root(), person("bob", &[Role::Author]))
+            .await
+            .unwrap_err(),
+        StoreError::Exists { .. }
+    ));
+    s.register_principal(&root(), eve()).await.unwrap();
+    let eve_admin = Actor::new("eve", Role::RecoveryAdmin);
+    // Nobody grants themselves a role.
+    refused_as(
+        &s.change_roles(&root(), "root", vec![Role::RecoveryAdmin, Role::Approver])
+            .await
+            .unwrap_err(),
+        "changing a principal's roles",
+        "its own roles",
+    );
+    // A token never holds approver, however it is asked for.
+    refused_as(
+        &s.change_roles(&root(), "bot", vec![Role::Approver])
+            .await
+            .unwrap_err(),
+        "changing a principal's roles",
+        "a token never holds approver",
+    );
+    assert!(matches!(
+        s.change_roles(&root(), "nobody", vec![Role::Author])
+            .await
+            .unwrap_err(),
+        StoreError::NotFound { .. }
+    ));
+    // Another administrator changes alice's roles: she approves afterwards, and no
+    // longer publishes.
+    s.change_roles(&eve_admin, "alice", vec![Role::Approver])
+        .await
+        .unwrap();
+    ready(&env, "p1", "m1", A).await;
+    let publish = s.grant_blanket_approval(&alice(), "cluster-1", "x").await;
+    assert!(matches!(publish, Err(StoreError::Refused { .. })));
+    // A revoked administrator can do nothing more.
+    s.revoke_identity(&root(), "eve").await.unwrap();
+    refused_as(
+        &s.register_principal(&eve_admin, person("frank", &[Role::Author]))
+            .await
+            .unwrap_err(),
+        "registering a principal",
+        "revoked",
+    );
+    refused_as(
+        &s.change_roles(&root(), "eve", vec![Role::Author])
+            .await
+            .unwrap_err(),
+        "changing a principal's roles",
+        "revoked",
+    );
+    let journal = s.identity_journal().await.unwrap();
+    let tail: Vec<_> = journal
+        .iter()
+        .rev()
+        .take(3)
+        .rev()
+        .map(|e| {
+            (
+                e.kind,
+                e.actor.as_str(),
+                e.actor_role.as_str(),
+                e.principal.as_str(),
+                e.detail.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            (
+                IdentityEventKind::Registered,
+                "root",
+                "recovery-admin",
+                "eve",
+                "roles: approver, recovery-admin"
+            ),
+            (
+                IdentityEventKind::RolesChanged,
+                "eve",
+                "recovery-admin",
+                "alice",
+                "roles: approver"
+            ),
+            (
+                IdentityEventKind::Revoked,
+                "root",
+                "recovery-admin",
+                "eve",
+                ""
+            ),
+        ]
+    );
+    let seqs: Vec<u64> = journal.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=journal.len() as u64).collect::<Vec<_>>());
+}
+
+/// An attempt's answer is recorded under the token its attempt was made with: any
+/// other token (another controller, another generation, another epoch) is refused
+/// and records nothing.
+pub async fn response_only_from_the_attempts_owner<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    ready(&env, "p1", "m1", A).await;
+    let c = s.commit("p1", A).await.unwrap();
+    let _proof = s.attempt(&c.operation, c.owner).await.unwrap();
+    let entries = s.timeline("m1").await.unwrap().len();
+    let others = [
+        OwnerToken {
+            controller: B,
+            ..c.owner
+        },
+        OwnerToken {
+            generation: 2,
+            ..c.owner
+        },
+    ];
+    for token in others {
+        let err = s
+            .record_response(&c.operation, 1, token, ResponseClass::Accepted)
+            .await
+            .unwrap_err();
+        refused_as(&err, "recording a response", "its sender's to record");
+    }
+    assert_eq!(s.timeline("m1").await.unwrap().len(), entries);
+    assert_eq!(
+        s.operation(&c.operation).await.unwrap().state,
+        OperationState::Sending
+    );
+    s.record_response(&c.operation, 1, c.owner, ResponseClass::Accepted)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.operation(&c.operation).await.unwrap().state,
+        OperationState::Verifying
+    );
+}
+
+/// Run the named identity case on a fresh store.
+pub async fn run<S, F, Fut>(name: &str, make: F)
+where
+    S: Store,
+    F: Fn(Guards) -> Fut,
+    Fut: Future<Output = Env<S>>,
+{
+    let env = make(Guards::default()).await;
+    match name {
+        "identity_bootstrap_once" => identity_bootstrap_once(env).await,
+        "principal_acts_need_an_administrator" => principal_acts_need_an_administrator(env).await,
+        "response_only_from_the_attempts_owner" => {
+            response_only_from_the_attempts_owner(env).await;
+        }
+        other => panic!("no identity case {other}"),
+    }
+}
+
+/// Declare, in a module `identities`, one `#[tokio::test]` per case above, each
+/// calling the runner's `$make`.
+#[macro_export]
+macro_rules! identity_suite {
+    ($make:ident) => {
+        mod identities {
+            $crate::identity_suite!(@each $make;
+                identity_bootstrap_once, principal_acts_need_an_administrator,
+                response_only_from_the_attempts_owner);
+        }
+    };
+    (@each $make:ident; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                if let Some(make) = $crate::$make() {
+                    $crate::store_suite::identities::run(stringify!($name), make).await;
+                }
+            }
+        )*
+    };
+}
