@@ -9,9 +9,10 @@ use std::process::ExitCode;
 
 mod cli_support;
 
-use cli_support::redact;
+use cli_support::{PKI, acting, bootstrap_and_register, redact, redact_dir};
 use infra_talos::cli::{Io, run};
 use infra_talos::config_digest;
+use infra_talos::identity::{Authority, issue_client};
 
 const SECRET: &str = "bootstrap-token-9c2e-never-stored";
 
@@ -37,16 +38,26 @@ impl Cli {
     }
 
     async fn as_(&self, actor: Option<(&str, &str)>, args: &[&str]) -> Ran {
-        let mut env = BTreeMap::new();
+        self.as_with(actor, args, &[]).await
+    }
+
+    /// As [`Cli::as_`], with `extra` set in the environment too.
+    async fn as_with(
+        &self,
+        actor: Option<(&str, &str)>,
+        args: &[&str],
+        extra: &[(&str, &str)],
+    ) -> Ran {
+        let mut env: BTreeMap<String, String> = extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         env.insert("INFRA_TALOS_DATABASE".to_owned(), self.database());
         env.insert(
             "INFRA_TALOS_KEYRING".to_owned(),
             self.dir.path().join("keys").display().to_string(),
         );
-        if let Some((id, role)) = actor {
-            env.insert("INFRA_TALOS_ACTOR".to_owned(), id.to_owned());
-            env.insert("INFRA_TALOS_ROLE".to_owned(), role.to_owned());
-        }
+        let acting = acting(self.dir.path(), actor);
         let mut out = Vec::new();
         let mut err = Vec::new();
         let mut io = Io {
@@ -55,7 +66,9 @@ impl Cli {
             env,
         };
         let code = run(
-            std::iter::once("infra-talos").chain(args.iter().copied()),
+            std::iter::once("infra-talos")
+                .chain(acting.iter().map(String::as_str))
+                .chain(args.iter().copied()),
             &mut io,
         )
         .await;
@@ -108,27 +121,41 @@ fn baseline(machine: &str) -> String {
 
 async fn world(cli: &Cli) -> String {
     let mut out = String::new();
-    for args in [
-        // The first command makes the store file.
-        &["--create", "principal", "add", "ann", "--role", "author"][..],
-        &["principal", "add", "alice", "--role", "publisher"],
-        &["principal", "add", "bob", "--role", "approver"],
-        &["principal", "add", "root", "--role", "recovery-admin"],
-        &[
-            "principal",
-            "add",
-            "bot",
-            "--role",
-            "automation",
-            "--role",
-            "publisher",
-            "--token",
-            "--responsible",
-            "alice",
-        ],
-    ] {
-        out += &cli.ok(None, args).await;
+    let people: [(&str, &[&str]); 3] = [
+        ("ann", &["author"]),
+        ("alice", &["publisher"]),
+        ("bob", &["approver"]),
+    ];
+    // The first command makes the store file.
+    for (n, line) in bootstrap_and_register(cli.dir.path(), &people)
+        .iter()
+        .enumerate()
+    {
+        let args: Vec<&str> = line.iter().map(String::as_str).collect();
+        let actor = if n == 0 { None } else { ROOT };
+        out += &cli.ok(actor, &args).await;
     }
+    let pki = cli.dir.path().join(PKI).display().to_string();
+    out += &cli
+        .ok(
+            ROOT,
+            &[
+                "principal",
+                "add",
+                "bot",
+                "--role",
+                "automation",
+                "--role",
+                "publisher",
+                "--token",
+                "--responsible",
+                "alice",
+                "--pki",
+                &pki,
+            ],
+        )
+        .await;
+    out = redact_dir(&out, cli.dir.path());
     let b1 = baseline("w1");
     let b2 = baseline("w2");
     out += &cli
@@ -296,4 +323,133 @@ async fn usage_and_configuration_errors_exit_2() {
     transcript += &cli.refused(ALICE, &["plan", "w1"]).await;
     insta::assert_snapshot!("usage_errors", transcript);
     assert!(!Path::new(&missing).exists());
+}
+
+/// Who acts is proven by a certificate from the installation's authority, never
+/// named: an identity in the environment or the configuration is refused; a
+/// certificate from another authority, or presented with another key, proves no
+/// one; a principal acts only in a role it holds and not once revoked; only an
+/// administrator registers, changes or issues, never for itself; the bootstrap is
+/// made once and never overwrites a file. Every act is in the identity journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identities_are_proven_not_named() {
+    let cli = Cli::new();
+    world(&cli).await;
+    let dir = cli.dir.path();
+    let pki = dir.join(PKI);
+    let mut transcript = String::new();
+    fn exit(transcript: &mut String, code: u8, ran: Ran) {
+        assert_eq!(ran.code, ExitCode::from(code), "{}{}", ran.out, ran.err);
+        *transcript += &format!("[{code}] {}", ran.err);
+    }
+    // Named identities are refused, not used.
+    exit(&mut transcript, 2,
+        cli.as_with(None, &["revoke", "--identity", "bob"], &[("INFRA_TALOS_ACTOR", "root")])
+            .await,
+    );
+    exit(&mut transcript, 2,
+        cli.as_with(ALICE, &["principal", "journal"], &[("INFRA_TALOS_ROLE", "approver")])
+            .await,
+    );
+    let named = dir.join("named.json");
+    std::fs::write(&named, r#"{"actor": "root", "role": "recovery-admin"}"#).unwrap();
+    exit(&mut transcript, 2,
+        cli.as_(None, &["--config", named.to_str().unwrap(), "revoke", "--identity", "bob"])
+            .await,
+    );
+    // Another authority's certificate naming root proves no one.
+    let now = std::time::SystemTime::now();
+    let other = Authority::generate("elsewhere", now).unwrap();
+    let forged = issue_client(
+        &other.certificate_pem,
+        &other.key_pem,
+        "root",
+        now,
+        std::time::Duration::from_secs(3600),
+    )
+    .unwrap();
+    let forged_dir = dir.join("forged");
+    std::fs::create_dir(&forged_dir).unwrap();
+    std::fs::write(forged_dir.join("root.crt"), &forged.certificate_pem).unwrap();
+    std::fs::write(forged_dir.join("root.key"), forged.key_pem.as_str()).unwrap();
+    let as_forged = |args: &[&str]| -> Vec<String> {
+        [
+            "--certificate",
+            forged_dir.join("root.crt").to_str().unwrap(),
+            "--private-key",
+            forged_dir.join("root.key").to_str().unwrap(),
+            "--as",
+            "recovery-admin",
+        ]
+        .iter()
+        .chain(args)
+        .map(|a| (*a).to_owned())
+        .collect()
+    };
+    let line = as_forged(&["revoke", "--identity", "bob"]);
+    let line: Vec<&str> = line.iter().map(String::as_str).collect();
+    exit(&mut transcript, 2, cli.as_(None, &line).await);
+    // Root's certificate with bob's key proves no one either.
+    let (root_crt, bob_key) = (pki.join("root.crt"), pki.join("bob.key"));
+    let crossed = [
+        "--certificate",
+        root_crt.to_str().unwrap(),
+        "--private-key",
+        bob_key.to_str().unwrap(),
+        "--as",
+        "recovery-admin",
+        "revoke",
+        "--identity",
+        "bob",
+    ];
+    exit(&mut transcript, 2, cli.as_(None, &crossed).await);
+    // A role not held, a role that may not register, one's own roles.
+    exit(&mut transcript, 1,
+        cli.as_(Some(("bob", "recovery-admin")), &["principal", "add", "eve", "--role", "approver"])
+            .await,
+    );
+    exit(&mut transcript, 1,
+        cli.as_(ALICE, &["principal", "add", "eve", "--role", "approver"])
+            .await,
+    );
+    exit(&mut transcript, 1,
+        cli.as_(ROOT, &["principal", "roles", "root", "--role", "approver"])
+            .await,
+    );
+    transcript += &cli
+        .ok(ROOT, &["principal", "roles", "ann", "--role", "author", "--role", "publisher"])
+        .await;
+    // The bootstrap is made once; a refused one leaves no file behind, and no file is
+    // ever overwritten.
+    let second = dir.join("second");
+    exit(&mut transcript, 1,
+        cli.as_(None, &["init", "--admin", "mallory", "--pki", second.to_str().unwrap()])
+            .await,
+    );
+    assert_eq!(std::fs::read_dir(&second).unwrap().count(), 0);
+    let ca_before = std::fs::read(pki.join("ca.key")).unwrap();
+    exit(&mut transcript, 2,
+        cli.as_(ROOT, &["principal", "certificate", "bob", "--pki", pki.to_str().unwrap()])
+            .await,
+    );
+    assert_eq!(std::fs::read(pki.join("ca.key")).unwrap(), ca_before);
+    // A revoked identity's certificate no longer acts, and none is issued for it.
+    transcript += &cli.ok(ROOT, &["revoke", "--identity", "bob"]).await;
+    exit(&mut transcript, 1, cli.as_(BOB, &["freeze", "w1", "--reason", "late"]).await);
+    let reissue = dir.join("reissue");
+    std::fs::create_dir(&reissue).unwrap();
+    std::fs::copy(pki.join("ca.crt"), reissue.join("ca.crt")).unwrap();
+    std::fs::copy(pki.join("ca.key"), reissue.join("ca.key")).unwrap();
+    exit(&mut transcript, 1,
+        cli.as_(ROOT, &["principal", "certificate", "bob", "--pki", reissue.to_str().unwrap()])
+            .await,
+    );
+    transcript += &cli
+        .ok(ROOT, &["principal", "certificate", "ann", "--pki", reissue.to_str().unwrap()])
+        .await;
+    transcript += &cli.ok(None, &["principal", "journal"]).await;
+    let journal: serde_json::Value =
+        serde_json::from_str(&cli.ok(None, &["principal", "journal", "--json"]).await).unwrap();
+    assert_eq!(journal.as_array().unwrap().len(), 7, "{journal}");
+    insta::assert_snapshot!("identities", redact_dir(&redact(&transcript), dir));
 }

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 mod cli_support;
 
-use cli_support::{redact, redact_blankets};
+use cli_support::{acting, bootstrap_and_register, redact, redact_blankets};
 use infra_talos::cli::{Io, iso, run};
 use infra_talos::config_digest;
 use infra_testkit::talos::{ApplyFault, ApplyMode, NodeFacts, RecordedCall, TalosSim};
@@ -93,16 +93,18 @@ impl Bench {
             dir,
             talosconfig,
         };
-        for (id, role) in [
-            ("ann", "author"),
-            ("alice", "publisher"),
-            ("bob", "approver"),
-            ("root", "recovery-admin"),
-        ] {
-            // `--create` makes the store file on the first command; later ones find it.
-            bench
-                .ok(None, &["--create", "principal", "add", id, "--role", role])
-                .await;
+        let people: [(&str, &[&str]); 3] = [
+            ("ann", &["author"]),
+            ("alice", &["publisher"]),
+            ("bob", &["approver"]),
+        ];
+        // `--create` makes the store file on the first command; later ones find it.
+        for (n, line) in bootstrap_and_register(bench.dir.path(), &people)
+            .iter()
+            .enumerate()
+        {
+            let args: Vec<&str> = line.iter().map(String::as_str).collect();
+            bench.ok(if n == 0 { None } else { ROOT }, &args).await;
         }
         let facts = bench.sim.facts();
         let endpoint = bench.sim.node_address();
@@ -153,10 +155,7 @@ impl Bench {
             "INFRA_TALOS_TALOSCONFIG".to_owned(),
             self.talosconfig.display().to_string(),
         );
-        if let Some((id, role)) = actor {
-            env.insert("INFRA_TALOS_ACTOR".to_owned(), id.to_owned());
-            env.insert("INFRA_TALOS_ROLE".to_owned(), role.to_owned());
-        }
+        let acting = acting(self.dir.path(), actor);
         let mut out = Vec::new();
         let mut err = Vec::new();
         let mut io = Io {
@@ -165,7 +164,9 @@ impl Bench {
             env,
         };
         let code = run(
-            std::iter::once("infra-talos").chain(args.iter().copied()),
+            std::iter::once("infra-talos")
+                .chain(acting.iter().map(String::as_str))
+                .chain(args.iter().copied()),
             &mut io,
         )
         .await;
@@ -733,9 +734,10 @@ async fn blanket_grant_approve_list_and_revoke() {
     const BOT: Option<(&str, &str)> = Some(("bot", "automation"));
     let bench = Bench::new().await;
     let cluster = bench.sim.facts().cluster_id;
+    let pki = bench.dir.path().join(cli_support::PKI).display().to_string();
     bench
         .ok(
-            None,
+            ROOT,
             &[
                 "principal",
                 "add",
@@ -747,6 +749,8 @@ async fn blanket_grant_approve_list_and_revoke() {
                 "--token",
                 "--responsible",
                 "alice",
+                "--pki",
+                &pki,
             ],
         )
         .await;

@@ -30,11 +30,13 @@
 
 mod database;
 mod drift;
+mod identity;
 mod plan;
 mod recovery;
 mod timeline;
 mod when;
 
+pub use identity::{InitArgs, PrincipalCommand};
 pub use recovery::RecoveryCommand;
 pub use when::{iso, parse_iso};
 
@@ -56,8 +58,8 @@ use crate::keys::{KeyProvider, LocalKeyring};
 use database::{Db, open_store};
 
 use crate::store::{
-    AccountingRequest, Actor, ContributionKind, IdentityKey, MachineSpec, PrincipalKind,
-    PrincipalSpec, SealedReleaseSpec, StoreError,
+    AccountingRequest, Actor, ContributionKind, IdentityKey, MachineSpec, SealedReleaseSpec,
+    StoreError,
 };
 
 /// The `talos` command set, for embedding as a subcommand of a consumer binary.
@@ -67,10 +69,20 @@ pub struct TalosArgs {
     /// `postgres://` URL (overrides the configuration).
     #[arg(long, global = true)]
     pub database: Option<String>,
-    /// A JSON configuration file (`actor`, `role`, `database`, `keyring`,
-    /// `talosconfig`).
+    /// A JSON configuration file (`certificate`, `private_key`, `role`, `database`,
+    /// `keyring`, `talosconfig`).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
+    /// The acting principal's client certificate (PEM), issued by the installation's
+    /// authority; its common name is the principal (overrides the configuration).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub certificate: Option<PathBuf>,
+    /// That certificate's private key (PEM).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub private_key: Option<PathBuf>,
+    /// The role to act in; the store checks the principal holds it.
+    #[arg(long = "as", global = true, value_name = "ROLE")]
+    pub acting_as: Option<String>,
     /// Make a new store file if the `sqlite:` path names none (without it a missing
     /// file is refused, so a mistyped path never starts an empty store).
     #[arg(long, global = true)]
@@ -95,7 +107,11 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Register identities and their roles.
+    /// Bootstrap the installation's identities, once: its certificate authority and
+    /// first administrator.
+    Init(InitArgs),
+    /// Register identities, change their roles, issue their certificates, and read
+    /// the identity journal.
     #[command(subcommand)]
     Principal(PrincipalCommand),
     /// Register and list machines.
@@ -191,25 +207,6 @@ pub enum BlanketCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-    },
-}
-
-/// `principal` subcommands.
-#[derive(Debug, Subcommand)]
-pub enum PrincipalCommand {
-    /// Register an identity.
-    Add {
-        /// Its identifier.
-        id: String,
-        /// A role it holds (repeat for several).
-        #[arg(long = "role", value_parser = parse_role, required = true)]
-        roles: Vec<Role>,
-        /// An automation token rather than a person.
-        #[arg(long)]
-        token: bool,
-        /// For a token: the person its issuing record holds responsible.
-        #[arg(long, requires = "token")]
-        responsible: Option<String>,
     },
 }
 
@@ -492,7 +489,10 @@ fn refusal_text(e: &StoreError) -> String {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
-    actor: Option<String>,
+    /// Refused when present: an identity is proven by a certificate, not named.
+    actor: Option<serde_json::Value>,
+    certificate: Option<PathBuf>,
+    private_key: Option<PathBuf>,
     role: Option<String>,
     database: Option<String>,
     keyring: Option<PathBuf>,
@@ -502,8 +502,11 @@ struct FileConfig {
 /// The resolved configuration.
 #[derive(Debug)]
 struct Config {
-    actor: Option<String>,
+    certificate: Option<PathBuf>,
+    private_key: Option<PathBuf>,
     role: Option<String>,
+    /// Who the certificate proves is acting, once the store is open.
+    acting: Option<Result<Actor, String>>,
     database: Option<String>,
     /// `--create`: a missing SQLite store file may be made.
     create: bool,
@@ -535,9 +538,28 @@ impl Config {
             }
         };
         let var = |name: &str| env.get(name).cloned();
+        if let Some(name) = ["INFRA_TALOS_ACTOR", "INFRA_TALOS_ROLE"]
+            .into_iter()
+            .find(|n| env.contains_key(*n))
+        {
+            return Err(Failure::Usage(format!(
+                "{name} is set, and no environment variable chooses who acts: the acting \
+                 identity is the client certificate's (--certificate, --private-key) and the \
+                 role is --as; unset {name}"
+            )));
+        }
+        if file.actor.is_some() {
+            return Err(Failure::Usage(format!(
+                "the configuration {} names an `actor`: an identity is proven by a client \
+                 certificate (`certificate`, `private_key`), never named",
+                path.as_ref().map_or(String::new(), |p| p.display().to_string())
+            )));
+        }
         Ok(Config {
-            actor: var("INFRA_TALOS_ACTOR").or(file.actor),
-            role: var("INFRA_TALOS_ROLE").or(file.role),
+            certificate: args.certificate.clone().or(file.certificate),
+            private_key: args.private_key.clone().or(file.private_key),
+            role: args.acting_as.clone().or(file.role),
+            acting: None,
             database: args
                 .database
                 .clone()
@@ -553,14 +575,13 @@ impl Config {
         })
     }
 
+    /// The authenticated acting principal (see [`identity`]).
     fn actor(&self) -> Result<Actor, Failure> {
-        let (Some(id), Some(role)) = (&self.actor, &self.role) else {
-            return Err(Failure::Usage(
-                "no acting identity: set `actor` and `role` in the configuration, or INFRA_TALOS_ACTOR and INFRA_TALOS_ROLE".into(),
-            ));
-        };
-        let role = parse_role(role).map_err(Failure::Usage)?;
-        Ok(Actor::new(id.clone(), role))
+        match &self.acting {
+            Some(Ok(actor)) => Ok(actor.clone()),
+            Some(Err(why)) => Err(Failure::Usage(why.clone())),
+            None => Err(Failure::Usage("no acting identity".into())),
+        }
     }
 
     fn keyring(&self) -> Result<LocalKeyring, Failure> {
@@ -598,7 +619,7 @@ where
 /// Runs one parsed `talos` command.
 pub async fn execute(args: TalosArgs, io: &mut Io<'_>) -> ExitCode {
     let result = match Config::load(&args, &io.env) {
-        Ok(config) => dispatch(args.command, &config).await,
+        Ok(config) => dispatch(args.command, config).await,
         Err(f) => Err(f),
     };
     match result {
@@ -621,9 +642,10 @@ pub async fn execute(args: TalosArgs, io: &mut Io<'_>) -> ExitCode {
     }
 }
 
-async fn dispatch(command: Command, config: &Config) -> Result<String, Failure> {
+async fn dispatch(command: Command, mut config: Config) -> Result<String, Failure> {
     let db = open_store(config.database.as_deref(), config.create).await?;
-    match act(command, config, &db).await {
+    config.acting = Some(identity::acting(&config, db.store.as_ref()).await);
+    match act(command, &config, &db).await {
         Err(Failure::MissingMachine { machine, text }) => {
             Err(suggesting(text, &machine, db.store.as_ref()).await)
         }
@@ -636,26 +658,11 @@ async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failu
     let store = &db.store;
     let mut out = String::new();
     match command {
-        Command::Principal(PrincipalCommand::Add {
-            id,
-            roles,
-            token,
-            responsible,
-        }) => {
-            let kind = if token {
-                PrincipalKind::Token { responsible }
-            } else {
-                PrincipalKind::Human
-            };
-            let names: Vec<String> = roles.iter().map(ToString::to_string).collect();
-            store
-                .register_principal(PrincipalSpec {
-                    id: id.clone(),
-                    kind,
-                    roles,
-                })
-                .await?;
-            let _ = writeln!(out, "principal {id} registered: {}", names.join(", "));
+        Command::Init(args) => {
+            out = identity::init(db, args).await?;
+        }
+        Command::Principal(command) => {
+            out = identity::principal(db, config, command).await?;
         }
         Command::Inventory(InventoryCommand::Add(add)) => {
             let actor = config.actor()?;

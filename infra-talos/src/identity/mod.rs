@@ -17,7 +17,7 @@ mod authority;
 mod verify;
 
 pub use authority::{Authority, ClientCertificate, issue_client};
-pub use verify::{authenticate, principal_of_verified};
+pub use verify::{authenticate, check_authority, principal_of_verified};
 
 /// Why an identity could not be made or proven.
 #[derive(Debug, thiserror::Error)]

@@ -38,6 +38,17 @@ pub fn authenticate(
     Ok(principal)
 }
 
+/// Checks `ca_certificate_pem` can serve as the installation's authority: one
+/// well-formed certificate a chain can be verified against.
+pub fn check_authority(ca_certificate_pem: &str) -> Result<(), IdentityError> {
+    let ca = der_of("the certificate authority", ca_certificate_pem)?;
+    anchor_from_trusted_cert(&ca).map_err(|e| IdentityError::NotACertificate {
+        what: "the certificate authority",
+        reason: format!("{e:?}"),
+    })?;
+    Ok(())
+}
+
 /// The principal a certificate (DER) names, once its chain to the authority
 /// `ca_certificate_pem` verifies for client authentication at `now`. Possession of
 /// its key is the caller's to establish (a TLS handshake does).

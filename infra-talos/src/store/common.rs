@@ -52,6 +52,19 @@ pub(super) fn role_name(role: Role) -> &'static str {
     }
 }
 
+pub(super) fn role_of(name: &str) -> Result<Role, StoreError> {
+    [
+        Role::Author,
+        Role::Publisher,
+        Role::Approver,
+        Role::RecoveryAdmin,
+        Role::Automation,
+    ]
+    .into_iter()
+    .find(|r| role_name(*r) == name)
+    .ok_or_else(|| db_err(format!("unknown role {name:?}")))
+}
+
 pub(super) fn state_of(name: &str) -> Result<OperationState, StoreError> {
     OperationState::ALL
         .into_iter()

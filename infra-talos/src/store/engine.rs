@@ -22,7 +22,8 @@ use crate::store::{
     AccountingRequest, Actor, AdoptPlanSpec, AdoptionOutcome, AttemptView, BlanketApproval,
     BootstrapSpec, Committed, DependencyCheck, HookPoint, IdentityEvent, InstallationIdentity,
     MachineSpec, MachineView, ObservationRequest, ObservationTicket, ObservationView,
-    ObservedFacts, OperationView, PlanSpec, PlanView, PrincipalSpec, RecoveryEntry, ReleaseSpec,
+    ObservedFacts, OperationView, PlanSpec, PlanView, PrincipalSpec, PrincipalView, RecoveryEntry,
+    ReleaseSpec,
     ScopeAccounting, SealedReleaseSpec, Settings, Store, StoreError, StoreResult, TimelineEntry,
 };
 
@@ -99,6 +100,10 @@ impl<S: OnEngine> Store for S {
 
     async fn identity_journal(&self) -> StoreResult<Vec<IdentityEvent>> {
         self.engine().identity_journal().await
+    }
+
+    async fn principals(&self) -> StoreResult<Vec<PrincipalView>> {
+        self.engine().principals().await
     }
 
     async fn create_machine(&self, actor: &Actor, spec: MachineSpec) -> StoreResult<()> {

@@ -200,6 +200,19 @@ impl IdentityEventKind {
     }
 }
 
+/// A registered principal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrincipalView {
+    /// The identifier.
+    pub id: String,
+    /// Human or token.
+    pub kind: PrincipalKind,
+    /// The roles held, by name, sorted.
+    pub roles: Vec<Role>,
+    /// Whether the identity is revoked.
+    pub revoked: bool,
+}
+
 /// One entry of the installation's append-only identity journal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdentityEvent {
@@ -834,6 +847,8 @@ pub trait Store: Send + Sync {
     ) -> StoreResult<()>;
     /// The identity journal, oldest first.
     async fn identity_journal(&self) -> StoreResult<Vec<IdentityEvent>>;
+    /// Every registered principal, by identifier.
+    async fn principals(&self) -> StoreResult<Vec<PrincipalView>>;
     /// Add a machine with its identity key (and the digest its import read, §6.3).
     async fn create_machine(&self, actor: &Actor, spec: MachineSpec) -> StoreResult<()>;
     /// Publish a release: store its sealed artifacts and select it as each machine's

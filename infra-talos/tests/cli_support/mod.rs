@@ -7,6 +7,55 @@
     reason = "a module shared by test binaries, each using the parts it needs"
 )]
 
+use std::path::Path;
+
+/// The directory, under a test's own, of the installation's authority and every
+/// principal's certificate.
+pub const PKI: &str = "pki";
+
+/// The arguments that make `actor` (`(id, role)`) the acting principal: its
+/// certificate and key from the test's authority, and the role. None for `None`.
+pub fn acting(dir: &Path, actor: Option<(&str, &str)>) -> Vec<String> {
+    let Some((id, role)) = actor else {
+        return Vec::new();
+    };
+    let pki = dir.join(PKI);
+    vec![
+        "--certificate".into(),
+        pki.join(format!("{id}.crt")).display().to_string(),
+        "--private-key".into(),
+        pki.join(format!("{id}.key")).display().to_string(),
+        "--as".into(),
+        role.into(),
+    ]
+}
+
+/// The command lines that bootstrap a new store (root its first administrator,
+/// the authority made in the test's `pki`) and register `people` (`(id, roles)`),
+/// each issued a certificate; run the first as nobody and the rest as root.
+pub fn bootstrap_and_register(dir: &Path, people: &[(&str, &[&str])]) -> Vec<Vec<String>> {
+    let pki = dir.join(PKI).display().to_string();
+    let mut lines = vec![
+        ["--create", "init", "--admin", "root", "--pki", &pki]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for (id, roles) in people {
+        let mut line: Vec<String> = ["principal", "add", id].map(String::from).to_vec();
+        for role in *roles {
+            line.extend(["--role".to_owned(), (*role).to_owned()]);
+        }
+        line.extend(["--pki".to_owned(), pki.clone()]);
+        lines.push(line);
+    }
+    lines
+}
+
+/// Replaces the test's directory with `[dir]`.
+pub fn redact_dir(text: &str, dir: &Path) -> String {
+    text.replace(&dir.display().to_string(), "[dir]")
+}
+
 /// Replaces store times (`YYYY-MM-DDTHH:MM:SS.mmmZ`) with `[time]`.
 pub fn redact(text: &str) -> String {
     const SHAPE: &[u8] = b"dddd-dd-ddTdd:dd:dd.dddZ";

@@ -15,7 +15,7 @@ use crate::store::sql::{Tx, query};
 use crate::store::transaction::R;
 use crate::store::{
     Actor, BootstrapSpec, IdentityEvent, IdentityEventKind, InstallationIdentity, PrincipalKind,
-    PrincipalSpec, StoreError, StoreResult,
+    PrincipalSpec, PrincipalView, StoreError, StoreResult,
 };
 
 /// The act every principal change is refused under before the bootstrap.
@@ -191,6 +191,44 @@ impl SqlStore {
                     &detail,
                 )
                 .await
+            })
+        })
+        .await
+    }
+
+    /// [`Store::principals`](crate::store::Store::principals).
+    pub(in crate::store) async fn principals(&self) -> StoreResult<Vec<PrincipalView>> {
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let rows = query("SELECT id, kind, responsible, revoked FROM principals ORDER BY id")
+                    .fetch_all(tx)
+                    .await?;
+                let roles = query("SELECT principal_id, role FROM principal_roles ORDER BY principal_id, role")
+                    .fetch_all(tx)
+                    .await?;
+                let mut out = Vec::with_capacity(rows.len());
+                for r in &rows {
+                    let id: String = r.try_get("id")?;
+                    let kind = match r.try_get::<String, _>("kind")?.as_str() {
+                        "human" => PrincipalKind::Human,
+                        _ => PrincipalKind::Token {
+                            responsible: r.try_get("responsible")?,
+                        },
+                    };
+                    let mut held = Vec::new();
+                    for role in &roles {
+                        if role.try_get::<String, _>("principal_id")? == id {
+                            held.push(role_of(&role.try_get::<String, _>("role")?)?);
+                        }
+                    }
+                    out.push(PrincipalView {
+                        id,
+                        kind,
+                        roles: held,
+                        revoked: r.try_get("revoked")?,
+                    });
+                }
+                Ok(out)
             })
         })
         .await

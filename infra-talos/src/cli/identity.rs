@@ -1,0 +1,386 @@
+//! Identities through the commands: the installation's bootstrap (`init`), the
+//! principal acts (`principal add`, `roles`, `certificate`, `journal`), and how a
+//! command learns who is acting.
+//!
+//! **Who acts.** A command that acts is given a client certificate and its private
+//! key (`--certificate`, `--private-key`, or `certificate` and `private_key` in the
+//! configuration file) and the role to act in (`--as`, or `role`). The certificate
+//! must chain to the authority the store's bootstrap recorded, for client
+//! authentication, at the present time, and the key must be its own; the subject's
+//! common name is the acting principal. No environment variable names an identity:
+//! `INFRA_TALOS_ACTOR` and `INFRA_TALOS_ROLE` are refused where they are set, so a
+//! script that still sets them stops instead of acting as someone else.
+//!
+//! **The authority.** `init --pki DIR` makes the installation's own authority and
+//! the administrator's certificate in `DIR` (`ca.crt`, `ca.key`, `<admin>.crt`,
+//! `<admin>.key`; keys readable by their owner only, no file ever overwritten);
+//! `init --ca-certificate FILE` records an existing authority instead, which then
+//! issues every certificate itself. With the installation's own authority,
+//! `principal add --pki DIR` and `principal certificate NAME --pki DIR` issue a
+//! principal's certificate from `DIR/ca.key`.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use clap::{Args, Subcommand};
+
+use super::{Config, Failure, parse_role, pretty, who};
+use crate::cli::database::Db;
+use crate::contract::Role;
+use crate::identity::{Authority, authenticate, check_authority, issue_client, valid_identifier};
+use crate::store::{Actor, BootstrapSpec, PrincipalKind, PrincipalSpec, Store};
+
+/// How long an issued client certificate is valid by default, in days.
+const DEFAULT_DAYS: u64 = 90;
+
+/// `init`: bootstrap the installation's identities, once.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The first administrator: a person holding recovery-admin.
+    #[arg(long)]
+    pub admin: String,
+    /// Make the installation's own authority, and the administrator's certificate,
+    /// in this directory (which must not already hold them).
+    #[arg(long, required_unless_present = "ca_certificate", conflicts_with = "ca_certificate")]
+    pub pki: Option<PathBuf>,
+    /// Record an existing authority (PEM) instead; it issues every certificate.
+    #[arg(long)]
+    pub ca_certificate: Option<PathBuf>,
+    /// How long the administrator's certificate is valid, in days.
+    #[arg(long, default_value_t = DEFAULT_DAYS)]
+    pub days: u64,
+}
+
+/// `principal` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PrincipalCommand {
+    /// Register an identity (recovery-admin).
+    Add {
+        /// Its identifier: what its certificate's common name will be.
+        id: String,
+        /// A role it holds (repeat for several).
+        #[arg(long = "role", value_parser = parse_role, required = true)]
+        roles: Vec<Role>,
+        /// An automation token rather than a person.
+        #[arg(long)]
+        token: bool,
+        /// For a token: the person its issuing record holds responsible.
+        #[arg(long, requires = "token")]
+        responsible: Option<String>,
+        /// Issue its client certificate from the installation's authority in this
+        /// directory (`ca.crt`, `ca.key`), written there as `<id>.crt` and `<id>.key`.
+        #[arg(long)]
+        pki: Option<PathBuf>,
+        /// How long that certificate is valid, in days.
+        #[arg(long, default_value_t = DEFAULT_DAYS)]
+        days: u64,
+    },
+    /// Replace a principal's roles (recovery-admin; never one's own).
+    Roles {
+        /// The principal.
+        id: String,
+        /// A role it is to hold (repeat for several).
+        #[arg(long = "role", value_parser = parse_role, required = true)]
+        roles: Vec<Role>,
+    },
+    /// Issue a registered principal a new client certificate (recovery-admin), from
+    /// the installation's authority in `--pki`.
+    Certificate {
+        /// The principal.
+        id: String,
+        /// The directory holding `ca.crt` and `ca.key`; the certificate is written
+        /// there as `<id>.crt` and `<id>.key` (which must not exist yet).
+        #[arg(long)]
+        pki: PathBuf,
+        /// How long it is valid, in days.
+        #[arg(long, default_value_t = DEFAULT_DAYS)]
+        days: u64,
+    },
+    /// The identity journal: the bootstrap and every act on principals since.
+    Journal {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The acting principal the configuration's certificate proves, in the role it
+/// asks for; `Err` with why not.
+pub(super) async fn acting(config: &Config, store: &dyn Store) -> Result<Actor, String> {
+    let (Some(cert), Some(key)) = (&config.certificate, &config.private_key) else {
+        return Err("no acting identity: give a client certificate and its key \
+                    (--certificate and --private-key, or `certificate` and `private_key` \
+                    in the configuration)"
+            .into());
+    };
+    let Some(role) = &config.role else {
+        return Err("no acting role: give --as ROLE (or `role` in the configuration)".into());
+    };
+    let role = parse_role(role)?;
+    let identity = store
+        .installation_identity()
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("the store has no identity root yet: bootstrap it with `infra-talos init`")?;
+    let cert_pem = read(cert)?;
+    let key_pem = zeroize::Zeroizing::new(read(key)?);
+    let principal = authenticate(
+        &identity.ca_certificate,
+        &cert_pem,
+        &key_pem,
+        SystemTime::now(),
+    )
+    .map_err(|e| format!("{}: {e}", cert.display()))?;
+    Ok(Actor::new(principal, role))
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+fn days(n: u64) -> Duration {
+    Duration::from_secs(n.saturating_mul(86_400))
+}
+
+/// `init`.
+pub(super) async fn init(db: &Db, args: InitArgs) -> Result<String, Failure> {
+    if !valid_identifier(&args.admin) {
+        return Err(Failure::Usage(format!(
+            "{:?} is not a principal identifier (1 to 128 of A-Z a-z 0-9 . _ @ -)",
+            args.admin
+        )));
+    }
+    let administrator = PrincipalSpec {
+        id: args.admin.clone(),
+        kind: PrincipalKind::Human,
+        roles: vec![Role::RecoveryAdmin],
+    };
+    let mut out = String::new();
+    match (&args.pki, &args.ca_certificate) {
+        (Some(dir), _) => {
+            let now = SystemTime::now();
+            let authority = Authority::generate("infra-talos installation", now)
+                .map_err(|e| Failure::Usage(e.to_string()))?;
+            let admin = issue_client(
+                &authority.certificate_pem,
+                &authority.key_pem,
+                &args.admin,
+                now,
+                days(args.days),
+            )
+            .map_err(|e| Failure::Usage(e.to_string()))?;
+            let files = [
+                (dir.join("ca.crt"), authority.certificate_pem.as_str(), false),
+                (dir.join("ca.key"), authority.key_pem.as_str(), true),
+                (dir.join(format!("{}.crt", args.admin)), admin.certificate_pem.as_str(), false),
+                (dir.join(format!("{}.key", args.admin)), admin.key_pem.as_str(), true),
+            ];
+            // The files first, so an authority the store records always has its key on
+            // disk; if the store refuses, the files this run wrote are removed.
+            let written = write_all_new(dir, &files)?;
+            let spec = BootstrapSpec {
+                ca_certificate: authority.certificate_pem.clone(),
+                administrator,
+            };
+            if let Err(e) = db.store.bootstrap(spec).await {
+                for path in &written {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(e.into());
+            }
+            let _ = writeln!(
+                out,
+                "installation bootstrapped: {} is its first administrator (recovery-admin)\n\
+                 certificate authority: {} (keep {} offline: it issues every identity)\n\
+                 {}'s certificate: {} and {}",
+                args.admin,
+                files[0].0.display(),
+                files[1].0.display(),
+                args.admin,
+                files[2].0.display(),
+                files[3].0.display(),
+            );
+        }
+        (None, Some(file)) => {
+            let pem = read(file).map_err(Failure::Usage)?;
+            check_authority(&pem).map_err(|e| Failure::Usage(e.to_string()))?;
+            db.store
+                .bootstrap(BootstrapSpec {
+                    ca_certificate: pem,
+                    administrator,
+                })
+                .await?;
+            let _ = writeln!(
+                out,
+                "installation bootstrapped: {} is its first administrator (recovery-admin)\n\
+                 certificate authority: {} (it issues every identity's certificate)",
+                args.admin,
+                file.display()
+            );
+        }
+        (None, None) => return Err(Failure::Usage("give --pki or --ca-certificate".into())),
+    }
+    Ok(out)
+}
+
+/// `principal …`.
+pub(super) async fn principal(
+    db: &Db,
+    config: &Config,
+    command: PrincipalCommand,
+) -> Result<String, Failure> {
+    let store = db.store.as_ref();
+    let mut out = String::new();
+    match command {
+        PrincipalCommand::Add {
+            id,
+            roles,
+            token,
+            responsible,
+            pki,
+            days: valid,
+        } => {
+            let actor = config.actor()?;
+            if !valid_identifier(&id) {
+                return Err(Failure::Usage(format!(
+                    "{id:?} is not a principal identifier (1 to 128 of A-Z a-z 0-9 . _ @ -)"
+                )));
+            }
+            let kind = if token {
+                PrincipalKind::Token { responsible }
+            } else {
+                PrincipalKind::Human
+            };
+            let names: Vec<String> = roles.iter().map(ToString::to_string).collect();
+            store
+                .register_principal(&actor, PrincipalSpec { id: id.clone(), kind, roles })
+                .await?;
+            let _ = writeln!(
+                out,
+                "principal {id} registered by {}: {}",
+                who(&actor),
+                names.join(", ")
+            );
+            if let Some(dir) = pki {
+                out += &issue_into(&dir, &id, valid)?;
+            }
+        }
+        PrincipalCommand::Roles { id, roles } => {
+            let actor = config.actor()?;
+            let names: Vec<String> = roles.iter().map(ToString::to_string).collect();
+            store.change_roles(&actor, &id, roles).await?;
+            let _ = writeln!(
+                out,
+                "principal {id} now holds {} (changed by {})",
+                names.join(", "),
+                who(&actor)
+            );
+        }
+        PrincipalCommand::Certificate { id, pki, days: valid } => {
+            let actor = config.actor()?;
+            // Only an administrator issues, and only for a principal the store holds
+            // unrevoked: a certificate for anyone else would name no one.
+            if actor.role != Role::RecoveryAdmin {
+                return Err(Failure::Refused(
+                    "refused: issuing a certificate: recovery-admin issues certificates".into(),
+                ));
+            }
+            let held = store.principals().await?;
+            if !held.iter().any(|p| p.id == id && !p.revoked) {
+                return Err(Failure::Refused(format!(
+                    "refused: issuing a certificate: {id} is not a registered, unrevoked principal"
+                )));
+            }
+            out += &issue_into(&pki, &id, valid)?;
+        }
+        PrincipalCommand::Journal { json } => {
+            let journal = store.identity_journal().await?;
+            if json {
+                let _ = writeln!(out, "{}", pretty(&journal));
+            } else if journal.is_empty() {
+                let _ = writeln!(out, "no identity acts: the installation is not bootstrapped");
+            }
+            for e in journal.iter().filter(|_| !json) {
+                let detail = if e.detail.is_empty() {
+                    String::new()
+                } else {
+                    format!("  {}", e.detail)
+                };
+                let _ = writeln!(
+                    out,
+                    "{:>4}  {}  {:<13}  {} by {} ({}){detail}",
+                    e.seq,
+                    super::iso(e.at.0),
+                    e.kind.name(),
+                    e.principal,
+                    e.actor,
+                    e.actor_role,
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Issues `id` a certificate from the authority in `dir`, written there.
+fn issue_into(dir: &Path, id: &str, valid: u64) -> Result<String, Failure> {
+    let ca_cert = read(&dir.join("ca.crt")).map_err(Failure::Usage)?;
+    let ca_key = zeroize::Zeroizing::new(read(&dir.join("ca.key")).map_err(Failure::Usage)?);
+    let issued = issue_client(&ca_cert, &ca_key, id, SystemTime::now(), days(valid))
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    let cert = dir.join(format!("{id}.crt"));
+    let key = dir.join(format!("{id}.key"));
+    write_all_new(
+        dir,
+        &[
+            (cert.clone(), issued.certificate_pem.as_str(), false),
+            (key.clone(), issued.key_pem.as_str(), true),
+        ],
+    )?;
+    Ok(format!(
+        "{id}'s certificate: {} and {} (valid {valid} days)\n",
+        cert.display(),
+        key.display()
+    ))
+}
+
+/// Writes each new file (a private one readable by its owner only); refuses, before
+/// writing any, if one exists. Returns the paths written.
+fn write_all_new(dir: &Path, files: &[(PathBuf, &str, bool)]) -> Result<Vec<PathBuf>, Failure> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Failure::Usage(format!("cannot make {}: {e}", dir.display())))?;
+    if let Some((path, ..)) = files.iter().find(|(p, ..)| p.exists()) {
+        return Err(Failure::Usage(format!(
+            "{} exists already: nothing was written (no certificate or key is ever overwritten)",
+            path.display()
+        )));
+    }
+    let mut written = Vec::new();
+    for (path, text, private) in files {
+        if let Err(e) = write_new(path, text, *private) {
+            for done in &written {
+                let _ = std::fs::remove_file(done);
+            }
+            return Err(Failure::Usage(format!("cannot write {}: {e}", path.display())));
+        }
+        written.push(path.clone());
+    }
+    Ok(written)
+}
+
+fn write_new(path: &Path, text: &str, private: bool) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(if private { 0o600 } else { 0o644 });
+    }
+    #[cfg(not(unix))]
+    let _ = private;
+    let mut file = options.open(path)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()
+}
