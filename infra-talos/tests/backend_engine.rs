@@ -42,6 +42,9 @@ use infra_testkit::talos::{ApplyFault, NodeFacts, ReadFault, SimResource, TalosS
 use tempfile::TempDir;
 
 /// The certificate authority the installation is bootstrapped with.
+/// How long a blanket approval granted here stands.
+const WEEK: infra_talos::contract::SpanMs = infra_talos::contract::SpanMs(7 * 86_400_000);
+
 const TEST_CA: &str = "-----BEGIN CERTIFICATE-----\nTUlJQg==\n-----END CERTIFICATE-----\n";
 /// The installation's first administrator, who registers everyone else.
 const ADMIN: &str = "admin";
@@ -661,7 +664,12 @@ impl World {
 
     async fn grant_blanket(&self) -> String {
         self.store
-            .grant_blanket_approval(&bob(), &self.cluster_id, "lab cluster, applied as declared")
+            .grant_blanket_approval(
+                &bob(),
+                &self.cluster_id,
+                "lab cluster, applied as declared",
+                WEEK,
+            )
             .await
             .unwrap()
             .id
@@ -730,11 +738,13 @@ async fn direct_mode_applies_under_a_blanket_approval() {
             .unwrap_or_else(|| panic!("no {what} entry: {timeline:?}"))
     };
     assert!(
-        timeline[position("approval")]
+        timeline[position("approval_under_grant")]
             .detail
-            .contains(&format!("under blanket approval {blanket} of bob"))
+            .contains(&format!(
+                "under the standing grant of bob (blanket approval {blanket})"
+            ))
     );
-    assert!(position("approval") < position("commitment"));
+    assert!(position("approval_under_grant") < position("commitment"));
     assert!(position("commitment") < position("attempt"));
     assert!(position("attempt") < position("response attempt 1: accepted"));
     assert!(position("response attempt 1: accepted") < position("classification completed"));

@@ -734,7 +734,12 @@ async fn blanket_grant_approve_list_and_revoke() {
     const BOT: Option<(&str, &str)> = Some(("bot", "automation"));
     let bench = Bench::new().await;
     let cluster = bench.sim.facts().cluster_id;
-    let pki = bench.dir.path().join(cli_support::PKI).display().to_string();
+    let pki = bench
+        .dir
+        .path()
+        .join(cli_support::PKI)
+        .display()
+        .to_string();
     bench
         .ok(
             ROOT,
@@ -755,7 +760,16 @@ async fn blanket_grant_approve_list_and_revoke() {
         )
         .await;
     bench.proposed_plan("p1").await;
-    let grant = ["blanket", "grant", "--cluster", &cluster, "--reason", "lab"];
+    let grant = [
+        "blanket",
+        "grant",
+        "--cluster",
+        &cluster,
+        "--reason",
+        "lab",
+        "--for",
+        "7d",
+    ];
     let mut transcript = String::new();
     // No blanket yet: the token's request is refused, and the token cannot grant.
     for refused in [

@@ -1850,7 +1850,7 @@ impl<S: Store> Driver<'_, S> {
             }
             Act::GrantBlanket { carol: by_carol } => {
                 let who = if by_carol { carol() } else { bob() };
-                if s.grant_blanket_approval(&who, "cluster-1", "direct mode")
+                if s.grant_blanket_approval(&who, "cluster-1", "direct mode", store_suite::WEEK)
                     .await
                     .is_ok()
                 {

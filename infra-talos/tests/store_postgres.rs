@@ -597,7 +597,7 @@ async fn commitment_waits_for_approval_revocation() {
     let s = &env.store;
     world(s).await;
     let blanket = s
-        .grant_blanket_approval(&bob(), "cluster-1", "direct mode")
+        .grant_blanket_approval(&bob(), "cluster-1", "direct mode", WEEK)
         .await
         .unwrap();
     s.create_plan(&alice(), spec("p1", "m1", "rel-1", env.clock.now()))
@@ -765,7 +765,7 @@ async fn migrates_version_one_to_current() {
             .fetch_all(store.pool())
             .await
             .unwrap();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
     check_current_version(&store, &clock, before).await;
     store.pool().close().await;
     drop(schema);
@@ -963,10 +963,10 @@ async fn approval_under_a_blanket_waits_for_its_revocation() {
     .await
     .unwrap();
     let first = s
-        .grant_blanket_approval(&bob(), "cluster-1", "lab")
+        .grant_blanket_approval(&bob(), "cluster-1", "lab", WEEK)
         .await
         .unwrap();
-    s.grant_blanket_approval(&bob(), "cluster-2", "staging")
+    s.grant_blanket_approval(&bob(), "cluster-2", "staging", WEEK)
         .await
         .unwrap();
     let now = env.clock.now();

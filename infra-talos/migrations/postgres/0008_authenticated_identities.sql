@@ -24,3 +24,8 @@ CREATE TRIGGER installation_identity_append_only BEFORE UPDATE OR DELETE ON inst
     FOR EACH ROW EXECUTE FUNCTION refuse_journal_change();
 CREATE TRIGGER identity_journal_append_only BEFORE UPDATE OR DELETE ON identity_journal
     FOR EACH ROW EXECUTE FUNCTION refuse_journal_change();
+
+-- A blanket approval's expiry (a standing grant is never open-ended). A grant made
+-- before this version gets seven days from its grant.
+ALTER TABLE blanket_approvals ADD COLUMN expires_ms BIGINT;
+UPDATE blanket_approvals SET expires_ms = granted_ms + 604800000;

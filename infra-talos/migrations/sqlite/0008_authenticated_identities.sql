@@ -36,3 +36,8 @@ CREATE TRIGGER identity_journal_no_delete BEFORE DELETE ON identity_journal
 BEGIN
     SELECT RAISE(ABORT, 'table identity_journal is append-only');
 END;
+
+-- A blanket approval's expiry (a standing grant is never open-ended). A grant made
+-- before this version gets seven days from its grant.
+ALTER TABLE blanket_approvals ADD COLUMN expires_ms INTEGER;
+UPDATE blanket_approvals SET expires_ms = granted_ms + 604800000;

@@ -43,7 +43,11 @@ pub struct InitArgs {
     pub admin: String,
     /// Make the installation's own authority, and the administrator's certificate,
     /// in this directory (which must not already hold them).
-    #[arg(long, required_unless_present = "ca_certificate", conflicts_with = "ca_certificate")]
+    #[arg(
+        long,
+        required_unless_present = "ca_certificate",
+        conflicts_with = "ca_certificate"
+    )]
     pub pki: Option<PathBuf>,
     /// Record an existing authority (PEM) instead; it issues every certificate.
     #[arg(long)]
@@ -172,10 +176,22 @@ pub(super) async fn init(db: &Db, args: InitArgs) -> Result<String, Failure> {
             )
             .map_err(|e| Failure::Usage(e.to_string()))?;
             let files = [
-                (dir.join("ca.crt"), authority.certificate_pem.as_str(), false),
+                (
+                    dir.join("ca.crt"),
+                    authority.certificate_pem.as_str(),
+                    false,
+                ),
                 (dir.join("ca.key"), authority.key_pem.as_str(), true),
-                (dir.join(format!("{}.crt", args.admin)), admin.certificate_pem.as_str(), false),
-                (dir.join(format!("{}.key", args.admin)), admin.key_pem.as_str(), true),
+                (
+                    dir.join(format!("{}.crt", args.admin)),
+                    admin.certificate_pem.as_str(),
+                    false,
+                ),
+                (
+                    dir.join(format!("{}.key", args.admin)),
+                    admin.key_pem.as_str(),
+                    true,
+                ),
             ];
             // The files first, so an authority the store records always has its key on
             // disk; if the store refuses, the files this run wrote are removed.
@@ -255,7 +271,14 @@ pub(super) async fn principal(
             };
             let names: Vec<String> = roles.iter().map(ToString::to_string).collect();
             store
-                .register_principal(&actor, PrincipalSpec { id: id.clone(), kind, roles })
+                .register_principal(
+                    &actor,
+                    PrincipalSpec {
+                        id: id.clone(),
+                        kind,
+                        roles,
+                    },
+                )
                 .await?;
             let _ = writeln!(
                 out,
@@ -278,7 +301,11 @@ pub(super) async fn principal(
                 who(&actor)
             );
         }
-        PrincipalCommand::Certificate { id, pki, days: valid } => {
+        PrincipalCommand::Certificate {
+            id,
+            pki,
+            days: valid,
+        } => {
             let actor = config.actor()?;
             // Only an administrator issues, and only for a principal the store holds
             // unrevoked: a certificate for anyone else would name no one.
@@ -300,7 +327,10 @@ pub(super) async fn principal(
             if json {
                 let _ = writeln!(out, "{}", pretty(&journal));
             } else if journal.is_empty() {
-                let _ = writeln!(out, "no identity acts: the installation is not bootstrapped");
+                let _ = writeln!(
+                    out,
+                    "no identity acts: the installation is not bootstrapped"
+                );
             }
             for e in journal.iter().filter(|_| !json) {
                 let detail = if e.detail.is_empty() {
@@ -363,7 +393,10 @@ fn write_all_new(dir: &Path, files: &[(PathBuf, &str, bool)]) -> Result<Vec<Path
             for done in &written {
                 let _ = std::fs::remove_file(done);
             }
-            return Err(Failure::Usage(format!("cannot write {}: {e}", path.display())));
+            return Err(Failure::Usage(format!(
+                "cannot write {}: {e}",
+                path.display()
+            )));
         }
         written.push(path.clone());
     }

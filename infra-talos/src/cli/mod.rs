@@ -195,6 +195,10 @@ pub enum BlanketCommand {
         /// Why, for the record.
         #[arg(long)]
         reason: String,
+        /// How long it stands: `90m`, `12h`, `7d` (at most 90 days). Approvals are
+        /// made under it until then, never after.
+        #[arg(long = "for", value_parser = when::parse_span, value_name = "SPAN")]
+        lasting: SpanMs,
     },
     /// Revoke one, and every approval made under it (an approver or recovery-admin):
     /// a committed operation without an attempt is then refused at its attempt.
@@ -552,7 +556,8 @@ impl Config {
             return Err(Failure::Usage(format!(
                 "the configuration {} names an `actor`: an identity is proven by a client \
                  certificate (`certificate`, `private_key`), never named",
-                path.as_ref().map_or(String::new(), |p| p.display().to_string())
+                path.as_ref()
+                    .map_or(String::new(), |p| p.display().to_string())
             )));
         }
         Ok(Config {
@@ -829,16 +834,21 @@ async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failu
                 );
             }
         }
-        Command::Blanket(BlanketCommand::Grant { cluster, reason }) => {
+        Command::Blanket(BlanketCommand::Grant {
+            cluster,
+            reason,
+            lasting,
+        }) => {
             let actor = config.actor()?;
             let granted = store
-                .grant_blanket_approval(&actor, &cluster, &reason)
+                .grant_blanket_approval(&actor, &cluster, &reason, lasting)
                 .await?;
             let _ = writeln!(
                 out,
-                "blanket approval {} granted for cluster {cluster} by {}",
+                "blanket approval {} granted for cluster {cluster} by {}, standing until {}",
                 granted.id,
-                who(&actor)
+                who(&actor),
+                when::iso(granted.expires_at.0)
             );
         }
         Command::Blanket(BlanketCommand::Revoke { id }) => {
@@ -854,12 +864,19 @@ async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failu
                 let _ = writeln!(out, "no blanket approvals");
             } else {
                 for b in &all {
-                    let state = match (&b.revoked, b.current_epoch) {
-                        (Some((by, at)), _) => {
+                    let state = match (&b.revoked, b.current_epoch, b.expired) {
+                        (Some((by, at)), ..) => {
                             format!("revoked by {by} at {}", when::iso(at.0))
                         }
-                        (None, false) => "granted in an earlier epoch: holds no longer".to_owned(),
-                        (None, true) => "in force".to_owned(),
+                        (None, false, _) => {
+                            "granted in an earlier epoch: holds no longer".to_owned()
+                        }
+                        (None, true, true) => {
+                            format!("lapsed at {}", when::iso(b.expires_at.0))
+                        }
+                        (None, true, false) => {
+                            format!("in force until {}", when::iso(b.expires_at.0))
+                        }
                     };
                     let _ = writeln!(
                         out,

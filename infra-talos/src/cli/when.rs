@@ -89,6 +89,24 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// A span written as a number and a unit: `90m`, `12h`, `7d`.
+pub(super) fn parse_span(text: &str) -> Result<crate::contract::SpanMs, String> {
+    let unit_at = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{text:?} has no unit: write it as 90m, 12h or 7d"))?;
+    let (number, unit) = text.split_at(unit_at);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} does not start with a number"))?;
+    let ms = match unit {
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("{text:?}: the unit is m, h or d")),
+    };
+    Ok(crate::contract::SpanMs(n.saturating_mul(ms)))
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

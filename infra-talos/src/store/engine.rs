@@ -23,8 +23,8 @@ use crate::store::{
     BootstrapSpec, Committed, DependencyCheck, HookPoint, IdentityEvent, InstallationIdentity,
     MachineSpec, MachineView, ObservationRequest, ObservationTicket, ObservationView,
     ObservedFacts, OperationView, PlanSpec, PlanView, PrincipalSpec, PrincipalView, RecoveryEntry,
-    ReleaseSpec,
-    ScopeAccounting, SealedReleaseSpec, Settings, Store, StoreError, StoreResult, TimelineEntry,
+    ReleaseSpec, ScopeAccounting, SealedReleaseSpec, Settings, Store, StoreError, StoreResult,
+    TimelineEntry,
 };
 
 /// One store over either database: the pool and the settings every act runs with.
@@ -151,9 +151,10 @@ impl<S: OnEngine> Store for S {
         actor: &Actor,
         cluster_id: &str,
         reason: &str,
+        lasting: crate::contract::SpanMs,
     ) -> StoreResult<BlanketApproval> {
         self.engine()
-            .grant_blanket_approval(actor, cluster_id, reason)
+            .grant_blanket_approval(actor, cluster_id, reason, lasting)
             .await
     }
 

@@ -469,15 +469,22 @@ pub struct BlanketApproval {
     pub current_epoch: bool,
     /// Who revoked it, and when (store time); `None` while in force.
     pub revoked: Option<(String, InstantMs)>,
+    /// Store time it lapses at: no approval is made under it from then on.
+    pub expires_at: InstantMs,
+    /// Whether it had lapsed when it was read.
+    pub expired: bool,
 }
 
 impl BlanketApproval {
-    /// Whether approvals can be made under it now.
+    /// Whether approvals could be made under it when it was read.
     #[must_use]
     pub fn in_force(&self) -> bool {
-        self.revoked.is_none() && self.current_epoch
+        self.revoked.is_none() && self.current_epoch && !self.expired
     }
 }
+
+/// The longest a blanket approval may be granted for: 90 days.
+pub const BLANKET_MAX: crate::contract::SpanMs = crate::contract::SpanMs(90 * 86_400_000);
 
 /// A plan as the store holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -867,13 +874,16 @@ pub trait Store: Send + Sync {
     async fn cancel_plan(&self, actor: &Actor, plan: &str) -> StoreResult<()>;
     /// Record a blanket approval for cluster `cluster_id` (an approver, a person):
     /// plans for its machines may then be approved as they are made
-    /// ([`Store::approve_under_blanket`]). One may be in force per cluster; it holds
-    /// only in the installation epoch it is granted in.
+    /// ([`Store::approve_under_blanket`]). The cluster must have a machine in the
+    /// inventory. One may be in force per cluster; it holds only in the installation
+    /// epoch it is granted in, and for `lasting` from the grant (at most
+    /// [`BLANKET_MAX`]).
     async fn grant_blanket_approval(
         &self,
         actor: &Actor,
         cluster_id: &str,
         reason: &str,
+        lasting: crate::contract::SpanMs,
     ) -> StoreResult<BlanketApproval>;
     /// Revoke a blanket approval (an approver or recovery-admin), and with it every
     /// approval made under it, as [`Store::revoke_approval`] would each. Locks the

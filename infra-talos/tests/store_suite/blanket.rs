@@ -3,7 +3,7 @@
 //! `blanket_suite!`.
 
 use infra_talos::contract::plan::{PlanState, SelfApproval};
-use infra_talos::contract::{InstantMs, Role};
+use infra_talos::contract::{InstantMs, Role, SpanMs};
 use infra_talos::store::{Actor, Guards, Store, StoreError};
 
 use super::*;
@@ -44,7 +44,7 @@ pub async fn blanket_approves_and_commits<S: Store>(env: Env<S>) {
     s.cancel_plan(&alice(), "p0").await.unwrap();
 
     let blanket = s
-        .grant_blanket_approval(&bob(), "cluster-1", "lab cluster, nobody reviews it")
+        .grant_blanket_approval(&bob(), "cluster-1", "lab cluster, nobody reviews it", WEEK)
         .await
         .unwrap();
     assert!(blanket.in_force());
@@ -69,17 +69,19 @@ pub async fn blanket_approves_and_commits<S: Store>(env: Env<S>) {
         .await
         .unwrap()
         .into_iter()
-        .find(|e| e.kind == "approval" && e.plan.as_deref() == Some("p1"))
+        .find(|e| e.plan.as_deref() == Some("p1") && e.kind.starts_with("approval"))
         .expect("an approval entry");
+    // Shown as the asker's act under bob's standing grant, never as bob's review.
+    assert_eq!(entry.kind, "approval_under_grant");
     assert_eq!(
         (entry.actor.as_str(), entry.actor_role.as_str()),
-        ("bob", "approver")
+        ("bot", "automation")
     );
-    assert_eq!(entry.requested_by.as_deref(), Some("bot"));
     assert!(
-        entry
-            .detail
-            .contains(&format!("under blanket approval {} of bob", blanket.id)),
+        entry.detail.contains(&format!(
+            "under the standing grant of bob (blanket approval {}), not a review of this plan",
+            blanket.id
+        )),
         "{}",
         entry.detail
     );
@@ -99,34 +101,54 @@ pub async fn blanket_roles<S: Store>(env: Env<S>) {
         (Actor::new("bot", Role::Approver), "does not hold the role"),
     ] {
         let err = s
-            .grant_blanket_approval(&actor, "cluster-1", "because")
+            .grant_blanket_approval(&actor, "cluster-1", "because", WEEK)
             .await
             .unwrap_err();
         assert!(refusal_text(&err).contains(why), "{actor:?}: {err}");
     }
     let err = s
-        .grant_blanket_approval(&bob(), "cluster-1", "  ")
+        .grant_blanket_approval(&bob(), "cluster-1", "  ", WEEK)
         .await
         .unwrap_err();
     assert!(refusal_text(&err).contains("a reason is required"), "{err}");
     let first = s
-        .grant_blanket_approval(&bob(), "cluster-1", "lab")
+        .grant_blanket_approval(&bob(), "cluster-1", "lab", WEEK)
         .await
         .unwrap();
     let err = s
-        .grant_blanket_approval(&carol(), "cluster-1", "lab again")
+        .grant_blanket_approval(&carol(), "cluster-1", "lab again", WEEK)
         .await
         .unwrap_err();
     assert!(
         refusal_text(&err).contains(&format!("{} is already in force", first.id)),
         "{err}"
     );
-    // Another cluster has its own.
+    // A cluster with no machine in the inventory is refused: a grant names one that
+    // exists. Another cluster has its own.
+    let err = s
+        .grant_blanket_approval(&carol(), "cluster-2", "staging", WEEK)
+        .await
+        .unwrap_err();
+    assert!(
+        refusal_text(&err).contains("no machine of cluster cluster-2 is in the inventory"),
+        "{err}"
+    );
+    let mut m4 = machine_spec("m4", "r4");
+    m4.cluster_id = "cluster-2".into();
+    s.create_machine(&ann(), m4).await.unwrap();
     let other = s
-        .grant_blanket_approval(&carol(), "cluster-2", "staging")
+        .grant_blanket_approval(&carol(), "cluster-2", "staging", WEEK)
         .await
         .unwrap();
     assert_ne!(first.id, other.id);
+    // A grant lasts more than nothing and at most 90 days.
+    for lasting in [SpanMs(0), SpanMs(91 * 86_400_000)] {
+        let err = s
+            .grant_blanket_approval(&bob(), "cluster-1", "lab", lasting)
+            .await
+            .unwrap_err();
+        assert!(refusal_text(&err).contains("at most 90 days"), "{err}");
+    }
     s.create_plan(&alice(), spec("p1", "m1", "rel-1", env.clock.now()))
         .await
         .unwrap();
@@ -166,7 +188,7 @@ pub async fn blanket_roles<S: Store>(env: Env<S>) {
     assert_eq!(revoked.revoked.as_ref().map(|r| r.0.as_str()), Some("root"));
     assert!(listed.iter().find(|b| b.id == other.id).unwrap().in_force());
     // After the revocation the cluster takes a new grant.
-    s.grant_blanket_approval(&bob(), "cluster-1", "lab, reviewed")
+    s.grant_blanket_approval(&bob(), "cluster-1", "lab, reviewed", WEEK)
         .await
         .unwrap();
 }
@@ -179,7 +201,7 @@ pub async fn blanket_revocation<S: Store>(env: Env<S>) {
     let s = &env.store;
     world(s).await;
     let blanket = s
-        .grant_blanket_approval(&bob(), "cluster-1", "lab")
+        .grant_blanket_approval(&bob(), "cluster-1", "lab", WEEK)
         .await
         .unwrap();
     for (plan, machine) in [("p1", "m1"), ("p3", "m3")] {
@@ -240,7 +262,7 @@ pub async fn blanket_epoch_and_identity<S: Store>(env: Env<S>) {
     let s = &env.store;
     world(s).await;
     let first = s
-        .grant_blanket_approval(&bob(), "cluster-1", "lab")
+        .grant_blanket_approval(&bob(), "cluster-1", "lab", WEEK)
         .await
         .unwrap();
     s.enter_recovery(&root(), entry_now(s, B).await)
@@ -248,7 +270,7 @@ pub async fn blanket_epoch_and_identity<S: Store>(env: Env<S>) {
         .unwrap();
     // Granting is refused while recovery mode is in effect.
     let in_recovery = s
-        .grant_blanket_approval(&carol(), "cluster-1", "lab")
+        .grant_blanket_approval(&carol(), "cluster-1", "lab", WEEK)
         .await
         .unwrap_err();
     refused_as(
@@ -270,7 +292,7 @@ pub async fn blanket_epoch_and_identity<S: Store>(env: Env<S>) {
     );
     // Granted again in this epoch, it replaces the old one on the record.
     let second = s
-        .grant_blanket_approval(&bob(), "cluster-1", "lab, after the restore")
+        .grant_blanket_approval(&bob(), "cluster-1", "lab, after the restore", WEEK)
         .await
         .unwrap();
     let listed = s.blanket_approvals().await.unwrap();
@@ -296,6 +318,52 @@ pub async fn blanket_epoch_and_identity<S: Store>(env: Env<S>) {
     );
 }
 
+/// A blanket approval lapses at its expiry: nothing is approved under it from then
+/// on, the list shows it lapsed, and a new grant replaces it on the record. An
+/// approval made under it before it lapsed stands, as any approval does.
+pub async fn blanket_lapses<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    let blanket = s
+        .grant_blanket_approval(&bob(), "cluster-1", "lab", SpanMs::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(
+        blanket.expires_at,
+        blanket.granted_at.plus(SpanMs::from_secs(3600))
+    );
+    s.create_plan(&alice(), spec("p1", "m1", "rel-1", env.clock.now()))
+        .await
+        .unwrap();
+    s.approve_under_blanket(&bot(), "p1").await.unwrap();
+    env.clock.advance(SpanMs::from_secs(3600));
+    s.create_plan(&alice(), spec("p2", "m2", "rel-1", env.clock.now()))
+        .await
+        .unwrap();
+    let err = s.approve_under_blanket(&bot(), "p2").await.unwrap_err();
+    assert!(
+        refusal_text(&err).contains(&format!("blanket approval {} lapsed", blanket.id)),
+        "{err}"
+    );
+    assert_eq!(s.plan("p2").await.unwrap().state, PlanState::Proposed);
+    assert_eq!(s.plan("p1").await.unwrap().state, PlanState::Approved);
+    let listed = s.blanket_approvals().await.unwrap();
+    assert!(listed[0].expired && !listed[0].in_force(), "{listed:?}");
+    let again = s
+        .grant_blanket_approval(&carol(), "cluster-1", "lab, renewed", WEEK)
+        .await
+        .unwrap();
+    s.approve_under_blanket(&bot(), "p2").await.unwrap();
+    let listed = s.blanket_approvals().await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(
+        listed[0].revoked.is_some(),
+        "the lapsed grant is replaced on the record"
+    );
+    assert_eq!(listed[1].id, again.id);
+    assert!(listed[1].in_force());
+}
+
 /// Run the named blanket-approval case on a fresh store.
 pub async fn run<S, F, Fut>(name: &str, make: F)
 where
@@ -309,6 +377,7 @@ where
         "blanket_roles" => blanket_roles(env).await,
         "blanket_revocation" => blanket_revocation(env).await,
         "blanket_epoch_and_identity" => blanket_epoch_and_identity(env).await,
+        "blanket_lapses" => blanket_lapses(env).await,
         other => panic!("no blanket case {other}"),
     }
 }
@@ -321,7 +390,7 @@ macro_rules! blanket_suite {
         mod blanket {
             $crate::blanket_suite!(@each $make;
                 blanket_approves_and_commits, blanket_roles, blanket_revocation,
-                blanket_epoch_and_identity);
+                blanket_epoch_and_identity, blanket_lapses);
         }
     };
     (@each $make:ident; $($name:ident),* $(,)?) => {

@@ -136,14 +136,18 @@ pub async fn principal_acts_need_an_administrator<S: Store>(env: Env<S>) {
             .unwrap_err(),
         StoreError::NotFound { .. }
     ));
-    // Another administrator changes alice's roles: she approves afterwards, and no
-    // longer publishes.
-    s.change_roles(&eve_admin, "alice", vec![Role::Approver])
+    // Another administrator changes carol's roles: she no longer approves.
+    s.change_roles(&eve_admin, "carol", vec![Role::Author])
         .await
         .unwrap();
-    ready(&env, "p1", "m1", A).await;
-    let publish = s.grant_blanket_approval(&alice(), "cluster-1", "x").await;
-    assert!(matches!(publish, Err(StoreError::Refused { .. })));
+    s.create_plan(&alice(), spec("p1", "m1", "rel-1", env.clock.now()))
+        .await
+        .unwrap();
+    refused_as(
+        &s.approve(&carol(), "p1").await.unwrap_err(),
+        "approving",
+        "carol does not hold the role approver",
+    );
     // A revoked administrator can do nothing more.
     s.revoke_identity(&root(), "eve").await.unwrap();
     refused_as(
@@ -190,8 +194,8 @@ pub async fn principal_acts_need_an_administrator<S: Store>(env: Env<S>) {
                 IdentityEventKind::RolesChanged,
                 "eve",
                 "recovery-admin",
-                "alice",
-                "roles: approver"
+                "carol",
+                "roles: author"
             ),
             (
                 IdentityEventKind::Revoked,

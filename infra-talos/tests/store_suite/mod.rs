@@ -57,6 +57,9 @@ pub const T0: InstantMs = InstantMs(1_800_000_000_000);
 /// Present in every artifact's plaintext, which the store never receives.
 pub const MARKER: &str = "PLAINTEXT-MARKER-7f3a9c";
 
+/// How long the suite's blanket approvals stand.
+pub const WEEK: SpanMs = SpanMs(7 * 86_400_000);
+
 pub const A: ControllerId = ControllerId(0xa1);
 pub const B: ControllerId = ControllerId(0xb2);
 
@@ -2235,7 +2238,7 @@ pub async fn check_current_version<S: Store>(s: &S, clock: &ManualClock, before:
         bound_sealed("m2", "rel-2")
     );
     // Version 3: blanket approvals, over identities and plans made before it.
-    s.grant_blanket_approval(&bob(), "cluster-1", "after the upgrade")
+    s.grant_blanket_approval(&bob(), "cluster-1", "after the upgrade", WEEK)
         .await
         .unwrap();
     s.approve_under_blanket(&Actor::new("bot", Role::Automation), "p2")

@@ -83,14 +83,20 @@ impl SqlStore {
         let now = self.store_time(tx).await?;
         let under = approving
             .blanket
-            .map(|b| format!("under blanket approval {b} of {}; ", approving.approver))
+            .map(|b| {
+                format!(
+                    "under the standing grant of {} (blanket approval {b}), not a review of \
+                     this plan; ",
+                    approving.approver
+                )
+            })
             .unwrap_or_default();
-        // Under a blanket the approval is its approver's, asked for by the actor.
+        // Under a blanket the approval rests on its approver's standing grant: the entry
+        // is the asker's act under that grant, never recorded as the approver's own
+        // review of the plan (comparison 1 reads the approval row, which names the
+        // approver and the blanket).
         let entry = match approving.blanket {
-            Some(_) => Entry {
-                requested_by: Some(actor.id.clone()),
-                ..Entry::by(&Actor::new(approving.approver, Role::Approver), "approval")
-            },
+            Some(_) => Entry::by(actor, "approval_under_grant"),
             None => Entry::by(actor, "approval"),
         };
         // §6.4, choice §10.16: a revert's approval says it overwrites what nobody saw.

@@ -5,14 +5,14 @@
 
 use crate::contract::epoch::Epoch;
 use crate::contract::plan::{PlanEvent, SelfApproval};
-use crate::contract::{InstantMs, Role};
+use crate::contract::{InstantMs, Role, SpanMs};
 use crate::store::acts::approvals::{Approving, Withdrawal};
 use crate::store::common::*;
 use crate::store::engine::SqlStore;
 use crate::store::lookups::{installation, lock_machine, read_plan, require_role};
 use crate::store::sql::{Tx, query};
 use crate::store::transaction::{Entry, R, append};
-use crate::store::{Actor, BlanketApproval, HookPoint, StoreResult};
+use crate::store::{Actor, BLANKET_MAX, BlanketApproval, HookPoint, StoreResult};
 
 impl SqlStore {
     /// [`Store::grant_blanket_approval`](crate::store::Store::grant_blanket_approval): record a
@@ -23,12 +23,23 @@ impl SqlStore {
         actor: &Actor,
         cluster_id: &str,
         reason: &str,
+        lasting: SpanMs,
     ) -> StoreResult<BlanketApproval> {
         const ACT: &str = "granting a blanket approval";
+        if lasting.0 == 0 || lasting > BLANKET_MAX {
+            return Err(refused(
+                ACT,
+                "a blanket approval lasts more than nothing and at most 90 days",
+            ));
+        }
         self.transaction(|tx| {
             Box::pin(async move {
                 // The machine rows first, in the order every other transaction takes them.
                 let machines = lock_cluster(tx, cluster_id).await?;
+                if machines.is_empty() {
+                    let reason = format!("no machine of cluster {cluster_id} is in the inventory");
+                    return Err(refused(ACT, reason).into());
+                }
                 let inst = installation(tx, true).await?;
                 let human = require_role(tx, actor, &[Role::Approver], ACT).await?;
                 if !human {
@@ -42,15 +53,15 @@ impl SqlStore {
                 }
                 let now = self.store_time(tx).await?;
                 if let Some(live) = live_blanket(tx, cluster_id).await? {
-                    if live.epoch == inst.epoch {
+                    if live.epoch == inst.epoch && now < live.expires_ms {
                         let reason = format!(
                             "blanket approval {} is already in force for cluster {cluster_id}",
                             live.id
                         );
                         return Err(refused(ACT, reason).into());
                     }
-                    // Granted in an earlier epoch, it holds no longer: this grant
-                    // replaces it on the record.
+                    // Granted in an earlier epoch, or lapsed, it holds no longer: this
+                    // grant replaces it on the record.
                     query(REVOKE_BLANKET)
                         .bind(&live.id)
                         .bind(&actor.id)
@@ -59,9 +70,10 @@ impl SqlStore {
                         .await?;
                 }
                 let id = format!("blanket-{}", hex16(crate::store::random_128()?));
+                let expires = now.saturating_add(i(lasting.0));
                 query(
                     "INSERT INTO blanket_approvals (id, cluster_id, approver_id, reason, epoch, \
-                     granted_ms) VALUES ($1, $2, $3, $4, $5, $6)",
+                     granted_ms, expires_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 )
                 .bind(&id)
                 .bind(cluster_id)
@@ -69,11 +81,13 @@ impl SqlStore {
                 .bind(reason)
                 .bind(inst.epoch.to_bytes().to_vec())
                 .bind(now)
+                .bind(expires)
                 .execute(tx)
                 .await?;
                 for m in &machines {
                     let detail = format!(
-                        "blanket approval {id} for cluster {cluster_id}; epoch {}",
+                        "blanket approval {id} for cluster {cluster_id}, lapsing at t={expires}ms; \
+                         epoch {}",
                         inst.epoch
                     );
                     append(
@@ -92,6 +106,8 @@ impl SqlStore {
                     granted_at: InstantMs(u(now)),
                     current_epoch: true,
                     revoked: None,
+                    expires_at: InstantMs(u(expires)),
+                    expired: false,
                 })
             })
         })
@@ -213,6 +229,14 @@ impl SqlStore {
                         );
                         refused(ACT, reason)
                     })?;
+                let now = self.store_time(tx).await?;
+                if now >= blanket.expires_ms {
+                    let reason = format!(
+                        "blanket approval {} lapsed at t={}ms; an approver grants one again",
+                        blanket.id, blanket.expires_ms
+                    );
+                    return Err(refused(ACT, reason).into());
+                }
                 if blanket.epoch != inst.epoch {
                     let reason = format!(
                         "blanket approval {} was granted in another epoch; an approver grants it \
@@ -244,9 +268,11 @@ impl SqlStore {
         self.transaction(|tx| {
             Box::pin(async move {
                 let inst = installation(tx, true).await?;
+                let now = self.store_time(tx).await?;
                 let rows = query(
                     "SELECT id, cluster_id, approver_id, reason, epoch, granted_ms, revoked, \
-                     revoked_by, revoked_ms FROM blanket_approvals ORDER BY granted_ms, id",
+                     revoked_by, revoked_ms, expires_ms FROM blanket_approvals \
+                     ORDER BY granted_ms, id",
                 )
                 .fetch_all(tx)
                 .await?;
@@ -268,6 +294,8 @@ impl SqlStore {
                         granted_at: InstantMs(u(r.try_get("granted_ms")?)),
                         current_epoch: epoch_of(&epoch)? == inst.epoch,
                         revoked,
+                        expires_at: InstantMs(u(r.try_get("expires_ms")?)),
+                        expired: now >= r.try_get::<i64, _>("expires_ms")?,
                     });
                 }
                 Ok(out)
@@ -297,13 +325,15 @@ struct BlanketRow {
     id: String,
     approver: String,
     epoch: Epoch,
+    /// Store time it lapses at.
+    expires_ms: i64,
 }
 
 /// The blanket approval in force for `cluster_id`, read to share: a revocation
 /// waits for the reading transaction.
 async fn live_blanket(tx: &mut Tx, cluster_id: &str) -> R<Option<BlanketRow>> {
     let row = query(
-        "SELECT id, approver_id, epoch FROM blanket_approvals \
+        "SELECT id, approver_id, epoch, expires_ms FROM blanket_approvals \
          WHERE cluster_id = $1 AND NOT revoked FOR SHARE",
     )
     .bind(cluster_id)
@@ -315,6 +345,7 @@ async fn live_blanket(tx: &mut Tx, cluster_id: &str) -> R<Option<BlanketRow>> {
             id: r.try_get("id")?,
             approver: r.try_get("approver_id")?,
             epoch: epoch_of(&epoch)?,
+            expires_ms: r.try_get("expires_ms")?,
         })
     })
     .transpose()

@@ -200,12 +200,15 @@ impl SqlStore {
     pub(in crate::store) async fn principals(&self) -> StoreResult<Vec<PrincipalView>> {
         self.transaction(|tx| {
             Box::pin(async move {
-                let rows = query("SELECT id, kind, responsible, revoked FROM principals ORDER BY id")
-                    .fetch_all(tx)
-                    .await?;
-                let roles = query("SELECT principal_id, role FROM principal_roles ORDER BY principal_id, role")
-                    .fetch_all(tx)
-                    .await?;
+                let rows =
+                    query("SELECT id, kind, responsible, revoked FROM principals ORDER BY id")
+                        .fetch_all(tx)
+                        .await?;
+                let roles = query(
+                    "SELECT principal_id, role FROM principal_roles ORDER BY principal_id, role",
+                )
+                .fetch_all(tx)
+                .await?;
                 let mut out = Vec::with_capacity(rows.len());
                 for r in &rows {
                     let id: String = r.try_get("id")?;
