@@ -324,7 +324,7 @@ async fn postgres_newer_schema_is_refused_and_left_untouched() {
     let (code, message) = cli_list(&in_schema).await;
     assert_eq!(code, ExitCode::from(2), "{message}");
     let expected = format!(
-        "error: store {}: the database is at schema version 8, newer than this build knows (up to 7)",
+        "error: store {}: the database is at schema version 9, newer than this build knows (up to 8)",
         infra_talos::store::postgres_url_without_password(&in_schema)
     );
     assert!(message.starts_with(&expected), "{message}");
