@@ -57,8 +57,8 @@ pub enum TransportOutcome {
 }
 
 /// The class of a send's outcome (see the module documentation). Text that came from
-/// the node is redacted: quoted values, long tokens and configuration diffs are
-/// withheld.
+/// the node is redacted, failing closed: only words recognised as safe are kept, and
+/// values, configuration lines and diffs are withheld.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApplyResponse {
     /// The node answered.
@@ -260,9 +260,9 @@ mod tests {
     fn statuses_classify() {
         let class = |status: Status| classify(CallError::Status(status));
         assert_eq!(
-            class(Status::invalid_argument("1 error occurred: bad \"value\"")),
+            class(Status::invalid_argument("1 error occurred: bad \"s3cret\"")),
             ApplyResponse::Rejected {
-                message: "1 error occurred: bad <redacted>".into()
+                message: "1 error occurred: bad \"<withheld>\"".into()
             }
         );
         assert_eq!(

@@ -10,6 +10,8 @@ pub mod keys;
 pub mod observation;
 #[cfg(feature = "grpc")]
 mod redact;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod store;
 
 #[cfg(feature = "grpc")]

@@ -343,22 +343,45 @@ async fn identities_are_proven_not_named() {
         *transcript += &format!("[{code}] {}", ran.err);
     }
     // Named identities are refused, not used.
-    exit(&mut transcript, 2,
-        cli.as_with(None, &["revoke", "--identity", "bob"], &[("INFRA_TALOS_ACTOR", "root")])
-            .await,
+    exit(
+        &mut transcript,
+        2,
+        cli.as_with(
+            None,
+            &["revoke", "--identity", "bob"],
+            &[("INFRA_TALOS_ACTOR", "root")],
+        )
+        .await,
     );
-    exit(&mut transcript, 2,
-        cli.as_with(ALICE, &["principal", "journal"], &[("INFRA_TALOS_ROLE", "approver")])
-            .await,
+    exit(
+        &mut transcript,
+        2,
+        cli.as_with(
+            ALICE,
+            &["principal", "journal"],
+            &[("INFRA_TALOS_ROLE", "approver")],
+        )
+        .await,
     );
     let named = dir.join("named.json");
     std::fs::write(&named, r#"{"actor": "root", "role": "recovery-admin"}"#).unwrap();
-    exit(&mut transcript, 2,
-        cli.as_(None, &["--config", named.to_str().unwrap(), "revoke", "--identity", "bob"])
-            .await,
+    exit(
+        &mut transcript,
+        2,
+        cli.as_(
+            None,
+            &[
+                "--config",
+                named.to_str().unwrap(),
+                "revoke",
+                "--identity",
+                "bob",
+            ],
+        )
+        .await,
     );
     // Another authority's certificate naming root proves no one.
-    let now = std::time::SystemTime::now();
+    let now = cli_support::wall_now();
     let other = Authority::generate("elsewhere", now).unwrap();
     let forged = issue_client(
         &other.certificate_pem,
@@ -404,48 +427,114 @@ async fn identities_are_proven_not_named() {
     ];
     exit(&mut transcript, 2, cli.as_(None, &crossed).await);
     // A role not held, a role that may not register, one's own roles.
-    exit(&mut transcript, 1,
-        cli.as_(Some(("bob", "recovery-admin")), &["principal", "add", "eve", "--role", "approver"])
-            .await,
+    exit(
+        &mut transcript,
+        1,
+        cli.as_(
+            Some(("bob", "recovery-admin")),
+            &["principal", "add", "eve", "--role", "approver"],
+        )
+        .await,
     );
-    exit(&mut transcript, 1,
+    exit(
+        &mut transcript,
+        1,
         cli.as_(ALICE, &["principal", "add", "eve", "--role", "approver"])
             .await,
     );
-    exit(&mut transcript, 1,
+    exit(
+        &mut transcript,
+        1,
         cli.as_(ROOT, &["principal", "roles", "root", "--role", "approver"])
             .await,
     );
     transcript += &cli
-        .ok(ROOT, &["principal", "roles", "ann", "--role", "author", "--role", "publisher"])
+        .ok(
+            ROOT,
+            &[
+                "principal",
+                "roles",
+                "ann",
+                "--role",
+                "author",
+                "--role",
+                "publisher",
+            ],
+        )
         .await;
     // The bootstrap is made once; a refused one leaves no file behind, and no file is
     // ever overwritten.
     let second = dir.join("second");
-    exit(&mut transcript, 1,
-        cli.as_(None, &["init", "--admin", "mallory", "--pki", second.to_str().unwrap()])
-            .await,
+    exit(
+        &mut transcript,
+        1,
+        cli.as_(
+            None,
+            &[
+                "init",
+                "--admin",
+                "mallory",
+                "--pki",
+                second.to_str().unwrap(),
+            ],
+        )
+        .await,
     );
     assert_eq!(std::fs::read_dir(&second).unwrap().count(), 0);
     let ca_before = std::fs::read(pki.join("ca.key")).unwrap();
-    exit(&mut transcript, 2,
-        cli.as_(ROOT, &["principal", "certificate", "bob", "--pki", pki.to_str().unwrap()])
-            .await,
+    exit(
+        &mut transcript,
+        2,
+        cli.as_(
+            ROOT,
+            &[
+                "principal",
+                "certificate",
+                "bob",
+                "--pki",
+                pki.to_str().unwrap(),
+            ],
+        )
+        .await,
     );
     assert_eq!(std::fs::read(pki.join("ca.key")).unwrap(), ca_before);
     // A revoked identity's certificate no longer acts, and none is issued for it.
     transcript += &cli.ok(ROOT, &["revoke", "--identity", "bob"]).await;
-    exit(&mut transcript, 1, cli.as_(BOB, &["freeze", "w1", "--reason", "late"]).await);
+    exit(
+        &mut transcript,
+        1,
+        cli.as_(BOB, &["freeze", "w1", "--reason", "late"]).await,
+    );
     let reissue = dir.join("reissue");
     std::fs::create_dir(&reissue).unwrap();
     std::fs::copy(pki.join("ca.crt"), reissue.join("ca.crt")).unwrap();
     std::fs::copy(pki.join("ca.key"), reissue.join("ca.key")).unwrap();
-    exit(&mut transcript, 1,
-        cli.as_(ROOT, &["principal", "certificate", "bob", "--pki", reissue.to_str().unwrap()])
-            .await,
+    exit(
+        &mut transcript,
+        1,
+        cli.as_(
+            ROOT,
+            &[
+                "principal",
+                "certificate",
+                "bob",
+                "--pki",
+                reissue.to_str().unwrap(),
+            ],
+        )
+        .await,
     );
     transcript += &cli
-        .ok(ROOT, &["principal", "certificate", "ann", "--pki", reissue.to_str().unwrap()])
+        .ok(
+            ROOT,
+            &[
+                "principal",
+                "certificate",
+                "ann",
+                "--pki",
+                reissue.to_str().unwrap(),
+            ],
+        )
         .await;
     transcript += &cli.ok(None, &["principal", "journal"]).await;
     let journal: serde_json::Value =

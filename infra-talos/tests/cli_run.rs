@@ -9,258 +9,16 @@
 //! witness of what reached the node.
 #![cfg(feature = "cli")]
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod cli_support;
 
-use cli_support::{acting, bootstrap_and_register, redact, redact_blankets};
-use infra_talos::cli::{Io, iso, run};
+use cli_support::bench::*;
+use cli_support::{redact, redact_blankets};
+use infra_talos::cli::iso;
 use infra_talos::config_digest;
-use infra_testkit::talos::{ApplyFault, ApplyMode, NodeFacts, RecordedCall, TalosSim};
+use infra_testkit::talos::{ApplyFault, ApplyMode, RecordedCall, TalosSim};
 use serde_json::Value;
-
-/// The machine.
-const MACHINE: &str = "m1";
-/// The release published for it.
-const RELEASE: &str = "rel-1";
-/// The release the machine's handover adopts.
-const HANDOVER_RELEASE: &str = "rel-0";
-/// The handover's adopt plan.
-const HANDOVER: &str = "handover";
-
-const ANN: Option<(&str, &str)> = Some(("ann", "author"));
-const ALICE: Option<(&str, &str)> = Some(("alice", "publisher"));
-const BOB: Option<(&str, &str)> = Some(("bob", "approver"));
-const ROOT: Option<(&str, &str)> = Some(("root", "recovery-admin"));
-
-/// The configuration the node runs before any plan.
-fn base_config() -> Vec<u8> {
-    b"version: v1alpha1\nmachine:\n  type: worker\n  install:\n    disk: /dev/sda\n".to_vec()
-}
-
-/// The configuration file published as the machine's artifact for `release`.
-fn artifact(release: &str) -> Vec<u8> {
-    format!(
-        "version: v1alpha1\nmachine:\n  type: worker\n  install:\n    disk: /dev/sda\n# {release}\n"
-    )
-    .into_bytes()
-}
-
-/// One command's exit code and what it wrote.
-struct Ran {
-    code: ExitCode,
-    out: String,
-    err: String,
-}
-
-/// A simulated node, and a directory holding the store, the keyring, the
-/// talosconfig and the artifact files.
-struct Bench {
-    sim: TalosSim,
-    dir: tempfile::TempDir,
-    talosconfig: PathBuf,
-}
-
-impl Bench {
-    /// [`Bench::imported`], with the machine handed over ([`Bench::hand_over`]).
-    async fn new() -> Bench {
-        let bench = Bench::imported().await;
-        let out = bench.hand_over().await;
-        assert!(out.ends_with("nothing was sent\n"), "{out}");
-        bench
-    }
-
-    /// Starts the simulator, writes a talosconfig for its admin client, and registers
-    /// the principals and the machine, imported at the digest of the configuration it
-    /// runs, through the command set.
-    async fn imported() -> Bench {
-        let sim = TalosSim::builder()
-            .facts(NodeFacts {
-                config: base_config(),
-                ..NodeFacts::default()
-            })
-            .start()
-            .await
-            .expect("simulator");
-        let dir = tempfile::tempdir().expect("dir");
-        let talosconfig = sim
-            .write_talosconfig(dir.path(), &sim.pki().admin_client().expect("client"))
-            .expect("talosconfig");
-        let bench = Bench {
-            sim,
-            dir,
-            talosconfig,
-        };
-        let people: [(&str, &[&str]); 3] = [
-            ("ann", &["author"]),
-            ("alice", &["publisher"]),
-            ("bob", &["approver"]),
-        ];
-        // `--create` makes the store file on the first command; later ones find it.
-        for (n, line) in bootstrap_and_register(bench.dir.path(), &people)
-            .iter()
-            .enumerate()
-        {
-            let args: Vec<&str> = line.iter().map(String::as_str).collect();
-            bench.ok(if n == 0 { None } else { ROOT }, &args).await;
-        }
-        let facts = bench.sim.facts();
-        let endpoint = bench.sim.node_address();
-        let baseline = config_digest(&facts.config).to_hex();
-        bench
-            .ok(
-                ANN,
-                &[
-                    "inventory",
-                    "add",
-                    MACHINE,
-                    "--endpoint",
-                    &endpoint,
-                    "--smbios-uuid",
-                    &facts.smbios_uuid,
-                    "--cluster-id",
-                    &facts.cluster_id,
-                    "--talos-minor",
-                    "1.10",
-                    "--import-digest",
-                    &baseline,
-                ],
-            )
-            .await;
-        bench
-    }
-
-    /// Runs one command line as `actor` (`(id, role)`), with the store, the keyring
-    /// and the talosconfig given through the environment.
-    async fn cli(&self, actor: Option<(&str, &str)>, args: &[&str]) -> Ran {
-        self.cli_keyring(actor, args, true).await
-    }
-
-    /// As [`Bench::cli`], with or without a keyring in the environment.
-    async fn cli_keyring(&self, actor: Option<(&str, &str)>, args: &[&str], keyring: bool) -> Ran {
-        let mut env = BTreeMap::new();
-        env.insert(
-            "INFRA_TALOS_DATABASE".to_owned(),
-            format!("sqlite:{}", self.dir.path().join("store.db").display()),
-        );
-        if keyring {
-            env.insert(
-                "INFRA_TALOS_KEYRING".to_owned(),
-                self.dir.path().join("keys").display().to_string(),
-            );
-        }
-        env.insert(
-            "INFRA_TALOS_TALOSCONFIG".to_owned(),
-            self.talosconfig.display().to_string(),
-        );
-        let acting = acting(self.dir.path(), actor);
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let mut io = Io {
-            out: &mut out,
-            err: &mut err,
-            env,
-        };
-        let code = run(
-            std::iter::once("infra-talos")
-                .chain(acting.iter().map(String::as_str))
-                .chain(args.iter().copied()),
-            &mut io,
-        )
-        .await;
-        Ran {
-            code,
-            out: String::from_utf8(out).expect("stdout is UTF-8"),
-            err: String::from_utf8(err).expect("stderr is UTF-8"),
-        }
-    }
-
-    /// Runs a command that must exit 0; returns its standard output.
-    async fn ok(&self, actor: Option<(&str, &str)>, args: &[&str]) -> String {
-        let ran = self.cli(actor, args).await;
-        assert_eq!(
-            ran.code,
-            ExitCode::SUCCESS,
-            "{args:?}: {}{}",
-            ran.out,
-            ran.err
-        );
-        ran.out
-    }
-
-    /// Publishes `release` for the machine, making it Desired.
-    async fn publish(&self, release: &str) {
-        let file = self.dir.path().join(format!("{MACHINE}-{release}.yaml"));
-        std::fs::write(&file, artifact(release)).expect("artifact file");
-        let pair = format!("{MACHINE}={}", file.display());
-        self.ok(
-            ALICE,
-            &[
-                "publish",
-                release,
-                "--artifact",
-                &pair,
-                "--authored-by",
-                "ann",
-            ],
-        )
-        .await;
-    }
-
-    /// Hands the imported machine over through the command set (§6.3): publishes
-    /// [`HANDOVER_RELEASE`], has alice make adopt plan [`HANDOVER`] and bob approve
-    /// it, and runs it; returns what `plan` and `run` printed.
-    async fn hand_over(&self) -> String {
-        self.publish(HANDOVER_RELEASE).await;
-        let planned = self
-            .ok(ALICE, &["plan", MACHINE, "--adopt", "--id", HANDOVER])
-            .await;
-        self.ok(BOB, &["approve", HANDOVER]).await;
-        let ran = self.ok(None, &["run", HANDOVER]).await;
-        format!("{planned}{ran}")
-    }
-
-    /// Publishes [`RELEASE`] for the machine and creates plan `plan` for it, leaving
-    /// the plan proposed.
-    async fn proposed_plan(&self, plan: &str) {
-        self.publish(RELEASE).await;
-        let out = self
-            .ok(
-                ALICE,
-                &["plan", MACHINE, "--id", plan, "--transport-deadline", "1"],
-            )
-            .await;
-        assert!(out.ends_with("state proposed\n"), "{out}");
-    }
-
-    /// Publishes [`RELEASE`], creates plan `plan` and has bob approve it.
-    async fn approved_plan(&self, plan: &str) {
-        self.proposed_plan(plan).await;
-        self.ok(BOB, &["approve", plan]).await;
-    }
-
-    /// The `ApplyConfiguration` requests the node has received.
-    fn applies(&self) -> Vec<RecordedCall> {
-        self.sim
-            .apply_requests()
-            .into_iter()
-            .map(|r| r.call)
-            .collect()
-    }
-
-    /// The machine's timeline as the `timeline --json` command prints it.
-    async fn timeline(&self) -> Value {
-        let text = self.ok(None, &["timeline", MACHINE, "--json"]).await;
-        serde_json::from_str(&text).expect("timeline JSON")
-    }
-
-    /// Stops the simulator.
-    async fn stop(self) {
-        self.sim.shutdown().await.expect("simulator stops");
-    }
-}
 
 /// The operations on a timeline besides the handover's adoption.
 fn after_handover(timeline: &Value) -> Vec<Value> {
@@ -801,8 +559,17 @@ async fn blanket_grant_approve_list_and_revoke() {
     assert_eq!(listed[0]["revoked"][0], "bob");
     let timeline = bench.ok(None, &["timeline", MACHINE]).await;
     assert!(timeline.contains("approval_revoked"), "{timeline}");
+    // The approval is the token's act under bob's standing grant, not bob's review.
     assert!(
-        timeline.contains("bob (approver) at the request of bot"),
+        timeline.contains("approval_under_grant  bot (automation)"),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains("under the standing grant of bob"),
+        "{timeline}"
+    );
+    assert!(
+        !timeline.contains("bob (approver) at the request of bot"),
         "{timeline}"
     );
     assert!(

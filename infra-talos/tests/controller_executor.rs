@@ -121,7 +121,7 @@ async fn validation_rejection_is_rejected_and_frees_the_scope() {
     let text = attempts[0].response_text.as_deref().expect("message kept");
     assert!(text.starts_with("1 error occurred: bad token"), "{text}");
     assert!(
-        text.contains("<redacted>") && !text.contains(MARKER),
+        text.contains("<withheld>") && !text.contains(MARKER),
         "{text}"
     );
     w.no_plaintext_stored().await;

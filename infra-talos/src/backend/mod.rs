@@ -159,6 +159,13 @@ impl WallTime {
         }
     }
 
+    /// The current wall time as a [`std::time::SystemTime`] (for certificate
+    /// validity and token expiry).
+    #[must_use]
+    pub fn system_time(&self) -> std::time::SystemTime {
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(self.now().0)
+    }
+
     /// The current wall time.
     #[must_use]
     pub fn now(&self) -> InstantMs {

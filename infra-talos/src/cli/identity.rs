@@ -22,7 +22,7 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
@@ -134,7 +134,7 @@ pub(super) async fn acting(config: &Config, store: &dyn Store) -> Result<Actor, 
         &identity.ca_certificate,
         &cert_pem,
         &key_pem,
-        SystemTime::now(),
+        super::when::wall_now(),
     )
     .map_err(|e| format!("{}: {e}", cert.display()))?;
     Ok(Actor::new(principal, role))
@@ -164,7 +164,7 @@ pub(super) async fn init(db: &Db, args: InitArgs) -> Result<String, Failure> {
     let mut out = String::new();
     match (&args.pki, &args.ca_certificate) {
         (Some(dir), _) => {
-            let now = SystemTime::now();
+            let now = super::when::wall_now();
             let authority = Authority::generate("infra-talos installation", now)
                 .map_err(|e| Failure::Usage(e.to_string()))?;
             let admin = issue_client(
@@ -358,7 +358,7 @@ pub(super) async fn principal(
 fn issue_into(dir: &Path, id: &str, valid: u64) -> Result<String, Failure> {
     let ca_cert = read(&dir.join("ca.crt")).map_err(Failure::Usage)?;
     let ca_key = zeroize::Zeroizing::new(read(&dir.join("ca.key")).map_err(Failure::Usage)?);
-    let issued = issue_client(&ca_cert, &ca_key, id, SystemTime::now(), days(valid))
+    let issued = issue_client(&ca_cert, &ca_key, id, super::when::wall_now(), days(valid))
         .map_err(|e| Failure::Usage(e.to_string()))?;
     let cert = dir.join(format!("{id}.crt"));
     let key = dir.join(format!("{id}.key"));
@@ -378,7 +378,10 @@ fn issue_into(dir: &Path, id: &str, valid: u64) -> Result<String, Failure> {
 
 /// Writes each new file (a private one readable by its owner only); refuses, before
 /// writing any, if one exists. Returns the paths written.
-fn write_all_new(dir: &Path, files: &[(PathBuf, &str, bool)]) -> Result<Vec<PathBuf>, Failure> {
+pub(super) fn write_all_new(
+    dir: &Path,
+    files: &[(PathBuf, &str, bool)],
+) -> Result<Vec<PathBuf>, Failure> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Failure::Usage(format!("cannot make {}: {e}", dir.display())))?;
     if let Some((path, ..)) = files.iter().find(|(p, ..)| p.exists()) {

@@ -33,11 +33,13 @@ mod drift;
 mod identity;
 mod plan;
 mod recovery;
+mod serve;
 mod timeline;
 mod when;
 
 pub use identity::{InitArgs, PrincipalCommand};
 pub use recovery::RecoveryCommand;
+pub use serve::{ServeArgs, ServerCertificateArgs};
 pub use when::{iso, parse_iso};
 
 use std::collections::BTreeMap;
@@ -110,6 +112,12 @@ pub enum Command {
     /// Bootstrap the installation's identities, once: its certificate authority and
     /// first administrator.
     Init(InitArgs),
+    /// Run the controller as a service: approved plans and drift passes on a timer,
+    /// the JSON API and the approval page over TLS, health and metrics; until SIGINT
+    /// or SIGTERM.
+    Serve(ServeArgs),
+    /// Issue the service a server certificate from the installation's authority.
+    ServerCertificate(ServerCertificateArgs),
     /// Register identities, change their roles, issue their certificates, and read
     /// the identity journal.
     #[command(subcommand)]
@@ -359,18 +367,7 @@ pub struct AccountArgs {
 }
 
 fn parse_role(text: &str) -> Result<Role, String> {
-    Ok(match text {
-        "author" => Role::Author,
-        "publisher" => Role::Publisher,
-        "approver" => Role::Approver,
-        "recovery-admin" => Role::RecoveryAdmin,
-        "automation" => Role::Automation,
-        other => {
-            return Err(format!(
-                "unknown role {other:?}: one of author, publisher, approver, recovery-admin, automation"
-            ));
-        }
-    })
+    text.parse()
 }
 
 fn parse_pair(text: &str) -> Result<(String, PathBuf), String> {
@@ -648,6 +645,10 @@ pub async fn execute(args: TalosArgs, io: &mut Io<'_>) -> ExitCode {
 }
 
 async fn dispatch(command: Command, mut config: Config) -> Result<String, Failure> {
+    // Issuing the service's certificate is the authority's, offline: no store.
+    if let Command::ServerCertificate(args) = &command {
+        return serve::server_certificate(args);
+    }
     let db = open_store(config.database.as_deref(), config.create).await?;
     config.acting = Some(identity::acting(&config, db.store.as_ref()).await);
     match act(command, &config, &db).await {
@@ -668,6 +669,12 @@ async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failu
         }
         Command::Principal(command) => {
             out = identity::principal(db, config, command).await?;
+        }
+        Command::Serve(args) => {
+            out = serve::serve(db, config, args).await?;
+        }
+        Command::ServerCertificate(args) => {
+            out = serve::server_certificate(&args)?;
         }
         Command::Inventory(InventoryCommand::Add(add)) => {
             let actor = config.actor()?;

@@ -89,6 +89,12 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// The wall clock now, read through the injected clock (certificate validity).
+pub(super) fn wall_now() -> std::time::SystemTime {
+    crate::backend::WallTime::system(std::sync::Arc::new(infra_core::engine::SystemClock::new()))
+        .system_time()
+}
+
 /// A span written as a number and a unit: `90m`, `12h`, `7d`.
 pub(super) fn parse_span(text: &str) -> Result<crate::contract::SpanMs, String> {
     let unit_at = text

@@ -126,6 +126,27 @@ pub enum Role {
     Automation,
 }
 
+impl std::str::FromStr for Role {
+    type Err = String;
+
+    /// A role by the name [`Role`]'s `Display` gives it.
+    fn from_str(text: &str) -> Result<Role, String> {
+        Ok(match text {
+            "author" => Role::Author,
+            "publisher" => Role::Publisher,
+            "approver" => Role::Approver,
+            "recovery-admin" => Role::RecoveryAdmin,
+            "automation" => Role::Automation,
+            other => {
+                return Err(format!(
+                    "unknown role {other:?}: one of author, publisher, approver, \
+                     recovery-admin, automation"
+                ));
+            }
+        })
+    }
+}
+
 impl std::fmt::Display for Role {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

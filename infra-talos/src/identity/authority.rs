@@ -56,7 +56,8 @@ impl Authority {
     }
 }
 
-/// A principal's client certificate and its private key, PEM.
+/// An issued certificate (a principal's client certificate, or the service's
+/// server certificate) and its private key, PEM.
 pub struct ClientCertificate {
     /// The certificate, PEM.
     pub certificate_pem: String,
@@ -96,6 +97,43 @@ pub fn issue_client(
         .distinguished_name
         .push(DnType::CommonName, principal);
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.not_before = now.into();
+    params.not_after = (now + valid_for).into();
+    let key = KeyPair::generate().map_err(generation)?;
+    let cert = params.signed_by(&key, &issuer).map_err(generation)?;
+    Ok(ClientCertificate {
+        certificate_pem: cert.pem(),
+        key_pem: Zeroizing::new(key.serialize_pem()),
+    })
+}
+
+/// Issues the service a server certificate from the authority, for `names` (DNS
+/// names or IP addresses, the first its common name), valid for `valid_for` from
+/// `now`; its only extended key usage is server authentication.
+pub fn issue_server(
+    ca_certificate_pem: &str,
+    ca_key_pem: &str,
+    names: &[String],
+    now: SystemTime,
+    valid_for: Duration,
+) -> Result<ClientCertificate, IdentityError> {
+    let first = names
+        .first()
+        .ok_or_else(|| IdentityError::Generation("a server certificate names a host".into()))?;
+    let ca_key =
+        KeyPair::from_pem(ca_key_pem).map_err(|e| IdentityError::NotAKey(e.to_string()))?;
+    let issuer = Issuer::from_ca_cert_pem(ca_certificate_pem, ca_key).map_err(|e| {
+        IdentityError::NotACertificate {
+            what: "the authority's certificate",
+            reason: e.to_string(),
+        }
+    })?;
+    let mut params = CertificateParams::new(names.to_vec()).map_err(generation)?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, first.as_str());
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.not_before = now.into();
     params.not_after = (now + valid_for).into();

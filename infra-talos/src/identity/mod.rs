@@ -16,7 +16,7 @@
 mod authority;
 mod verify;
 
-pub use authority::{Authority, ClientCertificate, issue_client};
+pub use authority::{Authority, ClientCertificate, issue_client, issue_server};
 pub use verify::{authenticate, check_authority, principal_of_verified};
 
 /// Why an identity could not be made or proven.

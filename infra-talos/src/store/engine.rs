@@ -283,6 +283,10 @@ impl<S: OnEngine> Store for S {
         self.engine().plan(plan).await
     }
 
+    async fn plans(&self) -> StoreResult<Vec<PlanView>> {
+        self.engine().plans().await
+    }
+
     async fn operation(&self, operation: &str) -> StoreResult<OperationView> {
         self.engine().operation(operation).await
     }

@@ -992,6 +992,8 @@ pub trait Store: Send + Sync {
     async fn current_epoch(&self) -> StoreResult<Epoch>;
     /// A plan.
     async fn plan(&self, plan: &str) -> StoreResult<PlanView>;
+    /// Every plan, by machine then identifier.
+    async fn plans(&self) -> StoreResult<Vec<PlanView>>;
     /// An operation.
     async fn operation(&self, operation: &str) -> StoreResult<OperationView>;
     /// Every operation of a machine, oldest first.

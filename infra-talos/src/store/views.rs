@@ -97,6 +97,32 @@ impl SqlStore {
         .await
     }
 
+    /// [`Store::plans`](crate::store::Store::plans): every plan, by machine then
+    /// identifier.
+    pub(super) async fn plans(&self) -> StoreResult<Vec<PlanView>> {
+        self.transaction(|tx| {
+            Box::pin(async move {
+                let ids = query("SELECT id FROM plans ORDER BY machine_id, id")
+                    .fetch_all(tx)
+                    .await?;
+                let mut out = Vec::with_capacity(ids.len());
+                for r in &ids {
+                    let id: String = r.try_get(0)?;
+                    let p = read_plan(tx, &id).await?;
+                    let op = query("SELECT id FROM operations WHERE plan_id = $1")
+                        .bind(&id)
+                        .fetch_optional(tx)
+                        .await?
+                        .map(|r| r.try_get::<String, _>(0))
+                        .transpose()?;
+                    out.push(plan_view(&p, op)?);
+                }
+                Ok(out)
+            })
+        })
+        .await
+    }
+
     /// [`Store::operation`](crate::store::Store::operation): an operation.
     pub(super) async fn operation(&self, op_id: &str) -> StoreResult<OperationView> {
         self.transaction(|tx| Box::pin(async move { Ok(op_view(&read_op(tx, op_id).await?)) }))

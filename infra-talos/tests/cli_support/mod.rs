@@ -9,6 +9,9 @@
 
 use std::path::Path;
 
+#[cfg(feature = "cli")]
+pub mod bench;
+
 /// The directory, under a test's own, of the installation's authority and every
 /// principal's certificate.
 pub const PKI: &str = "pki";
@@ -49,6 +52,14 @@ pub fn bootstrap_and_register(dir: &Path, people: &[(&str, &[&str])]) -> Vec<Vec
         lines.push(line);
     }
     lines
+}
+
+/// The wall clock now, through the injected clock.
+pub fn wall_now() -> std::time::SystemTime {
+    infra_talos::backend::WallTime::system(std::sync::Arc::new(
+        infra_core::engine::SystemClock::new(),
+    ))
+    .system_time()
 }
 
 /// Replaces the test's directory with `[dir]`.
@@ -130,4 +141,46 @@ pub fn redact_blankets(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// An HTTPS client that trusts the test's authority and, for `Some(id)`, presents
+/// that principal's client certificate.
+pub fn https(dir: &Path, who: Option<&str>) -> reqwest::Client {
+    https_with(dir, who, true)
+}
+
+/// As [`https`]; redirects are followed only with `follow`.
+pub fn https_with(dir: &Path, who: Option<&str>, follow: bool) -> reqwest::Client {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let pki = dir.join(PKI);
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(pki.join("ca.crt")).unwrap())
+        .unwrap();
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match who {
+        None => builder.with_no_client_auth(),
+        Some(id) => builder
+            .with_client_auth_cert(
+                vec![CertificateDer::from_pem_file(pki.join(format!("{id}.crt"))).unwrap()],
+                PrivateKeyDer::from_pem_file(pki.join(format!("{id}.key"))).unwrap(),
+            )
+            .unwrap(),
+    };
+    let redirects = if follow {
+        reqwest::redirect::Policy::default()
+    } else {
+        reqwest::redirect::Policy::none()
+    };
+    reqwest::Client::builder()
+        .use_preconfigured_tls(config)
+        .redirect(redirects)
+        .no_proxy()
+        .build()
+        .unwrap()
 }

@@ -1925,7 +1925,7 @@ pub async fn attempts_read<S: Store>(env: Env<S>) {
         1,
         c3.owner,
         ResponseClass::ValidationRejection,
-        Some("1 error occurred: bad <redacted>".into()),
+        Some("1 error occurred: bad \"<withheld>\"".into()),
     )
     .await
     .unwrap();
@@ -1933,7 +1933,7 @@ pub async fn attempts_read<S: Store>(env: Env<S>) {
     assert_eq!(a3.response, ResponseClass::ValidationRejection);
     assert_eq!(
         a3.response_text.as_deref(),
-        Some("1 error occurred: bad <redacted>")
+        Some("1 error occurred: bad \"<withheld>\"")
     );
     let rev = a3.response_revision.expect("recorded");
     assert_eq!(a3.accounting, AttemptAccounting::Response(rev));

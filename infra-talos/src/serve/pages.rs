@@ -1,0 +1,394 @@
+//! The approval page's routes (server-rendered HTML, no script): sign-in with a
+//! token, plans awaiting approval with the redacted whole-configuration diff they
+//! would apply, approve / revoke / cancel forms, machine timelines and drift records
+//! with freeze / unfreeze.
+//!
+//! Every page needs a proven principal (a client certificate, or the session cookie
+//! `POST /login` sets from a token the service issued); every form carries a CSRF
+//! value bound to the principal and the session, checked before anything is done; the
+//! store checks the role each act is made in.
+
+use std::sync::Arc;
+
+use axum::extract::{Form, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use serde::Deserialize;
+
+use super::App;
+use super::api::{Peer, Problem, SESSION, principal, refuse_in_recovery, session_token};
+use super::auth::Proof;
+use super::page::{self, Who};
+use super::review::review_diff;
+use crate::contract::Role;
+use crate::store::Actor;
+
+/// The page's routes.
+pub(crate) fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/", get(plans))
+        .route("/plans", get(plans))
+        .route("/login", get(login_form).post(login))
+        .route("/logout", post(logout))
+        .route("/plans/{id}", get(plan))
+        .route("/plans/{id}/{act}", post(plan_act))
+        .route("/machines/{id}/timeline", get(timeline))
+        .route("/machines/{id}/{act}", post(machine_act))
+        .route("/drift", get(drift))
+}
+
+/// A page's viewer: who, the roles held, and the CSRF value for their forms.
+async fn viewer(app: &App, peer: &Peer, headers: &HeaderMap) -> Result<Who, Response> {
+    let principal = match principal(app, peer, headers).await {
+        Ok(p) => p,
+        Err(problem) if problem.status == StatusCode::UNAUTHORIZED => {
+            return Err(Redirect::to("/login").into_response());
+        }
+        Err(problem) => return Err(refusal(None, problem)),
+    };
+    let session = match principal.proof {
+        Proof::Session => session_token(headers).unwrap_or_default(),
+        _ => "",
+    };
+    let roles = app
+        .timed(app.store.principals())
+        .await
+        .map_err(|e| refusal(None, e.into()))?
+        .into_iter()
+        .find(|p| p.id == principal.id)
+        .map(|p| p.roles)
+        .unwrap_or_default();
+    Ok(Who {
+        csrf: app.signer.csrf(&principal.id, session),
+        principal: principal.id,
+        roles,
+    })
+}
+
+fn refusal(who: Option<&Who>, problem: Problem) -> Response {
+    let title = match problem.status {
+        StatusCode::UNAUTHORIZED => "Not signed in",
+        StatusCode::NOT_FOUND => "Not found",
+        StatusCode::SERVICE_UNAVAILABLE => "Unavailable",
+        _ => "Refused",
+    };
+    let hint = problem.status.as_u16().to_string();
+    (
+        problem.status,
+        Html(page::message_page(who, title, &problem.text, &hint)),
+    )
+        .into_response()
+}
+
+/// The viewer, in normal operation only.
+async fn viewer_outside_recovery(
+    app: &App,
+    peer: &Peer,
+    headers: &HeaderMap,
+) -> Result<Who, Response> {
+    let who = viewer(app, peer, headers).await?;
+    refuse_in_recovery(app)
+        .await
+        .map_err(|p| refusal(Some(&who), p))?;
+    Ok(who)
+}
+
+async fn plans(
+    State(app): State<Arc<App>>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+) -> Response {
+    let who = match viewer_outside_recovery(&app, &peer, &headers).await {
+        Ok(who) => who,
+        Err(r) => return r,
+    };
+    let listed = async {
+        let plans = app.timed(app.store.plans()).await?;
+        let machines = app.timed(app.store.machines()).await?;
+        Ok::<_, crate::store::StoreError>((plans, machines))
+    };
+    match listed.await {
+        Ok((plans, machines)) => Html(page::plans_page(&who, &plans, &machines)).into_response(),
+        Err(e) => refusal(Some(&who), e.into()),
+    }
+}
+
+async fn login_form(State(app): State<Arc<App>>) -> Html<String> {
+    Html(page::login_page(None, &app.signer.csrf("", "login")))
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    token: String,
+    csrf: String,
+}
+
+async fn login(State(app): State<Arc<App>>, Form(form): Form<LoginForm>) -> Response {
+    let csrf = app.signer.csrf("", "login");
+    if !app.signer.csrf_ok("", "login", &form.csrf) {
+        return (
+            StatusCode::FORBIDDEN,
+            Html(page::login_page(
+                Some("the form expired; sign in again"),
+                &csrf,
+            )),
+        )
+            .into_response();
+    }
+    let token = form.token.trim();
+    if app.signer.verify(token, app.wall.system_time()).is_none() {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Html(page::login_page(
+                Some("that token was not issued by this service, or it has expired"),
+                &csrf,
+            )),
+        )
+            .into_response();
+    }
+    let mut response = Redirect::to("/").into_response();
+    if let Ok(cookie) = HeaderValue::from_str(&format!(
+        "{SESSION}={token}; HttpOnly; Secure; SameSite=Strict; Path=/"
+    )) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+#[derive(Deserialize)]
+struct CsrfForm {
+    csrf: String,
+    reason: Option<String>,
+    /// The role the form acts in; it must be one the viewer holds.
+    #[serde(rename = "as")]
+    role: Option<String>,
+}
+
+async fn logout(
+    State(app): State<Arc<App>>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    let who = match viewer(&app, &peer, &headers).await {
+        Ok(who) => who,
+        Err(r) => return r,
+    };
+    if form.csrf != who.csrf {
+        return refusal(Some(&who), forged());
+    }
+    let mut response = Redirect::to("/login").into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static(
+            "infra_talos_session=; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=0",
+        ),
+    );
+    response
+}
+
+fn forged() -> Problem {
+    Problem::new(
+        StatusCode::FORBIDDEN,
+        "the form's CSRF value is not this session's: nothing was done; reload the page",
+    )
+}
+
+/// A plan's page: its bound facts, the redacted diff against what the machine runs,
+/// the evidence, and the forms the viewer may use.
+async fn plan(
+    State(app): State<Arc<App>>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let who = match viewer_outside_recovery(&app, &peer, &headers).await {
+        Ok(who) => who,
+        Err(r) => return r,
+    };
+    match plan_page(&app, &who, &id).await {
+        Ok(html) => Html(html).into_response(),
+        Err(problem) => refusal(Some(&who), problem),
+    }
+}
+
+async fn plan_page(app: &App, who: &Who, id: &str) -> Result<String, Problem> {
+    let plan = app.timed(app.store.plan(id)).await?;
+    let machine = app.timed(app.store.machine(&plan.machine)).await?;
+    let evidence = app.timed(app.store.observations(&plan.machine)).await?;
+    let history: Vec<_> = app
+        .timed(app.store.timeline(&plan.machine))
+        .await?
+        .into_iter()
+        .filter(|e| e.plan.as_deref() == Some(id))
+        .collect();
+    let keys = app.keys.as_ref().ok_or_else(|| {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this service has no keyring, so it cannot show the configuration a plan applies",
+        )
+    })?;
+    let unopened = |e: &dyn std::fmt::Display| {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the plan's artifact could not be opened to show its diff: {e}"),
+        )
+    };
+    let desired = keys
+        .open(&app.timed(app.store.sealed_artifact(id)).await?)
+        .await
+        .map_err(|e| unopened(&e))?;
+    let applied = match &machine.applied_release {
+        Some(release) => match app
+            .timed(app.store.keyed_artifact(release, &machine.id))
+            .await?
+        {
+            Some(sealed) => Some(keys.open(&sealed).await.map_err(|e| unopened(&e))?),
+            None => None,
+        },
+        None => None,
+    };
+    let diff = review_diff(applied.as_ref().map(|p| p.bytes()), desired.bytes());
+    Ok(page::plan_page(
+        who, &plan, &machine, &diff, &evidence, &history,
+    ))
+}
+
+/// The role a form acts in: the one it names, if the viewer holds it; otherwise the
+/// first held of those `act` may be made in.
+fn acting_role(form: &CsrfForm, act: &str, who: &Who) -> Option<Role> {
+    match form.role.as_deref().map(str::parse::<Role>) {
+        Some(Ok(role)) => who.roles.contains(&role).then_some(role),
+        Some(Err(_)) => None,
+        None => role_for(act, who),
+    }
+}
+
+/// The role the page acts in for `act` when the form names none.
+fn role_for(act: &str, who: &Who) -> Option<Role> {
+    let prefer: &[Role] = match act {
+        "approve" | "unfreeze" => &[Role::Approver],
+        "revoke" => &[Role::Approver, Role::RecoveryAdmin],
+        "cancel" | "freeze" => &[
+            Role::Approver,
+            Role::Publisher,
+            Role::Author,
+            Role::RecoveryAdmin,
+        ],
+        _ => &[],
+    };
+    prefer.iter().copied().find(|r| who.roles.contains(r))
+}
+
+async fn plan_act(
+    State(app): State<Arc<App>>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    Path((id, act)): Path<(String, String)>,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    let who = match viewer_outside_recovery(&app, &peer, &headers).await {
+        Ok(who) => who,
+        Err(r) => return r,
+    };
+    if form.csrf != who.csrf {
+        return refusal(Some(&who), forged());
+    }
+    if !matches!(act.as_str(), "approve" | "revoke" | "cancel") {
+        return refusal(
+            Some(&who),
+            Problem::new(StatusCode::NOT_FOUND, "no such act"),
+        );
+    }
+    let Some(role) = acting_role(&form, &act, &who) else {
+        let text = format!("{act} needs a role {} does not hold", who.principal);
+        return refusal(Some(&who), Problem::new(StatusCode::FORBIDDEN, text));
+    };
+    let actor = Actor::new(who.principal.clone(), role);
+    let done = match act.as_str() {
+        "approve" => app.store.approve(&actor, &id).await.map(|_| ()),
+        "revoke" => app.store.revoke_approval(&actor, &id).await,
+        _ => app.store.cancel_plan(&actor, &id).await,
+    };
+    match done {
+        Ok(()) => Redirect::to(&format!("/plans/{}", page::segment(&id))).into_response(),
+        Err(e) => refusal(Some(&who), e.into()),
+    }
+}
+
+async fn timeline(
+    State(app): State<Arc<App>>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let who = match viewer_outside_recovery(&app, &peer, &headers).await {
+        Ok(who) => who,
+        Err(r) => return r,
+    };
+    let read = async {
+        let machine = app.timed(app.store.machine(&id)).await?;
+        let entries = app.timed(app.store.timeline(&id)).await?;
+        Ok::<_, crate::store::StoreError>((machine, entries))
+    };
+    match read.await {
+        Ok((machine, entries)) => {
+            Html(page::timeline_page(&who, &machine, &entries)).into_response()
+        }
+        Err(e) => refusal(Some(&who), e.into()),
+    }
+}
+
+async fn drift(
+    State(app): State<Arc<App>>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+) -> Response {
+    let who = match viewer_outside_recovery(&app, &peer, &headers).await {
+        Ok(who) => who,
+        Err(r) => return r,
+    };
+    match app.timed(app.store.machines()).await {
+        Ok(machines) => Html(page::drift_page(&who, &machines)).into_response(),
+        Err(e) => refusal(Some(&who), e.into()),
+    }
+}
+
+async fn machine_act(
+    State(app): State<Arc<App>>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    Path((id, act)): Path<(String, String)>,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    let who = match viewer_outside_recovery(&app, &peer, &headers).await {
+        Ok(who) => who,
+        Err(r) => return r,
+    };
+    if form.csrf != who.csrf {
+        return refusal(Some(&who), forged());
+    }
+    if !matches!(act.as_str(), "freeze" | "unfreeze") {
+        return refusal(
+            Some(&who),
+            Problem::new(StatusCode::NOT_FOUND, "no such act"),
+        );
+    }
+    let Some(role) = acting_role(&form, &act, &who) else {
+        let text = format!("{act} needs a role {} does not hold", who.principal);
+        return refusal(Some(&who), Problem::new(StatusCode::FORBIDDEN, text));
+    };
+    let actor = Actor::new(who.principal.clone(), role);
+    let reason = form.reason.unwrap_or_default();
+    let done = if act == "freeze" {
+        app.store.freeze(&actor, &id, &reason).await
+    } else {
+        app.store.unfreeze(&actor, &id, &reason).await
+    };
+    match done {
+        Ok(()) => Redirect::to("/drift").into_response(),
+        Err(e) => refusal(Some(&who), e.into()),
+    }
+}

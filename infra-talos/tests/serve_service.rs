@@ -1,0 +1,465 @@
+//! `infra-talos serve` over HTTPS, against the command set's bench (a store, the
+//! installation's authority, a simulated Talos node): every read and act needs a
+//! proven principal — a client certificate from the installation's authority or a
+//! token the service issued — and the store refuses a role the principal does not
+//! hold; a plan approved through the service is applied by its controller; health
+//! and metrics answer without a principal.
+#![cfg(feature = "cli")]
+
+mod cli_support;
+
+use cli_support::bench::*;
+use cli_support::{https, https_with};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+async fn status_and_body(response: reqwest::Response) -> (StatusCode, String) {
+    let status = response.status();
+    (status, response.text().await.expect("body"))
+}
+
+/// Unproven, forged, wrong-role and revoked requests are refused on every API path;
+/// an approver approves; a token stands in for the certificate it was issued to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_acts_only_for_proven_principals_in_roles_they_hold() {
+    let bench = Bench::new().await;
+    bench.proposed_plan("p1").await;
+    let (service, base) = bench.serve(false).await;
+    let dir = bench.dir.path();
+    let anonymous = https(dir, None);
+    let (alice, bob, root) = (
+        https(dir, Some("alice")),
+        https(dir, Some("bob")),
+        https(dir, Some("root")),
+    );
+
+    // Health and metrics need no principal; nothing else is answered without one.
+    let (status, body) = status_and_body(
+        anonymous
+            .get(format!("{base}/healthz"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"));
+    for path in [
+        "/api/v1/plans",
+        "/api/v1/plans/p1",
+        "/api/v1/machines",
+        "/api/v1/whoami",
+    ] {
+        let (status, body) =
+            status_and_body(anonymous.get(format!("{base}{path}")).send().await.unwrap()).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}: {body}");
+    }
+    let approve = format!("{base}/api/v1/plans/p1/approve");
+    let (status, _) = status_and_body(
+        anonymous
+            .post(&approve)
+            .json(&json!({"as": "approver"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // A publisher cannot approve, in any role it names.
+    for (role, says) in [
+        ("approver", "alice does not hold the role approver"),
+        ("publisher", "the role publisher may not do this"),
+    ] {
+        let (status, body) = status_and_body(
+            alice
+                .post(&approve)
+                .json(&json!({"as": role}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        assert!(body.contains(says), "{body}");
+    }
+    // An unknown role is a bad request, not a guess.
+    let (status, _) = status_and_body(
+        bob.post(&approve)
+            .json(&json!({"as": "chief"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    // The approver approves.
+    let (status, body) = status_and_body(
+        bob.post(&approve)
+            .json(&json!({"as": "approver"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let plan: Value = bob
+        .get(format!("{base}/api/v1/plans/p1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(plan["state"], "approved", "{plan}");
+
+    // A token is issued to a certificate's principal and acts as it, alone.
+    let issued: Value = bob
+        .post(format!("{base}/api/v1/tokens"))
+        .json(&json!({"lifetime_secs": 60}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = issued["token"].as_str().expect("token").to_owned();
+    let who: Value = anonymous
+        .get(format!("{base}/api/v1/whoami"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(who["principal"], "bob", "{who}");
+    // A token does not beget a token; a tampered one proves no one.
+    let (status, _) = status_and_body(
+        anonymous
+            .post(format!("{base}/api/v1/tokens"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let mut tampered = token.clone();
+    tampered.insert(3, 'x');
+    let (status, _) = status_and_body(
+        anonymous
+            .get(format!("{base}/api/v1/whoami"))
+            .bearer_auth(&tampered)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = status_and_body(
+        anonymous
+            .post(format!("{base}/api/v1/plans/p1/revoke"))
+            .bearer_auth(&token)
+            .json(&json!({"as": "approver"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    // A revoked identity's certificate and tokens no longer prove anyone.
+    let (status, body) = status_and_body(
+        root.post(format!("{base}/api/v1/principals/bob/revoke"))
+            .json(&json!({"as": "recovery-admin"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for request in [
+        bob.get(format!("{base}/api/v1/plans")),
+        anonymous
+            .get(format!("{base}/api/v1/plans"))
+            .bearer_auth(&token),
+    ] {
+        let (status, body) = status_and_body(request.send().await.unwrap()).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    }
+
+    // A certificate from another authority does not even complete the handshake.
+    let foreign = tempfile::tempdir().unwrap();
+    let now = cli_support::wall_now();
+    let other = infra_talos::identity::Authority::generate("elsewhere", now).unwrap();
+    let forged = infra_talos::identity::issue_client(
+        &other.certificate_pem,
+        &other.key_pem,
+        "root",
+        now,
+        std::time::Duration::from_secs(3600),
+    )
+    .unwrap();
+    let pki = foreign.path().join(cli_support::PKI);
+    std::fs::create_dir(&pki).unwrap();
+    std::fs::copy(
+        dir.join(cli_support::PKI).join("ca.crt"),
+        pki.join("ca.crt"),
+    )
+    .unwrap();
+    std::fs::write(pki.join("root.crt"), &forged.certificate_pem).unwrap();
+    std::fs::write(pki.join("root.key"), forged.key_pem.as_str()).unwrap();
+    let impostor = https(foreign.path(), Some("root"));
+    assert!(
+        impostor
+            .get(format!("{base}/api/v1/plans"))
+            .send()
+            .await
+            .is_err(),
+        "a foreign client certificate was accepted"
+    );
+
+    let metrics = anonymous
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("infra_talos_http_requests_total{status=\"401\"}"),
+        "{metrics}"
+    );
+    service.shutdown().await;
+    bench.stop().await;
+}
+
+/// A plan approved through the service is run by the service's controller: the
+/// node receives exactly one apply, Applied moves, and the metrics say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_approved_through_the_service_is_applied_by_its_controller() {
+    let bench = Bench::new().await;
+    bench.proposed_plan("p1").await;
+    let (service, base) = bench.serve(true).await;
+    let bob = https(bench.dir.path(), Some("bob"));
+    // Proposed plans are not run.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(bench.applies().is_empty());
+    let (status, body) = status_and_body(
+        bob.post(format!("{base}/api/v1/plans/p1/approve"))
+            .json(&json!({"as": "approver"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Up to 30 s, in 100 ms steps.
+    let mut tries = 300;
+    let applied = loop {
+        let machines: Value = bob
+            .get(format!("{base}/api/v1/machines"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if machines[0]["applied_release"] == RELEASE {
+            break machines;
+        }
+        tries -= 1;
+        assert!(tries > 0, "not applied: {machines}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(applied[0]["id"], MACHINE);
+    assert_eq!(bench.applies().len(), 1);
+    let metrics = reqwest_text(&bob, &format!("{base}/metrics")).await;
+    for line in [
+        "infra_talos_operations{state=\"completed\"} 2",
+        "infra_talos_attempts_total 1",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line} missing from\n{metrics}"
+        );
+    }
+    service.shutdown().await;
+    // Nothing more is sent after it stopped.
+    assert_eq!(bench.applies().len(), 1);
+    bench.stop().await;
+}
+
+async fn reqwest_text(client: &reqwest::Client, url: &str) -> String {
+    client.get(url).send().await.unwrap().text().await.unwrap()
+}
+
+/// The CSRF value a page's forms carry.
+fn csrf_of(html: &str) -> String {
+    const NEEDLE: &str = "name=\"csrf\" value=\"";
+    let at = html.find(NEEDLE).expect("a form with a CSRF value") + NEEDLE.len();
+    html[at..].split('"').next().unwrap().to_owned()
+}
+
+/// A token the service issues to `who`'s certificate.
+async fn token_for(dir: &std::path::Path, base: &str, who: &str) -> String {
+    let issued: Value = https(dir, Some(who))
+        .post(format!("{base}/api/v1/tokens"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    issued["token"].as_str().expect("token").to_owned()
+}
+
+/// The page: a browser with no certificate signs in with a token, reads the plan
+/// and approves it with its form; a forged CSRF value, a publisher's session and
+/// no session at all each change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_approval_page_needs_a_session_a_csrf_value_and_the_approver_role() {
+    let bench = Bench::new().await;
+    bench.proposed_plan("p1").await;
+    let (service, base) = bench.serve(false).await;
+    let dir = bench.dir.path();
+    let browser = https_with(dir, None, false);
+    let state = |client: reqwest::Client| {
+        let url = format!("{base}/api/v1/plans/p1");
+        async move {
+            let plan: Value = client.get(url).send().await.unwrap().json().await.unwrap();
+            plan["state"].as_str().unwrap().to_owned()
+        }
+    };
+
+    // No session: every page sends the browser to sign in; a form does nothing.
+    for path in ["/", "/plans/p1", "/drift", "/machines/m1/timeline"] {
+        let r = browser.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER, "{path}");
+        assert_eq!(r.headers()["location"], "/login", "{path}");
+    }
+    let r = browser
+        .post(format!("{base}/plans/p1/approve"))
+        .form(&[("csrf", "x"), ("as", "approver")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let login = browser
+        .get(format!("{base}/login"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let login_csrf = csrf_of(&login);
+    // A made-up token is refused at sign-in.
+    let r = browser
+        .post(format!("{base}/login"))
+        .form(&[("token", "not.a-token"), ("csrf", login_csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+
+    // Signing in sets the session cookie.
+    let sign_in = |who: &'static str| {
+        let browser = browser.clone();
+        let login_csrf = login_csrf.clone();
+        let base = base.clone();
+        async move {
+            let token = token_for(dir, &base, who).await;
+            let r = browser
+                .post(format!("{base}/login"))
+                .form(&[("token", token.as_str()), ("csrf", login_csrf.as_str())])
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::SEE_OTHER);
+            let cookie = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+            assert!(
+                cookie.contains("HttpOnly") && cookie.contains("Secure"),
+                "{cookie}"
+            );
+            assert!(cookie.contains("SameSite=Strict"), "{cookie}");
+            cookie.split(';').next().unwrap().to_owned()
+        }
+    };
+    let alice = sign_in("alice").await;
+    let bob = sign_in("bob").await;
+
+    // A publisher reads the plan but is offered no approve form, and a forged
+    // approval of hers is refused.
+    let page = browser
+        .get(format!("{base}/plans/p1"))
+        .header("cookie", &alice)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let html = page.text().await.unwrap();
+    assert!(!html.contains("/plans/p1/approve"), "{html}");
+    assert!(!html.contains("<script"), "{html}");
+    let alice_csrf = csrf_of(&html);
+    let r = browser
+        .post(format!("{base}/plans/p1/approve"))
+        .header("cookie", &alice)
+        .form(&[("csrf", alice_csrf.as_str()), ("as", "approver")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_eq!(state(https(dir, Some("bob"))).await, "proposed");
+
+    // The approver reads the plan and its diff, then approves with the form.
+    let html = browser
+        .get(format!("{base}/plans/p1"))
+        .header("cookie", &bob)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("/plans/p1/approve"), "{html}");
+    assert!(
+        html.contains("machine.install.disk") || html.contains("unchanged"),
+        "{html}"
+    );
+    let bob_csrf = csrf_of(&html);
+    // Another session's CSRF value (alice's) does nothing for bob.
+    let r = browser
+        .post(format!("{base}/plans/p1/approve"))
+        .header("cookie", &bob)
+        .form(&[("csrf", alice_csrf.as_str()), ("as", "approver")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_eq!(state(https(dir, Some("bob"))).await, "proposed");
+    let r = browser
+        .post(format!("{base}/plans/p1/approve"))
+        .header("cookie", &bob)
+        .form(&[("csrf", bob_csrf.as_str()), ("as", "approver")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/plans/p1");
+    assert_eq!(state(https(dir, Some("bob"))).await, "approved");
+    // The timeline page shows the approval as bob's own act.
+    let timeline = browser
+        .get(format!("{base}/machines/m1/timeline"))
+        .header("cookie", &bob)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(timeline.contains("approval"), "{timeline}");
+    service.shutdown().await;
+    bench.stop().await;
+}
