@@ -3,6 +3,7 @@
 pub mod contract;
 
 pub mod attempt;
+mod civil;
 pub mod digest;
 #[cfg(feature = "identity")]
 pub mod identity;

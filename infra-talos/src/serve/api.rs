@@ -160,6 +160,26 @@ pub(crate) fn session_token(headers: &HeaderMap) -> Option<&str> {
         .and_then(|c| cookie(c, SESSION))
 }
 
+/// An API request's proven principal, outside recovery mode: the extractor every
+/// route but health, metrics, tokens, `whoami` and the recovery status takes.
+pub(crate) struct Caller(pub(crate) Principal);
+
+impl axum::extract::FromRequestParts<Arc<App>> for Caller {
+    type Rejection = Problem;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        app: &Arc<App>,
+    ) -> Result<Self, Problem> {
+        let peer = parts
+            .extensions
+            .get::<Peer>()
+            .cloned()
+            .unwrap_or(Peer(None));
+        caller(app, &peer, &parts.headers).await.map(Caller)
+    }
+}
+
 /// An API request's principal, refused in recovery mode.
 async fn caller(app: &App, peer: &Peer, headers: &HeaderMap) -> Result<Principal, Problem> {
     let principal = principal(app, peer, headers).await?;
@@ -265,22 +285,11 @@ async fn recovery(
     }))
 }
 
-async fn plans(
-    State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
-) -> Answer {
-    caller(&app, &peer, &headers).await?;
+async fn plans(State(app): State<Arc<App>>, Caller(_): Caller) -> Answer {
     ok(json!(app.timed(app.store.plans()).await?))
 }
 
-async fn plan(
-    State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Answer {
-    caller(&app, &peer, &headers).await?;
+async fn plan(State(app): State<Arc<App>>, Caller(_): Caller, Path(id): Path<String>) -> Answer {
     ok(json!(app.timed(app.store.plan(&id)).await?))
 }
 
@@ -297,12 +306,11 @@ struct ActBody {
 
 async fn approve(
     State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
-    let actor = acting(&caller(&app, &peer, &headers).await?, &body.role)?;
+    let actor = acting(&principal, &body.role)?;
     let mark = if body.blanket {
         app.store.approve_under_blanket(&actor, &id).await?
     } else {
@@ -315,44 +323,35 @@ async fn approve(
 
 async fn revoke(
     State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
-    let actor = acting(&caller(&app, &peer, &headers).await?, &body.role)?;
+    let actor = acting(&principal, &body.role)?;
     app.store.revoke_approval(&actor, &id).await?;
     ok(json!({ "plan": id, "revokedBy": actor.id }))
 }
 
 async fn cancel(
     State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
-    let actor = acting(&caller(&app, &peer, &headers).await?, &body.role)?;
+    let actor = acting(&principal, &body.role)?;
     app.store.cancel_plan(&actor, &id).await?;
     ok(json!({ "plan": id, "cancelledBy": actor.id }))
 }
 
-async fn machines(
-    State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
-) -> Answer {
-    caller(&app, &peer, &headers).await?;
+async fn machines(State(app): State<Arc<App>>, Caller(_): Caller) -> Answer {
     ok(json!(app.timed(app.store.machines()).await?))
 }
 
 async fn timeline(
     State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
+    Caller(_): Caller,
     Path(id): Path<String>,
 ) -> Answer {
-    caller(&app, &peer, &headers).await?;
     ok(json!(app.timed(app.store.timeline(&id)).await?))
 }
 
@@ -364,34 +363,27 @@ fn reason(body: &ActBody) -> Result<&str, Problem> {
 
 async fn freeze(
     State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
-    let actor = acting(&caller(&app, &peer, &headers).await?, &body.role)?;
+    let actor = acting(&principal, &body.role)?;
     app.store.freeze(&actor, &id, reason(&body)?).await?;
     ok(json!({ "machine": id, "frozenBy": actor.id }))
 }
 
 async fn unfreeze(
     State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
-    let actor = acting(&caller(&app, &peer, &headers).await?, &body.role)?;
+    let actor = acting(&principal, &body.role)?;
     app.store.unfreeze(&actor, &id, reason(&body)?).await?;
     ok(json!({ "machine": id, "unfrozenBy": actor.id }))
 }
 
-async fn blankets(
-    State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
-) -> Answer {
-    caller(&app, &peer, &headers).await?;
+async fn blankets(State(app): State<Arc<App>>, Caller(_): Caller) -> Answer {
     ok(json!(app.timed(app.store.blanket_approvals()).await?))
 }
 
@@ -407,11 +399,10 @@ struct GrantBody {
 
 async fn grant_blanket(
     State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Json(body): Json<GrantBody>,
 ) -> Answer {
-    let actor = acting(&caller(&app, &peer, &headers).await?, &body.role)?;
+    let actor = acting(&principal, &body.role)?;
     let lasting = SpanMs(body.lasting_secs.saturating_mul(1000));
     let granted = app
         .store
@@ -422,31 +413,20 @@ async fn grant_blanket(
 
 async fn revoke_blanket(
     State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
-    let actor = acting(&caller(&app, &peer, &headers).await?, &body.role)?;
+    let actor = acting(&principal, &body.role)?;
     app.store.revoke_blanket_approval(&actor, &id).await?;
     ok(json!({ "blanket": id, "revokedBy": actor.id }))
 }
 
-async fn principals(
-    State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
-) -> Answer {
-    caller(&app, &peer, &headers).await?;
+async fn principals(State(app): State<Arc<App>>, Caller(_): Caller) -> Answer {
     ok(json!(app.timed(app.store.principals()).await?))
 }
 
-async fn journal(
-    State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
-) -> Answer {
-    caller(&app, &peer, &headers).await?;
+async fn journal(State(app): State<Arc<App>>, Caller(_): Caller) -> Answer {
     ok(json!(app.timed(app.store.identity_journal()).await?))
 }
 
@@ -474,11 +454,10 @@ fn roles(names: &[String]) -> Result<Vec<Role>, Problem> {
 
 async fn register(
     State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Json(body): Json<RegisterBody>,
 ) -> Answer {
-    let actor = acting(&caller(&app, &peer, &headers).await?, &body.role)?;
+    let actor = acting(&principal, &body.role)?;
     if !crate::identity::valid_identifier(&body.id) {
         return Err(Problem::new(
             StatusCode::BAD_REQUEST,
@@ -511,12 +490,11 @@ struct RolesBody {
 
 async fn change_roles(
     State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Path(id): Path<String>,
     Json(body): Json<RolesBody>,
 ) -> Answer {
-    let actor = acting(&caller(&app, &peer, &headers).await?, &body.role)?;
+    let actor = acting(&principal, &body.role)?;
     app.store
         .change_roles(&actor, &id, roles(&body.roles)?)
         .await?;
@@ -525,12 +503,11 @@ async fn change_roles(
 
 async fn revoke_identity(
     State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
-    let actor = acting(&caller(&app, &peer, &headers).await?, &body.role)?;
+    let actor = acting(&principal, &body.role)?;
     app.store.revoke_identity(&actor, &id).await?;
     ok(json!({ "principal": id, "revokedBy": actor.id }))
 }
