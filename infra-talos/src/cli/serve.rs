@@ -30,10 +30,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub server_key: PathBuf,
     /// How often approved plans are looked for and run: `30s`, `1m`.
-    #[arg(long, default_value = "10s", value_parser = parse_secs)]
+    #[arg(long, default_value = "10s", value_parser = parse_period)]
     pub every: Duration,
     /// How often the drift pass observes every machine with an Applied release.
-    #[arg(long, default_value = "5m", value_parser = parse_secs)]
+    #[arg(long, default_value = "5m", value_parser = parse_period)]
     pub drift_every: Duration,
     /// Answer the API and the page only: run no plan and no drift pass (a replica
     /// beside the controller instance).
@@ -62,25 +62,13 @@ pub struct ServerCertificateArgs {
     pub days: u64,
 }
 
-/// `30s`, `5m`, `1h`, or a plain number of seconds.
-fn parse_secs(text: &str) -> Result<Duration, String> {
-    let (number, unit) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len()),
-    );
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration such as 30s, 5m or 1h"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n.saturating_mul(60),
-        "h" => n.saturating_mul(3600),
-        _ => return Err(format!("{text:?}: the unit is s, m or h")),
-    };
-    if secs == 0 {
-        return Err("a duration above zero".into());
+/// A timer's period: a span above zero (`30s`, `5m`, `1h`).
+fn parse_period(text: &str) -> Result<Duration, String> {
+    let span = super::when::parse_span(text)?;
+    if span.0 == 0 {
+        return Err("a period above zero".into());
     }
-    Ok(Duration::from_secs(secs))
+    Ok(Duration::from_millis(span.0))
 }
 
 /// `server-certificate`.

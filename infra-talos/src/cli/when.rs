@@ -86,20 +86,21 @@ pub(super) fn wall_now() -> std::time::SystemTime {
         .system_time()
 }
 
-/// A span written as a number and a unit: `90m`, `12h`, `7d`.
+/// A span written as a number and a unit: `30s`, `90m`, `12h`, `7d`.
 pub(super) fn parse_span(text: &str) -> Result<crate::contract::SpanMs, String> {
     let unit_at = text
         .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("{text:?} has no unit: write it as 90m, 12h or 7d"))?;
+        .ok_or_else(|| format!("{text:?} has no unit: write it as 30s, 90m, 12h or 7d"))?;
     let (number, unit) = text.split_at(unit_at);
     let n: u64 = number
         .parse()
         .map_err(|_| format!("{text:?} does not start with a number"))?;
     let ms = match unit {
+        "s" => 1000,
         "m" => 60_000,
         "h" => 3_600_000,
         "d" => 86_400_000,
-        _ => return Err(format!("{text:?}: the unit is m, h or d")),
+        _ => return Err(format!("{text:?}: the unit is s, m, h or d")),
     };
     Ok(crate::contract::SpanMs(n.saturating_mul(ms)))
 }

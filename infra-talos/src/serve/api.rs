@@ -119,6 +119,7 @@ pub(crate) async fn principal(
         Some(Principal {
             id: id.clone(),
             proof: Proof::Certificate,
+            roles: Vec::new(),
         })
     } else if let Some(token) = headers
         .get(header::AUTHORIZATION)
@@ -130,6 +131,7 @@ pub(crate) async fn principal(
             .map(|id| Principal {
                 id,
                 proof: Proof::Bearer,
+                roles: Vec::new(),
             })
     } else {
         session_token(headers).and_then(|token| {
@@ -138,17 +140,22 @@ pub(crate) async fn principal(
                 .map(|id| Principal {
                     id,
                     proof: Proof::Session,
+                    roles: Vec::new(),
                 })
         })
     };
-    let principal = found.ok_or_else(Problem::unauthenticated)?;
+    let mut principal = found.ok_or_else(Problem::unauthenticated)?;
     let known = app.timed(app.store.principals()).await?;
-    if !known.iter().any(|p| p.id == principal.id && !p.revoked) {
+    let Some(held) = known
+        .into_iter()
+        .find(|p| p.id == principal.id && !p.revoked)
+    else {
         return Err(Problem::new(
             StatusCode::UNAUTHORIZED,
             format!("{} is not a registered, unrevoked principal", principal.id),
         ));
-    }
+    };
+    principal.roles = held.roles;
     Ok(principal)
 }
 
@@ -253,13 +260,7 @@ async fn whoami(
     headers: HeaderMap,
 ) -> Answer {
     let principal = principal(&app, &peer, &headers).await?;
-    let roles = app
-        .timed(app.store.principals())
-        .await?
-        .into_iter()
-        .find(|p| p.id == principal.id)
-        .map(|p| p.roles)
-        .unwrap_or_default();
+    let roles = &principal.roles;
     let roles: Vec<String> = roles.iter().map(ToString::to_string).collect();
     ok(
         json!({ "principal": principal.id, "proof": format!("{:?}", principal.proof), "roles": roles }),

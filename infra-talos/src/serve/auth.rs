@@ -35,6 +35,8 @@ pub(crate) struct Principal {
     pub(crate) id: String,
     /// How it was proven.
     pub(crate) proof: Proof,
+    /// The roles it holds, as the store held them when the request was proven.
+    pub(crate) roles: Vec<crate::contract::Role>,
 }
 
 #[derive(Serialize, Deserialize)]

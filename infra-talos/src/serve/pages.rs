@@ -52,18 +52,10 @@ async fn viewer(app: &App, peer: &Peer, headers: &HeaderMap) -> Result<Who, Resp
         Proof::Session => session_token(headers).unwrap_or_default(),
         _ => "",
     };
-    let roles = app
-        .timed(app.store.principals())
-        .await
-        .map_err(|e| refusal(None, e.into()))?
-        .into_iter()
-        .find(|p| p.id == principal.id)
-        .map(|p| p.roles)
-        .unwrap_or_default();
     Ok(Who {
         csrf: app.signer.csrf(&principal.id, session),
         principal: principal.id,
-        roles,
+        roles: principal.roles,
     })
 }
 
