@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 
+#[cfg(feature = "serve")]
+pub mod acts;
 pub mod contract;
 
 pub mod attempt;

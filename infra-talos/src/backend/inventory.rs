@@ -12,7 +12,7 @@ use crate::store::OnEngine;
 use crate::store::{IdentityKey, SealedArtifact, StoreResult};
 
 /// A machine as the inventory records it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct InventoryRecord {
     /// The machine's identifier.
     pub id: String,

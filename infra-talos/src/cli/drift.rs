@@ -7,46 +7,6 @@
 use std::fmt::Write as _;
 
 use crate::controller::{DriftFinding, DriftPass, DriftReading};
-use crate::keys::{
-    KeyBinding, KeyError, KeyOperation, KeyProvider, Plaintext, SealedArtifact, UseCheck,
-};
-
-/// The key provider of a pass that only reads (drift, recovery): it seals, opens and
-/// checks nothing, so neither command needs a keyring; any key operation is refused.
-pub(super) struct NoKeys;
-
-impl NoKeys {
-    fn refuse(key_name: &str, operation: KeyOperation) -> KeyError {
-        KeyError::Unsupported {
-            provider: "none".to_owned(),
-            key_name: key_name.to_owned(),
-            operation,
-            reason: "the drift pass uses no key".to_owned(),
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl KeyProvider for NoKeys {
-    fn provider(&self) -> &str {
-        "none"
-    }
-
-    async fn seal(&self, key_name: &str, _: &[u8]) -> Result<SealedArtifact, KeyError> {
-        Err(Self::refuse(key_name, KeyOperation::Encrypt))
-    }
-
-    async fn open(&self, sealed: &SealedArtifact) -> Result<Plaintext, KeyError> {
-        Err(Self::refuse(
-            &sealed.binding.key_name,
-            KeyOperation::Decrypt,
-        ))
-    }
-
-    async fn check(&self, binding: &KeyBinding) -> Result<UseCheck, KeyError> {
-        Err(Self::refuse(&binding.key_name, KeyOperation::Read))
-    }
-}
 
 /// The pass as text: one line per machine, then a summary.
 pub(super) fn text(pass: &DriftPass) -> String {

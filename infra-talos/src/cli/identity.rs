@@ -27,6 +27,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use super::{Config, Failure, parse_role, pretty, who};
+use crate::acts::Acts;
 use crate::cli::database::Db;
 use crate::contract::Role;
 use crate::identity::{Authority, authenticate, check_authority, issue_client, valid_identifier};
@@ -243,11 +244,9 @@ pub(super) async fn init(db: &Db, args: InitArgs) -> Result<String, Failure> {
 
 /// `principal …`.
 pub(super) async fn principal(
-    db: &Db,
-    config: &Config,
+    acts: &dyn Acts,
     command: PrincipalCommand,
 ) -> Result<String, Failure> {
-    let store = db.store.as_ref();
     let mut out = String::new();
     match command {
         PrincipalCommand::Add {
@@ -258,28 +257,19 @@ pub(super) async fn principal(
             pki,
             days: valid,
         } => {
-            let actor = config.actor()?;
-            if !valid_identifier(&id) {
-                return Err(Failure::Usage(format!(
-                    "{id:?} is not a principal identifier (1 to 128 of A-Z a-z 0-9 . _ @ -)"
-                )));
-            }
+            let actor = acts.actor()?;
             let kind = if token {
                 PrincipalKind::Token { responsible }
             } else {
                 PrincipalKind::Human
             };
             let names: Vec<String> = roles.iter().map(ToString::to_string).collect();
-            store
-                .register_principal(
-                    &actor,
-                    PrincipalSpec {
-                        id: id.clone(),
-                        kind,
-                        roles,
-                    },
-                )
-                .await?;
+            acts.register_principal(PrincipalSpec {
+                id: id.clone(),
+                kind,
+                roles,
+            })
+            .await?;
             let _ = writeln!(
                 out,
                 "principal {id} registered by {}: {}",
@@ -291,9 +281,9 @@ pub(super) async fn principal(
             }
         }
         PrincipalCommand::Roles { id, roles } => {
-            let actor = config.actor()?;
+            let actor = acts.actor()?;
             let names: Vec<String> = roles.iter().map(ToString::to_string).collect();
-            store.change_roles(&actor, &id, roles).await?;
+            acts.change_roles(&id, roles).await?;
             let _ = writeln!(
                 out,
                 "principal {id} now holds {} (changed by {})",
@@ -306,7 +296,7 @@ pub(super) async fn principal(
             pki,
             days: valid,
         } => {
-            let actor = config.actor()?;
+            let actor = acts.actor()?;
             // Only an administrator issues, and only for a principal the store holds
             // unrevoked: a certificate for anyone else would name no one.
             if actor.role != Role::RecoveryAdmin {
@@ -314,7 +304,7 @@ pub(super) async fn principal(
                     "refused: issuing a certificate: recovery-admin issues certificates".into(),
                 ));
             }
-            let held = store.principals().await?;
+            let held = acts.principals().await?;
             if !held.iter().any(|p| p.id == id && !p.revoked) {
                 return Err(Failure::Refused(format!(
                     "refused: issuing a certificate: {id} is not a registered, unrevoked principal"
@@ -323,7 +313,7 @@ pub(super) async fn principal(
             out += &issue_into(&pki, &id, valid)?;
         }
         PrincipalCommand::Journal { json } => {
-            let journal = store.identity_journal().await?;
+            let journal = acts.identity_journal().await?;
             if json {
                 let _ = writeln!(out, "{}", pretty(&journal));
             } else if journal.is_empty() {

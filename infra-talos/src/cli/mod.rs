@@ -5,13 +5,20 @@
 //! A consumer binary embeds [`TalosArgs`] as a subcommand and calls [`execute`]; the
 //! `infra-talos` binary (feature `cli`) is [`run`] on the process's arguments.
 //!
-//! **Configuration.** The acting identity (`actor`, `role`), the store (`database`:
-//! `sqlite:<path>` or a `postgres://` URL), the local keyring's directory (`keyring`)
-//! and the talosconfig used to reach nodes (`talosconfig`) come from a JSON file
-//! (`--config`, or `INFRA_TALOS_CONFIG`) and from the environment
-//! (`INFRA_TALOS_ACTOR`, `INFRA_TALOS_ROLE`, `INFRA_TALOS_DATABASE`,
-//! `INFRA_TALOS_KEYRING`, `INFRA_TALOS_TALOSCONFIG`), the environment winning;
-//! `--database` wins over both. The acting identity is passed to every store act.
+//! **Configuration.** The acting principal's proof (`certificate`, `private_key`) and
+//! role (`role`), the store (`database`: `sqlite:<path>` or a `postgres://` URL), the
+//! local keyring's directory (`keyring`), the talosconfig used to reach nodes
+//! (`talosconfig`) and the service to act through instead of the store (`server`,
+//! `server_ca`, `token_file`) come from a JSON file (`--config`, or
+//! `INFRA_TALOS_CONFIG`) and from the environment (`INFRA_TALOS_DATABASE`,
+//! `INFRA_TALOS_KEYRING`, `INFRA_TALOS_TALOSCONFIG`, `INFRA_TALOS_SERVER`), the
+//! environment winning; the flags win over both. No environment variable names who
+//! acts: `INFRA_TALOS_ACTOR` and `INFRA_TALOS_ROLE` are refused.
+//!
+//! **Through the service.** With `--server`, every act but `init`, `serve` and
+//! `recovery enter` is made through the service's JSON API (see [`crate::acts`]),
+//! proven by the client certificate or a token; its output and exit code are the
+//! same as on the store.
 //!
 //! **The store** (`database`). A `sqlite:<path>` file must exist unless `--create` is
 //! given; a store in memory (`sqlite:`, `sqlite::memory:`) is refused. A file holding
@@ -28,11 +35,13 @@
 //!
 //! No output, record or error ever holds a configuration's plaintext or a secret.
 
+mod command;
 mod database;
 mod drift;
 mod identity;
 mod plan;
 mod recovery;
+mod remote;
 mod serve;
 mod timeline;
 mod when;
@@ -43,26 +52,20 @@ pub use serve::{ServeArgs, ServerCertificateArgs};
 pub use when::{iso, parse_iso};
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
-use infra_core::engine::SystemClock;
 use serde::Deserialize;
 
-use crate::contract::comparison::Comparison;
+use crate::acts::{ActError, Acts, Controller, Grounds, Keys};
 use crate::contract::{Role, SpanMs};
-use crate::controller::ExecutorSettings;
-use crate::keys::{KeyProvider, LocalKeyring};
+use crate::keys::LocalKeyring;
 use database::{Db, open_store};
 
-use crate::store::{
-    AccountingRequest, Actor, ContributionKind, IdentityKey, MachineSpec, SealedReleaseSpec,
-    StoreError,
-};
+use crate::store::{Actor, StoreError};
 
 /// The `talos` command set, for embedding as a subcommand of a consumer binary.
 #[derive(Debug, Args)]
@@ -72,7 +75,7 @@ pub struct TalosArgs {
     #[arg(long, global = true)]
     pub database: Option<String>,
     /// A JSON configuration file (`certificate`, `private_key`, `role`, `database`,
-    /// `keyring`, `talosconfig`).
+    /// `keyring`, `talosconfig`, `server`, `server_ca`, `token_file`).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
     /// The acting principal's client certificate (PEM), issued by the installation's
@@ -85,6 +88,18 @@ pub struct TalosArgs {
     /// The role to act in; the store checks the principal holds it.
     #[arg(long = "as", global = true, value_name = "ROLE")]
     pub acting_as: Option<String>,
+    /// Make the acts through the service at this URL (`https://HOST:PORT`) instead of
+    /// on the database: proven by the client certificate, or by `--token-file`.
+    #[arg(long, global = true, value_name = "URL")]
+    pub server: Option<String>,
+    /// The installation's authority certificate (PEM) the service's certificate is
+    /// verified against (with `--server`).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub server_ca: Option<PathBuf>,
+    /// A file holding a token the service issued (`infra-talos token`), to be proven
+    /// by instead of a client certificate (with `--server`).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// Make a new store file if the `sqlite:` path names none (without it a missing
     /// file is refused, so a mistyped path never starts an empty store).
     #[arg(long, global = true)]
@@ -182,6 +197,13 @@ pub enum Command {
     Recovery(RecoveryCommand),
     /// Record recovery-admin's accounting decision for an attempt (§5.2).
     Account(AccountArgs),
+    /// Ask the service (`--server`) for a short-lived token naming the principal the
+    /// client certificate proves; printed on standard output. Keep it as a secret.
+    Token {
+        /// How long it lasts: `15m`, `1h`, at most `12h`.
+        #[arg(long, value_parser = when::parse_span, value_name = "SPAN", default_value = "15m")]
+        lifetime: SpanMs,
+    },
     /// A machine's timeline.
     Timeline {
         /// The machine.
@@ -417,16 +439,18 @@ enum Failure {
 
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
+        ActError::from(e).into()
+    }
+}
+
+impl From<ActError> for Failure {
+    fn from(e: ActError) -> Self {
         match e {
-            StoreError::Database(_) => Failure::Usage(e.to_string()),
-            StoreError::NotFound {
-                what: "machine",
-                ref id,
-            } => Failure::MissingMachine {
-                machine: id.clone(),
-                text: refusal_text(&e),
-            },
-            other => Failure::Refused(refusal_text(&other)),
+            ActError::Refused(text) => Failure::Refused(text),
+            ActError::MissingMachine { machine, text } => Failure::MissingMachine { machine, text },
+            ActError::Usage(text)
+            | ActError::Unauthenticated(text)
+            | ActError::Unavailable(text) => Failure::Usage(text),
         }
     }
 }
@@ -434,8 +458,8 @@ impl From<StoreError> for Failure {
 /// A [`Failure::MissingMachine`] as the user reads it: the refusal, with the
 /// inventoried names nearest to the one given ("did you mean …?"), so that a typo is
 /// told as one.
-async fn suggesting(text: String, machine: &str, store: &dyn crate::store::Store) -> Failure {
-    let near = match store.machines().await {
+async fn suggesting(text: String, machine: &str, acts: &dyn Acts) -> Failure {
+    let near = match acts.machines().await {
         Ok(known) => infra_core::names::nearest(machine, known.iter().map(|m| m.id.as_str())),
         Err(_) => Vec::new(),
     };
@@ -444,46 +468,6 @@ async fn suggesting(text: String, machine: &str, store: &dyn crate::store::Store
     }
     let names: Vec<String> = near.iter().map(|n| format!("'{n}'")).collect();
     Failure::Refused(format!("{text}; did you mean {}?", names.join(", ")))
-}
-
-/// What a comparison checks (§3.2, §3.3, §11.1).
-fn comparison_name(c: Comparison) -> &'static str {
-    match c {
-        Comparison::PlanHasNoOperation => "plan has no operation",
-        Comparison::Authority => "authority",
-        Comparison::Bindings => "bindings",
-        Comparison::Evidence => "evidence",
-        Comparison::MachineScope => "machine scope",
-        Comparison::RolloutSlot => "rollout slot",
-        Comparison::Gate => "scope gate",
-        Comparison::Ownership => "ownership",
-        Comparison::TimelineUnchanged => "nothing newer",
-        Comparison::AttemptsLeft => "budget",
-    }
-}
-
-/// A refusal, naming the comparison or rule that refused and why.
-fn refusal_text(e: &StoreError) -> String {
-    match e {
-        StoreError::CommitmentRefused { comparison, reason } => format!(
-            "refused: commitment, comparison {comparison} ({}): {reason}",
-            comparison_name(*comparison)
-        ),
-        StoreError::AttemptRefused { comparison, reason } => format!(
-            "refused: attempt, comparison {comparison} ({}): {reason}",
-            comparison_name(*comparison)
-        ),
-        StoreError::AccountingRefused {
-            condition: Some(c),
-            reason,
-        } => format!("refused: accounting decision, §5.2 condition {c}: {reason}"),
-        StoreError::AccountingRefused {
-            condition: None,
-            reason,
-        } => format!("refused: accounting decision: {reason}"),
-        StoreError::Refused { act, reason } => format!("refused: {act}: {reason}"),
-        other => format!("refused: {other}"),
-    }
 }
 
 /// The configuration file.
@@ -498,6 +482,9 @@ struct FileConfig {
     database: Option<String>,
     keyring: Option<PathBuf>,
     talosconfig: Option<PathBuf>,
+    server: Option<String>,
+    server_ca: Option<PathBuf>,
+    token_file: Option<PathBuf>,
 }
 
 /// The resolved configuration.
@@ -513,6 +500,10 @@ struct Config {
     create: bool,
     keyring: Option<PathBuf>,
     talosconfig: Option<PathBuf>,
+    /// `--server`: the service to act through.
+    server: Option<String>,
+    server_ca: Option<PathBuf>,
+    token_file: Option<PathBuf>,
 }
 
 impl Config {
@@ -574,6 +565,13 @@ impl Config {
             talosconfig: var("INFRA_TALOS_TALOSCONFIG")
                 .map(PathBuf::from)
                 .or(file.talosconfig),
+            server: args
+                .server
+                .clone()
+                .or_else(|| var("INFRA_TALOS_SERVER"))
+                .or(file.server),
+            server_ca: args.server_ca.clone().or(file.server_ca),
+            token_file: args.token_file.clone().or(file.token_file),
         })
     }
 
@@ -586,14 +584,26 @@ impl Config {
         }
     }
 
-    fn keyring(&self) -> Result<LocalKeyring, Failure> {
-        let dir = self.keyring.as_ref().ok_or_else(|| {
-            Failure::Usage(
-                "no keyring directory: set `keyring` in the configuration, or INFRA_TALOS_KEYRING"
-                    .into(),
-            )
-        })?;
-        LocalKeyring::open(dir).map_err(|e| Failure::Usage(e.to_string()))
+    /// What acts are made on when made on the store: the keyring and talosconfig
+    /// configured, each refused with why when an act needs it and it is missing.
+    fn grounds(&self, db: &Db) -> Grounds {
+        let keys = match self.keyring() {
+            Ok(keyring) => Keys::Keyring(Arc::new(keyring)),
+            Err(why) => Keys::Missing(why),
+        };
+        Grounds {
+            store: Arc::clone(&db.store),
+            inventory: Arc::clone(&db.inventory),
+            keys,
+            controller: Controller::Talosconfig(self.talosconfig.clone()),
+        }
+    }
+
+    fn keyring(&self) -> Result<LocalKeyring, String> {
+        let dir = self.keyring.as_ref().ok_or(
+            "no keyring directory: set `keyring` in the configuration, or INFRA_TALOS_KEYRING",
+        )?;
+        LocalKeyring::open(dir).map_err(|e| e.to_string())
     }
 }
 
@@ -649,336 +659,58 @@ async fn dispatch(command: Command, mut config: Config) -> Result<String, Failur
     if let Command::ServerCertificate(args) = &command {
         return serve::server_certificate(args);
     }
+    if let Some(server) = config.server.clone() {
+        let remote = remote::Remote::connect(&config, &server).await?;
+        return match command {
+            Command::Token { lifetime } => {
+                let answer = remote.token(lifetime).await?;
+                Ok(format!(
+                    "{}\n",
+                    answer["token"].as_str().unwrap_or_default()
+                ))
+            }
+            command => match store_only(&command) {
+                Some(what) => Err(Failure::Usage(format!(
+                    "{what} is made on the store (--database), not through a service"
+                ))),
+                None => command::on_acts(command, &config, &remote).await,
+            },
+        };
+    }
     let db = open_store(config.database.as_deref(), config.create).await?;
     config.acting = Some(identity::acting(&config, db.store.as_ref()).await);
-    match act(command, &config, &db).await {
-        Err(Failure::MissingMachine { machine, text }) => {
-            Err(suggesting(text, &machine, db.store.as_ref()).await)
+    match command {
+        Command::Init(args) => identity::init(&db, args).await,
+        Command::Serve(args) => serve::serve(&db, &config, args).await,
+        Command::Recovery(RecoveryCommand::Enter {
+            stopped_at,
+            backups,
+        }) => recovery::enter(&db, &config, &stopped_at, &backups).await,
+        Command::Token { .. } => Err(Failure::Usage(
+            "a token is issued by the service: give --server URL".into(),
+        )),
+        command => {
+            let acts = config.grounds(&db).acting(
+                config
+                    .acting
+                    .clone()
+                    .unwrap_or_else(|| Err("no acting identity".into())),
+            );
+            command::on_acts(command, &config, &acts).await
         }
-        done => done,
     }
 }
 
-/// Carries out one command on the opened store.
-async fn act(command: Command, config: &Config, db: &Db) -> Result<String, Failure> {
-    let store = &db.store;
-    let mut out = String::new();
+/// The commands made on the store only, and why, as a user reads it.
+fn store_only(command: &Command) -> Option<&'static str> {
     match command {
-        Command::Init(args) => {
-            out = identity::init(db, args).await?;
+        Command::Init(_) => Some("bootstrapping the installation (`init`)"),
+        Command::Serve(_) => Some("`serve`"),
+        Command::Recovery(RecoveryCommand::Enter { .. }) => {
+            Some("entering recovery mode (it comes before any controller runs on a restored store)")
         }
-        Command::Principal(command) => {
-            out = identity::principal(db, config, command).await?;
-        }
-        Command::Serve(args) => {
-            out = serve::serve(db, config, args).await?;
-        }
-        Command::ServerCertificate(args) => {
-            out = serve::server_certificate(&args)?;
-        }
-        Command::Inventory(InventoryCommand::Add(add)) => {
-            let actor = config.actor()?;
-            let identity = match (add.smbios_uuid, add.node_id) {
-                (Some(u), _) => IdentityKey::SmbiosUuid(u),
-                (None, Some(n)) => IdentityKey::NodeId(n),
-                (None, None) => {
-                    return Err(Failure::Usage("give --smbios-uuid or --node-id".into()));
-                }
-            };
-            let imported = add
-                .import_digest
-                .as_deref()
-                .map(str::parse)
-                .transpose()
-                .map_err(|_| Failure::Usage("--import-digest is not 64 hex digits".into()))?;
-            store
-                .create_machine(
-                    &actor,
-                    MachineSpec {
-                        id: add.name.clone(),
-                        identity,
-                        cluster_id: add.cluster_id,
-                        endpoint: add.endpoint,
-                        rollout_scope: add.rollout_scope.unwrap_or_else(|| add.name.clone()),
-                        talos_minor: add.talos_minor,
-                        import_digest: imported,
-                    },
-                )
-                .await?;
-            let _ = writeln!(
-                out,
-                "machine {} added to the inventory by {}",
-                add.name,
-                who(&actor)
-            );
-        }
-        Command::Inventory(InventoryCommand::List { cluster_id, json }) => {
-            let machines: Vec<_> = db
-                .inventory
-                .machines()
-                .await?
-                .into_iter()
-                .filter(|m| cluster_id.as_ref().is_none_or(|c| &m.cluster_id == c))
-                .collect();
-            let mut rows = Vec::new();
-            for m in machines {
-                let view = store.machine(&m.id).await?;
-                rows.push((m, view));
-            }
-            if json {
-                let value: Vec<serde_json::Value> = rows
-                    .iter()
-                    .map(|(m, v)| {
-                        serde_json::json!({
-                            "name": m.id,
-                            "endpoint": m.endpoint,
-                            "identity": m.identity,
-                            "clusterId": m.cluster_id,
-                            "rolloutScope": m.rollout_scope,
-                            "talosMinor": m.talos_minor,
-                            "desiredRelease": v.desired_release,
-                            "appliedRelease": v.applied_release,
-                            "appliedDigest": v.applied_digest,
-                        })
-                    })
-                    .collect();
-                let _ = writeln!(out, "{}", pretty(&value));
-            } else if rows.is_empty() {
-                out.push_str("no machines\n");
-            } else {
-                for (m, v) in rows {
-                    let key = match &m.identity {
-                        IdentityKey::SmbiosUuid(u) => format!("smbios {u}"),
-                        IdentityKey::NodeId(n) => format!("node-id {n}"),
-                    };
-                    let _ = writeln!(
-                        out,
-                        "{}  endpoint {}  {key}  cluster {}  desired {}  applied {}",
-                        m.id,
-                        m.endpoint,
-                        m.cluster_id,
-                        v.desired_release.as_deref().unwrap_or("-"),
-                        applied_text(&v),
-                    );
-                }
-            }
-        }
-        Command::Publish(args) => {
-            let actor = config.actor()?;
-            let keyring = config.keyring()?;
-            if keyring.key_info(&args.key).is_err() {
-                keyring
-                    .create_key(&args.key)
-                    .map_err(|e| Failure::Usage(e.to_string()))?;
-            }
-            let mut artifacts = Vec::new();
-            for (machine, file) in &args.artifacts {
-                let sealed = {
-                    let plaintext = zeroize::Zeroizing::new(std::fs::read(file).map_err(|e| {
-                        Failure::Usage(format!("cannot read {}: {e}", file.display()))
-                    })?);
-                    keyring
-                        .seal(&args.key, &plaintext)
-                        .await
-                        .map_err(|e| Failure::Usage(e.to_string()))?
-                };
-                artifacts.push((machine.clone(), sealed));
-            }
-            let mut contributions: Vec<(String, ContributionKind)> = args
-                .authors
-                .iter()
-                .map(|a| (a.clone(), ContributionKind::Authored))
-                .collect();
-            contributions.push((actor.id.clone(), ContributionKind::Published));
-            let digests: Vec<(String, String)> = artifacts
-                .iter()
-                .map(|(m, a)| (m.clone(), a.digest.to_hex()))
-                .collect();
-            store
-                .publish_sealed_release(
-                    &actor,
-                    SealedReleaseSpec {
-                        id: args.release.clone(),
-                        artifacts,
-                        contributions,
-                    },
-                )
-                .await?;
-            let _ = writeln!(
-                out,
-                "release {} published by {}, sealed with key {}:",
-                args.release,
-                who(&actor),
-                args.key
-            );
-            for (m, d) in digests {
-                let _ = writeln!(out, "  {m}  digest {d}  (now its Desired)");
-            }
-        }
-        Command::Plan(args) => {
-            let actor = config.actor()?;
-            out.push_str(&plan::create(store.as_ref(), &actor, args).await?);
-        }
-        Command::Approve { plan, blanket } => {
-            let actor = config.actor()?;
-            if blanket {
-                let mark = store.approve_under_blanket(&actor, &plan).await?;
-                let _ = writeln!(
-                    out,
-                    "plan {plan} approved under its cluster's blanket approval at the request of {}: {mark}",
-                    who(&actor)
-                );
-            } else {
-                let mark = store.approve(&actor, &plan).await?;
-                let _ = writeln!(out, "plan {plan} approved by {}: {mark}", who(&actor));
-            }
-            let view = store.plan(&plan).await?;
-            if let Some(record) = view.bound_drift.filter(|_| view.unseen_overwrite()) {
-                let _ = writeln!(
-                    out,
-                    "unseenOverwrite: this revert overwrites the drifted configuration of \
-                     record {record}, which no reviewer has seen"
-                );
-            }
-        }
-        Command::Blanket(BlanketCommand::Grant {
-            cluster,
-            reason,
-            lasting,
-        }) => {
-            let actor = config.actor()?;
-            let granted = store
-                .grant_blanket_approval(&actor, &cluster, &reason, lasting)
-                .await?;
-            let _ = writeln!(
-                out,
-                "blanket approval {} granted for cluster {cluster} by {}, standing until {}",
-                granted.id,
-                who(&actor),
-                when::iso(granted.expires_at.0)
-            );
-        }
-        Command::Blanket(BlanketCommand::Revoke { id }) => {
-            let actor = config.actor()?;
-            store.revoke_blanket_approval(&actor, &id).await?;
-            let _ = writeln!(out, "blanket approval {id} revoked by {}", who(&actor));
-        }
-        Command::Blanket(BlanketCommand::List { json }) => {
-            let all = store.blanket_approvals().await?;
-            if json {
-                let _ = writeln!(out, "{}", pretty(&all));
-            } else if all.is_empty() {
-                let _ = writeln!(out, "no blanket approvals");
-            } else {
-                for b in &all {
-                    let state = match (&b.revoked, b.current_epoch, b.expired) {
-                        (Some((by, at)), ..) => {
-                            format!("revoked by {by} at {}", when::iso(at.0))
-                        }
-                        (None, false, _) => {
-                            "granted in an earlier epoch: holds no longer".to_owned()
-                        }
-                        (None, true, true) => {
-                            format!("lapsed at {}", when::iso(b.expires_at.0))
-                        }
-                        (None, true, false) => {
-                            format!("in force until {}", when::iso(b.expires_at.0))
-                        }
-                    };
-                    let _ = writeln!(
-                        out,
-                        "{}  cluster {}  granted by {} at {}  {state}  reason: {}",
-                        b.id,
-                        b.cluster_id,
-                        b.approver,
-                        when::iso(b.granted_at.0),
-                        b.reason
-                    );
-                }
-            }
-        }
-        Command::Revoke(args) => {
-            let actor = config.actor()?;
-            if let Some(principal) = args.identity {
-                store.revoke_identity(&actor, &principal).await?;
-                let _ = writeln!(out, "identity {principal} revoked by {}", who(&actor));
-            } else if let Some(plan) = args.plan {
-                store.revoke_approval(&actor, &plan).await?;
-                let _ = writeln!(out, "approval of plan {plan} revoked by {}", who(&actor));
-            }
-        }
-        Command::Cancel { plan } => {
-            let actor = config.actor()?;
-            store.cancel_plan(&actor, &plan).await?;
-            let _ = writeln!(out, "plan {plan} cancelled by {}", who(&actor));
-        }
-        Command::Freeze { machine, reason } => {
-            let actor = config.actor()?;
-            store.freeze(&actor, &machine, &reason).await?;
-            let _ = writeln!(out, "machine {machine} frozen by {}", who(&actor));
-        }
-        Command::Unfreeze { machine, reason } => {
-            let actor = config.actor()?;
-            store.unfreeze(&actor, &machine, &reason).await?;
-            let _ = writeln!(out, "machine {machine} unfrozen by {}", who(&actor));
-        }
-        Command::Run(args) => {
-            out = run_controller(db, config, args).await?;
-        }
-        Command::Drift { json } => {
-            // The drift pass sends nothing: the settings only satisfy the executor.
-            let settings = ExecutorSettings {
-                settle_floor: SpanMs::from_secs(30),
-                max_transport_deadline: crate::store::DEFAULT_MAX_TRANSPORT_DEADLINE,
-            };
-            let executor = executor(db, config, Arc::new(drift::NoKeys), settings).await?;
-            let pass = executor.drift_pass().await.map_err(executor_failure)?;
-            out = if json {
-                format!("{}\n", pretty(&drift::json(&pass)))
-            } else {
-                drift::text(&pass)
-            };
-            if drift::unread(&pass) > 0 {
-                return Err(Failure::Unfinished(out));
-            }
-        }
-        Command::Recovery(command) => {
-            out = recovery::execute(db, config, command).await?;
-        }
-        Command::Account(args) => {
-            let actor = config.actor()?;
-            store
-                .record_accounting_decision(
-                    &actor,
-                    AccountingRequest {
-                        operation: args.operation.clone(),
-                        attempt: args.attempt,
-                        settle_floor: SpanMs::from_secs(args.settle_floor),
-                        explanation: args.explanation,
-                    },
-                )
-                .await?;
-            let _ = writeln!(
-                out,
-                "attempt {} of operation {} accounted for by {}",
-                args.attempt,
-                args.operation,
-                who(&actor)
-            );
-        }
-        Command::Timeline { machine, json } => {
-            let view = store.machine(&machine).await?;
-            let entries = store.timeline(&machine).await?;
-            let operations = store.operations_of(&machine).await?;
-            out = if json {
-                let value = timeline::json(&view, &entries, &operations);
-                format!("{}\n", pretty(&value))
-            } else {
-                timeline::text(&view, &entries, &operations)
-            };
-        }
+        _ => None,
     }
-    Ok(out)
 }
 
 fn pretty(value: &impl serde::Serialize) -> String {
@@ -995,147 +727,4 @@ fn applied_text(view: &crate::store::MachineView) -> String {
         (None, Some(d)) => format!("handed-over baseline {}", &d.to_hex()[..12]),
         (None, None) => "-".into(),
     }
-}
-
-/// `run`: the executor on one approved plan.
-fn executor_failure(e: crate::controller::ExecutorError) -> Failure {
-    match e {
-        crate::controller::ExecutorError::Store(s) => Failure::from(s),
-        crate::controller::ExecutorError::Settings(text) => Failure::Usage(text),
-        other => Failure::Refused(format!("refused: {other}")),
-    }
-}
-
-/// A controller instance on the store, reaching every inventoried machine at its own
-/// endpoint through the configured talosconfig.
-async fn executor(
-    db: &Db,
-    config: &Config,
-    keys: Arc<dyn KeyProvider>,
-    settings: ExecutorSettings,
-) -> Result<crate::controller::Executor, Failure> {
-    use crate::controller::{Executor, MachineRoute, TalosconfigConnector};
-    let talosconfig = config.talosconfig.as_ref().ok_or_else(|| {
-        Failure::Usage(
-            "no talosconfig: set `talosconfig` in the configuration, or INFRA_TALOS_TALOSCONFIG"
-                .into(),
-        )
-    })?;
-    let store = &db.store;
-    let connector = TalosconfigConnector::load(talosconfig, crate::ConnectOptions::default())
-        .map_err(|e| Failure::Usage(e.to_string()))?;
-    for view in store.machines().await? {
-        let Some(record) = db.inventory.machine_record(&view.id).await? else {
-            continue;
-        };
-        let endpoint = crate::NodeAddress::parse(&record.endpoint)
-            .map_err(|e| Failure::Usage(format!("machine {}: {e}", record.id)))?;
-        connector.add_machine(record.id.clone(), MachineRoute { endpoint });
-    }
-    let id = crate::controller::fresh_controller_id().map_err(|e| Failure::Usage(e.to_string()))?;
-    Executor::new(
-        id,
-        Arc::clone(store),
-        Arc::new(connector),
-        keys,
-        Arc::new(SystemClock::new()),
-        settings,
-    )
-    .map_err(|e| Failure::Usage(e.to_string()))
-}
-
-async fn run_controller(db: &Db, config: &Config, args: RunArgs) -> Result<String, Failure> {
-    let store = &db.store;
-    let executor = executor(
-        db,
-        config,
-        Arc::new(config.keyring()?),
-        ExecutorSettings {
-            settle_floor: SpanMs::from_secs(args.settle_floor),
-            max_transport_deadline: SpanMs::from_secs(args.max_transport_deadline),
-        },
-    )
-    .await?;
-    let outcomes = match &args.plan {
-        Some(plan) => {
-            let plan = store.plan(plan).await?;
-            if db.inventory.machine_record(&plan.machine).await?.is_none() {
-                return Err(Failure::Refused(format!(
-                    "refused: machine {} is not inventoried",
-                    plan.machine
-                )));
-            }
-            let outcome = executor
-                .run_plan(&plan.id)
-                .await
-                .map_err(executor_failure)?;
-            if plan.kind == crate::contract::operation::OperationKind::Adopt {
-                let view = store.machine(&plan.machine).await?;
-                return Ok(format!(
-                    "plan {}: adoption recorded as operation {}; Applied is release {} at the \
-                     observed digest {}; nothing was sent\n",
-                    plan.id,
-                    outcome.operation,
-                    view.applied_release.unwrap_or_default(),
-                    view.applied_digest.map(|d| d.to_hex()).unwrap_or_default(),
-                ));
-            }
-            vec![outcome]
-        }
-        None => executor.start().await.map_err(executor_failure)?,
-    };
-    let mut out = String::new();
-    if outcomes.is_empty() {
-        out.push_str("no operation to resume\n");
-    }
-    let mut unfinished = false;
-    let mut refusals = Vec::new();
-    for outcome in &outcomes {
-        let _ = write!(
-            out,
-            "plan {}: operation {} is {} after {} send(s)",
-            outcome.plan, outcome.operation, outcome.state, outcome.sends
-        );
-        if let Some(c) = &outcome.classification {
-            let _ = write!(out, "; classified {c}");
-        }
-        out.push('\n');
-        if let Some(refusal) = &outcome.refusal {
-            refusals.push(refusal_text(refusal));
-        }
-        if outcome.state.is_terminal() {
-            continue;
-        }
-        unfinished = true;
-        if args.resume && outcome.awaits_accounting() {
-            // The reads §5.2 asks for: one begun after the transport deadline, and
-            // one begun after the settle floor that follows it (and the takeover).
-            let reads = executor
-                .watch_unaccounted(&outcome.operation, 2)
-                .await
-                .map_err(executor_failure)?;
-            for read in &reads {
-                let _ = writeln!(
-                    out,
-                    "  recovery observation r{}: digest {}, config version {}",
-                    read.basis.0,
-                    read.digest.as_deref().unwrap_or("not read"),
-                    read.config_version
-                        .map_or_else(|| "not read".to_owned(), |v| v.to_string()),
-                );
-            }
-            let _ = writeln!(
-                out,
-                "  recovery-admin may now account for each attempt (`account {} --attempt N`), then `run --resume` carries the operation on",
-                outcome.operation
-            );
-        }
-    }
-    if !refusals.is_empty() {
-        return Err(Failure::Refused(format!("{out}{}", refusals.join("\n"))));
-    }
-    if unfinished {
-        return Err(Failure::Unfinished(out));
-    }
-    Ok(out)
 }

@@ -15,18 +15,15 @@
 //! `status` shows where each scope stands at any point.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 
 use clap::Subcommand;
 
-use super::drift::NoKeys;
 use super::when::{iso, parse_iso};
-use super::{Config, Failure, executor, executor_failure, pretty, who};
+use super::{Config, Failure, pretty, who};
+use crate::acts::{Acts, Deadlines, RecoveryStatus};
 use crate::cli::database::Db;
-use crate::contract::recovery::{Dependency, ScopeState};
 use crate::contract::{InstantMs, SpanMs};
-use crate::controller::{ExecutorSettings, RecoveryAction, RecoveryPass};
-use crate::keys::KeyProvider;
+use crate::controller::{RecoveryAction, RecoveryPass};
 use crate::store::{RecoveryEntry, RestoredBackup, ScopeAccounting};
 
 /// `recovery` subcommands.
@@ -95,50 +92,57 @@ pub enum RecoveryCommand {
     Leave,
 }
 
-/// Runs one `recovery` subcommand; returns what it prints.
-pub(super) async fn execute(
+/// `recovery enter`, made on the store only: it comes before any controller runs on
+/// a restored store.
+pub(super) async fn enter(
     db: &Db,
     config: &Config,
+    stopped_at: &str,
+    backups: &[String],
+) -> Result<String, Failure> {
+    let actor = config.actor()?;
+    let entry = RecoveryEntry {
+        controller: crate::controller::fresh_controller_id()
+            .map_err(|e| Failure::Usage(e.to_string()))?,
+        stopped_at: InstantMs(parse_iso(stopped_at).map_err(Failure::Usage)?),
+        backups: backups
+            .iter()
+            .map(|b| backup(b))
+            .collect::<Result<_, _>>()?,
+    };
+    let epoch = db.store.enter_recovery(&actor, entry).await?;
+    let scopes = db.store.machines().await?.len();
+    Ok(format!(
+        "recovery mode entered by {}: epoch {epoch}; {scopes} scope(s) pre-restore \
+         unaccounted; nothing is sent to a machine until its scope is released\n",
+        who(&actor)
+    ))
+}
+
+/// Runs one `recovery` subcommand but `enter`; returns what it prints.
+pub(super) async fn execute(
+    acts: &dyn Acts,
+    _config: &Config,
     command: RecoveryCommand,
 ) -> Result<String, Failure> {
-    let store = &db.store;
     let mut out = String::new();
     match command {
-        RecoveryCommand::Enter {
-            stopped_at,
-            backups,
-        } => {
-            let actor = config.actor()?;
-            let entry = RecoveryEntry {
-                controller: crate::controller::fresh_controller_id()
-                    .map_err(|e| Failure::Usage(e.to_string()))?,
-                stopped_at: InstantMs(parse_iso(&stopped_at).map_err(Failure::Usage)?),
-                backups: backups
-                    .iter()
-                    .map(|b| backup(b))
-                    .collect::<Result<_, _>>()?,
-            };
-            let epoch = store.enter_recovery(&actor, entry).await?;
-            let scopes = store.machines().await?.len();
-            let _ = writeln!(
-                out,
-                "recovery mode entered by {}: epoch {epoch}; {scopes} scope(s) pre-restore \
-                 unaccounted; nothing is sent to a machine until its scope is released",
-                who(&actor)
-            );
+        RecoveryCommand::Enter { .. } => {
+            return Err(Failure::Usage(
+                "entering recovery mode is made on the store (--database)".into(),
+            ));
         }
-        RecoveryCommand::Status { json } => out = status(db, json).await?,
+        RecoveryCommand::Status { json } => out = status(&acts.recovery_status().await?, json),
         RecoveryCommand::Observe {
             settle_floor,
             max_transport_deadline,
             json,
         } => {
-            let settings = ExecutorSettings {
-                settle_floor: SpanMs::from_secs(settle_floor),
-                max_transport_deadline: SpanMs::from_secs(max_transport_deadline),
+            let deadlines = Deadlines {
+                settle_floor_secs: settle_floor,
+                max_transport_deadline_secs: max_transport_deadline,
             };
-            let executor = executor(db, config, Arc::new(NoKeys), settings).await?;
-            let pass = executor.recovery_pass().await.map_err(executor_failure)?;
+            let pass = acts.observe_recovery(deadlines).await?;
             out = if json {
                 format!("{}\n", pretty(&pass))
             } else {
@@ -157,31 +161,39 @@ pub(super) async fn execute(
             settle_floor,
             explanation,
         } => {
-            let actor = config.actor()?;
+            let actor = acts.actor()?;
             let request = ScopeAccounting {
-                machines: machines.clone(),
+                machines,
                 settle_floor: SpanMs::from_secs(settle_floor),
                 explanation,
             };
-            store.account_scopes(&actor, request).await?;
-            for m in &machines {
-                let scope = store.machine(m).await?.scope;
-                let _ = writeln!(out, "{m}: accounted by {}; scope {scope}", who(&actor));
+            for line in acts.account_scopes(request).await? {
+                let _ = writeln!(
+                    out,
+                    "{}: accounted by {}; scope {}",
+                    line.machine,
+                    who(&actor),
+                    line.scope
+                );
             }
         }
         RecoveryCommand::Mark { machine } => {
-            let actor = config.actor()?;
-            let missing = dependency_check(db, config, &machine).await?;
-            let scope = store.mark_scope(&actor, &machine, missing).await?;
-            let _ = write!(out, "{machine}: marked by {}; scope {scope}", who(&actor));
-            if let Some(missing) = missing {
+            let actor = acts.actor()?;
+            let marked = acts.mark_scope(&machine).await?;
+            let _ = write!(
+                out,
+                "{machine}: marked by {}; scope {}",
+                who(&actor),
+                marked.scope
+            );
+            if let Some(missing) = marked.missing {
                 let _ = write!(out, " (dependency check: {missing} missing)");
             }
             out.push('\n');
         }
         RecoveryCommand::Release { machine } => {
-            let actor = config.actor()?;
-            store.release_scope(&actor, &machine).await?;
+            let actor = acts.actor()?;
+            acts.release_scope(&machine).await?;
             let _ = writeln!(
                 out,
                 "{machine}: scope released in the current epoch by {}",
@@ -189,8 +201,8 @@ pub(super) async fn execute(
             );
         }
         RecoveryCommand::Leave => {
-            let actor = config.actor()?;
-            store.leave_recovery(&actor).await?;
+            let actor = acts.actor()?;
+            acts.leave_recovery().await?;
             let _ = writeln!(out, "recovery mode left by {}", who(&actor));
         }
     }
@@ -219,67 +231,31 @@ fn backup(text: &str) -> Result<RestoredBackup, Failure> {
 }
 
 /// Recovery mode and each scope, as text or JSON.
-async fn status(db: &Db, json: bool) -> Result<String, Failure> {
-    let machines = db.store.machines().await?;
-    let in_recovery = machines.iter().any(|m| m.scope != ScopeState::Normal);
-    let epoch = db.store.current_epoch().await?;
+fn status(status: &RecoveryStatus, json: bool) -> String {
     if json {
-        let scopes: Vec<serde_json::Value> = machines
+        let scopes: Vec<serde_json::Value> = status
+            .scopes
             .iter()
-            .map(|m| serde_json::json!({"machine": m.id, "scope": m.scope.to_string()}))
+            .map(|s| serde_json::json!({"machine": s.machine, "scope": s.scope.to_string()}))
             .collect();
         let value = serde_json::json!({
-            "recoveryMode": in_recovery,
-            "epoch": epoch.to_string(),
+            "recoveryMode": status.recovery_mode,
+            "epoch": status.epoch,
             "scopes": scopes,
         });
-        return Ok(format!("{}\n", pretty(&value)));
+        return format!("{}\n", pretty(&value));
     }
     let mut out = String::new();
-    let mode = if in_recovery {
+    let mode = if status.recovery_mode {
         "in effect"
     } else {
         "not in effect"
     };
-    let _ = writeln!(out, "recovery mode {mode}; epoch {epoch}");
-    for m in &machines {
-        let _ = writeln!(out, "  {}: {}", m.id, m.scope);
+    let _ = writeln!(out, "recovery mode {mode}; epoch {}", status.epoch);
+    for s in &status.scopes {
+        let _ = writeln!(out, "  {}: {}", s.machine, s.scope);
     }
-    Ok(out)
-}
-
-/// §7.3 step 3 for the machine's Desired release: its sealed artifact in the store,
-/// its key usable through the keyring, and the talosconfig the controller reaches
-/// the machine with. The first dependency found missing, if any.
-async fn dependency_check(
-    db: &Db,
-    config: &Config,
-    machine: &str,
-) -> Result<Option<Dependency>, Failure> {
-    let view = db.store.machine(machine).await?;
-    let Some(desired) = view.desired_release else {
-        // Nothing selected to apply: no dependency of it can be missing.
-        return Ok(None);
-    };
-    let sealed = match db.store.keyed_artifact(&desired, machine).await {
-        Ok(Some(sealed)) => sealed,
-        // No artifact, or one whose key cannot be named: the record is incomplete.
-        Ok(None) | Err(crate::store::StoreError::Refused { .. }) => {
-            return Ok(Some(Dependency::ReleaseRecord));
-        }
-        Err(e) => return Err(e.into()),
-    };
-    if config.keyring()?.check_artifact(&sealed).await.is_err() {
-        return Ok(Some(Dependency::KeyVersion));
-    }
-    let reachable = config.talosconfig.as_ref().is_some_and(|path| {
-        crate::controller::TalosconfigConnector::load(path, crate::ConnectOptions::default())
-            .is_ok()
-    });
-    if !reachable {
-        return Ok(Some(Dependency::ExecutorCredentials));
-    }
-    Ok(None)
+    out
 }
 
 fn pass_text(pass: &RecoveryPass) -> String {

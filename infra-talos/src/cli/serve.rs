@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::identity::write_all_new;
-use super::{Config, Failure, executor};
+use super::{Config, Failure};
 use crate::cli::database::Db;
 use crate::contract::SpanMs;
 use crate::controller::ExecutorSettings;
@@ -119,7 +119,8 @@ pub(super) async fn serve(db: &Db, config: &Config, args: ServeArgs) -> Result<S
         std::fs::read_to_string(path)
             .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", path.display())))
     };
-    let keys: Arc<dyn crate::keys::KeyProvider> = Arc::new(config.keyring()?);
+    let keys: Arc<dyn crate::keys::KeyProvider> =
+        Arc::new(config.keyring().map_err(Failure::Usage)?);
     let settings = ServeSettings {
         keys: Some(Arc::clone(&keys)),
         ca_certificate_pem: identity.ca_certificate,
@@ -133,23 +134,20 @@ pub(super) async fn serve(db: &Db, config: &Config, args: ServeArgs) -> Result<S
     let controller = if args.no_controller {
         None
     } else {
-        Some(
-            executor(
-                db,
-                config,
-                keys,
-                ExecutorSettings {
-                    settle_floor: SpanMs::from_secs(args.settle_floor),
-                    max_transport_deadline: SpanMs::from_secs(args.max_transport_deadline),
-                },
-            )
-            .await?,
-        )
+        let settings = ExecutorSettings {
+            settle_floor: SpanMs::from_secs(args.settle_floor),
+            max_transport_deadline: SpanMs::from_secs(args.max_transport_deadline),
+        };
+        Some(config.grounds(db).executor(keys, settings).await?)
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| Failure::Usage(format!("cannot listen on {}: {e}", args.listen)))?;
-    let running = crate::serve::start(Arc::clone(&db.store), controller, settings, listener)
+    let stores = crate::serve::Stores {
+        store: Arc::clone(&db.store),
+        inventory: Arc::clone(&db.inventory),
+    };
+    let running = crate::serve::start(stores, controller, settings, listener)
         .await
         .map_err(|e| Failure::Usage(e.to_string()))?;
     tracing::info!(addr = %running.addr, "serving");

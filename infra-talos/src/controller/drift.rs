@@ -13,7 +13,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Executor, ExecutorError};
 use crate::contract::evidence::ObservationPurpose;
@@ -21,7 +21,7 @@ use crate::contract::{Revision, SpanMs};
 use crate::store::MachineView;
 
 /// What one drift observation of a machine found, as the store recorded it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "found")]
 pub enum DriftFinding {
     /// The machine could not be reached; nothing was recorded.
@@ -55,7 +55,7 @@ pub enum DriftFinding {
 }
 
 /// One machine's line of a drift pass.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DriftReading {
     /// The machine.
     pub machine: String,
@@ -67,7 +67,7 @@ pub struct DriftReading {
 }
 
 /// Every machine's line of one drift pass, in machine order.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DriftPass {
     /// The machines observed (those with an Applied release).
     pub readings: Vec<DriftReading>,

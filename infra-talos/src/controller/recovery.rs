@@ -17,7 +17,7 @@
 //! The recovery pass never sends, and never decides: accounting, marking, release and
 //! leaving recovery mode are recovery-admin's acts.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Executor, ExecutorError};
 use crate::contract::evidence::ObservationPurpose;
@@ -26,7 +26,7 @@ use crate::contract::{InstantMs, Revision};
 use crate::store::MachineView;
 
 /// What the recovery pass did for one machine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "did")]
 pub enum RecoveryAction {
     /// A recovery observation was recorded (§7.3 step 1).
@@ -55,7 +55,7 @@ pub enum RecoveryAction {
 }
 
 /// One machine's line of a recovery pass.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecoveryStep {
     /// The machine.
     pub machine: String,
@@ -67,7 +67,7 @@ pub struct RecoveryStep {
 }
 
 /// Every machine's line of one recovery pass; empty outside recovery mode.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecoveryPass {
     /// Whether recovery mode is in effect (some scope is not normal).
     pub in_recovery: bool,

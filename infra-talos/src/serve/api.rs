@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -16,8 +16,16 @@ use serde_json::json;
 
 use super::App;
 use super::auth::{Principal, Proof, cookie};
+use crate::acts::{ActError, Acts, Deadlines, Direct, PlanRequest, PublishRequest};
 use crate::contract::{Role, SpanMs};
-use crate::store::{Actor, PrincipalKind, PrincipalSpec, StoreError};
+use crate::store::{
+    AccountingRequest, Actor, MachineSpec, PrincipalKind, PrincipalSpec, ScopeAccounting,
+    StoreError,
+};
+
+/// The largest release a publisher may upload in one request (its configurations,
+/// base64-encoded).
+const RELEASE_LIMIT: usize = 64 * 1024 * 1024;
 
 /// The principal a connection's verified client certificate names, if any.
 #[derive(Debug, Clone)]
@@ -31,6 +39,8 @@ pub(crate) const SESSION: &str = "infra_talos_session";
 pub(crate) struct Problem {
     pub(crate) status: StatusCode,
     pub(crate) text: String,
+    /// The act's refusal as it was made, for the command line to say again.
+    pub(crate) refusal: Option<ActError>,
 }
 
 impl Problem {
@@ -38,6 +48,7 @@ impl Problem {
         Problem {
             status,
             text: text.into(),
+            refusal: None,
         }
     }
 
@@ -53,18 +64,42 @@ impl Problem {
 impl From<StoreError> for Problem {
     fn from(e: StoreError) -> Problem {
         let status = match &e {
-            StoreError::NotFound { .. } => StatusCode::NOT_FOUND,
-            StoreError::Exists { .. } => StatusCode::CONFLICT,
-            StoreError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
-            _ => StatusCode::FORBIDDEN,
+            StoreError::Exists { .. } => Some(StatusCode::CONFLICT),
+            StoreError::NotFound { .. } => Some(StatusCode::NOT_FOUND),
+            _ => None,
         };
-        Problem::new(status, format!("refused: {e}"))
+        let mut problem = Problem::from(ActError::from(e));
+        if let Some(status) = status {
+            problem.status = status;
+        }
+        problem
+    }
+}
+
+impl From<ActError> for Problem {
+    fn from(e: ActError) -> Problem {
+        let status = match &e {
+            ActError::Usage(_) => StatusCode::BAD_REQUEST,
+            ActError::Refused(_) => StatusCode::FORBIDDEN,
+            ActError::MissingMachine { .. } => StatusCode::NOT_FOUND,
+            ActError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            ActError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        Problem {
+            status,
+            text: e.to_string(),
+            refusal: Some(e),
+        }
     }
 }
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        (self.status, Json(json!({ "error": self.text }))).into_response()
+        let body = match &self.refusal {
+            Some(refusal) => json!({ "error": self.text, "refusal": refusal }),
+            None => json!({ "error": self.text }),
+        };
+        (self.status, Json(body)).into_response()
     }
 }
 
@@ -74,18 +109,38 @@ fn ok(value: serde_json::Value) -> Answer {
     Ok(Json(value).into_response())
 }
 
+/// Data as the answer's JSON (written straight out: identifiers wider than 64 bits
+/// stay numbers).
+fn answer<T: serde::Serialize>(value: T) -> Answer {
+    Ok(Json(value).into_response())
+}
+
 /// The service's routes, page included.
 pub(crate) fn router(app: Arc<App>) -> Router {
     let api = Router::new()
         .route("/tokens", post(issue_token))
         .route("/whoami", get(whoami))
         .route("/recovery", get(recovery))
-        .route("/plans", get(plans))
+        .route("/plans", get(plans).post(create_plan))
         .route("/plans/{id}", get(plan))
         .route("/plans/{id}/approve", post(approve))
         .route("/plans/{id}/revoke", post(revoke))
         .route("/plans/{id}/cancel", post(cancel))
-        .route("/machines", get(machines))
+        .route("/plans/{id}/run", post(run_plan))
+        .route("/resume", post(resume))
+        .route(
+            "/releases",
+            post(publish).layer(DefaultBodyLimit::max(RELEASE_LIMIT)),
+        )
+        .route("/inventory", get(inventory))
+        .route("/drift", post(drift))
+        .route("/accounting", post(account))
+        .route("/recovery/observe", post(observe_recovery))
+        .route("/recovery/account", post(account_scopes))
+        .route("/recovery/{machine}/mark", post(mark_scope))
+        .route("/recovery/{machine}/release", post(release_scope))
+        .route("/recovery/leave", post(leave_recovery))
+        .route("/machines", get(machines).post(add_machine))
         .route("/machines/{id}/timeline", get(timeline))
         .route("/machines/{id}/freeze", post(freeze))
         .route("/machines/{id}/unfreeze", post(unfreeze))
@@ -178,13 +233,19 @@ impl axum::extract::FromRequestParts<Arc<App>> for Caller {
         parts: &mut axum::http::request::Parts,
         app: &Arc<App>,
     ) -> Result<Self, Problem> {
-        let peer = parts
-            .extensions
-            .get::<Peer>()
-            .cloned()
-            .unwrap_or(Peer(None));
-        caller(app, &peer, &parts.headers).await.map(Caller)
+        caller(app, &peer_of(parts), &parts.headers)
+            .await
+            .map(Caller)
     }
+}
+
+/// The principal the connection's certificate proved, if any.
+fn peer_of(parts: &axum::http::request::Parts) -> Peer {
+    parts
+        .extensions
+        .get::<Peer>()
+        .cloned()
+        .unwrap_or(Peer(None))
 }
 
 /// An API request's principal, refused in recovery mode.
@@ -205,11 +266,40 @@ pub(crate) async fn refuse_in_recovery(app: &App) -> Result<(), Problem> {
     Ok(())
 }
 
+/// An API request's proven principal, in recovery mode too: the recovery routes'.
+pub(crate) struct Recoverer(pub(crate) Principal);
+
+impl axum::extract::FromRequestParts<Arc<App>> for Recoverer {
+    type Rejection = Problem;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        app: &Arc<App>,
+    ) -> Result<Self, Problem> {
+        principal(app, &peer_of(parts), &parts.headers)
+            .await
+            .map(Recoverer)
+    }
+}
+
 fn acting(principal: &Principal, role: &str) -> Result<Actor, Problem> {
     let role: Role = role
         .parse()
         .map_err(|e: String| Problem::new(StatusCode::BAD_REQUEST, e))?;
     Ok(Actor::new(principal.id.clone(), role))
+}
+
+/// Acts made by `principal` in `role`.
+fn acts(app: &App, principal: &Principal, role: &str) -> Result<Direct, Problem> {
+    Ok(app.grounds.acting(Ok(acting(principal, role)?)))
+}
+
+/// Reads, and the controller's acts a principal asks for (no role of theirs).
+fn reading(app: &App, principal: &Principal) -> Direct {
+    app.grounds.acting(Err(format!(
+        "{} asked without a role: an act names the role it is made in (\"as\")",
+        principal.id
+    )))
 }
 
 async fn healthz() -> &'static str {
@@ -267,31 +357,44 @@ async fn whoami(
     )
 }
 
-async fn recovery(
-    State(app): State<Arc<App>>,
-    Extension(peer): Extension<Peer>,
-    headers: HeaderMap,
-) -> Answer {
-    principal(&app, &peer, &headers).await?;
-    let machines = app.timed(app.store.machines()).await?;
-    let epoch = app.timed(app.store.current_epoch()).await?;
-    let scopes: Vec<serde_json::Value> = machines
-        .iter()
-        .map(|m| json!({ "machine": m.id, "scope": m.scope.to_string() }))
-        .collect();
-    ok(json!({
-        "recoveryMode": machines.iter().any(|m| m.scope != crate::contract::recovery::ScopeState::Normal),
-        "epoch": epoch.to_string(),
-        "scopes": scopes,
-    }))
+async fn recovery(State(app): State<Arc<App>>, Recoverer(principal): Recoverer) -> Answer {
+    answer(reading(&app, &principal).recovery_status().await?)
 }
 
-async fn plans(State(app): State<Arc<App>>, Caller(_): Caller) -> Answer {
-    ok(json!(app.timed(app.store.plans()).await?))
+async fn plans(State(app): State<Arc<App>>, Caller(p): Caller) -> Answer {
+    answer(reading(&app, &p).plans().await?)
 }
 
 async fn plan(State(app): State<Arc<App>>, Caller(_): Caller, Path(id): Path<String>) -> Answer {
-    ok(json!(app.timed(app.store.plan(&id)).await?))
+    answer(app.timed(app.store.plan(&id)).await?)
+}
+
+async fn machines(State(app): State<Arc<App>>, Caller(p): Caller) -> Answer {
+    answer(reading(&app, &p).machines().await?)
+}
+
+async fn inventory(State(app): State<Arc<App>>, Caller(p): Caller) -> Answer {
+    answer(reading(&app, &p).inventory().await?)
+}
+
+async fn timeline(
+    State(app): State<Arc<App>>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+) -> Answer {
+    answer(reading(&app, &p).history(&id).await?)
+}
+
+async fn blankets(State(app): State<Arc<App>>, Caller(p): Caller) -> Answer {
+    answer(reading(&app, &p).blankets().await?)
+}
+
+async fn principals(State(app): State<Arc<App>>, Caller(p): Caller) -> Answer {
+    answer(reading(&app, &p).principals().await?)
+}
+
+async fn journal(State(app): State<Arc<App>>, Caller(p): Caller) -> Answer {
+    answer(reading(&app, &p).identity_journal().await?)
 }
 
 /// An act's body: the role it is made in, and what some acts need.
@@ -305,21 +408,21 @@ struct ActBody {
     reason: Option<String>,
 }
 
+fn reason(body: &ActBody) -> Result<&str, Problem> {
+    body.reason
+        .as_deref()
+        .ok_or_else(|| Problem::new(StatusCode::BAD_REQUEST, "a reason is required"))
+}
+
 async fn approve(
     State(app): State<Arc<App>>,
     Caller(principal): Caller,
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
-    let actor = acting(&principal, &body.role)?;
-    let mark = if body.blanket {
-        app.store.approve_under_blanket(&actor, &id).await?
-    } else {
-        app.store.approve(&actor, &id).await?
-    };
-    ok(
-        json!({ "plan": id, "approvedBy": actor.id, "underGrant": body.blanket, "selfApproval": mark.to_string() }),
-    )
+    let acts = acts(&app, &principal, &body.role)?;
+    let approval = acts.approve(&id, body.blanket).await?;
+    answer(approval)
 }
 
 async fn revoke(
@@ -328,9 +431,10 @@ async fn revoke(
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
-    let actor = acting(&principal, &body.role)?;
-    app.store.revoke_approval(&actor, &id).await?;
-    ok(json!({ "plan": id, "revokedBy": actor.id }))
+    acts(&app, &principal, &body.role)?
+        .revoke_approval(&id)
+        .await?;
+    ok(json!({ "plan": id, "revokedBy": principal.id }))
 }
 
 async fn cancel(
@@ -339,27 +443,8 @@ async fn cancel(
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
-    let actor = acting(&principal, &body.role)?;
-    app.store.cancel_plan(&actor, &id).await?;
-    ok(json!({ "plan": id, "cancelledBy": actor.id }))
-}
-
-async fn machines(State(app): State<Arc<App>>, Caller(_): Caller) -> Answer {
-    ok(json!(app.timed(app.store.machines()).await?))
-}
-
-async fn timeline(
-    State(app): State<Arc<App>>,
-    Caller(_): Caller,
-    Path(id): Path<String>,
-) -> Answer {
-    ok(json!(app.timed(app.store.timeline(&id)).await?))
-}
-
-fn reason(body: &ActBody) -> Result<&str, Problem> {
-    body.reason
-        .as_deref()
-        .ok_or_else(|| Problem::new(StatusCode::BAD_REQUEST, "a reason is required"))
+    acts(&app, &principal, &body.role)?.cancel(&id).await?;
+    ok(json!({ "plan": id, "cancelledBy": principal.id }))
 }
 
 async fn freeze(
@@ -368,9 +453,10 @@ async fn freeze(
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
-    let actor = acting(&principal, &body.role)?;
-    app.store.freeze(&actor, &id, reason(&body)?).await?;
-    ok(json!({ "machine": id, "frozenBy": actor.id }))
+    acts(&app, &principal, &body.role)?
+        .freeze(&id, reason(&body)?)
+        .await?;
+    ok(json!({ "machine": id, "frozenBy": principal.id }))
 }
 
 async fn unfreeze(
@@ -379,13 +465,10 @@ async fn unfreeze(
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
-    let actor = acting(&principal, &body.role)?;
-    app.store.unfreeze(&actor, &id, reason(&body)?).await?;
-    ok(json!({ "machine": id, "unfrozenBy": actor.id }))
-}
-
-async fn blankets(State(app): State<Arc<App>>, Caller(_): Caller) -> Answer {
-    ok(json!(app.timed(app.store.blanket_approvals()).await?))
+    acts(&app, &principal, &body.role)?
+        .unfreeze(&id, reason(&body)?)
+        .await?;
+    ok(json!({ "machine": id, "unfrozenBy": principal.id }))
 }
 
 #[derive(Deserialize)]
@@ -403,13 +486,11 @@ async fn grant_blanket(
     Caller(principal): Caller,
     Json(body): Json<GrantBody>,
 ) -> Answer {
-    let actor = acting(&principal, &body.role)?;
     let lasting = SpanMs(body.lasting_secs.saturating_mul(1000));
-    let granted = app
-        .store
-        .grant_blanket_approval(&actor, &body.cluster, &body.reason, lasting)
+    let granted = acts(&app, &principal, &body.role)?
+        .grant_blanket(&body.cluster, &body.reason, lasting)
         .await?;
-    ok(json!(granted))
+    answer(granted)
 }
 
 async fn revoke_blanket(
@@ -418,17 +499,10 @@ async fn revoke_blanket(
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
-    let actor = acting(&principal, &body.role)?;
-    app.store.revoke_blanket_approval(&actor, &id).await?;
-    ok(json!({ "blanket": id, "revokedBy": actor.id }))
-}
-
-async fn principals(State(app): State<Arc<App>>, Caller(_): Caller) -> Answer {
-    ok(json!(app.timed(app.store.principals()).await?))
-}
-
-async fn journal(State(app): State<Arc<App>>, Caller(_): Caller) -> Answer {
-    ok(json!(app.timed(app.store.identity_journal()).await?))
+    acts(&app, &principal, &body.role)?
+        .revoke_blanket(&id)
+        .await?;
+    ok(json!({ "blanket": id, "revokedBy": principal.id }))
 }
 
 #[derive(Deserialize)]
@@ -458,13 +532,6 @@ async fn register(
     Caller(principal): Caller,
     Json(body): Json<RegisterBody>,
 ) -> Answer {
-    let actor = acting(&principal, &body.role)?;
-    if !crate::identity::valid_identifier(&body.id) {
-        return Err(Problem::new(
-            StatusCode::BAD_REQUEST,
-            format!("{:?} is not a principal identifier", body.id),
-        ));
-    }
     let kind = if body.token {
         PrincipalKind::Token {
             responsible: body.responsible.clone(),
@@ -477,8 +544,10 @@ async fn register(
         kind,
         roles: roles(&body.roles)?,
     };
-    app.store.register_principal(&actor, spec).await?;
-    ok(json!({ "principal": body.id, "registeredBy": actor.id }))
+    acts(&app, &principal, &body.role)?
+        .register_principal(spec)
+        .await?;
+    ok(json!({ "principal": body.id, "registeredBy": principal.id }))
 }
 
 #[derive(Deserialize)]
@@ -495,11 +564,10 @@ async fn change_roles(
     Path(id): Path<String>,
     Json(body): Json<RolesBody>,
 ) -> Answer {
-    let actor = acting(&principal, &body.role)?;
-    app.store
-        .change_roles(&actor, &id, roles(&body.roles)?)
+    acts(&app, &principal, &body.role)?
+        .change_roles(&id, roles(&body.roles)?)
         .await?;
-    ok(json!({ "principal": id, "roles": body.roles, "changedBy": actor.id }))
+    ok(json!({ "principal": id, "roles": body.roles, "changedBy": principal.id }))
 }
 
 async fn revoke_identity(
@@ -508,7 +576,153 @@ async fn revoke_identity(
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
-    let actor = acting(&principal, &body.role)?;
-    app.store.revoke_identity(&actor, &id).await?;
-    ok(json!({ "principal": id, "revokedBy": actor.id }))
+    acts(&app, &principal, &body.role)?
+        .revoke_identity(&id)
+        .await?;
+    ok(json!({ "principal": id, "revokedBy": principal.id }))
+}
+
+/// The body of an act carrying one piece of data besides its role.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct With<T> {
+    #[serde(rename = "as")]
+    role: String,
+    #[serde(alias = "spec", alias = "release", alias = "plan", alias = "request")]
+    data: T,
+}
+
+/// Only a role.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoleOnly {
+    #[serde(rename = "as")]
+    role: String,
+}
+
+async fn add_machine(
+    State(app): State<Arc<App>>,
+    Caller(principal): Caller,
+    Json(body): Json<With<MachineSpec>>,
+) -> Answer {
+    let id = body.data.id.clone();
+    acts(&app, &principal, &body.role)?
+        .add_machine(body.data)
+        .await?;
+    ok(json!({ "machine": id, "addedBy": principal.id }))
+}
+
+async fn publish(
+    State(app): State<Arc<App>>,
+    Caller(principal): Caller,
+    Json(body): Json<With<PublishRequest>>,
+) -> Answer {
+    let published = acts(&app, &principal, &body.role)?
+        .publish(body.data)
+        .await?;
+    tracing::info!(release = %published.release, by = %principal.id, "release published");
+    answer(published)
+}
+
+async fn create_plan(
+    State(app): State<Arc<App>>,
+    Caller(principal): Caller,
+    Json(body): Json<With<PlanRequest>>,
+) -> Answer {
+    let created = acts(&app, &principal, &body.role)?
+        .create_plan(body.data)
+        .await?;
+    answer(created)
+}
+
+/// The service's own deadlines govern; these only satisfy the signature.
+const SERVICE_DEADLINES: Deadlines = Deadlines {
+    settle_floor_secs: 30,
+    max_transport_deadline_secs: 300,
+};
+
+async fn run_plan(
+    State(app): State<Arc<App>>,
+    Caller(principal): Caller,
+    Path(id): Path<String>,
+) -> Answer {
+    tracing::info!(plan = %id, by = %principal.id, "run asked for");
+    let report = reading(&app, &principal)
+        .run(Some(&id), SERVICE_DEADLINES)
+        .await?;
+    answer(report)
+}
+
+async fn resume(State(app): State<Arc<App>>, Caller(principal): Caller) -> Answer {
+    tracing::info!(by = %principal.id, "resume asked for");
+    let report = reading(&app, &principal)
+        .run(None, SERVICE_DEADLINES)
+        .await?;
+    answer(report)
+}
+
+async fn drift(State(app): State<Arc<App>>, Caller(principal): Caller) -> Answer {
+    answer(reading(&app, &principal).drift().await?)
+}
+
+async fn account(
+    State(app): State<Arc<App>>,
+    Caller(principal): Caller,
+    Json(body): Json<With<AccountingRequest>>,
+) -> Answer {
+    acts(&app, &principal, &body.role)?
+        .account(body.data)
+        .await?;
+    ok(json!({ "accountedBy": principal.id }))
+}
+
+async fn observe_recovery(State(app): State<Arc<App>>, Recoverer(principal): Recoverer) -> Answer {
+    let pass = reading(&app, &principal)
+        .observe_recovery(SERVICE_DEADLINES)
+        .await?;
+    answer(pass)
+}
+
+async fn account_scopes(
+    State(app): State<Arc<App>>,
+    Recoverer(principal): Recoverer,
+    Json(body): Json<With<ScopeAccounting>>,
+) -> Answer {
+    let lines = acts(&app, &principal, &body.role)?
+        .account_scopes(body.data)
+        .await?;
+    answer(lines)
+}
+
+async fn mark_scope(
+    State(app): State<Arc<App>>,
+    Recoverer(principal): Recoverer,
+    Path(machine): Path<String>,
+    Json(body): Json<RoleOnly>,
+) -> Answer {
+    let marked = acts(&app, &principal, &body.role)?
+        .mark_scope(&machine)
+        .await?;
+    answer(marked)
+}
+
+async fn release_scope(
+    State(app): State<Arc<App>>,
+    Recoverer(principal): Recoverer,
+    Path(machine): Path<String>,
+    Json(body): Json<RoleOnly>,
+) -> Answer {
+    acts(&app, &principal, &body.role)?
+        .release_scope(&machine)
+        .await?;
+    ok(json!({ "machine": machine, "releasedBy": principal.id }))
+}
+
+async fn leave_recovery(
+    State(app): State<Arc<App>>,
+    Recoverer(principal): Recoverer,
+    Json(body): Json<RoleOnly>,
+) -> Answer {
+    acts(&app, &principal, &body.role)?.leave_recovery().await?;
+    ok(json!({ "leftBy": principal.id }))
 }

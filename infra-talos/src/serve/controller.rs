@@ -27,7 +27,7 @@ pub struct PassSettings {
 /// Runs the loop until `stopped` turns `true`, between plans.
 pub(crate) async fn run(
     app: Arc<App>,
-    executor: Executor,
+    executor: Arc<Executor>,
     settings: PassSettings,
     mut stopped: watch::Receiver<bool>,
 ) {

@@ -42,6 +42,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{Mutex, watch};
 
+use crate::acts::{Controller, Grounds, Keys};
+use crate::backend::Inventory;
 use crate::contract::recovery::ScopeState;
 use crate::controller::Executor;
 use crate::keys::KeyProvider;
@@ -86,9 +88,26 @@ pub enum ServeError {
     Random(String),
 }
 
+/// The store the service works on, with its inventory lookups.
+#[derive(Clone)]
+pub struct Stores {
+    /// The contract's store.
+    pub store: Arc<dyn Store>,
+    /// Its inventory.
+    pub inventory: Arc<dyn Inventory>,
+}
+
+impl std::fmt::Debug for Stores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stores").finish_non_exhaustive()
+    }
+}
+
 /// Shared by every request and the controller loop.
 pub(crate) struct App {
     pub(crate) store: Arc<dyn Store>,
+    /// What the API's acts are made on (see [`crate::acts`]).
+    pub(crate) grounds: Grounds,
     /// The process's clock, and wall time read from it.
     pub(crate) clock: Arc<dyn infra_core::engine::Clock>,
     pub(crate) wall: crate::backend::WallTime,
@@ -159,7 +178,7 @@ impl Running {
 ///
 /// A TLS configuration that cannot be used, or no randomness for its signing key.
 pub async fn start(
-    store: Arc<dyn Store>,
+    stores: Stores,
     executor: Option<Executor>,
     settings: ServeSettings,
     listener: TcpListener,
@@ -172,8 +191,26 @@ pub async fn start(
     let addr = listener.local_addr().map_err(ServeError::Listen)?;
     let clock: Arc<dyn infra_core::engine::Clock> =
         Arc::new(infra_core::engine::SystemClock::new());
+    let executor = executor.map(Arc::new);
+    let grounds = Grounds {
+        store: Arc::clone(&stores.store),
+        inventory: stores.inventory,
+        keys: settings.keys.clone().map_or_else(
+            || Keys::Missing("this service holds no keys".into()),
+            Keys::Provider,
+        ),
+        controller: executor.as_ref().map_or_else(
+            || {
+                Controller::Absent(
+                    "this service runs no controller (started with --no-controller)".into(),
+                )
+            },
+            |e| Controller::Running(Arc::clone(e)),
+        ),
+    };
     let app = Arc::new(App {
-        store,
+        store: stores.store,
+        grounds,
         wall: crate::backend::WallTime::system(Arc::clone(&clock)),
         clock,
         keys: settings.keys.clone(),

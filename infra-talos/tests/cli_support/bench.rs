@@ -265,6 +265,17 @@ impl Bench {
     /// this bench's store; with `controller`, an executor reaching the simulated node
     /// runs approved plans every 100 ms. Returns it and its base URL.
     pub async fn serve(&self, controller: bool) -> (infra_talos::serve::Running, String) {
+        self.serve_every(controller, std::time::Duration::from_millis(100))
+            .await
+    }
+
+    /// As [`Bench::serve`], with the controller looking for approved plans every
+    /// `every` (its first pass at start).
+    pub async fn serve_every(
+        &self,
+        controller: bool,
+        every: std::time::Duration,
+    ) -> (infra_talos::serve::Running, String) {
         use std::sync::Arc;
 
         use infra_core::engine::SystemClock;
@@ -292,11 +303,12 @@ impl Bench {
             )
             .await;
         }
-        let store: Arc<dyn Store> = Arc::new(
+        let opened = Arc::new(
             SqliteStore::open(&self.dir.path().join("store.db"))
                 .await
                 .expect("store"),
         );
+        let store: Arc<dyn Store> = opened.clone();
         let read = |name: &str| std::fs::read_to_string(pki.join(name)).expect("pki file");
         let keyring: Arc<dyn infra_talos::keys::KeyProvider> =
             Arc::new(LocalKeyring::open(self.dir.path().join("keys")).expect("keyring"));
@@ -306,7 +318,7 @@ impl Bench {
             server_certificate_pem: read("server.crt"),
             server_key_pem: read("server.key"),
             passes: PassSettings {
-                every: std::time::Duration::from_millis(100),
+                every,
                 drift_every: std::time::Duration::from_secs(3600),
             },
         };
@@ -339,7 +351,11 @@ impl Bench {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("listener");
-        let running = infra_talos::serve::start(store, executor, settings, listener)
+        let stores = infra_talos::serve::Stores {
+            store,
+            inventory: opened,
+        };
+        let running = infra_talos::serve::start(stores, executor, settings, listener)
             .await
             .expect("service");
         let base = format!("https://127.0.0.1:{}", running.addr.port());

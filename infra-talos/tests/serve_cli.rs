@@ -1,0 +1,297 @@
+//! The command line through the service (`--server`): every act reaches the store
+//! only through the service's API, proven by a client certificate or a token, and
+//! prints what the same act prints on the database, with the same exit code.
+//!
+//! Each command here is given a database that does not exist: had it been opened,
+//! the command would have failed.
+
+mod cli_support;
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use cli_support::bench::{
+    ALICE, BOB, Bench, HANDOVER, HANDOVER_RELEASE, MACHINE, RELEASE, ROOT, Ran, artifact,
+};
+use cli_support::{PKI, acting};
+use infra_talos::cli::{Io, run};
+
+/// How the command line reaches the service.
+enum Proof<'a> {
+    /// The principal's client certificate, acting in a role.
+    Certificate(Option<(&'a str, &'a str)>),
+    /// A token file, acting in a role.
+    Token(&'a std::path::Path, &'a str),
+    /// Nothing.
+    None,
+}
+
+async fn remote(bench: &Bench, base: &str, proof: Proof<'_>, args: &[&str]) -> Ran {
+    let dir = bench.dir.path();
+    let mut env = BTreeMap::new();
+    // A store that does not exist: through the service, it is never opened.
+    env.insert(
+        "INFRA_TALOS_DATABASE".to_owned(),
+        format!("sqlite:{}", dir.join("absent").join("none.db").display()),
+    );
+    let mut line: Vec<String> = vec![
+        "infra-talos".into(),
+        "--server".into(),
+        base.into(),
+        "--server-ca".into(),
+        dir.join(PKI).join("ca.crt").display().to_string(),
+    ];
+    match proof {
+        Proof::Certificate(actor) => line.extend(acting(dir, actor)),
+        Proof::Token(file, role) => line.extend([
+            "--token-file".into(),
+            file.display().to_string(),
+            "--as".into(),
+            role.into(),
+        ]),
+        Proof::None => {}
+    }
+    line.extend(args.iter().map(|a| (*a).to_owned()));
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let mut io = Io {
+        out: &mut out,
+        err: &mut err,
+        env,
+    };
+    let code = run(line, &mut io).await;
+    Ran {
+        code,
+        out: String::from_utf8(out).expect("stdout is UTF-8"),
+        err: String::from_utf8(err).expect("stderr is UTF-8"),
+    }
+}
+
+async fn remote_ok(
+    bench: &Bench,
+    base: &str,
+    actor: Option<(&str, &str)>,
+    args: &[&str],
+) -> String {
+    let ran = remote(bench, base, Proof::Certificate(actor), args).await;
+    assert_eq!(
+        ran.code,
+        ExitCode::SUCCESS,
+        "{args:?}: {}{}",
+        ran.out,
+        ran.err
+    );
+    ran.out
+}
+
+/// The same command by both roads: the same exit code, output and error.
+async fn same_by_both_roads(
+    bench: &Bench,
+    base: &str,
+    actor: Option<(&str, &str)>,
+    args: &[&str],
+) -> Ran {
+    let direct = bench.cli(actor, args).await;
+    let through = remote(bench, base, Proof::Certificate(actor), args).await;
+    assert_eq!(
+        (direct.code, &direct.out, &direct.err),
+        (through.code, &through.out, &through.err),
+        "{args:?} differs between the database and the service"
+    );
+    through
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_acts_through_the_service() {
+    let bench = Bench::imported().await;
+    // The first release through the database makes the keyring's key, which the
+    // service then seals with (a service makes no keys).
+    bench.publish(HANDOVER_RELEASE).await;
+    let (service, base) = bench.serve_every(true, Duration::from_secs(3600)).await;
+
+    // The handover: planned, refused to a publisher, approved, and run, all through
+    // the service.
+    let planned = remote_ok(
+        &bench,
+        &base,
+        ALICE,
+        &["plan", MACHINE, "--adopt", "--id", HANDOVER],
+    )
+    .await;
+    assert!(
+        planned.starts_with("plan handover created by alice (publisher) for machine m1: adopt"),
+        "{planned}"
+    );
+    let refused = same_by_both_roads(&bench, &base, ALICE, &["approve", HANDOVER]).await;
+    assert_eq!(refused.code, ExitCode::from(1), "{}", refused.err);
+    assert!(refused.err.starts_with("refused: "), "{}", refused.err);
+    remote_ok(&bench, &base, BOB, &["approve", HANDOVER]).await;
+    let ran = remote_ok(&bench, &base, BOB, &["run", HANDOVER]).await;
+    assert!(ran.ends_with("nothing was sent\n"), "{ran}");
+
+    // A release uploaded to the service and sealed there; a plan, its approval and
+    // its run.
+    let file = bench.dir.path().join("m1-rel-1.yaml");
+    std::fs::write(&file, artifact(RELEASE)).expect("artifact file");
+    let pair = format!("{MACHINE}={}", file.display());
+    let published = remote_ok(
+        &bench,
+        &base,
+        ALICE,
+        &[
+            "publish",
+            RELEASE,
+            "--artifact",
+            &pair,
+            "--authored-by",
+            "ann",
+        ],
+    )
+    .await;
+    assert!(
+        published.starts_with("release rel-1 published by alice (publisher), sealed with key artifacts:\n  m1  digest "),
+        "{published}"
+    );
+    let planned = remote_ok(
+        &bench,
+        &base,
+        ALICE,
+        &["plan", MACHINE, "--id", "p1", "--transport-deadline", "1"],
+    )
+    .await;
+    assert!(planned.ends_with("state proposed\n"), "{planned}");
+    remote_ok(&bench, &base, BOB, &["approve", "p1"]).await;
+    assert!(bench.applies().is_empty(), "nothing is sent before the run");
+    let ran = remote_ok(&bench, &base, ALICE, &["run", "p1"]).await;
+    assert!(ran.contains("is completed after 1 send(s)"), "{ran}");
+    assert_eq!(bench.applies().len(), 1);
+
+    // Reads print the same by either road, a typo's suggestion included.
+    for args in [
+        &["timeline", MACHINE, "--json"][..],
+        &["timeline", MACHINE],
+        &["inventory", "list"],
+        &["inventory", "list", "--json"],
+        &["blanket", "list"],
+        &["principal", "journal"],
+        &["recovery", "status", "--json"],
+        &["timeline", "m2"],
+    ] {
+        same_by_both_roads(&bench, &base, BOB, args).await;
+    }
+    let typo = remote(&bench, &base, Proof::Certificate(BOB), &["timeline", "m2"]).await;
+    assert!(typo.err.contains("did you mean 'm1'?"), "{}", typo.err);
+
+    // Drift through the service's controller: the machine is as applied.
+    let drift = remote_ok(&bench, &base, BOB, &["drift"]).await;
+    assert!(
+        drift.contains("1 machine(s) observed: 0 with an open drift record, 0 not read"),
+        "{drift}"
+    );
+
+    // Acts on principals through the service, by the administrator only.
+    let refused = same_by_both_roads(
+        &bench,
+        &base,
+        BOB,
+        &["principal", "add", "eve", "--role", "approver"],
+    )
+    .await;
+    assert_eq!(refused.code, ExitCode::from(1), "{}", refused.err);
+    let added = remote_ok(
+        &bench,
+        &base,
+        ROOT,
+        &["principal", "add", "carol", "--role", "approver"],
+    )
+    .await;
+    assert_eq!(
+        added,
+        "principal carol registered by root (recovery-admin): approver\n"
+    );
+
+    // A token the service issued proves bob without his certificate.
+    let token = remote_ok(&bench, &base, BOB, &["token", "--lifetime", "10m"]).await;
+    let token_file = bench.dir.path().join("bob.token");
+    std::fs::write(&token_file, &token).expect("token file");
+    let granted = remote(
+        &bench,
+        &base,
+        Proof::Token(&token_file, "approver"),
+        &[
+            "blanket",
+            "grant",
+            "--cluster",
+            &bench.sim.facts().cluster_id,
+            "--reason",
+            "rollout",
+            "--for",
+            "1h",
+        ],
+    )
+    .await;
+    assert_eq!(granted.code, ExitCode::SUCCESS, "{}", granted.err);
+    assert!(
+        granted.out.contains("granted for cluster"),
+        "{}",
+        granted.out
+    );
+    assert!(granted.out.contains("by bob (approver)"), "{}", granted.out);
+
+    // Refused on every path: no proof, a made-up token, a token asking for a
+    // token, and the acts made on the store only.
+    let none = remote(&bench, &base, Proof::None, &["inventory", "list"]).await;
+    assert_eq!(none.code, ExitCode::from(2), "{}", none.err);
+    assert!(none.err.contains("no proof of identity"), "{}", none.err);
+    let forged = bench.dir.path().join("forged.token");
+    std::fs::write(&forged, "v1.bob.9999999999999.AAAA").expect("forged token");
+    let forged = remote(
+        &bench,
+        &base,
+        Proof::Token(&forged, "approver"),
+        &["inventory", "list"],
+    )
+    .await;
+    assert_eq!(forged.code, ExitCode::from(2), "{}", forged.err);
+    assert!(forged.err.contains("no proven principal"), "{}", forged.err);
+    let again = remote(
+        &bench,
+        &base,
+        Proof::Token(&token_file, "approver"),
+        &["token"],
+    )
+    .await;
+    assert_eq!(again.code, ExitCode::from(1), "{}", again.err);
+    assert!(
+        again
+            .err
+            .contains("only to a principal proven by its client certificate"),
+        "{}",
+        again.err
+    );
+    for args in [
+        &["init", "--admin", "mallory", "--pki", "elsewhere"][..],
+        &[
+            "recovery",
+            "enter",
+            "--stopped-at",
+            "2026-12-01T00:00:00Z",
+            "--backup",
+            "database=x@2026-12-01T00:00:00Z",
+        ],
+    ] {
+        let ran = remote(&bench, &base, Proof::Certificate(ROOT), args).await;
+        assert_eq!(ran.code, ExitCode::from(2), "{args:?}: {}", ran.err);
+        assert!(
+            ran.err.contains("is made on the store (--database)"),
+            "{}",
+            ran.err
+        );
+    }
+    // The store the commands were given was never made.
+    assert!(!bench.dir.path().join("absent").exists());
+
+    service.shutdown().await;
+    bench.stop().await;
+}
