@@ -302,6 +302,34 @@ fn csrf_of(html: &str) -> String {
     html[at..].split('"').next().unwrap().to_owned()
 }
 
+/// Signs `who` in on the page with a token the service issued to its certificate;
+/// returns the session cookie (`name=value`), checked to be HttpOnly, Secure and
+/// SameSite=Strict.
+async fn sign_in(
+    browser: &reqwest::Client,
+    dir: &std::path::Path,
+    base: &str,
+    who: &str,
+) -> String {
+    let login = reqwest_text(browser, &format!("{base}/login")).await;
+    let login_csrf = csrf_of(&login);
+    let token = token_for(dir, base, who).await;
+    let r = browser
+        .post(format!("{base}/login"))
+        .form(&[("token", token.as_str()), ("csrf", login_csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("Secure"),
+        "{cookie}"
+    );
+    assert!(cookie.contains("SameSite=Strict"), "{cookie}");
+    cookie.split(';').next().unwrap().to_owned()
+}
+
 /// A token the service issues to `who`'s certificate.
 async fn token_for(dir: &std::path::Path, base: &str, who: &str) -> String {
     let issued: Value = https(dir, Some(who))
@@ -365,30 +393,8 @@ async fn the_approval_page_needs_a_session_a_csrf_value_and_the_approver_role() 
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
 
     // Signing in sets the session cookie.
-    let sign_in = |who: &'static str| {
-        let browser = browser.clone();
-        let login_csrf = login_csrf.clone();
-        let base = base.clone();
-        async move {
-            let token = token_for(dir, &base, who).await;
-            let r = browser
-                .post(format!("{base}/login"))
-                .form(&[("token", token.as_str()), ("csrf", login_csrf.as_str())])
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), StatusCode::SEE_OTHER);
-            let cookie = r.headers()["set-cookie"].to_str().unwrap().to_owned();
-            assert!(
-                cookie.contains("HttpOnly") && cookie.contains("Secure"),
-                "{cookie}"
-            );
-            assert!(cookie.contains("SameSite=Strict"), "{cookie}");
-            cookie.split(';').next().unwrap().to_owned()
-        }
-    };
-    let alice = sign_in("alice").await;
-    let bob = sign_in("bob").await;
+    let alice = sign_in(&browser, dir, &base, "alice").await;
+    let bob = sign_in(&browser, dir, &base, "bob").await;
 
     // A publisher reads the plan but is offered no approve form, and a forged
     // approval of hers is refused.
@@ -460,6 +466,122 @@ async fn the_approval_page_needs_a_session_a_csrf_value_and_the_approver_role() 
         .await
         .unwrap();
     assert!(timeline.contains("approval"), "{timeline}");
+    service.shutdown().await;
+    bench.stop().await;
+}
+
+/// A drift record settled from the page: a publisher plans the adoption with the
+/// drift page's form (an approver, holding no publisher role, is offered none and is
+/// refused), and once approved and run, Applied is what the machine runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drift_record_is_settled_from_the_page() {
+    let bench = Bench::new().await;
+    let drifted = b"machine:\n  type: controlplane\n  # changed out of band\n".to_vec();
+    bench.sim.drift_config(drifted.clone());
+    let (service, base) = bench
+        .serve_every(true, std::time::Duration::from_secs(3600))
+        .await;
+    let dir = bench.dir.path();
+    let bob_api = https(dir, Some("bob"));
+    let pass: Value = bob_api
+        .post(format!("{base}/api/v1/drift"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(pass["readings"][0]["machine"], MACHINE, "{pass}");
+    let browser = https_with(dir, None, false);
+    let alice = sign_in(&browser, dir, &base, "alice").await;
+    let bob = sign_in(&browser, dir, &base, "bob").await;
+    let page_of = |cookie: String| {
+        let browser = browser.clone();
+        let url = format!("{base}/drift");
+        async move {
+            let r = browser
+                .get(url)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::OK);
+            r.text().await.unwrap()
+        }
+    };
+
+    // The approver sees the record but no plan form, and cannot plan by posting.
+    let html = page_of(bob.clone()).await;
+    assert!(html.contains("m1"), "{html}");
+    assert!(!html.contains("/machines/m1/adopt"), "{html}");
+    assert!(html.contains("a publisher makes plans"), "{html}");
+    let r = browser
+        .post(format!("{base}/machines/m1/adopt"))
+        .header("cookie", &bob)
+        .form(&[("csrf", csrf_of(&html).as_str()), ("as", "publisher")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+
+    // The publisher plans the adoption with the form, and lands on the plan.
+    let html = page_of(alice.clone()).await;
+    assert!(html.contains("action=\"/machines/m1/adopt\""), "{html}");
+    assert!(html.contains("action=\"/machines/m1/revert\""), "{html}");
+    let r = browser
+        .post(format!("{base}/machines/m1/adopt"))
+        .header("cookie", &alice)
+        .form(&[("csrf", csrf_of(&html).as_str()), ("as", "publisher")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let location = r.headers()["location"].to_str().unwrap().to_owned();
+    let plan = location
+        .strip_prefix("/plans/")
+        .expect("a plan page")
+        .to_owned();
+    assert!(plan.ends_with("-adopt"), "{plan}");
+    let shown: Value = bob_api
+        .get(format!("{base}/api/v1/plans/{plan}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["state"], "proposed", "{shown}");
+    assert_eq!(shown["kind"], "adopt", "{shown}");
+
+    // Approved and run: Applied is the drifted configuration, the record closed,
+    // and nothing was sent to the machine.
+    let sent_before = bench.applies().len();
+    for (path, body) in [
+        (
+            format!("{base}/api/v1/plans/{plan}/approve"),
+            json!({"as": "approver"}),
+        ),
+        (format!("{base}/api/v1/plans/{plan}/run"), json!({})),
+    ] {
+        let r = bob_api.post(path).json(&body).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{}", r.text().await.unwrap());
+    }
+    let machines: Value = bob_api
+        .get(format!("{base}/api/v1/machines"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        machines[0]["applied_digest"],
+        infra_talos::config_digest(&drifted).to_hex(),
+        "{machines}"
+    );
+    assert!(machines[0]["open_drift"].is_null(), "{machines}");
+    assert_eq!(bench.applies().len(), sent_before);
     service.shutdown().await;
     bench.stop().await;
 }

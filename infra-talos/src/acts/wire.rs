@@ -111,6 +111,35 @@ pub struct PlanRequest {
     pub max_attempts: u32,
 }
 
+impl PlanRequest {
+    /// A plan's lifetime unless asked otherwise: a day.
+    pub const EXPIRES_IN_SECS: u64 = 86_400;
+    /// How old dispatch evidence may be unless asked otherwise.
+    pub const MAX_EVIDENCE_AGE_SECS: u64 = 60;
+    /// Each request's transport deadline unless asked otherwise.
+    pub const TRANSPORT_DEADLINE_SECS: u64 = 30;
+    /// The verification deadline unless asked otherwise.
+    pub const VERIFICATION_DEADLINE_SECS: u64 = 120;
+    /// The attempt budget unless asked otherwise.
+    pub const MAX_ATTEMPTS: u32 = 3;
+
+    /// An apply-config plan for `machine` with the default deadlines and budget.
+    #[must_use]
+    pub fn new(machine: impl Into<String>) -> PlanRequest {
+        PlanRequest {
+            machine: machine.into(),
+            id: None,
+            revert: false,
+            adopt: false,
+            expires_in_secs: Self::EXPIRES_IN_SECS,
+            max_evidence_age_secs: Self::MAX_EVIDENCE_AGE_SECS,
+            transport_deadline_secs: Self::TRANSPORT_DEADLINE_SECS,
+            verification_deadline_secs: Self::VERIFICATION_DEADLINE_SECS,
+            max_attempts: Self::MAX_ATTEMPTS,
+        }
+    }
+}
+
 /// A plan made, with the release it names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CreatedPlan {

@@ -60,7 +60,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 use serde::Deserialize;
 
-use crate::acts::{ActError, Acts, Controller, Grounds, Keys};
+use crate::acts::{ActError, Acts, Controller, Grounds, Keys, PlanRequest};
 use crate::contract::{Role, SpanMs};
 use crate::keys::LocalKeyring;
 use database::{Db, open_store};
@@ -325,19 +325,19 @@ pub struct PlanArgs {
     #[arg(long)]
     pub adopt: bool,
     /// Seconds until the plan expires.
-    #[arg(long, default_value_t = 86_400)]
+    #[arg(long, default_value_t = PlanRequest::EXPIRES_IN_SECS)]
     pub expires_in: u64,
     /// How old dispatch evidence may be, in seconds.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = PlanRequest::MAX_EVIDENCE_AGE_SECS)]
     pub max_evidence_age: u64,
     /// Transport deadline of each request, in seconds.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = PlanRequest::TRANSPORT_DEADLINE_SECS)]
     pub transport_deadline: u64,
     /// Verification deadline, in seconds.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = PlanRequest::VERIFICATION_DEADLINE_SECS)]
     pub verification_deadline: u64,
     /// The attempt budget.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = PlanRequest::MAX_ATTEMPTS)]
     pub max_attempts: u32,
 }
 

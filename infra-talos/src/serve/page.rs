@@ -10,7 +10,8 @@
 //! and a freeze or unfreeze its `reason`.
 //!
 //! Routes the pages link to: `/plans`, `/plans/{id}` (with `/approve`, `/revoke`,
-//! `/cancel`), `/drift`, `/machines/{id}/timeline` (with `/freeze`, `/unfreeze`),
+//! `/cancel`), `/drift`, `/machines/{id}/timeline` (with `/freeze`, `/unfreeze`,
+//! `/adopt`, `/revert`),
 //! `/login`, `/logout`.
 
 use std::fmt::Write as _;
@@ -794,8 +795,8 @@ pub(crate) fn timeline_page(who: &Who, machine: &MachineView, entries: &[Timelin
     document(&format!("Machine {}", machine.id), Some(who), &body)
 }
 
-/// The machines with an open drift record, with freeze and unfreeze forms and how to
-/// settle the record.
+/// The machines with an open drift record, with freeze and unfreeze forms and, for
+/// a publisher, the adopt and revert plans that settle the record.
 pub(crate) fn drift_page(who: &Who, machines: &[MachineView]) -> String {
     let drifted: Vec<&MachineView> = machines.iter().filter(|m| m.open_drift.is_some()).collect();
     let mut body = String::new();
@@ -805,11 +806,9 @@ pub(crate) fn drift_page(who: &Who, machines: &[MachineView]) -> String {
     }
     body.push_str(
         "<p>These machines run a configuration other than their Applied one. Until the \
-         record is settled, only a plan that binds it may commit. Settle it with a plan \
-         from the command set: an adoption keeps what the machine runs \
-         (<code>infra-talos plan MACHINE --adopt --as publisher</code>), a revert puts \
-         Applied back (<code>infra-talos plan MACHINE --revert --as publisher</code>); \
-         either then waits for approval here.</p>\n",
+         record is settled, only a plan that binds it may commit. A publisher settles it \
+         with a plan: an adoption keeps what the machine runs, a revert puts Applied \
+         back; either then waits for an approver here.</p>\n",
     );
     let freezers = who.among(&[
         Role::Author,
@@ -839,6 +838,24 @@ pub(crate) fn drift_page(who: &Who, machines: &[MachineView]) -> String {
                 &freezers,
                 reason,
                 "Freeze",
+            ));
+        }
+        if who.holds(Role::Publisher) {
+            for (act, label) in [
+                ("adopt", "Plan an adoption (keep what it runs)"),
+                ("revert", "Plan a revert (put Applied back)"),
+            ] {
+                body.push_str(&act_form(
+                    who,
+                    &format!("{base}/{act}"),
+                    &[Role::Publisher],
+                    "",
+                    label,
+                ));
+            }
+        } else {
+            body.push_str(&why_not(
+                "Planning an adoption or a revert is not offered: a publisher makes plans.",
             ));
         }
         if who.holds(Role::Approver) {

@@ -1,7 +1,7 @@
 //! The approval page's routes (server-rendered HTML, no script): sign-in with a
 //! token, plans awaiting approval with the redacted whole-configuration diff they
 //! would apply, approve / revoke / cancel forms, machine timelines and drift records
-//! with freeze / unfreeze.
+//! with freeze / unfreeze and the adopt and revert plans that settle them.
 //!
 //! Every page needs a proven principal (a client certificate, or the session cookie
 //! `POST /login` sets from a token the service issued); every form carries a CSRF
@@ -22,6 +22,7 @@ use super::api::{Peer, Problem, SESSION, principal, refuse_in_recovery, session_
 use super::auth::Proof;
 use super::page::{self, Who};
 use super::review::review_diff;
+use crate::acts::{Acts, PlanRequest};
 use crate::contract::Role;
 use crate::store::Actor;
 
@@ -263,6 +264,7 @@ fn role_for(act: &str, who: &Who) -> Option<Role> {
     let prefer: &[Role] = match act {
         "approve" | "unfreeze" => &[Role::Approver],
         "revoke" => &[Role::Approver, Role::RecoveryAdmin],
+        "adopt" | "revert" => &[Role::Publisher],
         "cancel" | "freeze" => &[
             Role::Approver,
             Role::Publisher,
@@ -362,7 +364,7 @@ async fn machine_act(
     if form.csrf != who.csrf {
         return refusal(Some(&who), forged());
     }
-    if !matches!(act.as_str(), "freeze" | "unfreeze") {
+    if !matches!(act.as_str(), "freeze" | "unfreeze" | "adopt" | "revert") {
         return refusal(
             Some(&who),
             Problem::new(StatusCode::NOT_FOUND, "no such act"),
@@ -373,6 +375,17 @@ async fn machine_act(
         return refusal(Some(&who), Problem::new(StatusCode::FORBIDDEN, text));
     };
     let actor = Actor::new(who.principal.clone(), role);
+    if matches!(act.as_str(), "adopt" | "revert") {
+        let mut request = PlanRequest::new(id.clone());
+        request.adopt = act == "adopt";
+        request.revert = act == "revert";
+        return match app.grounds.acting(Ok(actor)).create_plan(request).await {
+            Ok(created) => {
+                Redirect::to(&format!("/plans/{}", page::segment(&created.plan.id))).into_response()
+            }
+            Err(e) => refusal(Some(&who), e.into()),
+        };
+    }
     let reason = form.reason.unwrap_or_default();
     let done = if act == "freeze" {
         app.store.freeze(&actor, &id, &reason).await
