@@ -1154,7 +1154,11 @@ async fn a_world_persists_across_opens() {
     let reopened = SimCloud::open(&path).unwrap();
     assert_eq!(reopened.len(), 2);
     assert!(reopened.resource(&sg.handle).is_none());
-    // No temporary file is left behind.
+    // With every handle dropped, the journal is folded into the file, which alone
+    // holds the world; no journal or temporary file is left behind.
+    drop((aws, cloud, reopened));
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(file["resources"].as_array().unwrap().len(), 2, "{file}");
     let names: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())

@@ -106,9 +106,13 @@ async fn the_world_file_is_private_and_no_temporary_or_lock_file_stays() {
     let aws = cloud.backend("aws");
     create(&*aws, "web", &security_group()).await.unwrap();
     assert_eq!(mode(&path), 0o600);
-    // A file someone made readable to all is private again after the next write.
+    // A file someone made readable to all is private again once it is next written
+    // whole: here when the last handle is dropped and the journal, private from the
+    // start, is folded into it.
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     create(&*aws, "api", &security_group()).await.unwrap();
+    assert_eq!(mode(&path.with_file_name("world.json.journal")), 0o600);
+    drop((aws, cloud));
     assert_eq!(mode(&path), 0o600);
     assert_eq!(names_in(dir.path()), ["world.json"]);
 }
@@ -273,4 +277,114 @@ async fn each_new_world_file_draws_its_own_seed_and_keeps_it() {
         generated_secret(&SimCloud::new(9)).await,
         generated_secret(&SimCloud::new(9)).await
     );
+}
+
+/// A world of three security groups whose last two writes are journal lines, left as
+/// a killed process leaves it (no handle dropped, so nothing folded in); their handles.
+async fn killed_after_three_writes(path: &Path) -> Vec<String> {
+    let cloud = SimCloud::open(path).unwrap();
+    let aws = cloud.backend("aws");
+    let mut handles = Vec::new();
+    for name in ["web", "api", "db"] {
+        handles.push(create(&*aws, name, &security_group()).await.unwrap().handle);
+    }
+    std::mem::forget(aws);
+    std::mem::forget(cloud);
+    handles
+}
+
+fn handles_in(cloud: &SimCloud) -> Vec<String> {
+    let mut handles: Vec<String> = cloud.resources().into_iter().map(|r| r.handle).collect();
+    handles.sort();
+    handles
+}
+
+#[tokio::test]
+async fn a_write_is_a_journal_line_and_a_run_leaves_the_file_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("world.json");
+    let mut handles = killed_after_three_writes(&path).await;
+    handles.sort();
+    let journal = std::fs::read_to_string(path.with_file_name("world.json.journal")).unwrap();
+    assert_eq!(journal.lines().count(), 2, "the first write makes the file");
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(file["resources"].as_array().unwrap().len(), 1);
+    // The next open replays the journal; dropping its last handle folds it in.
+    let cloud = SimCloud::open(&path).unwrap();
+    assert_eq!(handles_in(&cloud), handles);
+    drop(cloud);
+    assert_eq!(names_in(dir.path()), ["world.json"]);
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(file["resources"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn a_journal_line_cut_short_was_never_made_and_is_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("world.json");
+    let mut handles = killed_after_three_writes(&path).await;
+    handles.sort();
+    let journal_path = path.with_file_name("world.json.journal");
+    let whole = std::fs::read(&journal_path).unwrap();
+    // A process killed in the middle of its append.
+    let mut torn = whole.clone();
+    torn.extend_from_slice(br#"{"rng":12,"nextId":9,"accounts":{},"put":[{"id":"#);
+    std::fs::write(&journal_path, &torn).unwrap();
+    let cloud = SimCloud::open(&path).unwrap();
+    assert_eq!(handles_in(&cloud), handles, "the cut line made nothing");
+    assert_eq!(
+        std::fs::read(&journal_path).unwrap(),
+        whole,
+        "and is cut off"
+    );
+    // The next write follows the last whole line.
+    let aws = cloud.backend("aws");
+    create(&*aws, "cache", &security_group()).await.unwrap();
+    drop((aws, cloud));
+    assert_eq!(SimCloud::open(&path).unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn a_broken_journal_line_is_refused_with_its_line_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("world.json");
+    killed_after_three_writes(&path).await;
+    let journal_path = path.with_file_name("world.json.journal");
+    let whole = std::fs::read_to_string(&journal_path).unwrap();
+    let broken = format!("{}\nnot a change\n", whole.lines().next().unwrap());
+    std::fs::write(&journal_path, &broken).unwrap();
+    let file_before = std::fs::read(&path).unwrap();
+    let err = SimCloud::open(&path).unwrap_err();
+    assert!(
+        matches!(err, WorldFileError::Malformed { line: 2, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("world.json.journal:2:"), "{err}");
+    assert_eq!(std::fs::read_to_string(&journal_path).unwrap(), broken);
+    assert_eq!(std::fs::read(&path).unwrap(), file_before);
+}
+
+#[tokio::test]
+async fn a_journal_replayed_over_the_file_it_was_folded_into_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("world.json");
+    let handles = killed_after_three_writes(&path).await;
+    // One more line: the first group deleted.
+    let cloud = SimCloud::open(&path).unwrap();
+    let aws = cloud.backend("aws");
+    aws.delete("securityGroup", PARIS, &handles[0])
+        .await
+        .unwrap();
+    let journal_path = path.with_file_name("world.json.journal");
+    let journal = std::fs::read(&journal_path).unwrap();
+    // Folded in; then, as if killed before the journal was removed, it is back.
+    cloud.save().unwrap();
+    assert!(!journal_path.exists());
+    let folded = handles_in(&cloud);
+    drop((aws, cloud));
+    std::fs::write(&journal_path, &journal).unwrap();
+    let reopened = SimCloud::open(&path).unwrap();
+    assert_eq!(handles_in(&reopened), folded);
+    assert_eq!(folded.len(), 2);
+    assert!(!folded.contains(&handles[0]));
 }

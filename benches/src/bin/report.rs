@@ -1,6 +1,7 @@
 //! Measures the engine against its limits and prints one line per figure:
 //! `cargo run --release -p benches --bin report` (`--quick` for smaller sizes,
-//! `--detail` for a breakdown of P2 on standard error).
+//! `--detail` for a breakdown of P2 on standard error, `--growth N` for the G lines
+//! alone, from N to 10·N).
 //!
 //! - P1: planning time against a serde_json round trip of the same plan.
 //! - P2: an apply's wall time against its critical-path bound, with each call taking a
@@ -8,6 +9,8 @@
 //! - P3: a refresh's wall time against lists + N·L/P.
 //! - P4: peak resident memory growth per resource while a large fleet is planned.
 //! - P2seq: the speedup of parallel apply over one call at a time.
+//! - G: how the first apply, a no-change plan and the destroy grow from n to 10·n
+//!   resources, with the records in files and the simulated world in a file.
 //! - P5 (feature `postgres`, with `INFRA_BENCH_DATABASE_URL` or
 //!   `INFRA_TEST_DATABASE_URL` set): an apply with its records on PostgreSQL against the
 //!   same apply with them in files.
@@ -22,6 +25,8 @@ use infra_core::{
     prelude::Backends,
 };
 
+#[path = "report/growth.rs"]
+mod growth;
 #[cfg(feature = "postgres")]
 #[path = "report/records.rs"]
 mod records;
@@ -138,6 +143,11 @@ fn main() {
         );
         return;
     }
+    if let Some(i) = args.iter().position(|a| a == "--growth") {
+        let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1000);
+        growth::growth(&runtime(), n);
+        return;
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let detail = args.iter().any(|a| a == "--detail");
     let rt = runtime();
@@ -194,6 +204,8 @@ fn main() {
         "P2seq apply_speedup_vs_sequential n={n} value={:.2}",
         seq.as_secs_f64() / par.as_secs_f64()
     );
+
+    growth::growth(&rt, if quick { 200 } else { 1000 });
 
     #[cfg(feature = "postgres")]
     records::p5(&rt, 1000);

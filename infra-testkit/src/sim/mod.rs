@@ -114,6 +114,7 @@ pub mod readme_tables;
 mod rng;
 mod world;
 mod world_file;
+mod world_journal;
 
 use std::any::Any;
 use std::fmt;
@@ -249,11 +250,12 @@ impl SimCloud {
         Ok(Self::from_world(World::open(path.as_ref())?, clock))
     }
 
-    /// Saves the world to its file now, as the file holds it (it is saved after every
-    /// write anyway; this creates the file of a world not written yet). Does nothing for
-    /// a world without a file.
+    /// Saves the world whole to its file now, as the files hold it: every write is on
+    /// disk already (in the file or its journal); this folds the journal into the file
+    /// and creates the file of a world not written yet. Does nothing for a world
+    /// without a file.
     pub fn save(&self) -> Result<(), WorldFileError> {
-        self.world().transact(true, |_| ((), true))
+        self.world().compact()
     }
 
     /// The file the world is saved in, if any.
@@ -285,7 +287,7 @@ impl SimCloud {
     /// should not carry on with a world its file does not hold.
     fn current(&self) -> MutexGuard<'_, World> {
         let mut world = self.world();
-        if let Err(e) = world.refresh() {
+        if let Err(e) = world.refresh(false) {
             panic!("the simulated cloud could not read its world: {e}");
         }
         world

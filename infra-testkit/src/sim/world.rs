@@ -19,6 +19,7 @@ use super::faults::{CallRecord, Fault, Faults, Op, Outcome, Verdict};
 use super::kinds::{self, Site, TagShape};
 use super::rng::Rng;
 use super::world_file::{WorldFile, WorldFileError};
+use super::world_journal::{self, ChangeIn, ChangeOut};
 
 /// The schema version of the world file.
 pub(crate) const FORMAT_VERSION: u32 = 1;
@@ -168,6 +169,9 @@ pub(crate) struct World {
     scopes: HashMap<ScopeKey, BTreeSet<u64>>,
     refs: HashMap<u64, BTreeSet<u64>>,
     dependants: HashMap<u64, BTreeSet<u64>>,
+    /// The resources made, altered or removed since the last save: the next journal
+    /// line's.
+    pub(super) dirty: BTreeSet<u64>,
     /// The file the world is kept in, if any.
     pub(super) file: Option<WorldFile>,
     // Behaviour, not saved.
@@ -252,6 +256,7 @@ impl World {
             scopes: HashMap::new(),
             refs: HashMap::new(),
             dependants: HashMap::new(),
+            dirty: BTreeSet::new(),
             file: None,
             faults: Faults::new(seed),
             list_lag: 0,
@@ -263,9 +268,13 @@ impl World {
         }
     }
 
-    /// The world a file's bytes hold.
-    pub(super) fn decode(path: &Path, bytes: &[u8]) -> Result<Self, WorldFileError> {
-        let file: FileIn =
+    /// The world a file's bytes hold, with its journal's `changes` applied.
+    pub(super) fn decode(
+        path: &Path,
+        bytes: &[u8],
+        changes: &mut [ChangeIn],
+    ) -> Result<Self, WorldFileError> {
+        let mut file: FileIn =
             serde_json::from_slice(bytes).map_err(|e| WorldFileError::Malformed {
                 path: path.to_path_buf(),
                 line: e.line(),
@@ -281,6 +290,19 @@ impl World {
                 "the world file has schema version {}, this simulator reads version {FORMAT_VERSION}",
                 file.version
             )));
+        }
+        if let Some(last) = changes.last() {
+            let mut ids = BTreeSet::new();
+            if let Some(twice) = file.resources.iter().find(|s| !ids.insert(s.id)) {
+                return Err(unsupported(format!(
+                    "resource {} ({}) appears twice",
+                    twice.id, twice.handle
+                )));
+            }
+            file.rng = last.rng.clone();
+            file.next_id = last.next_id;
+            file.accounts = last.accounts.clone();
+            file.resources = world_journal::replay(std::mem::take(&mut file.resources), changes);
         }
         let mut world = World::new(file.seed);
         world.rng = file.rng;
@@ -308,6 +330,7 @@ impl World {
         for id in ids {
             world.link(id);
         }
+        world.dirty.clear();
         Ok(world)
     }
 
@@ -327,6 +350,22 @@ impl World {
         bytes
     }
 
+    /// The journal line of what changed since [`World::dirty`] was last cleared.
+    pub(super) fn change_line(&self) -> Vec<u8> {
+        let (put, drop): (Vec<u64>, Vec<u64>) = self
+            .dirty
+            .iter()
+            .partition(|id| self.resources.contains_key(id));
+        ChangeOut {
+            rng: &self.rng,
+            next_id: self.next_id,
+            accounts: &self.accounts,
+            put: put.iter().filter_map(|id| self.resources.get(id)).collect(),
+            drop,
+        }
+        .line()
+    }
+
     /// The file the world is kept in, if any.
     pub(crate) fn path(&self) -> Option<&Path> {
         self.file.as_ref().map(WorldFile::path)
@@ -341,16 +380,18 @@ impl World {
                 stored.list_lag = old.list_lag;
             }
         }
+        use std::mem::take;
         self.seed = fresh.seed;
-        self.rng = fresh.rng;
+        self.rng = std::mem::replace(&mut fresh.rng, Rng::new(0));
         self.next_id = fresh.next_id;
-        self.accounts = fresh.accounts;
-        self.resources = fresh.resources;
-        self.handles = fresh.handles;
-        self.names = fresh.names;
-        self.scopes = fresh.scopes;
-        self.refs = fresh.refs;
-        self.dependants = fresh.dependants;
+        self.accounts = take(&mut fresh.accounts);
+        self.resources = take(&mut fresh.resources);
+        self.handles = take(&mut fresh.handles);
+        self.names = take(&mut fresh.names);
+        self.scopes = take(&mut fresh.scopes);
+        self.refs = take(&mut fresh.refs);
+        self.dependants = take(&mut fresh.dependants);
+        self.dirty.clear();
     }
 
     // ---- indexes ----
@@ -390,6 +431,7 @@ impl World {
             .or_default()
             .insert(id);
         self.resources.insert(id, stored);
+        self.dirty.insert(id);
     }
 
     /// Records which other resources a resource's configuration names by handle.
@@ -428,6 +470,7 @@ impl World {
 
     fn unindex(&mut self, id: u64) -> Option<Stored> {
         let stored = self.resources.remove(&id)?;
+        self.dirty.insert(id);
         self.unlink(id);
         self.handles.remove(&stored.handle);
         if let Some(key) = Self::name_key(&stored) {
@@ -457,6 +500,7 @@ impl World {
 
     pub(crate) fn by_handle_mut(&mut self, handle: &str) -> Option<&mut Stored> {
         let id = *self.handles.get(handle)?;
+        self.dirty.insert(id);
         self.resources.get_mut(&id)
     }
 

@@ -8,7 +8,11 @@
 //!   world goes back to what the file holds and the call fails as not made. The file
 //!   never saw the change, so "not made" is the truth, and every later call — from this
 //!   process or another — sees the world the file holds.
-//! - **Written whole or not at all, and private.** A write goes to a temporary file
+//! - **A call's write costs what it changed.** A change is appended to the world's
+//!   journal (`<name>.journal`, see `world_journal`), which is folded into the file
+//!   when it outgrows it, when the world is saved and when the last handle on it is
+//!   dropped. The file alone is the world whenever no process holds it open.
+//! - **Written whole or not at all, and private.** A write of the whole file goes to a temporary file
 //!   beside the world file, `.<name>.infra-tmp-<pid>-<n>`, created with mode 0600 (the
 //!   file holds secret values), flushed to disk, then renamed over the world file. On
 //!   any failure the temporary file is removed and the world file is as it was. A
@@ -16,9 +20,10 @@
 //! - **One writer at a time.** Every read-modify-write holds an exclusive operating
 //!   system lock on `<name>.lock` beside the world file (released by the kernel if the
 //!   process dies; the lock file is removed when the lock is released).
-//! - **Another writer's change is seen.** The file's bytes are kept as last read or
-//!   written; when the file holds other bytes, someone else wrote it, and the world is
-//!   read again from it before the call is served.
+//! - **Another writer's change is seen.** What this process last read or wrote is
+//!   kept as a stamp of each file (the file's identity, length and time, the
+//!   journal's length); when the files differ from it, someone else wrote them, and
+//!   the world is read again from them, under the lock, before the call is served.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -114,14 +119,61 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WorldFileError + '_ {
     }
 }
 
-/// A world file, and the bytes this process last read from it or wrote to it.
+/// A world file, and what this process last read from it or wrote to it.
 #[derive(Debug)]
 pub(crate) struct WorldFile {
     path: PathBuf,
-    /// The file's name, for the names of its lock and temporary files.
+    /// The file's name, for the names of its lock, journal and temporary files.
     name: String,
-    /// The bytes last read or written; `None` when there was no file.
-    last: Option<Vec<u8>>,
+    /// The files as last read or written.
+    seen: Seen,
+}
+
+/// What identifies a file's content without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    inode: u64,
+}
+
+/// The world file's stamp (`None`: no file) and the journal's length, as last read
+/// or written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Seen {
+    file: Option<Stamp>,
+    journal: u64,
+}
+
+/// The stamp of the file at `path`, `None` when there is none.
+fn stamp(path: &Path) -> Result<Option<Stamp>, WorldFileError> {
+    match std::fs::metadata(path) {
+        Ok(meta) => Ok(Some(Stamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            inode: inode(&meta),
+        })),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(io(path)(source)),
+    }
+}
+
+#[cfg(unix)]
+fn inode(meta: &std::fs::Metadata) -> u64 {
+    std::os::unix::fs::MetadataExt::ino(meta)
+}
+
+#[cfg(not(unix))]
+fn inode(_meta: &std::fs::Metadata) -> u64 {
+    0
+}
+
+/// The world file's bytes, and its journal's changes, as read together.
+pub(crate) struct Contents {
+    pub(crate) file: Option<Vec<u8>>,
+    pub(crate) changes: Vec<super::world_journal::ChangeIn>,
+    /// Their stamps, to remember once the world they hold is taken.
+    seen: Seen,
 }
 
 impl WorldFile {
@@ -143,7 +195,7 @@ impl WorldFile {
         Ok(WorldFile {
             path: path.to_path_buf(),
             name,
-            last: None,
+            seen: Seen::default(),
         })
     }
 
@@ -151,37 +203,111 @@ impl WorldFile {
         &self.path
     }
 
-    /// The bytes last read or written (`None`: there was no file).
-    pub(crate) fn last(&self) -> Option<&[u8]> {
-        self.last.as_deref()
+    fn journal_path(&self) -> PathBuf {
+        self.sibling(format!("{}.journal", self.name))
     }
 
-    /// The file's bytes now, `None` when there is no file.
-    pub(crate) fn read(&self) -> Result<Option<Vec<u8>>, WorldFileError> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(io(&self.path)(source)),
+    /// Whether the world file existed when it was last read or written.
+    pub(crate) fn exists(&self) -> bool {
+        self.seen.file.is_some()
+    }
+
+    /// Whether the journal holds changes not folded into the file yet.
+    pub(crate) fn has_journal(&self) -> bool {
+        self.seen.journal > 0
+    }
+
+    /// Whether the journal has outgrown the file, so that folding it in costs no
+    /// more than the appends did.
+    pub(crate) fn journal_outgrown(&self) -> bool {
+        const FLOOR: u64 = 64 * 1024;
+        self.seen.journal > self.seen.file.map_or(0, |f| f.len).max(FLOOR)
+    }
+
+    /// Whether the files differ from what this process last read or wrote.
+    pub(crate) fn moved(&self) -> Result<bool, WorldFileError> {
+        let journal = stamp(&self.journal_path())?.map_or(0, |s| s.len);
+        Ok(stamp(&self.path)? != self.seen.file || journal != self.seen.journal)
+    }
+
+    /// Whether the world file or its journal exists on disk now.
+    pub(crate) fn on_disk(&self) -> Result<bool, WorldFileError> {
+        Ok(stamp(&self.path)?.is_some() || stamp(&self.journal_path())?.is_some())
+    }
+
+    /// Remembers `contents` as what this process last read, once the world they hold
+    /// is taken (a world that could not be read is not remembered as seen).
+    pub(crate) fn saw(&mut self, contents: &Contents) {
+        self.seen = contents.seen;
+    }
+
+    /// Reads the file and its journal. A last journal line cut short (an append that
+    /// never finished) is not read, and is cut off the journal. Call it holding
+    /// [`WorldFile::lock`].
+    pub(crate) fn read(&self) -> Result<Contents, WorldFileError> {
+        let file_stamp = stamp(&self.path)?;
+        let file = match std::fs::read(&self.path) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => return Err(io(&self.path)(source)),
+        };
+        let journal_path = self.journal_path();
+        let journal = match std::fs::read(&journal_path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => return Err(io(&journal_path)(source)),
+        };
+        if file.is_none() && !journal.is_empty() {
+            return Err(WorldFileError::Unsupported {
+                path: journal_path,
+                message: "a journal without its world file".into(),
+            });
         }
+        let (changes, complete) = super::world_journal::read(&journal_path, &journal)?;
+        if complete < journal.len() {
+            let cut = OpenOptions::new()
+                .write(true)
+                .open(&journal_path)
+                .and_then(|f| f.set_len(complete as u64));
+            cut.map_err(io(&journal_path))?;
+        }
+        let seen = Seen {
+            file: file_stamp,
+            journal: complete as u64,
+        };
+        Ok(Contents {
+            file,
+            changes,
+            seen,
+        })
     }
 
-    /// Whether `now` differs from what this process last read or wrote.
-    pub(crate) fn changed(&self, now: Option<&[u8]>) -> bool {
-        self.last.as_deref() != now
-    }
-
-    /// Remembers `bytes` as the file's content, read from it.
-    pub(crate) fn seen(&mut self, bytes: Option<Vec<u8>>) {
-        self.last = bytes;
+    /// Appends one change's line to the journal and flushes it to disk. On failure
+    /// the journal is cut back to what it held. Call it holding [`WorldFile::lock`].
+    pub(crate) fn append(&mut self, line: &[u8]) -> Result<(), WorldFileError> {
+        let path = self.journal_path();
+        let mut journal = private()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        let written = journal.write_all(line).and_then(|()| journal.sync_data());
+        if let Err(source) = written {
+            let _ = journal.set_len(self.seen.journal);
+            return Err(io(&path)(source));
+        }
+        self.seen.journal += line.len() as u64;
+        Ok(())
     }
 
     /// Writes `bytes` as the whole file: a temporary file (mode 0600) in the same
-    /// directory, flushed, then renamed over it. On failure the temporary file is
-    /// removed and the world file is as it was. Call it holding [`WorldFile::lock`].
-    pub(crate) fn write(&mut self, bytes: Vec<u8>) -> Result<(), WorldFileError> {
+    /// directory, flushed, then renamed over it; then the journal it holds is
+    /// removed. On failure the temporary file is removed and the world file is as it
+    /// was. Call it holding [`WorldFile::lock`].
+    pub(crate) fn write(&mut self, bytes: &[u8]) -> Result<(), WorldFileError> {
         let (temp, mut out) = self.temp_file().map_err(io(&self.path))?;
         let written = out
-            .write_all(&bytes)
+            .write_all(bytes)
             .and_then(|()| out.sync_all())
             .and_then(|()| {
                 drop(out);
@@ -191,7 +317,15 @@ impl WorldFile {
             let _ = std::fs::remove_file(&temp);
             return Err(io(&self.path)(source));
         }
-        self.last = Some(bytes);
+        self.seen.file = stamp(&self.path)?;
+        // The file now holds every change the journal held: replaying them again
+        // would change nothing, so a failure to remove it loses nothing.
+        let journal = self.journal_path();
+        match std::fs::remove_file(&journal) {
+            Ok(()) => self.seen.journal = 0,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.seen.journal = 0,
+            Err(source) => return Err(io(&journal)(source)),
+        }
         Ok(())
     }
 
@@ -328,26 +462,33 @@ fn random_seed(path: &Path) -> Result<u64, WorldFileError> {
 
 /// How the world is kept in its file.
 impl World {
-    /// The world in the file at `path`, or a new one with a random seed when there is
-    /// no file. The temporary files a killed writer left beside it are removed first.
+    /// The world in the file at `path` with its journal replayed, or a new one with a
+    /// random seed when there is no file. The temporary files a killed writer left
+    /// beside it are removed first.
     pub(crate) fn open(path: &Path) -> Result<Self, WorldFileError> {
         let mut file = WorldFile::new(path)?;
         file.remove_leftovers();
-        let bytes = file.read()?;
-        let mut world = match &bytes {
-            Some(bytes) => World::decode(path, bytes)?,
+        // No file yet: a new world, and nothing made on disk until its first write.
+        let _lock = if file.on_disk()? {
+            Some(file.lock()?)
+        } else {
+            None
+        };
+        let mut contents = file.read()?;
+        let mut world = match &contents.file {
+            Some(bytes) => World::decode(path, bytes, &mut contents.changes)?,
             None => World::new(random_seed(path)?),
         };
-        file.seen(bytes);
+        file.saw(&contents);
         world.file = Some(file);
         Ok(world)
     }
 
-    /// Runs `f` on the world as its file holds it now (read again if someone else wrote
-    /// it). When `f` says it changed the world, the change is saved before this returns;
-    /// with `write`, all of it under the file's lock, so that no other writer comes in
-    /// between. A change that cannot be saved is undone and the error returned: the
-    /// world stays what its file holds.
+    /// Runs `f` on the world as its files hold it now (read again if someone else
+    /// wrote them). When `f` says it changed the world, the change is saved before
+    /// this returns; with `write`, all of it under the file's lock, so that no other
+    /// writer comes in between. A change that cannot be saved is undone and the error
+    /// returned: the world stays what its files hold.
     pub(crate) fn transact<T>(
         &mut self,
         write: bool,
@@ -357,62 +498,91 @@ impl World {
             (Some(file), true) => Some(file.lock()?),
             _ => None,
         };
-        self.refresh()?;
+        self.refresh(write)?;
+        self.dirty.clear();
         let (value, changed) = f(self);
         if changed && let Err(e) = self.persist() {
-            self.rollback()?;
+            self.reload()?;
             return Err(e);
         }
         Ok(value)
     }
 
-    /// Reads the file again and, when it changed since this process last read or wrote
-    /// it, takes the world it holds (no file any more: an empty world of the same seed).
-    pub(crate) fn refresh(&mut self) -> Result<(), WorldFileError> {
+    /// When the files changed since this process last read or wrote them, takes the
+    /// world they hold (no file any more: an empty world of the same seed). `locked`:
+    /// the caller holds the lock; otherwise it is taken for the reading.
+    pub(crate) fn refresh(&mut self, locked: bool) -> Result<(), WorldFileError> {
         let Some(file) = &self.file else {
             return Ok(());
         };
-        let now = file.read()?;
-        if !file.changed(now.as_deref()) {
+        if !file.moved()? {
             return Ok(());
         }
-        self.reload(now.as_deref())?;
-        if let Some(file) = &mut self.file {
-            file.seen(now);
-        }
-        Ok(())
+        let _lock = if locked { None } else { Some(file.lock()?) };
+        self.reload()
     }
 
-    /// Goes back to the world as the file was last read or written.
-    fn rollback(&mut self) -> Result<(), WorldFileError> {
-        let last = self
-            .file
-            .as_ref()
-            .and_then(WorldFile::last)
-            .map(<[u8]>::to_vec);
-        self.reload(last.as_deref())
-    }
-
-    /// Takes the world `bytes` hold (`None`: an empty world of the same seed).
-    fn reload(&mut self, bytes: Option<&[u8]>) -> Result<(), WorldFileError> {
-        let fresh = match (bytes, &self.file) {
-            (Some(bytes), Some(file)) => World::decode(file.path(), bytes)?,
-            _ => World::new(self.seed),
+    /// Takes the world the files hold now (no file: an empty world of the same seed).
+    /// Call it holding the lock.
+    fn reload(&mut self) -> Result<(), WorldFileError> {
+        let Some(file) = &mut self.file else {
+            return Ok(());
         };
+        let mut contents = file.read()?;
+        let fresh = match &contents.file {
+            Some(bytes) => World::decode(file.path(), bytes, &mut contents.changes)?,
+            None => World::new(self.seed),
+        };
+        file.saw(&contents);
         self.adopt(fresh);
         Ok(())
     }
 
-    /// Saves the world to its file, if it has one: whole, or not at all. Call it
-    /// holding the file's lock.
+    /// Saves what changed since the last save: as a journal line, or, for a world
+    /// whose file does not exist yet or whose journal outgrew it, as the whole file.
+    /// Call it holding the file's lock.
     fn persist(&mut self) -> Result<(), WorldFileError> {
-        if self.file.is_none() {
+        let Some(file) = &self.file else {
             return Ok(());
+        };
+        if !file.exists() || file.journal_outgrown() {
+            return self.write_whole();
         }
+        let line = self.change_line();
+        match &mut self.file {
+            Some(file) => file.append(&line),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes the world whole to its file and removes the journal. Call it holding the
+    /// file's lock.
+    fn write_whole(&mut self) -> Result<(), WorldFileError> {
         let bytes = self.encode();
         match &mut self.file {
-            Some(file) => file.write(bytes),
+            Some(file) => file.write(&bytes),
             None => Ok(()),
+        }
+    }
+
+    /// Folds the journal into the file, under the lock, from the world as the files
+    /// hold it now; creates the file of a world never written.
+    pub(crate) fn compact(&mut self) -> Result<(), WorldFileError> {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let _lock = file.lock()?;
+        self.refresh(true)?;
+        self.write_whole()
+    }
+}
+
+impl Drop for World {
+    /// The last handle on a world with a file leaves the file whole: the journal is
+    /// folded in. Should that fail, the journal stays, and the next open replays it.
+    fn drop(&mut self) {
+        if self.file.as_ref().is_some_and(WorldFile::has_journal) {
+            let _ = self.compact();
         }
     }
 }
@@ -447,12 +617,11 @@ mod tests {
         std::fs::create_dir(&path).unwrap();
         std::fs::write(path.join("keep"), "x").unwrap();
         let mut file = WorldFile::new(&path).unwrap();
-        let err = file.write(b"{}\n".to_vec()).unwrap_err();
+        let err = file.write(b"{}\n").unwrap_err();
         assert!(matches!(err, WorldFileError::Io { .. }), "{err}");
-        assert_eq!(
-            file.last(),
-            None,
-            "a failed write is not remembered as read"
+        assert!(
+            !file.exists(),
+            "a failed write is not remembered as written"
         );
         let mut names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
