@@ -274,6 +274,21 @@ impl BenchCloud {
         )
     }
 
+    /// Removes a node behind the engine's back, as someone deleting it by hand would.
+    pub fn remove_out_of_band(&self, name: &str) {
+        self.nodes.lock().expect("lock").remove(name);
+    }
+
+    /// How many nodes the cloud holds.
+    pub fn len(&self) -> usize {
+        self.nodes.lock().expect("lock").len()
+    }
+
+    /// Whether the cloud holds no node.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The engine's backend for this cloud.
     pub fn backend(self: &Arc<Self>) -> Arc<dyn Backend> {
         Arc::new(Router::new(Bench::ID, "bench".to_owned()).kind::<Node>(Arc::clone(self)))

@@ -1,9 +1,10 @@
 //! Measures the engine against its limits and prints one line per figure:
 //! `cargo run --release -p benches --bin report` (`--quick` for smaller sizes,
 //! `--detail` for a breakdown of P2 on standard error, `--growth N` for the G lines
-//! alone, from N to 10·N).
+//! alone, from N to 10·N, `--world N` for P1w alone).
 //!
-//! - P1: planning time against a serde_json round trip of the same plan.
+//! - P1: planning time against a serde_json round trip of the same plan; P1w the same
+//!   on a world a third unchanged, a third changed and a third missing.
 //! - P2: an apply's wall time against its critical-path bound, with each call taking a
 //!   real latency: max(depth·L, N·L/P).
 //! - P3: a refresh's wall time against lists + N·L/P.
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use benches::precise::PreciseClock;
-use benches::{BenchCloud, dag, runtime};
+use benches::{BenchCloud, dag, dag_sized, runtime};
 use infra_core::{
     engine::{Engine, ManualClock, MemoryStore, Options},
     prelude::Backends,
@@ -77,6 +78,42 @@ fn p1(rt: &tokio::runtime::Runtime, n: usize) {
     assert_eq!(report.changes.len(), n);
     println!(
         "P1 plan_vs_serde n={n} ratio={:.2} plan_ms={:.0}",
+        planned.as_secs_f64() / serde.as_secs_f64(),
+        planned.as_secs_f64() * 1000.0
+    );
+}
+
+/// P1 on a world a third unchanged, a third changed in place and a third missing: the
+/// fleet applied, then a third of its nodes removed out of band, then planned with a
+/// third of its sizes changed.
+fn p1_world(rt: &tokio::runtime::Runtime, n: usize) {
+    let (engine, cloud) = bench_engine(Duration::ZERO, false);
+    let (before, _) = dag_sized(n, 50, 1, |_| 1);
+    let outcome = rt
+        .block_on(engine.apply(&before.plan(), &Options::default()))
+        .expect("apply");
+    assert!(outcome.result.is_success());
+    for i in (2..n).step_by(3) {
+        cloud.remove_out_of_band(&format!("n{i}"));
+    }
+    assert_eq!(cloud.len(), n - n.saturating_sub(2).div_ceil(3));
+    let (fleet, _) = dag_sized(n, 50, 1, |i| if i % 3 == 1 { 2 } else { 1 });
+    let plan = fleet.plan();
+    let start = now();
+    let text = serde_json::to_string(&plan.to_json()).expect("json");
+    let back: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let serde = start.elapsed();
+    assert!(back.is_object());
+    let start = now();
+    let report = rt
+        .block_on(engine.plan(&plan, &Options::default()))
+        .expect("plan");
+    let planned = start.elapsed();
+    let count = |action: &str| report.changes.iter().filter(|c| c.action == action).count();
+    assert_eq!(count("create"), n / 3, "a third missing");
+    assert_eq!(count("update"), (n + 1) / 3, "a third changed");
+    println!(
+        "P1w plan_vs_serde_on_a_world n={n} ratio={:.2} plan_ms={:.0}",
         planned.as_secs_f64() / serde.as_secs_f64(),
         planned.as_secs_f64() * 1000.0
     );
@@ -143,6 +180,14 @@ fn main() {
         );
         return;
     }
+    if let Some(i) = args.iter().position(|a| a == "--world") {
+        let n = args
+            .get(i + 1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(100_000);
+        p1_world(&runtime(), n);
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--growth") {
         let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1000);
         growth::growth(&runtime(), n);
@@ -157,6 +202,7 @@ fn main() {
     let p = 16;
 
     p1(&rt, big);
+    p1_world(&rt, big);
 
     let applied = apply_wall(&rt, n, latency, p);
     let l = latency.as_secs_f64();

@@ -1,7 +1,7 @@
 //! What a run writes to the records: the ledger rows of what it adopts, intends,
 //! deletes and forgets, and the observation cache.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::Engine;
 use super::model::{Decision, Observation, Seen, Slot, Target, row_of};
@@ -76,16 +76,25 @@ impl Engine {
             if entries.iter().all(|e| e.written.is_empty()) {
                 continue;
             }
+            // Looked up, not searched: a search per resource made a plan of a large
+            // fleet cost the square of its size.
+            let mut by_resource: HashMap<(&str, &str, &str), &CacheEntry> = HashMap::new();
+            for e in &entries {
+                by_resource
+                    .entry((e.name.as_str(), e.region.as_str(), e.handle.as_str()))
+                    .or_insert(e);
+            }
             for i in members {
                 let slot = &mut slots[i];
                 let Seen::Present { sighting, .. } = &mut slot.seen else {
                     continue;
                 };
-                if let Some(entry) = entries.iter().find(|e| {
-                    e.name == slot.subject.name
-                        && e.region == slot.subject.region
-                        && e.handle == sighting.handle
-                }) {
+                let key = (
+                    slot.subject.name.as_str(),
+                    slot.subject.region.as_str(),
+                    sighting.handle.as_str(),
+                );
+                if let Some(entry) = by_resource.get(&key) {
                     *sighting = sighting.clone().recalling(&entry.written);
                 }
             }

@@ -169,8 +169,8 @@ pub(crate) struct World {
     scopes: HashMap<ScopeKey, BTreeSet<u64>>,
     refs: HashMap<u64, BTreeSet<u64>>,
     dependants: HashMap<u64, BTreeSet<u64>>,
-    /// The resources made, altered or removed since the last save: the next journal
-    /// line's.
+    /// The resources made, altered or removed since the world was last saved or read:
+    /// the next journal line's.
     pub(super) dirty: BTreeSet<u64>,
     /// The file the world is kept in, if any.
     pub(super) file: Option<WorldFile>,
@@ -350,7 +350,7 @@ impl World {
         bytes
     }
 
-    /// The journal line of what changed since [`World::dirty`] was last cleared.
+    /// The journal line of every change since the world was last saved or read.
     pub(super) fn change_line(&self) -> Vec<u8> {
         let (put, drop): (Vec<u64>, Vec<u64>) = self
             .dirty

@@ -499,7 +499,6 @@ impl World {
             _ => None,
         };
         self.refresh(write)?;
-        self.dirty.clear();
         let (value, changed) = f(self);
         if changed && let Err(e) = self.persist() {
             self.reload()?;
@@ -549,20 +548,24 @@ impl World {
             return self.write_whole();
         }
         let line = self.change_line();
-        match &mut self.file {
-            Some(file) => file.append(&line),
-            None => Ok(()),
+        if let Some(file) = &mut self.file {
+            file.append(&line)?;
         }
+        // What is on disk now holds every change made so far; a change not saved (a
+        // call that failed after changing the world) goes with the next save.
+        self.dirty.clear();
+        Ok(())
     }
 
     /// Writes the world whole to its file and removes the journal. Call it holding the
     /// file's lock.
     fn write_whole(&mut self) -> Result<(), WorldFileError> {
         let bytes = self.encode();
-        match &mut self.file {
-            Some(file) => file.write(&bytes),
-            None => Ok(()),
+        if let Some(file) = &mut self.file {
+            file.write(&bytes)?;
         }
+        self.dirty.clear();
+        Ok(())
     }
 
     /// Folds the journal into the file, under the lock, from the world as the files
