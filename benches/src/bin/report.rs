@@ -61,10 +61,12 @@ fn peak_rss() -> Option<u64> {
     Some(kb * 1024)
 }
 
-fn p1(rt: &tokio::runtime::Runtime, n: usize) {
-    let (fleet, _) = dag(n, 50, 1);
-    let plan = fleet.plan();
-    let (engine, _) = bench_engine(Duration::ZERO, false);
+/// A serde_json round trip of `plan`'s JSON, and `engine`'s plan of it, each timed.
+fn plan_against_serde(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    plan: &infra_core::engine::Plan,
+) -> (Duration, Duration, infra_core::engine::PlanReport) {
     let start = now();
     let text = serde_json::to_string(&plan.to_json()).expect("json");
     let back: serde_json::Value = serde_json::from_str(&text).expect("json");
@@ -72,9 +74,16 @@ fn p1(rt: &tokio::runtime::Runtime, n: usize) {
     assert!(back.is_object());
     let start = now();
     let report = rt
-        .block_on(engine.plan(&plan, &Options::default()))
+        .block_on(engine.plan(plan, &Options::default()))
         .expect("plan");
-    let planned = start.elapsed();
+    (serde, start.elapsed(), report)
+}
+
+fn p1(rt: &tokio::runtime::Runtime, n: usize) {
+    let (fleet, _) = dag(n, 50, 1);
+    let plan = fleet.plan();
+    let (engine, _) = bench_engine(Duration::ZERO, false);
+    let (serde, planned, report) = plan_against_serde(rt, &engine, &plan);
     assert_eq!(report.changes.len(), n);
     println!(
         "P1 plan_vs_serde n={n} ratio={:.2} plan_ms={:.0}",
@@ -98,17 +107,7 @@ fn p1_world(rt: &tokio::runtime::Runtime, n: usize) {
     }
     assert_eq!(cloud.len(), n - n.saturating_sub(2).div_ceil(3));
     let (fleet, _) = dag_sized(n, 50, 1, |i| if i % 3 == 1 { 2 } else { 1 });
-    let plan = fleet.plan();
-    let start = now();
-    let text = serde_json::to_string(&plan.to_json()).expect("json");
-    let back: serde_json::Value = serde_json::from_str(&text).expect("json");
-    let serde = start.elapsed();
-    assert!(back.is_object());
-    let start = now();
-    let report = rt
-        .block_on(engine.plan(&plan, &Options::default()))
-        .expect("plan");
-    let planned = start.elapsed();
+    let (serde, planned, report) = plan_against_serde(rt, &engine, &fleet.plan());
     let count = |action: &str| report.changes.iter().filter(|c| c.action == action).count();
     assert_eq!(count("create"), n / 3, "a third missing");
     assert_eq!(count("update"), (n + 1) / 3, "a third changed");
