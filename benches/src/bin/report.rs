@@ -11,7 +11,9 @@
 //! - P4: peak resident memory growth per resource while a large fleet is planned.
 //! - P2seq: the speedup of parallel apply over one call at a time.
 //! - G: how the first apply, a no-change plan and the destroy grow from n to 10·n
-//!   resources, with the records in files and the simulated world in a file.
+//!   resources, with the records in files and the simulated world in a file; Gr the
+//!   same with each stage a whole runner process (this program, as the fleet's runner
+//!   when `INFRA_BENCH_AS_FLEET` is set).
 //! - P5 (feature `postgres`, with `INFRA_BENCH_DATABASE_URL` or
 //!   `INFRA_TEST_DATABASE_URL` set): an apply with its records on PostgreSQL against the
 //!   same apply with them in files.
@@ -169,7 +171,15 @@ fn memory(n: usize) {
     );
 }
 
-fn main() {
+fn main() -> std::process::ExitCode {
+    if let Some(code) = growth::as_fleet() {
+        return code;
+    }
+    report();
+    std::process::ExitCode::SUCCESS
+}
+
+fn report() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--memory") {
         memory(
@@ -190,6 +200,7 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--growth") {
         let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1000);
         growth::growth(&runtime(), n);
+        growth::runner_growth(n);
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
@@ -251,6 +262,7 @@ fn main() {
     );
 
     growth::growth(&rt, if quick { 200 } else { 1000 });
+    growth::runner_growth(if quick { 200 } else { 1000 });
 
     #[cfg(feature = "postgres")]
     records::p5(&rt, 1000);

@@ -77,3 +77,75 @@ fn stages(rt: &tokio::runtime::Runtime, n: usize) -> Stages {
         destroy,
     }
 }
+
+/// The environment variable that makes this program the runner of a fleet of that many
+/// resources (see [`as_fleet`]).
+pub(crate) const AS_FLEET: &str = "INFRA_BENCH_AS_FLEET";
+
+/// When [`AS_FLEET`] is set, runs the runner (`infra_core::cli::run`) on the fleet of
+/// that many resources with the simulated cloud of `INFRA_SIM_WORLD`, on this
+/// process's arguments, as a consumer's binary would; `None` otherwise.
+pub(crate) fn as_fleet() -> Option<std::process::ExitCode> {
+    let n: usize = std::env::var(AS_FLEET).ok()?.parse().ok()?;
+    Some(infra_core::cli::run(Ok(mixed(n, 1)), |_| {
+        SimCloud::backends_at(infra_testkit::sim::world_file())
+    }))
+}
+
+/// Prints one `Gr` line per stage: as [`growth`], each stage a whole runner process
+/// (`apply --yes`, `plan --detailed-exitcode`, `destroy --yes`).
+pub(crate) fn runner_growth(n: usize) {
+    let small = runner_stages(n);
+    let large = runner_stages(n * 10);
+    for (stage, a, b) in [
+        ("apply", small.apply, large.apply),
+        ("no_change_plan", small.plan, large.plan),
+        ("destroy", small.destroy, large.destroy),
+    ] {
+        println!(
+            "Gr {stage}_growth_runner n={n}->{} ratio={:.1} small_ms={:.1} large_ms={:.1}",
+            n * 10,
+            b.as_secs_f64() / a.as_secs_f64(),
+            a.as_secs_f64() * 1000.0,
+            b.as_secs_f64() * 1000.0
+        );
+    }
+}
+
+fn runner_stages(n: usize) -> Stages {
+    let dir = std::env::temp_dir().join(format!("infra-bench-runner-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let world = dir.join("world.json");
+    let exe = std::env::current_exe().expect("this program");
+    let run = |args: &[&str], expect: i32| {
+        let start = now();
+        let out = std::process::Command::new(&exe)
+            .args(args)
+            .arg("--state-dir")
+            .arg(dir.join("state"))
+            .env(AS_FLEET, n.to_string())
+            .env("INFRA_SIM_WORLD", &world)
+            .output()
+            .expect("the runner starts");
+        let took = start.elapsed();
+        assert_eq!(
+            out.status.code(),
+            Some(expect),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        took
+    };
+    let apply = run(&["apply", "--yes"], 0);
+    assert_eq!(SimCloud::open(&world).expect("the world").len(), n);
+    let plan = run(&["plan", "--detailed-exitcode"], 0);
+    let destroy = run(&["destroy", "--yes"], 0);
+    assert_eq!(SimCloud::open(&world).expect("the world").len(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+    Stages {
+        apply,
+        plan,
+        destroy,
+    }
+}
