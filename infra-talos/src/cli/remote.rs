@@ -23,6 +23,7 @@ use crate::acts::{
 };
 use crate::contract::{Role, SpanMs};
 use crate::controller::{DriftPass, RecoveryPass};
+use crate::serve::segment as seg;
 use crate::store::{
     AccountingRequest, Actor, BlanketApproval, IdentityEvent, MachineSpec, MachineView, PlanView,
     PrincipalKind, PrincipalSpec, PrincipalView, ScopeAccounting,
@@ -66,6 +67,13 @@ fn tls(config: &Config) -> Result<rustls::ClientConfig, Failure> {
         roots
             .add(cert)
             .map_err(|e| bad("authority certificate", ca_path, &e))?;
+    }
+    if roots.is_empty() {
+        return Err(bad(
+            "authority certificate",
+            ca_path,
+            &"it holds no PEM certificate",
+        ));
     }
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider)
@@ -159,7 +167,11 @@ impl Remote {
             request = request.json(body);
         }
         let response = request.send().await.map_err(|e| {
-            ActError::Unavailable(format!("cannot reach the service at {}: {e}", self.base))
+            ActError::Unavailable(format!(
+                "cannot reach the service at {}: {}",
+                self.base,
+                causes(&e)
+            ))
         })?;
         let status = response.status();
         let text = response.text().await.map_err(|e| {
@@ -185,6 +197,19 @@ impl Remote {
     }
 }
 
+/// An error with its causes, outermost first: a transport error's own text does not
+/// say whether the connection, the handshake or the certificate failed.
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// A refusal as the service answered it.
 fn problem(status: StatusCode, text: &str) -> ActError {
     let body: Value = serde_json::from_str(text).unwrap_or(Value::Null);
@@ -205,19 +230,6 @@ fn problem(status: StatusCode, text: &str) -> ActError {
         StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY => ActError::Usage(said),
         _ => ActError::Refused(said),
     }
-}
-
-/// A path segment, percent-encoded.
-fn seg(text: &str) -> String {
-    let mut out = String::new();
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~@".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 type Nothing = Value;

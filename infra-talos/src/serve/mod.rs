@@ -30,6 +30,7 @@ mod review;
 mod tls;
 
 pub use controller::PassSettings;
+pub(crate) use page::segment;
 pub use tls::TlsError;
 
 use std::net::SocketAddr;

@@ -22,7 +22,7 @@ use super::api::{Peer, Problem, SESSION, principal, refuse_in_recovery, session_
 use super::auth::Proof;
 use super::page::{self, Who};
 use super::review::review_diff;
-use crate::acts::{Acts, PlanRequest};
+use crate::acts::{Acts, Direct, PlanRequest};
 use crate::contract::Role;
 use crate::store::Actor;
 
@@ -276,6 +276,38 @@ fn role_for(act: &str, who: &Who) -> Option<Role> {
     prefer.iter().copied().find(|r| who.roles.contains(r))
 }
 
+/// The viewer of a posted form and the acts it may make: refused, as a page, without
+/// a session (or in recovery mode), with another session's CSRF value, for an act not
+/// among `known`, or in a role the viewer does not hold.
+async fn form_acts(
+    app: &App,
+    peer: &Peer,
+    headers: &HeaderMap,
+    act: &str,
+    known: &[&str],
+    form: &CsrfForm,
+) -> Result<(Who, Direct), Response> {
+    let who = viewer_outside_recovery(app, peer, headers).await?;
+    if form.csrf != who.csrf {
+        return Err(refusal(Some(&who), forged()));
+    }
+    if !known.contains(&act) {
+        let problem = Problem::new(StatusCode::NOT_FOUND, "no such act");
+        return Err(refusal(Some(&who), problem));
+    }
+    let Some(role) = acting_role(form, act, &who) else {
+        let text = format!("{act} needs a role {} does not hold", who.principal);
+        return Err(refusal(
+            Some(&who),
+            Problem::new(StatusCode::FORBIDDEN, text),
+        ));
+    };
+    let acts = app
+        .grounds
+        .acting(Ok(Actor::new(who.principal.clone(), role)));
+    Ok((who, acts))
+}
+
 async fn plan_act(
     State(app): State<Arc<App>>,
     Extension(peer): Extension<Peer>,
@@ -283,28 +315,15 @@ async fn plan_act(
     Path((id, act)): Path<(String, String)>,
     Form(form): Form<CsrfForm>,
 ) -> Response {
-    let who = match viewer_outside_recovery(&app, &peer, &headers).await {
-        Ok(who) => who,
+    let known = ["approve", "revoke", "cancel"];
+    let (who, acts) = match form_acts(&app, &peer, &headers, &act, &known, &form).await {
+        Ok(found) => found,
         Err(r) => return r,
     };
-    if form.csrf != who.csrf {
-        return refusal(Some(&who), forged());
-    }
-    if !matches!(act.as_str(), "approve" | "revoke" | "cancel") {
-        return refusal(
-            Some(&who),
-            Problem::new(StatusCode::NOT_FOUND, "no such act"),
-        );
-    }
-    let Some(role) = acting_role(&form, &act, &who) else {
-        let text = format!("{act} needs a role {} does not hold", who.principal);
-        return refusal(Some(&who), Problem::new(StatusCode::FORBIDDEN, text));
-    };
-    let actor = Actor::new(who.principal.clone(), role);
     let done = match act.as_str() {
-        "approve" => app.store.approve(&actor, &id).await.map(|_| ()),
-        "revoke" => app.store.revoke_approval(&actor, &id).await,
-        _ => app.store.cancel_plan(&actor, &id).await,
+        "approve" => acts.approve(&id, false).await.map(|_| ()),
+        "revoke" => acts.revoke_approval(&id).await,
+        _ => acts.cancel(&id).await,
     };
     match done {
         Ok(()) => Redirect::to(&format!("/plans/{}", page::segment(&id))).into_response(),
@@ -357,43 +376,32 @@ async fn machine_act(
     Path((id, act)): Path<(String, String)>,
     Form(form): Form<CsrfForm>,
 ) -> Response {
-    let who = match viewer_outside_recovery(&app, &peer, &headers).await {
-        Ok(who) => who,
+    let known = ["freeze", "unfreeze", "adopt", "revert"];
+    let (who, acts) = match form_acts(&app, &peer, &headers, &act, &known, &form).await {
+        Ok(found) => found,
         Err(r) => return r,
     };
-    if form.csrf != who.csrf {
-        return refusal(Some(&who), forged());
-    }
-    if !matches!(act.as_str(), "freeze" | "unfreeze" | "adopt" | "revert") {
-        return refusal(
-            Some(&who),
-            Problem::new(StatusCode::NOT_FOUND, "no such act"),
-        );
-    }
-    let Some(role) = acting_role(&form, &act, &who) else {
-        let text = format!("{act} needs a role {} does not hold", who.principal);
-        return refusal(Some(&who), Problem::new(StatusCode::FORBIDDEN, text));
-    };
-    let actor = Actor::new(who.principal.clone(), role);
-    if matches!(act.as_str(), "adopt" | "revert") {
-        let mut request = PlanRequest::new(id.clone());
-        request.adopt = act == "adopt";
-        request.revert = act == "revert";
-        return match app.grounds.acting(Ok(actor)).create_plan(request).await {
-            Ok(created) => {
-                Redirect::to(&format!("/plans/{}", page::segment(&created.plan.id))).into_response()
-            }
-            Err(e) => refusal(Some(&who), e.into()),
-        };
-    }
     let reason = form.reason.unwrap_or_default();
-    let done = if act == "freeze" {
-        app.store.freeze(&actor, &id, &reason).await
-    } else {
-        app.store.unfreeze(&actor, &id, &reason).await
+    let done = match act.as_str() {
+        "adopt" | "revert" => {
+            let mut request = PlanRequest::new(id.clone());
+            request.adopt = act == "adopt";
+            request.revert = act == "revert";
+            acts.create_plan(request)
+                .await
+                .map(|created| format!("/plans/{}", page::segment(&created.plan.id)))
+        }
+        "freeze" => acts
+            .freeze(&id, &reason)
+            .await
+            .map(|()| "/drift".to_owned()),
+        _ => acts
+            .unfreeze(&id, &reason)
+            .await
+            .map(|()| "/drift".to_owned()),
     };
     match done {
-        Ok(()) => Redirect::to("/drift").into_response(),
+        Ok(to) => Redirect::to(&to).into_response(),
         Err(e) => refusal(Some(&who), e.into()),
     }
 }

@@ -264,7 +264,10 @@ impl WorldFile {
             });
         }
         let (changes, complete) = super::world_journal::read(&journal_path, &journal)?;
-        if complete < journal.len() {
+        if complete == 0 && !journal.is_empty() {
+            // Nothing but a line cut short: no journal at all.
+            std::fs::remove_file(&journal_path).map_err(io(&journal_path))?;
+        } else if complete < journal.len() {
             let cut = OpenOptions::new()
                 .write(true)
                 .open(&journal_path)
