@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod precise;
+pub mod side_by_side;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -107,42 +108,61 @@ pub fn dag(n: usize, depth: usize, seed: u64) -> (Fleet, usize) {
 /// fleet planned against the world another built shows in-place changes where the
 /// sizes differ.
 pub fn dag_sized(n: usize, depth: usize, seed: u64, size: impl Fn(usize) -> u32) -> (Fleet, usize) {
-    let mut rng = Rng::new(seed);
+    let edges = graph(n, depth, seed);
     let mut f = Fleet::builder("bench");
     let mut keys: Vec<Key<Node>> = Vec::with_capacity(n);
-    let mut level_start: Vec<usize> = Vec::new();
-    let mut chain: Vec<usize> = Vec::with_capacity(n);
-    for i in 0..n {
-        let level = i * depth / n.max(1);
-        if level_start.len() <= level {
-            level_start.push(i);
-        }
-        let mut after = Vec::new();
-        let mut longest = 0;
-        if level > 0 {
-            let below = level_start[level];
-            for _ in 0..(1 + rng.below(3)) {
-                let j = usize::try_from(rng.below(below as u64)).expect("fits");
-                if !after.contains(&keys[j]) {
-                    after.push(keys[j]);
-                    longest = longest.max(chain[j]);
-                }
-            }
-        }
-        chain.push(longest + 1);
+    for (i, after) in edges.iter().enumerate() {
         keys.push(f.declare(
             BenchRegion::Local,
             format!("n{i}"),
             Node {
-                after,
+                after: after.iter().map(|&j| keys[j]).collect(),
                 size: Expr::lit(size(i)),
             },
         ));
     }
     (
         f.build().expect("generated graphs are sound"),
-        chain.into_iter().max().unwrap_or(0),
+        longest_chain(&edges),
     )
+}
+
+/// The edges of a random graph of `n` nodes in at most `depth` levels: node `i`'s
+/// list holds the earlier nodes it refers to. Each node past the first level refers to
+/// 1 to 3 distinct nodes (2 on average) of lower levels, so no chain is longer than
+/// `depth`. The same seed gives the same graph.
+pub fn graph(n: usize, depth: usize, seed: u64) -> Vec<Vec<usize>> {
+    let mut rng = Rng::new(seed);
+    let mut level_start: Vec<usize> = Vec::new();
+    let mut edges: Vec<Vec<usize>> = Vec::with_capacity(n);
+    for i in 0..n {
+        let level = i * depth / n.max(1);
+        if level_start.len() <= level {
+            level_start.push(i);
+        }
+        let mut after = Vec::new();
+        if level > 0 {
+            let below = level_start[level];
+            for _ in 0..(1 + rng.below(3)) {
+                let j = usize::try_from(rng.below(below as u64)).expect("fits");
+                if !after.contains(&j) {
+                    after.push(j);
+                }
+            }
+        }
+        edges.push(after);
+    }
+    edges
+}
+
+/// The longest chain of a graph from [`graph`], in nodes.
+pub fn longest_chain(edges: &[Vec<usize>]) -> usize {
+    let mut chain: Vec<usize> = Vec::with_capacity(edges.len());
+    for after in edges {
+        let longest = after.iter().map(|&j| chain[j]).max().unwrap_or(0);
+        chain.push(longest + 1);
+    }
+    chain.into_iter().max().unwrap_or(0)
 }
 
 /// A fleet of `n` built-in resources for the simulated cloud of `infra-testkit`, in

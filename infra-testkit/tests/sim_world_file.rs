@@ -135,6 +135,19 @@ async fn a_temporary_file_left_by_a_killed_writer_is_removed_at_the_next_open() 
     }
     let reopened = SimCloud::open(&path).unwrap();
     assert_eq!(reopened.len(), 1);
+    // The lock file stays while a handle holds the world open.
+    assert_eq!(
+        names_in(dir.path()),
+        [
+            ".other.json.infra-tmp-1-1",
+            ".world.json.infra-tmp-notes",
+            "notes.txt",
+            "world.json",
+            "world.json.lock"
+        ]
+    );
+    // And goes with the last of them.
+    drop((cloud, reopened));
     assert_eq!(
         names_in(dir.path()),
         [

@@ -14,6 +14,10 @@
 //!   resources, with the records in files and the simulated world in a file; Gr the
 //!   same with each stage a whole runner process (this program, as the fleet's runner
 //!   when `INFRA_BENCH_AS_FLEET` is set).
+//! - T: this engine against Terraform on the same graph, as whole processes, read from
+//!   the last run of `benches/side-by-side/run.py` (this program is its fleet's runner
+//!   when `INFRA_BENCH_AS_GRAPH` is set, writes its Terraform configuration with
+//!   `--terraform N VERSION` and counts a simulated world with `--world-len PATH`).
 //! - P5 (feature `postgres`, with `INFRA_BENCH_DATABASE_URL` or
 //!   `INFRA_TEST_DATABASE_URL` set): an apply with its records on PostgreSQL against the
 //!   same apply with them in files.
@@ -33,6 +37,8 @@ mod growth;
 #[cfg(feature = "postgres")]
 #[path = "report/records.rs"]
 mod records;
+#[path = "report/side_by_side.rs"]
+mod side_by_side;
 
 fn bench_engine(latency: Duration, real: bool) -> (Engine, Arc<BenchCloud>) {
     let clock: Arc<dyn infra_core::engine::Clock> = if real {
@@ -175,6 +181,19 @@ fn main() -> std::process::ExitCode {
     if let Some(code) = growth::as_fleet() {
         return code;
     }
+    if let Some(code) = side_by_side::as_graph() {
+        return code;
+    }
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--terraform") {
+        let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(100);
+        let version = args.get(i + 2).and_then(|v| v.parse().ok()).unwrap_or(1);
+        side_by_side::terraform(n, version);
+        return std::process::ExitCode::SUCCESS;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--world-len") {
+        return side_by_side::world_len(args.get(i + 1).map_or("", String::as_str));
+    }
     report();
     std::process::ExitCode::SUCCESS
 }
@@ -263,6 +282,8 @@ fn report() {
 
     growth::growth(&rt, if quick { 200 } else { 1000 });
     growth::runner_growth(if quick { 200 } else { 1000 });
+
+    side_by_side::print();
 
     #[cfg(feature = "postgres")]
     records::p5(&rt, 1000);

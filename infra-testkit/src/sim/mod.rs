@@ -114,6 +114,7 @@ pub mod readme_tables;
 mod rng;
 mod world;
 mod world_file;
+mod world_flush;
 mod world_journal;
 
 use std::any::Any;
@@ -179,6 +180,7 @@ impl SimResource {
 struct Inner {
     world: Mutex<World>,
     clock: Arc<dyn Clock>,
+    flusher: world_flush::Flusher,
 }
 
 /// Where a binary on the simulated cloud keeps its world: the file `INFRA_SIM_WORLD`
@@ -221,6 +223,7 @@ impl SimCloud {
             inner: Arc::new(Inner {
                 world: Mutex::new(world),
                 clock,
+                flusher: world_flush::Flusher::default(),
             }),
         }
     }
@@ -702,8 +705,34 @@ impl SimCloud {
         if !latency.is_zero() {
             self.inner.clock.sleep(latency).await;
         }
-        self.world().serve(call, act)
+        let (result, unflushed) = {
+            let mut world = self.world();
+            let result = world.serve(call, act);
+            (result, world.unflushed.take())
+        };
+        // The change is answered once its journal line is on disk.
+        match unflushed {
+            Some((unflushed, _)) => match self.inner.flusher.flush(unflushed).await {
+                Ok(()) => result,
+                Err(e) => Err(unflushed_failure(&e)),
+            },
+            None => result,
+        }
     }
+}
+
+/// A change made and written to the journal whose flush to disk failed: the world
+/// holds it, but it may not outlive the machine, so the caller is told it may have
+/// been applied.
+fn unflushed_failure(message: &str) -> BackendError {
+    let mut e = BackendError::new(
+        infra_core::sdk::ErrorKind::Other,
+        format!(
+            "the simulated cloud made the change but could not flush its world to disk              ({message}); the change may be lost"
+        ),
+    );
+    e.may_have_been_sent = true;
+    e
 }
 
 /// Turns a settled spec of kind `K` into what the world stores, before the call waits:

@@ -19,6 +19,7 @@ use super::faults::{CallRecord, Fault, Faults, Op, Outcome, Verdict};
 use super::kinds::{self, Site, TagShape};
 use super::rng::Rng;
 use super::world_file::{WorldFile, WorldFileError};
+use super::world_flush::Unflushed;
 use super::world_journal::{self, ChangeIn, ChangeOut};
 
 /// The schema version of the world file.
@@ -174,6 +175,9 @@ pub(crate) struct World {
     pub(super) dirty: BTreeSet<u64>,
     /// The file the world is kept in, if any.
     pub(super) file: Option<WorldFile>,
+    /// The last call's journal line, written and waiting for its flush (with the
+    /// journal's length before it), for the call to wait on outside the world's lock.
+    pub(super) unflushed: Option<(Unflushed, u64)>,
     // Behaviour, not saved.
     pub(crate) faults: Faults,
     pub(crate) list_lag: u32,
@@ -258,6 +262,7 @@ impl World {
             dependants: HashMap::new(),
             dirty: BTreeSet::new(),
             file: None,
+            unflushed: None,
             faults: Faults::new(seed),
             list_lag: 0,
             latency: Duration::ZERO,
@@ -647,12 +652,18 @@ impl World {
         act: impl FnOnce(&mut World, &mut CallRecord) -> Result<T, BackendError>,
     ) -> Result<T, BackendError> {
         let write = call.op.is_write();
-        let outcome = self.transact(write, |w| {
+        let outcome = self.transact_unflushed(write, |w| {
             let result = act(w, call);
             let changed = write && result.is_ok();
             (result, changed)
         });
-        outcome.unwrap_or_else(|e| Err(file_failure(write, &e)))
+        match outcome {
+            Ok((result, unflushed)) => {
+                self.unflushed = unflushed;
+                result
+            }
+            Err(e) => Err(file_failure(write, &e)),
+        }
     }
 
     /// The resource of `kind` in `region` with `handle`, or the provider's `NotFound`.

@@ -11,7 +11,9 @@
 //! - **A call's write costs what it changed.** A change is appended to the world's
 //!   journal (`<name>.journal`, see `world_journal`), which is folded into the file
 //!   when it outgrows it, when the world is saved and when the last handle on it is
-//!   dropped. The file alone is the world whenever no process holds it open.
+//!   dropped. The file alone is the world whenever no process holds it open. A call
+//!   answers once its line is on disk; the calls in flight together share their
+//!   flushes (`world_flush`).
 //! - **Written whole or not at all, and private.** A write of the whole file goes to a temporary file
 //!   beside the world file, `.<name>.infra-tmp-<pid>-<n>`, created with mode 0600 (the
 //!   file holds secret values), flushed to disk, then renamed over the world file. On
@@ -19,7 +21,9 @@
 //!   temporary file left by a killed process is removed by the next open.
 //! - **One writer at a time.** Every read-modify-write holds an exclusive operating
 //!   system lock on `<name>.lock` beside the world file (released by the kernel if the
-//!   process dies; the lock file is removed when the lock is released).
+//!   process dies). The lock file is kept open between calls, and removed, under the
+//!   lock, when the world is let go of; a process waiting on a removed lock file opens
+//!   the new one.
 //! - **Another writer's change is seen.** What this process last read or wrote is
 //!   kept as a stamp of each file (the file's identity, length and time, the
 //!   journal's length); when the files differ from it, someone else wrote them, and
@@ -30,8 +34,10 @@ use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::world::World;
+use super::world_flush::Unflushed;
 
 /// What a temporary file's name holds after `.<world file name>`.
 const TEMP_MARK: &str = ".infra-tmp-";
@@ -127,6 +133,10 @@ pub(crate) struct WorldFile {
     name: String,
     /// The files as last read or written.
     seen: Seen,
+    /// The journal, open for appending, while it is the file at the journal's path.
+    journal: Option<Arc<File>>,
+    /// The lock file, kept open between locks.
+    lock_file: Arc<Mutex<Option<File>>>,
 }
 
 /// What identifies a file's content without reading it.
@@ -137,12 +147,13 @@ struct Stamp {
     inode: u64,
 }
 
-/// The world file's stamp (`None`: no file) and the journal's length, as last read
-/// or written.
+/// The world file's stamp (`None`: no file) and the journal's length and identity,
+/// as last read or written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct Seen {
     file: Option<Stamp>,
     journal: u64,
+    journal_inode: Option<u64>,
 }
 
 /// The stamp of the file at `path`, `None` when there is none.
@@ -196,6 +207,8 @@ impl WorldFile {
             path: path.to_path_buf(),
             name,
             seen: Seen::default(),
+            journal: None,
+            lock_file: Arc::default(),
         })
     }
 
@@ -212,6 +225,14 @@ impl WorldFile {
         self.seen.file.is_some()
     }
 
+    /// Whether this process keeps the lock file open.
+    pub(crate) fn holds_lock_file(&self) -> bool {
+        self.lock_file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some()
+    }
+
     /// Whether the journal holds changes not folded into the file yet.
     pub(crate) fn has_journal(&self) -> bool {
         self.seen.journal > 0
@@ -226,8 +247,11 @@ impl WorldFile {
 
     /// Whether the files differ from what this process last read or wrote.
     pub(crate) fn moved(&self) -> Result<bool, WorldFileError> {
-        let journal = stamp(&self.journal_path())?.map_or(0, |s| s.len);
-        Ok(stamp(&self.path)? != self.seen.file || journal != self.seen.journal)
+        let journal = stamp(&self.journal_path())?;
+        let (len, inode) = journal.map_or((0, None), |s| (s.len, Some(s.inode)));
+        let journal_moved = len != self.seen.journal
+            || (len > 0 && self.seen.journal_inode.is_some_and(|i| Some(i) != inode));
+        Ok(stamp(&self.path)? != self.seen.file || journal_moved)
     }
 
     /// Whether the world file or its journal exists on disk now.
@@ -239,6 +263,8 @@ impl WorldFile {
     /// is taken (a world that could not be read is not remembered as seen).
     pub(crate) fn saw(&mut self, contents: &Contents) {
         self.seen = contents.seen;
+        // The journal may be another file now: it is opened again for the next line.
+        self.journal = None;
     }
 
     /// Reads the file and its journal. A last journal line cut short (an append that
@@ -277,6 +303,7 @@ impl WorldFile {
         let seen = Seen {
             file: file_stamp,
             journal: complete as u64,
+            journal_inode: None,
         };
         Ok(Contents {
             file,
@@ -285,22 +312,52 @@ impl WorldFile {
         })
     }
 
-    /// Appends one change's line to the journal and flushes it to disk. On failure
-    /// the journal is cut back to what it held. Call it holding [`WorldFile::lock`].
-    pub(crate) fn append(&mut self, line: &[u8]) -> Result<(), WorldFileError> {
+    /// Appends one change's line to the journal, and gives the journal to flush it
+    /// with ([`Unflushed`]; see `world_flush`). On failure the journal is cut back to
+    /// what it held. Call it holding [`WorldFile::lock`].
+    pub(crate) fn append(&mut self, line: &[u8]) -> Result<Unflushed, WorldFileError> {
         let path = self.journal_path();
-        let mut journal = private()
-            .append(true)
-            .create(true)
-            .open(&path)
-            .map_err(io(&path))?;
-        let written = journal.write_all(line).and_then(|()| journal.sync_data());
-        if let Err(source) = written {
+        let journal = match &self.journal {
+            Some(journal) => Arc::clone(journal),
+            None => {
+                let opened = private()
+                    .append(true)
+                    .create(true)
+                    .open(&path)
+                    .and_then(|f| Ok((inode(&f.metadata()?), f)));
+                let (ino, file) = opened.map_err(io(&path))?;
+                self.seen.journal_inode = Some(ino);
+                let file = Arc::new(file);
+                self.journal = Some(Arc::clone(&file));
+                file
+            }
+        };
+        if let Err(source) = (&*journal).write_all(line) {
             let _ = journal.set_len(self.seen.journal);
             return Err(io(&path)(source));
         }
         self.seen.journal += line.len() as u64;
+        Ok(Unflushed(journal))
+    }
+
+    /// Flushes the journal's lines to disk here and now; on failure the journal is cut
+    /// back to `len`, what it held before the lines that were not flushed.
+    pub(crate) fn flush_now(
+        &mut self,
+        unflushed: &Unflushed,
+        len: u64,
+    ) -> Result<(), WorldFileError> {
+        if let Err(source) = unflushed.0.sync_data() {
+            let _ = unflushed.0.set_len(len);
+            self.seen.journal = len;
+            return Err(io(&self.journal_path())(source));
+        }
         Ok(())
+    }
+
+    /// The journal's length as last read or written.
+    pub(crate) fn journal_len(&self) -> u64 {
+        self.seen.journal
     }
 
     /// Writes `bytes` as the whole file: a temporary file (mode 0600) in the same
@@ -324,6 +381,8 @@ impl WorldFile {
         // The file now holds every change the journal held: replaying them again
         // would change nothing, so a failure to remove it loses nothing.
         let journal = self.journal_path();
+        self.journal = None;
+        self.seen.journal_inode = None;
         match std::fs::remove_file(&journal) {
             Ok(()) => self.seen.journal = 0,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.seen.journal = 0,
@@ -399,22 +458,39 @@ impl WorldFile {
     /// Takes the exclusive lock on `<name>.lock`, waiting for another holder.
     pub(crate) fn lock(&self) -> Result<Lock, WorldFileError> {
         let path = self.sibling(format!("{}.lock", self.name));
+        let kept = self
+            .lock_file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let mut file = match kept {
+            Some(file) => file,
+            None => open_lock_file(&path)?,
+        };
         loop {
-            let file = private()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .map_err(io(&path))?;
             file.lock().map_err(io(&path))?;
-            // The previous holder removes the file as it releases it: a lock taken on a
-            // removed file guards nothing, and the file is opened again.
+            // A lock taken on a lock file that was removed meanwhile guards nothing: the
+            // file is opened again.
             if same_file(&file, &path) {
-                return Ok(Lock { file, path });
+                return Ok(Lock {
+                    file: Some(file),
+                    path,
+                    keep: Arc::clone(&self.lock_file),
+                });
             }
+            file = open_lock_file(&path)?;
         }
     }
+}
+
+fn open_lock_file(path: &Path) -> Result<File, WorldFileError> {
+    private()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(io(path))
 }
 
 /// Options that create a file readable and writable by its owner only.
@@ -439,18 +515,36 @@ fn same_file(_file: &File, path: &Path) -> bool {
     path.exists()
 }
 
-/// The world file's lock, held until dropped: then the lock file is removed (if it is
-/// still the one locked) and closed, which releases the lock.
+/// The world file's lock, held until dropped: then released, and the lock file kept
+/// open for the next lock ([`Lock::remove`] removes it instead).
 #[derive(Debug)]
 pub(crate) struct Lock {
-    file: File,
+    file: Option<File>,
     path: PathBuf,
+    keep: Arc<Mutex<Option<File>>>,
+}
+
+impl Lock {
+    /// Removes the lock file while still holding its lock, then releases it: who waits
+    /// on it opens a new one.
+    pub(crate) fn remove(mut self) {
+        if let Some(file) = self.file.take()
+            && same_file(&file, &self.path)
+        {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        if same_file(&self.file, &self.path) {
-            let _ = std::fs::remove_file(&self.path);
+        if let Some(file) = self.file.take()
+            && file.unlock().is_ok()
+        {
+            *self
+                .keep
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(file);
         }
     }
 }
@@ -488,26 +582,51 @@ impl World {
     }
 
     /// Runs `f` on the world as its files hold it now (read again if someone else
-    /// wrote them). When `f` says it changed the world, the change is saved before
-    /// this returns; with `write`, all of it under the file's lock, so that no other
-    /// writer comes in between. A change that cannot be saved is undone and the error
-    /// returned: the world stays what its files hold.
+    /// wrote them). When `f` says it changed the world, the change is saved, and on
+    /// disk, before this returns; with `write`, all of it under the file's lock, so
+    /// that no other writer comes in between. A change that cannot be saved is undone
+    /// and the error returned: the world stays what its files hold.
     pub(crate) fn transact<T>(
         &mut self,
         write: bool,
         f: impl FnOnce(&mut World) -> (T, bool),
     ) -> Result<T, WorldFileError> {
+        let (value, unflushed) = self.transact_unflushed(write, f)?;
+        if let Some((unflushed, len)) = unflushed
+            && let Some(file) = &mut self.file
+            && let Err(e) = file.flush_now(&unflushed, len)
+        {
+            self.reload()?;
+            return Err(e);
+        }
+        Ok(value)
+    }
+
+    /// [`World::transact`], except that a change saved as a journal line is written
+    /// and not yet flushed: it is given back, with the journal's length before it, for
+    /// the caller to wait for its flush outside the world's lock (`world_flush`).
+    pub(crate) fn transact_unflushed<T>(
+        &mut self,
+        write: bool,
+        f: impl FnOnce(&mut World) -> (T, bool),
+    ) -> Result<(T, Option<(Unflushed, u64)>), WorldFileError> {
         let _lock = match (&self.file, write) {
             (Some(file), true) => Some(file.lock()?),
             _ => None,
         };
         self.refresh(write)?;
         let (value, changed) = f(self);
-        if changed && let Err(e) = self.persist() {
-            self.reload()?;
-            return Err(e);
+        if !changed {
+            return Ok((value, None));
         }
-        Ok(value)
+        let before = self.file.as_ref().map_or(0, WorldFile::journal_len);
+        match self.persist() {
+            Ok(unflushed) => Ok((value, unflushed.map(|u| (u, before)))),
+            Err(e) => {
+                self.reload()?;
+                Err(e)
+            }
+        }
     }
 
     /// When the files changed since this process last read or wrote them, takes the
@@ -543,21 +662,23 @@ impl World {
     /// Saves what changed since the last save: as a journal line, or, for a world
     /// whose file does not exist yet or whose journal outgrew it, as the whole file.
     /// Call it holding the file's lock.
-    fn persist(&mut self) -> Result<(), WorldFileError> {
+    fn persist(&mut self) -> Result<Option<Unflushed>, WorldFileError> {
         let Some(file) = &self.file else {
-            return Ok(());
+            return Ok(None);
         };
         if !file.exists() || file.journal_outgrown() {
-            return self.write_whole();
+            self.write_whole()?;
+            return Ok(None);
         }
         let line = self.change_line();
-        if let Some(file) = &mut self.file {
-            file.append(&line)?;
-        }
-        // What is on disk now holds every change made so far; a change not saved (a
-        // call that failed after changing the world) goes with the next save.
+        let unflushed = match &mut self.file {
+            Some(file) => Some(file.append(&line)?),
+            None => None,
+        };
+        // What is in the files now holds every change made so far; a change not saved
+        // (a call that failed after changing the world) goes with the next save.
         self.dirty.clear();
-        Ok(())
+        Ok(unflushed)
     }
 
     /// Writes the world whole to its file and removes the journal. Call it holding the
@@ -585,11 +706,23 @@ impl World {
 
 impl Drop for World {
     /// The last handle on a world with a file leaves the file whole: the journal is
-    /// folded in. Should that fail, the journal stays, and the next open replays it.
+    /// folded in, and the lock file removed. Should that fail, the journal stays, and
+    /// the next open replays it.
     fn drop(&mut self) {
-        if self.file.as_ref().is_some_and(WorldFile::has_journal) {
-            let _ = self.compact();
+        let Some(file) = &self.file else {
+            return;
+        };
+        if !file.has_journal() && !file.holds_lock_file() {
+            return;
         }
+        let Ok(lock) = file.lock() else {
+            return;
+        };
+        let _ = self.refresh(true).and_then(|()| match &self.file {
+            Some(file) if file.has_journal() => self.write_whole(),
+            _ => Ok(()),
+        });
+        lock.remove();
     }
 }
 
