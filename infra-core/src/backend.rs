@@ -412,6 +412,8 @@ pub trait Backend: Send + Sync {
     /// - A field the cloud does not report is `Unknown` in the reported configuration,
     ///   never a sentinel (`""`, `0`, a blank handle).
     /// - The reported tags include the ownership marker; the engine strips it.
+    /// - Raw tags carried with the read ([`Sighting::with_raw_tags`]) are what
+    ///   `ownership` would answer.
     /// - A secret's value is never read here.
     async fn read(
         &self,

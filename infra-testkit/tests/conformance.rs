@@ -193,6 +193,8 @@ enum Flaw {
     DropsTheMarker,
     /// `mark` writes its marker over another fleet's.
     TakesAnothersResource,
+    /// `read` carries raw tags without the marker `ownership` reads.
+    ReadCarriesOtherTags,
 }
 
 /// The layer that gives a simulator backend one flaw.
@@ -261,6 +263,27 @@ impl Layer for Broken {
                 }
                 other => Ok(other),
             },
+            (Flaw::ReadCarriesOtherTags, Call::Read { .. }) => match next.run(call).await? {
+                Answer::Read(sighting) => match sighting.raw_tags().cloned() {
+                    Some(mut tags) => {
+                        tags.remove(MARKER_KEY);
+                        Ok(Answer::Read(sighting.with_raw_tags(tags)))
+                    }
+                    None => Ok(Answer::Read(sighting)),
+                },
+                other => Ok(other),
+            },
+            // The same lie told by a read that carries the tags.
+            (Flaw::ClaimsEverything, Call::Read { .. }) => match next.run(call).await? {
+                Answer::Read(sighting) => match sighting.raw_tags().cloned() {
+                    Some(mut tags) => {
+                        tags.insert(MARKER_KEY.into(), LEGACY_MARKER_VALUE.into());
+                        Ok(Answer::Read(sighting.with_raw_tags(tags)))
+                    }
+                    None => Ok(Answer::Read(sighting)),
+                },
+                other => Ok(other),
+            },
             (
                 Flaw::TakesAnothersResource,
                 Call::Mark {
@@ -316,6 +339,27 @@ async fn a_backend_that_claims_foreign_resources_fails_the_owned_only_prune_chec
             .expect("ran");
         assert!(outcome.verdict.is_fail(), "{outcome}");
     }
+}
+
+#[tokio::test]
+async fn a_read_whose_tags_differ_from_ownership_fails_the_marker_check() {
+    let report = caught(
+        Flaw::ReadCarriesOtherTags,
+        "read_reports_the_marker_and_the_engine_strips_it",
+        "iam",
+        23,
+    )
+    .await;
+    let outcome = report
+        .outcome(
+            "read_reports_the_marker_and_the_engine_strips_it",
+            Some("iam"),
+        )
+        .expect("ran");
+    assert!(
+        outcome.to_string().contains("`ownership` reads"),
+        "{outcome}"
+    );
 }
 
 #[tokio::test]

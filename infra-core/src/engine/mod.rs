@@ -84,7 +84,7 @@ pub use crate::merge::{Conflict, Side, WriterConflict, merge_writers};
 pub use crate::plan::{ForeignKey, Plan, PlanConflict};
 pub use crate::records::{
     CacheEntry, FileStore, Ledger, LedgerRow, LockError, LockGuard, LockHolder, MemoryStore,
-    RecordError, RecordStore, lock_fleet,
+    RecordError, RecordStore, Records, lock_fleet,
 };
 pub use crate::settle::{MapEnv, settle};
 pub use error::ApplyError;

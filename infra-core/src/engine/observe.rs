@@ -49,9 +49,8 @@ impl Engine {
         options: &Options,
     ) -> Result<Observation, ApplyError> {
         let fleet = plan.fleet();
-        // Every record is read and checked before the first cloud call.
-        self.store.verify(fleet.name())?;
-        let ledger = self.store.load_ledger(fleet.name())?;
+        // Every record is read and checked before the first cloud call, once.
+        let crate::records::Records { ledger, caches } = self.store.load_records(fleet.name())?;
         self.gates(plan, &ledger).await?;
 
         let forgotten_refs: BTreeSet<(String, String, String)> = fleet
@@ -143,7 +142,7 @@ impl Engine {
         let listings = self
             .observe(fleet.name(), &mut slots, &included, ledger.is_empty())
             .await;
-        self.recall(fleet.name(), &mut slots)?;
+        Self::recall(&caches, &mut slots);
         self.compare_composed_secrets(plan, &mut slots).await;
         let strays = self.strays(fleet.name(), &slots, listings).await;
 

@@ -64,7 +64,7 @@ impl Engine {
     /// fields its cloud does not report, from the cache (when the cache holds the same
     /// resource, by handle): a declared change to such a field is then seen. Without
     /// a cache, nothing is recalled, and such a change waits for another change.
-    pub(super) fn recall(&self, fleet: &str, slots: &mut [Slot]) -> Result<(), RecordError> {
+    pub(super) fn recall(caches: &BTreeMap<(String, String), Vec<CacheEntry>>, slots: &mut [Slot]) {
         let mut pairs: BTreeMap<(&'static str, &'static str), Vec<usize>> = BTreeMap::new();
         for (i, slot) in slots.iter().enumerate() {
             if slot.index.is_some() && matches!(slot.seen, Seen::Present { .. }) {
@@ -72,14 +72,16 @@ impl Engine {
             }
         }
         for ((provider, kind), members) in pairs {
-            let entries = self.store.load_cache(fleet, provider, kind)?;
+            let Some(entries) = caches.get(&(provider.to_owned(), kind.to_owned())) else {
+                continue;
+            };
             if entries.iter().all(|e| e.written.is_empty()) {
                 continue;
             }
             // Looked up, not searched: a search per resource made a plan of a large
             // fleet cost the square of its size.
             let mut by_resource: HashMap<(&str, &str, &str), &CacheEntry> = HashMap::new();
-            for e in &entries {
+            for e in entries {
                 by_resource
                     .entry((e.name.as_str(), e.region.as_str(), e.handle.as_str()))
                     .or_insert(e);
@@ -99,7 +101,6 @@ impl Engine {
                 }
             }
         }
-        Ok(())
     }
 
     /// Writes the observation cache: one entry per resource that exists and is ours, by

@@ -14,7 +14,7 @@
 //! one written by a newer version, is refused with its path and line and never
 //! overwritten.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -118,6 +118,15 @@ impl Ledger {
     ) -> impl Iterator<Item = &'a LedgerRow> + 'a {
         self.rows.iter().filter(move |r| r.provider == provider)
     }
+}
+
+/// Every record of a fleet, as read and checked together.
+#[derive(Clone, Debug, Default)]
+pub struct Records {
+    /// The ledger.
+    pub ledger: Ledger,
+    /// The cached observations, by provider and kind.
+    pub caches: BTreeMap<(String, String), Vec<CacheEntry>>,
 }
 
 /// What was last observed of one resource.
@@ -252,11 +261,18 @@ pub trait RecordStore: Send + Sync {
     /// Reads and checks every record of the fleet, so that a malformed one is refused
     /// before anything else happens (before the first cloud call of a run).
     fn verify(&self, fleet: &str) -> Result<(), RecordError> {
-        self.load_ledger(fleet)?;
+        self.load_records(fleet).map(drop)
+    }
+    /// Reads and checks every record of the fleet, as [`RecordStore::verify`] does,
+    /// and gives back what it read: a run reads each record once.
+    fn load_records(&self, fleet: &str) -> Result<Records, RecordError> {
+        let ledger = self.load_ledger(fleet)?;
+        let mut caches = BTreeMap::new();
         for (provider, kind) in self.cached_pairs(fleet)? {
-            self.load_cache(fleet, &provider, &kind)?;
+            let entries = self.load_cache(fleet, &provider, &kind)?;
+            caches.insert((provider, kind), entries);
         }
-        Ok(())
+        Ok(Records { ledger, caches })
     }
     /// Where the records are, in a few words, for messages (never a password).
     fn describe(&self) -> String {

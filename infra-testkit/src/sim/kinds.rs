@@ -98,6 +98,23 @@ pub(crate) fn tags_readable(provider: &str, kind: &str) -> bool {
     !(provider == "scaleway" && kind == "queues")
 }
 
+/// Whether the cloud's read of a resource of the kind answers with its tags (or
+/// labels), as AWS's `GetRole` and `DescribeInstances` do, so that one read tells whose
+/// it is; S3, SQS and ECR, among others, keep tags behind a call of their own.
+pub(crate) fn read_carries_tags(provider: &str, kind: &str) -> bool {
+    matches!(
+        (provider, kind),
+        (
+            "aws",
+            "iam" | "secrets" | "postgres" | "securityGroup" | "awsInstance"
+        ) | ("gcp", "objectStore" | "queues" | "secrets" | "postgres")
+            | (
+                "scaleway",
+                "secrets" | "functionNamespace" | "containerNamespace"
+            )
+    )
+}
+
 /// The refusal of a tag call on a kind that keeps no tags.
 pub(crate) fn no_tags(provider: &str, kind: &str) -> BackendError {
     invalid(provider, format!("{provider} {kind} take no tags"))

@@ -877,7 +877,13 @@ impl<K: Kind> KindBackend<K> for SimProvider {
         let call = self.record(Op::Read, Some(K::ID), Some(region), None, Some(handle));
         self.cloud
             .serve(call, move |w, c| {
-                w.read(c, K::ID, region, handle)?.reading()
+                let stored = w.read(c, K::ID, region, handle)?;
+                let reading = stored.reading()?;
+                Ok(if kinds::read_carries_tags(c.provider, K::ID) {
+                    reading.with_raw_tags(stored.tags.clone())
+                } else {
+                    reading
+                })
             })
             .await
     }

@@ -133,6 +133,22 @@ async fn read_marker(ctx: &Context, sample: &KindSample) -> Result<(), String> {
     let sighting = read_eventually(ctx, kind, region, &handle).await?;
     // A kind whose tags cannot be read (Scaleway Queues take none) carries no marker.
     let tags_readable = ctx.caps.ownership.contains(kind);
+    // A read that carries the raw tags stands in for `ownership`: it must carry the same.
+    if let Some(carried) = sighting.raw_tags()
+        && tags_readable
+    {
+        let owned = ctx
+            .backend
+            .ownership(kind, region, &handle)
+            .await
+            .map_err(|e| format!("`ownership` of {handle} failed: {e}"))?;
+        if carried != &owned {
+            return Err(format!(
+                "`read` carries raw tags {carried:?}, but `ownership` reads {owned:?}: \
+                 the engine decides ownership from the read's"
+            ));
+        }
+    }
     if tags_readable
         && fields_of(ctx, sample, &name)?
             .iter()
