@@ -1,7 +1,8 @@
 //! Measures the engine against its limits and prints one line per figure:
 //! `cargo run --release -p benches --bin report` (`--quick` for smaller sizes,
 //! `--detail` for a breakdown of P2 on standard error, `--growth N` for the G lines
-//! alone, from N to 10·N, `--world N` for P1w alone).
+//! alone, from N to 10·N, `--world N` for P1w alone, `--scale` for P1, P1w and P4 at a
+//! million resources).
 //!
 //! - P1: planning time against a serde_json round trip of the same plan; P1w the same
 //!   on a world a third unchanged, a third changed and a third missing.
@@ -161,6 +162,23 @@ struct Applied {
     fleet: infra_core::prelude::Fleet,
 }
 
+/// `--scale`: P1, P1w and P4 at a million resources, and a no-change plan of 100,000
+/// through the runner (not in CI: minutes, and gigabytes of memory).
+fn scale() {
+    const N: usize = 1_000_000;
+    let rt = runtime();
+    p1(&rt, N);
+    p1_world(&rt, N);
+    drop(rt);
+    let exe = std::env::current_exe().expect("this program");
+    let out = std::process::Command::new(exe)
+        .args(["--memory", &N.to_string()])
+        .output()
+        .expect("the memory probe runs");
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    growth::runner_plan(100_000);
+}
+
 /// In a fresh process: the growth of peak resident memory, per resource, while a fleet
 /// of `n` is declared and planned against an observed world of the same size.
 fn memory(n: usize) {
@@ -220,6 +238,18 @@ fn report() {
         let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1000);
         growth::growth(&runtime(), n);
         growth::runner_growth(n);
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--runner-plan") {
+        let n = args
+            .get(i + 1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(100_000);
+        growth::runner_plan(n);
+        return;
+    }
+    if args.iter().any(|a| a == "--scale") {
+        scale();
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");

@@ -149,3 +149,63 @@ fn runner_stages(n: usize) -> Stages {
         destroy,
     }
 }
+
+/// Prints `R no_change_plan_runner`: a plan that finds nothing to change of a fleet of
+/// `n`, as a whole runner process (median of three), with the records in files and,
+/// when a database is given (`INFRA_BENCH_DATABASE_URL` or `INFRA_TEST_DATABASE_URL`),
+/// on PostgreSQL.
+pub(crate) fn runner_plan(n: usize) {
+    let url = ["INFRA_BENCH_DATABASE_URL", "INFRA_TEST_DATABASE_URL"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|url| !url.is_empty()));
+    let mut stores = vec![("files", None)];
+    match url {
+        Some(url) => stores.push(("postgres", Some(url))),
+        None => eprintln!(
+            "R no_change_plan_runner records=postgres skipped: set INFRA_BENCH_DATABASE_URL"
+        ),
+    }
+    for (records, url) in stores {
+        let dir =
+            std::env::temp_dir().join(format!("infra-bench-rplan-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let world = dir.join("world.json");
+        let exe = std::env::current_exe().expect("this program");
+        let run = |args: &[&str], expect: i32| {
+            let mut command = std::process::Command::new(&exe);
+            command
+                .args(args)
+                .arg("--state-dir")
+                .arg(dir.join("state"))
+                .env(AS_FLEET, n.to_string())
+                .env("INFRA_SIM_WORLD", &world);
+            if let Some(url) = &url {
+                command.arg("--records").arg(url);
+            }
+            let start = now();
+            let out = command.output().expect("the runner starts");
+            let took = start.elapsed();
+            assert_eq!(
+                out.status.code(),
+                Some(expect),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            took
+        };
+        run(&["apply", "--yes"], 0);
+        let mut times: Vec<Duration> = (0..3)
+            .map(|_| run(&["plan", "--detailed-exitcode"], 0))
+            .collect();
+        times.sort();
+        run(&["destroy", "--yes"], 0);
+        let _ = std::fs::remove_dir_all(&dir);
+        let median = times[1];
+        println!(
+            "R no_change_plan_runner n={n} records={records} ms={:.0} per_resource_us={:.1}",
+            median.as_secs_f64() * 1000.0,
+            median.as_secs_f64() * 1e6 / n as f64
+        );
+    }
+}
