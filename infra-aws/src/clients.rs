@@ -10,6 +10,7 @@ use aws_types::region::Region;
 /// needed, so a fleet pays only for the services it uses.
 pub(crate) struct RegionClients {
     /// The region's code.
+    #[cfg_attr(not(any(feature = "s3", feature = "ec2")), allow(dead_code))]
     pub(crate) region: String,
     config: SdkConfig,
     #[cfg_attr(not(feature = "s3"), allow(dead_code))]

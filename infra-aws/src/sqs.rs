@@ -316,6 +316,8 @@ impl KindBackend<Queues> for SqsQueues {
         )
         .await?;
         let tags = tags(c, handle).await?;
+        // ListQueueTags is part of the read: its answer tells ownership too.
+        let raw = tags.clone();
         Ok(Reading::new(
             handle,
             QueuesObserved {
@@ -333,7 +335,8 @@ impl KindBackend<Queues> for SqsQueues {
                 max_receive_count,
                 tags: Partial::Known(tags),
             },
-        ))
+        )
+        .with_raw_tags(raw))
     }
 
     async fn create(
@@ -393,8 +396,10 @@ impl KindBackend<Queues> for SqsQueues {
             )
             .maybe_sent()
         })?;
-        // Made meanwhile by someone else, and answered to us as if we had made it.
-        let carried = tags(c, &url).await?;
+        // Made meanwhile by someone else, and answered to us as if we had made it: the
+        // read of what was made carries its tags, which must hold our marker.
+        let read = self.read(ReadArgs::new(region, &url)).await?;
+        let carried = read.raw_tags().cloned().unwrap_or_default();
         if carried.get(marker.key()).map(String::as_str) != Some(marker.value()) {
             return Err(BackendError::new(
                 ErrorKind::Conflict,
@@ -402,7 +407,6 @@ impl KindBackend<Queues> for SqsQueues {
             )
             .with_code("QueueAlreadyExists"));
         }
-        let read = self.read(ReadArgs::new(region, &url)).await?;
         Ok(Written::Done(read))
     }
 

@@ -64,6 +64,7 @@ pub(crate) fn keep_marker(tags: Option<&RawTags>, current: &RawTags) -> RawTags 
 
 /// What bringing a resource's tags from `current` to `wanted` takes: the keys to remove
 /// (never one of `keep`) and the pairs to write (those that differ).
+#[cfg(any(feature = "ec2", feature = "ecr", feature = "lambda", feature = "rds"))]
 pub(crate) struct TagChanges {
     /// Keys no longer wanted.
     pub(crate) remove: Vec<String>,
@@ -71,6 +72,7 @@ pub(crate) struct TagChanges {
     pub(crate) write: RawTags,
 }
 
+#[cfg(any(feature = "ec2", feature = "ecr", feature = "lambda", feature = "rds"))]
 pub(crate) fn tag_changes(current: &RawTags, wanted: &RawTags, keep: &[&str]) -> TagChanges {
     TagChanges {
         remove: current
@@ -88,6 +90,7 @@ pub(crate) fn tag_changes(current: &RawTags, wanted: &RawTags, keep: &[&str]) ->
 
 /// The declared tags (less any attempt to declare the marker) with the marker kept
 /// from what the resource carries.
+#[cfg(any(feature = "s3", feature = "ecr"))]
 pub(crate) fn wanted_tags(declared: &RawTags, current: &RawTags) -> RawTags {
     let declared: RawTags = declared
         .iter()
@@ -109,6 +112,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg(all(
+        any(feature = "s3", feature = "ecr"),
+        any(feature = "ec2", feature = "ecr", feature = "lambda", feature = "rds")
+    ))]
     fn the_marker_survives_a_tag_update_and_cannot_be_declared_away() {
         let current = tags(&[("managed-by-infra", "shop"), ("team", "web"), ("old", "x")]);
         let declared = tags(&[("team", "ops"), ("managed-by-infra", "someone-else")]);

@@ -19,6 +19,9 @@
 //!   the last run of `benches/side-by-side/run.py` (this program is its fleet's runner
 //!   when `INFRA_BENCH_AS_GRAPH` is set, writes its Terraform configuration with
 //!   `--terraform N VERSION` and counts a simulated world with `--world-len PATH`).
+//! - P6 (feature `aws`, with `AWS_ENDPOINT_URL` naming a moto server): an apply of 200
+//!   SQS queues through `infra-aws` against the same `CreateQueue` calls made directly
+//!   with the SDK, at the same parallelism.
 //! - P5 (feature `postgres`, with `INFRA_BENCH_DATABASE_URL` or
 //!   `INFRA_TEST_DATABASE_URL` set): an apply with its records on PostgreSQL against the
 //!   same apply with them in files.
@@ -33,6 +36,9 @@ use infra_core::{
     prelude::Backends,
 };
 
+#[cfg(feature = "aws")]
+#[path = "report/aws.rs"]
+mod aws;
 #[path = "report/growth.rs"]
 mod growth;
 #[cfg(feature = "postgres")]
@@ -248,6 +254,12 @@ fn report() {
         growth::runner_plan(n);
         return;
     }
+    #[cfg(feature = "aws")]
+    if let Some(i) = args.iter().position(|a| a == "--aws") {
+        let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(200);
+        aws::p6(&runtime(), n);
+        return;
+    }
     if args.iter().any(|a| a == "--scale") {
         scale();
         return;
@@ -314,6 +326,11 @@ fn report() {
     growth::runner_growth(if quick { 200 } else { 1000 });
 
     side_by_side::print();
+
+    #[cfg(feature = "aws")]
+    aws::p6(&rt, 200);
+    #[cfg(not(feature = "aws"))]
+    eprintln!("P6 apply_vs_sdk_on_moto skipped: build with --features aws");
 
     #[cfg(feature = "postgres")]
     records::p5(&rt, 1000);

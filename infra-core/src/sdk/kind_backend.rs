@@ -295,6 +295,11 @@ impl<K: Kind> Reading<K> {
         }
     }
 
+    /// The raw tags the read carries ([`Reading::with_raw_tags`]), if any.
+    pub fn raw_tags(&self) -> Option<&RawTags> {
+        self.sighting.raw_tags()
+    }
+
     /// The resource's handle.
     pub fn handle(&self) -> &str {
         &self.sighting.handle
