@@ -276,7 +276,11 @@ where
             io.err(&text);
             1
         }
-        Ok(fleet) => dispatch(args, &fleet, backends, &mut io).await,
+        Ok(fleet) => {
+            let code = dispatch(args, &fleet, backends, &mut io).await;
+            verbs::let_go(fleet);
+            code
+        }
     };
     if io.finish() { code } else { code.max(1) }
 }
