@@ -204,3 +204,38 @@ fn credentials_in_the_environment_never_send_the_quickstart_to_a_real_cloud() {
     assert!(err.contains("--features real-clouds"), "{err}");
     assert_eq!(std::fs::read_to_string(place.world()).unwrap(), before);
 }
+
+#[test]
+fn replace_previews_and_replaces_a_resource_with_what_cannot_outlive_it() {
+    let place = Place::new();
+    let (code, out, err) = place.run(&["apply", "--yes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, _) = place.run(&["plan", "--replace", "app-web", "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let plan: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let replaced: Vec<&str> = plan["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["action"] == "replace")
+        .map(|c| c["resource"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(replaced, ["app-web", "app-web-1"], "{out}");
+    let (code, _, err) = place.run(&["plan", "--replace", "app-wbe"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--replace \"app-wbe\" names no resource") && err.contains("did you mean"),
+        "{err}"
+    );
+    assert!(
+        err.contains("'aws/securityGroup/app-web (eu-west-3)'"),
+        "{err}"
+    );
+    let world = std::fs::read_to_string(place.world()).unwrap();
+    let (code, out, err) = place.run(&["apply", "--yes", "--replace", "app-web"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("2 replaced"), "{out}");
+    assert_ne!(std::fs::read_to_string(place.world()).unwrap(), world);
+    let (code, _, _) = place.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0);
+}

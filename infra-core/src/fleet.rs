@@ -198,6 +198,8 @@ pub(crate) struct FleetInner {
     pub(crate) resources: Vec<Declared>,
     pub(crate) names: Arc<[ResourceRef]>,
     pub(crate) forgets: Vec<Released>,
+    /// Resources no run may delete or replace (`prevent_destroy`).
+    pub(crate) protected: BTreeSet<ResourceRef>,
     pub(crate) accounts: BTreeMap<&'static str, BTreeSet<String>>,
     /// Dependencies of each resource, by index, without repeats.
     pub(crate) deps: Vec<Vec<usize>>,
@@ -231,6 +233,7 @@ impl Fleet {
             name: name.into(),
             slots: Vec::new(),
             forgets: Vec::new(),
+            protected: BTreeSet::new(),
             limits: Vec::new(),
             accounts: BTreeMap::new(),
             misuse: Vec::new(),
@@ -314,6 +317,19 @@ impl Fleet {
     /// The resources released by `forget`.
     pub fn forgets(&self) -> &[Released] {
         &self.inner.forgets
+    }
+
+    /// The resources declared with `prevent_destroy`: no run deletes or replaces them.
+    pub fn protected(&self) -> &BTreeSet<ResourceRef> {
+        &self.inner.protected
+    }
+
+    /// Whether `prevent_destroy` protects the resource of this provider, kind and name.
+    pub fn is_protected(&self, provider: &str, kind: &str, name: &str) -> bool {
+        self.inner
+            .protected
+            .iter()
+            .any(|r| r.provider == provider && r.kind == kind && r.name == name)
     }
 
     /// A build order of resource indices: each after everything it depends on.
@@ -410,6 +426,7 @@ pub struct FleetBuilder {
     name: String,
     slots: Vec<PendingResource>,
     forgets: Vec<Released>,
+    protected: BTreeSet<ResourceRef>,
     limits: Vec<(&'static str, &'static str, usize)>,
     accounts: BTreeMap<&'static str, BTreeSet<String>>,
     misuse: Vec<Problem>,
@@ -513,6 +530,59 @@ impl FleetBuilder {
                 kind: K::ID,
                 name: name.into(),
             },
+        });
+    }
+
+    /// Protects a declared resource with `prevent_destroy`: any run that would delete
+    /// or replace it — `destroy`, a declaration made absent, a change to a field that
+    /// cannot change in place, `--replace` — is refused before its first change, even
+    /// with `--force`. Updates in place still run.
+    pub fn prevent_destroy<K: Kind>(&mut self, key: Key<K>) {
+        let id = key.id();
+        match self.slots.get(id.index()).filter(|_| id.fleet == self.id) {
+            None => self.misuse.push(Problem::ForeignKey {
+                resource: None,
+                detail: "`prevent_destroy` was given a key of another fleet".into(),
+            }),
+            Some(pending) => {
+                self.protected.insert(pending.reference.clone());
+            }
+        }
+    }
+
+    /// Protects a resource by provider, kind and name, declared or not: the form that
+    /// outlives its declaration, so that removing the resource's line does not prune it
+    /// (the apply is refused instead) until this line goes too.
+    ///
+    /// ```
+    /// use infra_core::kinds::*;
+    /// use infra_core::prelude::*;
+    ///
+    /// let mut f = Fleet::builder("shop");
+    /// let paris = AwsRegion::EuWest3;
+    /// let password = f.declare(paris, "app-db-password", Secrets::generated(32));
+    /// let db = f.declare(paris, "app-db", Postgres::classic(PostgresClassic {
+    ///     engine_version: "16",
+    ///     instance_class: "db.t4g.micro",
+    ///     master_username: "app",
+    ///     master_password: password,
+    /// }));
+    /// f.prevent_destroy(db);
+    /// f.prevent_destroy_of::<Aws, ObjectStore>("an-old-bucket");
+    /// let fleet = f.build().unwrap();
+    /// assert!(fleet.is_protected("aws", "postgres", "app-db"));
+    /// assert!(fleet.is_protected("aws", "objectStore", "an-old-bucket"));
+    /// assert!(!fleet.is_protected("aws", "secrets", "app-db-password"));
+    /// ```
+    pub fn prevent_destroy_of<P, K>(&mut self, name: impl Into<String>)
+    where
+        P: Provider + Supports<K>,
+        K: Kind,
+    {
+        self.protected.insert(ResourceRef {
+            provider: P::ID,
+            kind: K::ID,
+            name: name.into(),
         });
     }
 
@@ -649,6 +719,7 @@ impl FleetBuilder {
                 resources,
                 names,
                 forgets,
+                protected: self.protected,
                 accounts: self.accounts,
                 deps,
                 order,

@@ -53,6 +53,11 @@ pub(super) enum Verb {
         /// Also write the plan to FILE, for `apply FILE` to carry out exactly.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// Replace this resource although it would otherwise be left unchanged or updated
+        /// (repeatable; any address a plan prints). What cannot outlive it is replaced
+        /// with it, and the plan says so.
+        #[arg(long = "replace", value_name = "ADDRESS")]
+        replace: Vec<String>,
         #[command(flatten)]
         scope: Scope,
     },
@@ -66,6 +71,11 @@ pub(super) enum Verb {
         /// something.
         #[arg(long)]
         force: bool,
+        /// Replace this resource although it would otherwise be left unchanged or updated
+        /// (repeatable; any address a plan prints). What cannot outlive it is replaced
+        /// with it, and the plan says so.
+        #[arg(long = "replace", value_name = "ADDRESS")]
+        replace: Vec<String>,
         #[command(flatten)]
         run: RunFlags,
         #[command(flatten)]

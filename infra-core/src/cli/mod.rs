@@ -396,6 +396,7 @@ async fn run_verb(verb: Verb, fleet: &Fleet, engine: &Engine, io: &mut Io<'_>) -
             json,
             detailed_exitcode,
             out,
+            replace,
             scope,
         } => {
             let plan = verbs::PlanVerb {
@@ -403,20 +404,22 @@ async fn run_verb(verb: Verb, fleet: &Fleet, engine: &Engine, io: &mut Io<'_>) -
                 json,
                 detailed_exitcode,
                 out,
+                replace,
             };
             verbs::plan(io, engine, fleet, plan, scope).await
         }
         Verb::Apply {
             plan_file: Some(file),
             force,
+            replace,
             run,
             scope,
         } => {
-            if force || !scope.is_empty() {
+            if force || !scope.is_empty() || !replace.is_empty() {
                 io.err(&render::paint(
                     io.colour(),
                     "error: a plan file carries its own scope and options: give `apply FILE` \
-                     no --target, --exclude, --allow-delete or --force (make a new plan with them)",
+                     no --target, --exclude, --allow-delete, --replace or --force (make a new plan with them)",
                 ));
                 return 1;
             }
@@ -425,10 +428,11 @@ async fn run_verb(verb: Verb, fleet: &Fleet, engine: &Engine, io: &mut Io<'_>) -
         Verb::Apply {
             plan_file: None,
             force,
+            replace,
             run,
             scope,
         } => {
-            let options = verbs::options(scope, run.parallelism, force);
+            let options = verbs::options(scope, run.parallelism, force).replacing(replace);
             verbs::apply(io, engine, &fleet.plan(), options, &run, "apply").await
         }
         Verb::Destroy { run, scope } => {

@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use super::Engine;
 use super::model::{
     Decision, Observation, Owner, ReplaceOrder, Seen, Slot, Target, Unobserved, World, key_id,
+    row_of,
 };
 use crate::{
     BackendError, Divergence, ErrorKind, Mutability, NotAttemptedReason, Ownership, Plan, Repair,
@@ -59,12 +60,19 @@ impl Engine {
                             let pending = slot
                                 .index
                                 .is_some_and(|i| deps[i].iter().any(|d| moving.contains(d)));
+                            let requested = !observation.replacing.is_empty()
+                                && observation.replacing.contains(&row_of(&slot.subject));
                             Decision::Existing {
-                                repair: repair_of(&fields),
+                                repair: if requested {
+                                    Repair::Replace
+                                } else {
+                                    repair_of(&fields)
+                                },
                                 fields,
                                 pending,
                                 replace: None,
                                 because: None,
+                                requested,
                             }
                         }
                     }

@@ -320,9 +320,11 @@ impl Line {
                 fields,
                 pending,
                 because,
+                requested,
                 ..
             } => {
                 let note = match because {
+                    _ if *requested => Some("replace requested with --replace".to_owned()),
                     Some(x) => Some(format!("replaced with {x}, which it cannot outlive")),
                     None => {
                         pending.then(|| "may change once what it depends on is applied".to_owned())
