@@ -192,6 +192,34 @@ pub struct Released {
     pub resource: ResourceRef,
 }
 
+/// A resource the declaration leaves alone on purpose: declared, found in the cloud
+/// without this fleet's ownership marker, and never adopted, changed or deleted. A run
+/// reports it as excluded (not as a failure), and reports an exclusion that matches
+/// nothing, so that the list cannot rot. See [`FleetBuilder::exclude`].
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Exclusion {
+    /// The provider's id (`aws`).
+    pub provider: &'static str,
+    /// The kind's id (`securityGroup`).
+    pub kind: &'static str,
+    /// The resource's name.
+    pub name: String,
+    /// The region's code.
+    pub region: &'static str,
+    /// Why it is left alone, in the author's words.
+    pub reason: String,
+}
+
+impl fmt::Display for Exclusion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{}/{} ({})",
+            self.provider, self.kind, self.name, self.region
+        )
+    }
+}
+
 pub(crate) struct FleetInner {
     pub(crate) id: FleetId,
     pub(crate) name: String,
@@ -200,6 +228,8 @@ pub(crate) struct FleetInner {
     pub(crate) forgets: Vec<Released>,
     /// Resources no run may delete or replace (`prevent_destroy`).
     pub(crate) protected: BTreeSet<ResourceRef>,
+    /// The boundary's exclusion list.
+    pub(crate) exclusions: Vec<Exclusion>,
     pub(crate) accounts: BTreeMap<&'static str, BTreeSet<String>>,
     /// Dependencies of each resource, by index, without repeats.
     pub(crate) deps: Vec<Vec<usize>>,
@@ -234,6 +264,7 @@ impl Fleet {
             slots: Vec::new(),
             forgets: Vec::new(),
             protected: BTreeSet::new(),
+            exclusions: Vec::new(),
             limits: Vec::new(),
             accounts: BTreeMap::new(),
             misuse: Vec::new(),
@@ -322,6 +353,25 @@ impl Fleet {
     /// The resources declared with `prevent_destroy`: no run deletes or replaces them.
     pub fn protected(&self) -> &BTreeSet<ResourceRef> {
         &self.inner.protected
+    }
+
+    /// The exclusion list: declared resources found without this fleet's marker that
+    /// are left alone on purpose.
+    pub fn exclusions(&self) -> &[Exclusion] {
+        &self.inner.exclusions
+    }
+
+    /// The exclusion naming the resource of this provider, kind, name and region.
+    pub fn exclusion(
+        &self,
+        provider: &str,
+        kind: &str,
+        name: &str,
+        region: &str,
+    ) -> Option<&Exclusion> {
+        self.inner.exclusions.iter().find(|e| {
+            e.provider == provider && e.kind == kind && e.name == name && e.region == region
+        })
     }
 
     /// Whether `prevent_destroy` protects the resource of this provider, kind and name.
@@ -427,6 +477,7 @@ pub struct FleetBuilder {
     slots: Vec<PendingResource>,
     forgets: Vec<Released>,
     protected: BTreeSet<ResourceRef>,
+    exclusions: Vec<Exclusion>,
     limits: Vec<(&'static str, &'static str, usize)>,
     accounts: BTreeMap<&'static str, BTreeSet<String>>,
     misuse: Vec<Problem>,
@@ -586,6 +637,44 @@ impl FleetBuilder {
         });
     }
 
+    /// Puts a resource on the boundary's exclusion list: when the resource declared with
+    /// this kind, name and region exists without this fleet's ownership marker, it is
+    /// reported as excluded — never adopted, changed or deleted, and no failure — with
+    /// `reason`. Without an entry such a resource is a failure of every run. An entry
+    /// that matches nothing (no such declaration, the resource absent or carrying a
+    /// marker) is reported as a warning by every plan. There is no way to adopt such a
+    /// resource by writing the marker onto it: delete it and let the fleet create it,
+    /// or exclude it.
+    ///
+    /// ```
+    /// use infra_core::kinds::*;
+    /// use infra_core::prelude::*;
+    ///
+    /// let mut f = Fleet::builder("shop");
+    /// f.declare(AwsRegion::EuWest3, "shop-assets", ObjectStore::new());
+    /// f.exclude::<_, ObjectStore>(
+    ///     AwsRegion::EuWest3,
+    ///     "shop-assets",
+    ///     "made by hand before this fleet; the data team owns it",
+    /// );
+    /// let fleet = f.build().unwrap();
+    /// assert!(fleet.exclusion("aws", "objectStore", "shop-assets", "eu-west-3").is_some());
+    /// ```
+    pub fn exclude<R, K>(&mut self, region: R, name: impl Into<String>, reason: impl Into<String>)
+    where
+        R: Region,
+        K: Kind,
+        R::Provider: Supports<K>,
+    {
+        self.exclusions.push(Exclusion {
+            provider: <R::Provider as Provider>::ID,
+            kind: K::ID,
+            name: name.into(),
+            region: region.code(),
+            reason: reason.into(),
+        });
+    }
+
     /// Names an account (project, organisation) of provider `P` this fleet may touch.
     /// Once a provider has one, a backend authenticated in any other account is refused
     /// before anything is listed.
@@ -703,6 +792,22 @@ impl FleetBuilder {
             }
         }
 
+        for e in &self.exclusions {
+            if e.reason.trim().is_empty() {
+                problems.push(Problem::Invalid {
+                    resource: ResourceRef {
+                        provider: e.provider,
+                        kind: e.kind,
+                        name: e.name.clone(),
+                    },
+                    detail: format!(
+                        "excluded in {} without a reason: say why it is left alone",
+                        e.region
+                    ),
+                });
+            }
+        }
+
         if !problems.is_empty() {
             return Err(CheckReport {
                 fleet: self.name,
@@ -720,6 +825,12 @@ impl FleetBuilder {
                 names,
                 forgets,
                 protected: self.protected,
+                exclusions: {
+                    let mut e = self.exclusions;
+                    e.sort();
+                    e.dedup();
+                    e
+                },
                 accounts: self.accounts,
                 deps,
                 order,

@@ -91,7 +91,7 @@ pub use error::ApplyError;
 pub use proposal::{
     FileOptions, Fingerprint, PLAN_FILE_VERSION, PlanFile, Proposal, ResourceDigest,
 };
-pub use report::{PlanReport, PlannedChange, RecordChange, symbol};
+pub use report::{PlanReport, PlannedChange, RecordChange, UnmatchedExclusion, symbol};
 #[cfg(feature = "cli")]
 pub(crate) use scope::resolve_address;
 
