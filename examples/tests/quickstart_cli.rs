@@ -239,3 +239,32 @@ fn replace_previews_and_replaces_a_resource_with_what_cannot_outlive_it() {
     let (code, _, _) = place.run(&["plan", "--detailed-exitcode"]);
     assert_eq!(code, 0);
 }
+
+#[test]
+fn outputs_are_printed_from_the_records_and_a_secret_only_when_named() {
+    let place = Place::new();
+    let (code, out, err) = place.run(&["apply", "--yes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let world = std::fs::read_to_string(place.world()).unwrap();
+    let (code, out, err) = place.run(&["output"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("db-endpoint = \"app-db."), "{out}");
+    assert_eq!(
+        lines[1],
+        "db-url = (sensitive: `output --show-secret db-url` shows it)"
+    );
+    let (code, url, err) = place.run(&["output", "db-url", "--show-secret", "db-url"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(url.starts_with("postgres://app:"), "{url}");
+    let endpoint = lines[0]
+        .trim_start_matches("db-endpoint = \"")
+        .trim_end_matches('"');
+    assert!(
+        url.trim_end().ends_with(&format!("@{endpoint}/app")),
+        "{url}"
+    );
+    // Reading outputs changed nothing in the world.
+    assert_eq!(std::fs::read_to_string(place.world()).unwrap(), world);
+}

@@ -159,6 +159,9 @@ pub struct KindMeta {
     /// The kind's divergence table.
     pub fields: &'static [FieldInfo],
     check_name: fn(&str) -> Result<(), String>,
+    /// Reads a cached observed state back into the kind's `Observed` type.
+    pub(crate) decode_observed:
+        fn(serde_json::Value) -> Result<Box<crate::env::ObservedValue>, serde_json::Error>,
 }
 
 impl KindMeta {
@@ -168,6 +171,10 @@ impl KindMeta {
             id: K::ID,
             fields: K::FIELDS,
             check_name: K::check_name,
+            decode_observed: |v| {
+                serde_json::from_value::<K::Observed>(v)
+                    .map(|o| Box::new(o) as Box<crate::env::ObservedValue>)
+            },
         }
     }
 }
@@ -230,6 +237,8 @@ pub(crate) struct FleetInner {
     pub(crate) protected: BTreeSet<ResourceRef>,
     /// The boundary's exclusion list.
     pub(crate) exclusions: Vec<Exclusion>,
+    /// The outputs, in declaration order.
+    pub(crate) outputs: Vec<crate::output::Declared>,
     pub(crate) accounts: BTreeMap<&'static str, BTreeSet<String>>,
     /// Dependencies of each resource, by index, without repeats.
     pub(crate) deps: Vec<Vec<usize>>,
@@ -265,6 +274,7 @@ impl Fleet {
             forgets: Vec::new(),
             protected: BTreeSet::new(),
             exclusions: Vec::new(),
+            outputs: Vec::new(),
             limits: Vec::new(),
             accounts: BTreeMap::new(),
             misuse: Vec::new(),
@@ -353,6 +363,11 @@ impl Fleet {
     /// The resources declared with `prevent_destroy`: no run deletes or replaces them.
     pub fn protected(&self) -> &BTreeSet<ResourceRef> {
         &self.inner.protected
+    }
+
+    /// The names of the fleet's outputs, in declaration order.
+    pub fn outputs(&self) -> impl Iterator<Item = &str> {
+        self.inner.outputs.iter().map(|o| o.name.as_str())
     }
 
     /// The exclusion list: declared resources found without this fleet's marker that
@@ -478,6 +493,7 @@ pub struct FleetBuilder {
     forgets: Vec<Released>,
     protected: BTreeSet<ResourceRef>,
     exclusions: Vec<Exclusion>,
+    outputs: Vec<crate::output::Declared>,
     limits: Vec<(&'static str, &'static str, usize)>,
     accounts: BTreeMap<&'static str, BTreeSet<String>>,
     misuse: Vec<Problem>,
@@ -637,6 +653,66 @@ impl FleetBuilder {
         });
     }
 
+    /// Declares an output: a named value computed from what was observed of the fleet's
+    /// resources, printed by the `output` verb from the last observation the records
+    /// keep. It may read observed states (`Expr::observed`), never a secret: a secret
+    /// is an output only as a secret, with [`secret_output`](Self::secret_output).
+    ///
+    /// ```
+    /// use infra_core::kinds::*;
+    /// use infra_core::prelude::*;
+    ///
+    /// let mut f = Fleet::builder("shop");
+    /// let assets = f.declare(AwsRegion::EuWest3, "shop-assets", ObjectStore::new());
+    /// f.output("assets-id", Expr::observed(assets).map(|o: &ObjectStoreObserved| o.id.clone()));
+    /// let fleet = f.build().unwrap();
+    /// assert_eq!(fleet.outputs().collect::<Vec<_>>(), ["assets-id"]);
+    /// ```
+    pub fn output<T: crate::Value>(&mut self, name: impl Into<String>, value: crate::Expr<T>) {
+        self.outputs.push(crate::output::Declared {
+            name: name.into(),
+            source: crate::output::Source::Plain(Arc::new(value)),
+        });
+    }
+
+    /// Declares a secret output: the value of one of the fleet's secrets. It is never
+    /// shown, recorded or logged, except by `output --show-secret NAME`, which reads
+    /// that one value from its cloud.
+    ///
+    /// ```
+    /// use infra_core::kinds::*;
+    /// use infra_core::prelude::*;
+    ///
+    /// let mut f = Fleet::builder("quickstart");
+    /// let paris = AwsRegion::EuWest3;
+    /// let password = f.declare(paris, "app-db-password", Secrets::generated(32));
+    /// let db = f.declare(paris, "app-db", Postgres::classic(PostgresClassic {
+    ///     engine_version: "16",
+    ///     instance_class: "db.t4g.micro",
+    ///     master_username: "app",
+    ///     master_password: password,
+    /// }));
+    /// let endpoint = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());
+    /// f.output("db-endpoint", endpoint);
+    /// f.secret_output("db-password", password);
+    /// let fleet = f.build().unwrap();
+    /// assert_eq!(fleet.outputs().collect::<Vec<_>>(), ["db-endpoint", "db-password"]);
+    /// ```
+    pub fn secret_output(&mut self, name: impl Into<String>, secret: Key<Secrets>) {
+        let id = secret.id();
+        if id.fleet != self.id || id.index() >= self.slots.len() {
+            self.misuse.push(Problem::ForeignKey {
+                resource: None,
+                detail: "`secret_output` was given a key of another fleet".into(),
+            });
+            return;
+        }
+        self.outputs.push(crate::output::Declared {
+            name: name.into(),
+            source: crate::output::Source::Secret(id.index()),
+        });
+    }
+
     /// Puts a resource on the boundary's exclusion list: when the resource declared with
     /// this kind, name and region exists without this fleet's ownership marker, it is
     /// reported as excluded — never adopted, changed or deleted, and no failure — with
@@ -792,6 +868,7 @@ impl FleetBuilder {
             }
         }
 
+        check_outputs(self.id, resources.len(), &self.outputs, &mut problems);
         for e in &self.exclusions {
             if e.reason.trim().is_empty() {
                 problems.push(Problem::Invalid {
@@ -831,11 +908,55 @@ impl FleetBuilder {
                     e.dedup();
                     e
                 },
+                outputs: self.outputs,
                 accounts: self.accounts,
                 deps,
                 order,
             }),
         })
+    }
+}
+
+/// The outputs' own problems: a name given twice or not a name, a read of another
+/// fleet's resource, a secret read by a plain output.
+fn check_outputs(
+    fleet: FleetId,
+    resources: usize,
+    outputs: &[crate::output::Declared],
+    problems: &mut Vec<Problem>,
+) {
+    let mut seen = BTreeSet::new();
+    for o in outputs {
+        let mut problem = |detail: &str| {
+            problems.push(Problem::Output {
+                name: o.name.clone(),
+                detail: detail.to_owned(),
+            })
+        };
+        if !seen.insert(o.name.as_str()) {
+            problem("declared twice; give each output a name of its own");
+        }
+        if o.name.is_empty()
+            || !o
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            problem("an output's name is letters, digits, `-` and `_`");
+        }
+        if let crate::output::Source::Plain(expr) = &o.source {
+            for dep in expr.deps() {
+                let key = dep.key();
+                if key.fleet != fleet || key.index() >= resources {
+                    problem("it reads a resource of another fleet");
+                } else if matches!(dep, crate::env::Dep::Secret(_)) {
+                    problem(
+                        "it reads a secret's value, which an output may hold only as a \
+                         secret: declare it with `secret_output`",
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -873,6 +994,13 @@ fn resolve_deps(
 #[serde(rename_all = "camelCase", tag = "problem")]
 #[non_exhaustive]
 pub enum Problem {
+    /// An output is not acceptable.
+    Output {
+        /// The output's name.
+        name: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// The fleet's own name is not acceptable.
     FleetName {
         /// The name given.
@@ -948,6 +1076,7 @@ impl fmt::Display for Problem {
             Problem::FleetName { name, why } => {
                 write!(f, "fleet name {name:?} {why}")
             }
+            Problem::Output { name, detail } => write!(f, "output `{name}`: {detail}"),
             Problem::BadName { resource, why } => {
                 write!(f, "{resource}: the name {why}")
             }

@@ -21,6 +21,7 @@ mod kind;
 pub mod kinds;
 mod merge;
 pub mod names;
+pub mod output;
 mod partial;
 mod plan;
 pub mod prelude;

@@ -88,6 +88,24 @@ pub(super) enum Verb {
         #[command(flatten)]
         scope: Scope,
     },
+    /// Prints the fleet's outputs from the last observation the records keep, reaching
+    /// no cloud unless --refresh is given. A secret output is shown only when named
+    /// with --show-secret.
+    Output {
+        /// Only this output, its value alone (a string unquoted), for scripts.
+        #[arg(value_name = "NAME")]
+        name: Option<String>,
+        /// Print the outputs as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Observe the fleet first and record what was seen, as `refresh` does.
+        #[arg(long)]
+        refresh: bool,
+        /// Show the value of this secret output, read from its cloud (no record ever
+        /// holds a secret value).
+        #[arg(long, value_name = "NAME")]
+        show_secret: Option<String>,
+    },
     /// Adds to the ledger every resource in the fleet's regions that carries its
     /// ownership marker. Never removes a row.
     Discover,
@@ -164,6 +182,7 @@ impl Verb {
             Verb::Apply { .. } => "apply",
             Verb::Destroy { .. } => "destroy",
             Verb::Discover => "discover",
+            Verb::Output { .. } => "output",
             Verb::ForceUnlock { .. } => "force-unlock",
             Verb::Records(RecordsVerb::Migrate { .. }) => "records migrate",
             Verb::State {
@@ -184,6 +203,7 @@ impl Verb {
     /// Whether the verb may write the fleet's records, and so holds its lock.
     pub(super) fn writes_records(&self) -> bool {
         match self {
+            Verb::Output { refresh, .. } => *refresh,
             Verb::Check
             | Verb::Plan { .. }
             | Verb::ForceUnlock { .. }

@@ -41,7 +41,7 @@
 //! in-process twin of [`run_with`], for tests and embedding.
 //!
 //! Verbs: `check` (offline), `refresh`, `plan`, `apply`, `destroy`, `discover`,
-//! `force-unlock`, `records migrate`. Reports
+//! `output` (the fleet's outputs, from the records), `force-unlock`, `records migrate`. Reports
 //! and JSON go to standard output; logs (`-v`, `-vv`), progress, questions and errors to
 //! standard error (with `--json`, the plan an apply shows goes there too, so that
 //! standard output holds one JSON document). Colour and cursor control only on a
@@ -119,6 +119,7 @@ use clap::Parser;
 mod args;
 mod console;
 mod graph;
+mod output;
 mod reach;
 mod render;
 mod state;
@@ -331,6 +332,11 @@ fn reaches_clouds(verb: &Verb) -> bool {
         }
         | Verb::Graph { plan: true }
         | Verb::ImportTfstate { .. } => true,
+        Verb::Output {
+            refresh,
+            show_secret,
+            ..
+        } => *refresh || show_secret.is_some(),
         Verb::Check
         | Verb::ForceUnlock { .. }
         | Verb::Records(_)
@@ -448,6 +454,20 @@ async fn run_verb(verb: Verb, fleet: &Fleet, engine: &Engine, io: &mut Io<'_>) -
             .await
         }
         Verb::Discover => verbs::discover(io, engine, fleet).await,
+        Verb::Output {
+            name,
+            json,
+            refresh,
+            show_secret,
+        } => {
+            let verb = output::OutputVerb {
+                name,
+                json,
+                refresh,
+                show_secret,
+            };
+            output::output(io, engine, fleet, verb).await
+        }
         Verb::State { command } => state_command(io, engine, fleet, command).await,
         Verb::Forget { address } => state::forget(io, fleet, &**engine.store(), &address).await,
         Verb::Graph { plan: false } => graph::graph(io, fleet),
