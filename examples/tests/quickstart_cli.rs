@@ -268,3 +268,40 @@ fn outputs_are_printed_from_the_records_and_a_secret_only_when_named() {
     // Reading outputs changed nothing in the world.
     assert_eq!(std::fs::read_to_string(place.world()).unwrap(), world);
 }
+
+#[test]
+fn watch_stops_cleanly_on_sigterm_between_rounds() {
+    if !Path::new("/bin/kill").exists() && !Path::new("/usr/bin/kill").exists() {
+        eprintln!("SKIPPED: no kill command to send SIGTERM with");
+        return;
+    }
+    let place = Place::new();
+    let (code, out, err) = place.run(&["apply", "--yes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let world = std::fs::read_to_string(place.world()).unwrap();
+    let mut child = place
+        .command(&["watch", "--every", "200ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the first round is reported, signal it: the round under way (or the wait)
+    // ends, and no other starts.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut err = String::new();
+    while !err.contains("round 1:") {
+        let read = std::io::BufRead::read_line(&mut stderr, &mut err).unwrap();
+        assert_ne!(read, 0, "the watch ended by itself: {err}");
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(err.contains("round 1: 0 drifted, 0 not looked at"), "{err}");
+    assert!(output.stdout.is_empty(), "no drift, no line");
+    assert_eq!(std::fs::read_to_string(place.world()).unwrap(), world);
+}

@@ -34,6 +34,7 @@ mod settle;
 mod status;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod watch;
 
 // Crate-internal shorthands (`crate::Fleet`, …); the runner (feature `cli`) uses some
 // of them alone, so without it they may go unused.

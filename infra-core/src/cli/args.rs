@@ -88,6 +88,25 @@ pub(super) enum Verb {
         #[command(flatten)]
         scope: Scope,
     },
+    /// Plans every DURATION and prints a line per resource and field that drifted from
+    /// the declaration (and per resource that could not be looked at: never drift).
+    /// Never applies unless --apply. Stops between two rounds on SIGINT or SIGTERM.
+    Watch {
+        /// Time between two rounds (`30s`, `5m`).
+        #[arg(long, value_name = "DURATION", value_parser = crate::records::parse_duration)]
+        every: std::time::Duration,
+        /// Apply each complete plan that has changes (the brake and `prevent_destroy`
+        /// hold as for `apply`). Holds the fleet's lock for the whole watch.
+        #[arg(long)]
+        apply: bool,
+        /// Stop after N rounds.
+        #[arg(long, value_name = "N")]
+        rounds: Option<u64>,
+        /// Serve Prometheus counts (rounds, drifted and unreachable resources, applies)
+        /// at http://ADDR/metrics.
+        #[arg(long, value_name = "ADDR")]
+        metrics_addr: Option<std::net::SocketAddr>,
+    },
     /// Prints the fleet's outputs from the last observation the records keep, reaching
     /// no cloud unless --refresh is given. A secret output is shown only when named
     /// with --show-secret.
@@ -183,6 +202,7 @@ impl Verb {
             Verb::Destroy { .. } => "destroy",
             Verb::Discover => "discover",
             Verb::Output { .. } => "output",
+            Verb::Watch { .. } => "watch",
             Verb::ForceUnlock { .. } => "force-unlock",
             Verb::Records(RecordsVerb::Migrate { .. }) => "records migrate",
             Verb::State {
@@ -204,6 +224,7 @@ impl Verb {
     pub(super) fn writes_records(&self) -> bool {
         match self {
             Verb::Output { refresh, .. } => *refresh,
+            Verb::Watch { apply, .. } => *apply,
             Verb::Check
             | Verb::Plan { .. }
             | Verb::ForceUnlock { .. }

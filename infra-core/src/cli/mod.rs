@@ -41,7 +41,8 @@
 //! in-process twin of [`run_with`], for tests and embedding.
 //!
 //! Verbs: `check` (offline), `refresh`, `plan`, `apply`, `destroy`, `discover`,
-//! `output` (the fleet's outputs, from the records), `force-unlock`, `records migrate`. Reports
+//! `output` (the fleet's outputs, from the records), `watch` (drift, every interval),
+//! `force-unlock`, `records migrate`. Reports
 //! and JSON go to standard output; logs (`-v`, `-vv`), progress, questions and errors to
 //! standard error (with `--json`, the plan an apply shows goes there too, so that
 //! standard output holds one JSON document). Colour and cursor control only on a
@@ -126,6 +127,7 @@ mod state;
 mod store;
 mod tfstate;
 mod verbs;
+mod watch;
 
 pub use crate::engine::Progress;
 pub use console::{Console, ProgressStyle};
@@ -331,7 +333,8 @@ fn reaches_clouds(verb: &Verb) -> bool {
             command: StateCommand::Mv { .. },
         }
         | Verb::Graph { plan: true }
-        | Verb::ImportTfstate { .. } => true,
+        | Verb::ImportTfstate { .. }
+        | Verb::Watch { .. } => true,
         Verb::Output {
             refresh,
             show_secret,
@@ -467,6 +470,17 @@ async fn run_verb(verb: Verb, fleet: &Fleet, engine: &Engine, io: &mut Io<'_>) -
                 show_secret,
             };
             output::output(io, engine, fleet, verb).await
+        }
+        Verb::Watch {
+            every,
+            apply,
+            rounds,
+            metrics_addr,
+        } => {
+            let options = crate::watch::WatchOptions::every(every)
+                .apply(apply)
+                .rounds(rounds);
+            watch::watch(io, engine, fleet, &options, metrics_addr).await
         }
         Verb::State { command } => state_command(io, engine, fleet, command).await,
         Verb::Forget { address } => state::forget(io, fleet, &**engine.store(), &address).await,
