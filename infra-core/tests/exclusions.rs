@@ -201,3 +201,69 @@ async fn an_exclusion_without_a_reason_is_refused_by_check() {
         "{err}"
     );
 }
+
+mod law {
+    use std::collections::BTreeMap;
+
+    use infra_core::engine::{NotAttemptedReason, Options};
+    use infra_core::kinds::SecurityGroup;
+    use infra_core::prelude::Fleet;
+    use proptest::prelude::*;
+
+    use super::{HERE, group, support};
+
+    const NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+        /// The law: a declared resource found without the marker is never written to;
+        /// it ends excluded when the list names it, failed otherwise; and an entry whose
+        /// resource the fleet created itself is reported as matching nothing.
+        #[test]
+        fn an_unmarked_resource_is_never_touched_and_ends_excluded_only_when_listed(
+            foreign in proptest::array::uniform3(any::<bool>()),
+            listed in proptest::array::uniform3(any::<bool>()),
+            seed in 0u64..1000,
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let cloud = support::cloud(seed);
+                let mut handles = BTreeMap::new();
+                for (i, name) in NAMES.iter().enumerate() {
+                    if foreign[i] {
+                        let h = cloud
+                            .insert_foreign("aws", "securityGroup", "eu-west-3", name, BTreeMap::new())
+                            .unwrap();
+                        handles.insert(*name, h);
+                    }
+                }
+                let mut f = Fleet::builder("law");
+                for (i, name) in NAMES.iter().enumerate() {
+                    f.declare(HERE, *name, group(name));
+                    if listed[i] {
+                        f.exclude::<_, SecurityGroup>(HERE, *name, "someone else's");
+                    }
+                }
+                let fleet = f.build().unwrap();
+                let (engine, _) = support::engine_in_memory(&cloud);
+                let outcome = engine.apply(&fleet.plan(), &Options::default()).await.unwrap();
+                for w in cloud.writes() {
+                    let touched = w.handle.as_ref().is_some_and(|h| handles.values().any(|f| f == h));
+                    assert!(!touched, "a write reached a foreign resource: {w:?}");
+                }
+                for (i, name) in NAMES.iter().enumerate() {
+                    let excluded = outcome.result.not_attempted.iter().any(|n| {
+                        n.resource.name == *name && n.reason == NotAttemptedReason::Excluded
+                    });
+                    let failed = outcome.result.failed.iter().any(|x| x.resource.name == *name);
+                    let unmatched = outcome.plan.unmatched_exclusions.iter().any(|u| u.resource.name == *name);
+                    assert_eq!(excluded, foreign[i] && listed[i], "{name}");
+                    assert_eq!(failed, foreign[i] && !listed[i], "{name}");
+                    assert_eq!(unmatched, listed[i] && !foreign[i], "{name}");
+                }
+                assert_eq!(outcome.result.is_success(), !(0..3).any(|i| foreign[i] && !listed[i]));
+            });
+        }
+    }
+}
