@@ -2,9 +2,9 @@
 //! database's endpoint, a bucket's ARN), for people and for the next program in a
 //! pipeline.
 //!
-//! An output is declared with [`FleetBuilder::output`](crate::FleetBuilder::output)
+//! An output is declared with [`FleetBuilder::output`](crate::prelude::FleetBuilder::output)
 //! from an [`Expr`] over observed values, or with
-//! [`FleetBuilder::secret_output`](crate::FleetBuilder::secret_output) from one of the
+//! [`FleetBuilder::secret_output`](crate::prelude::FleetBuilder::secret_output) from one of the
 //! fleet's secrets. [`read_outputs`] evaluates them from the last observation the
 //! records keep, reaching no cloud. A secret output is never evaluated that way: the
 //! records never hold a secret value, so its value is read from its cloud, one value,
