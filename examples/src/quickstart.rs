@@ -33,6 +33,7 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
         },
     );
     let endpoint = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());
+    f.output("db-endpoint", endpoint.clone());
     let url = f.declare(
         paris,
         "app-db-url",
@@ -42,6 +43,7 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
             endpoint
         )),
     );
+    f.secret_output("db-url", url);
     let web = f.declare(
         paris,
         "app-web",

@@ -204,3 +204,104 @@ fn credentials_in_the_environment_never_send_the_quickstart_to_a_real_cloud() {
     assert!(err.contains("--features real-clouds"), "{err}");
     assert_eq!(std::fs::read_to_string(place.world()).unwrap(), before);
 }
+
+#[test]
+fn replace_previews_and_replaces_a_resource_with_what_cannot_outlive_it() {
+    let place = Place::new();
+    let (code, out, err) = place.run(&["apply", "--yes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, _) = place.run(&["plan", "--replace", "app-web", "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let plan: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let replaced: Vec<&str> = plan["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["action"] == "replace")
+        .map(|c| c["resource"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(replaced, ["app-web", "app-web-1"], "{out}");
+    let (code, _, err) = place.run(&["plan", "--replace", "app-wbe"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--replace \"app-wbe\" names no resource") && err.contains("did you mean"),
+        "{err}"
+    );
+    assert!(
+        err.contains("'aws/securityGroup/app-web (eu-west-3)'"),
+        "{err}"
+    );
+    let world = std::fs::read_to_string(place.world()).unwrap();
+    let (code, out, err) = place.run(&["apply", "--yes", "--replace", "app-web"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("2 replaced"), "{out}");
+    assert_ne!(std::fs::read_to_string(place.world()).unwrap(), world);
+    let (code, _, _) = place.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn outputs_are_printed_from_the_records_and_a_secret_only_when_named() {
+    let place = Place::new();
+    let (code, out, err) = place.run(&["apply", "--yes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let world = std::fs::read_to_string(place.world()).unwrap();
+    let (code, out, err) = place.run(&["output"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("db-endpoint = \"app-db."), "{out}");
+    assert_eq!(
+        lines[1],
+        "db-url = (sensitive: `output --show-secret db-url` shows it)"
+    );
+    let (code, url, err) = place.run(&["output", "db-url", "--show-secret", "db-url"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(url.starts_with("postgres://app:"), "{url}");
+    let endpoint = lines[0]
+        .trim_start_matches("db-endpoint = \"")
+        .trim_end_matches('"');
+    assert!(
+        url.trim_end().ends_with(&format!("@{endpoint}/app")),
+        "{url}"
+    );
+    // Reading outputs changed nothing in the world.
+    assert_eq!(std::fs::read_to_string(place.world()).unwrap(), world);
+}
+
+#[test]
+fn watch_stops_cleanly_on_sigterm_between_rounds() {
+    if !Path::new("/bin/kill").exists() && !Path::new("/usr/bin/kill").exists() {
+        eprintln!("SKIPPED: no kill command to send SIGTERM with");
+        return;
+    }
+    let place = Place::new();
+    let (code, out, err) = place.run(&["apply", "--yes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let world = std::fs::read_to_string(place.world()).unwrap();
+    let mut child = place
+        .command(&["watch", "--every", "200ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the first round is reported, signal it: the round under way (or the wait)
+    // ends, and no other starts.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut err = String::new();
+    while !err.contains("round 1:") {
+        let read = std::io::BufRead::read_line(&mut stderr, &mut err).unwrap();
+        assert_ne!(read, 0, "the watch ended by itself: {err}");
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(err.contains("round 1: 0 drifted, 0 not looked at"), "{err}");
+    assert!(output.stdout.is_empty(), "no drift, no line");
+    assert_eq!(std::fs::read_to_string(place.world()).unwrap(), world);
+}

@@ -63,6 +63,24 @@ pub enum NotAttemptedReason {
     /// can be copied. Confirm with `--allow-delete ADDRESS` or at the interactive
     /// prompt. Added in envelope `v3`.
     Unconfirmed,
+    /// Declared, and found in the cloud without this fleet's ownership marker, but named
+    /// on the declaration's exclusion list: left alone on purpose, never adopted,
+    /// changed or deleted. The detail gives the reason the declaration states. Unlike
+    /// the other reasons it is no shortfall: a run whose only not-attempted resources
+    /// are excluded (or filtered) succeeds. Added in envelope `v4`.
+    Excluded,
+}
+
+impl NotAttemptedReason {
+    /// Whether the reason is a choice the user made — `filtered` (by `--target` or
+    /// `--exclude`) or `excluded` (by the declaration's exclusion list) — rather than
+    /// something the run fell short of.
+    pub fn is_deliberate(self) -> bool {
+        matches!(
+            self,
+            NotAttemptedReason::Filtered | NotAttemptedReason::Excluded
+        )
+    }
 }
 
 impl fmt::Display for NotAttemptedReason {
@@ -77,6 +95,7 @@ impl fmt::Display for NotAttemptedReason {
             NotAttemptedReason::AwaitingApproval => "awaiting-approval",
             NotAttemptedReason::Refused => "refused",
             NotAttemptedReason::Unconfirmed => "unconfirmed",
+            NotAttemptedReason::Excluded => "excluded",
         })
     }
 }
@@ -233,11 +252,7 @@ impl ApplyResult {
     /// attempted for a reason the caller chose (`Filtered`) do not count against it;
     /// any other reason does.
     pub fn is_success(&self) -> bool {
-        self.failed.is_empty()
-            && self
-                .not_attempted
-                .iter()
-                .all(|n| n.reason == NotAttemptedReason::Filtered)
+        self.failed.is_empty() && self.not_attempted.iter().all(|n| n.reason.is_deliberate())
     }
 
     /// Whether the apply changed anything in any cloud.
@@ -280,13 +295,15 @@ impl ApplyResult {
         result
     }
 
-    /// The versioned JSON envelope: `{"apply": "v3", …}`.
+    /// The versioned JSON envelope: `{"apply": "v4", …}`.
     ///
     /// Versions: `v1` is the four buckets; `v2` adds the not-attempted reason
-    /// `awaiting-approval`; `v3` adds the reasons `refused` and `unconfirmed`. Nothing
-    /// else changed, so an older document reads as the newest.
+    /// `awaiting-approval`; `v3` adds the reasons `refused` and `unconfirmed`; `v4` adds
+    /// the reason `excluded` (a declared resource without the fleet's marker that the
+    /// declaration's exclusion list names). Nothing else changed, so an older document
+    /// reads as the newest.
     pub fn to_envelope(&self) -> serde_json::Value {
-        let mut value = serde_json::json!({ "apply": "v3" });
+        let mut value = serde_json::json!({ "apply": "v4" });
         if let (Some(map), Ok(serde_json::Value::Object(body))) =
             (value.as_object_mut(), serde_json::to_value(self))
         {
@@ -298,11 +315,11 @@ impl ApplyResult {
     /// Reads the versioned envelope back.
     pub fn from_envelope(value: &serde_json::Value) -> Result<ApplyResult, String> {
         match value.get("apply").and_then(|v| v.as_str()) {
-            Some("v1" | "v2" | "v3") => {
+            Some("v1" | "v2" | "v3" | "v4") => {
                 serde_json::from_value(value.clone()).map_err(|e| e.to_string())
             }
             Some(other) => Err(format!(
-                "apply result version {other:?} is not supported (v1, v2 and v3 are)"
+                "apply result version {other:?} is not supported (v1 to v4 are)"
             )),
             None => Err("not an apply result: no \"apply\" version".into()),
         }
@@ -351,16 +368,35 @@ mod tests {
         );
         assert_eq!(result.not_attempted.len(), 2, "each resource once");
         let envelope = result.to_envelope();
-        assert_eq!(envelope["apply"], "v3");
+        assert_eq!(envelope["apply"], "v4");
         assert_eq!(envelope["notAttempted"][0]["reason"], "refused");
         assert_eq!(ApplyResult::from_envelope(&envelope).unwrap(), result);
+        for older in ["v1", "v2", "v3"] {
+            let mut old = envelope.clone();
+            old["apply"] = older.into();
+            assert_eq!(ApplyResult::from_envelope(&old).unwrap(), result);
+        }
         let mut future = envelope.clone();
-        future["apply"] = "v4".into();
+        future["apply"] = "v5".into();
         assert!(
             ApplyResult::from_envelope(&future)
                 .unwrap_err()
-                .contains("v1, v2 and v3")
+                .contains("v1 to v4")
         );
         assert!(!result.is_success());
+    }
+
+    #[test]
+    fn excluded_and_filtered_resources_do_not_fail_a_run() {
+        for reason in [NotAttemptedReason::Excluded, NotAttemptedReason::Filtered] {
+            let result = ApplyResult::none_attempted([subject("a")], reason, "left alone");
+            assert!(result.is_success(), "{reason}");
+        }
+        let excluded =
+            ApplyResult::none_attempted([subject("a")], NotAttemptedReason::Excluded, "theirs");
+        assert_eq!(
+            excluded.to_envelope()["notAttempted"][0]["reason"],
+            "excluded"
+        );
     }
 }

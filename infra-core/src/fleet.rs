@@ -159,6 +159,9 @@ pub struct KindMeta {
     /// The kind's divergence table.
     pub fields: &'static [FieldInfo],
     check_name: fn(&str) -> Result<(), String>,
+    /// Reads a cached observed state back into the kind's `Observed` type.
+    pub(crate) decode_observed:
+        fn(serde_json::Value) -> Result<Box<crate::env::ObservedValue>, serde_json::Error>,
 }
 
 impl KindMeta {
@@ -168,6 +171,10 @@ impl KindMeta {
             id: K::ID,
             fields: K::FIELDS,
             check_name: K::check_name,
+            decode_observed: |v| {
+                serde_json::from_value::<K::Observed>(v)
+                    .map(|o| Box::new(o) as Box<crate::env::ObservedValue>)
+            },
         }
     }
 }
@@ -192,12 +199,46 @@ pub struct Released {
     pub resource: ResourceRef,
 }
 
+/// A resource the declaration leaves alone on purpose: declared, found in the cloud
+/// without this fleet's ownership marker, and never adopted, changed or deleted. A run
+/// reports it as excluded (not as a failure), and reports an exclusion that matches
+/// nothing, so that the list cannot rot. See [`FleetBuilder::exclude`].
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Exclusion {
+    /// The provider's id (`aws`).
+    pub provider: &'static str,
+    /// The kind's id (`securityGroup`).
+    pub kind: &'static str,
+    /// The resource's name.
+    pub name: String,
+    /// The region's code.
+    pub region: &'static str,
+    /// Why it is left alone, in the author's words.
+    pub reason: String,
+}
+
+impl fmt::Display for Exclusion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{}/{} ({})",
+            self.provider, self.kind, self.name, self.region
+        )
+    }
+}
+
 pub(crate) struct FleetInner {
     pub(crate) id: FleetId,
     pub(crate) name: String,
     pub(crate) resources: Vec<Declared>,
     pub(crate) names: Arc<[ResourceRef]>,
     pub(crate) forgets: Vec<Released>,
+    /// Resources no run may delete or replace (`prevent_destroy`).
+    pub(crate) protected: BTreeSet<ResourceRef>,
+    /// The boundary's exclusion list.
+    pub(crate) exclusions: Vec<Exclusion>,
+    /// The outputs, in declaration order.
+    pub(crate) outputs: Vec<crate::output::Declared>,
     pub(crate) accounts: BTreeMap<&'static str, BTreeSet<String>>,
     /// Dependencies of each resource, by index, without repeats.
     pub(crate) deps: Vec<Vec<usize>>,
@@ -231,6 +272,9 @@ impl Fleet {
             name: name.into(),
             slots: Vec::new(),
             forgets: Vec::new(),
+            protected: BTreeSet::new(),
+            exclusions: Vec::new(),
+            outputs: Vec::new(),
             limits: Vec::new(),
             accounts: BTreeMap::new(),
             misuse: Vec::new(),
@@ -314,6 +358,43 @@ impl Fleet {
     /// The resources released by `forget`.
     pub fn forgets(&self) -> &[Released] {
         &self.inner.forgets
+    }
+
+    /// The resources declared with `prevent_destroy`: no run deletes or replaces them.
+    pub fn protected(&self) -> &BTreeSet<ResourceRef> {
+        &self.inner.protected
+    }
+
+    /// The names of the fleet's outputs, in declaration order.
+    pub fn outputs(&self) -> impl Iterator<Item = &str> {
+        self.inner.outputs.iter().map(|o| o.name.as_str())
+    }
+
+    /// The exclusion list: declared resources found without this fleet's marker that
+    /// are left alone on purpose.
+    pub fn exclusions(&self) -> &[Exclusion] {
+        &self.inner.exclusions
+    }
+
+    /// The exclusion naming the resource of this provider, kind, name and region.
+    pub fn exclusion(
+        &self,
+        provider: &str,
+        kind: &str,
+        name: &str,
+        region: &str,
+    ) -> Option<&Exclusion> {
+        self.inner.exclusions.iter().find(|e| {
+            e.provider == provider && e.kind == kind && e.name == name && e.region == region
+        })
+    }
+
+    /// Whether `prevent_destroy` protects the resource of this provider, kind and name.
+    pub fn is_protected(&self, provider: &str, kind: &str, name: &str) -> bool {
+        self.inner
+            .protected
+            .iter()
+            .any(|r| r.provider == provider && r.kind == kind && r.name == name)
     }
 
     /// A build order of resource indices: each after everything it depends on.
@@ -410,6 +491,9 @@ pub struct FleetBuilder {
     name: String,
     slots: Vec<PendingResource>,
     forgets: Vec<Released>,
+    protected: BTreeSet<ResourceRef>,
+    exclusions: Vec<Exclusion>,
+    outputs: Vec<crate::output::Declared>,
     limits: Vec<(&'static str, &'static str, usize)>,
     accounts: BTreeMap<&'static str, BTreeSet<String>>,
     misuse: Vec<Problem>,
@@ -513,6 +597,157 @@ impl FleetBuilder {
                 kind: K::ID,
                 name: name.into(),
             },
+        });
+    }
+
+    /// Protects a declared resource with `prevent_destroy`: any run that would delete
+    /// or replace it — `destroy`, a declaration made absent, a change to a field that
+    /// cannot change in place, `--replace` — is refused before its first change, even
+    /// with `--force`. Updates in place still run.
+    pub fn prevent_destroy<K: Kind>(&mut self, key: Key<K>) {
+        let id = key.id();
+        match self.slots.get(id.index()).filter(|_| id.fleet == self.id) {
+            None => self.misuse.push(Problem::ForeignKey {
+                resource: None,
+                detail: "`prevent_destroy` was given a key of another fleet".into(),
+            }),
+            Some(pending) => {
+                self.protected.insert(pending.reference.clone());
+            }
+        }
+    }
+
+    /// Protects a resource by provider, kind and name, declared or not: the form that
+    /// outlives its declaration, so that removing the resource's line does not prune it
+    /// (the apply is refused instead) until this line goes too.
+    ///
+    /// ```
+    /// use infra_core::kinds::*;
+    /// use infra_core::prelude::*;
+    ///
+    /// let mut f = Fleet::builder("shop");
+    /// let paris = AwsRegion::EuWest3;
+    /// let password = f.declare(paris, "app-db-password", Secrets::generated(32));
+    /// let db = f.declare(paris, "app-db", Postgres::classic(PostgresClassic {
+    ///     engine_version: "16",
+    ///     instance_class: "db.t4g.micro",
+    ///     master_username: "app",
+    ///     master_password: password,
+    /// }));
+    /// f.prevent_destroy(db);
+    /// f.prevent_destroy_of::<Aws, ObjectStore>("an-old-bucket");
+    /// let fleet = f.build().unwrap();
+    /// assert!(fleet.is_protected("aws", "postgres", "app-db"));
+    /// assert!(fleet.is_protected("aws", "objectStore", "an-old-bucket"));
+    /// assert!(!fleet.is_protected("aws", "secrets", "app-db-password"));
+    /// ```
+    pub fn prevent_destroy_of<P, K>(&mut self, name: impl Into<String>)
+    where
+        P: Provider + Supports<K>,
+        K: Kind,
+    {
+        self.protected.insert(ResourceRef {
+            provider: P::ID,
+            kind: K::ID,
+            name: name.into(),
+        });
+    }
+
+    /// Declares an output: a named value computed from what was observed of the fleet's
+    /// resources, printed by the `output` verb from the last observation the records
+    /// keep. It may read observed states (`Expr::observed`), never a secret: a secret
+    /// is an output only as a secret, with [`secret_output`](Self::secret_output).
+    ///
+    /// ```
+    /// use infra_core::kinds::*;
+    /// use infra_core::prelude::*;
+    ///
+    /// let mut f = Fleet::builder("shop");
+    /// let assets = f.declare(AwsRegion::EuWest3, "shop-assets", ObjectStore::new());
+    /// f.output("assets-id", Expr::observed(assets).map(|o: &ObjectStoreObserved| o.id.clone()));
+    /// let fleet = f.build().unwrap();
+    /// assert_eq!(fleet.outputs().collect::<Vec<_>>(), ["assets-id"]);
+    /// ```
+    pub fn output<T: crate::Value>(&mut self, name: impl Into<String>, value: crate::Expr<T>) {
+        self.outputs.push(crate::output::Declared {
+            name: name.into(),
+            source: crate::output::Source::Plain(Arc::new(value)),
+        });
+    }
+
+    /// Declares a secret output: the value of one of the fleet's secrets. It is never
+    /// shown, recorded or logged, except by `output --show-secret NAME`, which reads
+    /// that one value from its cloud.
+    ///
+    /// ```
+    /// use infra_core::kinds::*;
+    /// use infra_core::prelude::*;
+    ///
+    /// let mut f = Fleet::builder("quickstart");
+    /// let paris = AwsRegion::EuWest3;
+    /// let password = f.declare(paris, "app-db-password", Secrets::generated(32));
+    /// let db = f.declare(paris, "app-db", Postgres::classic(PostgresClassic {
+    ///     engine_version: "16",
+    ///     instance_class: "db.t4g.micro",
+    ///     master_username: "app",
+    ///     master_password: password,
+    /// }));
+    /// let endpoint = Expr::observed(db).map(|o: &PostgresObserved| o.endpoint.clone());
+    /// f.output("db-endpoint", endpoint);
+    /// f.secret_output("db-password", password);
+    /// let fleet = f.build().unwrap();
+    /// assert_eq!(fleet.outputs().collect::<Vec<_>>(), ["db-endpoint", "db-password"]);
+    /// ```
+    pub fn secret_output(&mut self, name: impl Into<String>, secret: Key<Secrets>) {
+        let id = secret.id();
+        if id.fleet != self.id || id.index() >= self.slots.len() {
+            self.misuse.push(Problem::ForeignKey {
+                resource: None,
+                detail: "`secret_output` was given a key of another fleet".into(),
+            });
+            return;
+        }
+        self.outputs.push(crate::output::Declared {
+            name: name.into(),
+            source: crate::output::Source::Secret(id.index()),
+        });
+    }
+
+    /// Puts a resource on the boundary's exclusion list: when the resource declared with
+    /// this kind, name and region exists without this fleet's ownership marker, it is
+    /// reported as excluded — never adopted, changed or deleted, and no failure — with
+    /// `reason`. Without an entry such a resource is a failure of every run. An entry
+    /// that matches nothing (no such declaration, the resource absent or carrying a
+    /// marker) is reported as a warning by every plan. There is no way to adopt such a
+    /// resource by writing the marker onto it: delete it and let the fleet create it,
+    /// or exclude it.
+    ///
+    /// ```
+    /// use infra_core::kinds::*;
+    /// use infra_core::prelude::*;
+    ///
+    /// let mut f = Fleet::builder("shop");
+    /// f.declare(AwsRegion::EuWest3, "shop-assets", ObjectStore::new());
+    /// f.exclude::<_, ObjectStore>(
+    ///     AwsRegion::EuWest3,
+    ///     "shop-assets",
+    ///     "made by hand before this fleet; the data team owns it",
+    /// );
+    /// let fleet = f.build().unwrap();
+    /// assert!(fleet.exclusion("aws", "objectStore", "shop-assets", "eu-west-3").is_some());
+    /// ```
+    pub fn exclude<R, K>(&mut self, region: R, name: impl Into<String>, reason: impl Into<String>)
+    where
+        R: Region,
+        K: Kind,
+        R::Provider: Supports<K>,
+    {
+        self.exclusions.push(Exclusion {
+            provider: <R::Provider as Provider>::ID,
+            kind: K::ID,
+            name: name.into(),
+            region: region.code(),
+            reason: reason.into(),
         });
     }
 
@@ -633,6 +868,23 @@ impl FleetBuilder {
             }
         }
 
+        check_outputs(self.id, resources.len(), &self.outputs, &mut problems);
+        for e in &self.exclusions {
+            if e.reason.trim().is_empty() {
+                problems.push(Problem::Invalid {
+                    resource: ResourceRef {
+                        provider: e.provider,
+                        kind: e.kind,
+                        name: e.name.clone(),
+                    },
+                    detail: format!(
+                        "excluded in {} without a reason: say why it is left alone",
+                        e.region
+                    ),
+                });
+            }
+        }
+
         if !problems.is_empty() {
             return Err(CheckReport {
                 fleet: self.name,
@@ -649,11 +901,62 @@ impl FleetBuilder {
                 resources,
                 names,
                 forgets,
+                protected: self.protected,
+                exclusions: {
+                    let mut e = self.exclusions;
+                    e.sort();
+                    e.dedup();
+                    e
+                },
+                outputs: self.outputs,
                 accounts: self.accounts,
                 deps,
                 order,
             }),
         })
+    }
+}
+
+/// The outputs' own problems: a name given twice or not a name, a read of another
+/// fleet's resource, a secret read by a plain output.
+fn check_outputs(
+    fleet: FleetId,
+    resources: usize,
+    outputs: &[crate::output::Declared],
+    problems: &mut Vec<Problem>,
+) {
+    let mut seen = BTreeSet::new();
+    for o in outputs {
+        let mut problem = |detail: &str| {
+            problems.push(Problem::Output {
+                name: o.name.clone(),
+                detail: detail.to_owned(),
+            })
+        };
+        if !seen.insert(o.name.as_str()) {
+            problem("declared twice; give each output a name of its own");
+        }
+        if o.name.is_empty()
+            || !o
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            problem("an output's name is letters, digits, `-` and `_`");
+        }
+        if let crate::output::Source::Plain(expr) = &o.source {
+            for dep in expr.deps() {
+                let key = dep.key();
+                if key.fleet != fleet || key.index() >= resources {
+                    problem("it reads a resource of another fleet");
+                } else if matches!(dep, crate::env::Dep::Secret(_)) {
+                    problem(
+                        "it reads a secret's value, which an output may hold only as a \
+                         secret: declare it with `secret_output`",
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -691,6 +994,13 @@ fn resolve_deps(
 #[serde(rename_all = "camelCase", tag = "problem")]
 #[non_exhaustive]
 pub enum Problem {
+    /// An output is not acceptable.
+    Output {
+        /// The output's name.
+        name: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// The fleet's own name is not acceptable.
     FleetName {
         /// The name given.
@@ -766,6 +1076,7 @@ impl fmt::Display for Problem {
             Problem::FleetName { name, why } => {
                 write!(f, "fleet name {name:?} {why}")
             }
+            Problem::Output { name, detail } => write!(f, "output `{name}`: {detail}"),
             Problem::BadName { resource, why } => {
                 write!(f, "{resource}: the name {why}")
             }

@@ -21,6 +21,7 @@ mod kind;
 pub mod kinds;
 mod merge;
 pub mod names;
+pub mod output;
 mod partial;
 mod plan;
 pub mod prelude;
@@ -33,6 +34,7 @@ mod settle;
 mod status;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod watch;
 
 // Crate-internal shorthands (`crate::Fleet`, …); the runner (feature `cli`) uses some
 // of them alone, so without it they may go unused.

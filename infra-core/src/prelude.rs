@@ -18,7 +18,9 @@
 
 pub use crate::backend::Backends;
 pub use crate::expr::{Expr, Value};
-pub use crate::fleet::{CheckReport, Fleet, FleetBuilder, Problem, Released, ResourceView};
+pub use crate::fleet::{
+    CheckReport, Exclusion, Fleet, FleetBuilder, Problem, Released, ResourceView,
+};
 pub use crate::key::{Handle, Key, ResourceRef};
 pub use crate::kind::{Kind, Spec};
 pub use crate::merge::Merge;

@@ -98,7 +98,7 @@ async fn plan_apply_and_destroy_read_well_and_exit_as_documented() {
     let (code, out, _) = s.run(fleet(), &cloud, &["plan", "--json"]).await;
     assert_eq!(code, 0);
     let plan = json(&out);
-    assert_eq!(plan["planReport"], "v2");
+    assert_eq!(plan["planReport"], "v3");
     assert_eq!(plan["complete"], true);
 
     // An apply with nothing to do still prints the whole result.
@@ -113,7 +113,7 @@ async fn plan_apply_and_destroy_read_well_and_exit_as_documented() {
         .await;
     assert_eq!(code, 0);
     let result = json(&out);
-    assert_eq!(result["apply"], "v3");
+    assert_eq!(result["apply"], "v4");
     assert_eq!(result["pruned"].as_array().unwrap().len(), 3);
 }
 

@@ -470,7 +470,7 @@ async fn a_change_recorded_for_approval_is_not_attempted_and_not_a_failure() {
     );
     // The envelope says which version knows the reason, and reads back.
     let envelope = outcome.result.to_envelope();
-    assert_eq!(envelope["apply"], "v3");
+    assert_eq!(envelope["apply"], "v4");
     assert_eq!(envelope["notAttempted"][1]["reason"], "awaiting-approval");
     assert_eq!(
         infra_core::engine::ApplyResult::from_envelope(&envelope).unwrap(),

@@ -594,6 +594,7 @@ mod applier_judgements {
                     changes: vec![planned],
                     records: vec![],
                     strays: vec![],
+                    unmatched_exclusions: vec![],
                 },
                 result,
                 handed_in: BTreeSet::from([subject("q")]),

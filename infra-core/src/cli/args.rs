@@ -53,6 +53,11 @@ pub(super) enum Verb {
         /// Also write the plan to FILE, for `apply FILE` to carry out exactly.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// Replace this resource although it would otherwise be left unchanged or updated
+        /// (repeatable; any address a plan prints). What cannot outlive it is replaced
+        /// with it, and the plan says so.
+        #[arg(long = "replace", value_name = "ADDRESS")]
+        replace: Vec<String>,
         #[command(flatten)]
         scope: Scope,
     },
@@ -66,6 +71,11 @@ pub(super) enum Verb {
         /// something.
         #[arg(long)]
         force: bool,
+        /// Replace this resource although it would otherwise be left unchanged or updated
+        /// (repeatable; any address a plan prints). What cannot outlive it is replaced
+        /// with it, and the plan says so.
+        #[arg(long = "replace", value_name = "ADDRESS")]
+        replace: Vec<String>,
         #[command(flatten)]
         run: RunFlags,
         #[command(flatten)]
@@ -77,6 +87,43 @@ pub(super) enum Verb {
         run: RunFlags,
         #[command(flatten)]
         scope: Scope,
+    },
+    /// Plans every DURATION and prints a line per resource and field that drifted from
+    /// the declaration (and per resource that could not be looked at: never drift).
+    /// Never applies unless --apply. Stops between two rounds on SIGINT or SIGTERM.
+    Watch {
+        /// Time between two rounds (`30s`, `5m`).
+        #[arg(long, value_name = "DURATION", value_parser = crate::records::parse_duration)]
+        every: std::time::Duration,
+        /// Apply each complete plan that has changes (the brake and `prevent_destroy`
+        /// hold as for `apply`). Holds the fleet's lock for the whole watch.
+        #[arg(long)]
+        apply: bool,
+        /// Stop after N rounds.
+        #[arg(long, value_name = "N")]
+        rounds: Option<u64>,
+        /// Serve Prometheus counts (rounds, drifted and unreachable resources, applies)
+        /// at http://ADDR/metrics.
+        #[arg(long, value_name = "ADDR")]
+        metrics_addr: Option<std::net::SocketAddr>,
+    },
+    /// Prints the fleet's outputs from the last observation the records keep, reaching
+    /// no cloud unless --refresh is given. A secret output is shown only when named
+    /// with --show-secret.
+    Output {
+        /// Only this output, its value alone (a string unquoted), for scripts.
+        #[arg(value_name = "NAME")]
+        name: Option<String>,
+        /// Print the outputs as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Observe the fleet first and record what was seen, as `refresh` does.
+        #[arg(long)]
+        refresh: bool,
+        /// Show the value of this secret output, read from its cloud (no record ever
+        /// holds a secret value).
+        #[arg(long, value_name = "NAME")]
+        show_secret: Option<String>,
     },
     /// Adds to the ledger every resource in the fleet's regions that carries its
     /// ownership marker. Never removes a row.
@@ -154,6 +201,8 @@ impl Verb {
             Verb::Apply { .. } => "apply",
             Verb::Destroy { .. } => "destroy",
             Verb::Discover => "discover",
+            Verb::Output { .. } => "output",
+            Verb::Watch { .. } => "watch",
             Verb::ForceUnlock { .. } => "force-unlock",
             Verb::Records(RecordsVerb::Migrate { .. }) => "records migrate",
             Verb::State {
@@ -174,6 +223,8 @@ impl Verb {
     /// Whether the verb may write the fleet's records, and so holds its lock.
     pub(super) fn writes_records(&self) -> bool {
         match self {
+            Verb::Output { refresh, .. } => *refresh,
+            Verb::Watch { apply, .. } => *apply,
             Verb::Check
             | Verb::Plan { .. }
             | Verb::ForceUnlock { .. }

@@ -41,6 +41,7 @@
 //! in-process twin of [`run_with`], for tests and embedding.
 //!
 //! Verbs: `check` (offline), `refresh`, `plan`, `apply`, `destroy`, `discover`,
+//! `output` (the fleet's outputs, from the records), `watch` (drift, every interval),
 //! `force-unlock`, `records migrate`. Reports
 //! and JSON go to standard output; logs (`-v`, `-vv`), progress, questions and errors to
 //! standard error (with `--json`, the plan an apply shows goes there too, so that
@@ -119,12 +120,14 @@ use clap::Parser;
 mod args;
 mod console;
 mod graph;
+mod output;
 mod reach;
 mod render;
 mod state;
 mod store;
 mod tfstate;
 mod verbs;
+mod watch;
 
 pub use crate::engine::Progress;
 pub use console::{Console, ProgressStyle};
@@ -334,7 +337,13 @@ fn reaches_clouds(verb: &Verb) -> bool {
             command: StateCommand::Mv { .. },
         }
         | Verb::Graph { plan: true }
-        | Verb::ImportTfstate { .. } => true,
+        | Verb::ImportTfstate { .. }
+        | Verb::Watch { .. } => true,
+        Verb::Output {
+            refresh,
+            show_secret,
+            ..
+        } => *refresh || show_secret.is_some(),
         Verb::Check
         | Verb::ForceUnlock { .. }
         | Verb::Records(_)
@@ -400,6 +409,7 @@ async fn run_verb(verb: Verb, fleet: &Fleet, engine: &Engine, io: &mut Io<'_>) -
             json,
             detailed_exitcode,
             out,
+            replace,
             scope,
         } => {
             let plan = verbs::PlanVerb {
@@ -407,20 +417,22 @@ async fn run_verb(verb: Verb, fleet: &Fleet, engine: &Engine, io: &mut Io<'_>) -
                 json,
                 detailed_exitcode,
                 out,
+                replace,
             };
             verbs::plan(io, engine, fleet, plan, scope).await
         }
         Verb::Apply {
             plan_file: Some(file),
             force,
+            replace,
             run,
             scope,
         } => {
-            if force || !scope.is_empty() {
+            if force || !scope.is_empty() || !replace.is_empty() {
                 io.err(&render::paint(
                     io.colour(),
                     "error: a plan file carries its own scope and options: give `apply FILE` \
-                     no --target, --exclude, --allow-delete or --force (make a new plan with them)",
+                     no --target, --exclude, --allow-delete, --replace or --force (make a new plan with them)",
                 ));
                 return 1;
             }
@@ -429,10 +441,11 @@ async fn run_verb(verb: Verb, fleet: &Fleet, engine: &Engine, io: &mut Io<'_>) -
         Verb::Apply {
             plan_file: None,
             force,
+            replace,
             run,
             scope,
         } => {
-            let options = verbs::options(scope, run.parallelism, force);
+            let options = verbs::options(scope, run.parallelism, force).replacing(replace);
             verbs::apply(io, engine, &fleet.plan(), options, &run, "apply").await
         }
         Verb::Destroy { run, scope } => {
@@ -448,6 +461,31 @@ async fn run_verb(verb: Verb, fleet: &Fleet, engine: &Engine, io: &mut Io<'_>) -
             .await
         }
         Verb::Discover => verbs::discover(io, engine, fleet).await,
+        Verb::Output {
+            name,
+            json,
+            refresh,
+            show_secret,
+        } => {
+            let verb = output::OutputVerb {
+                name,
+                json,
+                refresh,
+                show_secret,
+            };
+            output::output(io, engine, fleet, verb).await
+        }
+        Verb::Watch {
+            every,
+            apply,
+            rounds,
+            metrics_addr,
+        } => {
+            let options = crate::watch::WatchOptions::every(every)
+                .apply(apply)
+                .rounds(rounds);
+            watch::watch(io, engine, fleet, &options, metrics_addr).await
+        }
         Verb::State { command } => state_command(io, engine, fleet, command).await,
         Verb::Forget { address } => state::forget(io, fleet, &**engine.store(), &address).await,
         Verb::Graph { plan: false } => graph::graph(io, fleet),

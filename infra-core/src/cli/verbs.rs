@@ -18,6 +18,7 @@ pub(super) fn options(scope: Scope, parallelism: u32, force: bool) -> Options {
         targets: scope.targets,
         excludes: scope.excludes,
         allow_delete: scope.allow_delete,
+        replace: Vec::new(),
     }
 }
 
@@ -68,6 +69,7 @@ pub(super) struct PlanVerb {
     pub(super) json: bool,
     pub(super) detailed_exitcode: bool,
     pub(super) out: Option<PathBuf>,
+    pub(super) replace: Vec<String>,
 }
 
 pub(super) async fn plan(
@@ -83,15 +85,17 @@ pub(super) async fn plan(
         fleet.plan()
     };
     // A teardown is forced (it is the verb for deleting everything); its plan says so.
-    let proposal = match engine
-        .propose(&plan, &options(scope, 16, verb.destroy))
-        .await
-    {
+    let options = options(scope, 16, verb.destroy).replacing(verb.replace);
+    let proposal = match engine.propose(&plan, &options).await {
         Ok(p) => p,
         Err(e) => return error(io, &e),
     };
     let report = proposal.report();
     print_plan(io, report, verb.json);
+    // A plan no apply may carry out is an error, not a warning: no flag lifts it.
+    if let Err(e) = engine.check_protected(&proposal) {
+        return error(io, &e);
+    }
     if let Err(e) = engine.check_brake(&proposal) {
         io.err(&format!(
             "warning: applying this plan would be refused: {e}"
@@ -170,7 +174,10 @@ pub(super) async fn apply(
     };
     show_plan(io, proposal.report(), run.json);
     // Refused before the question rather than after it.
-    if let Err(e) = engine.check_brake(&proposal) {
+    if let Err(e) = engine
+        .check_protected(&proposal)
+        .and_then(|()| engine.check_brake(&proposal))
+    {
         return refused(io, engine, plan, &e, run.json, verb);
     }
     if !run.yes && proposal.report().has_changes() {

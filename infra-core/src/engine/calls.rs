@@ -60,6 +60,8 @@ struct Call<'a> {
     /// The resource as observation found it, if it exists.
     existing: Option<Sighting>,
     fields: &'static [FieldInfo],
+    /// Declared with `prevent_destroy`: a replace found only while applying fails.
+    protected: bool,
 }
 
 impl Call<'_> {
@@ -122,6 +124,11 @@ impl Engine {
                 .index
                 .map(|i| plan.fleet().inner.resources[i].kind.fields)
                 .unwrap_or(&[]),
+            protected: plan.fleet().is_protected(
+                &slot.subject.provider,
+                &slot.subject.kind,
+                &slot.subject.name,
+            ),
         };
         let decision = slot.decision.clone();
         let target = slot.target.clone();
@@ -243,6 +250,19 @@ impl Engine {
                 },
                 Err(e) => Done::Failed(Step::Update, e),
             };
+        }
+        if call.protected {
+            return Done::Failed(
+                Step::Replace,
+                BackendError::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "{} must be replaced now that what it depends on changed, but it is \
+                         declared with `prevent_destroy`: left as it was",
+                        call.name
+                    ),
+                ),
+            );
         }
         self.replace_late(&call, settled_spec, &sighting.handle)
             .await

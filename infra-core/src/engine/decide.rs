@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use super::Engine;
 use super::model::{
     Decision, Observation, Owner, ReplaceOrder, Seen, Slot, Target, Unobserved, World, key_id,
+    row_of,
 };
 use crate::{
     BackendError, Divergence, ErrorKind, Mutability, NotAttemptedReason, Ownership, Plan, Repair,
@@ -45,7 +46,7 @@ impl Engine {
                 (Target::Present(_), Seen::Absent) => Decision::Create,
                 (Target::Present(spec), Seen::Present { sighting, owner }) => {
                     match claim(owner, slot) {
-                        Err(e) => Decision::Fail(Step::Claim, e),
+                        Err(e) => refused_claim(plan, slot, owner, e),
                         Ok(()) => {
                             let target = spec.0.lenient_json(&world);
                             let kind_fields = plan.fleet().inner.resources
@@ -59,12 +60,19 @@ impl Engine {
                             let pending = slot
                                 .index
                                 .is_some_and(|i| deps[i].iter().any(|d| moving.contains(d)));
+                            let requested = !observation.replacing.is_empty()
+                                && observation.replacing.contains(&row_of(&slot.subject));
                             Decision::Existing {
-                                repair: repair_of(&fields),
+                                repair: if requested {
+                                    Repair::Replace
+                                } else {
+                                    repair_of(&fields)
+                                },
                                 fields,
                                 pending,
                                 replace: None,
                                 because: None,
+                                requested,
                             }
                         }
                     }
@@ -73,7 +81,7 @@ impl Engine {
                     Decision::AlreadyAbsent
                 }
                 (Target::Absent, Seen::Present { owner, .. }) => match claim(owner, slot) {
-                    Err(e) => Decision::Fail(Step::Claim, e),
+                    Err(e) => refused_claim(plan, slot, owner, e),
                     Ok(()) => Decision::Delete,
                 },
                 (Target::Orphan, Seen::Present { owner, .. }) => match owner {
@@ -229,6 +237,26 @@ fn claim(owner: &Owner, slot: &Slot) -> Result<(), BackendError> {
                 slot.subject
             ),
         )),
+    }
+}
+
+/// The decision for a declared resource that exists but may not be claimed: excluded,
+/// when it carries no marker and the declaration's exclusion list names it; a failure
+/// of the claim otherwise.
+fn refused_claim(plan: &Plan, slot: &Slot, owner: &Owner, e: BackendError) -> Decision {
+    let s = &slot.subject;
+    match plan
+        .fleet()
+        .exclusion(&s.provider, &s.kind, &s.name, &s.region)
+    {
+        Some(exclusion) if *owner == Owner::Not(Ownership::Unmarked) => Decision::Skip(
+            NotAttemptedReason::Excluded,
+            Some(format!(
+                "exists without this fleet's marker and is excluded by the declaration: {}",
+                exclusion.reason
+            )),
+        ),
+        _ => Decision::Fail(Step::Claim, e),
     }
 }
 

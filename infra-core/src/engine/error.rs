@@ -82,7 +82,21 @@ pub enum ApplyError {
         /// How many the ledger holds.
         managed: usize,
     },
-    /// A `--target`, `--exclude` or `--allow-delete` address names nothing in play.
+    /// The run would delete or replace resources the declaration protects with
+    /// `prevent_destroy`. `--force` does not lift it.
+    #[error(
+        "refusing: this run would {}, which the declaration protects with \
+         `prevent_destroy`. Nothing was changed, and --force does not lift it: remove \
+         `prevent_destroy` from the declaration first if this is intended",
+        resources.iter().map(|(r, a)| format!("{} {r}", if *a == "replace" { "replace" } else { "delete" })).collect::<Vec<_>>().join(" and ")
+    )]
+    PreventDestroy {
+        /// Each protected resource and what the run would do to it (`delete`,
+        /// `prune`, `replace`).
+        resources: Vec<(String, &'static str)>,
+    },
+    /// A `--target`, `--exclude`, `--allow-delete` or `--replace` address names nothing
+    /// in play.
     #[error(
         "{flag} {address:?} names no resource of this fleet or its records{}",
         if nearest.is_empty() {
@@ -147,6 +161,10 @@ impl ApplyError {
             }
             ApplyError::Brake { .. } => {
                 "refused by the brake: it would remove most of what the fleet manages".into()
+            }
+            ApplyError::PreventDestroy { .. } => {
+                "refused: it would delete or replace a resource declared with prevent_destroy"
+                    .into()
             }
             ApplyError::UnknownAddress { flag, address, .. } => {
                 format!("refused: {flag} {address:?} names nothing")

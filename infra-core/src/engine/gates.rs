@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::{Decision, Observation, row_of};
 use super::{ApplyError, Engine, Options};
-use crate::{Ledger, Plan, with_retries};
+use crate::{Ledger, Plan, Repair, with_retries};
 
 impl Engine {
     /// The refusals that come before anything is listed.
@@ -134,5 +134,40 @@ impl Engine {
             });
         }
         Ok(())
+    }
+
+    /// Refuses a run that would delete or replace a resource protected with
+    /// `prevent_destroy`, whatever the reason (a teardown, a line made absent, an
+    /// orphan, a field that cannot change in place, `--replace`, a replace cascaded
+    /// from another), naming each one. Not lifted by `--force`.
+    pub(super) fn protect(&self, plan: &Plan, observation: &Observation) -> Result<(), ApplyError> {
+        let fleet = plan.fleet();
+        if fleet.protected().is_empty() {
+            return Ok(());
+        }
+        let resources: Vec<(String, &'static str)> = observation
+            .slots
+            .iter()
+            .filter(|s| fleet.is_protected(&s.subject.provider, &s.subject.kind, &s.subject.name))
+            .filter_map(|s| destroys(&s.decision).map(|what| (s.subject.to_string(), what)))
+            .collect();
+        if resources.is_empty() {
+            Ok(())
+        } else {
+            Err(ApplyError::PreventDestroy { resources })
+        }
+    }
+}
+
+/// What a decision destroys of its resource: `delete`, `prune`, `replace`, or nothing.
+pub(super) fn destroys(decision: &Decision) -> Option<&'static str> {
+    match decision {
+        Decision::Delete => Some("delete"),
+        Decision::Prune => Some("prune"),
+        Decision::Existing {
+            repair: Repair::Replace,
+            ..
+        } => Some("replace"),
+        _ => None,
     }
 }

@@ -91,7 +91,7 @@ pub use error::ApplyError;
 pub use proposal::{
     FileOptions, Fingerprint, PLAN_FILE_VERSION, PlanFile, Proposal, ResourceDigest,
 };
-pub use report::{PlanReport, PlannedChange, RecordChange, symbol};
+pub use report::{PlanReport, PlannedChange, RecordChange, UnmatchedExclusion, symbol};
 #[cfg(feature = "cli")]
 pub(crate) use scope::resolve_address;
 
@@ -118,6 +118,10 @@ pub struct Options {
     /// Deletes confirmed by name: resources `discover` adopted on their marker alone
     /// are deleted only when named here (any address form a plan prints).
     pub allow_delete: Vec<String>,
+    /// Resources to replace although they would otherwise be left unchanged or updated
+    /// (`--replace`; any address form a plan prints). What cannot outlive them is
+    /// replaced with them, as for any replace.
+    pub replace: Vec<String>,
 }
 
 impl Options {
@@ -149,6 +153,13 @@ impl Options {
         self
     }
 
+    /// Resources to replace (see [`Options::replace`]).
+    #[must_use]
+    pub fn replacing<S: Into<String>>(mut self, addresses: impl IntoIterator<Item = S>) -> Self {
+        self.replace = addresses.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Deletes confirmed by name (see [`Options::allow_delete`]).
     #[must_use]
     pub fn allow_deletes<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
@@ -165,6 +176,7 @@ impl Default for Options {
             targets: Vec::new(),
             excludes: Vec::new(),
             allow_delete: Vec::new(),
+            replace: Vec::new(),
         }
     }
 }

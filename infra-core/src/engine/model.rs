@@ -56,6 +56,8 @@ pub(super) enum Decision {
         replace: Option<ReplaceOrder>,
         /// For a replace forced by another: which one.
         because: Option<String>,
+        /// Replaced because the caller asked for it (`--replace`).
+        requested: bool,
     },
     Delete,
     Prune,
@@ -184,6 +186,8 @@ pub(super) struct Observation {
     pub(super) strays: Vec<Subject>,
     /// Deletes of discovered rows the user confirmed by name.
     pub(super) confirmed: BTreeSet<LedgerRow>,
+    /// Resources the user asked to replace (`--replace`).
+    pub(super) replacing: BTreeSet<LedgerRow>,
 }
 
 impl Observation {

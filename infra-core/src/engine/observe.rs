@@ -137,6 +137,7 @@ impl Engine {
 
         let included = self.filter(plan, &slots, options)?;
         let confirmed = self.confirmed_deletes(&slots, options)?;
+        let replacing = self.requested_replaces(&slots, options)?;
         // With no records, what carries the fleet's marker and is not declared is
         // looked for among what observation lists anyway: lost records.
         let listings = self
@@ -152,6 +153,7 @@ impl Engine {
             forgotten,
             strays,
             confirmed,
+            replacing,
         })
     }
 

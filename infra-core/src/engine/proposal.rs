@@ -91,6 +91,7 @@ impl Proposal {
                 targets: self.options.targets.clone(),
                 excludes: self.options.excludes.clone(),
                 allow_delete: self.options.allow_delete.clone(),
+                replace: self.options.replace.clone(),
                 force: self.options.force,
             },
             fingerprint: self.fingerprint(),
@@ -130,6 +131,9 @@ pub struct FileOptions {
     pub excludes: Vec<String>,
     /// `--allow-delete`.
     pub allow_delete: Vec<String>,
+    /// `--replace` (absent from files written before it existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replace: Vec<String>,
     /// `--force`.
     pub force: bool,
 }
@@ -143,6 +147,7 @@ impl PlanFile {
             targets: self.options.targets.clone(),
             excludes: self.options.excludes.clone(),
             allow_delete: self.options.allow_delete.clone(),
+            replace: self.options.replace.clone(),
         }
     }
 }
@@ -324,15 +329,22 @@ impl Engine {
         }
     }
 
+    /// Refuses `proposal` when it would delete or replace a resource declared with
+    /// `prevent_destroy` (see [`ApplyError::PreventDestroy`]); `--force` does not lift it.
+    pub fn check_protected(&self, proposal: &Proposal) -> Result<(), ApplyError> {
+        self.protect(&proposal.plan, &proposal.observation)
+    }
+
     /// The brake's verdict on `proposal`: whether carrying it out would be refused for
     /// removing most of what the fleet manages (see [`ApplyError::Brake`]).
     pub fn check_brake(&self, proposal: &Proposal) -> Result<(), ApplyError> {
         self.brake(&proposal.plan, &proposal.observation, &proposal.options)
     }
 
-    /// Carries out exactly the decisions of `proposal`: the brake first, then the
-    /// calls, then the records.
+    /// Carries out exactly the decisions of `proposal`: `prevent_destroy` and the brake
+    /// first, then the calls, then the records.
     pub async fn carry_out(&self, proposal: &Proposal) -> Result<Outcome, ApplyError> {
+        self.protect(&proposal.plan, &proposal.observation)?;
         self.brake(&proposal.plan, &proposal.observation, &proposal.options)?;
         let (result, unsaved) = self
             .execute(&proposal.plan, &proposal.observation, &proposal.options)

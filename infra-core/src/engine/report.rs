@@ -1,5 +1,5 @@
 //! The plan report: what an apply would do, resource by resource, for people (text) and
-//! for programs (JSON, `"planReport": "v2"`).
+//! for programs (JSON, `"planReport": "v3"`).
 //!
 //! Besides the line of each resource, a report says what the apply writes to the
 //! records alone (resources found in place and adopted, rows forgotten or dropped), which
@@ -13,8 +13,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::Engine;
-use super::model::{Decision, Observation, Slot, Target, row_of};
-use crate::{Divergence, NotAttemptedReason, Plan, Repair, Step, Subject};
+use super::model::{Decision, Observation, Owner, Seen, Slot, Target, row_of};
+use crate::{Divergence, NotAttemptedReason, Ownership, Plan, Repair, Step, Subject};
 
 /// One line of a plan: a resource and what the apply would do with it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -46,11 +46,11 @@ pub struct PlannedChange {
 
 impl PlannedChange {
     /// Whether the run could not look at this resource (or not decide it): not
-    /// attempted for a reason other than the caller's own `--target`/`--exclude`, or
-    /// failed.
+    /// attempted for a reason other than the user's own choice (`--target`/`--exclude`,
+    /// the declaration's exclusion list), or failed.
     pub fn is_blind(&self) -> bool {
         self.action == "failed"
-            || (self.action == "not-attempted" && self.reason != Some(NotAttemptedReason::Filtered))
+            || (self.action == "not-attempted" && !self.reason.is_some_and(|r| r.is_deliberate()))
     }
 }
 
@@ -83,6 +83,23 @@ pub struct PlanReport {
     /// takes them back.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub strays: Vec<Subject>,
+    /// Entries of the declaration's exclusion list that matched no declared resource
+    /// found without the fleet's marker: each one a warning, so that the list does not
+    /// rot. An entry whose resource could not be looked at is not listed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unmatched_exclusions: Vec<UnmatchedExclusion>,
+}
+
+/// An entry of the exclusion list that matched nothing, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnmatchedExclusion {
+    /// The resource the entry names.
+    pub resource: Subject,
+    /// The entry's own reason.
+    pub reason: String,
+    /// Why it matched nothing.
+    pub why: String,
 }
 
 impl PlanReport {
@@ -136,9 +153,11 @@ impl PlanReport {
     /// Versions: `v1` listed the names of the fields that differ and kept forgotten
     /// rows apart; `v2` gives each differing field with its values (`before`, `after`,
     /// or `sensitive`), a closed `reason` and a `step` beside the `detail`, the record
-    /// changes, the strays, and whether the plan is complete.
+    /// changes, the strays, and whether the plan is complete; `v3` adds the reason
+    /// `excluded` and the `unmatchedExclusions` (each with its `resource`, `reason` and
+    /// `why`).
     pub fn to_json(&self) -> serde_json::Value {
-        let mut value = serde_json::json!({ "planReport": "v2" });
+        let mut value = serde_json::json!({ "planReport": "v3" });
         if let (Some(map), Ok(serde_json::Value::Object(body))) =
             (value.as_object_mut(), serde_json::to_value(self))
         {
@@ -190,6 +209,14 @@ impl PlanReport {
             n("delete") + n("prune"),
             n("unchanged"),
         );
+        let excluded = self
+            .changes
+            .iter()
+            .filter(|c| c.reason == Some(NotAttemptedReason::Excluded))
+            .count();
+        if excluded > 0 {
+            let _ = write!(out, ", {excluded} excluded");
+        }
         let blind = self.blind().count();
         if blind > 0 {
             let _ = write!(out, ", {blind} not looked at or failing");
@@ -214,6 +241,14 @@ impl PlanReport {
                 let _ = writeln!(out, "  ? {s}");
             }
         }
+        for u in &self.unmatched_exclusions {
+            let _ = writeln!(
+                out,
+                "warning: the exclusion of {} ({}) matches nothing: {}. Remove it from the \
+                 declaration",
+                u.resource, u.reason, u.why
+            );
+        }
         let blind = self.blind().count();
         if blind > 0 {
             let _ = writeln!(
@@ -237,13 +272,17 @@ fn plural(n: usize) -> &'static str {
 fn render_change(out: &mut String, c: &PlannedChange, width: usize) {
     let _ = write!(
         out,
-        "  {} {:<width$}  {}",
+        "  {} {:<width$}  ",
         symbol(c.action),
         c.resource.to_string(),
-        c.action
     );
-    if let Some(reason) = c.reason {
-        let _ = write!(out, " ({reason})");
+    // An excluded resource is no shortfall: its line says so in one word.
+    match c.reason {
+        Some(NotAttemptedReason::Excluded) => out.push_str("excluded"),
+        Some(reason) => {
+            let _ = write!(out, "{} ({reason})", c.action);
+        }
+        None => out.push_str(c.action),
     }
     if let Some(d) = &c.detail {
         let _ = write!(out, " — {d}");
@@ -320,9 +359,11 @@ impl Line {
                 fields,
                 pending,
                 because,
+                requested,
                 ..
             } => {
                 let note = match because {
+                    _ if *requested => Some("replace requested with --replace".to_owned()),
                     Some(x) => Some(format!("replaced with {x}, which it cannot outlive")),
                     None => {
                         pending.then(|| "may change once what it depends on is applied".to_owned())
@@ -410,8 +451,61 @@ impl Engine {
                 .collect(),
             records: record_changes(observation),
             strays: observation.strays.clone(),
+            unmatched_exclusions: unmatched_exclusions(plan, observation),
         }
     }
+}
+
+/// The exclusions that matched nothing, each with why; those whose resource was not
+/// looked at (filtered, unreachable, failing to read) are left out: nothing is known.
+fn unmatched_exclusions(plan: &Plan, observation: &Observation) -> Vec<UnmatchedExclusion> {
+    let fleet = plan.fleet();
+    let mut unmatched = Vec::new();
+    for e in fleet.exclusions() {
+        let subject = super::model::subject(e.provider, e.kind, &e.name, e.region);
+        let slot = observation
+            .slots
+            .iter()
+            .find(|s| s.index.is_some() && s.subject == subject);
+        let why = match slot {
+            None if fleet.resources().any(|r| {
+                r.reference().provider == e.provider
+                    && r.reference().kind == e.kind
+                    && r.reference().name == e.name
+                    && r.region() == e.region
+            }) =>
+            {
+                continue;
+            }
+            None => "no resource of this provider, kind, name and region is declared".to_owned(),
+            Some(slot) => match (&slot.decision, &slot.seen) {
+                (Decision::Skip(NotAttemptedReason::Excluded, _), _) | (_, Seen::Unobserved(_)) => {
+                    continue;
+                }
+                (_, Seen::Absent) => "the resource does not exist".to_owned(),
+                (_, Seen::Present { owner, .. }) => match owner {
+                    Owner::Ours | Owner::Unreadable { in_ledger: true } => {
+                        "the resource carries this fleet's marker: the fleet manages it".to_owned()
+                    }
+                    Owner::Not(Ownership::OtherFleet { fleet }) => format!(
+                        "the resource carries the marker of fleet `{fleet}`, which an exclusion \
+                         does not cover"
+                    ),
+                    Owner::Unreadable { .. } => {
+                        "its tags cannot be read to tell it carries no marker".to_owned()
+                    }
+                    // Unmarked: it was decided excluded, above.
+                    Owner::Not(_) => continue,
+                },
+            },
+        };
+        unmatched.push(UnmatchedExclusion {
+            resource: subject,
+            reason: e.reason.clone(),
+            why,
+        });
+    }
+    unmatched
 }
 
 /// The changes an apply makes to the ledger alone.

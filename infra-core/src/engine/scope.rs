@@ -231,6 +231,30 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// The declared resources the caller asked to replace with `--replace`. An address
+    /// that names nothing in play is an error, with the nearest names; one naming only
+    /// an orphan of the records is too, since an orphan is deleted, never replaced.
+    pub(super) fn requested_replaces(
+        &self,
+        slots: &[Slot],
+        options: &Options,
+    ) -> Result<BTreeSet<LedgerRow>, ApplyError> {
+        let declared: Vec<Slot> = slots
+            .iter()
+            .filter(|s| s.index.is_some())
+            .cloned()
+            .collect();
+        let named = Named::resolve("--replace", &options.replace, &declared)?;
+        Ok(declared
+            .iter()
+            .zip(named.hits)
+            .filter(|(_, hit)| *hit)
+            .map(|(s, _)| row_of(&s.subject))
+            .collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Address, distance};

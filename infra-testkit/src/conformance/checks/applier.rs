@@ -188,6 +188,8 @@ fn illegal_reason(
         }
         // Only a delete the plan said needs a confirmation by name.
         NotAttemptedReason::Unconfirmed => None,
+        // Only a declared resource the fleet's exclusion list names, as planned.
+        NotAttemptedReason::Excluded => None,
         // A reason this suite does not know yet: nothing to judge it by.
         other => Some(format!(
             "not attempted for `{other}`, a reason this suite cannot judge"

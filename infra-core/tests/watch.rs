@@ -1,0 +1,281 @@
+//! Watching for drift on a manual clock: a change made out of band between two
+//! intervals is one line per field, nothing is written unless asked, an unreachable
+//! backend is never drift, and a stop is obeyed between rounds.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use infra_core::engine::{Engine, ManualClock, Options};
+use infra_core::kinds::{Rule, SecurityGroup};
+use infra_core::prelude::{AwsRegion, Backends, Expr, Fleet, Partial};
+use infra_core::sdk::Unreachable;
+use infra_core::watch::{Counters, Round, WatchOptions, watch};
+use infra_testkit::sim::SimCloud;
+use serde_json::json;
+use support::console::answering;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+fn fleet() -> Fleet {
+    let mut f = Fleet::builder("watch");
+    f.declare(
+        AwsRegion::EuWest3,
+        "web",
+        SecurityGroup {
+            description: "watched".into(),
+            vpc_id: Partial::Unknown,
+            ingress: Expr::lit([Rule::tcp(443, "0.0.0.0/0")].into()),
+            egress: Partial::Unknown,
+            tags: Partial::Unknown,
+        },
+    );
+    f.build().unwrap()
+}
+
+async fn applied(seed: u64) -> (SimCloud, Engine, String) {
+    let cloud = support::cloud(seed);
+    let (engine, _) = support::engine_in_memory(&cloud);
+    let outcome = engine
+        .apply(&fleet().plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(outcome.is_success());
+    let handle = cloud.find("aws", "securityGroup", "web")[0].handle.clone();
+    cloud.clear_calls();
+    (cloud, engine, handle)
+}
+
+/// Runs a watch, making `between` happen after the first round.
+async fn rounds(
+    engine: &Engine,
+    options: WatchOptions,
+    clock: &ManualClock,
+    counters: &Counters,
+    between: impl Fn(),
+) -> Vec<Round> {
+    let mut seen = Vec::new();
+    watch(
+        engine,
+        &fleet(),
+        &options,
+        clock,
+        counters,
+        std::future::pending(),
+        |r| {
+            if r.number == 1 {
+                between();
+            }
+            seen.push(r.clone());
+        },
+    )
+    .await;
+    seen
+}
+
+const SSH: &str = r#"[{"cidr":"0.0.0.0/0","fromPort":22,"protocol":"tcp","toPort":22}]"#;
+const HTTPS: &str = r#"[{"protocol":"tcp","fromPort":443,"toPort":443,"cidr":"0.0.0.0/0"}]"#;
+
+#[tokio::test]
+async fn a_change_between_two_intervals_is_one_line_per_field_and_nothing_is_written() {
+    let (cloud, engine, handle) = applied(51).await;
+    let clock = ManualClock::new();
+    let counters = Counters::default();
+    let seen = rounds(
+        &engine,
+        WatchOptions::every(MINUTE).rounds(Some(2)),
+        &clock,
+        &counters,
+        || {
+            cloud.set_field(&handle, "ingress", serde_json::from_str(SSH).unwrap());
+        },
+    )
+    .await;
+    assert_eq!(seen.len(), 2);
+    assert!(seen[0].lines.is_empty(), "{:?}", seen[0].lines);
+    assert_eq!(
+        seen[1].lines,
+        [format!(
+            "drift: aws/securityGroup/web (eu-west-3) ingress: {SSH} → {HTTPS}"
+        )]
+    );
+    assert_eq!((seen[1].drifted, seen[1].applied), (1, None));
+    assert_eq!(clock_now(&clock), MINUTE, "one interval between two rounds");
+    assert!(cloud.writes().is_empty(), "{:?}", cloud.writes());
+    let metrics = counters.render("watch");
+    assert!(
+        metrics.contains("infra_watch_rounds_total{fleet=\"watch\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("infra_watch_drifted_resources_total{fleet=\"watch\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("infra_watch_applies_total{fleet=\"watch\"} 0"),
+        "{metrics}"
+    );
+}
+
+fn clock_now(clock: &ManualClock) -> Duration {
+    use infra_core::engine::Clock;
+    clock.now()
+}
+
+#[tokio::test]
+async fn with_apply_the_drift_is_repaired_at_the_next_round() {
+    let (cloud, engine, handle) = applied(52).await;
+    let clock = ManualClock::new();
+    let counters = Counters::default();
+    let seen = rounds(
+        &engine,
+        WatchOptions::every(MINUTE).apply(true).rounds(Some(3)),
+        &clock,
+        &counters,
+        || {
+            cloud.set_field(&handle, "ingress", serde_json::from_str(SSH).unwrap());
+        },
+    )
+    .await;
+    assert_eq!(seen[1].applied, Some(true), "{:?}", seen[1].lines);
+    assert!(seen[2].lines.is_empty(), "{:?}", seen[2].lines);
+    assert_eq!(
+        cloud.find("aws", "securityGroup", "web")[0].config["ingress"],
+        json!([{"protocol": "tcp", "fromPort": 443, "toPort": 443, "cidr": "0.0.0.0/0"}])
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_backend_is_reported_as_unreachable_never_as_drift() {
+    let (_cloud, engine, _) = applied(53).await;
+    let unreachable = Engine::new(
+        Backends::new().with(Arc::new(Unreachable::new(
+            "aws",
+            "no credentials were found",
+        ))),
+        Arc::clone(engine.store()),
+    );
+    let clock = ManualClock::new();
+    let counters = Counters::default();
+    let seen = rounds(
+        &unreachable,
+        WatchOptions::every(MINUTE).apply(true).rounds(Some(1)),
+        &clock,
+        &counters,
+        || {},
+    )
+    .await;
+    assert_eq!(seen[0].drifted, 0);
+    assert_eq!(seen[0].applied, None);
+    assert_eq!(seen[0].lines.len(), 1, "{:?}", seen[0].lines);
+    assert!(
+        seen[0].lines[0].starts_with("unreachable: "),
+        "{:?}",
+        seen[0].lines
+    );
+    assert!(!seen[0].lines[0].contains("drift"), "{:?}", seen[0].lines);
+}
+
+#[tokio::test]
+async fn a_stop_is_obeyed_between_rounds() {
+    let (_cloud, engine, _) = applied(54).await;
+    let clock = ManualClock::new();
+    let counters = Counters::default();
+    let mut seen = 0;
+    watch(
+        &engine,
+        &fleet(),
+        &WatchOptions::every(MINUTE),
+        &clock,
+        &counters,
+        std::future::ready(()),
+        |_| seen += 1,
+    )
+    .await;
+    assert_eq!(seen, 1, "the round under way finishes; no other starts");
+    assert_eq!(clock_now(&clock), Duration::ZERO);
+}
+
+#[tokio::test]
+async fn the_watch_verb_prints_each_rounds_drift_and_writes_nothing() {
+    let cloud = support::cloud(55);
+    let mut s = answering(false, true);
+    let (code, _, err) = s.run(Ok(fleet()), &cloud, &["apply", "--yes"]).await;
+    assert_eq!(code, 0, "{err}");
+    let handle = cloud.find("aws", "securityGroup", "web")[0].handle.clone();
+    cloud.set_field(&handle, "ingress", serde_json::from_str(SSH).unwrap());
+    cloud.clear_calls();
+    let (code, out, err) = s
+        .run(
+            Ok(fleet()),
+            &cloud,
+            &[
+                "watch",
+                "--every",
+                "1ms",
+                "--rounds",
+                "2",
+                "--metrics-addr",
+                "127.0.0.1:0",
+            ],
+        )
+        .await;
+    assert_eq!(code, 0, "{err}");
+    let line = format!("drift: aws/securityGroup/web (eu-west-3) ingress: {SSH} → {HTTPS}\n");
+    assert_eq!(out, format!("{line}{line}"));
+    assert!(
+        err.contains("serving Prometheus counts at http://127.0.0.1:"),
+        "{err}"
+    );
+    assert!(err.contains("round 2: 1 drifted, 0 not looked at"), "{err}");
+    assert!(cloud.writes().is_empty(), "{:?}", cloud.writes());
+}
+
+#[tokio::test]
+async fn the_metrics_address_serves_the_counts_while_watching() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let cloud = support::cloud(56);
+    let mut s = answering(false, true);
+    let (code, _, err) = s.run(Ok(fleet()), &cloud, &["apply", "--yes"]).await;
+    assert_eq!(code, 0, "{err}");
+    // A free port on loopback, let go for the watch to take.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let args = [
+        "watch",
+        "--every",
+        "1s",
+        "--rounds",
+        "2",
+        "--metrics-addr",
+        &addr,
+    ];
+    let watching = s.run(Ok(fleet()), &cloud, &args);
+    let scrape = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut body = String::new();
+        stream.read_to_string(&mut body).await.unwrap();
+        body
+    };
+    let ((code, _, err), body) = tokio::join!(watching, scrape);
+    assert_eq!(code, 0, "{err}");
+    assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+    assert!(
+        body.contains("infra_watch_rounds_total{fleet=\"watch\"} 1\n"),
+        "{body}"
+    );
+    assert!(
+        body.contains("# TYPE infra_watch_drifted_resources_total counter"),
+        "{body}"
+    );
+}
