@@ -4,6 +4,7 @@
 //! kinds at zero latency: the first apply, a plan that finds nothing to change, and
 //! the destroy. Linear growth reads 10.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -113,40 +114,74 @@ pub(crate) fn runner_growth(n: usize) {
 }
 
 fn runner_stages(n: usize) -> Stages {
-    let dir = std::env::temp_dir().join(format!("infra-bench-runner-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a scratch directory");
-    let world = dir.join("world.json");
-    let exe = std::env::current_exe().expect("this program");
-    let run = |args: &[&str], expect: i32| {
-        let start = now();
-        let out = std::process::Command::new(&exe)
-            .args(args)
-            .arg("--state-dir")
-            .arg(dir.join("state"))
-            .env(AS_FLEET, n.to_string())
-            .env("INFRA_SIM_WORLD", &world)
-            .output()
-            .expect("the runner starts");
-        let took = start.elapsed();
-        assert_eq!(
-            out.status.code(),
-            Some(expect),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        took
-    };
-    let apply = run(&["apply", "--yes"], 0);
-    assert_eq!(SimCloud::open(&world).expect("the world").len(), n);
-    let plan = run(&["plan", "--detailed-exitcode"], 0);
-    let destroy = run(&["destroy", "--yes"], 0);
-    assert_eq!(SimCloud::open(&world).expect("the world").len(), 0);
-    let _ = std::fs::remove_dir_all(&dir);
+    let runner = Runner::new("runner", n, None);
+    let apply = runner.time(&["apply", "--yes"]);
+    assert_eq!(runner.world_len(), n);
+    let plan = runner.time(&["plan", "--detailed-exitcode"]);
+    let destroy = runner.time(&["destroy", "--yes"]);
+    assert_eq!(runner.world_len(), 0);
     Stages {
         apply,
         plan,
         destroy,
+    }
+}
+
+/// This program run as the runner of a fleet of `n` (`AS_FLEET`) in a scratch directory
+/// of its own, with its records in files or at a database address. The directory is
+/// removed on drop.
+struct Runner {
+    dir: PathBuf,
+    n: usize,
+    records: Option<String>,
+}
+
+impl Runner {
+    fn new(purpose: &str, n: usize, records: Option<String>) -> Runner {
+        let dir =
+            std::env::temp_dir().join(format!("infra-bench-{purpose}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        Runner { dir, n, records }
+    }
+
+    fn world(&self) -> PathBuf {
+        self.dir.join("world.json")
+    }
+
+    fn world_len(&self) -> usize {
+        SimCloud::open(self.world()).expect("the world").len()
+    }
+
+    /// Runs one verb as a whole process and times it; it must exit 0.
+    fn time(&self, args: &[&str]) -> Duration {
+        let exe = std::env::current_exe().expect("this program");
+        let mut command = std::process::Command::new(exe);
+        command
+            .args(args)
+            .arg("--state-dir")
+            .arg(self.dir.join("state"))
+            .env(AS_FLEET, self.n.to_string())
+            .env("INFRA_SIM_WORLD", self.world());
+        if let Some(url) = &self.records {
+            command.arg("--records").arg(url);
+        }
+        let start = now();
+        let out = command.output().expect("the runner starts");
+        let took = start.elapsed();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        took
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -166,41 +201,13 @@ pub(crate) fn runner_plan(n: usize) {
         ),
     }
     for (records, url) in stores {
-        let dir =
-            std::env::temp_dir().join(format!("infra-bench-rplan-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a scratch directory");
-        let world = dir.join("world.json");
-        let exe = std::env::current_exe().expect("this program");
-        let run = |args: &[&str], expect: i32| {
-            let mut command = std::process::Command::new(&exe);
-            command
-                .args(args)
-                .arg("--state-dir")
-                .arg(dir.join("state"))
-                .env(AS_FLEET, n.to_string())
-                .env("INFRA_SIM_WORLD", &world);
-            if let Some(url) = &url {
-                command.arg("--records").arg(url);
-            }
-            let start = now();
-            let out = command.output().expect("the runner starts");
-            let took = start.elapsed();
-            assert_eq!(
-                out.status.code(),
-                Some(expect),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            took
-        };
-        run(&["apply", "--yes"], 0);
+        let runner = Runner::new("rplan", n, url);
+        runner.time(&["apply", "--yes"]);
         let mut times: Vec<Duration> = (0..3)
-            .map(|_| run(&["plan", "--detailed-exitcode"], 0))
+            .map(|_| runner.time(&["plan", "--detailed-exitcode"]))
             .collect();
         times.sort();
-        run(&["destroy", "--yes"], 0);
-        let _ = std::fs::remove_dir_all(&dir);
+        runner.time(&["destroy", "--yes"]);
         let median = times[1];
         println!(
             "R no_change_plan_runner n={n} records={records} ms={:.0} per_resource_us={:.1}",

@@ -1,6 +1,6 @@
 //! T: this engine and Terraform on the same work, as whole processes
 //! (`benches/side-by-side/run.py`, which runs this program in the modes below and
-//! writes its figures where [`print`] finds them).
+//! writes its figures where [`print()`] finds them).
 
 use std::path::PathBuf;
 
