@@ -271,10 +271,6 @@ fn outputs_are_printed_from_the_records_and_a_secret_only_when_named() {
 
 #[test]
 fn watch_stops_cleanly_on_sigterm_between_rounds() {
-    if !Path::new("/bin/kill").exists() && !Path::new("/usr/bin/kill").exists() {
-        eprintln!("SKIPPED: no kill command to send SIGTERM with");
-        return;
-    }
     let place = Place::new();
     let (code, out, err) = place.run(&["apply", "--yes"]);
     assert_eq!(code, 0, "{out}{err}");
@@ -296,7 +292,7 @@ fn watch_stops_cleanly_on_sigterm_between_rounds() {
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
-        .unwrap();
+        .expect("the kill command, to send SIGTERM with");
     assert!(killed.success());
     std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
     let output = child.wait_with_output().unwrap();
@@ -304,4 +300,37 @@ fn watch_stops_cleanly_on_sigterm_between_rounds() {
     assert!(err.contains("round 1: 0 drifted, 0 not looked at"), "{err}");
     assert!(output.stdout.is_empty(), "no drift, no line");
     assert_eq!(std::fs::read_to_string(place.world()).unwrap(), world);
+}
+
+/// `watch --apply` takes the fleet's lock for its applies alone: while it waits between
+/// rounds, another run that writes the records (`refresh`) takes the lock at once.
+#[test]
+fn watch_with_apply_leaves_the_lock_free_between_rounds() {
+    let place = Place::new();
+    let (code, out, err) = place.run(&["apply", "--yes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let mut child = place
+        .command(&["watch", "--every", "1h", "--apply"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut err = String::new();
+    while !err.contains("round 1:") {
+        let read = std::io::BufRead::read_line(&mut stderr, &mut err).unwrap();
+        assert_ne!(read, 0, "the watch ended by itself: {err}");
+    }
+    let (code, out, refresh_err) = place.run(&["refresh"]);
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("the kill command, to send SIGTERM with");
+    assert!(killed.success());
+    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(code, 0, "refresh while watching: {out}{refresh_err}");
+    assert!(!refresh_err.contains("lock"), "{refresh_err}");
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(err.contains("round 1: 0 drifted, 0 not looked at"), "{err}");
 }

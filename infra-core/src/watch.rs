@@ -10,12 +10,19 @@
 //! - Without [`WatchOptions::apply`], a round makes no backend write and changes no
 //!   record.
 //! - With it, a round applies only a plan that is complete and has changes, through the
-//!   same gates as `apply` (the brake, `prevent_destroy`).
+//!   same gates as `apply` (the brake, `prevent_destroy`, the account check). The
+//!   fleet's records lock is taken for that apply alone, and the plan is made again
+//!   under it, so that no other run's change since the round's look is overwritten;
+//!   between applies the lock is free for other runs. A lock held by another run
+//!   skips the round's apply (it is said), and the next round tries again.
 
+use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::engine::lock_fleet;
 use crate::{Clock, Engine, Fleet, NotAttemptedReason, Options, PlanReport};
 
 /// How a watch runs.
@@ -28,6 +35,9 @@ pub struct WatchOptions {
     pub apply: bool,
     /// Stop after this many rounds (`None`: until stopped).
     pub rounds: Option<u64>,
+    /// How long an apply waits for the fleet's records lock when another run holds
+    /// it before the round's apply is skipped (zero: not at all).
+    pub lock_timeout: Duration,
 }
 
 impl WatchOptions {
@@ -37,7 +47,15 @@ impl WatchOptions {
             every,
             apply: false,
             rounds: None,
+            lock_timeout: Duration::ZERO,
         }
+    }
+
+    /// How long an apply waits for the fleet's records lock.
+    #[must_use]
+    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
     }
 
     /// Whether to apply each complete plan that has changes.
@@ -69,9 +87,22 @@ pub struct Round {
     pub unreachable: u64,
     /// Whether the round applied (and, if so, whether everything converged).
     pub applied: Option<bool>,
+    /// How many of the fleet's resources were in each state when the round looked:
+    /// `in_sync`, `drifted`, `not_observable` (not looked at, or failing) and
+    /// `skipped` (left out on purpose: `--target`, the exclusion list). Empty when the
+    /// round could not look at all.
+    pub states: BTreeMap<&'static str, u64>,
 }
 
-/// Counts over every round so far, as Prometheus exposes them.
+impl Round {
+    /// Whether the round looked at every resource it was to look at.
+    pub fn observed_everything(&self) -> bool {
+        self.unreachable == 0 && !self.states.is_empty()
+    }
+}
+
+/// Counts over every round so far, and the last round's gauges, as Prometheus exposes
+/// them.
 #[derive(Debug, Default)]
 pub struct Counters {
     rounds: AtomicU64,
@@ -79,10 +110,32 @@ pub struct Counters {
     unreachable: AtomicU64,
     applies: AtomicU64,
     failed_rounds: AtomicU64,
+    last: Mutex<Last>,
 }
 
+/// What the last rounds left for the gauges.
+#[derive(Debug, Default)]
+struct Last {
+    states: BTreeMap<&'static str, u64>,
+    /// The clock's reading when a round last looked at every resource.
+    observed_everything_at: Option<Duration>,
+}
+
+/// The states a round counts resources in, each always exposed.
+const STATES: [&str; 4] = ["in_sync", "drifted", "not_observable", "skipped"];
+
 impl Counters {
-    fn add(&self, round: &Round) {
+    fn add(&self, round: &Round, at: Duration) {
+        {
+            let mut last = self
+                .last
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            last.states = round.states.clone();
+            if round.observed_everything() {
+                last.observed_everything_at = Some(at);
+            }
+        }
         self.rounds.fetch_add(1, Ordering::Relaxed);
         self.drifted.fetch_add(round.drifted, Ordering::Relaxed);
         self.unreachable
@@ -95,8 +148,10 @@ impl Counters {
         }
     }
 
-    /// The counts in Prometheus's text format.
-    pub fn render(&self, fleet: &str) -> String {
+    /// The counts in Prometheus's text format. `wall_at_origin` is the wall-clock time
+    /// (seconds since the Unix epoch) at the watch clock's origin, to turn its readings
+    /// into timestamps.
+    pub fn render(&self, fleet: &str, wall_at_origin: f64) -> String {
         let mut out = String::new();
         for (name, help, value) in [
             ("infra_watch_rounds_total", "Rounds planned.", &self.rounds),
@@ -126,6 +181,27 @@ impl Counters {
                 value.load(Ordering::Relaxed)
             ));
         }
+        let last = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let name = "infra_watch_resources";
+        out.push_str(&format!(
+            "# HELP {name} Resources by state, as the last round saw them.\n# TYPE {name} gauge\n"
+        ));
+        for state in STATES {
+            let n = last.states.get(state).copied().unwrap_or(0);
+            out.push_str(&format!(
+                "{name}{{fleet=\"{fleet}\",state=\"{state}\"}} {n}\n"
+            ));
+        }
+        let name = "infra_watch_last_successful_observation_timestamp_seconds";
+        let at = last
+            .observed_everything_at
+            .map_or(0.0, |at| wall_at_origin + at.as_secs_f64());
+        out.push_str(&format!(
+            "# HELP {name} When a round last looked at every resource (0: not yet).\n# TYPE {name} gauge\n{name}{{fleet=\"{fleet}\"}} {at:.3}\n"
+        ));
         out
     }
 }
@@ -146,8 +222,8 @@ pub async fn watch(
     loop {
         number += 1;
         let started = clock.now();
-        let round = round(engine, fleet, options.apply, number).await;
-        counters.add(&round);
+        let round = round(engine, fleet, options, number).await;
+        counters.add(&round, clock.now());
         on_round(&round);
         if options.rounds.is_some_and(|n| number >= n) {
             return;
@@ -162,13 +238,14 @@ pub async fn watch(
 }
 
 /// One round: a plan, its drift, and an apply when asked and warranted.
-async fn round(engine: &Engine, fleet: &Fleet, apply: bool, number: u64) -> Round {
+async fn round(engine: &Engine, fleet: &Fleet, options: &WatchOptions, number: u64) -> Round {
     let mut round = Round {
         number,
         lines: Vec::new(),
         drifted: 0,
         unreachable: 0,
         applied: None,
+        states: BTreeMap::new(),
     };
     let proposal = match engine.propose(&fleet.plan(), &Options::default()).await {
         Ok(p) => p,
@@ -182,34 +259,87 @@ async fn round(engine: &Engine, fleet: &Fleet, apply: bool, number: u64) -> Roun
     };
     describe(proposal.report(), &mut round);
     let report = proposal.report();
-    if apply && report.is_complete() && report.has_changes() {
-        let converged = match engine.carry_out(&proposal).await {
-            Ok(outcome) => {
-                let r = &outcome.result;
-                round.lines.push(format!(
-                    "applied: {} created, {} updated, {} replaced, {} pruned, {} not attempted, {} failed",
-                    r.applied.iter().filter(|a| a.change == crate::Change::Created).count(),
-                    r.applied.iter().filter(|a| a.change == crate::Change::Updated).count(),
-                    r.applied.iter().filter(|a| a.change == crate::Change::Replaced).count(),
-                    r.pruned.len(),
-                    r.not_attempted.len(),
-                    r.failed.len(),
-                ));
-                outcome.is_success()
-            }
-            Err(e) => {
-                round.lines.push(format!("apply refused: {e}"));
-                false
-            }
-        };
-        round.applied = Some(converged);
+    if options.apply && report.is_complete() && report.has_changes() {
+        round.applied = apply_locked(engine, fleet, options, &mut round.lines).await;
     }
     round
+}
+
+/// The round's apply: under the fleet's records lock, held for it alone, of a plan made
+/// again under that lock. `None` when nothing was applied after all (the lock was
+/// another run's, or the fresh plan has nothing to change); otherwise whether
+/// everything converged.
+async fn apply_locked(
+    engine: &Engine,
+    fleet: &Fleet,
+    options: &WatchOptions,
+    lines: &mut Vec<String>,
+) -> Option<bool> {
+    let _lock = match lock_fleet(
+        &**engine.store(),
+        fleet.name(),
+        "watch --apply",
+        options.lock_timeout,
+    )
+    .await
+    {
+        Ok(guard) => guard,
+        Err(e) => {
+            lines.push(format!("apply skipped this round: {e}"));
+            return None;
+        }
+    };
+    let proposal = match engine.propose(&fleet.plan(), &Options::default()).await {
+        Ok(p) => p,
+        Err(e) => {
+            lines.push(format!("apply refused: {e}"));
+            return Some(false);
+        }
+    };
+    let report = proposal.report();
+    if !report.is_complete() {
+        lines.push(
+            "apply skipped this round: the plan made under the lock could not look at everything"
+                .to_owned(),
+        );
+        return Some(false);
+    }
+    if !report.has_changes() {
+        lines.push("apply skipped this round: nothing is left to change".to_owned());
+        return None;
+    }
+    Some(match engine.carry_out(&proposal).await {
+        Ok(outcome) => {
+            let r = &outcome.result;
+            let count = |change| r.applied.iter().filter(|a| a.change == change).count();
+            lines.push(format!(
+                "applied: {} created, {} updated, {} replaced, {} pruned, {} not attempted, {} failed",
+                count(crate::Change::Created),
+                count(crate::Change::Updated),
+                count(crate::Change::Replaced),
+                r.pruned.len(),
+                r.not_attempted.len(),
+                r.failed.len(),
+            ));
+            outcome.is_success()
+        }
+        Err(e) => {
+            lines.push(format!("apply refused: {e}"));
+            false
+        }
+    })
 }
 
 /// The lines of one plan: drift per field, unreachable and failing resources.
 fn describe(report: &PlanReport, round: &mut Round) {
     for c in &report.changes {
+        let state = match c.action {
+            "unchanged" => "in_sync",
+            "not-attempted" if c.reason.is_some_and(NotAttemptedReason::is_deliberate) => "skipped",
+            _ if c.is_blind() => "not_observable",
+            _ => "drifted",
+        };
+        *round.states.entry(state).or_default() += 1;
         let r = &c.resource;
         match c.action {
             "update" | "replace" => {

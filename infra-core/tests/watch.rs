@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use infra_core::engine::{Engine, ManualClock, Options};
+use infra_core::engine::{Engine, LockHolder, ManualClock, Options};
 use infra_core::kinds::{Rule, SecurityGroup};
 use infra_core::prelude::{AwsRegion, Backends, Expr, Fleet, Partial};
 use infra_core::sdk::Unreachable;
@@ -103,9 +103,26 @@ async fn a_change_between_two_intervals_is_one_line_per_field_and_nothing_is_wri
     assert_eq!((seen[1].drifted, seen[1].applied), (1, None));
     assert_eq!(clock_now(&clock), MINUTE, "one interval between two rounds");
     assert!(cloud.writes().is_empty(), "{:?}", cloud.writes());
-    let metrics = counters.render("watch");
+    let metrics = counters.render("watch", 1_000.0);
     assert!(
         metrics.contains("infra_watch_rounds_total{fleet=\"watch\"} 2"),
+        "{metrics}"
+    );
+    // The gauges: the last round's states, and when a round last saw everything (the
+    // second, one minute after the clock's origin).
+    for (state, n) in [
+        ("in_sync", 0),
+        ("drifted", 1),
+        ("not_observable", 0),
+        ("skipped", 0),
+    ] {
+        let line = format!("infra_watch_resources{{fleet=\"watch\",state=\"{state}\"}} {n}\n");
+        assert!(metrics.contains(&line), "{line}{metrics}");
+    }
+    assert!(
+        metrics.contains(
+            "infra_watch_last_successful_observation_timestamp_seconds{fleet=\"watch\"} 1060.000\n"
+        ),
         "{metrics}"
     );
     assert!(
@@ -175,6 +192,79 @@ async fn an_unreachable_backend_is_reported_as_unreachable_never_as_drift() {
         seen[0].lines
     );
     assert!(!seen[0].lines[0].contains("drift"), "{:?}", seen[0].lines);
+    // A round that could not look is never a successful observation.
+    let metrics = counters.render("watch", 1_000.0);
+    assert!(
+        metrics.contains(
+            "infra_watch_last_successful_observation_timestamp_seconds{fleet=\"watch\"} 0.000\n"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("infra_watch_unreachable_resources_total{fleet=\"watch\"} 1\n"),
+        "{metrics}"
+    );
+}
+
+/// The lock is taken for the apply alone: free between rounds, and a round whose apply
+/// finds it held by another run says so, writes nothing, and the next round repairs.
+#[tokio::test]
+async fn with_apply_the_lock_is_held_for_the_apply_alone() {
+    let (cloud, engine, handle) = applied(55).await;
+    cloud.set_field(&handle, "ingress", serde_json::from_str(SSH).unwrap());
+    let clock = ManualClock::new();
+    let counters = Counters::default();
+    let store = Arc::clone(engine.store());
+    let other = std::sync::Mutex::new(Some(
+        store
+            .try_lock("watch", &LockHolder::this_process("apply"))
+            .expect("the lock is free before the watch"),
+    ));
+    let mut seen = Vec::new();
+    watch(
+        &engine,
+        &fleet(),
+        &WatchOptions::every(MINUTE).apply(true).rounds(Some(3)),
+        &clock,
+        &counters,
+        std::future::pending(),
+        |r| {
+            if r.number == 1 {
+                assert!(cloud.writes().is_empty(), "{:?}", cloud.writes());
+                // The other run ends.
+                other.lock().unwrap().take();
+            }
+            // Between rounds, whatever the round did, the lock is free.
+            drop(
+                store
+                    .try_lock("watch", &LockHolder::this_process("refresh"))
+                    .unwrap_or_else(|e| panic!("after round {}: {e}", r.number)),
+            );
+            seen.push(r.clone());
+        },
+    )
+    .await;
+    assert_eq!(seen[0].applied, None, "{:?}", seen[0].lines);
+    assert_eq!(seen[0].drifted, 1);
+    assert!(
+        seen[0]
+            .lines
+            .iter()
+            .any(|l| l.starts_with("apply skipped this round: ") && l.contains("apply")),
+        "{:?}",
+        seen[0].lines
+    );
+    assert_eq!(seen[1].applied, Some(true), "{:?}", seen[1].lines);
+    assert!(seen[2].lines.is_empty(), "{:?}", seen[2].lines);
+    assert_eq!(
+        cloud.find("aws", "securityGroup", "web")[0].config["ingress"],
+        json!([{"protocol": "tcp", "fromPort": 443, "toPort": 443, "cidr": "0.0.0.0/0"}])
+    );
+    let metrics = counters.render("watch", 0.0);
+    assert!(
+        metrics.contains("infra_watch_resources{fleet=\"watch\",state=\"in_sync\"} 1\n"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
@@ -278,4 +368,20 @@ async fn the_metrics_address_serves_the_counts_while_watching() {
         body.contains("# TYPE infra_watch_drifted_resources_total counter"),
         "{body}"
     );
+    assert!(
+        body.contains("infra_watch_resources{fleet=\"watch\",state=\"in_sync\"} 1\n"),
+        "{body}"
+    );
+    // The first round saw everything: its time is a wall-clock time, this century's.
+    let at: f64 = body
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(
+                "infra_watch_last_successful_observation_timestamp_seconds{fleet=\"watch\"} ",
+            )
+        })
+        .unwrap_or_else(|| panic!("no timestamp: {body}"))
+        .parse()
+        .unwrap();
+    assert!((1.7e9..4.1e9).contains(&at), "{at}");
 }

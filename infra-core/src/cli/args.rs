@@ -96,7 +96,8 @@ pub(super) enum Verb {
         #[arg(long, value_name = "DURATION", value_parser = crate::records::parse_duration)]
         every: std::time::Duration,
         /// Apply each complete plan that has changes (the brake and `prevent_destroy`
-        /// hold as for `apply`). Holds the fleet's lock for the whole watch.
+        /// hold as for `apply`). The fleet's lock is taken for each apply alone (waiting
+        /// up to --lock-timeout), and the plan made again under it.
         #[arg(long)]
         apply: bool,
         /// Stop after N rounds.
@@ -224,9 +225,10 @@ impl Verb {
     pub(super) fn writes_records(&self) -> bool {
         match self {
             Verb::Output { refresh, .. } => *refresh,
-            Verb::Watch { apply, .. } => *apply,
+            // A watch takes the lock for each apply alone (`crate::watch`).
             Verb::Check
             | Verb::Plan { .. }
+            | Verb::Watch { .. }
             | Verb::ForceUnlock { .. }
             | Verb::Graph { .. }
             | Verb::State {

@@ -320,7 +320,7 @@ where
     } else {
         None
     };
-    run_verb(args.verb, fleet, &engine, io).await
+    run_verb(args.verb, args.lock_timeout, fleet, &engine, io).await
 }
 
 /// Whether the verb calls the clouds (`state list`, `state show`, `forget` and `graph`
@@ -400,7 +400,13 @@ async fn about_the_store(
 
 /// One verb that works on the fleet, with its engine (and, if it writes records, the
 /// fleet's lock held by the caller).
-async fn run_verb(verb: Verb, fleet: &Fleet, engine: &Engine, io: &mut Io<'_>) -> u8 {
+async fn run_verb(
+    verb: Verb,
+    lock_timeout: std::time::Duration,
+    fleet: &Fleet,
+    engine: &Engine,
+    io: &mut Io<'_>,
+) -> u8 {
     match verb {
         Verb::Check => unreachable!("handled above"),
         Verb::Refresh => verbs::refresh(io, engine, fleet, &engine.store().describe()).await,
@@ -483,7 +489,8 @@ async fn run_verb(verb: Verb, fleet: &Fleet, engine: &Engine, io: &mut Io<'_>) -
         } => {
             let options = crate::watch::WatchOptions::every(every)
                 .apply(apply)
-                .rounds(rounds);
+                .rounds(rounds)
+                .lock_timeout(lock_timeout);
             watch::watch(io, engine, fleet, &options, metrics_addr).await
         }
         Verb::State { command } => state_command(io, engine, fleet, command).await,

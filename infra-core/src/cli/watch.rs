@@ -18,6 +18,8 @@ pub(super) async fn watch(
     metrics_addr: Option<SocketAddr>,
 ) -> u8 {
     let counters = Arc::new(Counters::default());
+    let clock = SystemClock::new();
+    let wall_at_origin = wall_now();
     let server = match metrics_addr {
         None => None,
         Some(addr) => match tokio::net::TcpListener::bind(addr).await {
@@ -26,12 +28,16 @@ pub(super) async fn watch(
                 io.err(&format!("serving Prometheus counts at http://{at}/metrics"));
                 let counters = Arc::clone(&counters);
                 let fleet = fleet.name().to_owned();
-                Some(tokio::spawn(serve(listener, counters, fleet)))
+                Some(tokio::spawn(serve(
+                    listener,
+                    counters,
+                    fleet,
+                    wall_at_origin,
+                )))
             }
             Err(e) => return error(io, &format!("--metrics-addr {addr}: {e}")),
         },
     };
-    let clock = SystemClock::new();
     crate::watch::watch(
         engine,
         fleet,
@@ -103,12 +109,29 @@ fn stop_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
+/// The wall-clock time now, in seconds since the Unix epoch: the watch clock's origin,
+/// for the timestamps the metrics carry.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "Prometheus timestamps are wall-clock times; the rounds run on the injected clock"
+)]
+fn wall_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// Answers every connection with the counts, whatever it asked.
-async fn serve(listener: tokio::net::TcpListener, counters: Arc<Counters>, fleet: String) {
+async fn serve(
+    listener: tokio::net::TcpListener,
+    counters: Arc<Counters>,
+    fleet: String,
+    wall_at_origin: f64,
+) {
     while let Ok((mut stream, _)) = listener.accept().await {
         let mut request = [0u8; 1024];
         let _ = stream.read(&mut request).await;
-        let body = counters.render(&fleet);
+        let body = counters.render(&fleet, wall_at_origin);
         let response = format!(
             "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
             body.len()
