@@ -267,6 +267,48 @@ async fn with_apply_the_lock_is_held_for_the_apply_alone() {
     );
 }
 
+/// A backend that stops answering between two rounds (here: its access denied, while
+/// the resource also drifts out of band) is reported as not observable, never as
+/// drift, and the last successful observation stays the first round's.
+#[tokio::test]
+async fn a_backend_that_becomes_unreachable_is_never_drift() {
+    let (cloud, engine, handle) = applied(57).await;
+    let clock = ManualClock::new();
+    let counters = Counters::default();
+    let seen = rounds(
+        &engine,
+        WatchOptions::every(MINUTE).apply(true).rounds(Some(2)),
+        &clock,
+        &counters,
+        || {
+            cloud.set_field(&handle, "ingress", serde_json::from_str(SSH).unwrap());
+            cloud.deny("aws", None, None);
+        },
+    )
+    .await;
+    assert!(seen[0].lines.is_empty(), "{:?}", seen[0].lines);
+    let second = &seen[1];
+    assert_eq!((second.drifted, second.unreachable), (0, 1), "{second:?}");
+    assert_eq!(second.applied, None, "nothing is applied on a blind plan");
+    assert!(
+        second.lines.iter().all(|l| !l.starts_with("drift")),
+        "{:?}",
+        second.lines
+    );
+    assert!(cloud.writes().is_empty(), "{:?}", cloud.writes());
+    let metrics = counters.render("watch", 1_000.0);
+    assert!(
+        metrics.contains("infra_watch_resources{fleet=\"watch\",state=\"not_observable\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            "infra_watch_last_successful_observation_timestamp_seconds{fleet=\"watch\"} 1000.000\n"
+        ),
+        "{metrics}"
+    );
+}
+
 #[tokio::test]
 async fn a_stop_is_obeyed_between_rounds() {
     let (_cloud, engine, _) = applied(54).await;
