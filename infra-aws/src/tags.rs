@@ -64,7 +64,13 @@ pub(crate) fn keep_marker(tags: Option<&RawTags>, current: &RawTags) -> RawTags 
 
 /// What bringing a resource's tags from `current` to `wanted` takes: the keys to remove
 /// (never one of `keep`) and the pairs to write (those that differ).
-#[cfg(any(feature = "ec2", feature = "ecr", feature = "lambda", feature = "rds"))]
+#[cfg(any(
+    feature = "ec2",
+    feature = "ecr",
+    feature = "lambda",
+    feature = "rds",
+    feature = "secretsmanager"
+))]
 pub(crate) struct TagChanges {
     /// Keys no longer wanted.
     pub(crate) remove: Vec<String>,
@@ -72,7 +78,13 @@ pub(crate) struct TagChanges {
     pub(crate) write: RawTags,
 }
 
-#[cfg(any(feature = "ec2", feature = "ecr", feature = "lambda", feature = "rds"))]
+#[cfg(any(
+    feature = "ec2",
+    feature = "ecr",
+    feature = "lambda",
+    feature = "rds",
+    feature = "secretsmanager"
+))]
 pub(crate) fn tag_changes(current: &RawTags, wanted: &RawTags, keep: &[&str]) -> TagChanges {
     TagChanges {
         remove: current
@@ -90,7 +102,7 @@ pub(crate) fn tag_changes(current: &RawTags, wanted: &RawTags, keep: &[&str]) ->
 
 /// The declared tags (less any attempt to declare the marker) with the marker kept
 /// from what the resource carries.
-#[cfg(any(feature = "s3", feature = "ecr"))]
+#[cfg(any(feature = "s3", feature = "ecr", feature = "secretsmanager"))]
 pub(crate) fn wanted_tags(declared: &RawTags, current: &RawTags) -> RawTags {
     let declared: RawTags = declared
         .iter()
