@@ -388,19 +388,26 @@ async fn the_metrics_address_serves_the_counts_while_watching() {
         &addr,
     ];
     let watching = s.run(Ok(fleet()), &cloud, &args);
-    let scrape = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    let get = async |path: &str| {
         let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
         stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
+            .write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
             .await
             .unwrap();
         let mut body = String::new();
         stream.read_to_string(&mut body).await.unwrap();
         body
     };
-    let ((code, _, err), body) = tokio::join!(watching, scrape);
+    let scrape = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        (get("/metrics").await, get("/").await)
+    };
+    let ((code, _, err), (body, elsewhere)) = tokio::join!(watching, scrape);
     assert_eq!(code, 0, "{err}");
+    assert!(
+        elsewhere.starts_with("HTTP/1.1 404 Not Found"),
+        "{elsewhere}"
+    );
     assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
     assert!(
         body.contains("infra_watch_rounds_total{fleet=\"watch\"} 1\n"),

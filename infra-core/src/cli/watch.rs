@@ -121,7 +121,8 @@ fn wall_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// Answers every connection with the counts, whatever it asked.
+/// Answers `GET /metrics` (and `HEAD`) with the counts; any other path is 404 and any
+/// other method 405, so that a scraper pointed at the wrong place is told so.
 async fn serve(
     listener: tokio::net::TcpListener,
     counters: Arc<Counters>,
@@ -130,12 +131,80 @@ async fn serve(
 ) {
     while let Ok((mut stream, _)) = listener.accept().await {
         let mut request = [0u8; 1024];
-        let _ = stream.read(&mut request).await;
-        let body = counters.render(&fleet, wall_at_origin);
-        let response = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        );
+        let read = stream.read(&mut request).await.unwrap_or(0);
+        let response = respond(&request[..read], || counters.render(&fleet, wall_at_origin));
         let _ = stream.write_all(response.as_bytes()).await;
+    }
+}
+
+/// The response to a request whose first bytes are `request`.
+fn respond(request: &[u8], body: impl FnOnce() -> String) -> String {
+    let line = request
+        .split(|&b| b == b'\r' || b == b'\n')
+        .next()
+        .unwrap_or(&[]);
+    let mut words = line.split(|&b| b == b' ');
+    let method = words.next().unwrap_or(&[]);
+    let target = words.next().unwrap_or(&[]);
+    // The path, without a query string.
+    let path = target.split(|&b| b == b'?').next().unwrap_or(&[]);
+    let (status, body, head) = match (method, path) {
+        (b"GET", b"/metrics") => ("200 OK", body(), false),
+        (b"HEAD", b"/metrics") => ("200 OK", body(), true),
+        (b"GET" | b"HEAD", _) => (
+            "404 Not Found",
+            "only /metrics is served here\n".to_owned(),
+            method == b"HEAD",
+        ),
+        _ => (
+            "405 Method Not Allowed",
+            "only GET /metrics is answered\n".to_owned(),
+            false,
+        ),
+    };
+    let content_type = if status.starts_with("200") {
+        "text/plain; version=0.0.4"
+    } else {
+        "text/plain"
+    };
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
+        body.len(),
+        if head { "" } else { body.as_str() }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::respond;
+
+    fn status(request: &str) -> String {
+        let response = respond(request.as_bytes(), || "counts\n".to_owned());
+        response.lines().next().unwrap().to_owned()
+    }
+
+    #[test]
+    fn only_get_of_the_metrics_path_is_answered_with_the_counts() {
+        let ok = respond(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n", || {
+            "counts\n".to_owned()
+        });
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.ends_with("\r\n\r\ncounts\n"), "{ok}");
+        assert_eq!(status("GET /metrics?x=1 HTTP/1.1\r\n"), "HTTP/1.1 200 OK");
+        let head = respond(b"HEAD /metrics HTTP/1.1\r\n", || "counts\n".to_owned());
+        assert!(
+            head.contains("content-length: 7\r\n") && head.ends_with("\r\n\r\n"),
+            "{head}"
+        );
+        assert_eq!(status("GET / HTTP/1.1\r\n"), "HTTP/1.1 404 Not Found");
+        assert_eq!(
+            status("GET /metricsx HTTP/1.1\r\n"),
+            "HTTP/1.1 404 Not Found"
+        );
+        assert_eq!(
+            status("POST /metrics HTTP/1.1\r\n"),
+            "HTTP/1.1 405 Method Not Allowed"
+        );
+        assert_eq!(status(""), "HTTP/1.1 405 Method Not Allowed");
     }
 }
