@@ -76,6 +76,14 @@ async fn outputs_are_read_from_the_records_without_calling_the_clouds() {
     let (code, out, _) = s.run(fleet(), &cloud, &["output", "assets-id"]).await;
     assert_eq!(code, 0);
     assert_eq!(out, format!("{}\n", assets_id(&cloud)));
+    // A secret one by name, not asked to be shown: an error, and nothing a script
+    // could take for its value.
+    let (code, out, err) = s.run(fleet(), &cloud, &["output", "db-password"]).await;
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(
+        err.contains("output `db-password` is a secret: `output db-password --show-secret db-password` prints its value"),
+        "{err}"
+    );
     let (code, out, _) = s.run(fleet(), &cloud, &["output", "--json"]).await;
     assert_eq!(code, 0);
     let doc = json(&out);

@@ -434,3 +434,24 @@ async fn the_metrics_address_serves_the_counts_while_watching() {
         .unwrap();
     assert!((1.7e9..4.1e9).contains(&at), "{at}");
 }
+
+/// An interval of zero would plan without pause, and zero rounds would be none: both
+/// are refused before anything runs.
+#[tokio::test]
+async fn a_zero_interval_and_zero_rounds_are_refused() {
+    let cloud = support::cloud(58);
+    let mut s = answering(false, true);
+    for (args, why) in [
+        (
+            &["watch", "--every", "0s"][..],
+            "\"0s\": the interval must be longer than zero",
+        ),
+        (&["watch", "--every", "0"][..], "must be longer than zero"),
+        (&["watch", "--every", "1m", "--rounds", "0"][..], "--rounds"),
+    ] {
+        let (code, out, err) = s.run(Ok(fleet()), &cloud, args).await;
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+    assert!(cloud.calls().is_empty(), "{:?}", cloud.calls());
+}

@@ -93,7 +93,7 @@ pub(super) enum Verb {
     /// Never applies unless --apply. Stops between two rounds on SIGINT or SIGTERM.
     Watch {
         /// Time between two rounds (`30s`, `5m`).
-        #[arg(long, value_name = "DURATION", value_parser = crate::records::parse_duration)]
+        #[arg(long, value_name = "DURATION", value_parser = interval)]
         every: std::time::Duration,
         /// Apply each complete plan that has changes (the brake and `prevent_destroy`
         /// hold as for `apply`). The fleet's lock is taken for each apply alone (waiting
@@ -101,7 +101,7 @@ pub(super) enum Verb {
         #[arg(long)]
         apply: bool,
         /// Stop after N rounds.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         rounds: Option<u64>,
         /// Serve Prometheus counts (rounds, drifted and unreachable resources, applies)
         /// at http://ADDR/metrics.
@@ -321,4 +321,14 @@ impl Scope {
     pub(super) fn is_empty(&self) -> bool {
         self.targets.is_empty() && self.excludes.is_empty() && self.allow_delete.is_empty()
     }
+}
+
+/// A watch's interval: a duration longer than zero (a zero interval would plan without
+/// pause).
+fn interval(text: &str) -> Result<std::time::Duration, String> {
+    let every = crate::records::parse_duration(text)?;
+    if every.is_zero() {
+        return Err(format!("{text:?}: the interval must be longer than zero"));
+    }
+    Ok(every)
 }

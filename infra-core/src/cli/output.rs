@@ -67,6 +67,20 @@ pub(super) async fn output(
     }
     if let Some(name) = &verb.name {
         outputs.retain(|o| &o.name == name);
+        // Its value alone is for a script: a placeholder in its place would be taken
+        // for the value.
+        if !verb.json
+            && outputs
+                .iter()
+                .any(|o| matches!(o.reading, Reading::Sensitive))
+        {
+            return error(
+                io,
+                &format!(
+                    "output `{name}` is a secret: `output {name} --show-secret {name}` prints its value"
+                ),
+            );
+        }
     }
     print(io, fleet, &outputs, &verb);
     let unknown = outputs
