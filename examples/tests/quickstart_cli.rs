@@ -269,36 +269,73 @@ fn outputs_are_printed_from_the_records_and_a_secret_only_when_named() {
     assert_eq!(std::fs::read_to_string(place.world()).unwrap(), world);
 }
 
+/// A `watch` running in the background, killed should the test end before stopping it.
+struct Watching {
+    child: std::process::Child,
+    stderr: std::io::BufReader<std::process::ChildStderr>,
+    err: String,
+}
+
+impl Watching {
+    /// Starts `watch` with `args` and waits until its first round is reported.
+    fn start(place: &Place, args: &[&str]) -> Watching {
+        let mut child = place
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut watching = Watching {
+            child,
+            stderr,
+            err: String::new(),
+        };
+        while !watching.err.contains("round 1:") {
+            let read =
+                std::io::BufRead::read_line(&mut watching.stderr, &mut watching.err).unwrap();
+            assert_ne!(read, 0, "the watch ended by itself: {}", watching.err);
+        }
+        watching
+    }
+
+    /// Sends SIGTERM and waits for the end: the exit code, standard output and standard
+    /// error.
+    fn terminate(mut self) -> (Option<i32>, String, String) {
+        let killed = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("the kill command, to send SIGTERM with");
+        assert!(killed.success());
+        let mut err = std::mem::take(&mut self.err);
+        std::io::Read::read_to_string(&mut self.stderr, &mut err).unwrap();
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut self.child.stdout.take().unwrap(), &mut out).unwrap();
+        let status = self.child.wait().unwrap();
+        (status.code(), out, err)
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn watch_stops_cleanly_on_sigterm_between_rounds() {
     let place = Place::new();
     let (code, out, err) = place.run(&["apply", "--yes"]);
     assert_eq!(code, 0, "{out}{err}");
     let world = std::fs::read_to_string(place.world()).unwrap();
-    let mut child = place
-        .command(&["watch", "--every", "200ms"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // Once the first round is reported, signal it: the round under way (or the wait)
     // ends, and no other starts.
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut err = String::new();
-    while !err.contains("round 1:") {
-        let read = std::io::BufRead::read_line(&mut stderr, &mut err).unwrap();
-        assert_ne!(read, 0, "the watch ended by itself: {err}");
-    }
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("the kill command, to send SIGTERM with");
-    assert!(killed.success());
-    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{err}");
+    let watching = Watching::start(&place, &["watch", "--every", "200ms"]);
+    let (code, out, err) = watching.terminate();
+    assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("round 1: 0 drifted, 0 not looked at"), "{err}");
-    assert!(output.stdout.is_empty(), "no drift, no line");
+    assert!(out.is_empty(), "no drift, no line: {out}");
     assert_eq!(std::fs::read_to_string(place.world()).unwrap(), world);
 }
 
@@ -309,28 +346,11 @@ fn watch_with_apply_leaves_the_lock_free_between_rounds() {
     let place = Place::new();
     let (code, out, err) = place.run(&["apply", "--yes"]);
     assert_eq!(code, 0, "{out}{err}");
-    let mut child = place
-        .command(&["watch", "--every", "1h", "--apply"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut err = String::new();
-    while !err.contains("round 1:") {
-        let read = std::io::BufRead::read_line(&mut stderr, &mut err).unwrap();
-        assert_ne!(read, 0, "the watch ended by itself: {err}");
-    }
+    let watching = Watching::start(&place, &["watch", "--every", "1h", "--apply"]);
     let (code, out, refresh_err) = place.run(&["refresh"]);
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("the kill command, to send SIGTERM with");
-    assert!(killed.success());
-    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
-    let output = child.wait_with_output().unwrap();
+    let (watch_code, _, err) = watching.terminate();
     assert_eq!(code, 0, "refresh while watching: {out}{refresh_err}");
     assert!(!refresh_err.contains("lock"), "{refresh_err}");
-    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert_eq!(watch_code, Some(0), "{err}");
     assert!(err.contains("round 1: 0 drifted, 0 not looked at"), "{err}");
 }
