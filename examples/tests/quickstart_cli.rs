@@ -354,3 +354,34 @@ fn watch_with_apply_leaves_the_lock_free_between_rounds() {
     assert_eq!(watch_code, Some(0), "{err}");
     assert!(err.contains("round 1: 0 drifted, 0 not looked at"), "{err}");
 }
+
+/// A malformed ledger is the fleet's own records, not a cloud out of reach: `watch`
+/// ends at once with the file and line (exit 1, no "0 drifted"), `output` prints no
+/// value read beside it, and the file is left as it was.
+#[test]
+fn a_malformed_ledger_ends_a_watch_and_refuses_outputs() {
+    let place = Place::new();
+    let (code, out, err) = place.run(&["apply", "--yes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let ledger = place.dir.path().join("state/quickstart/ledger.json");
+    std::fs::write(&ledger, "{\"broken").unwrap();
+    let ledger_text = ledger.display().to_string();
+
+    let (code, out, err) = place.run(&["watch", "--every", "1s", "--rounds", "3"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains(&format!("{ledger_text}:1:")), "{err}");
+    assert!(!err.contains("round 1"), "no round is reported: {err}");
+    assert!(out.is_empty(), "{out}");
+
+    for args in [
+        &["output"][..],
+        &["output", "--json"],
+        &["output", "db-endpoint"],
+    ] {
+        let (code, out, err) = place.run(args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert!(err.contains(&ledger_text), "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(&ledger).unwrap(), "{\"broken");
+}

@@ -153,6 +153,9 @@ pub fn read_outputs(
     store: &dyn crate::RecordStore,
     show_secret: Option<&str>,
 ) -> Result<(Vec<Output>, Option<SecretSite>), RecordError> {
+    // Every record is checked first: values read beside a malformed record are not
+    // to be trusted either.
+    store.verify(fleet.name())?;
     let env = cached_env(fleet, store)?;
     let key = |index: usize| KeyId {
         fleet: fleet.inner.id,

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::engine::lock_fleet;
-use crate::{Clock, Engine, Fleet, NotAttemptedReason, Options, PlanReport};
+use crate::{ApplyError, Clock, Engine, Fleet, NotAttemptedReason, Options, PlanReport};
 
 /// How a watch runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -207,7 +207,10 @@ impl Counters {
 }
 
 /// Runs rounds `options.every` apart on `clock` until `stop` fires (looked at between
-/// rounds only) or `options.rounds` have run, handing each to `on_round`.
+/// rounds only) or `options.rounds` have run, handing each to `on_round`, and answers
+/// the last round. A fleet whose own records cannot be read (a malformed file, a
+/// database that refuses) ends the watch with that error: no later round would see
+/// more, and it is not a cloud being out of reach.
 pub async fn watch(
     engine: &Engine,
     fleet: &Fleet,
@@ -216,29 +219,34 @@ pub async fn watch(
     counters: &Counters,
     stop: impl Future<Output = ()>,
     mut on_round: impl FnMut(&Round),
-) {
+) -> Result<Round, ApplyError> {
     let mut stop = std::pin::pin!(stop);
     let mut number = 0;
     loop {
         number += 1;
         let started = clock.now();
-        let round = round(engine, fleet, options, number).await;
+        let round = round(engine, fleet, options, number).await?;
         counters.add(&round, clock.now());
         on_round(&round);
         if options.rounds.is_some_and(|n| number >= n) {
-            return;
+            return Ok(round);
         }
         let rest = options.every.saturating_sub(clock.now() - started);
         tokio::select! {
             biased;
-            () = &mut stop => return,
+            () = &mut stop => return Ok(round),
             () = clock.sleep(rest) => {}
         }
     }
 }
 
 /// One round: a plan, its drift, and an apply when asked and warranted.
-async fn round(engine: &Engine, fleet: &Fleet, options: &WatchOptions, number: u64) -> Round {
+async fn round(
+    engine: &Engine,
+    fleet: &Fleet,
+    options: &WatchOptions,
+    number: u64,
+) -> Result<Round, ApplyError> {
     let mut round = Round {
         number,
         lines: Vec::new(),
@@ -249,12 +257,13 @@ async fn round(engine: &Engine, fleet: &Fleet, options: &WatchOptions, number: u
     };
     let proposal = match engine.propose(&fleet.plan(), &Options::default()).await {
         Ok(p) => p,
+        Err(e @ ApplyError::Records(_)) => return Err(e),
         Err(e) => {
             // A refusal before anything is looked at (records of an unreachable
             // provider, the wrong account): nothing is known of any resource.
             round.unreachable = fleet.len() as u64;
             round.lines.push(format!("unreachable: {e}"));
-            return round;
+            return Ok(round);
         }
     };
     describe(proposal.report(), &mut round);
@@ -262,7 +271,7 @@ async fn round(engine: &Engine, fleet: &Fleet, options: &WatchOptions, number: u
     if options.apply && report.is_complete() && report.has_changes() {
         round.applied = apply_locked(engine, fleet, options, &mut round.lines).await;
     }
-    round
+    Ok(round)
 }
 
 /// The round's apply: under the fleet's records lock, held for it alone, of a plan made

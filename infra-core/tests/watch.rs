@@ -70,7 +70,8 @@ async fn rounds(
             seen.push(r.clone());
         },
     )
-    .await;
+    .await
+    .expect("the records are readable");
     seen
 }
 
@@ -243,7 +244,8 @@ async fn with_apply_the_lock_is_held_for_the_apply_alone() {
             seen.push(r.clone());
         },
     )
-    .await;
+    .await
+    .expect("the records are readable");
     assert_eq!(seen[0].applied, None, "{:?}", seen[0].lines);
     assert_eq!(seen[0].drifted, 1);
     assert!(
@@ -324,7 +326,8 @@ async fn a_stop_is_obeyed_between_rounds() {
         std::future::ready(()),
         |_| seen += 1,
     )
-    .await;
+    .await
+    .expect("the records are readable");
     assert_eq!(seen, 1, "the round under way finishes; no other starts");
     assert_eq!(clock_now(&clock), Duration::ZERO);
 }
@@ -454,4 +457,24 @@ async fn a_zero_interval_and_zero_rounds_are_refused() {
         assert!(err.contains(why), "{args:?}: {err}");
     }
     assert!(cloud.calls().is_empty(), "{:?}", cloud.calls());
+}
+
+/// Like a plan, a watch whose last round could not look at everything exits 1.
+#[tokio::test]
+async fn the_watch_verb_exits_1_when_its_last_round_could_not_look() {
+    let cloud = support::cloud(59);
+    let mut s = answering(false, true);
+    let (code, _, err) = s.run(Ok(fleet()), &cloud, &["apply", "--yes"]).await;
+    assert_eq!(code, 0, "{err}");
+    cloud.deny("aws", None, None);
+    let args = ["watch", "--every", "1s", "--rounds", "1"];
+    let (code, out, err) = s.run(Ok(fleet()), &cloud, &args).await;
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("round 1: 0 drifted, 1 not looked at"), "{err}");
+    // A read refused is a failure to look, never drift.
+    assert!(
+        out.starts_with("failed: aws/securityGroup/web") && out.contains("denied"),
+        "{out}"
+    );
+    assert!(!out.contains("drift"), "{out}");
 }

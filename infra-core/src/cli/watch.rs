@@ -38,7 +38,7 @@ pub(super) async fn watch(
             Err(e) => return error(io, &format!("--metrics-addr {addr}: {e}")),
         },
     };
-    crate::watch::watch(
+    let last = crate::watch::watch(
         engine,
         fleet,
         options,
@@ -66,7 +66,13 @@ pub(super) async fn watch(
     if let Some(server) = server {
         server.abort();
     }
-    0
+    // Like a plan: a last round that could not look at everything, or whose apply did
+    // not converge, is not a success.
+    match last {
+        Err(e) => error(io, &e),
+        Ok(round) if round.unreachable > 0 || round.applied == Some(false) => 1,
+        Ok(_) => 0,
+    }
 }
 
 /// A future that resolves on SIGINT or (on Unix) SIGTERM. The handlers are installed
