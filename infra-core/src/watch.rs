@@ -350,9 +350,8 @@ fn describe(report: &PlanReport, round: &mut Round) {
         };
         *round.states.entry(state).or_default() += 1;
         let r = &c.resource;
-        match c.action {
-            "update" | "replace" => {
-                round.drifted += 1;
+        match (state, c.action) {
+            ("drifted", "update" | "replace") => {
                 for f in &c.fields {
                     if f.sensitive {
                         round
@@ -370,27 +369,22 @@ fn describe(report: &PlanReport, round: &mut Round) {
                     round.lines.push(format!("drift: {r}: {why}"));
                 }
             }
-            "create" => {
-                round.drifted += 1;
-                round.lines.push(format!("drift: {r}: missing"));
-            }
-            "delete" | "prune" => {
-                round.drifted += 1;
-                round
-                    .lines
-                    .push(format!("drift: {r}: present, but no longer declared"));
-            }
-            "not-attempted" if !c.reason.is_some_and(NotAttemptedReason::is_deliberate) => {
-                round.unreachable += 1;
-                let why = c.detail.as_deref().unwrap_or("not looked at");
-                round.lines.push(format!("unreachable: {r}: {why}"));
-            }
-            "failed" => {
-                round.unreachable += 1;
+            ("drifted", "create") => round.lines.push(format!("drift: {r}: missing")),
+            ("drifted", _) => round
+                .lines
+                .push(format!("drift: {r}: present, but no longer declared")),
+            ("not_observable", "failed") => {
                 let why = c.detail.as_deref().unwrap_or("failed");
                 round.lines.push(format!("failed: {r}: {why}"));
+            }
+            ("not_observable", _) => {
+                let why = c.detail.as_deref().unwrap_or("not looked at");
+                round.lines.push(format!("unreachable: {r}: {why}"));
             }
             _ => {}
         }
     }
+    let count = |state| round.states.get(state).copied().unwrap_or(0);
+    round.drifted = count("drifted");
+    round.unreachable = count("not_observable");
 }
