@@ -10,6 +10,7 @@ pub mod laws {
 
 pub mod check;
 pub mod conformance;
+pub mod evidence;
 #[cfg(feature = "gcp")]
 pub mod gcp;
 #[cfg(any(feature = "gcp", feature = "scaleway", feature = "transit"))]
