@@ -109,6 +109,7 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
             timeout_seconds: Partial::Unknown,
             environment: Partial::Unknown,
             secret_environment: Partial::Unknown,
+            access: Access::Private.into(),
         },
     );
     f.build()

@@ -179,6 +179,7 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
             )])),
             role: Some(runner),
             tags: tags(&[("team", "web")]),
+            access: Access::Private.into(),
         },
     );
 
@@ -210,6 +211,7 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
             source_bucket: Partial::Known(Some(artifacts)),
             code: Partial::Unknown,
             environment: Partial::Unknown,
+            access: Access::Private.into(),
         },
     );
     let containers = f.declare(
@@ -242,6 +244,7 @@ pub fn fleet() -> Result<Fleet, CheckReport> {
                 "DATABASE_URL".to_owned(),
                 db_url,
             )])),
+            access: Access::Private.into(),
         },
     );
 

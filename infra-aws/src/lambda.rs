@@ -32,6 +32,10 @@
 //!   not read them (`TagsError`), `Unknown`. The marker is included; the engine strips
 //!   it.
 //!
+//! - `access`: `Unknown`, never compared. A function is called through IAM alone: this
+//!   module makes no function URL and reads none, and a function declared
+//!   [`Access::Public`] is refused as `Invalid` before any call.
+//!
 //! The marker is part of `CreateFunction` itself (its `Tags`).
 
 use std::collections::{BTreeMap, HashMap};
@@ -44,7 +48,9 @@ use aws_sdk_lambda::operation::get_function::GetFunctionOutput;
 use aws_sdk_lambda::types::{Environment, FunctionCode, FunctionConfiguration, Runtime};
 use aws_smithy_runtime_api::client::waiters::error::WaiterError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
-use infra_core::kinds::{Compute, ComputeObserved, ComputeReported, ComputeSettled, EnvVars};
+use infra_core::kinds::{
+    Access, Compute, ComputeObserved, ComputeReported, ComputeSettled, EnvVars,
+};
 use infra_core::sdk::{
     CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
     UpdateArgs, Written,
@@ -67,6 +73,17 @@ pub(crate) const SECRET_ENV_TAG: &str = "infra-secret-env";
 const SECRET_ENV_SEPARATOR: char = ':';
 /// The longest a create or an update waits for the function to be ready.
 const MAX_WAIT: Duration = Duration::from_secs(10 * 60);
+
+/// Refuses a function declared public: this module makes no function URL.
+fn private_only(access: Access) -> Result<(), BackendError> {
+    match access {
+        Access::Private => Ok(()),
+        Access::Public => Err(BackendError::invalid(
+            "`access` is public, but infra-aws makes no Lambda function URL: a function is \
+             called through IAM alone (declare it private)",
+        )),
+    }
+}
 
 /// An `s3://bucket/key` URL as its bucket and key.
 fn s3_location(code: &str) -> Result<(&str, &str), BackendError> {
@@ -322,6 +339,8 @@ async fn reading(
                     .map(|n| Some(Handle::new(n))),
             ),
             tags,
+            // Not read (see the module documentation): never compared.
+            access: Partial::Unknown,
         },
     ))
 }
@@ -455,6 +474,7 @@ impl KindBackend<Compute> for LambdaFunctions {
             marker,
             ..
         } = args;
+        private_only(spec.access)?;
         let c = &self.clients.region(region);
         let (bucket, key) = s3_location(&spec.code)?;
         let role = role_arn(c, spec.role.as_ref()).await?;
@@ -514,6 +534,7 @@ impl KindBackend<Compute> for LambdaFunctions {
             spec,
             ..
         } = args;
+        private_only(spec.access)?;
         let c = &self.clients.region(region);
         let (bucket, key) = s3_location(&spec.code)?;
         let role = role_arn(c, spec.role.as_ref()).await?;

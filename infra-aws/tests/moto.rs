@@ -101,6 +101,7 @@ fn aws_samples(code_bucket: &str) -> Vec<KindSample> {
                     secret_environment: Partial::Unknown,
                     role: Some(role),
                     tags: Partial::Unknown,
+                    access: Access::Private.into(),
                 },
             );
         })
@@ -511,6 +512,7 @@ fn one_function(prefix: &str, code_bucket: &str, code_sha256: Option<String>) ->
                 secret_environment: Partial::Unknown,
                 role: Some(role),
                 tags: Partial::Unknown,
+                access: Access::Private.into(),
             },
         );
     }

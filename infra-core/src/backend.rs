@@ -13,12 +13,11 @@ use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::sdk::Written;
-use crate::{BackendError, Clock, ErrorKind, Kind, SecretString};
+use crate::{BackendError, ErrorKind, Kind, SecretString};
 
 /// Raw tags (labels) of a resource, as the cloud holds them.
 pub type RawTags = BTreeMap<String, String>;
@@ -519,69 +518,38 @@ pub trait Backend: Send + Sync {
             ),
         ))
     }
-}
 
-/// How transient failures of idempotent calls are retried.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts in all, the first included.
-    pub attempts: u32,
-    /// Wait before the first retry; doubled each time.
-    pub base: Duration,
-    /// Longest wait between two attempts.
-    pub cap: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            attempts: 5,
-            base: Duration::from_millis(200),
-            cap: Duration::from_secs(5),
-        }
+    /// What the provider must do before it can write `kind` in `region` — a product
+    /// switched on for the account, credentials made for it — for a plan to show.
+    ///
+    /// # Behavior
+    /// - Changes nothing: it only looks.
+    /// - Answers nothing once what it names is done; the default answers nothing.
+    /// - A write that needs a prerequisite does it itself, idempotently, and never
+    ///   silently: whatever it will do was answered here first, so a plan shows it.
+    async fn prerequisites(
+        &self,
+        kind: &'static str,
+        region: &str,
+    ) -> Result<Vec<Prerequisite>, BackendError> {
+        let _ = (kind, region);
+        Ok(Vec::new())
     }
 }
 
-impl RetryPolicy {
-    /// No retries at all.
-    pub fn none() -> Self {
-        RetryPolicy {
-            attempts: 1,
-            ..Self::default()
-        }
-    }
-
-    /// The wait before retry number `n` (0-based).
-    pub fn delay(&self, n: u32) -> Duration {
-        self.base
-            .saturating_mul(2u32.saturating_pow(n))
-            .min(self.cap)
-    }
+/// Something a provider does before its first write of a kind in a region (a product
+/// activated for the project, credentials made for it), as a plan shows it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Prerequisite {
+    /// What will be done, in one sentence (`Queues' SQS API will be activated for
+    /// project 1a2b…`).
+    pub what: String,
 }
 
-/// Runs `call`, retrying `Throttled` and `Unavailable` failures with exponential backoff
-/// on the injected clock, when `idempotent`. A call that is not idempotent (a create)
-/// is tried once: a retry after a lost response would make a twin.
-pub async fn with_retries<T, F, Fut>(
-    clock: &dyn Clock,
-    policy: RetryPolicy,
-    idempotent: bool,
-    mut call: F,
-) -> Result<T, BackendError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, BackendError>>,
-{
-    let mut attempt = 0;
-    loop {
-        match call().await {
-            Err(e) if idempotent && e.kind.is_transient() && attempt + 1 < policy.attempts => {
-                tracing::debug!(error = %e, attempt, "retrying a transient failure");
-                clock.sleep(policy.delay(attempt)).await;
-                attempt += 1;
-            }
-            other => return other,
-        }
+impl Prerequisite {
+    /// A prerequisite described by `what`.
+    pub fn new(what: impl Into<String>) -> Self {
+        Prerequisite { what: what.into() }
     }
 }
 
@@ -706,64 +674,6 @@ impl Backend for Unreachable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
-    use std::sync::atomic::{AtomicU32, Ordering};
-
-    async fn count_calls(
-        idempotent: bool,
-        failures: u32,
-        kind: ErrorKind,
-    ) -> (Result<u32, BackendError>, u32, Duration) {
-        let clock = ManualClock::new();
-        let calls = AtomicU32::new(0);
-        let result = with_retries(&clock, RetryPolicy::default(), idempotent, || {
-            let n = calls.fetch_add(1, Ordering::SeqCst);
-            async move {
-                if n < failures {
-                    Err(BackendError::new(kind, "scripted"))
-                } else {
-                    Ok(n)
-                }
-            }
-        })
-        .await;
-        (result, calls.load(Ordering::SeqCst), clock.now())
-    }
-
-    #[tokio::test]
-    async fn transient_failures_of_idempotent_calls_are_retried_with_growing_waits() {
-        let (result, calls, waited) = count_calls(true, 2, ErrorKind::Throttled).await;
-        assert_eq!(result.unwrap(), 2);
-        assert_eq!(calls, 3);
-        assert_eq!(waited, Duration::from_millis(200 + 400));
-    }
-
-    #[tokio::test]
-    async fn retries_stop_after_the_policy_attempts() {
-        let (result, calls, _) = count_calls(true, 10, ErrorKind::Unavailable).await;
-        assert_eq!(result.unwrap_err().kind, ErrorKind::Unavailable);
-        assert_eq!(calls, RetryPolicy::default().attempts);
-    }
-
-    #[tokio::test]
-    async fn a_call_that_is_not_idempotent_is_tried_once() {
-        let (result, calls, waited) = count_calls(false, 1, ErrorKind::Unavailable).await;
-        assert!(result.is_err());
-        assert_eq!((calls, waited), (1, Duration::ZERO));
-    }
-
-    #[tokio::test]
-    async fn a_permanent_failure_is_not_retried() {
-        for kind in [
-            ErrorKind::Denied,
-            ErrorKind::NotFound,
-            ErrorKind::Invalid,
-            ErrorKind::Conflict,
-        ] {
-            let (_, calls, _) = count_calls(true, 1, kind).await;
-            assert_eq!(calls, 1, "{kind} was retried");
-        }
-    }
 
     #[test]
     fn the_marker_names_the_fleet_and_the_legacy_value_matches_any() {

@@ -1,6 +1,7 @@
 //! Errors a backend reports, in a portable vocabulary.
 
 use std::fmt;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -71,6 +72,10 @@ pub struct BackendError {
     pub code: Option<String>,
     /// Whether the request may have reached the provider.
     pub may_have_been_sent: bool,
+    /// How long the provider asked to wait before trying again (`Retry-After`), when
+    /// it said. Read by the retry policy; not part of a report.
+    #[serde(skip)]
+    pub retry_after: Option<Duration>,
 }
 
 impl fmt::Display for BackendError {
@@ -95,6 +100,7 @@ impl BackendError {
             message: message.into(),
             code: None,
             may_have_been_sent: false,
+            retry_after: None,
         }
     }
 
@@ -108,6 +114,12 @@ impl BackendError {
     /// response).
     pub fn maybe_sent(mut self) -> Self {
         self.may_have_been_sent = true;
+        self
+    }
+
+    /// The same error, with the wait the provider asked for before a retry.
+    pub fn with_retry_after(mut self, wait: Duration) -> Self {
+        self.retry_after = Some(wait);
         self
     }
 

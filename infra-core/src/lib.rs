@@ -41,9 +41,7 @@ pub mod watch;
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use apply_result::{ApplyResult, Change, NotAttemptedReason, Step, Subject};
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
-pub(crate) use backend::{
-    Backend, Backends, Listed, Marker, Ownership, RetryPolicy, Unreachable, with_retries,
-};
+pub(crate) use backend::{Backend, Backends, Listed, Marker, Ownership, Unreachable};
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use clock::{Clock, SystemClock};
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]

@@ -125,6 +125,7 @@ fn every_problem_is_reported_at_once_and_names_its_resource() {
             source_bucket: Partial::Unknown,
             code: Partial::Unknown,
             environment: Partial::Unknown,
+            access: Access::Private.into(),
         },
     );
     // A cycle through forward references.

@@ -266,6 +266,7 @@ async fn a_new_code_artifact_under_the_same_location_is_seen_through_its_digest(
                 secret_environment: Partial::Unknown,
                 role: Some(role),
                 tags: Partial::Unknown,
+                access: Access::Private.into(),
             },
         );
         f.build().unwrap()

@@ -176,6 +176,7 @@ fn fleet(items: &[Item], keep: impl Fn(usize) -> bool) -> Fleet {
                         source_bucket: Partial::Known(None),
                         code: Partial::Unknown,
                         environment: Partial::Unknown,
+                        access: Access::Private.into(),
                     },
                 );
             }

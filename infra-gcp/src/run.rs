@@ -621,6 +621,8 @@ fn reading(project: &str, handle: &str, service: &Service) -> Reading<Compute> {
             secret_environment,
             role,
             tags,
+            // Not read yet: never compared.
+            access: Partial::Unknown,
         },
     )
 }

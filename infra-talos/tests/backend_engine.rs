@@ -390,7 +390,6 @@ impl World {
             Backends::new().with(backend.into_backend()),
             Arc::new(MemoryStore::new()),
         )
-        .with_retry(RetryPolicy::none())
     }
 
     fn apply_requests(&self) -> usize {

@@ -350,17 +350,19 @@ fn engine(
         Some(layer) => layer(store),
         None => store,
     };
+    cloud.set_retry_policy(
+        RetryPolicy::default()
+            .with_budget(std::time::Duration::from_secs(2))
+            .with_backoff(
+                std::time::Duration::from_millis(50),
+                std::time::Duration::from_secs(1),
+            ),
+    );
     let mut backends: Backends = cloud.backends();
     for b in extra {
         backends.insert(Arc::clone(b));
     }
-    Engine::new(backends, store)
-        .with_clock(cloud.clock())
-        .with_retry(RetryPolicy {
-            attempts: 4,
-            base: std::time::Duration::from_millis(50),
-            cap: std::time::Duration::from_secs(1),
-        })
+    Engine::new(backends, store).with_clock(cloud.clock())
 }
 
 /// The subjects a plan hands to an apply, orphans aside.

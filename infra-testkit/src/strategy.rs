@@ -620,6 +620,12 @@ impl FleetShape {
                             source_bucket: Partial::Known(source),
                             code: Partial::Unknown,
                             environment: Partial::Unknown,
+                            access: if r.sparse {
+                                Access::Public
+                            } else {
+                                Access::Private
+                            }
+                            .into(),
                         },
                     );
                 }

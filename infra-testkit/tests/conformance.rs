@@ -595,6 +595,7 @@ mod applier_judgements {
                     records: vec![],
                     strays: vec![],
                     unmatched_exclusions: vec![],
+                    prerequisites: vec![],
                 },
                 result,
                 handed_in: BTreeSet::from([subject("q")]),

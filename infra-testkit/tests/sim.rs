@@ -386,6 +386,7 @@ async fn scaleway_string_tags_uuids_and_namespaces() {
         source_bucket: Partial::Known(None),
         code: Partial::Unknown,
         environment: Partial::Unknown,
+        access: Access::Private.into(),
     };
     let mut env = MapEnv::new();
 

@@ -74,6 +74,7 @@ fn function(code: &str, digest: Option<String>) -> Compute {
         secret_environment: Partial::Unknown,
         role: None,
         tags: Partial::Unknown,
+        access: Access::Private.into(),
     }
 }
 
@@ -458,6 +459,7 @@ async fn a_scaleway_function_cannot_change_namespace() {
         source_bucket: Partial::Known(None),
         code: Partial::Unknown,
         environment: Partial::Unknown,
+        access: Access::Private.into(),
     };
     let f = create(&*scw, "fr-par", "hello", &spec(first), &env)
         .await

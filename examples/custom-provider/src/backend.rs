@@ -13,10 +13,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use infra_core::sdk::layer::{Layered, Retry};
 use infra_core::sdk::{
     Account, Backend, BackendError, CreateArgs, DeleteArgs, ErrorKind, KindBackend,
     LEGACY_MARKER_VALUE, ListArgs, Listed, MARKER_KEY, MarkArgs, OwnershipArgs, Partial, Provider,
-    RawTags, ReadArgs, Reading, Router, UpdateArgs, Written,
+    RawTags, ReadArgs, Reading, Retrier, RetryPolicy, Router, UpdateArgs, Written,
 };
 
 use crate::Dns;
@@ -73,9 +74,13 @@ impl DnsBackend {
 
     /// The provider's backend, as the engine takes it: a [`Router`] for provider `dns`
     /// that realises `dnsRecord` with this implementation and asks the service for the
-    /// account.
+    /// account. The service's client has no retry machinery of its own, so the router
+    /// is wrapped in the SDK's retry layer: the one retry policy, on the service's
+    /// clock (the engine retries nothing itself).
     pub fn into_backend(self) -> Arc<dyn Backend> {
-        Arc::new(Router::new(Dns::ID, self.clone()).kind::<DnsRecord>(self))
+        let retrier = Retrier::new(RetryPolicy::default(), self.service.clock());
+        let router = Router::new(Dns::ID, self.clone()).kind::<DnsRecord>(self);
+        Layered::wrap(Arc::new(router), Retry::new(retrier))
     }
 }
 

@@ -103,6 +103,7 @@ pub fn fleet(suffix: Option<&str>, project: Option<&str>) -> Result<Fleet, Check
             secret_environment: Partial::Known(BTreeMap::from([("API_KEY".to_owned(), api_key)])),
             role: Some(runner),
             tags: tags.clone(),
+            access: Access::Private.into(),
         },
     );
     let password = fleet.declare(

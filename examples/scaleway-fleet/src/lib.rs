@@ -118,6 +118,7 @@ pub fn fleet(suffix: Option<&str>, project: Option<&str>) -> Result<Fleet, Check
             source_bucket: Partial::Known(None),
             code: Partial::Unknown,
             environment: environment.clone(),
+            access: Access::Private.into(),
         },
     );
     let containers = fleet.declare(
@@ -144,6 +145,7 @@ pub fn fleet(suffix: Option<&str>, project: Option<&str>) -> Result<Fleet, Check
             timeout_seconds: known(60),
             environment,
             secret_environment: Partial::Unknown,
+            access: Access::Private.into(),
         },
     );
     let password = fleet.declare(

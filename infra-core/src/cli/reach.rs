@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::{Backend, BackendError, Backends, Fleet, RetryPolicy, SystemClock, with_retries};
+use crate::{Backend, BackendError, Backends, Fleet};
 
 /// The backend of `provider` that can look at `kind`, and the kind's id as the backend
 /// spells it; or why there is none.
@@ -40,7 +40,7 @@ pub(super) async fn check_account(fleet: &Fleet, backend: &dyn Backend) -> Resul
     let Some(allowed) = fleet.accounts().get(provider) else {
         return Ok(());
     };
-    let found = retried(|| backend.account()).await.map_err(|e| {
+    let found = backend.account().await.map_err(|e| {
         format!("could not tell which {provider} account the credentials act in: {e}")
     })?;
     if allowed.contains(&found) {
@@ -61,19 +61,10 @@ pub(super) async fn handles_named(
     region: &str,
     name: &str,
 ) -> Result<Vec<String>, BackendError> {
-    let listed = retried(|| backend.list(kind, region)).await?;
+    let listed = backend.list(kind, region).await?;
     Ok(listed
         .into_iter()
         .filter(|l| l.name == name)
         .map(|l| l.handle)
         .collect())
-}
-
-/// An idempotent call, with transient failures retried as a run retries them.
-pub(super) async fn retried<T, F, Fut>(call: F) -> Result<T, BackendError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, BackendError>>,
-{
-    with_retries(&SystemClock::new(), RetryPolicy::default(), true, call).await
 }

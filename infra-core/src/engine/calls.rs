@@ -17,7 +17,7 @@ use crate::key::KeyId;
 use crate::sdk::{Deferral, Written};
 use crate::{
     Backend, BackendError, Change, Dep, Divergence, ErrorKind, FieldInfo, Marker, Mutability,
-    NotYet, Ownership, Plan, Repair, Step, divergence, repair_of, with_retries,
+    NotYet, Ownership, Plan, Repair, Step, divergence, repair_of,
 };
 
 /// What a backend's capabilities say of one node's kind, read once per run rather
@@ -237,11 +237,10 @@ impl Engine {
         }
         let settled_spec = SettledSpec::erased(call.kind, &*settled, spec.0.settled_json_fn());
         if repair == Repair::Update {
-            return match with_retries(&*self.clock, self.retry, true, || {
-                call.backend
-                    .update(call.kind, &call.region, &sighting.handle, settled_spec)
-            })
-            .await
+            return match call
+                .backend
+                .update(call.kind, &call.region, &sighting.handle, settled_spec)
+                .await
             {
                 Ok(Written::Deferred(d)) => deferred(d),
                 Ok(Written::Done(s)) => Done::Built {
@@ -280,10 +279,7 @@ impl Engine {
         let Some(composed) = spec.0.composed_secret(settled) else {
             return Ok(false);
         };
-        let stored = with_retries(&*self.clock, self.retry, true, || {
-            call.backend.secret_value(&call.region, handle)
-        })
-        .await?;
+        let stored = call.backend.secret_value(&call.region, handle).await?;
         Ok(stored.expose() != composed.expose())
     }
 
@@ -321,10 +317,7 @@ impl Engine {
             let backend = self.backends.get(provider).ok_or_else(|| {
                 BackendError::invalid(format!("no {provider} backend to read a secret from"))
             })?;
-            let value = with_retries(&*self.clock, self.retry, true, || {
-                backend.secret_value(region, handle)
-            })
-            .await?;
+            let value = backend.secret_value(region, handle).await?;
             env.secrets.insert(*key, value);
         }
         spec.0.settle_dyn(&env).map_err(|not_yet: NotYet| {
@@ -352,28 +345,21 @@ impl Engine {
             Err(e) if !e.may_have_been_sent => return Err(e),
             Err(e) => e,
         };
-        let (clock, retry) = (&*self.clock, self.retry);
-        let Ok(listed) = with_retries(clock, retry, true, || backend.list(kind, region)).await
-        else {
+        let Ok(listed) = backend.list(kind, region).await else {
             return Err(error);
         };
         for candidate in listed
             .iter()
             .filter(|l| l.name == name && Some(l.handle.as_str()) != replaced)
         {
-            let ours = with_retries(clock, retry, true, || {
-                backend.ownership(kind, region, &candidate.handle)
-            })
-            .await
-            .is_ok_and(|tags| matches!(call.marker.verdict(&tags), Ownership::Ours));
+            let ours = backend
+                .ownership(kind, region, &candidate.handle)
+                .await
+                .is_ok_and(|tags| matches!(call.marker.verdict(&tags), Ownership::Ours));
             if !ours {
                 continue;
             }
-            if let Ok(sighting) = with_retries(clock, retry, true, || {
-                backend.read(kind, region, &candidate.handle)
-            })
-            .await
-            {
+            if let Ok(sighting) = backend.read(kind, region, &candidate.handle).await {
                 return Ok(Written::Done(sighting));
             }
         }
@@ -384,13 +370,8 @@ impl Engine {
     /// read): a resource that no longer carries this fleet's marker is left alone.
     async fn delete_owned(&self, call: &Call<'_>, handle: &str) -> Done {
         let (backend, kind, region) = (&*call.backend, call.kind, &*call.region);
-        let (clock, retry) = (&*self.clock, self.retry);
         if call.traits.readable {
-            match with_retries(clock, retry, true, || {
-                backend.ownership(kind, region, handle)
-            })
-            .await
-            {
+            match backend.ownership(kind, region, handle).await {
                 Ok(tags) => match call.marker.verdict(&tags) {
                     Ownership::Ours => {}
                     other => {
@@ -413,7 +394,7 @@ impl Engine {
                 Err(e) => return Done::Failed(Step::Delete, e),
             }
         }
-        match with_retries(clock, retry, true, || backend.delete(kind, region, handle)).await {
+        match backend.delete(kind, region, handle).await {
             Ok(()) => Done::Pruned {
                 already_absent: false,
             },

@@ -19,7 +19,6 @@ use super::observe::Listing;
 use super::{ApplyError, Engine};
 use crate::{
     Backend, BackendError, ErrorKind, Ledger, LedgerRow, Listed, Marker, Ownership, Plan, Subject,
-    with_retries,
 };
 
 /// What [`Engine::discover`] did to the ledger, and what it could not look at.
@@ -207,24 +206,18 @@ impl Engine {
 
     /// Who owns one listed resource, by its marker.
     async fn ownership_of(&self, c: Candidate) -> (LedgerRow, Result<Ownership, BackendError>) {
-        let tags = with_retries(&*self.clock, self.retry, true, || {
-            c.backend.ownership(c.kind, &c.row.region, &c.handle)
-        })
-        .await;
+        let tags = c.backend.ownership(c.kind, &c.row.region, &c.handle).await;
         (c.row, tags.map(|t| c.marker.verdict(&t)))
     }
 
-    /// Lists one kind in one region, retrying what is transient.
+    /// Lists one kind in one region.
     async fn list_all(
         &self,
         backend: &dyn Backend,
         kind: &'static str,
         region: &str,
     ) -> Result<Vec<Listed>, BackendError> {
-        with_retries(&*self.clock, self.retry, true, || {
-            backend.list(kind, region)
-        })
-        .await
+        backend.list(kind, region).await
     }
 
     /// Strays: among what observation listed, resources carrying this fleet's marker

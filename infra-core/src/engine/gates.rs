@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::{Decision, Observation, row_of};
 use super::{ApplyError, Engine, Options};
-use crate::{Ledger, Plan, Repair, with_retries};
+use crate::{Ledger, Plan, Repair};
 
 impl Engine {
     /// The refusals that come before anything is listed.
@@ -54,7 +54,8 @@ impl Engine {
             if backend.unreachable().is_some() {
                 continue;
             }
-            let found = with_retries(&*self.clock, self.retry, true, || backend.account())
+            let found = backend
+                .account()
                 .await
                 .map_err(|error| ApplyError::AccountUnknown {
                     provider: provider.to_owned(),

@@ -48,7 +48,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::RetryPolicy;
 use crate::backend::{Capabilities, Sighting};
 
 mod calls;
@@ -59,6 +58,7 @@ mod execute;
 mod gates;
 mod model;
 mod observe;
+mod prerequisites;
 mod proposal;
 mod records;
 mod report;
@@ -88,6 +88,7 @@ pub use crate::records::{
 };
 pub use crate::settle::{MapEnv, settle};
 pub use error::ApplyError;
+pub use prerequisites::PlannedPrerequisite;
 pub use proposal::{
     FileOptions, Fingerprint, PLAN_FILE_VERSION, PlanFile, Proposal, ResourceDigest,
 };
@@ -223,7 +224,6 @@ pub struct Engine {
     backends: Backends,
     store: Arc<dyn RecordStore>,
     clock: Arc<dyn Clock>,
-    retry: RetryPolicy,
     progress: Option<ProgressHook>,
 }
 
@@ -231,8 +231,7 @@ impl fmt::Debug for Engine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Engine")
             .field("backends", &self.backends)
-            .field("retry", &self.retry)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -252,6 +251,12 @@ impl fmt::Debug for Observed {
 impl Engine {
     /// An engine over `backends`, keeping records in `store`, on the system clock.
     ///
+    /// The engine makes each backend call once: retrying a call is its backend's work,
+    /// done by the machinery of the client it reaches its cloud with under the one
+    /// [`RetryPolicy`](crate::sdk::RetryPolicy) (a backend whose client has none is
+    /// wrapped in [`layer::Retry`](crate::sdk::layer::Retry)), so that nothing is retried
+    /// twice over.
+    ///
     /// The engine does not lock the records: a program that may run twice at once on
     /// one fleet takes the fleet's lock around each run that writes records, from its
     /// first read to its last write, with [`crate::lock_fleet`] (as the command-line
@@ -261,7 +266,6 @@ impl Engine {
             backends,
             store,
             clock: Arc::new(SystemClock::new()),
-            retry: RetryPolicy::default(),
             progress: None,
         }
     }
@@ -275,12 +279,6 @@ impl Engine {
     /// The same engine on another clock (tests use a manual one).
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
-        self
-    }
-
-    /// The same engine with another retry policy.
-    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
         self
     }
 
@@ -376,6 +374,7 @@ impl Engine {
     async fn prepare(&self, plan: &Plan, options: &Options) -> Result<Observation, ApplyError> {
         let mut observation = self.gather(plan, options).await?;
         self.decide(plan, &mut observation);
+        observation.prerequisites = self.prerequisites(&observation).await;
         Ok(observation)
     }
 }

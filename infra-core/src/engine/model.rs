@@ -188,6 +188,8 @@ pub(super) struct Observation {
     pub(super) confirmed: BTreeSet<LedgerRow>,
     /// Resources the user asked to replace (`--replace`).
     pub(super) replacing: BTreeSet<LedgerRow>,
+    /// What the providers will do before the creates decided (asked once decided).
+    pub(super) prerequisites: Vec<super::PlannedPrerequisite>,
 }
 
 impl Observation {

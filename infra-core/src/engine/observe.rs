@@ -12,8 +12,16 @@ use super::{ApplyError, Engine, Options};
 use crate::backend::Capabilities;
 use crate::{
     Backend, BackendError, ErrorKind, Marker, NotAttemptedReason, Ownership, Plan, Status,
-    with_retries,
 };
+
+/// The waits before a scope is listed again because a resource the ledger holds was
+/// missing from its list (lists lag creates); a resource still missing after the last is
+/// read by its handle.
+const RELIST_WAITS: [std::time::Duration; 3] = [
+    std::time::Duration::from_millis(200),
+    std::time::Duration::from_millis(400),
+    std::time::Duration::from_millis(800),
+];
 
 /// A provider, a kind and a region: what one `list` covers.
 type Scope = (&'static str, &'static str, String);
@@ -154,6 +162,7 @@ impl Engine {
             strays,
             confirmed,
             replacing,
+            prerequisites: Vec::new(),
         })
     }
 
@@ -381,10 +390,10 @@ impl Engine {
         }
         let mut ours = Vec::new();
         for handle in handles {
-            let tags = with_retries(&*self.clock, self.retry, true, || {
-                read.backend.ownership(read.kind, &read.region, handle)
-            })
-            .await?;
+            let tags = read
+                .backend
+                .ownership(read.kind, &read.region, handle)
+                .await?;
             if read.marker.verdict(&tags) == Ownership::Ours {
                 ours.push(handle.clone());
             }
@@ -400,7 +409,8 @@ impl Engine {
     }
 
     /// Lists one scope. A resource the ledger says exists but the list does not show is
-    /// listed again a few times before it is believed gone: a list may lag a create.
+    /// listed again after each of [`RELIST_WAITS`] before it is believed gone: a list may
+    /// lag a create.
     async fn list_settled(
         &self,
         backend: &dyn Backend,
@@ -408,20 +418,14 @@ impl Engine {
         region: &str,
         expected: &[String],
     ) -> Result<Vec<crate::Listed>, BackendError> {
-        let mut listed = with_retries(&*self.clock, self.retry, true, || {
-            backend.list(kind, region)
-        })
-        .await?;
-        for attempt in 0..3 {
+        let mut listed = backend.list(kind, region).await?;
+        for wait in RELIST_WAITS {
             let names: HashMap<&str, ()> = listed.iter().map(|l| (l.name.as_str(), ())).collect();
             if expected.iter().all(|n| names.contains_key(n.as_str())) {
                 break;
             }
-            self.clock.sleep(self.retry.delay(attempt)).await;
-            listed = with_retries(&*self.clock, self.retry, true, || {
-                backend.list(kind, region)
-            })
-            .await?;
+            self.clock.sleep(wait).await;
+            listed = backend.list(kind, region).await?;
         }
         Ok(listed)
     }
@@ -437,11 +441,7 @@ impl Engine {
         in_ledger: bool,
         marker: &Marker,
     ) -> Seen {
-        let sighting = match with_retries(&*self.clock, self.retry, true, || {
-            backend.read(kind, region, handle)
-        })
-        .await
-        {
+        let sighting = match backend.read(kind, region, handle).await {
             Ok(s) => s.without_marker(),
             Err(e) if e.kind == ErrorKind::NotFound => return Seen::Absent,
             Err(e) => return Seen::Unobserved(Unobserved::Error(e)),
@@ -453,11 +453,7 @@ impl Engine {
                 other => Owner::Not(other),
             }
         } else if readable {
-            match with_retries(&*self.clock, self.retry, true, || {
-                backend.ownership(kind, region, handle)
-            })
-            .await
-            {
+            match backend.ownership(kind, region, handle).await {
                 Ok(tags) => match marker.verdict(&tags) {
                     Ownership::Ours => Owner::Ours,
                     other => Owner::Not(other),

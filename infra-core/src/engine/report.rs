@@ -88,6 +88,10 @@ pub struct PlanReport {
     /// rot. An entry whose resource could not be looked at is not listed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unmatched_exclusions: Vec<UnmatchedExclusion>,
+    /// What providers will do before the creates (a product activated, credentials
+    /// made): shown, so that nothing is done silently.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub prerequisites: Vec<super::PlannedPrerequisite>,
 }
 
 /// An entry of the exclusion list that matched nothing, and why.
@@ -155,7 +159,9 @@ impl PlanReport {
     /// or `sensitive`), a closed `reason` and a `step` beside the `detail`, the record
     /// changes, the strays, and whether the plan is complete; `v3` adds the reason
     /// `excluded` and the `unmatchedExclusions` (each with its `resource`, `reason` and
-    /// `why`).
+    /// `why`). Within `v3`, `prerequisites` (what providers do before the first
+    /// create: each with its `provider`, `kind`, `region` and `what`, and `unchecked`
+    /// when the provider could not be asked) is listed when there are any.
     pub fn to_json(&self) -> serde_json::Value {
         let mut value = serde_json::json!({ "planReport": "v3" });
         if let (Some(map), Ok(serde_json::Value::Object(body))) =
@@ -192,6 +198,7 @@ impl PlanReport {
             };
             let _ = writeln!(out, "  ~ {:<width$}  {what}", r.resource.to_string());
         }
+        self.render_prerequisites(&mut out);
         self.render_verdict(&mut out);
         out
     }
@@ -222,6 +229,25 @@ impl PlanReport {
             let _ = write!(out, ", {blind} not looked at or failing");
         }
         out.push('\n');
+    }
+
+    fn render_prerequisites(&self, out: &mut String) {
+        if self.prerequisites.is_empty() {
+            return;
+        }
+        out.push_str("Before the first create, the providers will:\n");
+        for p in &self.prerequisites {
+            let scope = format!("{}/{} in {}", p.provider, p.kind, p.region);
+            if p.unchecked {
+                let _ = writeln!(
+                    out,
+                    "  ! {scope}: could not be checked ({}); the apply will find out",
+                    p.what
+                );
+            } else {
+                let _ = writeln!(out, "  + {scope}: {}", p.what);
+            }
+        }
     }
 
     fn render_verdict(&self, out: &mut String) {
@@ -452,6 +478,7 @@ impl Engine {
             records: record_changes(observation),
             strays: observation.strays.clone(),
             unmatched_exclusions: unmatched_exclusions(plan, observation),
+            prerequisites: observation.prerequisites.clone(),
         }
     }
 }

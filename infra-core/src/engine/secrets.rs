@@ -14,7 +14,7 @@ use super::Engine;
 use super::calls::reads_of;
 use super::model::{Owner, Seen, Slot, Target, Unobserved, World};
 use crate::fleet::DynSpec;
-use crate::{BackendError, Plan, with_retries};
+use crate::{BackendError, Plan};
 
 impl Engine {
     /// For each declared composed secret that exists, is this fleet's and whose inputs
@@ -82,10 +82,7 @@ impl Engine {
                 slot.provider
             ))
         })?;
-        let stored = with_retries(&*self.clock, self.retry, true, || {
-            backend.secret_value(&slot.subject.region, handle)
-        })
-        .await?;
+        let stored = backend.secret_value(&slot.subject.region, handle).await?;
         Ok(stored.expose() != composed.expose())
     }
 }

@@ -72,6 +72,8 @@ pub use scaleway::*;
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::{Aws, Gcp, Scaleway, Supports};
 
 /// Key-value labels attached to a resource. Compared as a set of pairs.
@@ -79,6 +81,28 @@ pub type Tags = BTreeMap<String, String>;
 
 /// Environment variables of a function or container. Compared as a set of pairs.
 pub type EnvVars = BTreeMap<String, String>;
+
+/// Who may call a function or a container over HTTP. Nothing is public unless declared
+/// so: [`Access::Private`] is what a fleet says when it says nothing else, and a
+/// resource found public when declared private is changed back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Access {
+    /// Only callers the cloud authenticates and authorises (an IAM principal with the
+    /// invoker role, a token the cloud issued).
+    #[default]
+    Private,
+    /// Anyone on the internet, without credentials.
+    Public,
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl crate::testing::Sample for Access {
+    fn sample() -> proptest::strategy::BoxedStrategy<Self> {
+        use proptest::strategy::{Just, Strategy};
+        proptest::prop_oneof![Just(Access::Private), Just(Access::Public)].boxed()
+    }
+}
 
 macro_rules! supports {
     ($provider:ty: $($kind:ty),* $(,)?) => {

@@ -11,7 +11,7 @@ use crate::{Conflict, Dep, Env, Expr, Field, Key, Merge, NotYet, Partial, Refine
 use infra_derive::Sample;
 use infra_derive::Spec;
 
-use super::{EnvVars, Tags, check_range};
+use super::{Access, EnvVars, Tags, check_range};
 
 /// An identity that workloads run as, with the permissions it is granted: an AWS IAM
 /// role, a GCP service account, a Scaleway IAM application.
@@ -130,6 +130,8 @@ pub struct Compute {
     pub secret_environment: Partial<BTreeMap<String, Key<Secrets>>>,
     /// The identity the function runs as; `None` says "the provider's default".
     pub role: Option<Key<Iam>>,
+    /// Who may call it over HTTP: [`Access::Private`] unless the fleet says otherwise.
+    pub access: Expr<Access>,
     /// Labels.
     pub tags: Partial<Expr<Tags>>,
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use infra_derive::Sample;
 use infra_derive::Spec;
 
-use super::{EnvVars, S3Bucket, Secrets, check_range};
+use super::{Access, EnvVars, S3Bucket, Secrets, check_range};
 use crate::{Expr, Key, Partial};
 
 /// A namespace grouping Scaleway serverless functions.
@@ -66,6 +66,9 @@ pub struct Function {
     pub code: Partial<Expr<String>>,
     /// Environment variables.
     pub environment: Partial<Expr<EnvVars>>,
+    /// Who may call it over HTTP (Scaleway's `privacy`): [`Access::Private`] unless the
+    /// fleet says otherwise.
+    pub access: Expr<Access>,
 }
 
 impl Function {
@@ -143,6 +146,9 @@ pub struct Container {
     pub environment: Partial<Expr<EnvVars>>,
     /// Secret environment variables, by reference to this fleet's secrets.
     pub secret_environment: Partial<BTreeMap<String, Key<Secrets>>>,
+    /// Who may call it over HTTP (Scaleway's `privacy`): [`Access::Private`] unless the
+    /// fleet says otherwise.
+    pub access: Expr<Access>,
 }
 
 impl Container {

@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 use async_trait::async_trait;
 
 use super::Written;
-use crate::backend::{Listed, Marker, RawTags, Sighting};
+use crate::backend::{Listed, Marker, Prerequisite, RawTags, Sighting};
 use crate::{BackendError, ErrorKind, Kind};
 
 /// One kind of resource on one provider, with the kind's own types: the spec a create
@@ -65,6 +65,31 @@ pub trait KindBackend<K: Kind>: Send + Sync + 'static {
                 args.handle
             ),
         ))
+    }
+
+    /// What must be done before the kind can be written in the region (a product
+    /// activated, credentials made), without doing it. The default: nothing.
+    async fn prerequisites(
+        &self,
+        args: PrerequisiteArgs<'_>,
+    ) -> Result<Vec<Prerequisite>, BackendError> {
+        let _ = args;
+        Ok(Vec::new())
+    }
+}
+
+/// The arguments of [`KindBackend::prerequisites`].
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug)]
+pub struct PrerequisiteArgs<'a> {
+    /// The region's code.
+    pub region: &'a str,
+}
+
+impl<'a> PrerequisiteArgs<'a> {
+    /// Arguments for the prerequisites of `region`.
+    pub fn new(region: &'a str) -> Self {
+        PrerequisiteArgs { region }
     }
 }
 

@@ -9,8 +9,12 @@
 //! with a [`Deferral`] (a change recorded for approval is not an error). Errors map the
 //! provider's own onto [`ErrorKind`], `NotFound` only from a curated list of codes.
 //!
+//! [`retry`] is the one retry and throttling policy every provider applies, through its
+//! client library's own retry hooks where it has them ([`RetryPolicy::decide`]), or with
+//! [`Retrier`] (and [`layer::Retry`]) where it has none; the engine never retries on top.
+//!
 //! [`layer`] wraps any backend in something that sees every call: recording, scripted
-//! faults, latency, tracing, or a layer of your own.
+//! faults, latency, retries, tracing, or a layer of your own.
 //!
 //! `docs/provider-layout.md` in the repository is the layout every provider crate
 //! follows; the conformance suite of `infra-testkit` checks a backend against the
@@ -20,21 +24,23 @@ mod generate;
 mod kind_backend;
 pub mod layer;
 pub mod poll;
+pub mod retry;
 mod router;
 mod written;
 
 pub use generate::{GENERATED_ALPHABET, generate_secret, scrub_secret};
 pub use kind_backend::{
-    CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
-    UpdateArgs,
+    CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, PrerequisiteArgs,
+    ReadArgs, Reading, UpdateArgs,
 };
 pub use poll::Polling;
+pub use retry::{Failure, Idempotence, Jitter, Retrier, RetryPolicy};
 pub use router::{Account, Router, SecretArgs, SecretValues};
 pub use written::{Deferral, DeferralReason, Written};
 
 pub use crate::backend::{
-    Backend, Capabilities, LEGACY_MARKER_VALUE, Listed, MARKER_KEY, Marker, Ownership, RawTags,
-    RetryPolicy, SettledSpec, Sighting, Unreachable, strip_marker, with_retries,
+    Backend, Capabilities, LEGACY_MARKER_VALUE, Listed, MARKER_KEY, Marker, Ownership,
+    Prerequisite, RawTags, SettledSpec, Sighting, Unreachable, strip_marker,
 };
 pub use crate::clock::{Clock, ManualClock, SystemClock};
 pub use crate::env::{Dep, Env, NotYet, Nothing, ObservedValue};

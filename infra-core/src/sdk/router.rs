@@ -8,10 +8,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{
-    CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, UpdateArgs,
-    Written,
+    CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, PrerequisiteArgs,
+    ReadArgs, UpdateArgs, Written,
 };
-use crate::backend::{Backend, Capabilities, Listed, Marker, RawTags, SettledSpec, Sighting};
+use crate::backend::{
+    Backend, Capabilities, Listed, Marker, Prerequisite, RawTags, SettledSpec, Sighting,
+};
 use crate::{BackendError, ErrorKind, Kind, SecretString};
 
 /// Where a provider's credentials act: asked once per run, before anything is listed,
@@ -244,6 +246,14 @@ impl Backend for Router {
     ) -> Result<(), BackendError> {
         self.route(kind)?.mark(region, handle, marker).await
     }
+
+    async fn prerequisites(
+        &self,
+        kind: &'static str,
+        region: &str,
+    ) -> Result<Vec<Prerequisite>, BackendError> {
+        self.route(kind)?.prerequisites(region).await
+    }
 }
 
 /// A typed kind implementation behind the router's string dispatch.
@@ -269,6 +279,7 @@ trait ErasedKind: Send + Sync {
     async fn delete(&self, region: &str, handle: &str) -> Result<(), BackendError>;
     async fn ownership(&self, region: &str, handle: &str) -> Result<RawTags, BackendError>;
     async fn mark(&self, region: &str, handle: &str, marker: &Marker) -> Result<(), BackendError>;
+    async fn prerequisites(&self, region: &str) -> Result<Vec<Prerequisite>, BackendError>;
 }
 
 struct Typed<K, B> {
@@ -325,6 +336,11 @@ impl<K: Kind, B: KindBackend<K>> ErasedKind for Typed<K, B> {
             .mark(MarkArgs::new(region, handle, marker))
             .await
     }
+    async fn prerequisites(&self, region: &str) -> Result<Vec<Prerequisite>, BackendError> {
+        self.backend
+            .prerequisites(PrerequisiteArgs::new(region))
+            .await
+    }
 }
 
 /// A shared implementation serves as well as an owned one.
@@ -362,5 +378,11 @@ impl<K: Kind, B: KindBackend<K>> KindBackend<K> for Arc<B> {
     }
     async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
         (**self).mark(args).await
+    }
+    async fn prerequisites(
+        &self,
+        args: PrerequisiteArgs<'_>,
+    ) -> Result<Vec<Prerequisite>, BackendError> {
+        (**self).prerequisites(args).await
     }
 }

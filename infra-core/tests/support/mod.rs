@@ -8,13 +8,11 @@ pub mod console;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use infra_core::kinds::*;
 use infra_core::{
     engine::{ApplyResult, Engine, ManualClock, MemoryStore, Plan, RecordStore, Subject},
     prelude::{AwsRegion, Expr, Fleet, Partial, ScalewayRegion, compose_secret},
-    sdk::RetryPolicy,
 };
 use infra_testkit::sim::SimCloud;
 
@@ -25,13 +23,7 @@ pub fn cloud(seed: u64) -> SimCloud {
 
 /// An engine over `cloud`, keeping records in `store`.
 pub fn engine(cloud: &SimCloud, store: Arc<dyn RecordStore>) -> Engine {
-    Engine::new(cloud.backends(), store)
-        .with_clock(cloud.clock())
-        .with_retry(RetryPolicy {
-            attempts: 4,
-            base: Duration::from_millis(100),
-            cap: Duration::from_secs(1),
-        })
+    Engine::new(cloud.backends(), store).with_clock(cloud.clock())
 }
 
 /// An engine with records in memory.
@@ -187,6 +179,7 @@ pub fn staged(stage: Stage) -> Fleet {
             source_bucket: Partial::Known(Some(bucket)),
             code: Partial::Unknown,
             environment: Partial::Unknown,
+            access: Access::Private.into(),
         },
     );
     if stage == Stage::Trimmed {

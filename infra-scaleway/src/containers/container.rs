@@ -51,6 +51,8 @@ pub(super) fn container_reading(c: &ContainerWire) -> Reading<Container> {
             timeout_seconds: known(c.timeout.as_deref().and_then(seconds_of)),
             environment: known(c.environment_variables.clone()),
             secret_environment: Partial::Unknown,
+            // Not read yet: never compared.
+            access: Partial::Unknown,
         },
     )
     .with_raw_tags(raw)

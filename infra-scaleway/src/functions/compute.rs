@@ -196,6 +196,8 @@ fn reading(handle: &str, f: &FunctionWire) -> Reading<Compute> {
             secret_environment: Partial::Unknown,
             role: Partial::Unknown,
             tags: Partial::Known(declared),
+            // Not read yet: never compared.
+            access: Partial::Unknown,
         },
     )
     .with_raw_tags(tags::to_map(&raw))

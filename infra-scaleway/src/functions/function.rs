@@ -90,6 +90,8 @@ fn reading(f: &FunctionWire) -> Reading<Function> {
             source_bucket: Partial::Unknown,
             code: Partial::Unknown,
             environment: Partial::Known(f.environment_variables.clone().unwrap_or_default()),
+            // Not read yet: never compared.
+            access: Partial::Unknown,
         },
     )
     .with_raw_tags(tags::to_map(&raw))

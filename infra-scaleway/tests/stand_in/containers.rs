@@ -329,6 +329,7 @@ fn scaleway_fleet(in_second: bool) -> Fleet {
             timeout_seconds: Partial::Known(Expr::lit(60)),
             environment: Partial::Unknown,
             secret_environment: Partial::Unknown,
+            access: Access::Private.into(),
         },
     );
     fleet.build().expect("a sound fleet")

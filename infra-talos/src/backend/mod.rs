@@ -66,10 +66,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use infra_core::sdk::layer::{Layered, Retry};
 use infra_core::sdk::{
     Backend, BackendError, Clock, CreateArgs, Deferral, DeleteArgs, ErrorKind, KindBackend,
     ListArgs, Listed, MARKER_KEY, OwnershipArgs, Partial, Provider, RawTags, ReadArgs, Reading,
-    Router, UpdateArgs, Written,
+    Retrier, RetryPolicy, Router, UpdateArgs, Written,
 };
 
 pub use inventory::{Inventory, InventoryRecord, PlanRecord};
@@ -157,6 +158,11 @@ impl WallTime {
             at_origin: clock.now(),
             clock,
         }
+    }
+
+    /// The clock the wall time is moved on by.
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
     }
 
     /// The current wall time as a [`std::time::SystemTime`] (for certificate
@@ -322,10 +328,16 @@ impl TalosBackend {
 
     /// The provider's backend, as the engine takes it: a [`Router`] for provider
     /// `talos` that realises `talosMachine` with this implementation and answers
-    /// `account` with the account id ([`TalosBackend::with_account`]).
+    /// `account` with the account id ([`TalosBackend::with_account`]). Observation
+    /// calls are retried under the one retry policy (`INFRA_RETRY_BUDGET`, on the
+    /// backend's clock); a configuration is applied once per call, since whether an
+    /// apply may be made again is the execution contract's to decide.
     #[must_use]
     pub fn into_backend(self) -> Arc<dyn Backend> {
-        Arc::new(Router::new(Talos::ID, self.account.clone()).kind::<TalosMachine>(self))
+        let policy = RetryPolicy::from_env().unwrap_or_default();
+        let retrier = Retrier::new(policy, self.wall.clock());
+        let router = Router::new(Talos::ID, self.account.clone()).kind::<TalosMachine>(self);
+        Layered::wrap(Arc::new(router), Retry::observing_only(retrier))
     }
 
     fn cluster_id(&self, region: &str) -> String {

@@ -121,6 +121,7 @@ fn compute(provider: &str, variant: Variant) -> Compute {
         secret_environment: Partial::Unknown,
         role: None,
         tags: tags(Variant::Base),
+        access: Access::Private.into(),
     }
 }
 
@@ -345,6 +346,7 @@ fn scaleway_only() -> Vec<KindSample> {
                     source_bucket: Partial::Known(None),
                     code: Partial::Unknown,
                     environment: environment(Variant::Base),
+                    access: Access::Private.into(),
                 },
             );
         })
@@ -371,6 +373,7 @@ fn scaleway_only() -> Vec<KindSample> {
                     timeout_seconds: known(300),
                     environment: environment(Variant::Base),
                     secret_environment: Partial::Unknown,
+                    access: Access::Private.into(),
                 },
             );
         })

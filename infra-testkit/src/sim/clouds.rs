@@ -372,6 +372,11 @@ pub const ROWS: &[Row] = &[
     row(AWS, &["compute"], &["codeSha256"], REPORTED, IN_PLACE),
     // Neither GCF nor Scaleway answers a digest of the deployed code.
     row(GCP_SCW, &["compute"], &["codeSha256"], UNREPORTED, IN_PLACE),
+    // Who may call it: Cloud Run's ingress and its invoker binding of `allUsers`
+    // (services.patch, services.setIamPolicy); Scaleway's `privacy` (UpdateFunction).
+    row(GCP_SCW, &["compute"], &["access"], REPORTED, IN_PLACE),
+    // A Lambda is called through IAM alone: no function URL is made, and none is read.
+    row(AWS, &["compute"], &["access"], UNREPORTED, IN_PLACE),
 
     // ---- queues ----
     // SQS, and Scaleway's SQS API: FifoQueue is an attribute of CreateQueue only.
@@ -454,6 +459,8 @@ pub const ROWS: &[Row] = &[
     // Secret variables are answered as hashes of their values.
     row(SCW, NAMESPACES, &["secretEnvironment"], UNREPORTED, IN_PLACE),
     row(SCW, &["container"], &["secretEnvironment"], UNREPORTED, IN_PLACE),
+    // `privacy`, in UpdateFunction and UpdateContainer.
+    row(SCW, &["function", "container"], &["access"], REPORTED, IN_PLACE),
     // UpdateFunction and UpdateContainer take no namespace_id.
     row(SCW, &["function", "container"], &["namespace"], REPORTED, NAMESPACE_FIXED),
     // UpdateFunction.

@@ -48,6 +48,10 @@
 //!   ([`SimCloud::deny`]) is `Denied`, for `list` too.
 //! - **Time.** Every call first sleeps its latency on the injected [`Clock`] (zero unless
 //!   configured); with a [`ManualClock`] nothing waits for real.
+//! - **Retries.** [`SimCloud::backend`] retries as a real provider's client does, under
+//!   the one [`RetryPolicy`] ([`SimCloud::set_retry_policy`]), on the same clock: a
+//!   throttled call is waited out, a create that may have been sent is not repeated. The
+//!   engine retries nothing itself. [`SimCloud::router`] is the backend without them.
 //! - **Faults** ([`SimCloud::fail_nth`], [`SimCloud::lose_response_nth`],
 //!   [`SimCloud::throttle_next`], [`SimCloud::crash_after`], [`FaultPlan`]), eventual
 //!   consistency ([`SimCloud::set_list_lag`]) and a call log ([`SimCloud::calls`]).
@@ -125,9 +129,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use infra_core::kinds::Secrets;
+use infra_core::sdk::layer::{Layered, Retry};
 use infra_core::sdk::{
-    Account, CreateArgs, DeleteArgs, Field, KindBackend, ListArgs, MarkArgs, OwnershipArgs,
-    ReadArgs, Reading, Router, SecretArgs, SecretValues, UpdateArgs, Written,
+    Account, CreateArgs, DeleteArgs, Field, Jitter, KindBackend, ListArgs, MarkArgs, OwnershipArgs,
+    ReadArgs, Reading, Retrier, RetryPolicy, Router, SecretArgs, SecretValues, UpdateArgs, Written,
 };
 use infra_core::{
     engine::{Clock, ManualClock},
@@ -180,6 +185,7 @@ impl SimResource {
 struct Inner {
     world: Mutex<World>,
     clock: Arc<dyn Clock>,
+    retry: Mutex<RetryPolicy>,
     flusher: world_flush::Flusher,
 }
 
@@ -223,6 +229,7 @@ impl SimCloud {
             inner: Arc::new(Inner {
                 world: Mutex::new(world),
                 clock,
+                retry: Mutex::new(RetryPolicy::default()),
                 flusher: world_flush::Flusher::default(),
             }),
         }
@@ -308,16 +315,41 @@ impl SimCloud {
             .unwrap_or_else(|e| panic!("the simulated cloud could not save its world: {e}"))
     }
 
-    /// The backend of `provider` (`aws`, `gcp` or `scaleway`): its [`Router`].
+    /// The backend of `provider` (`aws`, `gcp` or `scaleway`), as a client of it
+    /// behaves: its [`Router`] with the retry policy's loop around it
+    /// ([`SimCloud::set_retry_policy`]), waiting on the cloud's clock, its jitter drawn
+    /// from the seed.
     ///
     /// # Panics
     /// For any other provider.
     pub fn backend(&self, provider: &str) -> Arc<dyn Backend> {
-        Arc::new(self.router(provider))
+        let policy = *self
+            .inner
+            .retry
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let salt = provider
+            .bytes()
+            .fold(0u64, |h, b| h.rotate_left(8) ^ u64::from(b));
+        let retrier =
+            Retrier::new(policy, self.clock()).with_jitter(Jitter::seeded(self.seed() ^ salt));
+        Layered::wrap(Arc::new(self.router(provider)), Retry::new(retrier))
+    }
+
+    /// How the backends made from now on retry (by default [`RetryPolicy::default`]:
+    /// a throttled or unsent call is retried for up to two minutes of the cloud's clock,
+    /// a read also when it may have been sent, a create not then).
+    pub fn set_retry_policy(&self, policy: RetryPolicy) {
+        *self
+            .inner
+            .retry
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = policy;
     }
 
     /// The [`Router`] of `provider`: each kind the provider has, served by its
-    /// [`SimProvider`], which also answers the account and secrets' values.
+    /// [`SimProvider`], which also answers the account and secrets' values. Unlike
+    /// [`SimCloud::backend`], it retries nothing: each call is one call to the world.
     ///
     /// # Panics
     /// For a provider other than `aws`, `gcp` and `scaleway`.

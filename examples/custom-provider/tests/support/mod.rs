@@ -64,13 +64,7 @@ pub fn world(seed: u64) -> World {
         .with(record(cloud.backend("aws")))
         .with(record(DnsBackend::new(dns.clone()).into_backend()));
     let store = Arc::new(MemoryStore::new());
-    let engine = Engine::new(backends, store.clone())
-        .with_clock(clock.clone())
-        .with_retry(RetryPolicy {
-            attempts: 4,
-            base: Duration::from_millis(100),
-            cap: Duration::from_secs(1),
-        });
+    let engine = Engine::new(backends, store.clone()).with_clock(clock.clone());
     World {
         clock,
         cloud,

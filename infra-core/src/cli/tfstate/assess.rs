@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::super::reach::{backend_for, check_account, retried};
+use super::super::reach::{backend_for, check_account};
 use crate::{Backend, Backends, Fleet, LedgerRow, Marker, Ownership};
 
 /// What can be done with one located resource.
@@ -79,7 +79,7 @@ impl<'a> Assessor<'a> {
                 ));
             }
         };
-        let tags = match retried(|| backend.ownership(kind, &row.region, &handle)).await {
+        let tags = match backend.ownership(kind, &row.region, &handle).await {
             Ok(tags) => tags,
             Err(e) => return Verdict::Blind(format!("its tags could not be read: {e}")),
         };
@@ -116,7 +116,8 @@ impl<'a> Assessor<'a> {
     ) -> Result<Vec<String>, String> {
         let scope = (row.provider.clone(), kind, row.region.clone());
         if !self.lists.contains_key(&scope) {
-            let listed = retried(|| backend.list(kind, &row.region))
+            let listed = backend
+                .list(kind, &row.region)
                 .await
                 .map(|l| l.into_iter().map(|l| (l.name, l.handle)).collect())
                 .map_err(|e| {

@@ -204,12 +204,10 @@ async fn take_over(fleet: &Fleet, ledger: &mut Ledger, entries: &mut [Entry]) ->
             continue;
         };
         if !ready.marked {
-            let marked = super::reach::retried(|| {
-                ready
-                    .backend
-                    .mark(ready.kind, &row.region, &ready.handle, &marker)
-            })
-            .await;
+            let marked = ready
+                .backend
+                .mark(ready.kind, &row.region, &ready.handle, &marker)
+                .await;
             if let Err(e) = marked {
                 entry.fate = Fate::Failed(format!("it could not be marked: {e}"));
                 continue;

@@ -8,7 +8,8 @@
 //!
 //! The layers kept here are the ones tests and users keep writing: [`Recorder`] (every
 //! call and how it ended), [`Faults`] (scripted failures, a lost answer included),
-//! [`Latency`] (a wait before each call, on an injected clock) and [`Traced`] (a
+//! [`Latency`] (a wait before each call, on an injected clock), [`Retry`] (the one retry
+//! policy, for a backend whose client has no retry machinery) and [`Traced`] (a
 //! `tracing` span per call).
 //!
 //! ```
@@ -29,6 +30,7 @@
 mod faults;
 mod latency;
 mod record;
+mod retry;
 mod trace;
 
 use std::fmt;
@@ -39,10 +41,13 @@ use async_trait::async_trait;
 pub use faults::{Fault, Faults};
 pub use latency::Latency;
 pub use record::{Ended, Recorded, Recorder};
+pub use retry::{Retry, idempotence_of};
 pub use trace::Traced;
 
 use super::Written;
-use crate::backend::{Backend, Capabilities, Listed, Marker, RawTags, SettledSpec, Sighting};
+use crate::backend::{
+    Backend, Capabilities, Listed, Marker, Prerequisite, RawTags, SettledSpec, Sighting,
+};
 use crate::{BackendError, ErrorKind, SecretString};
 
 /// Which method of [`Backend`] a call is.
@@ -67,6 +72,8 @@ pub enum Op {
     SecretValue,
     /// [`Backend::mark`].
     Mark,
+    /// [`Backend::prerequisites`].
+    Prerequisites,
 }
 
 impl Op {
@@ -82,6 +89,7 @@ impl Op {
             Op::Ownership => "ownership",
             Op::SecretValue => "secret_value",
             Op::Mark => "mark",
+            Op::Prerequisites => "prerequisites",
         }
     }
 
@@ -179,6 +187,13 @@ pub enum Call<'a> {
         /// The fleet's marker.
         marker: &'a Marker,
     },
+    /// [`Backend::prerequisites`].
+    Prerequisites {
+        /// The kind's id.
+        kind: &'static str,
+        /// The region's code.
+        region: &'a str,
+    },
 }
 
 impl Call<'_> {
@@ -194,6 +209,7 @@ impl Call<'_> {
             Call::Ownership { .. } => Op::Ownership,
             Call::SecretValue { .. } => Op::SecretValue,
             Call::Mark { .. } => Op::Mark,
+            Call::Prerequisites { .. } => Op::Prerequisites,
         }
     }
 
@@ -208,7 +224,8 @@ impl Call<'_> {
             | Call::Update { kind, .. }
             | Call::Delete { kind, .. }
             | Call::Ownership { kind, .. }
-            | Call::Mark { kind, .. } => Some(kind),
+            | Call::Mark { kind, .. }
+            | Call::Prerequisites { kind, .. } => Some(kind),
         }
     }
 
@@ -223,14 +240,15 @@ impl Call<'_> {
             | Call::Delete { region, .. }
             | Call::Ownership { region, .. }
             | Call::SecretValue { region, .. }
-            | Call::Mark { region, .. } => Some(region),
+            | Call::Mark { region, .. }
+            | Call::Prerequisites { region, .. } => Some(region),
         }
     }
 
     /// The name a create is given, or the handle any other call names.
     pub fn target(&self) -> Option<&str> {
         match *self {
-            Call::Account | Call::List { .. } => None,
+            Call::Account | Call::List { .. } | Call::Prerequisites { .. } => None,
             Call::Create { name, .. } => Some(name),
             Call::Read { handle, .. }
             | Call::Update { handle, .. }
@@ -262,6 +280,8 @@ pub enum Answer {
     SecretValue(SecretString),
     /// To [`Call::Mark`].
     Marked,
+    /// To [`Call::Prerequisites`].
+    Prerequisites(Vec<Prerequisite>),
 }
 
 /// The backend underneath a layer.
@@ -333,6 +353,9 @@ impl<'a> Next<'a> {
             } => {
                 b.mark(kind, region, handle, marker).await?;
                 Answer::Marked
+            }
+            Call::Prerequisites { kind, region } => {
+                Answer::Prerequisites(b.prerequisites(kind, region).await?)
             }
         })
     }
@@ -556,6 +579,17 @@ impl<L: Layer> Backend for Layered<L> {
         match self.dispatch(call).await? {
             Answer::Marked => Ok(()),
             other => Err(mismatch(Op::Mark, &other)),
+        }
+    }
+
+    async fn prerequisites(
+        &self,
+        kind: &'static str,
+        region: &str,
+    ) -> Result<Vec<Prerequisite>, BackendError> {
+        match self.dispatch(Call::Prerequisites { kind, region }).await? {
+            Answer::Prerequisites(p) => Ok(p),
+            other => Err(mismatch(Op::Prerequisites, &other)),
         }
     }
 }

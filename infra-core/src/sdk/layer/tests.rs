@@ -290,3 +290,62 @@ async fn an_answer_of_the_wrong_shape_is_an_error_naming_the_call() {
     assert_eq!(e.kind, ErrorKind::Other);
     assert!(e.message.contains("list call"), "{}", e.message);
 }
+
+#[tokio::test]
+async fn the_retry_layer_waits_out_throttling_and_never_repeats_a_create_that_may_have_landed() {
+    let clock = Arc::new(ManualClock::new());
+    let faults = Faults::new();
+    faults
+        .add(Fault::on(Op::List).fails(ErrorKind::Throttled).times(3))
+        .add(
+            Fault::on(Op::Create)
+                .target("throttled")
+                .fails(ErrorKind::Throttled)
+                .times(2),
+        )
+        .add(Fault::on(Op::Create).target("lost").answer_lost().times(1));
+    let retrier = crate::sdk::Retrier::new(crate::sdk::RetryPolicy::default(), clock.clone())
+        .with_jitter(crate::sdk::Jitter::seeded(3));
+    let backend = Layered::wrap(Layered::wrap(router(), faults.clone()), Retry::new(retrier));
+    // Throttled three times, then answered: the caller sees the answer.
+    assert!(backend.list("objectStore", "moon-1").await.is_ok());
+    assert!(
+        clock.now() > Duration::ZERO,
+        "the retries waited on the clock"
+    );
+    // A throttled create did nothing: it is retried until it is made, once.
+    create(&*backend, "throttled")
+        .await
+        .unwrap()
+        .expect_done("made after the throttling");
+    // A create whose answer was lost may have landed: it is not repeated, and the
+    // caller is told it may have been sent.
+    let lost = create(&*backend, "lost").await.unwrap_err();
+    assert!(lost.may_have_been_sent);
+    assert_eq!(faults.hits(), 6);
+    let listed = backend.list("objectStore", "moon-1").await.unwrap();
+    let names: Vec<_> = listed.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["lost", "throttled"]);
+}
+
+#[tokio::test]
+async fn an_observing_retry_layer_tries_writes_once() {
+    let clock = Arc::new(ManualClock::new());
+    let faults = Faults::new();
+    faults
+        .add(Fault::on(Op::Read).fails(ErrorKind::Unavailable).times(1))
+        .add(Fault::on(Op::Create).fails(ErrorKind::Throttled).times(1));
+    let retrier = crate::sdk::Retrier::new(crate::sdk::RetryPolicy::default(), clock);
+    let backend = Layered::wrap(
+        Layered::wrap(router(), faults.clone()),
+        Retry::observing_only(retrier),
+    );
+    let refused = create(&*backend, "once").await.unwrap_err();
+    assert_eq!(refused.kind, ErrorKind::Throttled);
+    create(&*backend, "once")
+        .await
+        .unwrap()
+        .expect_done("the second call is the caller's");
+    assert!(backend.read("objectStore", "moon-1", "once").await.is_ok());
+    assert_eq!(faults.hits(), 2);
+}

@@ -159,6 +159,7 @@ pub fn gcp_fleet(prefix: &str, kinds: &BTreeSet<&str>, stage: Stage) -> Fleet {
                 },
                 role: runner,
                 tags: tags.clone(),
+                access: Access::Private.into(),
             },
         );
     }

@@ -244,6 +244,7 @@ impl Staging<'_> {
                     source_bucket: Partial::Known(None),
                     code: Partial::Unknown,
                     environment: self.environment(),
+                    access: Access::Private.into(),
                 },
             );
         }
@@ -264,6 +265,7 @@ impl Staging<'_> {
                 secret_environment: Partial::Unknown,
                 role: None,
                 tags: staged_tags(),
+                access: Access::Private.into(),
             },
         );
     }
@@ -300,6 +302,7 @@ impl Staging<'_> {
                     timeout_seconds: known(if self.changed { 120 } else { 60 }),
                     environment: self.environment(),
                     secret_environment: Partial::Unknown,
+                    access: Access::Private.into(),
                 },
             );
         }
