@@ -958,6 +958,7 @@ mod tests {
             )])),
             role: Some(Handle::new("runner@p1.iam.gserviceaccount.com")),
             tags: Partial::Known(RawTags::from([("team".to_owned(), "web".to_owned())])),
+            access: infra_core::kinds::Access::Private,
         }
     }
 

@@ -14,7 +14,7 @@ use infra_core::sdk::{KindBackend, UpdateArgs};
 use infra_core::{
     engine::{Engine, MemoryStore, Options, Plan, SystemClock},
     prelude::{Backends, Fleet},
-    sdk::{ErrorKind, RetryPolicy},
+    sdk::ErrorKind,
 };
 use infra_talos::backend::{
     InventoryRecord, NodeReader, TalosBackend, TalosCluster, TalosMachine, TalosconfigReader,

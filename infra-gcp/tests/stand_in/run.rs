@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use infra_core::kinds::{Compute, ComputeSettled, EnvVars, Iam, Secrets};
+use infra_core::kinds::{Access, Compute, ComputeSettled, EnvVars, Iam, Secrets};
 use infra_core::prelude::{Handle, Partial};
 use infra_core::sdk::{Backend, ErrorKind, MARKER_KEY, Marker, SettledSpec, Sighting, Written};
 use infra_testkit::gcp::{GcpServer, GcpService, RecordedRequest};
@@ -26,6 +26,7 @@ fn spec() -> ComputeSettled {
         secret_environment: Partial::Unknown,
         role: None,
         tags: Partial::Known(BTreeMap::from([("team".to_owned(), "web".to_owned())])),
+        access: Access::Private,
     }
 }
 

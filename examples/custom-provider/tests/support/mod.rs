@@ -5,7 +5,6 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use custom_provider::{
     DnsBackend, DnsRecord, DnsRegion, DnsService, RecordType, ZONE, bucket_host,
@@ -15,7 +14,7 @@ use infra_core::sdk::layer::{Layered, Recorded, Recorder};
 use infra_core::{
     engine::{Engine, ManualClock, MemoryStore},
     prelude::{AwsRegion, Backends, Expr, Fleet, Partial},
-    sdk::{Backend, RetryPolicy},
+    sdk::Backend,
 };
 use infra_testkit::sim::SimCloud;
 
