@@ -760,7 +760,7 @@ async fn eventual_consistency_hides_a_fresh_create_from_list() {
 #[tokio::test]
 async fn fail_nth_is_not_applied() {
     let cloud = SimCloud::new(11);
-    let aws = cloud.backend("aws");
+    let aws = raw(&cloud, "aws");
     let env = MapEnv::new();
     cloud.fail_nth(2, ErrorKind::Unavailable, true);
     aws.list("securityGroup", PARIS).await.unwrap();
@@ -823,7 +823,7 @@ async fn a_lost_response_is_applied() {
 #[tokio::test]
 async fn throttling_is_not_applied() {
     let cloud = SimCloud::new(13);
-    let aws = cloud.backend("aws");
+    let aws = raw(&cloud, "aws");
     let env = MapEnv::new();
     cloud.throttle_next(2);
     for _ in 0..2 {
@@ -892,14 +892,14 @@ async fn fault_plans_are_deterministic() {
 
     // Installed, a plan hits the calls it names.
     let cloud = SimCloud::new(15);
-    let aws = cloud.backend("aws");
+    let aws = raw(&cloud, "aws");
     let plan = FaultPlan::new().with(FaultRule {
         nth: 3,
         filter: CallFilter::any().provider("aws").kind("securityGroup"),
         fault: Fault::Throttle,
     });
     cloud.install(&plan);
-    let gcp = cloud.backend("gcp");
+    let gcp = raw(&cloud, "gcp");
     for _ in 0..3 {
         gcp.list("iam", "europe-west1").await.unwrap();
     }
@@ -1252,4 +1252,38 @@ async fn a_generated_secret_is_drawn_on_create_and_kept() {
     let again = scw.secret_value("fr-par", &created.handle).await.unwrap();
     assert_eq!(again, value, "an update does not draw a new value");
     assert_eq!(cloud.stored_secret(&created.handle), Some(value));
+}
+
+/// A provider's router, without the retries [`SimCloud::backend`] makes: each call is one
+/// call to the world, so that a fault injected in the world is what the caller sees.
+fn raw(cloud: &SimCloud, provider: &str) -> Arc<dyn Backend> {
+    Arc::new(cloud.router(provider))
+}
+
+#[tokio::test]
+async fn a_backend_retries_as_a_client_would_and_never_repeats_a_create_that_landed() {
+    let cloud = SimCloud::new(16);
+    let aws = cloud.backend("aws");
+    let env = MapEnv::new();
+    // Throttled three times: waited out on the cloud's clock, then made once.
+    cloud.throttle_next(3);
+    create(&*aws, PARIS, "web", &security_group(), &env)
+        .await
+        .unwrap();
+    assert_eq!(cloud.len(), 1);
+    assert!(cloud.clock().now() > std::time::Duration::ZERO);
+    // Applied, its answer lost: not repeated (a second group of the name would be a
+    // twin), and the caller is told it may have been sent.
+    cloud.lose_response_nth(1);
+    let err = create(&*aws, PARIS, "api", &security_group(), &env)
+        .await
+        .unwrap_err();
+    assert!(err.may_have_been_sent);
+    assert_eq!(cloud.len(), 2);
+    // With no retry policy, a throttled call is the caller's to see.
+    cloud.set_retry_policy(infra_core::sdk::RetryPolicy::none());
+    let aws = cloud.backend("aws");
+    cloud.throttle_next(1);
+    let err = aws.list("securityGroup", PARIS).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Throttled);
 }
