@@ -16,7 +16,9 @@ use infra_core::sdk::{Backend, Clock, ErrorKind, ManualClock, Marker, Polling, R
 use infra_testkit::scaleway::{RecordedRequest, ScalewayProduct, ScalewayServer};
 use serde_json::{Value, json};
 
-use super::support::{backend_on, calls, composed, create, raw, secret, stand_in, update};
+use super::support::{
+    backend_on, calls, composed, create, raw, secret, stand_in, stand_in_on, update,
+};
 use super::{PROJECT, backend};
 
 const REGION: &str = "fr-par";
@@ -139,8 +141,8 @@ async fn postgres_the_create_carries_the_marker_the_volume_and_no_password_on_re
 
 #[tokio::test]
 async fn postgres_provisioning_is_awaited_until_ready_on_the_manual_clock() {
-    let server = stand_in().await;
     let clock = Arc::new(ManualClock::new());
+    let server = stand_in_on(&clock).await;
     let polling = Polling {
         first: Duration::from_secs(2),
         longest: Duration::from_secs(10),
@@ -148,7 +150,7 @@ async fn postgres_provisioning_is_awaited_until_ready_on_the_manual_clock() {
     };
     let backend = backend_on(&server, &clock, Some(polling));
     let password = secret(&*backend, REGION, "pg-wait-password", PASSWORD, FLEET).await;
-    server.settle_after(6);
+    server.settle_for(Duration::from_secs(44));
     let before = clock.now();
     let read = create(&*backend, REGION, "pg-wait", &spec(&password, "app"), FLEET)
         .await
@@ -242,7 +244,7 @@ async fn postgres_an_upgrade_waits_out_a_busy_instance_one_field_at_a_time() {
         .handle;
     let path = format!("{}/{handle}", instances_path());
     // Another tool starts an upgrade: the instance is `configuring` for three reads.
-    server.settle_after(3);
+    server.settle_for(Duration::from_millis(700));
     let upgrade = json!({"enable_encryption": true});
     let (status, _) = raw(&server, "POST", &format!("{path}/upgrade"), Some(upgrade)).await;
     assert_eq!(status, 200);
@@ -280,8 +282,8 @@ async fn postgres_an_upgrade_waits_out_a_busy_instance_one_field_at_a_time() {
 
 #[tokio::test]
 async fn postgres_the_administrator_is_never_replaced_after_a_run_killed_mid_create() {
-    let server = stand_in().await;
     let clock = Arc::new(ManualClock::new());
+    let server = stand_in_on(&clock).await;
     let short = Polling {
         first: Duration::from_millis(100),
         longest: Duration::from_millis(200),
@@ -290,7 +292,7 @@ async fn postgres_the_administrator_is_never_replaced_after_a_run_killed_mid_cre
     let hasty = backend_on(&server, &clock, Some(short));
     let password = secret(&*hasty, REGION, "pg-killed-password", PASSWORD, FLEET).await;
     // The run gives up while the instance is still provisioning.
-    server.settle_after(40);
+    server.settle_for(Duration::from_secs(20));
     let err = create(&*hasty, REGION, "pg-killed", &spec(&password, "app"), FLEET)
         .await
         .unwrap_err();
@@ -457,7 +459,7 @@ async fn postgres_delete_is_awaited_and_a_second_delete_is_not_found() {
         .await
         .expect("create")
         .handle;
-    server.settle_after(4);
+    server.settle_for(Duration::from_millis(1500));
     server.clear_requests();
     backend
         .delete("postgres", REGION, &handle)

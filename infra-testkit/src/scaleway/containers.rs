@@ -17,13 +17,14 @@
 //! | DeleteContainer | `DELETE …/containers/{id}` |
 //! | DeployContainer | `POST …/containers/{id}/deploy` |
 //!
-//! Statuses move over reads of the resource (`GET`; listings show the status without
-//! counting): a new namespace is `pending`, then `ready`; a new container is `created`
+//! Statuses move with time on the stand-in's clock (each change takes its settling
+//! time, read, listed or not): a new namespace is `pending`, then `ready`; a new
+//! container is `created`
 //! and stays so until deployed; a deploy makes it `pending`, then `ready`. An update of
 //! a deployed container redeploys it (`pending`, then `ready`) unless `redeploy` is
 //! `false`; an update of a namespace's variables makes it `pending` and redeploys its
 //! `ready` containers. A delete answers the resource `deleting`; it goes on answering
-//! so for a few reads, then is gone (404). Deleting a namespace deletes its
+//! so until the change has settled, then is gone (404). Deleting a namespace deletes its
 //! containers with it, as Scaleway does. An update or a deploy of a resource in a
 //! transient status (`pending`, `deleting`) answers 409 `transient_state`, as does a
 //! container created in a namespace in one, or a delete of what is being deleted.
@@ -438,7 +439,7 @@ fn create_namespace(state: &mut State, req: &Req<'_>, region: &str) -> Result<Re
         env,
         secrets,
         tags: tags_of(req.body)?.unwrap_or_default(),
-        status: Settling::after("pending", "ready", state.settle_reads),
+        status: state.settle().after("pending", "ready"),
         registry_namespace_id,
         created_at: now.clone(),
         updated_at: now,
@@ -450,7 +451,7 @@ fn create_namespace(state: &mut State, req: &Req<'_>, region: &str) -> Result<Re
 
 fn get_namespace(state: &mut State, region: &str, id: &str) -> Result<Reply, Reply> {
     let ns = namespace_mut(state, region, id)?;
-    let status = ns.status.read();
+    let status = ns.status.status();
     Ok(Reply::ok(namespace_json(ns, status)))
 }
 
@@ -460,7 +461,7 @@ fn update_namespace(
     region: &str,
     id: &str,
 ) -> Result<Reply, Reply> {
-    let reads = state.settle_reads;
+    let settle = state.settle();
     let now = state.timestamp();
     let ns = namespace_mut(state, region, id)?;
     if ns.status.busy() {
@@ -486,30 +487,30 @@ fn update_namespace(
     }
     ns.updated_at = now;
     if variables_changed {
-        ns.status = Settling::after("pending", "ready", reads);
+        ns.status = settle.after("pending", "ready");
     }
     let answer = namespace_json(ns, ns.status.status());
     if variables_changed {
         // Every ready container of the namespace is redeployed with the new variables.
         let ready = state.containers.containers.values_mut();
         for c in ready.filter(|c| c.namespace_id == id && c.status.status() == "ready") {
-            c.status = Settling::after("pending", "ready", reads);
+            c.status = settle.after("pending", "ready");
         }
     }
     Ok(Reply::ok(answer))
 }
 
 fn delete_namespace(state: &mut State, region: &str, id: &str) -> Result<Reply, Reply> {
-    let reads = state.settle_reads;
+    let settle = state.settle();
     let ns = namespace_mut(state, region, id)?;
     if ns.status.transient == "deleting" {
         return Err(Reply::transient("namespace", id, "deleting"));
     }
-    ns.status = Settling::after("deleting", GONE, reads);
+    ns.status = settle.after("deleting", GONE);
     let answer = namespace_json(ns, "deleting");
     let inside = state.containers.containers.values_mut();
     for c in inside.filter(|c| c.namespace_id == id) {
-        c.status = Settling::after("deleting", GONE, reads);
+        c.status = settle.after("deleting", GONE);
     }
     Ok(Reply::ok(answer))
 }
@@ -771,7 +772,7 @@ fn create_container(state: &mut State, req: &Req<'_>, region: &str) -> Result<Re
 
 fn get_container(state: &mut State, region: &str, id: &str) -> Result<Reply, Reply> {
     let c = container_mut(state, region, id)?;
-    let status = c.status.read();
+    let status = c.status.status();
     Ok(Reply::ok(container_json(c, status)))
 }
 
@@ -781,7 +782,7 @@ fn update_container(
     region: &str,
     id: &str,
 ) -> Result<Reply, Reply> {
-    let (reads, now) = (state.settle_reads, state.timestamp());
+    let (settle, now) = (state.settle(), state.timestamp());
     let c = container_mut(state, region, id)?;
     if c.status.busy() {
         return Err(Reply::transient("container", id, c.status.status()));
@@ -811,14 +812,14 @@ fn update_container(
     }
     c.updated_at = now.clone();
     if c.deployed && redeploy {
-        c.status = Settling::after("pending", "ready", reads);
+        c.status = settle.after("pending", "ready");
         c.ready_at = Some(now);
     }
     Ok(Reply::ok(container_json(c, c.status.status())))
 }
 
 fn deploy_container(state: &mut State, region: &str, id: &str) -> Result<Reply, Reply> {
-    let (reads, now) = (state.settle_reads, state.timestamp());
+    let (settle, now) = (state.settle(), state.timestamp());
     let c = container_mut(state, region, id)?;
     if c.status.busy() {
         return Err(Reply::transient("container", id, c.status.status()));
@@ -834,18 +835,18 @@ fn deploy_container(state: &mut State, region: &str, id: &str) -> Result<Reply, 
         ));
     }
     c.deployed = true;
-    c.status = Settling::after("pending", "ready", reads);
+    c.status = settle.after("pending", "ready");
     c.ready_at = Some(now);
     Ok(Reply::ok(container_json(c, c.status.status())))
 }
 
 fn delete_container(state: &mut State, region: &str, id: &str) -> Result<Reply, Reply> {
-    let reads = state.settle_reads;
+    let settle = state.settle();
     let c = container_mut(state, region, id)?;
     if c.status.transient == "deleting" {
         return Err(Reply::transient("container", id, "deleting"));
     }
-    c.status = Settling::after("deleting", GONE, reads);
+    c.status = settle.after("deleting", GONE);
     Ok(Reply::ok(container_json(c, "deleting")))
 }
 

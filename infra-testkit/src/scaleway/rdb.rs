@@ -13,9 +13,9 @@
 //! | `ListUsers` / `CreateUser` | `GET` / `POST …/instances/{id}/users` |
 //! | `UpdateUser` / `DeleteUser` | `PATCH` / `DELETE …/instances/{id}/users/{name}` |
 //!
-//! Statuses: a new instance is `provisioning` for [`State::settle_reads`] reads of it
-//! (`GetInstance`), then `ready`; an upgrade makes it `configuring` for as many reads; a
-//! deleted one is `deleting` for as many reads, then gone (404). While it is in any of
+//! Statuses: a new instance is `provisioning` until the stand-in's settling time has
+//! passed on its clock, then `ready`; an upgrade makes it `configuring` for as long; a
+//! deleted one is `deleting` for as long, then gone (404). While it is in any of
 //! those, every write to it and to its users, and the listing of its users, answers 409
 //! `transient_state` with its `current_state`. `DELETE` answers the instance, `deleting`.
 //!
@@ -449,7 +449,7 @@ fn list(state: &mut State, req: &Req<'_>, region: &str) -> Reply {
     Reply::page(req, "instances", items)
 }
 
-/// The status an instance shows without a read being counted.
+/// The status an instance shows.
 fn shown_status(i: &Instance) -> &'static str {
     if i.deleting {
         "deleting"
@@ -458,19 +458,11 @@ fn shown_status(i: &Instance) -> &'static str {
     }
 }
 
-/// `GET …/instances/{id}`: counts a read, which moves a transient status on.
+/// `GET …/instances/{id}`.
 fn get(state: &mut State, region: &str, id: &str) -> Reply {
     let organization = state.organization.clone();
     match state.rdb.instance(region, id) {
-        Ok(i) => {
-            let status = if i.deleting {
-                i.status.read();
-                "deleting"
-            } else {
-                i.status.read()
-            };
-            Reply::ok(instance_json(i, &organization, status))
-        }
+        Ok(i) => Reply::ok(instance_json(i, &organization, shown_status(i))),
         Err(missing) => missing,
     }
 }
@@ -738,7 +730,7 @@ fn create(state: &mut State, req: &Req<'_>, region: &str) -> Reply {
         created_at: state.timestamp(),
         endpoint,
         encryption: asked.encryption,
-        status: Settling::after("provisioning", "ready", state.settle_reads),
+        status: state.settle().after("provisioning", "ready"),
         deleting: false,
         users: vec![(asked.user, true)],
         order: n,
@@ -818,11 +810,11 @@ fn update(state: &mut State, req: &Req<'_>, region: &str, id: &str) -> Reply {
 /// `DELETE …/instances/{id}`: the instance is `deleting`, then gone.
 fn delete(state: &mut State, region: &str, id: &str) -> Reply {
     let organization = state.organization.clone();
-    let reads = state.settle_reads;
+    let settle = state.settle();
     match state.rdb.idle(region, id) {
         Ok(instance) => {
             instance.deleting = true;
-            instance.status = Settling::after("deleting", "deleting", reads);
+            instance.status = settle.after("deleting", "deleting");
             Reply::ok(instance_json(instance, &organization, "deleting"))
         }
         Err(refused) => refused,
@@ -938,7 +930,7 @@ fn upgrade_volume_type(i: &mut Instance, value: &Value) -> Result<(), Reply> {
 /// `configuring` for a while.
 fn upgrade(state: &mut State, req: &Req<'_>, region: &str, id: &str) -> Reply {
     let organization = state.organization.clone();
-    let reads = state.settle_reads;
+    let settle = state.settle();
     let instance = match state.rdb.idle(region, id) {
         Ok(instance) => instance,
         Err(refused) => return refused,
@@ -948,7 +940,7 @@ fn upgrade(state: &mut State, req: &Req<'_>, region: &str, id: &str) -> Reply {
     if let Err(refused) = outcome {
         return refused;
     }
-    instance.status = Settling::after("configuring", "ready", reads);
+    instance.status = settle.after("configuring", "ready");
     Reply::ok(instance_json(
         instance,
         &organization,

@@ -20,8 +20,8 @@
 //!   being deleted included: a second is 409 `already_exists` of resource `namespace`;
 //! - a namespace is `ready` as soon as it is created, and its `endpoint` is
 //!   `rg.{region}.scw.cloud/{name}`;
-//! - a delete is asynchronous: the namespace answers `deleting` for
-//!   [`settle_after`](super::ScalewayServer::settle_after) reads, then is gone (404
+//! - a delete is asynchronous: the namespace answers `deleting` until the stand-in's
+//!   settling time has passed on its clock, then is gone (404
 //!   `not_found` of resource `namespace`, as for any unknown id, or an id of another
 //!   region); a namespace being deleted refuses changes and a second delete with 409
 //!   `transient_state`.
@@ -123,7 +123,7 @@ fn sweep(state: &mut State) {
         .retain(|_, n| n.status.status() != GONE);
 }
 
-/// The namespace `id` of `region` as a read sees it (the read counted), or 404.
+/// The status of namespace `id` of `region` as a read sees it, or 404.
 fn read(state: &mut State, region: &str, id: &str) -> Result<String, Reply> {
     let Some(namespace) = state
         .registry
@@ -133,7 +133,7 @@ fn read(state: &mut State, region: &str, id: &str) -> Result<String, Reply> {
     else {
         return Err(Reply::not_found("namespace", id));
     };
-    let status = namespace.status.read();
+    let status = namespace.status.status();
     if status == GONE {
         sweep(state);
         return Err(Reply::not_found("namespace", id));
@@ -256,11 +256,11 @@ fn delete(state: &mut State, region: &str, id: &str) -> Reply {
     if status == "deleting" {
         return Reply::transient("namespace", id, "deleting");
     }
-    let reads = state.settle_reads;
+    let settle = state.settle();
     let Some(namespace) = state.registry.namespaces.get_mut(id) else {
         return Reply::not_found("namespace", id);
     };
-    namespace.status = Settling::after("deleting", GONE, reads);
+    namespace.status = settle.after("deleting", GONE);
     Reply::ok(namespace.to_json("deleting"))
 }
 

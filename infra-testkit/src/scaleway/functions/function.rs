@@ -400,14 +400,14 @@ fn create_checked(state: &mut State, req: &Req<'_>, region: &str) -> Result<Repl
     Ok(Reply::ok(body))
 }
 
-/// A read of function `id` in `region`: counted, and a deleted one removed once its
-/// deletion has settled.
+/// A read of function `id` in `region`; a deleted one is removed once its deletion has
+/// settled.
 fn get(state: &mut State, region: &str, id: &str) -> Reply {
     let functions = &mut state.functions.functions;
     let Some(function) = functions.get_mut(id).filter(|f| f.region == region) else {
         return missing("function", id);
     };
-    let seen = function.status.read();
+    let seen = function.status.status();
     if seen == GONE {
         functions.remove(id);
         return missing("function", id);
@@ -464,17 +464,14 @@ fn update_checked(
 }
 
 fn delete(state: &mut State, region: &str, id: &str) -> Reply {
-    let (reads, now) = (state.settle_reads, state.timestamp());
+    let (settle, now) = (state.settle(), state.timestamp());
     let function = match writable(state, region, id) {
         Ok(f) => f,
         Err(refusal) => return refusal,
     };
-    function.status = Settling::after("deleting", GONE, reads);
+    function.status = settle.after("deleting", GONE);
     function.updated_at = now;
-    let body = function.json(function.status.status());
-    if reads == 0 {
-        state.functions.functions.remove(id);
-    }
+    let body = function.json("deleting");
     state.functions.uploads.remove(id);
     Reply::ok(body)
 }
@@ -511,7 +508,7 @@ fn upload_url(state: &mut State, req: &Req<'_>, region: &str, id: &str) -> Reply
 /// `POST …/deploy`: the uploaded archive is built, `pending` then `ready` (`error` when
 /// it is not a zip file).
 fn deploy(state: &mut State, region: &str, id: &str) -> Reply {
-    let (reads, now) = (state.settle_reads, state.timestamp());
+    let (settle, now) = (state.settle(), state.timestamp());
     let function = match writable(state, region, id) {
         Ok(f) => f,
         Err(refusal) => return refusal,
@@ -524,7 +521,7 @@ fn deploy(state: &mut State, region: &str, id: &str) -> Reply {
     };
     let outcome = if archive.zip { "ready" } else { "error" };
     function.failure = (!archive.zip).then(|| "the archive is not a zip file".to_owned());
-    function.status = Settling::after("pending", outcome, reads);
+    function.status = settle.after("pending", outcome);
     function.ready_at = archive.zip.then(|| now.clone());
     function.deployed = Some(archive);
     function.updated_at = now;
