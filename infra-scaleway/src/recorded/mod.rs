@@ -24,7 +24,6 @@ pub(crate) struct Exchange {
     pub(crate) method: String,
     pub(crate) path: String,
     pub(crate) query: BTreeMap<String, String>,
-    pub(crate) request: Value,
     pub(crate) status: u16,
     pub(crate) response: Value,
 }
@@ -114,7 +113,6 @@ pub(crate) fn exchanges(product: &str, act: &str) -> Vec<Exchange> {
             method: e["method"].as_str().unwrap_or_default().to_owned(),
             path: e["path"].as_str().unwrap_or_default().to_owned(),
             query: serde_json::from_value(e["query"].clone()).unwrap_or_default(),
-            request: e["request"].clone(),
             status: e["status"].as_u64().and_then(|s| u16::try_from(s).ok()).unwrap_or(0),
             response: e["response"].clone(),
         })

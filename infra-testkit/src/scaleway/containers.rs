@@ -36,8 +36,8 @@
 //! region (namespaces) or in the namespace (containers) (409 `already_exists`); a
 //! missing or foreign `project_id` (403 `permissions_denied` for a foreign one, on
 //! listings too); more than 100 namespaces in a project (403 `quotas_exceeded`); an
-//! unknown namespace or container (404 `not_found`, resource `namespace` or
-//! `container`); `ListContainers` without `namespace_id`; an image reference that is
+//! unknown namespace or container (404 with Scaleway's bare message, `{"message":
+//! "Namespace was not found"}` or `Container was not found`); `ListContainers` without `namespace_id`; an image reference that is
 //! not a registry path; a port outside 1 to 65535 or one of 8008, 8012, 8013, 8022,
 //! 9090, 9091; CPU outside 70 to 6000 mvCPU, memory outside 128 to 12228 MB, or
 //! memory outside 1 to 4 MB per mvCPU (Scaleway's "2000 mvCPU require a minimum of
@@ -377,7 +377,7 @@ fn namespace_mut<'a>(
         .namespaces
         .get_mut(id)
         .filter(|ns| ns.region == region)
-        .ok_or_else(|| Reply::not_found("namespace", id))
+        .ok_or_else(|| Reply::missing("namespace"))
 }
 
 fn list_namespaces(state: &mut State, req: &Req<'_>, region: &str) -> Result<Reply, Reply> {
@@ -552,7 +552,7 @@ fn container_mut<'a>(state: &'a mut State, region: &str, id: &str) -> Result<&'a
         .containers
         .get_mut(id)
         .filter(|c| c.region == region)
-        .ok_or_else(|| Reply::not_found("container", id))
+        .ok_or_else(|| Reply::missing("container"))
 }
 
 /// Scaleway's defaults for what a create leaves out.
@@ -598,6 +598,9 @@ fn apply_settings(settings: &mut Map<String, Value>, body: &Value) -> Result<(),
     for (field, allowed) in choices {
         match body.get(field) {
             None | Some(Value::Null) => {}
+            // `unknown_privacy`, `unknown_sandbox`, …: the enum's zero value, which
+            // Scaleway's SDKs send for "not said" and Scaleway takes as such.
+            Some(Value::String(s)) if s.starts_with("unknown_") => {}
             Some(Value::String(s)) if allowed.contains(&s.as_str()) => {
                 settings.insert(field.to_owned(), json!(s));
             }
@@ -612,6 +615,12 @@ fn apply_settings(settings: &mut Map<String, Value>, body: &Value) -> Result<(),
     for field in ["timeout", "registry_image", "description"] {
         match body.get(field) {
             None | Some(Value::Null) => {}
+            Some(Value::String(s)) if field == "timeout" => {
+                // Scaleway's SDKs write durations with nanoseconds (`"300.000000000s"`);
+                // Scaleway answers them in whole seconds (`"300s"`).
+                let whole = seconds_of(s).map_or_else(|| s.clone(), |n| format!("{n}s"));
+                settings.insert(field.to_owned(), json!(whole));
+            }
             Some(Value::String(s)) => {
                 settings.insert(field.to_owned(), json!(s));
             }
@@ -619,6 +628,13 @@ fn apply_settings(settings: &mut Map<String, Value>, body: &Value) -> Result<(),
         }
     }
     check_settings(settings)
+}
+
+/// The whole seconds of a duration string (`"300s"`, `"300.000000000s"`), or `None`.
+fn seconds_of(duration: &str) -> Option<u64> {
+    let seconds = duration.strip_suffix('s')?.parse::<f64>().ok()?;
+    (seconds.fract() == 0.0 && seconds >= 0.0 && seconds <= f64::from(u32::MAX))
+        .then(|| seconds as u64)
 }
 
 /// Refuses settings that do not hold together.
@@ -663,10 +679,7 @@ fn check_settings(settings: &Map<String, Value>) -> Result<(), Reply> {
         .get("timeout")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let seconds = timeout
-        .strip_suffix('s')
-        .and_then(|s| s.parse::<u64>().ok());
-    if !seconds.is_some_and(|s| (1..=900).contains(&s)) {
+    if !seconds_of(timeout).is_some_and(|s| (1..=900).contains(&s)) {
         return Err(Reply::invalid("timeout", "a duration of 1s to 900s"));
     }
     match settings.get("registry_image").and_then(Value::as_str) {

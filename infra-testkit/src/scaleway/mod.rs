@@ -282,18 +282,23 @@ impl State {
             return None;
         }
         if rest[0] != self.project {
-            return Some(Reply::denied(format!(
-                "the project {} does not exist or cannot be reached with this key",
-                rest[0]
-            )));
+            // What Scaleway was recorded answering for a project that is not there.
+            return Some(Reply::error(
+                404,
+                "not_found",
+                "resource is not found",
+                json!({ "resource": "project_id", "resource_id": rest[0] }),
+            ));
         }
         Some(Reply::ok(json!({
             "id": self.project,
             "name": "default",
             "organization_id": self.organization,
             "description": "",
+            "status": "active",
             "created_at": "2026-01-01T00:00:00.000000Z",
             "updated_at": "2026-01-01T00:00:00.000000Z",
+            "qualification": { "architecture_type": "unknown_architecture_type" },
         })))
     }
 

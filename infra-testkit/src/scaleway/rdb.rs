@@ -384,6 +384,7 @@ fn instance_json(i: &Instance, organization: &str, status: &str) -> Value {
             },
         },
         "is_ha_cluster": i.is_ha,
+        "high_availability_mode": if i.is_ha { "single_zone" } else { "disabled" },
         "read_replicas": [],
         "node_type": i.node_type,
         "init_settings": [],

@@ -128,7 +128,9 @@ impl Secret {
             "type": self.kind,
             "path": self.path,
             "used_by": [],
+            "ephemeral_policy": null,
             "deletion_requested_at": self.deletion_requested_at,
+            "key_id": null,
             "region": self.region,
         })
     }
@@ -143,6 +145,8 @@ impl Secret {
             "updated_at": version.updated_at,
             "description": version.description,
             "latest": latest,
+            "ephemeral_properties": null,
+            "deleted_at": null,
             "deletion_requested_at": self.deletion_requested_at,
             "region": self.region,
         })

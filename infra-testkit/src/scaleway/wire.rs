@@ -118,6 +118,20 @@ impl Reply {
         )
     }
 
+    /// 404 with the bare message Container Registry and the serverless APIs answer for
+    /// a missing `resource` (`namespace` → `{"message": "Namespace was not found"}`):
+    /// no `type`, no `resource`, as Scaleway was recorded answering.
+    pub(crate) fn missing(resource: &str) -> Reply {
+        let mut title = resource.to_owned();
+        if let Some(first) = title.get_mut(0..1) {
+            first.make_ascii_uppercase();
+        }
+        Reply {
+            status: 404,
+            body: json!({ "message": format!("{title} was not found") }),
+        }
+    }
+
     /// 400 `invalid_arguments` naming `argument`.
     pub(crate) fn invalid(argument: &str, help: impl Into<String>) -> Reply {
         let help = help.into();
@@ -236,6 +250,14 @@ impl Settling {
 pub(crate) struct Settle {
     clock: Arc<dyn Clock>,
     lasts: Duration,
+}
+
+impl std::fmt::Debug for Settle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settle")
+            .field("lasts", &self.lasts)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Settle {

@@ -260,7 +260,10 @@ fn timeout_of(req: &Req<'_>) -> Result<Option<u64>, Reply> {
 }
 
 fn changes_of(req: &Req<'_>, update: bool) -> Result<Changes, Reply> {
-    let runtime = req.str("runtime").map(str::to_owned);
+    // `unknown_runtime`, `unknown_privacy`: the enums' zero values, which Scaleway's SDKs
+    // send for "not said" and Scaleway takes as such.
+    let said = |name: &str| req.str(name).filter(|v| !v.starts_with("unknown_"));
+    let runtime = said("runtime").map(str::to_owned);
     if let Some(r) = runtime.as_deref().filter(|r| !RUNTIMES.contains(r)) {
         return Err(Reply::invalid("runtime", format!("unknown runtime {r:?}")));
     }
@@ -271,7 +274,7 @@ fn changes_of(req: &Req<'_>, update: bool) -> Result<Changes, Reply> {
             "must be one of 128, 256, 512, 1024, 2048, 3072, 4096",
         ));
     }
-    let privacy = req.str("privacy").map(str::to_owned);
+    let privacy = said("privacy").map(str::to_owned);
     if privacy
         .as_deref()
         .is_some_and(|p| p != "public" && p != "private")

@@ -27,9 +27,8 @@
 //!   answered as `{key, hashed_value}`; an update naming a key without a value removes it.
 //! - Listing functions needs a `namespace_id`, as the API's request type does; a `name`
 //!   filter matches names containing it; listings are paged.
-//! - An unknown id is 404 `not_found` of resource `namespace` or `function` (Scaleway's
-//!   own answer carries only a message, `Namespace was not found`; the stand-in gives the
-//!   typed form too).
+//! - An unknown id is 404 with Scaleway's bare message (`{"message": "Namespace was not
+//!   found"}`, `Function was not found`), no `type` nor `resource`, as recorded.
 
 mod function;
 mod namespace;
@@ -281,19 +280,10 @@ fn compact(name: &str) -> String {
     name.chars().filter(char::is_ascii_alphanumeric).collect()
 }
 
-/// The `not_found` answer for `resource` (`namespace`, `function`) `id`, with the
-/// message Scaleway gives.
-fn missing(resource: &str, id: &str) -> Reply {
-    let mut title = resource.to_owned();
-    if let Some(first) = title.get_mut(0..1) {
-        first.make_ascii_uppercase();
-    }
-    Reply::error(
-        404,
-        "not_found",
-        format!("{title} was not found"),
-        json!({ "resource": resource, "resource_id": id }),
-    )
+/// The answer for a missing `resource` (`namespace`, `function`): Scaleway's bare
+/// message (`{"message": "Function was not found"}`); `_id` is not in it.
+fn missing(resource: &str, _id: &str) -> Reply {
+    Reply::missing(resource)
 }
 
 #[cfg(test)]
@@ -589,21 +579,19 @@ mod tests {
             Value::Null,
         );
         assert_eq!(deleting.body["status"], "deleting");
+        // Read at once, the function is being deleted with its namespace; once the
+        // settling time has passed (one poll), both are gone.
         let function = get(&mut state, &format!("/functions/{}", ids[0]));
         assert_eq!(function.body["status"], "deleting");
-        assert_eq!(
-            get(&mut state, &format!("/namespaces/{ns}")).body["status"],
-            "deleting"
-        );
         let gone = get(&mut state, &format!("/namespaces/{ns}"));
         assert_eq!(
-            (gone.status, gone.body["resource"].as_str()),
-            (404, Some("namespace"))
+            (gone.status, gone.body["message"].as_str()),
+            (404, Some("Namespace was not found"))
         );
         let gone = get(&mut state, &format!("/functions/{}", ids[2]));
         assert_eq!(
-            (gone.status, gone.body["resource"].as_str()),
-            (404, Some("function"))
+            (gone.status, gone.body["message"].as_str()),
+            (404, Some("Function was not found"))
         );
     }
 
@@ -640,11 +628,9 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_resource_is_typed_and_worded_as_scaleway_does() {
+    fn a_missing_resource_is_worded_as_scaleway_was_recorded_answering() {
         let reply = missing("namespace", "x");
         assert_eq!(reply.status, 404);
-        assert_eq!(reply.body["type"], "not_found");
-        assert_eq!(reply.body["resource"], "namespace");
-        assert_eq!(reply.body["message"], "Namespace was not found");
+        assert_eq!(reply.body, json!({ "message": "Namespace was not found" }));
     }
 }
