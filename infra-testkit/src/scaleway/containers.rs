@@ -21,8 +21,8 @@
 //! time, read, listed or not): a new namespace is `pending`, then `ready`; a new
 //! container is `created`
 //! and stays so until deployed; a deploy makes it `pending`, then `ready`. An update of
-//! a deployed container redeploys it (`pending`, then `ready`) unless `redeploy` is
-//! `false`; an update of a namespace's variables makes it `pending` and redeploys its
+//! a container deploys it (`pending`, then `ready`), deployed before or not, unless
+//! `redeploy` is `false`; an update of a namespace's variables makes it `pending` and redeploys its
 //! `ready` containers. A delete answers the resource `deleting`; it goes on answering
 //! so until the change has settled, then is gone (404). Deleting a namespace deletes its
 //! containers with it, as Scaleway does. An update or a deploy of a resource in a
@@ -113,7 +113,6 @@ struct Ctr {
     settings: Map<String, Value>,
     tags: Vec<String>,
     status: Settling,
-    deployed: bool,
     domain_name: String,
     created_at: String,
     updated_at: String,
@@ -539,6 +538,9 @@ fn container_json(c: &Ctr, status: &str) -> Value {
         "ready_at": c.ready_at.as_ref().filter(|_| status == "ready"),
         "command": [],
         "args": [],
+        "health_check": { "failure_threshold": 30, "interval": "10s", "tcp": {} },
+        "scaling_option": { "concurrent_requests_threshold": 50 },
+        "private_network_id": null,
     });
     if let Some(out) = out.as_object_mut() {
         out.extend(c.settings.clone());
@@ -745,6 +747,15 @@ fn create_container(state: &mut State, req: &Req<'_>, region: &str) -> Result<Re
         ));
     }
     let mut settings = default_settings();
+    // Without an image, Scaleway names one in the namespace's registry (`…/name:latest`),
+    // as it was recorded answering.
+    let prefix: String = ns.name.chars().filter(|c| *c != '-').collect();
+    let default_image = format!(
+        "rg.{}.scw.cloud/funcscw{prefix}{}/{name}:latest",
+        ns.region,
+        &ns.id[..8]
+    );
+    settings.insert("registry_image".to_owned(), json!(default_image));
     apply_settings(&mut settings, req.body)?;
     let env = string_map(req.body, "environment_variables")?.unwrap_or_default();
     let mut secrets = BTreeMap::new();
@@ -773,7 +784,6 @@ fn create_container(state: &mut State, req: &Req<'_>, region: &str) -> Result<Re
         settings,
         tags: tags_of(req.body)?.unwrap_or_default(),
         status: Settling::settled("created"),
-        deployed: false,
         created_at: now.clone(),
         updated_at: now,
         ready_at: None,
@@ -824,7 +834,10 @@ fn update_container(
         c.tags = tags;
     }
     c.updated_at = now.clone();
-    if c.deployed && redeploy {
+    // An update deploys the container unless it says `redeploy: false`, whether it was
+    // deployed before or not (Scaleway was recorded moving a `created` container to
+    // `pending` on its first update).
+    if redeploy {
         c.status = settle.after("pending", "ready");
         c.ready_at = Some(now);
     }
@@ -847,7 +860,6 @@ fn deploy_container(state: &mut State, region: &str, id: &str) -> Result<Reply, 
             "the container has no image to deploy",
         ));
     }
-    c.deployed = true;
     c.status = settle.after("pending", "ready");
     c.ready_at = Some(now);
     Ok(Reply::ok(container_json(c, c.status.status())))

@@ -67,6 +67,11 @@
 //!
 //! | product | act | field | why |
 //! |---|---|---|---|
+//! | rdb | instance-create | `high_availability_mode` | Scaleway's SDK 2.12 types an instance with it (required); the recordings predate it |
+//! | rdb | instance-get | `high_availability_mode` | as for instance-create |
+//! | rdb | instance-update | `high_availability_mode` | as for instance-create |
+//! | rdb | instance-delete | `high_availability_mode` | as for instance-create |
+//! | rdb | instance-upgrade | `high_availability_mode` | as for instance-create |
 //!
 //! What it cannot model at all is said in each product's module documentation.
 
@@ -385,7 +390,38 @@ const fn differs(
 
 /// Every deliberate difference between the stand-in's answers and Scaleway's recorded
 /// ones: the table of the module documentation.
-pub const DIFFERENCES: &[Difference] = &[];
+pub const DIFFERENCES: &[Difference] = &[
+    differs(
+        "rdb",
+        "instance-create",
+        "high_availability_mode",
+        "Scaleway's SDK 2.12 types an instance with it (required); the recordings predate it",
+    ),
+    differs(
+        "rdb",
+        "instance-get",
+        "high_availability_mode",
+        "as for instance-create",
+    ),
+    differs(
+        "rdb",
+        "instance-update",
+        "high_availability_mode",
+        "as for instance-create",
+    ),
+    differs(
+        "rdb",
+        "instance-delete",
+        "high_availability_mode",
+        "as for instance-create",
+    ),
+    differs(
+        "rdb",
+        "instance-upgrade",
+        "high_availability_mode",
+        "as for instance-create",
+    ),
+];
 
 /// How a [`ScalewayServer`] is started: its port, the clock its statuses settle on and
 /// how long a change takes on it, and the API key it accepts.

@@ -48,6 +48,13 @@ const RUNTIMES: &[&str] = &[
     "python313",
     "rust185",
     "php84",
+    "node24",
+    "node26",
+    "go125",
+    "go126",
+    "php85",
+    "python314",
+    "rust196",
 ];
 /// The memory tiers a function may have (MB), with their CPU (thousandths of a vCPU).
 const TIERS: &[(u64, u64)] = &[
@@ -153,6 +160,7 @@ impl Function {
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "ready_at": self.ready_at,
+            "private_network_id": null,
         })
     }
 }
