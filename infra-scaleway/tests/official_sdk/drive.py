@@ -269,7 +269,15 @@ def secrets(client, project):
     def _():
         for sid in made:
             api.delete_secret(secret_id=sid)
-        expect_missing("secrets", lambda: api.get_secret(secret_id=made[0]), "typed")
+        # Deletion is scheduled: Scaleway was recorded answering the secret, with
+        # `deletion_requested_at`, after a delete (and sometimes 404 once it is gone).
+        try:
+            gone_secret = api.get_secret(secret_id=made[0])
+        except ScalewayException as e:
+            assert e.status_code == 404, e.status_code
+        else:
+            check_last("get_secret (deleted)", secret_m, "Secret")
+            assert gone_secret.deletion_requested_at is not None, gone_secret
 
     @act("secrets", "not-found")
     def _():
