@@ -16,7 +16,11 @@ fn outcome(resource: &impl Resource) -> Result<bool, ErrorKind> {
 }
 
 fn common(resource: &impl Resource, raw: &Value, source: &str) {
-    assert_eq!(resource.id(), raw["id"].as_str().unwrap_or_default(), "{source}");
+    assert_eq!(
+        resource.id(),
+        raw["id"].as_str().unwrap_or_default(),
+        "{source}"
+    );
     assert_eq!(resource.name(), raw["name"], "{source}");
     assert_eq!(resource.status(), raw["status"], "{source}");
     assert_eq!(
@@ -39,10 +43,22 @@ fn common(resource: &impl Resource, raw: &Value, source: &str) {
 fn container_reads_back(c: &ContainerWire, raw: &Value, source: &str) {
     common(c, raw, source);
     assert_eq!(c.namespace_id, raw["namespace_id"], "{source}");
-    assert_eq!(c.registry_image.as_deref(), raw["registry_image"].as_str(), "{source}");
+    assert_eq!(
+        c.registry_image.as_deref(),
+        raw["registry_image"].as_str(),
+        "{source}"
+    );
     assert_eq!(c.port.map(u64::from), raw["port"].as_u64(), "{source}");
-    assert_eq!(c.cpu_limit.map(u64::from), raw["cpu_limit"].as_u64(), "{source}");
-    assert_eq!(c.memory_limit.map(u64::from), raw["memory_limit"].as_u64(), "{source}");
+    assert_eq!(
+        c.cpu_limit.map(u64::from),
+        raw["cpu_limit"].as_u64(),
+        "{source}"
+    );
+    assert_eq!(
+        c.memory_limit.map(u64::from),
+        raw["memory_limit"].as_u64(),
+        "{source}"
+    );
     assert_eq!(c.timeout.as_deref(), raw["timeout"].as_str(), "{source}");
     if c.status == "error" {
         let message = raw["error_message"].as_str().unwrap_or_default();

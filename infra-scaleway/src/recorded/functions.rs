@@ -16,7 +16,11 @@ fn outcome(resource: &impl Resource, kind: &str, good: &[&str]) -> Result<(), Er
 }
 
 fn common(resource: &impl Resource, raw: &Value, source: &str) {
-    assert_eq!(resource.id(), raw["id"].as_str().unwrap_or_default(), "{source}");
+    assert_eq!(
+        resource.id(),
+        raw["id"].as_str().unwrap_or_default(),
+        "{source}"
+    );
     assert_eq!(resource.name(), raw["name"], "{source}");
     assert_eq!(resource.status(), raw["status"], "{source}");
     assert_eq!(

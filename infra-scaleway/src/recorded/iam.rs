@@ -12,14 +12,22 @@ fn application_reads_back(app: &Application, raw: &Value, source: &str) {
     assert_eq!(app.id, raw["id"].as_str().unwrap_or_default(), "{source}");
     assert_eq!(app.name, raw["name"], "{source}");
     assert_eq!(app.description, raw["description"], "{source}");
-    assert_eq!(app.tags.len(), raw["tags"].as_array().map_or(0, Vec::len), "{source}");
+    assert_eq!(
+        app.tags.len(),
+        raw["tags"].as_array().map_or(0, Vec::len),
+        "{source}"
+    );
     // Tags written by another tool (`terraform`) are reported as keys without values.
     let reported = reported_tags(&app.tags);
     assert!(reported.len() <= app.tags.len(), "{source}");
 }
 
 fn policy_reads_back(policy: &Policy, raw: &Value, source: &str) {
-    assert_eq!(policy.id, raw["id"].as_str().unwrap_or_default(), "{source}");
+    assert_eq!(
+        policy.id,
+        raw["id"].as_str().unwrap_or_default(),
+        "{source}"
+    );
     assert_eq!(policy.name, raw["name"], "{source}");
     assert_eq!(
         policy.application_id.as_deref(),
@@ -55,7 +63,12 @@ fn recorded_iam_answers_decode_and_read_as_the_kind_expects() {
     evidence.checked("iam", "list");
     for act in ["application-delete", "policy-delete"] {
         for ex in exchanges(PRODUCT, act) {
-            assert_eq!((ex.status, &ex.response), (204, &Value::Null), "{}", ex.source);
+            assert_eq!(
+                (ex.status, &ex.response),
+                (204, &Value::Null),
+                "{}",
+                ex.source
+            );
         }
     }
     evidence.checked("iam", "delete");

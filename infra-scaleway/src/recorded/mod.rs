@@ -58,7 +58,10 @@ impl Exchange {
             .iter()
             .map(|item| {
                 let decoded = serde_json::from_value(item.clone()).unwrap_or_else(|e| {
-                    panic!("{}: a listed item does not decode: {e}\n{item}", self.source)
+                    panic!(
+                        "{}: a listed item does not decode: {e}\n{item}",
+                        self.source
+                    )
                 });
                 (decoded, item.clone())
             })
@@ -113,15 +116,21 @@ pub(crate) fn exchanges(product: &str, act: &str) -> Vec<Exchange> {
             method: e["method"].as_str().unwrap_or_default().to_owned(),
             path: e["path"].as_str().unwrap_or_default().to_owned(),
             query: serde_json::from_value(e["query"].clone()).unwrap_or_default(),
-            status: e["status"].as_u64().and_then(|s| u16::try_from(s).ok()).unwrap_or(0),
+            status: e["status"]
+                .as_u64()
+                .and_then(|s| u16::try_from(s).ok())
+                .unwrap_or(0),
             response: e["response"].clone(),
         })
         .collect()
 }
 
+/// One step of a resource's life: the act, the status code, the resource's status.
+pub(crate) type Step = (String, u16, Option<String>);
+
 /// The recorded status sequences of `resource` (`namespace`, `instance`) of `product`:
 /// each the steps `(act, status code, resource status)` of one resource, in order.
-pub(crate) fn sequences(product: &str, resource: &str) -> Vec<Vec<(String, u16, Option<String>)>> {
+pub(crate) fn sequences(product: &str, resource: &str) -> Vec<Vec<Step>> {
     let fixture = fixture(product);
     fixture["sequences"]
         .as_array()
@@ -136,7 +145,10 @@ pub(crate) fn sequences(product: &str, resource: &str) -> Vec<Vec<(String, u16, 
                 .map(|step| {
                     (
                         step[0].as_str().unwrap_or_default().to_owned(),
-                        step[1].as_u64().and_then(|c| u16::try_from(c).ok()).unwrap_or(0),
+                        step[1]
+                            .as_u64()
+                            .and_then(|c| u16::try_from(c).ok())
+                            .unwrap_or(0),
                         step[2].as_str().map(str::to_owned),
                     )
                 })
@@ -147,7 +159,11 @@ pub(crate) fn sequences(product: &str, resource: &str) -> Vec<Vec<(String, u16, 
 
 /// The pairs a product's wire-model tests checked, published when they passed.
 pub(crate) fn evidence(suite: &str) -> Evidence {
-    Evidence::new("scaleway", Record::RecordedTraffic, &format!("wire-models-{suite}"))
+    Evidence::new(
+        "scaleway",
+        Record::RecordedTraffic,
+        &format!("wire-models-{suite}"),
+    )
 }
 
 /// Asserts that the recorded failure `exchange` is classified as `kind`.

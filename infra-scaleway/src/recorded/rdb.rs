@@ -14,7 +14,11 @@ const PRODUCT: &str = "rdb";
 
 /// A recorded instance through the model: its fields, and what a read makes of it.
 fn reads_back(instance: &Instance, raw: &Value, source: &str) {
-    assert_eq!(instance.id, raw["id"].as_str().unwrap_or_default(), "{source}");
+    assert_eq!(
+        instance.id,
+        raw["id"].as_str().unwrap_or_default(),
+        "{source}"
+    );
     assert_eq!(instance.status, raw["status"], "{source}");
     assert_eq!(instance.engine, raw["engine"], "{source}");
     assert_eq!(instance.node_type, raw["node_type"], "{source}");
@@ -32,7 +36,11 @@ fn reads_back(instance: &Instance, raw: &Value, source: &str) {
         Some(false) => retention.map_or(Partial::Unknown, Partial::Known),
         None => Partial::Unknown,
     };
-    assert_eq!(backup_days(instance), expected, "{source}: the backup retention");
+    assert_eq!(
+        backup_days(instance),
+        expected,
+        "{source}: the backup retention"
+    );
     // Every status Scaleway answered is one the backend knows: `ready`, or one it waits
     // through.
     assert!(
@@ -49,7 +57,10 @@ fn reads_back(instance: &Instance, raw: &Value, source: &str) {
         // An instance still being made has no endpoint yet: that is not a reading.
         Err(e) => {
             assert_eq!(e.kind, ErrorKind::Unavailable, "{source}: {e}");
-            assert!(raw["endpoints"].as_array().is_none_or(Vec::is_empty), "{source}");
+            assert!(
+                raw["endpoints"].as_array().is_none_or(Vec::is_empty),
+                "{source}"
+            );
         }
     }
 }
@@ -103,8 +114,14 @@ fn recorded_status_sequences_are_ones_the_backend_waits_through() {
         }
         // A delete ends in a 404 after `deleting`.
         if let Some(at) = steps.iter().position(|(act, ..)| act == "instance-delete") {
-            let after: Vec<_> = steps[at..].iter().map(|(_, c, s)| (*c, s.clone())).collect();
-            assert_eq!(after.first().map(|s| s.1.as_deref()), Some(Some("deleting")));
+            let after: Vec<_> = steps[at..]
+                .iter()
+                .map(|(_, c, s)| (*c, s.clone()))
+                .collect();
+            assert_eq!(
+                after.first().map(|s| s.1.as_deref()),
+                Some(Some("deleting"))
+            );
             assert_eq!(after.last().map(|s| s.0), Some(404), "{steps:?}");
         }
     }

@@ -43,7 +43,10 @@ fn recorded_registry_answers_decode_and_read_as_the_kind_expects() {
         evidence.checked("imageRegistry", kind_act);
     }
     let deleted: Namespace = exchanges(PRODUCT, "namespace-delete")[0].decode();
-    assert_eq!(deleted.status, "deleting", "a delete answers the namespace deleting");
+    assert_eq!(
+        deleted.status, "deleting",
+        "a delete answers the namespace deleting"
+    );
     for ex in exchanges(PRODUCT, "namespace-list") {
         for (ns, raw) in ex.items::<Namespace>("namespaces") {
             reads_back(&ns, &raw, &ex.source);

@@ -11,7 +11,11 @@ const PRODUCT: &str = "secret";
 
 /// A recorded secret read through the model, as a read reports it.
 fn reads_back(secret: &Secret, raw: &Value, source: &str) {
-    assert_eq!(secret.id, raw["id"].as_str().unwrap_or_default(), "{source}");
+    assert_eq!(
+        secret.id,
+        raw["id"].as_str().unwrap_or_default(),
+        "{source}"
+    );
     assert_eq!(secret.name, raw["name"], "{source}");
     let tags: Vec<&str> = raw["tags"]
         .as_array()

@@ -19,8 +19,7 @@ use serde_json::json;
 
 use super::PROJECT;
 use super::support::{
-    backend_on, calls, create, raw, secret, stand_in_and_backend, stand_in_on, tags as env,
-    update,
+    backend_on, calls, create, raw, secret, stand_in_and_backend, stand_in_on, tags as env, update,
     writes,
 };
 

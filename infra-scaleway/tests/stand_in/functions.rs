@@ -5,8 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::time::Duration;
 use std::sync::Arc;
+use std::time::Duration;
 
 use infra_core::kinds::{
     ComputeSettled, EnvVars, FunctionNamespace, FunctionNamespaceSettled, FunctionSettled,

@@ -751,7 +751,11 @@ async fn postgres_the_stand_in_keeps_a_busy_instance_busy_and_upgrades_one_field
     for _ in 0..2 {
         let (_, now) = raw(&server, "GET", &one, None).await;
         assert_eq!(now["status"], "provisioning");
-        assert_eq!(now["endpoints"], json!([]), "no endpoint while provisioning");
+        assert_eq!(
+            now["endpoints"],
+            json!([]),
+            "no endpoint while provisioning"
+        );
     }
     clock.advance(DEFAULT_SETTLING);
     let (_, now) = raw(&server, "GET", &one, None).await;

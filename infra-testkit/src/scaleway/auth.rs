@@ -40,7 +40,9 @@ impl ApiKey {
             ));
         }
         if !is_secret_key(secret_key) {
-            return Err("the secret key is not a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)".into());
+            return Err(
+                "the secret key is not a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)".into(),
+            );
         }
         Ok(ApiKey {
             access_key: access_key.to_owned(),
@@ -164,8 +166,11 @@ mod tests {
         assert_eq!(reason(&any, None), invalid);
         assert_eq!(reason(&any, Some("")), invalid);
         assert_eq!(reason(&any, Some("stand-in")), invalid);
-        let key = ApiKey::new("SCWAAAAAAAAAAAAAAAAA", "11111111-2222-4333-8444-555555555555")
-            .unwrap();
+        let key = ApiKey::new(
+            "SCWAAAAAAAAAAAAAAAAA",
+            "11111111-2222-4333-8444-555555555555",
+        )
+        .unwrap();
         let only = Keys::Only(key);
         assert_eq!(
             reason(&only, Some("11111111-2222-4333-8444-555555555555")),

@@ -635,8 +635,9 @@ fn apply_settings(settings: &mut Map<String, Value>, body: &Value) -> Result<(),
 /// The whole seconds of a duration string (`"300s"`, `"300.000000000s"`), or `None`.
 fn seconds_of(duration: &str) -> Option<u64> {
     let seconds = duration.strip_suffix('s')?.parse::<f64>().ok()?;
-    (seconds.fract() == 0.0 && seconds >= 0.0 && seconds <= f64::from(u32::MAX))
-        .then(|| seconds as u64)
+    let whole = seconds.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&seconds);
+    // A whole number of seconds within u32: the conversion is exact.
+    whole.then_some(seconds as u64)
 }
 
 /// Refuses settings that do not hold together.

@@ -30,7 +30,12 @@ pub(crate) const CLIENT_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
     ("container", "*", "?page", PAGED),
     ("container", "*", "?page_size", PAGED),
     ("container", "*", "?project_id", PROJECT_FILTER),
-    ("container", "namespace-create", "activate_vpc_integration", KNOB),
+    (
+        "container",
+        "namespace-create",
+        "activate_vpc_integration",
+        KNOB,
+    ),
     ("container", "*", "args", KNOB),
     ("container", "*", "command", KNOB),
     ("container", "container-update", "cpu_limit", NOT_CHANGED),
@@ -46,9 +51,24 @@ pub(crate) const CLIENT_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
     ("container", "container-update", "redeploy", REDEPLOY),
     ("container", "container-create", "registry_image", DECLARED),
     ("container", "*", "sandbox", KNOB),
-    ("container", "*", "secret_environment_variables", NO_SECRET_VARS),
-    ("container", "*", "secret_environment_variables[].key", NO_SECRET_VARS),
-    ("container", "*", "secret_environment_variables[].value", NO_SECRET_VARS),
+    (
+        "container",
+        "*",
+        "secret_environment_variables",
+        NO_SECRET_VARS,
+    ),
+    (
+        "container",
+        "*",
+        "secret_environment_variables[].key",
+        NO_SECRET_VARS,
+    ),
+    (
+        "container",
+        "*",
+        "secret_environment_variables[].value",
+        NO_SECRET_VARS,
+    ),
     ("container", "*", "tags", NOT_CHANGED),
     ("function", "*", "?name", NAME_FILTER),
     ("function", "*", "?order_by", ORDER),
@@ -56,7 +76,12 @@ pub(crate) const CLIENT_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
     ("function", "*", "?page_size", PAGED),
     ("function", "*", "?project_id", PROJECT_FILTER),
     ("function", "*", "description", DECLARED),
-    ("function", "function-update", "environment_variables", NOT_CHANGED),
+    (
+        "function",
+        "function-update",
+        "environment_variables",
+        NOT_CHANGED,
+    ),
     ("function", "*", "http_option", KNOB),
     ("function", "function-update", "memory_limit", DECLARED),
     ("function", "*", "privacy", KNOB),
@@ -64,9 +89,24 @@ pub(crate) const CLIENT_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
     ("function", "function-update", "redeploy", REDEPLOY),
     ("function", "function-update", "runtime", NOT_CHANGED),
     ("function", "*", "sandbox", KNOB),
-    ("function", "*", "secret_environment_variables", NO_SECRET_VARS),
-    ("function", "*", "secret_environment_variables[].key", NO_SECRET_VARS),
-    ("function", "*", "secret_environment_variables[].value", NO_SECRET_VARS),
+    (
+        "function",
+        "*",
+        "secret_environment_variables",
+        NO_SECRET_VARS,
+    ),
+    (
+        "function",
+        "*",
+        "secret_environment_variables[].key",
+        NO_SECRET_VARS,
+    ),
+    (
+        "function",
+        "*",
+        "secret_environment_variables[].value",
+        NO_SECRET_VARS,
+    ),
     ("function", "namespace-update", "tags", NOT_CHANGED),
     ("function", "function-create", "timeout", DECLARED),
     ("iam", "policy-list", "?application_ids", APP_POLICIES),
@@ -79,13 +119,23 @@ pub(crate) const CLIENT_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
     ("iam", "application-update", "name", NOT_CHANGED),
     ("iam", "policy-create", "no_principal", NO_PRINCIPAL),
     ("iam", "policy-create", "rules[].condition", KNOB),
-    ("iam", "policy-create", "rules[].organization_id", PROJECT_RULES),
+    (
+        "iam",
+        "policy-create",
+        "rules[].organization_id",
+        PROJECT_RULES,
+    ),
     ("rdb", "engine-list", "?name", ENGINE_FILTER),
     ("rdb", "*", "?order_by", ORDER),
     ("rdb", "engine-list", "?page", PAGED),
     ("rdb", "*", "?page_size", PAGED),
     ("rdb", "instance-update", "backup_same_region", KNOB),
-    ("rdb", "instance-update", "backup_schedule_retention", DECLARED),
+    (
+        "rdb",
+        "instance-update",
+        "backup_schedule_retention",
+        DECLARED,
+    ),
     ("rdb", "instance-create", "encryption", KNOB),
     ("rdb", "instance-create", "encryption.enabled", KNOB),
     ("rdb", "instance-create", "init_endpoints", KNOB),
@@ -99,14 +149,34 @@ pub(crate) const CLIENT_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
     ("secret", "secret-list", "?name", NAME_FILTER),
     ("secret", "secret-list", "?order_by", ORDER),
     ("secret", "secret-list", "?page_size", PAGED),
-    ("secret", "secret-list", "?scheduled_for_deletion", SCHEDULED),
+    (
+        "secret",
+        "secret-list",
+        "?scheduled_for_deletion",
+        SCHEDULED,
+    ),
     ("secret", "secret-list", "?type", KNOB),
     ("secret", "version-create", "description", KNOB),
-    ("secret", "version-create", "disable_previous", DISABLE_PREVIOUS),
+    (
+        "secret",
+        "version-create",
+        "disable_previous",
+        DISABLE_PREVIOUS,
+    ),
     ("secret", "secret-update", "ephemeral_policy", KNOB),
     ("secret", "secret-update", "ephemeral_policy.action", KNOB),
-    ("secret", "secret-update", "ephemeral_policy.expires_once_accessed", KNOB),
-    ("secret", "secret-update", "ephemeral_policy.time_to_live", KNOB),
+    (
+        "secret",
+        "secret-update",
+        "ephemeral_policy.expires_once_accessed",
+        KNOB,
+    ),
+    (
+        "secret",
+        "secret-update",
+        "ephemeral_policy.time_to_live",
+        KNOB,
+    ),
     ("secret", "secret-update", "name", NOT_CHANGED),
 ];
 
@@ -119,21 +189,26 @@ const NO_SECRET_VARS: &str = "the conformance samples declare no secret variable
 /// Listings.
 const PAGED: &str = "the backend reads every page itself, 100 at a time (`page`, `page_size`)";
 const ORDER: &str = "the backend reads every page and does not depend on the order";
-const PROJECT_FILTER: &str = "the backend lists only its project (`project_id`); Terraform filtered by name";
+const PROJECT_FILTER: &str =
+    "the backend lists only its project (`project_id`); Terraform filtered by name";
 const NAME_FILTER: &str = "a name filter matches substrings on Scaleway: the backend matches names itself, or the suite's flow made no lookup by name";
-const TAG_FILTER: &str = "the backend finds its resources by its marker, read from each resource, not by a tag filter";
+const TAG_FILTER: &str =
+    "the backend finds its resources by its marker, read from each resource, not by a tag filter";
 /// Fields of this crate's kinds that Terraform's recorded runs did not set.
 const DECLARED: &str = "a field a kind declares and the backend sends; Terraform's recorded runs did not set it, and Scaleway's SDK (types.py) documents it for this call";
 /// Fields Terraform changes that the kinds keep as they were made.
-const NOT_CHANGED: &str = "the kinds never change it after creation (or the suite's update changes something else)";
+const NOT_CHANGED: &str =
+    "the kinds never change it after creation (or the suite's update changes something else)";
 const REDEPLOY: &str = "the backend says whether an update redeploys (`true` for a change, `false` for `mark`); Scaleway's SDK documents `redeploy` on this call";
 const APP_POLICIES: &str = "the backend asks for the policies of its application (`application_ids`, documented by Scaleway's SDK) instead of listing every policy";
 const NO_PRINCIPAL: &str = "the backend's policies always name their application as principal";
-const PROJECT_RULES: &str = "the backend's rules are scoped to its project (`project_ids`), never to the organization";
-const ENGINE_FILTER: &str = "the backend asks only for PostgreSQL's engines (`name`, documented by Scaleway's SDK)";
+const PROJECT_RULES: &str =
+    "the backend's rules are scoped to its project (`project_ids`), never to the organization";
+const ENGINE_FILTER: &str =
+    "the backend asks only for PostgreSQL's engines (`name`, documented by Scaleway's SDK)";
 const SCHEDULED: &str = "the backend lists every secret and reads `deletion_requested_at` itself";
-const DISABLE_PREVIOUS: &str = "a new value disables the previous version (`disable_previous`, documented by Scaleway's SDK)";
-
+const DISABLE_PREVIOUS: &str =
+    "a new value disables the previous version (`disable_previous`, documented by Scaleway's SDK)";
 
 /// One difference found between the backend's requests and the recorded ones.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -186,7 +261,10 @@ async fn the_backend_sends_what_scaleway_s_own_tools_were_recorded_sending() {
         "the backend's requests differ from the recorded ones:\n{}",
         unexplained
             .iter()
-            .map(|f| format!("  (\"{}\", \"{}\", \"{}\", \"{}\"),", f.product, f.act, f.field, f.what))
+            .map(|f| format!(
+                "  (\"{}\", \"{}\", \"{}\", \"{}\"),",
+                f.product, f.act, f.field, f.what
+            ))
             .collect::<Vec<_>>()
             .join("\n")
     );
@@ -221,10 +299,7 @@ fn compare(
     for request in requests {
         let ours = shape(&request.path);
         if !shapes.contains(&ours) {
-            note(
-                format!("path {ours}"),
-                format!("recorded: {shapes:?}"),
-            );
+            note(format!("path {ours}"), format!("recorded: {shapes:?}"));
         }
         for r in recorded {
             assert_eq!(r.method, request.method, "{}: the method", r.source);
@@ -234,7 +309,10 @@ fn compare(
     let (mine, _) = union_and_common(requests.iter().map(|r| &r.body));
     for (field, kind) in &mine {
         match theirs.get(field) {
-            None => note(field.clone(), format!("sent as {kind}, never in the recording")),
+            None => note(
+                field.clone(),
+                format!("sent as {kind}, never in the recording"),
+            ),
             Some(t) if !types_agree(t, kind) => {
                 note(field.clone(), format!("sent as {kind}, recorded as {t}"));
             }
@@ -249,7 +327,10 @@ fn compare(
     let their_query: BTreeSet<&String> = recorded.iter().flat_map(|r| r.query.keys()).collect();
     let my_query: BTreeSet<&String> = requests.iter().flat_map(|r| r.query.keys()).collect();
     for name in my_query.difference(&their_query) {
-        note(format!("?{name}"), "sent, never in the recording".to_owned());
+        note(
+            format!("?{name}"),
+            "sent, never in the recording".to_owned(),
+        );
     }
     for name in their_query.difference(&my_query) {
         note(format!("?{name}"), "recorded, never sent".to_owned());

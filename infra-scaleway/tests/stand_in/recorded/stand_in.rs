@@ -22,6 +22,9 @@ use crate::{ORGANIZATION, PROJECT};
 
 const REGION: &str = "fr-par";
 
+/// One step of a resource's life: the act, the status code, the resource's status.
+type Step = (String, u16, Option<String>);
+
 /// One difference between an answer of the stand-in and the recorded ones.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Finding {
@@ -39,7 +42,7 @@ struct Replay {
     product: &'static str,
     findings: BTreeSet<Finding>,
     /// Per resource (`namespace`, `instance`): the steps `(act, code, status)`.
-    steps: BTreeMap<&'static str, Vec<(String, u16, Option<String>)>>,
+    steps: BTreeMap<&'static str, Vec<Step>>,
     evidence: Evidence,
 }
 
@@ -143,7 +146,11 @@ impl Replay {
             let codes: BTreeSet<u16> = all.iter().map(|r| r.status).collect();
             let class = |c: u16| c / 100;
             if !codes.iter().any(|c| class(*c) == class(code)) || code >= 300 {
-                self.note(act, "status".into(), format!("{code}, recorded {codes:?}: {answer}"));
+                self.note(
+                    act,
+                    "status".into(),
+                    format!("{code}, recorded {codes:?}: {answer}"),
+                );
                 return;
             }
             // A success of another code (200 where Scaleway says 204): the code differs.
@@ -162,9 +169,17 @@ impl Replay {
             match theirs.get(field) {
                 // Nor does an empty list (or a null) Scaleway was recorded answering.
                 None if unseen(field, &theirs) => {}
-                None => self.note(act, field.clone(), format!("answered ({kind}), never recorded")),
+                None => self.note(
+                    act,
+                    field.clone(),
+                    format!("answered ({kind}), never recorded"),
+                ),
                 Some(t) if !types_agree(t, kind) => {
-                    self.note(act, field.clone(), format!("answered as {kind}, recorded as {t}"));
+                    self.note(
+                        act,
+                        field.clone(),
+                        format!("answered as {kind}, recorded as {t}"),
+                    );
                 }
                 Some(_) => {}
             }
@@ -258,7 +273,7 @@ fn unseen(field: &str, other: &BTreeMap<String, &'static str>) -> bool {
 }
 
 /// The statuses of `steps` (code and resource status), consecutive repeats folded.
-fn statuses(steps: Vec<(String, u16, Option<String>)>) -> Vec<(u16, Option<String>)> {
+fn statuses(steps: Vec<Step>) -> Vec<(u16, Option<String>)> {
     let mut out: Vec<(u16, Option<String>)> = Vec::new();
     for (_, code, status) in steps {
         let seen = (code, status);
@@ -277,25 +292,48 @@ fn id(value: &Value) -> String {
 }
 
 #[tokio::test]
+async fn the_account_stand_in_answers_as_scaleway_was_recorded() {
+    let mut r = Replay::start("account").await;
+    let path = format!("/account/v3/projects/{PROJECT}");
+    r.step("project-get", None, "GET", &path, None).await;
+    let other = "/account/v3/projects/d660e627-2bff-4618-b736-922141374ad2";
+    r.step("project-get", None, "GET", other, None).await;
+    r.finish().await;
+}
+
+#[tokio::test]
 async fn the_secret_manager_stand_in_answers_as_scaleway_was_recorded() {
     let mut r = Replay::start("secret").await;
     let base = format!("/secret-manager/v1beta1/regions/{REGION}/secrets");
     let body = r.body("secret-create", |b| b["path"] == "/", |_| {});
-    let (_, made) = r.step("secret-create", None, "POST", &base, Some(body)).await;
+    let (_, made) = r
+        .step("secret-create", None, "POST", &base, Some(body))
+        .await;
     let secret = id(&made);
     let path = format!("{base}/{secret}");
     r.step("secret-get", None, "GET", &path, None).await;
     let list = format!("{base}?project_id={PROJECT}");
     r.step("secret-list", None, "GET", &list, None).await;
-    let patch = r.body("secret-update", |b| b.get("ephemeral_policy").is_none(), |_| {});
-    r.step("secret-update", None, "PATCH", &path, Some(patch)).await;
+    let patch = r.body(
+        "secret-update",
+        |b| b.get("ephemeral_policy").is_none(),
+        |_| {},
+    );
+    r.step("secret-update", None, "PATCH", &path, Some(patch))
+        .await;
     let data = base64::engine::general_purpose::STANDARD.encode("a value");
-    let version = r.body("version-create", |b| b["data"].is_string(), |b| {
-        b["data"] = json!(data);
-    });
+    let version = r.body(
+        "version-create",
+        |b| b["data"].is_string(),
+        |b| {
+            b["data"] = json!(data);
+        },
+    );
     let versions = format!("{path}/versions");
-    r.step("version-create", None, "POST", &versions, Some(version)).await;
-    r.step("version-get", None, "GET", &format!("{versions}/1"), None).await;
+    r.step("version-create", None, "POST", &versions, Some(version))
+        .await;
+    r.step("version-get", None, "GET", &format!("{versions}/1"), None)
+        .await;
     let access = format!("{versions}/1/access");
     r.step("version-access", None, "GET", &access, None).await;
     r.step("secret-delete", None, "DELETE", &path, None).await;
@@ -309,21 +347,37 @@ async fn the_registry_stand_in_answers_as_scaleway_was_recorded() {
     let base = format!("/registry/v1/regions/{REGION}/namespaces");
     let body = r.body("namespace-create", |_| true, |_| {});
     let (_, made) = r
-        .step("namespace-create", Some("namespace"), "POST", &base, Some(body))
+        .step(
+            "namespace-create",
+            Some("namespace"),
+            "POST",
+            &base,
+            Some(body),
+        )
         .await;
     let path = format!("{base}/{}", id(&made));
-    r.step("namespace-get", Some("namespace"), "GET", &path, None).await;
+    r.step("namespace-get", Some("namespace"), "GET", &path, None)
+        .await;
     let list = format!("{base}?project_id={PROJECT}");
     r.step("namespace-list", None, "GET", &list, None).await;
     let patch = r.body("namespace-update", |_| true, |_| {});
-    r.step("namespace-update", Some("namespace"), "PATCH", &path, Some(patch))
+    r.step(
+        "namespace-update",
+        Some("namespace"),
+        "PATCH",
+        &path,
+        Some(patch),
+    )
+    .await;
+    r.step("namespace-get", Some("namespace"), "GET", &path, None)
         .await;
-    r.step("namespace-get", Some("namespace"), "GET", &path, None).await;
     r.step("namespace-delete", Some("namespace"), "DELETE", &path, None)
         .await;
-    r.step("namespace-get", Some("namespace"), "GET", &path, None).await;
+    r.step("namespace-get", Some("namespace"), "GET", &path, None)
+        .await;
     r.settle();
-    r.step("namespace-get", Some("namespace"), "GET", &path, None).await;
+    r.step("namespace-get", Some("namespace"), "GET", &path, None)
+        .await;
     r.sequence("namespace");
     r.finish().await;
 }
@@ -336,39 +390,82 @@ async fn the_rdb_stand_in_answers_as_scaleway_was_recorded() {
     r.step("engine-list", None, "GET", &engines, None).await;
     let body = r.body(
         "instance-create",
-        |b| b["engine"].as_str().is_some_and(|e| e.starts_with("PostgreSQL")),
+        |b| {
+            b["engine"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("PostgreSQL"))
+        },
         |b| b["password"] = json!("Str0ng-Passw0rd!"),
     );
     let (_, made) = r
-        .step("instance-create", Some("instance"), "POST", &base, Some(body))
+        .step(
+            "instance-create",
+            Some("instance"),
+            "POST",
+            &base,
+            Some(body),
+        )
         .await;
     let path = format!("{base}/{}", id(&made));
-    r.step("instance-get", Some("instance"), "GET", &path, None).await;
+    r.step("instance-get", Some("instance"), "GET", &path, None)
+        .await;
     r.settle();
-    r.step("instance-get", Some("instance"), "GET", &path, None).await;
+    r.step("instance-get", Some("instance"), "GET", &path, None)
+        .await;
     let list = format!("{base}?project_id={PROJECT}");
     r.step("instance-list", None, "GET", &list, None).await;
     let patch = r.body("instance-update", |b| b.get("tags").is_some(), |_| {});
-    r.step("instance-update", Some("instance"), "PATCH", &path, Some(patch))
-        .await;
+    r.step(
+        "instance-update",
+        Some("instance"),
+        "PATCH",
+        &path,
+        Some(patch),
+    )
+    .await;
     let users = format!("{path}/users");
     r.step("user-list", None, "GET", &users, None).await;
-    let user = r.body("user-create", |_| true, |b| b["password"] = json!("An0ther-Passw0rd!"));
-    let (_, made_user) = r.step("user-create", None, "POST", &users, Some(user)).await;
+    let user = r.body(
+        "user-create",
+        |_| true,
+        |b| b["password"] = json!("An0ther-Passw0rd!"),
+    );
+    let (_, made_user) = r
+        .step("user-create", None, "POST", &users, Some(user))
+        .await;
     let name = made_user["name"].as_str().unwrap_or("foo").to_owned();
-    let change = r.body("user-update", |_| true, |b| b["password"] = json!("Th1rd-Passw0rd!"));
-    r.step("user-update", None, "PATCH", &format!("{users}/{name}"), Some(change))
-        .await;
+    let change = r.body(
+        "user-update",
+        |_| true,
+        |b| b["password"] = json!("Th1rd-Passw0rd!"),
+    );
+    r.step(
+        "user-update",
+        None,
+        "PATCH",
+        &format!("{users}/{name}"),
+        Some(change),
+    )
+    .await;
     let upgrade = r.body("instance-upgrade", |b| b.get("node_type").is_some(), |_| {});
-    r.step("instance-upgrade", Some("instance"), "POST", &format!("{path}/upgrade"), Some(upgrade))
-        .await;
+    r.step(
+        "instance-upgrade",
+        Some("instance"),
+        "POST",
+        &format!("{path}/upgrade"),
+        Some(upgrade),
+    )
+    .await;
     r.settle();
-    r.step("instance-get", Some("instance"), "GET", &path, None).await;
+    r.step("instance-get", Some("instance"), "GET", &path, None)
+        .await;
     r.step("instance-delete", Some("instance"), "DELETE", &path, None)
         .await;
-    r.step("instance-get", Some("instance"), "GET", &path, None).await;
+    r.step("instance-get", Some("instance"), "GET", &path, None)
+        .await;
     r.settle();
-    r.step("instance-get", Some("instance"), "GET", &path, None).await;
+    r.step("instance-get", Some("instance"), "GET", &path, None)
+        .await;
     r.sequence("instance");
     r.finish().await;
 }
@@ -378,14 +475,17 @@ async fn the_iam_stand_in_answers_as_scaleway_was_recorded() {
     let mut r = Replay::start("iam").await;
     let apps = "/iam/v1alpha1/applications";
     let body = r.body("application-create", |_| true, |_| {});
-    let (_, made) = r.step("application-create", None, "POST", apps, Some(body)).await;
+    let (_, made) = r
+        .step("application-create", None, "POST", apps, Some(body))
+        .await;
     let app = id(&made);
     let path = format!("{apps}/{app}");
     r.step("application-get", None, "GET", &path, None).await;
     let list = format!("{apps}?organization_id={ORGANIZATION}");
     r.step("application-list", None, "GET", &list, None).await;
     let patch = r.body("application-update", |_| true, |_| {});
-    r.step("application-update", None, "PATCH", &path, Some(patch)).await;
+    r.step("application-update", None, "PATCH", &path, Some(patch))
+        .await;
     let policy = r.body(
         "policy-create",
         |b| b.get("application_id").is_some(),
@@ -404,18 +504,27 @@ async fn the_iam_stand_in_answers_as_scaleway_was_recorded() {
         },
     );
     let (_, made_policy) = r
-        .step("policy-create", None, "POST", "/iam/v1alpha1/policies", Some(policy))
+        .step(
+            "policy-create",
+            None,
+            "POST",
+            "/iam/v1alpha1/policies",
+            Some(policy),
+        )
         .await;
     let policy = id(&made_policy);
     let policy_path = format!("/iam/v1alpha1/policies/{policy}");
     r.step("policy-get", None, "GET", &policy_path, None).await;
-    let policies = format!("/iam/v1alpha1/policies?organization_id={ORGANIZATION}&application_ids={app}");
+    let policies =
+        format!("/iam/v1alpha1/policies?organization_id={ORGANIZATION}&application_ids={app}");
     r.step("policy-list", None, "GET", &policies, None).await;
     let rules = format!("/iam/v1alpha1/rules?policy_id={policy}");
     r.step("rule-list", None, "GET", &rules, None).await;
-    r.step("policy-delete", None, "DELETE", &policy_path, None).await;
+    r.step("policy-delete", None, "DELETE", &policy_path, None)
+        .await;
     r.step("policy-get", None, "GET", &policy_path, None).await;
-    r.step("application-delete", None, "DELETE", &path, None).await;
+    r.step("application-delete", None, "DELETE", &path, None)
+        .await;
     r.step("application-get", None, "GET", &path, None).await;
     r.finish().await;
 }
@@ -426,54 +535,102 @@ async fn the_functions_stand_in_answers_as_scaleway_was_recorded() {
     let base = format!("/functions/v1beta1/regions/{REGION}");
     let body = r.body("namespace-create", |_| true, |_| {});
     let (_, made) = r
-        .step("namespace-create", Some("namespace"), "POST", &format!("{base}/namespaces"), Some(body))
+        .step(
+            "namespace-create",
+            Some("namespace"),
+            "POST",
+            &format!("{base}/namespaces"),
+            Some(body),
+        )
         .await;
     let ns = id(&made);
     let ns_path = format!("{base}/namespaces/{ns}");
-    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None).await;
+    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None)
+        .await;
     r.settle();
-    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None).await;
+    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None)
+        .await;
     let list = format!("{base}/namespaces?project_id={PROJECT}");
     r.step("namespace-list", None, "GET", &list, None).await;
-    let body = r.body("function-create", |b| b.get("private_network_id").is_none(), |b| {
-        b["namespace_id"] = json!(ns);
-    });
+    let body = r.body(
+        "function-create",
+        |b| b.get("private_network_id").is_none(),
+        |b| {
+            b["namespace_id"] = json!(ns);
+        },
+    );
     let (_, made) = r
-        .step("function-create", Some("function"), "POST", &format!("{base}/functions"), Some(body))
+        .step(
+            "function-create",
+            Some("function"),
+            "POST",
+            &format!("{base}/functions"),
+            Some(body),
+        )
         .await;
     let f_path = format!("{base}/functions/{}", id(&made));
-    r.step("function-get", Some("function"), "GET", &f_path, None).await;
+    r.step("function-get", Some("function"), "GET", &f_path, None)
+        .await;
     let list = format!("{base}/functions?namespace_id={ns}");
     r.step("function-list", None, "GET", &list, None).await;
     // Code uploaded and deployed twice, as the recording `function-deploy` did.
     for _ in 0..2 {
         let upload = format!("{f_path}/upload-url?content_length={}", EMPTY_ZIP.len());
-        let (_, url) = r.step("function-upload-url", None, "GET", &upload, None).await;
+        let (_, url) = r
+            .step("function-upload-url", None, "GET", &upload, None)
+            .await;
         if let Some(url) = url["url"].as_str() {
             let put = r.http.put(url).body(EMPTY_ZIP.to_vec()).send().await;
-            assert!(put.is_ok_and(|a| a.status().is_success()), "the archive is uploaded");
+            assert!(
+                put.is_ok_and(|a| a.status().is_success()),
+                "the archive is uploaded"
+            );
         }
         let deploy = format!("{f_path}/deploy");
-        r.step("function-deploy", Some("function"), "POST", &deploy, Some(json!({})))
+        r.step(
+            "function-deploy",
+            Some("function"),
+            "POST",
+            &deploy,
+            Some(json!({})),
+        )
+        .await;
+        r.step("function-get", Some("function"), "GET", &f_path, None)
             .await;
-        r.step("function-get", Some("function"), "GET", &f_path, None).await;
         r.settle();
-        r.step("function-get", Some("function"), "GET", &f_path, None).await;
+        r.step("function-get", Some("function"), "GET", &f_path, None)
+            .await;
     }
-    let patch = r.body("function-update", |b| b.get("private_network_id").is_none(), |_| {});
-    r.step("function-update", None, "PATCH", &f_path, Some(patch)).await;
+    let patch = r.body(
+        "function-update",
+        |b| b.get("private_network_id").is_none(),
+        |_| {},
+    );
+    r.step("function-update", None, "PATCH", &f_path, Some(patch))
+        .await;
     r.settle();
     let patch = r.body("namespace-update", |_| true, |_| {});
-    r.step("namespace-update", None, "PATCH", &ns_path, Some(patch)).await;
-    r.settle();
-    r.step("function-delete", Some("function"), "DELETE", &f_path, None).await;
-    r.settle();
-    r.step("function-delete", Some("function"), "DELETE", &f_path, None).await;
-    r.step("namespace-delete", Some("namespace"), "DELETE", &ns_path, None)
+    r.step("namespace-update", None, "PATCH", &ns_path, Some(patch))
         .await;
-    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None).await;
     r.settle();
-    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None).await;
+    r.step("function-delete", Some("function"), "DELETE", &f_path, None)
+        .await;
+    r.settle();
+    r.step("function-delete", Some("function"), "DELETE", &f_path, None)
+        .await;
+    r.step(
+        "namespace-delete",
+        Some("namespace"),
+        "DELETE",
+        &ns_path,
+        None,
+    )
+    .await;
+    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None)
+        .await;
+    r.settle();
+    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None)
+        .await;
     r.sequence("namespace");
     r.sequence("function");
     r.finish().await;
@@ -485,44 +642,92 @@ async fn the_containers_stand_in_answers_as_scaleway_was_recorded() {
     let base = format!("/containers/v1beta1/regions/{REGION}");
     let body = r.body("namespace-create", |_| true, |_| {});
     let (_, made) = r
-        .step("namespace-create", Some("namespace"), "POST", &format!("{base}/namespaces"), Some(body))
+        .step(
+            "namespace-create",
+            Some("namespace"),
+            "POST",
+            &format!("{base}/namespaces"),
+            Some(body),
+        )
         .await;
     let ns = id(&made);
     let ns_path = format!("{base}/namespaces/{ns}");
-    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None).await;
+    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None)
+        .await;
     r.settle();
-    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None).await;
+    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None)
+        .await;
     let list = format!("{base}/namespaces?project_id={PROJECT}");
     r.step("namespace-list", None, "GET", &list, None).await;
-    let body = r.body("container-create", |b| b.get("command").is_some(), |b| {
-        b["namespace_id"] = json!(ns);
-    });
+    let body = r.body(
+        "container-create",
+        |b| b.get("command").is_some(),
+        |b| {
+            b["namespace_id"] = json!(ns);
+        },
+    );
     let (_, made) = r
-        .step("container-create", Some("container"), "POST", &format!("{base}/containers"), Some(body))
+        .step(
+            "container-create",
+            Some("container"),
+            "POST",
+            &format!("{base}/containers"),
+            Some(body),
+        )
         .await;
     let c_path = format!("{base}/containers/{}", id(&made));
-    r.step("container-get", Some("container"), "GET", &c_path, None).await;
+    r.step("container-get", Some("container"), "GET", &c_path, None)
+        .await;
     let list = format!("{base}/containers?namespace_id={ns}");
     r.step("container-list", None, "GET", &list, None).await;
     let patch = r.body("container-update", |b| b.get("port").is_some(), |_| {});
-    r.step("container-update", Some("container"), "PATCH", &c_path, Some(patch))
+    r.step(
+        "container-update",
+        Some("container"),
+        "PATCH",
+        &c_path,
+        Some(patch),
+    )
+    .await;
+    r.step("container-get", Some("container"), "GET", &c_path, None)
         .await;
-    r.step("container-get", Some("container"), "GET", &c_path, None).await;
     r.settle();
-    r.step("container-get", Some("container"), "GET", &c_path, None).await;
+    r.step("container-get", Some("container"), "GET", &c_path, None)
+        .await;
     let patch = r.body("namespace-update", |_| true, |_| {});
-    r.step("namespace-update", None, "PATCH", &ns_path, Some(patch)).await;
-    r.settle();
-    r.step("container-delete", Some("container"), "DELETE", &c_path, None)
+    r.step("namespace-update", None, "PATCH", &ns_path, Some(patch))
         .await;
     r.settle();
-    r.step("container-delete", Some("container"), "DELETE", &c_path, None)
-        .await;
-    r.step("namespace-delete", Some("namespace"), "DELETE", &ns_path, None)
-        .await;
-    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None).await;
+    r.step(
+        "container-delete",
+        Some("container"),
+        "DELETE",
+        &c_path,
+        None,
+    )
+    .await;
     r.settle();
-    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None).await;
+    r.step(
+        "container-delete",
+        Some("container"),
+        "DELETE",
+        &c_path,
+        None,
+    )
+    .await;
+    r.step(
+        "namespace-delete",
+        Some("namespace"),
+        "DELETE",
+        &ns_path,
+        None,
+    )
+    .await;
+    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None)
+        .await;
+    r.settle();
+    r.step("namespace-get", Some("namespace"), "GET", &ns_path, None)
+        .await;
     r.sequence("namespace");
     r.sequence("container");
     r.finish().await;

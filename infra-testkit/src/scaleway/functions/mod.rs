@@ -72,9 +72,8 @@ impl Functions {
     fn sweep(&mut self) {
         self.namespaces.retain(|_, n| n.status.status() != GONE);
         let namespaces = &self.namespaces;
-        self.functions.retain(|_, f| {
-            f.status.status() != GONE && namespaces.contains_key(&f.namespace_id)
-        });
+        self.functions
+            .retain(|_, f| f.status.status() != GONE && namespaces.contains_key(&f.namespace_id));
     }
 
     /// A stand-in for the hash Scaleway keeps of a secret value.

@@ -170,13 +170,10 @@ fn get(state: &mut State, region: &str, id: &str) -> Reply {
         return missing("namespace", id);
     };
     let seen = namespace.status.status();
-    match seen {
-        GONE => {
-            functions.namespaces.remove(id);
-            functions.functions.retain(|_, f| f.namespace_id != id);
-            return missing("namespace", id);
-        }
-        _ => {}
+    if seen == GONE {
+        functions.namespaces.remove(id);
+        functions.functions.retain(|_, f| f.namespace_id != id);
+        return missing("namespace", id);
     }
     let body = state.functions.namespaces[id].json(state, seen);
     Reply::ok(body)
