@@ -74,7 +74,12 @@
 //! | rdb | instance-delete | `high_availability_mode` | as for instance-create |
 //! | rdb | instance-upgrade | `high_availability_mode` | as for instance-create |
 //!
-//! What it cannot model at all is said in each product's module documentation.
+//! What it cannot model at all is said in each product's module documentation; across
+//! products: how long Scaleway takes (one settling time serves every change, where
+//! Scaleway's take from seconds to many minutes, and vary), statuses Scaleway reaches on
+//! its own (`error` after an image that cannot be pulled, `locked`, `disk_full`),
+//! Queues' activation (`mnq`), Object Storage and Queues themselves (moto serves those),
+//! and anything of another organization.
 
 mod auth;
 mod containers;
