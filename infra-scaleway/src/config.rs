@@ -70,8 +70,11 @@ impl ScalewayConfig {
 
     /// A configuration for stand-ins on this machine: the REST APIs at `api_url`, and
     /// Object Storage and Queues at `aws_url` (moto's server), with the key
-    /// `SCWSTANDIN0000000000` and the secret `stand-in`. Refused for an address off the
-    /// loopback interface, so that a test key never reaches a real cloud.
+    /// `SCWSTANDIN0000000000` and the secret `5ca1ab1e-0000-4000-8000-000000000000`
+    /// (a key of Scaleway's shape: an access key of `SCW` and 17 uppercase letters or
+    /// digits, a secret key that is a UUID, as Scaleway and its SDKs require). Refused for
+    /// an address off the loopback interface, so that a test key never reaches a real
+    /// cloud.
     ///
     /// # Errors
     /// When either address is not `http://127.0.0.1:…`, `http://localhost:…` or
@@ -92,7 +95,7 @@ impl ScalewayConfig {
         }
         Ok(ScalewayConfig::new(
             "SCWSTANDIN0000000000",
-            SecretString::new("stand-in"),
+            SecretString::new("5ca1ab1e-0000-4000-8000-000000000000"),
             project_id,
         )
         .organization(organization_id)

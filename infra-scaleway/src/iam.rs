@@ -935,3 +935,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "recorded/iam.rs"]
+mod recorded;

@@ -21,6 +21,8 @@ mod clients;
 mod config;
 mod error;
 mod project;
+#[cfg(test)]
+mod recorded;
 #[cfg(feature = "secrets")]
 mod secret_value;
 #[cfg(any(feature = "functions", feature = "containers"))]

@@ -53,3 +53,7 @@ impl Account for ProjectAccount {
         Ok(project.id)
     }
 }
+
+#[cfg(test)]
+#[path = "recorded/project.rs"]
+mod recorded;

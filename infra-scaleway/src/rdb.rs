@@ -1236,3 +1236,7 @@ mod tests {
         assert_eq!(super::wanted(&quiet).unwrap().bytes, 20 * GB);
     }
 }
+
+#[cfg(test)]
+#[path = "recorded/rdb.rs"]
+mod recorded;

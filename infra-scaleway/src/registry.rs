@@ -693,3 +693,7 @@ mod tests {
         assert_eq!(human.reported()["tags"], json!({}));
     }
 }
+
+#[cfg(test)]
+#[path = "recorded/registry.rs"]
+mod recorded;

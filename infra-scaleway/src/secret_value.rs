@@ -107,3 +107,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "recorded/secret_value.rs"]
+mod recorded;

@@ -729,3 +729,7 @@ mod tests {
         assert!(!e.message.contains("hunter2") && !e.message.contains(encoded.expose()));
     }
 }
+
+#[cfg(test)]
+#[path = "recorded/secrets.rs"]
+mod recorded;

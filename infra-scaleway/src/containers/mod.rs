@@ -731,3 +731,7 @@ mod tests {
         assert_eq!(body["tags"], json!(["managed-by-infra=shop", "team=web"]));
     }
 }
+
+#[cfg(test)]
+#[path = "../recorded/containers.rs"]
+mod recorded;

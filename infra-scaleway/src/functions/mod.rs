@@ -612,3 +612,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "../recorded/functions.rs"]
+mod recorded;

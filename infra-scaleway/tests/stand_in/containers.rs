@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::PROJECT;
 use super::support::{
-    backend_on, calls, create, raw, secret, stand_in, stand_in_and_backend, tags as env, update,
+    backend_on, calls, create, raw, secret, stand_in_and_backend, stand_in_on, tags as env, update,
     writes,
 };
 
@@ -160,10 +160,10 @@ async fn a_create_sends_the_marker_and_the_timeout_then_deploys() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statuses_are_awaited_on_the_manual_clock() {
-    let server = stand_in().await;
     let clock = Arc::new(ManualClock::new());
+    let server = stand_in_on(&clock).await;
     let backend = backend_on(&server, &clock, None);
-    server.settle_after(4);
+    server.settle_for(Duration::from_millis(1500));
     let ns = namespace(backend.as_ref(), "slow").await;
     // Four reads `pending`, then `ready`: waits of 0.1, 0.2, 0.4 and 0.8 s in between.
     assert_eq!(calls(&server, "GET", &namespace_path(&ns)).len(), 5);
@@ -181,7 +181,7 @@ async fn statuses_are_awaited_on_the_manual_clock() {
     assert_eq!(clock.now(), Duration::from_millis(3000));
 
     // A deploy still pending at the deadline (a minute) is settled by name and marker.
-    server.settle_after(10_000);
+    server.settle_for(Duration::from_secs(3600));
     let stuck = create(
         backend.as_ref(),
         REGION,
@@ -207,7 +207,7 @@ async fn an_image_change_is_sent_alone_and_its_redeploy_awaited() {
     let read = create(backend.as_ref(), REGION, "app", &container_spec(&ns), FLEET)
         .await
         .expect("created");
-    server.settle_after(3);
+    server.settle_for(Duration::from_millis(700));
     server.clear_requests();
     let mut changed = container_spec(&ns);
     changed.image = "rg.fr-par.scw.cloud/shop/app:2".to_owned();
@@ -496,7 +496,7 @@ async fn deletes_are_awaited_until_gone_and_a_namespace_takes_its_containers() {
     let two = create(backend.as_ref(), REGION, "two", &container_spec(&ns), FLEET)
         .await
         .expect("created");
-    server.settle_after(3);
+    server.settle_for(Duration::from_millis(700));
     server.clear_requests();
     backend
         .delete("container", REGION, &one.handle)
@@ -591,7 +591,7 @@ async fn what_scaleway_would_refuse_is_refused_before_any_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listings_take_every_page_and_answer_their_region_only() {
     let (server, backend) = stand_in_and_backend().await;
-    server.settle_after(0);
+    server.settle_for(Duration::ZERO);
     let ns = namespace(backend.as_ref(), "many").await;
     for i in 0..103 {
         create(
@@ -644,10 +644,10 @@ async fn mark_adds_the_marker_alone_without_a_redeploy() {
     let containers = format!("/containers/v1beta1/regions/{REGION}/containers");
     let (_, made) = raw(&server, "POST", &containers, Some(foreign)).await;
     let id = made["id"].as_str().expect("an id").to_owned();
-    server.settle_after(0);
+    server.settle_for(Duration::ZERO);
     let deploy = format!("{}/deploy", container_path(&id));
     raw(&server, "POST", &deploy, Some(json!({}))).await;
-    server.settle_after(3);
+    server.settle_for(Duration::from_millis(700));
     server.clear_requests();
     let marker = Marker::new(FLEET);
     backend

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use infra_core::kinds::{
     Access, ComputeSettled, EnvVars, FunctionNamespace, FunctionNamespaceSettled, FunctionSettled,
@@ -16,7 +17,7 @@ use infra_testkit::scaleway::{RecordedRequest, ScalewayProduct, ScalewayServer};
 use serde_json::Value;
 
 use super::backend;
-use super::support::{backend_on, create, secret, stand_in, update};
+use super::support::{backend_on, create, secret, stand_in, stand_in_on, update};
 
 const REGION: &str = "fr-par";
 const FLEET: &str = "fnfleet";
@@ -348,9 +349,9 @@ async fn secret_values_reach_scaleway_and_nothing_else() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_is_awaited_from_pending_to_ready_on_the_clock() {
-    let server = stand_in().await;
-    server.settle_after(3);
     let clock = Arc::new(ManualClock::new());
+    let server = stand_in_on(&clock).await;
+    server.settle_for(Duration::from_millis(700));
     let backend = backend_on(&server, &clock, None);
     let read = create(&*backend, REGION, "shop", &namespace_spec(), FLEET)
         .await
@@ -468,7 +469,7 @@ async fn a_denial_is_denied_and_throttling_is_throttled_never_absent() {
         f
     );
     // A throttled poll is repeated: the delete still completes.
-    server.settle_after(2);
+    server.settle_for(Duration::from_millis(300));
     server.clear_requests();
     server.throttle(ScalewayProduct::Functions, 1);
     backend
@@ -526,7 +527,7 @@ async fn a_function_stays_in_its_namespace_and_a_namespace_with_functions_stays(
     backend.delete("function", REGION, &f.handle).await.unwrap();
     // A delete whose answer was lost: the next one finds the namespace `deleting`, sends
     // nothing more, and awaits it gone.
-    server.settle_after(2);
+    server.settle_for(Duration::from_millis(300));
     server.lose_answers(ScalewayProduct::Functions, 1);
     let lost = backend
         .delete("functionNamespace", REGION, &first)

@@ -16,6 +16,7 @@ mod iam;
 mod object_storage;
 mod queues;
 mod rdb;
+mod recorded;
 mod registry;
 mod secrets;
 mod support;
@@ -59,13 +60,14 @@ pub(crate) fn moto() -> Option<String> {
 }
 
 /// The configuration of a backend on `server` (and moto when there is one; otherwise
-/// the S3 and SQS endpoints point at the stand-in, which serves neither), polling on a
-/// manual clock.
+/// the S3 and SQS endpoints point at the stand-in, which serves neither), polling on the
+/// server's clock (a manual one: the backend's polling sleeps move it, and with it the
+/// statuses of the stand-in).
 pub(crate) fn config(server: &ScalewayServer, moto: Option<&str>) -> ScalewayConfig {
     let api = server.address();
     ScalewayConfig::stand_in(PROJECT, ORGANIZATION, &api, moto.unwrap_or(&api))
         .expect("the stand-ins are on loopback")
-        .clock(Arc::new(ManualClock::new()))
+        .clock(server.clock())
         .polling(Polling {
             first: Duration::from_millis(100),
             longest: Duration::from_secs(1),

@@ -13,10 +13,12 @@ use std::time::Duration;
 use infra_core::kinds::{Acu, Capacity, PostgresSettled};
 use infra_core::prelude::{Handle, Partial};
 use infra_core::sdk::{Backend, Clock, ErrorKind, ManualClock, Marker, Polling, RawTags, Sighting};
-use infra_testkit::scaleway::{RecordedRequest, ScalewayProduct, ScalewayServer};
+use infra_testkit::scaleway::{DEFAULT_SETTLING, RecordedRequest, ScalewayProduct, ScalewayServer};
 use serde_json::{Value, json};
 
-use super::support::{backend_on, calls, composed, create, raw, secret, stand_in, update};
+use super::support::{
+    backend_on, calls, composed, create, raw, secret, stand_in, stand_in_on, update,
+};
 use super::{PROJECT, backend};
 
 const REGION: &str = "fr-par";
@@ -139,8 +141,8 @@ async fn postgres_the_create_carries_the_marker_the_volume_and_no_password_on_re
 
 #[tokio::test]
 async fn postgres_provisioning_is_awaited_until_ready_on_the_manual_clock() {
-    let server = stand_in().await;
     let clock = Arc::new(ManualClock::new());
+    let server = stand_in_on(&clock).await;
     let polling = Polling {
         first: Duration::from_secs(2),
         longest: Duration::from_secs(10),
@@ -148,7 +150,7 @@ async fn postgres_provisioning_is_awaited_until_ready_on_the_manual_clock() {
     };
     let backend = backend_on(&server, &clock, Some(polling));
     let password = secret(&*backend, REGION, "pg-wait-password", PASSWORD, FLEET).await;
-    server.settle_after(6);
+    server.settle_for(Duration::from_secs(44));
     let before = clock.now();
     let read = create(&*backend, REGION, "pg-wait", &spec(&password, "app"), FLEET)
         .await
@@ -242,7 +244,7 @@ async fn postgres_an_upgrade_waits_out_a_busy_instance_one_field_at_a_time() {
         .handle;
     let path = format!("{}/{handle}", instances_path());
     // Another tool starts an upgrade: the instance is `configuring` for three reads.
-    server.settle_after(3);
+    server.settle_for(Duration::from_millis(700));
     let upgrade = json!({"enable_encryption": true});
     let (status, _) = raw(&server, "POST", &format!("{path}/upgrade"), Some(upgrade)).await;
     assert_eq!(status, 200);
@@ -280,8 +282,8 @@ async fn postgres_an_upgrade_waits_out_a_busy_instance_one_field_at_a_time() {
 
 #[tokio::test]
 async fn postgres_the_administrator_is_never_replaced_after_a_run_killed_mid_create() {
-    let server = stand_in().await;
     let clock = Arc::new(ManualClock::new());
+    let server = stand_in_on(&clock).await;
     let short = Polling {
         first: Duration::from_millis(100),
         longest: Duration::from_millis(200),
@@ -290,7 +292,7 @@ async fn postgres_the_administrator_is_never_replaced_after_a_run_killed_mid_cre
     let hasty = backend_on(&server, &clock, Some(short));
     let password = secret(&*hasty, REGION, "pg-killed-password", PASSWORD, FLEET).await;
     // The run gives up while the instance is still provisioning.
-    server.settle_after(40);
+    server.settle_for(Duration::from_secs(20));
     let err = create(&*hasty, REGION, "pg-killed", &spec(&password, "app"), FLEET)
         .await
         .unwrap_err();
@@ -312,16 +314,13 @@ async fn postgres_the_administrator_is_never_replaced_after_a_run_killed_mid_cre
         tags.get("managed-by-infra").map(String::as_str),
         Some(FLEET)
     );
+    // Still provisioning, the instance has no endpoint (as Scaleway answers): the read
+    // is not possible yet, which is neither absence nor another administrator.
     let early = backend
         .read("postgres", REGION, &found.handle)
         .await
-        .expect("a provisioning instance reads");
-    assert!(
-        reported(&early).get("masterUsername").is_none(),
-        "not ready: the administrator is unknown: {}",
-        reported(&early)
-    );
-    assert_eq!(reported(&early)["engineVersion"], "16");
+        .expect_err("a provisioning instance has no endpoint yet");
+    assert_eq!(early.kind, ErrorKind::Unavailable, "{early}");
 
     // An update (the engine's, for the retention the create never set) waits for it.
     let mut declared = spec(&password, "app");
@@ -457,7 +456,7 @@ async fn postgres_delete_is_awaited_and_a_second_delete_is_not_found() {
         .await
         .expect("create")
         .handle;
-    server.settle_after(4);
+    server.settle_for(Duration::from_millis(1500));
     server.clear_requests();
     backend
         .delete("postgres", REGION, &handle)
@@ -736,7 +735,8 @@ async fn postgres_the_stand_in_refuses_a_create_scaleway_refuses() {
 
 #[tokio::test]
 async fn postgres_the_stand_in_keeps_a_busy_instance_busy_and_upgrades_one_field() {
-    let server = stand_in().await;
+    let clock = Arc::new(ManualClock::new());
+    let server = stand_in_on(&clock).await;
     let path = instances_path();
     let (_, made) = raw(&server, "POST", &path, Some(raw_create(json!({})))).await;
     let one = format!("{path}/{}", made["id"].as_str().expect("an id"));
@@ -747,12 +747,20 @@ async fn postgres_the_stand_in_keeps_a_busy_instance_busy_and_upgrades_one_field
     );
     let (status, _) = raw(&server, "GET", &format!("{one}/users"), None).await;
     assert_eq!(status, 409, "users cannot be listed while provisioning");
+    // Reads move nothing: time does.
     for _ in 0..2 {
         let (_, now) = raw(&server, "GET", &one, None).await;
         assert_eq!(now["status"], "provisioning");
+        assert_eq!(
+            now["endpoints"],
+            json!([]),
+            "no endpoint while provisioning"
+        );
     }
+    clock.advance(DEFAULT_SETTLING);
     let (_, now) = raw(&server, "GET", &one, None).await;
-    assert_eq!(now["status"], "ready", "after two reads");
+    assert_eq!(now["status"], "ready", "once the settling time has passed");
+    assert_eq!(now["endpoints"].as_array().map(Vec::len), Some(1));
     let upgrade = format!("{one}/upgrade");
     for (body, why) in [
         (

@@ -13,7 +13,7 @@ use infra_core::sdk::{Backend, Clock, ErrorKind, MARKER_KEY, ManualClock, Marker
 use infra_testkit::scaleway::{ScalewayProduct, ScalewayServer};
 use serde_json::{Value, json};
 
-use super::support::{backend_on, create, raw, stand_in, tags, update};
+use super::support::{backend_on, create, raw, stand_in, stand_in_on, tags, update};
 use super::{PROJECT, backend};
 
 const REGION: &str = "fr-par";
@@ -251,13 +251,13 @@ async fn a_persons_description_is_never_a_marker_and_mark_keeps_it() {
 
 #[tokio::test]
 async fn a_delete_is_awaited_on_the_clock_until_the_namespace_is_gone() {
-    let server = stand_in().await;
     let clock = Arc::new(ManualClock::new());
+    let server = stand_in_on(&clock).await;
     let backend = backend_on(&server, &clock, None);
     let read = create(backend.as_ref(), REGION, "doomed", &spec(&[]), FLEET)
         .await
         .unwrap();
-    server.settle_after(3);
+    server.settle_for(Duration::from_millis(700));
     server.clear_requests();
     backend
         .delete("imageRegistry", REGION, &read.handle)

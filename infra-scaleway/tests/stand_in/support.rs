@@ -17,16 +17,23 @@ use infra_core::sdk::{
 };
 use infra_scaleway::ScalewayBackend;
 use infra_testkit::conformance::{Conformance, KindSample};
-use infra_testkit::scaleway::{RecordedRequest, ScalewayHooks, ScalewayServer};
+use infra_testkit::scaleway::{RecordedRequest, ScalewayHooks, ScalewayOptions, ScalewayServer};
 use serde_json::Value;
 
 use super::{ORGANIZATION, PROJECT, backend, config};
 
 // ---- the stand-in and backends on it ----
 
-/// The stand-in, started on loopback.
+/// The stand-in, started on loopback, its statuses settling on a manual clock of its own
+/// (which the backends made by [`backend`](super::backend) share).
 pub(crate) async fn stand_in() -> ScalewayServer {
-    ScalewayServer::start(PROJECT, ORGANIZATION)
+    stand_in_on(&Arc::new(ManualClock::new())).await
+}
+
+/// The stand-in, its statuses settling on `clock`, the test's.
+pub(crate) async fn stand_in_on(clock: &Arc<ManualClock>) -> ScalewayServer {
+    let clock: Arc<dyn Clock> = clock.clone();
+    ScalewayServer::start_with(PROJECT, ORGANIZATION, ScalewayOptions::new().clock(clock))
         .await
         .expect("the stand-in starts")
 }
@@ -38,7 +45,8 @@ pub(crate) async fn stand_in_and_backend() -> (ScalewayServer, Arc<Router>) {
     (server, backend)
 }
 
-/// A backend on `server` waiting on `clock`, polling with `polling` when given.
+/// A backend on `server` waiting on `clock` (the server's own: see [`stand_in_on`]),
+/// polling with `polling` when given.
 pub(crate) fn backend_on(
     server: &ScalewayServer,
     clock: &Arc<ManualClock>,

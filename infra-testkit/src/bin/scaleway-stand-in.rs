@@ -7,18 +7,25 @@
 //! ```
 //!
 //! It prints `listening on http://127.0.0.1:PORT` once it serves, and stops on SIGINT
-//! or SIGTERM. Point a fleet at it with `SCW_API_URL=http://127.0.0.1:PORT`,
-//! `SCW_SECRET_KEY=stand-in`, any `SCW_ACCESS_KEY`, and `SCW_DEFAULT_PROJECT_ID=<the
-//! project>` (Object Storage and Queues are not served: use moto's server and
-//! `INFRA_SCALEWAY_S3_ENDPOINT` / `INFRA_SCALEWAY_SQS_ENDPOINT`).
+//! or SIGTERM. Point a fleet at it with `SCW_API_URL=http://127.0.0.1:PORT`, an API key
+//! of Scaleway's shape (`SCW_ACCESS_KEY`: `SCW` and 17 uppercase letters or digits;
+//! `SCW_SECRET_KEY`: a UUID), and `SCW_DEFAULT_PROJECT_ID=<the project>` (Object Storage
+//! and Queues are not served: use moto's server and `INFRA_SCALEWAY_S3_ENDPOINT` /
+//! `INFRA_SCALEWAY_SQS_ENDPOINT`). It takes any well-formed key, or with `--access-key`
+//! and `--secret-key` only that one. Statuses settle on the real clock, a change taking
+//! `--settle-ms` milliseconds (300 by default).
 
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
-use infra_testkit::scaleway::ScalewayServer;
+use infra_core::sdk::SystemClock;
+use infra_testkit::scaleway::{ApiKey, ScalewayOptions, ScalewayServer};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: scaleway-stand-in [--project ID] [--organization ID] [--port PORT] [--settle-reads N]"
+        "usage: scaleway-stand-in [--project ID] [--organization ID] [--port PORT] \
+         [--settle-ms MS] [--access-key SCW… --secret-key UUID]"
     );
     ExitCode::from(2)
 }
@@ -28,7 +35,8 @@ async fn main() -> ExitCode {
     let mut project = "11111111-1111-4111-8111-111111111111".to_owned();
     let mut organization = "22222222-2222-4222-8222-222222222222".to_owned();
     let mut port = 0u16;
-    let mut settle = 2u32;
+    let mut settle_ms = 300u64;
+    let (mut access_key, mut secret_key) = (None, None);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let value = args.next();
@@ -39,21 +47,37 @@ async fn main() -> ExitCode {
                 Ok(p) => port = p,
                 Err(_) => return usage(),
             },
-            ("--settle-reads", Some(v)) => match v.parse() {
-                Ok(n) => settle = n,
+            ("--settle-ms", Some(v)) => match v.parse() {
+                Ok(n) => settle_ms = n,
                 Err(_) => return usage(),
             },
+            ("--access-key", Some(v)) => access_key = Some(v),
+            ("--secret-key", Some(v)) => secret_key = Some(v),
             _ => return usage(),
         }
     }
-    let server = match ScalewayServer::start_on(&project, &organization, port).await {
+    let mut options = ScalewayOptions::new()
+        .port(port)
+        .clock(Arc::new(SystemClock::new()))
+        .settling(Duration::from_millis(settle_ms));
+    match (access_key, secret_key) {
+        (None, None) => {}
+        (Some(access), Some(secret)) => match ApiKey::new(&access, &secret) {
+            Ok(key) => options = options.key(key),
+            Err(why) => {
+                eprintln!("scaleway-stand-in: {why}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => return usage(),
+    }
+    let server = match ScalewayServer::start_with(&project, &organization, options).await {
         Ok(server) => server,
         Err(e) => {
             eprintln!("scaleway-stand-in: cannot listen on 127.0.0.1:{port}: {e}");
             return ExitCode::FAILURE;
         }
     };
-    server.settle_after(settle);
     println!("listening on {} (project {project})", server.address());
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(term) => term,

@@ -17,13 +17,14 @@
 //! | DeleteContainer | `DELETE …/containers/{id}` |
 //! | DeployContainer | `POST …/containers/{id}/deploy` |
 //!
-//! Statuses move over reads of the resource (`GET`; listings show the status without
-//! counting): a new namespace is `pending`, then `ready`; a new container is `created`
+//! Statuses move with time on the stand-in's clock (each change takes its settling
+//! time, read, listed or not): a new namespace is `pending`, then `ready`; a new
+//! container is `created`
 //! and stays so until deployed; a deploy makes it `pending`, then `ready`. An update of
-//! a deployed container redeploys it (`pending`, then `ready`) unless `redeploy` is
-//! `false`; an update of a namespace's variables makes it `pending` and redeploys its
+//! a container deploys it (`pending`, then `ready`), deployed before or not, unless
+//! `redeploy` is `false`; an update of a namespace's variables makes it `pending` and redeploys its
 //! `ready` containers. A delete answers the resource `deleting`; it goes on answering
-//! so for a few reads, then is gone (404). Deleting a namespace deletes its
+//! so until the change has settled, then is gone (404). Deleting a namespace deletes its
 //! containers with it, as Scaleway does. An update or a deploy of a resource in a
 //! transient status (`pending`, `deleting`) answers 409 `transient_state`, as does a
 //! container created in a namespace in one, or a delete of what is being deleted.
@@ -35,8 +36,8 @@
 //! region (namespaces) or in the namespace (containers) (409 `already_exists`); a
 //! missing or foreign `project_id` (403 `permissions_denied` for a foreign one, on
 //! listings too); more than 100 namespaces in a project (403 `quotas_exceeded`); an
-//! unknown namespace or container (404 `not_found`, resource `namespace` or
-//! `container`); `ListContainers` without `namespace_id`; an image reference that is
+//! unknown namespace or container (404 with Scaleway's bare message, `{"message":
+//! "Namespace was not found"}` or `Container was not found`); `ListContainers` without `namespace_id`; an image reference that is
 //! not a registry path; a port outside 1 to 65535 or one of 8008, 8012, 8013, 8022,
 //! 9090, 9091; CPU outside 70 to 6000 mvCPU, memory outside 128 to 12228 MB, or
 //! memory outside 1 to 4 MB per mvCPU (Scaleway's "2000 mvCPU require a minimum of
@@ -112,7 +113,6 @@ struct Ctr {
     settings: Map<String, Value>,
     tags: Vec<String>,
     status: Settling,
-    deployed: bool,
     domain_name: String,
     created_at: String,
     updated_at: String,
@@ -376,7 +376,7 @@ fn namespace_mut<'a>(
         .namespaces
         .get_mut(id)
         .filter(|ns| ns.region == region)
-        .ok_or_else(|| Reply::not_found("namespace", id))
+        .ok_or_else(|| Reply::missing("namespace"))
 }
 
 fn list_namespaces(state: &mut State, req: &Req<'_>, region: &str) -> Result<Reply, Reply> {
@@ -438,7 +438,7 @@ fn create_namespace(state: &mut State, req: &Req<'_>, region: &str) -> Result<Re
         env,
         secrets,
         tags: tags_of(req.body)?.unwrap_or_default(),
-        status: Settling::after("pending", "ready", state.settle_reads),
+        status: state.settle().after("pending", "ready"),
         registry_namespace_id,
         created_at: now.clone(),
         updated_at: now,
@@ -450,7 +450,7 @@ fn create_namespace(state: &mut State, req: &Req<'_>, region: &str) -> Result<Re
 
 fn get_namespace(state: &mut State, region: &str, id: &str) -> Result<Reply, Reply> {
     let ns = namespace_mut(state, region, id)?;
-    let status = ns.status.read();
+    let status = ns.status.status();
     Ok(Reply::ok(namespace_json(ns, status)))
 }
 
@@ -460,7 +460,7 @@ fn update_namespace(
     region: &str,
     id: &str,
 ) -> Result<Reply, Reply> {
-    let reads = state.settle_reads;
+    let settle = state.settle();
     let now = state.timestamp();
     let ns = namespace_mut(state, region, id)?;
     if ns.status.busy() {
@@ -486,30 +486,30 @@ fn update_namespace(
     }
     ns.updated_at = now;
     if variables_changed {
-        ns.status = Settling::after("pending", "ready", reads);
+        ns.status = settle.after("pending", "ready");
     }
     let answer = namespace_json(ns, ns.status.status());
     if variables_changed {
         // Every ready container of the namespace is redeployed with the new variables.
         let ready = state.containers.containers.values_mut();
         for c in ready.filter(|c| c.namespace_id == id && c.status.status() == "ready") {
-            c.status = Settling::after("pending", "ready", reads);
+            c.status = settle.after("pending", "ready");
         }
     }
     Ok(Reply::ok(answer))
 }
 
 fn delete_namespace(state: &mut State, region: &str, id: &str) -> Result<Reply, Reply> {
-    let reads = state.settle_reads;
+    let settle = state.settle();
     let ns = namespace_mut(state, region, id)?;
     if ns.status.transient == "deleting" {
         return Err(Reply::transient("namespace", id, "deleting"));
     }
-    ns.status = Settling::after("deleting", GONE, reads);
+    ns.status = settle.after("deleting", GONE);
     let answer = namespace_json(ns, "deleting");
     let inside = state.containers.containers.values_mut();
     for c in inside.filter(|c| c.namespace_id == id) {
-        c.status = Settling::after("deleting", GONE, reads);
+        c.status = settle.after("deleting", GONE);
     }
     Ok(Reply::ok(answer))
 }
@@ -538,6 +538,9 @@ fn container_json(c: &Ctr, status: &str) -> Value {
         "ready_at": c.ready_at.as_ref().filter(|_| status == "ready"),
         "command": [],
         "args": [],
+        "health_check": { "failure_threshold": 30, "interval": "10s", "tcp": {} },
+        "scaling_option": { "concurrent_requests_threshold": 50 },
+        "private_network_id": null,
     });
     if let Some(out) = out.as_object_mut() {
         out.extend(c.settings.clone());
@@ -551,7 +554,7 @@ fn container_mut<'a>(state: &'a mut State, region: &str, id: &str) -> Result<&'a
         .containers
         .get_mut(id)
         .filter(|c| c.region == region)
-        .ok_or_else(|| Reply::not_found("container", id))
+        .ok_or_else(|| Reply::missing("container"))
 }
 
 /// Scaleway's defaults for what a create leaves out.
@@ -597,6 +600,9 @@ fn apply_settings(settings: &mut Map<String, Value>, body: &Value) -> Result<(),
     for (field, allowed) in choices {
         match body.get(field) {
             None | Some(Value::Null) => {}
+            // `unknown_privacy`, `unknown_sandbox`, …: the enum's zero value, which
+            // Scaleway's SDKs send for "not said" and Scaleway takes as such.
+            Some(Value::String(s)) if s.starts_with("unknown_") => {}
             Some(Value::String(s)) if allowed.contains(&s.as_str()) => {
                 settings.insert(field.to_owned(), json!(s));
             }
@@ -611,6 +617,12 @@ fn apply_settings(settings: &mut Map<String, Value>, body: &Value) -> Result<(),
     for field in ["timeout", "registry_image", "description"] {
         match body.get(field) {
             None | Some(Value::Null) => {}
+            Some(Value::String(s)) if field == "timeout" => {
+                // Scaleway's SDKs write durations with nanoseconds (`"300.000000000s"`);
+                // Scaleway answers them in whole seconds (`"300s"`).
+                let whole = seconds_of(s).map_or_else(|| s.clone(), |n| format!("{n}s"));
+                settings.insert(field.to_owned(), json!(whole));
+            }
             Some(Value::String(s)) => {
                 settings.insert(field.to_owned(), json!(s));
             }
@@ -618,6 +630,14 @@ fn apply_settings(settings: &mut Map<String, Value>, body: &Value) -> Result<(),
         }
     }
     check_settings(settings)
+}
+
+/// The whole seconds of a duration string (`"300s"`, `"300.000000000s"`), or `None`.
+fn seconds_of(duration: &str) -> Option<u64> {
+    let seconds = duration.strip_suffix('s')?.parse::<f64>().ok()?;
+    let whole = seconds.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&seconds);
+    // A whole number of seconds within u32: the conversion is exact.
+    whole.then_some(seconds as u64)
 }
 
 /// Refuses settings that do not hold together.
@@ -662,10 +682,7 @@ fn check_settings(settings: &Map<String, Value>) -> Result<(), Reply> {
         .get("timeout")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let seconds = timeout
-        .strip_suffix('s')
-        .and_then(|s| s.parse::<u64>().ok());
-    if !seconds.is_some_and(|s| (1..=900).contains(&s)) {
+    if !seconds_of(timeout).is_some_and(|s| (1..=900).contains(&s)) {
         return Err(Reply::invalid("timeout", "a duration of 1s to 900s"));
     }
     match settings.get("registry_image").and_then(Value::as_str) {
@@ -731,6 +748,15 @@ fn create_container(state: &mut State, req: &Req<'_>, region: &str) -> Result<Re
         ));
     }
     let mut settings = default_settings();
+    // Without an image, Scaleway names one in the namespace's registry (`…/name:latest`),
+    // as it was recorded answering.
+    let prefix: String = ns.name.chars().filter(|c| *c != '-').collect();
+    let default_image = format!(
+        "rg.{}.scw.cloud/funcscw{prefix}{}/{name}:latest",
+        ns.region,
+        &ns.id[..8]
+    );
+    settings.insert("registry_image".to_owned(), json!(default_image));
     apply_settings(&mut settings, req.body)?;
     let env = string_map(req.body, "environment_variables")?.unwrap_or_default();
     let mut secrets = BTreeMap::new();
@@ -759,7 +785,6 @@ fn create_container(state: &mut State, req: &Req<'_>, region: &str) -> Result<Re
         settings,
         tags: tags_of(req.body)?.unwrap_or_default(),
         status: Settling::settled("created"),
-        deployed: false,
         created_at: now.clone(),
         updated_at: now,
         ready_at: None,
@@ -771,7 +796,7 @@ fn create_container(state: &mut State, req: &Req<'_>, region: &str) -> Result<Re
 
 fn get_container(state: &mut State, region: &str, id: &str) -> Result<Reply, Reply> {
     let c = container_mut(state, region, id)?;
-    let status = c.status.read();
+    let status = c.status.status();
     Ok(Reply::ok(container_json(c, status)))
 }
 
@@ -781,7 +806,7 @@ fn update_container(
     region: &str,
     id: &str,
 ) -> Result<Reply, Reply> {
-    let (reads, now) = (state.settle_reads, state.timestamp());
+    let (settle, now) = (state.settle(), state.timestamp());
     let c = container_mut(state, region, id)?;
     if c.status.busy() {
         return Err(Reply::transient("container", id, c.status.status()));
@@ -810,15 +835,18 @@ fn update_container(
         c.tags = tags;
     }
     c.updated_at = now.clone();
-    if c.deployed && redeploy {
-        c.status = Settling::after("pending", "ready", reads);
+    // An update deploys the container unless it says `redeploy: false`, whether it was
+    // deployed before or not (Scaleway was recorded moving a `created` container to
+    // `pending` on its first update).
+    if redeploy {
+        c.status = settle.after("pending", "ready");
         c.ready_at = Some(now);
     }
     Ok(Reply::ok(container_json(c, c.status.status())))
 }
 
 fn deploy_container(state: &mut State, region: &str, id: &str) -> Result<Reply, Reply> {
-    let (reads, now) = (state.settle_reads, state.timestamp());
+    let (settle, now) = (state.settle(), state.timestamp());
     let c = container_mut(state, region, id)?;
     if c.status.busy() {
         return Err(Reply::transient("container", id, c.status.status()));
@@ -833,19 +861,18 @@ fn deploy_container(state: &mut State, region: &str, id: &str) -> Result<Reply, 
             "the container has no image to deploy",
         ));
     }
-    c.deployed = true;
-    c.status = Settling::after("pending", "ready", reads);
+    c.status = settle.after("pending", "ready");
     c.ready_at = Some(now);
     Ok(Reply::ok(container_json(c, c.status.status())))
 }
 
 fn delete_container(state: &mut State, region: &str, id: &str) -> Result<Reply, Reply> {
-    let reads = state.settle_reads;
+    let settle = state.settle();
     let c = container_mut(state, region, id)?;
     if c.status.transient == "deleting" {
         return Err(Reply::transient("container", id, "deleting"));
     }
-    c.status = Settling::after("deleting", GONE, reads);
+    c.status = settle.after("deleting", GONE);
     Ok(Reply::ok(container_json(c, "deleting")))
 }
 

@@ -28,12 +28,22 @@
 //! | Serverless Functions | `/functions/v1beta1/regions/{region}/namespaces…`, `…/functions…` |
 //! | Serverless Containers | `/containers/v1beta1/regions/{region}/namespaces…`, `…/containers…` |
 //!
-//! Every call must carry the server's token in `X-Auth-Token` (401
-//! `denied_authentication` otherwise). Errors are Scaleway's `{"type", "message", …}`
+//! Every call must carry a secret key in `X-Auth-Token`: any well-formed one (a UUID),
+//! or only the one of the key pair the server was given ([`ScalewayOptions::key`]); a
+//! missing or malformed token answers 401 `denied_authentication` with the reason
+//! `invalid_argument`, a well-formed one that is not the server's the reason
+//! `not_found`, as Scaleway answers. Errors are Scaleway's `{"type", "message", …}`
 //! bodies. Only the configured project exists: a request naming another answers 403
-//! `permissions_denied`. Statuses move from `creating` (or `pending`, `deploying`,
-//! `provisioning`) to `ready` over [`ScalewayServer::settle_after`] reads, and a write
-//! to a busy resource answers 409 `transient_state`.
+//! `permissions_denied`.
+//!
+//! Statuses move with time on the server's clock ([`ScalewayOptions::clock`]; tests
+//! share their `ManualClock` with the backend, whose polling sleeps move it; the
+//! `scaleway-stand-in` binary uses the real clock): a change — a create, an update that
+//! redeploys, a delete — leaves its resource in its transient status (`creating`,
+//! `pending`, `provisioning`, `configuring`, `deleting`) until the settling time
+//! ([`ScalewayOptions::settling`], [`ScalewayServer::settle_for`]) has passed since it,
+//! whether the resource is read, listed, or never looked at in between. A write to a
+//! busy resource answers 409 `transient_state`.
 //!
 //! Faults, on cue: [`deny`](ScalewayServer::deny) a product (403),
 //! [`fail_reads`](ScalewayServer::fail_reads) of one resource (500),
@@ -44,7 +54,34 @@
 //! The server records every request (method, path, query, body) with secret values
 //! (`password`, a version's `data`, secret environment variables) replaced by
 //! `"<redacted>"`, never the token. Dropping the server stops it.
+//!
+//! # Where it differs from Scaleway, on purpose
+//!
+//! `infra-scaleway`'s tests replay traffic recorded against Scaleway's live API (by the
+//! acceptance tests of Scaleway's Terraform provider) against the stand-in, and compare
+//! each answer's status, fields and JSON types, and each resource's status sequence, with
+//! the recording. These are the differences that remain, each for its reason; the tests
+//! read them from [`DIFFERENCES`], which holds the same rows. `field` is flattened
+//! (`volume.size`, `rules[].condition`); `status` is the answer's code, `sequence` a
+//! resource's statuses.
+//!
+//! | product | act | field | why |
+//! |---|---|---|---|
+//! | account | project-get | `status` | Scaleway's SDK 2.12 types a project with it (required); the recording predates it |
+//! | rdb | instance-create | `high_availability_mode` | Scaleway's SDK 2.12 types an instance with it (required); the recordings predate it |
+//! | rdb | instance-get | `high_availability_mode` | as for instance-create |
+//! | rdb | instance-update | `high_availability_mode` | as for instance-create |
+//! | rdb | instance-delete | `high_availability_mode` | as for instance-create |
+//! | rdb | instance-upgrade | `high_availability_mode` | as for instance-create |
+//!
+//! What it cannot model at all is said in each product's module documentation; across
+//! products: how long Scaleway takes (one settling time serves every change, where
+//! Scaleway's take from seconds to many minutes, and vary), statuses Scaleway reaches on
+//! its own (`error` after an image that cannot be pulled, `locked`, `disk_full`),
+//! Queues' activation (`mnq`), Object Storage and Queues themselves (moto serves those),
+//! and anything of another organization.
 
+mod auth;
 mod containers;
 mod functions;
 mod iam;
@@ -56,11 +93,16 @@ mod wire;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use serde_json::{Value, json};
+
+use infra_core::sdk::{Clock, ManualClock};
+
+pub use auth::{ApiKey, STAND_IN_ACCESS_KEY, STAND_IN_SECRET_KEY, is_access_key, is_secret_key};
 
 use crate::conformance::ConformanceHooks;
 pub use crate::http::RecordedRequest;
@@ -141,9 +183,10 @@ pub(crate) struct State {
     pub(crate) address: String,
     pub(crate) project: String,
     pub(crate) organization: String,
-    token: String,
-    /// Reads a new resource (or one being changed) stays in its transient status.
-    pub(crate) settle_reads: u32,
+    /// The API key the stand-in accepts: any well-formed one, or the one it was given.
+    keys: auth::Keys,
+    /// The clock statuses settle on, and how long a change takes on it.
+    settle: wire::Settle,
     pub(crate) secrets: secrets::Secrets,
     pub(crate) registry: registry::Registry,
     pub(crate) rdb: rdb::Rdb,
@@ -157,13 +200,13 @@ pub(crate) struct State {
 }
 
 impl State {
-    fn new(address: &str, project: &str, organization: &str) -> Self {
+    fn new(address: &str, project: &str, organization: &str, options: &ScalewayOptions) -> Self {
         State {
             address: address.to_owned(),
             project: project.to_owned(),
             organization: organization.to_owned(),
-            token: "stand-in".to_owned(),
-            settle_reads: 2,
+            keys: options.keys.clone(),
+            settle: wire::Settle::new(Arc::clone(&options.clock), options.settling),
             secrets: secrets::Secrets::default(),
             registry: registry::Registry::default(),
             rdb: rdb::Rdb::default(),
@@ -175,6 +218,11 @@ impl State {
             faults: Faults::default(),
             requests: Vec::new(),
         }
+    }
+
+    /// How a change made now settles: on the stand-in's clock, after its settling time.
+    pub(crate) fn settle(&self) -> wire::Settle {
+        self.settle.clone()
     }
 
     /// A timestamp (RFC 3339) later than every one answered before.
@@ -204,13 +252,8 @@ impl State {
 
     /// Serves one request.
     fn answer(&mut self, req: &Req<'_>, token: Option<&str>) -> Reply {
-        if token != Some(self.token.as_str()) {
-            return Reply::error(
-                401,
-                "denied_authentication",
-                "authentication is denied",
-                json!({ "method": "api_key", "reason": if token.is_some() { "invalid_argument" } else { "not_found" } }),
-            );
+        if let Some(refused) = self.keys.refusal(token) {
+            return refused;
         }
         let product = ScalewayProduct::of_path(req.path);
         if let Some(product) = product
@@ -250,18 +293,23 @@ impl State {
             return None;
         }
         if rest[0] != self.project {
-            return Some(Reply::denied(format!(
-                "the project {} does not exist or cannot be reached with this key",
-                rest[0]
-            )));
+            // What Scaleway was recorded answering for a project that is not there.
+            return Some(Reply::error(
+                404,
+                "not_found",
+                "resource is not found",
+                json!({ "resource": "project_id", "resource_id": rest[0] }),
+            ));
         }
         Some(Reply::ok(json!({
             "id": self.project,
             "name": "default",
             "organization_id": self.organization,
             "description": "",
+            "status": "active",
             "created_at": "2026-01-01T00:00:00.000000Z",
             "updated_at": "2026-01-01T00:00:00.000000Z",
+            "qualification": { "architecture_type": "unknown_architecture_type" },
         })))
     }
 
@@ -316,6 +364,153 @@ impl State {
     }
 }
 
+/// A deliberate difference between the stand-in's answers and Scaleway's recorded ones
+/// (one row of the table of the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Difference {
+    /// The product, as the recordings name it (`secret`, `rdb`, `function`, …).
+    pub product: &'static str,
+    /// The act (`namespace-create`), or `sequence` for a resource's statuses.
+    pub act: &'static str,
+    /// The field, flattened; `status` for the answer's code; the resource for a
+    /// sequence.
+    pub field: &'static str,
+    /// Why the stand-in differs.
+    pub why: &'static str,
+}
+
+const fn differs(
+    product: &'static str,
+    act: &'static str,
+    field: &'static str,
+    why: &'static str,
+) -> Difference {
+    Difference {
+        product,
+        act,
+        field,
+        why,
+    }
+}
+
+/// Every deliberate difference between the stand-in's answers and Scaleway's recorded
+/// ones: the table of the module documentation.
+pub const DIFFERENCES: &[Difference] = &[
+    differs(
+        "account",
+        "project-get",
+        "status",
+        "Scaleway's SDK 2.12 types a project with it (required); the recording predates it",
+    ),
+    differs(
+        "rdb",
+        "instance-create",
+        "high_availability_mode",
+        "Scaleway's SDK 2.12 types an instance with it (required); the recordings predate it",
+    ),
+    differs(
+        "rdb",
+        "instance-get",
+        "high_availability_mode",
+        "as for instance-create",
+    ),
+    differs(
+        "rdb",
+        "instance-update",
+        "high_availability_mode",
+        "as for instance-create",
+    ),
+    differs(
+        "rdb",
+        "instance-delete",
+        "high_availability_mode",
+        "as for instance-create",
+    ),
+    differs(
+        "rdb",
+        "instance-upgrade",
+        "high_availability_mode",
+        "as for instance-create",
+    ),
+];
+
+/// How a [`ScalewayServer`] is started: its port, the clock its statuses settle on and
+/// how long a change takes on it, and the API key it accepts.
+#[derive(Clone)]
+pub struct ScalewayOptions {
+    port: u16,
+    clock: Arc<dyn Clock>,
+    settling: Duration,
+    keys: auth::Keys,
+}
+
+impl std::fmt::Debug for ScalewayOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScalewayOptions")
+            .field("port", &self.port)
+            .field("settling", &self.settling)
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ScalewayOptions {
+    fn default() -> Self {
+        ScalewayOptions {
+            port: 0,
+            clock: Arc::new(ManualClock::new()),
+            settling: DEFAULT_SETTLING,
+            keys: auth::Keys::AnyWellFormed,
+        }
+    }
+}
+
+/// How long a change takes on a stand-in not told otherwise.
+pub const DEFAULT_SETTLING: Duration = Duration::from_millis(300);
+
+impl ScalewayOptions {
+    /// A free port of `127.0.0.1`, a [`ManualClock`] of its own (time moves only when a
+    /// client sleeps on it, so a stand-in nobody shares a clock with settles nothing
+    /// until told: share the test's clock with [`ScalewayOptions::clock`]), changes that
+    /// take [`DEFAULT_SETTLING`], and any well-formed API key.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Serves on `port` of `127.0.0.1` (0: a free one).
+    #[must_use]
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Statuses settle on `clock`: the backend's own (a test's [`ManualClock`], whose
+    /// polling sleeps move it), or the real clock for a stand-in run as a process.
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// A change (a create, an update that redeploys, a delete) takes `settling` on the
+    /// clock before its resource leaves its transient status.
+    #[must_use]
+    pub fn settling(mut self, settling: Duration) -> Self {
+        self.settling = settling;
+        self
+    }
+
+    /// Only `key`'s secret key is accepted (any other well-formed one answers 401
+    /// `denied_authentication`, reason `not_found`).
+    #[must_use]
+    pub fn key(mut self, key: ApiKey) -> Self {
+        self.keys = auth::Keys::Only(key);
+        self
+    }
+}
+
 /// A running stand-in (see the module documentation).
 pub struct ScalewayServer {
     running: Running<State>,
@@ -335,17 +530,21 @@ impl ScalewayServer {
     /// # Errors
     /// When no port can be bound.
     pub async fn start(project: &str, organization: &str) -> io::Result<Self> {
-        Self::start_on(project, organization, 0).await
+        Self::start_with(project, organization, ScalewayOptions::new()).await
     }
 
-    /// Starts a stand-in on `port` of `127.0.0.1` (0: a free one).
+    /// Starts a stand-in for `project` of `organization` as `options` say.
     ///
     /// # Errors
     /// When the port cannot be bound.
-    pub async fn start_on(project: &str, organization: &str, port: u16) -> io::Result<Self> {
+    pub async fn start_with(
+        project: &str,
+        organization: &str,
+        options: ScalewayOptions,
+    ) -> io::Result<Self> {
         let running = Running::start(
-            port,
-            |address| State::new(address, project, organization),
+            options.port,
+            |address| State::new(address, project, organization, &options),
             |state, request| async move { answer(&state, request).await },
         )
         .await?;
@@ -358,11 +557,17 @@ impl ScalewayServer {
         self.running.address()
     }
 
-    /// The token every call must carry in `X-Auth-Token` (`stand-in`, the secret key of
-    /// a stand-in configuration).
+    /// A secret key the stand-in accepts in `X-Auth-Token`: the one it was given, or
+    /// [`STAND_IN_SECRET_KEY`] when it takes any well-formed key.
     #[must_use]
     pub fn token(&self) -> String {
-        self.state().token.clone()
+        self.state().keys.accepted()
+    }
+
+    /// The clock statuses settle on.
+    #[must_use]
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.state().settle.clock()
     }
 
     /// The project that exists.
@@ -371,10 +576,12 @@ impl ScalewayServer {
         self.state().project.clone()
     }
 
-    /// Sets how many reads a resource created or changed from now stays in its
-    /// transient status (`creating`, `pending`, …) before it is `ready`.
-    pub fn settle_after(&self, reads: u32) {
-        self.state().settle_reads = reads;
+    /// Sets how long, on the stand-in's clock, a change made from now on takes: its
+    /// resource stays in its transient status (`creating`, `pending`, `deleting`, …)
+    /// until that much time has passed, whether it is read, listed or not looked at.
+    pub fn settle_for(&self, settling: Duration) {
+        let clock = self.state().settle.clock();
+        self.state().settle = wire::Settle::new(clock, settling);
     }
 
     /// Every call to `product` answers 403 `permissions_denied` until restored.
@@ -584,6 +791,25 @@ mod tests {
         assert_eq!(P::of_path("/rdb/v1/regions/fr-par/instances"), Some(P::Rdb));
         assert_eq!(P::of_path("/iam/v1alpha1/applications"), Some(P::Iam));
         assert_eq!(P::of_path("/elsewhere"), None);
+    }
+
+    #[test]
+    fn the_documented_table_of_differences_is_the_one_the_tests_read() {
+        let docs = include_str!("mod.rs");
+        let rows: Vec<&str> = docs
+            .lines()
+            .filter_map(|l| l.strip_prefix("//! | "))
+            .filter(|l| !l.starts_with("product |") && !l.starts_with("---"))
+            .filter(|l| l.split(" | ").count() == 4)
+            .collect();
+        for d in DIFFERENCES {
+            let row = format!("{} | {} | `{}` | {} |", d.product, d.act, d.field, d.why);
+            assert!(
+                rows.contains(&row.as_str()),
+                "not in the module docs' table: {row}"
+            );
+        }
+        assert_eq!(rows.len(), DIFFERENCES.len(), "rows in the docs: {rows:#?}");
     }
 
     #[test]

@@ -13,9 +13,9 @@
 //! | `ListUsers` / `CreateUser` | `GET` / `POST …/instances/{id}/users` |
 //! | `UpdateUser` / `DeleteUser` | `PATCH` / `DELETE …/instances/{id}/users/{name}` |
 //!
-//! Statuses: a new instance is `provisioning` for [`State::settle_reads`] reads of it
-//! (`GetInstance`), then `ready`; an upgrade makes it `configuring` for as many reads; a
-//! deleted one is `deleting` for as many reads, then gone (404). While it is in any of
+//! Statuses: a new instance is `provisioning` until the stand-in's settling time has
+//! passed on its clock, then `ready`; an upgrade makes it `configuring` for as long; a
+//! deleted one is `deleting` for as long, then gone (404). While it is in any of
 //! those, every write to it and to its users, and the listing of its users, answers 409
 //! `transient_state` with its `current_state`. `DELETE` answers the instance, `deleting`.
 //!
@@ -26,7 +26,8 @@
 //! - `engine` is one of the engines `database-engines` answers (`PostgreSQL-13` to
 //!   `PostgreSQL-17`, `MySQL-8`); `PostgreSQL-12` is listed disabled (end of life) and
 //!   cannot be created;
-//! - `user_name`: 1 to 63 characters (32 for MySQL), starting with a letter, of
+//! - `user_name` (none, or empty, for an instance without users): 1 to 63 characters
+//!   (32 for MySQL), starting with a letter, of
 //!   `a-zA-Z0-9_$-`, not starting with `_rdb` nor (PostgreSQL) `pg_`; a `password` is 8
 //!   to 128 characters with at least a digit, an uppercase letter, a lowercase letter and
 //!   a special character (a user's too). Passwords are never kept nor answered;
@@ -54,7 +55,8 @@
 //! Not modelled: major-version upgrades (no instance answers an `upgradable_version`,
 //! so every `upgradable_version_id` is unknown: 400), read replicas, snapshots, backups,
 //! ACLs, settings, private networks, maintenance, the `error`, `locked` and `disk_full`
-//! statuses, stock. An instance's public endpoint exists from its creation.
+//! statuses, stock. An instance answers its public endpoint once first provisioned (no
+//! endpoint while `provisioning`, as Scaleway was recorded answering).
 
 use std::collections::BTreeMap;
 
@@ -179,6 +181,8 @@ struct Instance {
     tags: Vec<String>,
     created_at: String,
     endpoint: Value,
+    /// `ready` once the instance was first provisioned: its endpoint is answered from then.
+    provisioned: Settling,
     encryption: bool,
     status: Settling,
     deleting: bool,
@@ -200,7 +204,7 @@ struct Backup {
 struct Asked {
     name: String,
     engine: String,
-    user: String,
+    user: Option<String>,
     node: &'static NodeType,
     volume: &'static VolumeType,
     size: u64,
@@ -358,6 +362,7 @@ fn offers(n: &NodeType, v: &VolumeType) -> bool {
 
 /// The instance as Scaleway answers it, its status being `status`.
 fn instance_json(i: &Instance, organization: &str, status: &str) -> Value {
+    let provisioned = i.provisioned.status() == "ready";
     let class = VOLUME_TYPES
         .iter()
         .find(|v| v.name == i.volume_type)
@@ -371,8 +376,9 @@ fn instance_json(i: &Instance, organization: &str, status: &str) -> Value {
         "status": status,
         "engine": i.engine,
         "upgradable_version": [],
-        "endpoint": i.endpoint,
-        "endpoints": [i.endpoint],
+        // Scaleway answers no endpoint until the instance is first provisioned.
+        "endpoint": if provisioned { i.endpoint.clone() } else { Value::Null },
+        "endpoints": if provisioned { json!([i.endpoint]) } else { json!([]) },
         "tags": i.tags,
         "settings": [],
         "backup_schedule": {
@@ -384,6 +390,7 @@ fn instance_json(i: &Instance, organization: &str, status: &str) -> Value {
             },
         },
         "is_ha_cluster": i.is_ha,
+        "high_availability_mode": if i.is_ha { "single_zone" } else { "disabled" },
         "read_replicas": [],
         "node_type": i.node_type,
         "init_settings": [],
@@ -449,7 +456,7 @@ fn list(state: &mut State, req: &Req<'_>, region: &str) -> Reply {
     Reply::page(req, "instances", items)
 }
 
-/// The status an instance shows without a read being counted.
+/// The status an instance shows.
 fn shown_status(i: &Instance) -> &'static str {
     if i.deleting {
         "deleting"
@@ -458,19 +465,11 @@ fn shown_status(i: &Instance) -> &'static str {
     }
 }
 
-/// `GET …/instances/{id}`: counts a read, which moves a transient status on.
+/// `GET …/instances/{id}`.
 fn get(state: &mut State, region: &str, id: &str) -> Reply {
     let organization = state.organization.clone();
     match state.rdb.instance(region, id) {
-        Ok(i) => {
-            let status = if i.deleting {
-                i.status.read();
-                "deleting"
-            } else {
-                i.status.read()
-            };
-            Reply::ok(instance_json(i, &organization, status))
-        }
+        Ok(i) => Reply::ok(instance_json(i, &organization, shown_status(i))),
         Err(missing) => missing,
     }
 }
@@ -653,13 +652,15 @@ fn asked(req: &Req<'_>, id: &str) -> Result<Asked, Reply> {
         Some(_) => return Err(Reply::invalid("name", "must be 1 to 255 characters")),
     };
     let engine = asked_engine(req)?;
-    let user = req
-        .str("user_name")
-        .ok_or_else(|| Reply::invalid("user_name", "is required"))?;
-    if let Some(why) = user_problem(user, &engine) {
-        return Err(Reply::invalid("user_name", why));
+    // No `user_name` (or an empty one, as Terraform sends it) makes an instance without
+    // users, as Scaleway was recorded doing; a user named needs a password.
+    let user = req.str("user_name").filter(|u| !u.is_empty());
+    if let Some(user) = user {
+        if let Some(why) = user_problem(user, &engine) {
+            return Err(Reply::invalid("user_name", why));
+        }
+        check_password(req, "password", true)?;
     }
-    check_password(req, "password", true)?;
     let node_name = req
         .str("node_type")
         .ok_or_else(|| Reply::invalid("node_type", "is required"))?;
@@ -673,7 +674,7 @@ fn asked(req: &Req<'_>, id: &str) -> Result<Asked, Reply> {
     Ok(Asked {
         name,
         engine,
-        user: user.to_owned(),
+        user: user.map(str::to_owned),
         node,
         volume,
         size,
@@ -737,10 +738,11 @@ fn create(state: &mut State, req: &Req<'_>, region: &str) -> Reply {
         tags: asked.tags,
         created_at: state.timestamp(),
         endpoint,
+        provisioned: state.settle().after("provisioning", "ready"),
         encryption: asked.encryption,
-        status: Settling::after("provisioning", "ready", state.settle_reads),
+        status: state.settle().after("provisioning", "ready"),
         deleting: false,
-        users: vec![(asked.user, true)],
+        users: asked.user.into_iter().map(|u| (u, true)).collect(),
         order: n,
     };
     let body = instance_json(&instance, &state.organization, instance.status.status());
@@ -818,11 +820,11 @@ fn update(state: &mut State, req: &Req<'_>, region: &str, id: &str) -> Reply {
 /// `DELETE …/instances/{id}`: the instance is `deleting`, then gone.
 fn delete(state: &mut State, region: &str, id: &str) -> Reply {
     let organization = state.organization.clone();
-    let reads = state.settle_reads;
+    let settle = state.settle();
     match state.rdb.idle(region, id) {
         Ok(instance) => {
             instance.deleting = true;
-            instance.status = Settling::after("deleting", "deleting", reads);
+            instance.status = settle.after("deleting", "deleting");
             Reply::ok(instance_json(instance, &organization, "deleting"))
         }
         Err(refused) => refused,
@@ -938,7 +940,7 @@ fn upgrade_volume_type(i: &mut Instance, value: &Value) -> Result<(), Reply> {
 /// `configuring` for a while.
 fn upgrade(state: &mut State, req: &Req<'_>, region: &str, id: &str) -> Reply {
     let organization = state.organization.clone();
-    let reads = state.settle_reads;
+    let settle = state.settle();
     let instance = match state.rdb.idle(region, id) {
         Ok(instance) => instance,
         Err(refused) => return refused,
@@ -948,7 +950,7 @@ fn upgrade(state: &mut State, req: &Req<'_>, region: &str, id: &str) -> Reply {
     if let Err(refused) = outcome {
         return refused;
     }
-    instance.status = Settling::after("configuring", "ready", reads);
+    instance.status = settle.after("configuring", "ready");
     Reply::ok(instance_json(
         instance,
         &organization,

@@ -20,10 +20,10 @@
 //!   being deleted included: a second is 409 `already_exists` of resource `namespace`;
 //! - a namespace is `ready` as soon as it is created, and its `endpoint` is
 //!   `rg.{region}.scw.cloud/{name}`;
-//! - a delete is asynchronous: the namespace answers `deleting` for
-//!   [`settle_after`](super::ScalewayServer::settle_after) reads, then is gone (404
-//!   `not_found` of resource `namespace`, as for any unknown id, or an id of another
-//!   region); a namespace being deleted refuses changes and a second delete with 409
+//! - a delete is asynchronous: the namespace answers `deleting` until the stand-in's
+//!   settling time has passed on its clock, then is gone (404 with the bare message
+//!   `{"message": "Namespace was not found"}` Scaleway answers, as for any unknown id,
+//!   or an id of another region); a namespace being deleted refuses changes and a second delete with 409
 //!   `transient_state`.
 //!
 //! What the stand-in does not model: images and tags (a namespace is always empty, its
@@ -123,7 +123,7 @@ fn sweep(state: &mut State) {
         .retain(|_, n| n.status.status() != GONE);
 }
 
-/// The namespace `id` of `region` as a read sees it (the read counted), or 404.
+/// The status of namespace `id` of `region` as a read sees it, or 404.
 fn read(state: &mut State, region: &str, id: &str) -> Result<String, Reply> {
     let Some(namespace) = state
         .registry
@@ -131,12 +131,12 @@ fn read(state: &mut State, region: &str, id: &str) -> Result<String, Reply> {
         .get_mut(id)
         .filter(|n| n.region == region)
     else {
-        return Err(Reply::not_found("namespace", id));
+        return Err(Reply::missing("namespace"));
     };
-    let status = namespace.status.read();
+    let status = namespace.status.status();
     if status == GONE {
         sweep(state);
-        return Err(Reply::not_found("namespace", id));
+        return Err(Reply::missing("namespace"));
     }
     Ok(status.to_owned())
 }
@@ -236,7 +236,7 @@ fn update(state: &mut State, region: &str, id: &str, req: &Req<'_>) -> Reply {
     }
     let now = state.timestamp();
     let Some(namespace) = state.registry.namespaces.get_mut(id) else {
-        return Reply::not_found("namespace", id);
+        return Reply::missing("namespace");
     };
     if let Some(description) = description {
         namespace.description = description;
@@ -256,11 +256,11 @@ fn delete(state: &mut State, region: &str, id: &str) -> Reply {
     if status == "deleting" {
         return Reply::transient("namespace", id, "deleting");
     }
-    let reads = state.settle_reads;
+    let settle = state.settle();
     let Some(namespace) = state.registry.namespaces.get_mut(id) else {
-        return Reply::not_found("namespace", id);
+        return Reply::missing("namespace");
     };
-    namespace.status = Settling::after("deleting", GONE, reads);
+    namespace.status = settle.after("deleting", GONE);
     Reply::ok(namespace.to_json("deleting"))
 }
 

@@ -128,7 +128,9 @@ impl Secret {
             "type": self.kind,
             "path": self.path,
             "used_by": [],
+            "ephemeral_policy": null,
             "deletion_requested_at": self.deletion_requested_at,
+            "key_id": null,
             "region": self.region,
         })
     }
@@ -143,6 +145,8 @@ impl Secret {
             "updated_at": version.updated_at,
             "description": version.description,
             "latest": latest,
+            "ephemeral_properties": null,
+            "deleted_at": null,
             "deletion_requested_at": self.deletion_requested_at,
             "region": self.region,
         })
@@ -481,6 +485,23 @@ fn list_versions(state: &mut State, region: &str, id: &str, req: &Req<'_>) -> Re
     })
 }
 
+/// The CRC-32 (IEEE 802.3, the `crc32` of zlib) of `bytes`, which Scaleway answers with a
+/// version's payload.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for byte in bytes {
+        crc ^= u32::from(*byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
 fn access(state: &mut State, region: &str, id: &str, revision: &str) -> Reply {
     with_secret(state, region, id, |_, secret| {
         if let Some(refused) = secret.scheduled() {
@@ -495,10 +516,15 @@ fn access(state: &mut State, region: &str, id: &str, revision: &str) -> Reply {
                 format!("version {} is {}", version.revision, version.status),
             );
         }
+        let crc = STANDARD
+            .decode(&version.data)
+            .map(|bytes| crc32(&bytes))
+            .unwrap_or_default();
         Reply::ok(json!({
             "secret_id": secret.id,
             "revision": version.revision,
             "data": version.data,
+            "data_crc32": crc,
             "type": secret.kind,
         }))
     })
@@ -507,6 +533,12 @@ fn access(state: &mut State, region: &str, id: &str, revision: &str) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_payload_checksum_is_zlib_s_crc32() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32(b""), 0);
+    }
 
     #[test]
     fn names_and_paths_follow_scaleways_rule() {

@@ -1,7 +1,11 @@
 //! What every Scaleway stand-in product shares: requests as parsed, answers and errors
-//! in Scaleway's shapes, ids, timestamps, and statuses that take several reads to settle.
+//! in Scaleway's shapes, ids, timestamps, and statuses that take time to settle.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use infra_core::sdk::Clock;
 
 use serde_json::{Value, json};
 
@@ -114,6 +118,20 @@ impl Reply {
         )
     }
 
+    /// 404 with the bare message Container Registry and the serverless APIs answer for
+    /// a missing `resource` (`namespace` → `{"message": "Namespace was not found"}`):
+    /// no `type`, no `resource`, as Scaleway was recorded answering.
+    pub(crate) fn missing(resource: &str) -> Reply {
+        let mut title = resource.to_owned();
+        if let Some(first) = title.get_mut(0..1) {
+            first.make_ascii_uppercase();
+        }
+        Reply {
+            status: 404,
+            body: json!({ "message": format!("{title} was not found") }),
+        }
+    }
+
     /// 400 `invalid_arguments` naming `argument`.
     pub(crate) fn invalid(argument: &str, help: impl Into<String>) -> Reply {
         let help = help.into();
@@ -177,15 +195,27 @@ impl Reply {
 }
 
 /// A resource whose status moves from a transient one (`creating`, `pending`,
-/// `deploying`, `provisioning`) to its settled one after a number of reads.
-#[derive(Debug, Clone, PartialEq)]
+/// `deploying`, `provisioning`) to its settled one once enough time has passed on the
+/// stand-in's clock since the change: whether the resource is read, listed or never
+/// looked at in between makes no difference, as on Scaleway.
+#[derive(Clone)]
 pub(crate) struct Settling {
-    /// The status shown while reads remain.
+    /// The status shown until the change is done.
     pub(crate) transient: &'static str,
     /// The status after.
     pub(crate) settled: &'static str,
-    /// Reads left before it settles.
-    pub(crate) reads_left: u32,
+    /// The clock, and the time on it at which the change is done; `None`: done.
+    until: Option<(Arc<dyn Clock>, Duration)>,
+}
+
+impl std::fmt::Debug for Settling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settling")
+            .field("status", &self.status())
+            .field("settled", &self.settled)
+            .field("until", &self.until.as_ref().map(|(_, t)| *t))
+            .finish()
+    }
 }
 
 impl Settling {
@@ -194,38 +224,60 @@ impl Settling {
         Settling {
             transient: status,
             settled: status,
-            reads_left: 0,
+            until: None,
         }
     }
 
-    /// `transient` for `reads` reads, then `settled`.
-    pub(crate) fn after(transient: &'static str, settled: &'static str, reads: u32) -> Self {
-        Settling {
-            transient,
-            settled,
-            reads_left: reads,
-        }
-    }
-
-    /// The status now, without counting a read.
+    /// The status now.
     pub(crate) fn status(&self) -> &'static str {
-        if self.reads_left > 0 {
+        if self.busy() {
             self.transient
         } else {
             self.settled
         }
     }
 
-    /// The status a read sees; the read is counted.
-    pub(crate) fn read(&mut self) -> &'static str {
-        let now = self.status();
-        self.reads_left = self.reads_left.saturating_sub(1);
-        now
+    /// Whether the change is still under way (a write now answers `transient_state`).
+    pub(crate) fn busy(&self) -> bool {
+        self.until
+            .as_ref()
+            .is_some_and(|(clock, until)| clock.now() < *until)
+    }
+}
+
+/// How long a change takes on the stand-in, on its clock: what makes a [`Settling`].
+#[derive(Clone)]
+pub(crate) struct Settle {
+    clock: Arc<dyn Clock>,
+    lasts: Duration,
+}
+
+impl std::fmt::Debug for Settle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settle")
+            .field("lasts", &self.lasts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Settle {
+    /// Changes that take `lasts` on `clock`.
+    pub(crate) fn new(clock: Arc<dyn Clock>, lasts: Duration) -> Self {
+        Settle { clock, lasts }
     }
 
-    /// Whether the resource is busy (a write now answers `transient_state`).
-    pub(crate) fn busy(&self) -> bool {
-        self.reads_left > 0
+    /// A change starting now: `transient` until it is done, then `settled`.
+    pub(crate) fn after(&self, transient: &'static str, settled: &'static str) -> Settling {
+        Settling {
+            transient,
+            settled,
+            until: Some((Arc::clone(&self.clock), self.clock.now() + self.lasts)),
+        }
+    }
+
+    /// The clock.
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
     }
 }
 

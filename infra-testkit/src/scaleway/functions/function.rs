@@ -48,6 +48,13 @@ const RUNTIMES: &[&str] = &[
     "python313",
     "rust185",
     "php84",
+    "node24",
+    "node26",
+    "go125",
+    "go126",
+    "php85",
+    "python314",
+    "rust196",
 ];
 /// The memory tiers a function may have (MB), with their CPU (thousandths of a vCPU).
 const TIERS: &[(u64, u64)] = &[
@@ -153,6 +160,7 @@ impl Function {
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "ready_at": self.ready_at,
+            "private_network_id": null,
         })
     }
 }
@@ -260,7 +268,10 @@ fn timeout_of(req: &Req<'_>) -> Result<Option<u64>, Reply> {
 }
 
 fn changes_of(req: &Req<'_>, update: bool) -> Result<Changes, Reply> {
-    let runtime = req.str("runtime").map(str::to_owned);
+    // `unknown_runtime`, `unknown_privacy`: the enums' zero values, which Scaleway's SDKs
+    // send for "not said" and Scaleway takes as such.
+    let said = |name: &str| req.str(name).filter(|v| !v.starts_with("unknown_"));
+    let runtime = said("runtime").map(str::to_owned);
     if let Some(r) = runtime.as_deref().filter(|r| !RUNTIMES.contains(r)) {
         return Err(Reply::invalid("runtime", format!("unknown runtime {r:?}")));
     }
@@ -271,7 +282,7 @@ fn changes_of(req: &Req<'_>, update: bool) -> Result<Changes, Reply> {
             "must be one of 128, 256, 512, 1024, 2048, 3072, 4096",
         ));
     }
-    let privacy = req.str("privacy").map(str::to_owned);
+    let privacy = said("privacy").map(str::to_owned);
     if privacy
         .as_deref()
         .is_some_and(|p| p != "public" && p != "private")
@@ -400,14 +411,14 @@ fn create_checked(state: &mut State, req: &Req<'_>, region: &str) -> Result<Repl
     Ok(Reply::ok(body))
 }
 
-/// A read of function `id` in `region`: counted, and a deleted one removed once its
-/// deletion has settled.
+/// A read of function `id` in `region`; a deleted one is removed once its deletion has
+/// settled.
 fn get(state: &mut State, region: &str, id: &str) -> Reply {
     let functions = &mut state.functions.functions;
     let Some(function) = functions.get_mut(id).filter(|f| f.region == region) else {
         return missing("function", id);
     };
-    let seen = function.status.read();
+    let seen = function.status.status();
     if seen == GONE {
         functions.remove(id);
         return missing("function", id);
@@ -464,17 +475,14 @@ fn update_checked(
 }
 
 fn delete(state: &mut State, region: &str, id: &str) -> Reply {
-    let (reads, now) = (state.settle_reads, state.timestamp());
+    let (settle, now) = (state.settle(), state.timestamp());
     let function = match writable(state, region, id) {
         Ok(f) => f,
         Err(refusal) => return refusal,
     };
-    function.status = Settling::after("deleting", GONE, reads);
+    function.status = settle.after("deleting", GONE);
     function.updated_at = now;
-    let body = function.json(function.status.status());
-    if reads == 0 {
-        state.functions.functions.remove(id);
-    }
+    let body = function.json("deleting");
     state.functions.uploads.remove(id);
     Reply::ok(body)
 }
@@ -511,7 +519,7 @@ fn upload_url(state: &mut State, req: &Req<'_>, region: &str, id: &str) -> Reply
 /// `POST …/deploy`: the uploaded archive is built, `pending` then `ready` (`error` when
 /// it is not a zip file).
 fn deploy(state: &mut State, region: &str, id: &str) -> Reply {
-    let (reads, now) = (state.settle_reads, state.timestamp());
+    let (settle, now) = (state.settle(), state.timestamp());
     let function = match writable(state, region, id) {
         Ok(f) => f,
         Err(refusal) => return refusal,
@@ -524,7 +532,7 @@ fn deploy(state: &mut State, region: &str, id: &str) -> Reply {
     };
     let outcome = if archive.zip { "ready" } else { "error" };
     function.failure = (!archive.zip).then(|| "the archive is not a zip file".to_owned());
-    function.status = Settling::after("pending", outcome, reads);
+    function.status = settle.after("pending", outcome);
     function.ready_at = archive.zip.then(|| now.clone());
     function.deployed = Some(archive);
     function.updated_at = now;

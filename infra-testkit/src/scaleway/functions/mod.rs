@@ -3,8 +3,9 @@
 //! function's code archive, uploaded through a presigned URL and then deployed.
 //!
 //! What it holds to:
-//! - A namespace is `pending` when created or changed and `ready` after the server's
-//!   `settle_after` reads; its `registry_endpoint` is empty until then. Names are unique
+//! - A namespace is `pending` when created or changed and `ready` once the stand-in's
+//!   settling time has passed on its clock; its `registry_endpoint` is empty until it is
+//!   first ready. Names are unique
 //!   in a project and region (`already_exists`).
 //! - A function is `created` until code is deployed: `GET …/upload-url?content_length=N`
 //!   hands out `{address}/uploads/functions/{id}?…`, a `PUT` of exactly N bytes there
@@ -19,15 +20,15 @@
 //!   naming the argument.
 //! - A write to a `pending` or `deleting` resource is `transient_state`, and so is a
 //!   function created in a namespace that is not ready.
-//! - `DELETE` answers the resource `deleting`; it is gone after `settle_after` reads.
+//! - `DELETE` answers the resource `deleting`; it is gone once the settling time has
+//!   passed.
 //!   Deleting a namespace deletes its functions with it, as Scaleway documents.
 //! - Secret environment variables are kept as hashes unrelated to their values, and
 //!   answered as `{key, hashed_value}`; an update naming a key without a value removes it.
 //! - Listing functions needs a `namespace_id`, as the API's request type does; a `name`
 //!   filter matches names containing it; listings are paged.
-//! - An unknown id is 404 `not_found` of resource `namespace` or `function` (Scaleway's
-//!   own answer carries only a message, `Namespace was not found`; the stand-in gives the
-//!   typed form too).
+//! - An unknown id is 404 with Scaleway's bare message (`{"message": "Namespace was not
+//!   found"}`, `Function was not found`), no `type` nor `resource`, as recorded.
 
 mod function;
 mod namespace;
@@ -39,7 +40,7 @@ use serde_json::{Value, json};
 use super::State;
 use super::wire::{Reply, Req, Settling, unknown_region};
 
-/// The status a deleted resource settles to: it is removed when a read sees it.
+/// The status a deleted resource settles to: it is then gone.
 const GONE: &str = "gone";
 
 /// The product's resources.
@@ -66,6 +67,15 @@ impl Functions {
         self.functions.get(id).and_then(|f| f.deployed.as_ref())
     }
 
+    /// Forgets what has finished being deleted: namespaces and functions whose deletion
+    /// has settled, and the functions of a namespace gone.
+    fn sweep(&mut self) {
+        self.namespaces.retain(|_, n| n.status.status() != GONE);
+        let namespaces = &self.namespaces;
+        self.functions
+            .retain(|_, f| f.status.status() != GONE && namespaces.contains_key(&f.namespace_id));
+    }
+
     /// A stand-in for the hash Scaleway keeps of a secret value.
     fn hashed(&mut self) -> String {
         self.hashes += 1;
@@ -83,6 +93,7 @@ pub(crate) fn route(state: &mut State, req: &Req<'_>) -> Option<Reply> {
     if let Some(refusal) = unknown_region(region) {
         return Some(refusal);
     }
+    state.functions.sweep();
     match rest.split_first() {
         Some((&"namespaces", rest)) => namespace::route(state, req, region, rest),
         Some((&"functions", rest)) => function::route(state, req, region, rest),
@@ -258,9 +269,9 @@ fn description_of(req: &Req<'_>) -> Result<Option<String>, Reply> {
     }
 }
 
-/// A transient status shown while `reads` reads remain, then `settled`.
+/// `transient` until the stand-in's settling time has passed, then `settled`.
 fn settling(state: &State, transient: &'static str, settled: &'static str) -> Settling {
-    Settling::after(transient, settled, state.settle_reads)
+    state.settle().after(transient, settled)
 }
 
 /// Letters and digits of `name`, for the endpoints Scaleway derives from it.
@@ -268,19 +279,10 @@ fn compact(name: &str) -> String {
     name.chars().filter(char::is_ascii_alphanumeric).collect()
 }
 
-/// The `not_found` answer for `resource` (`namespace`, `function`) `id`, with the
-/// message Scaleway gives.
-fn missing(resource: &str, id: &str) -> Reply {
-    let mut title = resource.to_owned();
-    if let Some(first) = title.get_mut(0..1) {
-        first.make_ascii_uppercase();
-    }
-    Reply::error(
-        404,
-        "not_found",
-        format!("{title} was not found"),
-        json!({ "resource": resource, "resource_id": id }),
-    )
+/// The answer for a missing `resource` (`namespace`, `function`): Scaleway's bare
+/// message (`{"message": "Function was not found"}`); `_id` is not in it.
+fn missing(resource: &str, _id: &str) -> Reply {
+    Reply::missing(resource)
 }
 
 #[cfg(test)]
@@ -289,10 +291,19 @@ mod tests {
 
     const BASE: &str = "/functions/v1beta1/regions/fr-par";
 
-    fn state(settle_reads: u32) -> State {
-        let mut state = State::new("http://127.0.0.1:9", "p1", "o1");
-        state.settle_reads = settle_reads;
-        state
+    thread_local! {
+        /// The clock of this test's stand-in.
+        static CLOCK: std::sync::Arc<infra_core::sdk::ManualClock> = std::sync::Arc::default();
+    }
+
+    /// A stand-in whose changes take `polls` polls of a client that reads, then waits a
+    /// tenth of a second ([`get`] does both).
+    fn state(polls: u32) -> State {
+        let clock = CLOCK.with(std::sync::Arc::clone);
+        let options = crate::scaleway::ScalewayOptions::new()
+            .clock(clock)
+            .settling(std::time::Duration::from_millis(100) * polls);
+        State::new("http://127.0.0.1:9", "p1", "o1", &options)
     }
 
     fn call(
@@ -316,8 +327,11 @@ mod tests {
         route(state, &req).expect("a path of the product")
     }
 
+    /// A read, then a tenth of a second of waiting, as a client polling does.
     fn get(state: &mut State, path: &str) -> Reply {
-        call(state, "GET", path, &[], Value::Null)
+        let reply = call(state, "GET", path, &[], Value::Null);
+        CLOCK.with(|clock| clock.advance(std::time::Duration::from_millis(100)));
+        reply
     }
 
     fn namespace(state: &mut State, name: &str) -> String {
@@ -564,21 +578,19 @@ mod tests {
             Value::Null,
         );
         assert_eq!(deleting.body["status"], "deleting");
+        // Read at once, the function is being deleted with its namespace; once the
+        // settling time has passed (one poll), both are gone.
         let function = get(&mut state, &format!("/functions/{}", ids[0]));
         assert_eq!(function.body["status"], "deleting");
-        assert_eq!(
-            get(&mut state, &format!("/namespaces/{ns}")).body["status"],
-            "deleting"
-        );
         let gone = get(&mut state, &format!("/namespaces/{ns}"));
         assert_eq!(
-            (gone.status, gone.body["resource"].as_str()),
-            (404, Some("namespace"))
+            (gone.status, gone.body["message"].as_str()),
+            (404, Some("Namespace was not found"))
         );
         let gone = get(&mut state, &format!("/functions/{}", ids[2]));
         assert_eq!(
-            (gone.status, gone.body["resource"].as_str()),
-            (404, Some("function"))
+            (gone.status, gone.body["message"].as_str()),
+            (404, Some("Function was not found"))
         );
     }
 
@@ -615,11 +627,9 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_resource_is_typed_and_worded_as_scaleway_does() {
+    fn a_missing_resource_is_worded_as_scaleway_was_recorded_answering() {
         let reply = missing("namespace", "x");
         assert_eq!(reply.status, 404);
-        assert_eq!(reply.body["type"], "not_found");
-        assert_eq!(reply.body["resource"], "namespace");
-        assert_eq!(reply.body["message"], "Namespace was not found");
+        assert_eq!(reply.body, json!({ "message": "Namespace was not found" }));
     }
 }

@@ -22,8 +22,8 @@ pub(super) struct Namespace {
     secrets: BTreeMap<String, String>,
     tags: Vec<String>,
     pub(super) status: Settling,
-    /// Whether the namespace has been ready once (its registry namespace is made then).
-    registered: bool,
+    /// Its registry namespace, made once the namespace is first `ready`.
+    registry: Settling,
     registry_id: String,
     created_at: String,
     updated_at: String,
@@ -32,7 +32,7 @@ pub(super) struct Namespace {
 impl Namespace {
     /// The namespace as answered, the status being the one the request sees.
     fn json(&self, state: &State, status: &str) -> Value {
-        let registry = self.registered || status == "ready";
+        let registry = self.registry.status() == "ready";
         let endpoint = if registry {
             format!(
                 "rg.{}.scw.cloud/funcscw{}{}",
@@ -148,7 +148,7 @@ fn create(state: &mut State, req: &Req<'_>, region: &str) -> Reply {
         secrets: stored,
         tags: tags.unwrap_or_default(),
         status: settling(state, "pending", "ready"),
-        registered: false,
+        registry: settling(state, "pending", "ready"),
         registry_id: state.new_id(),
         created_at: now.clone(),
         updated_at: now,
@@ -158,8 +158,8 @@ fn create(state: &mut State, req: &Req<'_>, region: &str) -> Reply {
     Reply::ok(body)
 }
 
-/// A read of namespace `id` in `region`: counted, and a deleted one removed (with its
-/// functions) once its deletion has settled.
+/// A read of namespace `id` in `region`; a deleted one is removed (with its functions)
+/// once its deletion has settled.
 fn get(state: &mut State, region: &str, id: &str) -> Reply {
     let functions = &mut state.functions;
     let Some(namespace) = functions
@@ -169,15 +169,11 @@ fn get(state: &mut State, region: &str, id: &str) -> Reply {
     else {
         return missing("namespace", id);
     };
-    let seen = namespace.status.read();
-    match seen {
-        GONE => {
-            functions.namespaces.remove(id);
-            functions.functions.retain(|_, f| f.namespace_id != id);
-            return missing("namespace", id);
-        }
-        "ready" => namespace.registered = true,
-        _ => {}
+    let seen = namespace.status.status();
+    if seen == GONE {
+        functions.namespaces.remove(id);
+        functions.functions.retain(|_, f| f.namespace_id != id);
+        return missing("namespace", id);
     }
     let body = state.functions.namespaces[id].json(state, seen);
     Reply::ok(body)
@@ -244,13 +240,13 @@ fn update(state: &mut State, req: &Req<'_>, region: &str, id: &str) -> Reply {
     Reply::ok(body)
 }
 
-/// `DELETE`: the namespace and its functions are `deleting`, and gone after
-/// `settle_after` reads (at once when the server settles on the first read).
+/// `DELETE`: the namespace and its functions are `deleting`, and gone once the
+/// stand-in's settling time has passed.
 fn delete(state: &mut State, region: &str, id: &str) -> Reply {
     if let Err(refusal) = writable(state, region, id) {
         return refusal;
     }
-    let reads = state.settle_reads;
+    let settle = state.settle();
     let now = state.timestamp();
     for function in state
         .functions
@@ -258,21 +254,14 @@ fn delete(state: &mut State, region: &str, id: &str) -> Reply {
         .values_mut()
         .filter(|f| f.namespace_id == id)
     {
-        function.status = Settling::after("deleting", GONE, reads);
+        function.status = settle.after("deleting", GONE);
     }
     let Some(namespace) = state.functions.namespaces.get_mut(id) else {
         return missing("namespace", id);
     };
-    namespace.status = Settling::after("deleting", GONE, reads);
+    namespace.status = settle.after("deleting", GONE);
     namespace.updated_at = now;
     let namespace = &state.functions.namespaces[id];
-    let body = namespace.json(state, namespace.status.status());
-    if reads == 0 {
-        state.functions.namespaces.remove(id);
-        state
-            .functions
-            .functions
-            .retain(|_, f| f.namespace_id != id);
-    }
+    let body = namespace.json(state, "deleting");
     Reply::ok(body)
 }

@@ -1,0 +1,57 @@
+//! Container Registry's wire model held against Scaleway's recorded answers.
+
+use infra_core::sdk::ErrorKind;
+use serde_json::Value;
+
+use super::{NO_NAMESPACE, Namespace, RegistryNamespaces, reading};
+use crate::recorded::{assert_classified, evidence, exchanges};
+
+const PRODUCT: &str = "registry";
+
+fn reads_back(ns: &Namespace, raw: &Value, source: &str) {
+    assert_eq!(ns.id, raw["id"].as_str().unwrap_or_default(), "{source}");
+    assert_eq!(ns.name, raw["name"], "{source}");
+    assert_eq!(ns.status, raw["status"], "{source}");
+    assert_eq!(ns.endpoint, raw["endpoint"], "{source}");
+    let read = reading(ns);
+    assert_eq!(read.observed().uri, ns.endpoint, "{source}");
+    // A description written by another tool carries no marker: no tags are reported.
+    assert!(read.raw_tags().is_some_and(|t| t.is_empty()), "{source}");
+    // The statuses recorded (`ready`, `deleting`) are not failures.
+    let healthy = RegistryNamespaces::healthy(ns.clone(), "read");
+    assert!(healthy.is_ok(), "{source}: {}", ns.status);
+}
+
+#[test]
+fn recorded_registry_answers_decode_and_read_as_the_kind_expects() {
+    let mut evidence = evidence("registry");
+    for (act, kind_act) in [
+        ("namespace-create", "create"),
+        ("namespace-get", "read"),
+        ("namespace-update", "update"),
+        ("namespace-delete", "delete"),
+    ] {
+        for ex in exchanges(PRODUCT, act) {
+            if ex.ok() {
+                reads_back(&ex.decode(), &ex.response, &ex.source);
+            } else {
+                // Registry answers a missing namespace with a bare message.
+                assert_eq!(ex.response["type"], Value::Null, "{}", ex.source);
+                assert_classified(&ex, NO_NAMESPACE, ErrorKind::NotFound);
+            }
+        }
+        evidence.checked("imageRegistry", kind_act);
+    }
+    let deleted: Namespace = exchanges(PRODUCT, "namespace-delete")[0].decode();
+    assert_eq!(
+        deleted.status, "deleting",
+        "a delete answers the namespace deleting"
+    );
+    for ex in exchanges(PRODUCT, "namespace-list") {
+        for (ns, raw) in ex.items::<Namespace>("namespaces") {
+            reads_back(&ns, &raw, &ex.source);
+        }
+    }
+    evidence.checked("imageRegistry", "list");
+    evidence.publish();
+}
