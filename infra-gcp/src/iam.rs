@@ -90,6 +90,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use google_cloud_gax::paginator::ItemPaginator as _;
 use google_cloud_iam_admin_v1::model::ServiceAccount;
 use google_cloud_iam_v1::model::{Binding, GetPolicyOptions, Policy};
 use infra_core::kinds::{Iam, IamObserved, IamReported, IamSettled};
@@ -678,32 +679,26 @@ fn account_id(email: &str) -> &str {
 impl KindBackend<Iam> for ServiceAccounts {
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
-        let iam = self.clients.iam().await?;
+        let mut accounts = self
+            .clients
+            .iam()
+            .await?
+            .list_service_accounts()
+            .set_name(format!("projects/{}", self.project()))
+            .set_page_size(100)
+            .by_item();
         let mut listed = Vec::new();
-        let mut token = String::new();
-        loop {
-            let page = iam
-                .list_service_accounts()
-                .set_name(format!("projects/{}", self.project()))
-                .set_page_size(100)
-                .set_page_token(token)
-                .send()
-                .await
-                .map_err(|e| classify("iam:ListServiceAccounts", e, &[]))?;
-            for account in &page.accounts {
-                let (_, pairs) = split(&account.description);
-                if pairs.get(REGION_LABEL).map(String::as_str) == Some(region) {
-                    listed.push(Listed {
-                        name: account_id(&account.email).to_owned(),
-                        handle: account.email.clone(),
-                    });
-                }
+        while let Some(account) = accounts.next().await {
+            let account = account.map_err(|e| classify("iam:ListServiceAccounts", e, &[]))?;
+            let (_, pairs) = split(&account.description);
+            if pairs.get(REGION_LABEL).map(String::as_str) == Some(region) {
+                listed.push(Listed {
+                    name: account_id(&account.email).to_owned(),
+                    handle: account.email.clone(),
+                });
             }
-            if page.next_page_token.is_empty() {
-                return Ok(listed);
-            }
-            token = page.next_page_token;
         }
+        Ok(listed)
     }
 
     async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<Iam>, BackendError> {

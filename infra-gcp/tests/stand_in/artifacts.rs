@@ -11,7 +11,7 @@ use infra_core::sdk::{
 use infra_testkit::gcp::{GcpServer, GcpService, RecordedRequest};
 use serde_json::json;
 
-use super::{PROJECT, backend};
+use super::{PROJECT, SHORT_DEADLINE, backend, backend_polling};
 
 const REGION: &str = "europe-west1";
 const OTHER: &str = "us-central1";
@@ -119,7 +119,7 @@ async fn a_create_still_running_at_the_deadline_is_settled_by_name() {
     let server = GcpServer::start(PROJECT)
         .await
         .expect("the stand-in starts");
-    let backend = backend(&server, None);
+    let backend = backend_polling(&server, None, SHORT_DEADLINE);
     server.operation_polls(100_000);
     let read = create(backend.as_ref(), "slow", &spec(true, false))
         .await
@@ -171,17 +171,23 @@ async fn names_and_labels_artifact_registry_refuses_are_refused_before_any_call(
 }
 
 #[tokio::test]
-async fn throttling_is_throttled_and_a_lagging_read_does_not_fail_a_create() {
+async fn a_throttled_create_is_retried_and_a_lagging_read_does_not_fail_it() {
     let server = GcpServer::start(PROJECT)
         .await
         .expect("the stand-in starts");
     let backend = backend(&server, None);
-    server.throttle(GcpService::ArtifactRegistry, 1);
-    let e = backend
-        .list("imageRegistry", REGION)
+    // A throttled call did nothing: the client retries it, a create included.
+    server.throttle(GcpService::ArtifactRegistry, 2);
+    create(backend.as_ref(), "throttled", &spec(true, false))
         .await
-        .expect_err("throttled");
-    assert_eq!(e.kind, ErrorKind::Throttled, "{e}");
+        .expect("the throttled create is retried and done");
+    let creates: Vec<u16> = server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/repositories"))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(creates, [429, 429, 200], "sent until it was not throttled");
     server.lag(2);
     let read = create(backend.as_ref(), "lagging", &spec(true, false))
         .await
