@@ -140,6 +140,7 @@ const METADATA_TIMEOUT: Duration = Duration::from_secs(2);
 /// The project, from the first source that names one (see the module documentation),
 /// and where it came from; or why there is none.
 pub(crate) async fn project(sources: &Sources) -> Result<(String, Origin), String> {
+    crate::install_crypto();
     for name in PROJECT_VARS {
         if let Some(project) = sources.var(name) {
             return Ok((project.trim().to_owned(), Origin::Var(name)));
@@ -277,6 +278,7 @@ pub(crate) fn credentials(
     sources: &Sources,
     all_loopback: bool,
 ) -> Result<(Credentials, Origin), String> {
+    crate::install_crypto();
     let explicit = [
         "GOOGLE_OAUTH_ACCESS_TOKEN",
         "GOOGLE_CREDENTIALS",

@@ -118,7 +118,7 @@ impl GcpBackend {
 
 /// Installs `ring` as the process's TLS provider, once; a provider installed before
 /// (by the application) is kept.
-fn install_crypto() {
+pub(crate) fn install_crypto() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();

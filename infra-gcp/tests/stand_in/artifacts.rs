@@ -247,7 +247,7 @@ async fn an_update_masks_the_declared_fields_that_differ_and_keeps_the_marker() 
 }
 
 #[tokio::test]
-async fn a_delete_is_awaited_and_a_lost_answer_is_settled_by_looking() {
+async fn a_delete_is_awaited_and_one_whose_answer_is_lost_is_sent_again() {
     let server = GcpServer::start(PROJECT)
         .await
         .expect("the stand-in starts");
@@ -282,11 +282,22 @@ async fn a_delete_is_awaited_and_a_lost_answer_is_settled_by_looking() {
         .await
         .expect_err("gone");
     assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    // A delete may be repeated: its answer lost, it is sent again, and finds the
+    // repository gone (`NotFound`, which the engine counts as pruned).
+    server.clear_requests();
     server.lose_answers(GcpService::ArtifactRegistry, 1);
-    backend
+    let e = backend
         .delete("imageRegistry", REGION, &handle(REGION, "two"))
         .await
-        .expect("the repository is gone: the delete happened");
+        .expect_err("gone by the second attempt");
+    assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    let deletes: Vec<u16> = server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(deletes, [504, 404]);
     let listed = backend.list("imageRegistry", REGION).await.unwrap();
     assert!(listed.is_empty(), "{listed:?}");
     server.shutdown().await;

@@ -11,7 +11,7 @@ use infra_core::kinds::{
 };
 use infra_core::prelude::Partial;
 use infra_core::sdk::{
-    Backend, BackendError, ErrorKind, ManualClock, Marker, RetryPolicy, Router, SettledSpec,
+    Backend, BackendError, ErrorKind, Marker, RetryPolicy, Router, SettledSpec, SystemClock,
 };
 use infra_gcp::{GcpBackend, GcpConfig};
 use tokio::io::AsyncReadExt as _;
@@ -67,12 +67,13 @@ fn count(seen: &Seen, start: &str) -> usize {
 }
 
 /// A backend on `endpoint` whose attempts wait 300 ms for an answer, retried for
-/// `budget`.
+/// `budget`, in real time (a budget on a manual clock would count only the waits, never
+/// the attempts that time out).
 fn impatient(endpoint: &str, budget: Duration) -> Router {
     GcpBackend::new(
         GcpConfig::stand_in(PROJECT, endpoint)
             .expect("loopback")
-            .clock(Arc::new(ManualClock::new()))
+            .clock(Arc::new(SystemClock::new()))
             .retry_policy(
                 RetryPolicy::default()
                     .with_budget(budget)
