@@ -48,9 +48,12 @@ use google_cloud_auth::credentials::{
 use http::{Extensions, HeaderMap, HeaderValue};
 use serde_json::Value;
 
+/// How a variable is looked up.
+type Lookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// The variables and the home directory the project and the credentials are read from.
 pub(crate) struct Sources {
-    var: Box<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    var: Lookup,
     home: Option<PathBuf>,
 }
 

@@ -150,10 +150,9 @@ pub(crate) fn retry_after_of(err: &google_cloud_gax::error::Error) -> Option<Dur
         .details
         .iter()
         .find_map(|detail| match detail {
-            StatusDetails::RetryInfo(info) => info
-                .retry_delay
-                .clone()
-                .and_then(|d| Duration::try_from(d).ok()),
+            StatusDetails::RetryInfo(info) => {
+                info.retry_delay.and_then(|d| Duration::try_from(d).ok())
+            }
             _ => None,
         })
 }
@@ -167,7 +166,8 @@ pub(crate) fn retry_after_header(headers: &http::HeaderMap) -> Option<Duration> 
         .ok()?
         .trim();
     let seconds: f64 = value.parse().ok()?;
-    (seconds.is_finite() && seconds >= 0.0 && seconds <= 86_400.0)
+    (0.0..=86_400.0)
+        .contains(&seconds)
         .then(|| Duration::from_secs_f64(seconds))
 }
 

@@ -10,6 +10,10 @@ use std::future::Future;
 
 use infra_core::sdk::BackendError;
 
+#[allow(
+    unused_imports,
+    reason = "a build with some services left out uses only part of them"
+)]
 pub(crate) use infra_core::sdk::poll::{Waited, settle_uncertain, still_running};
 
 use crate::clients::Clients;

@@ -67,7 +67,7 @@ impl MetadataServer {
                 log.lock().unwrap().push(line.clone());
                 let flavored = request
                     .lines()
-                    .any(|l| l.to_ascii_lowercase() == "metadata-flavor: google");
+                    .any(|l| l.eq_ignore_ascii_case("metadata-flavor: google"));
                 let (status, body) = if !flavored {
                     ("403 Forbidden", "Missing Metadata-Flavor:Google header.")
                 } else if line.starts_with("GET /computeMetadata/v1/project/project-id ") {
@@ -103,6 +103,9 @@ impl Drop for MetadataServer {
     }
 }
 
+/// Variables as a test gives them.
+type Vars<'a> = &'a [(&'a str, &'a str)];
+
 /// A gcloud configuration directory naming `project` in configuration `name`, made
 /// the active one when `active`.
 fn gcloud_dir(root: &Path, name: &str, project: &str, active: bool) -> PathBuf {
@@ -126,7 +129,7 @@ async fn the_project_comes_from_the_first_source_in_the_documented_order() {
     let config = config.to_str().unwrap();
     let metadata = MetadataServer::start("from-metadata", true).await;
     let m = metadata.host.as_str();
-    let cases: [(&[(&str, &str)], &str, Origin); 6] = [
+    let cases: [(Vars<'_>, &str, Origin); 6] = [
         (
             &[
                 ("GOOGLE_CLOUD_PROJECT", "a"),

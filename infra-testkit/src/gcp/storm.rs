@@ -135,7 +135,7 @@ impl Armed {
             self.refusals += 1;
             self.storm
                 .retry_after
-                .filter(|(nth, _)| self.refusals % nth == 0)
+                .filter(|(nth, _)| self.refusals.is_multiple_of(*nth))
                 .map(|(_, wait)| wait)
         } else {
             None
