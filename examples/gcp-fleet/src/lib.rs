@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use infra_core::kinds::{
-    Compute, Iam, ImageRegistry, ObjectStore, Postgres, PostgresClassic, Queues, Secrets,
+    Access, Compute, Iam, ImageRegistry, ObjectStore, Postgres, PostgresClassic, Queues, Secrets,
 };
 use infra_core::prelude::{CheckReport, Expr, Fleet, Gcp, GcpRegion, Partial};
 
