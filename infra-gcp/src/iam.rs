@@ -113,9 +113,7 @@ const MAX_DESCRIPTION: usize = 256;
 const ACT_AS: &str = "roles/iam.serviceAccountUser";
 /// The policy version asked for, so that conditional bindings are answered whole and
 /// written back as they were.
-const POLICY_VERSION: i32 = 3;
-/// How many times a read-modify-write of a policy is tried when its etag went stale.
-const POLICY_ATTEMPTS: u32 = 5;
+const POLICY_VERSION: i32 = crate::policy::VERSION;
 /// How many times a grant right after the create is tried while IAM does not see the
 /// new account yet.
 const FRESH_ATTEMPTS: u32 = 4;
@@ -491,7 +489,7 @@ impl ServiceAccounts {
         }
     }
 
-    async fn set_policy(&self, target: Target<'_>, policy: Policy) -> Result<(), BackendError> {
+    async fn set_policy(&self, target: Target<'_>, policy: Policy) -> Result<Policy, BackendError> {
         match target {
             Target::Project => self
                 .clients
@@ -514,50 +512,30 @@ impl ServiceAccounts {
                 .await
                 .map_err(|e| classify("iam:SetIamPolicy", e, NOT_FOUND)),
         }
-        .map(drop)
     }
 
-    /// Read-modify-write of a policy: `edit` changes what was read (answering whether it
-    /// did), and the result is written with the etag read. A stale etag (409 `ABORTED`)
-    /// starts again from a fresh read, up to [`POLICY_ATTEMPTS`] times, waiting on the
-    /// clock in between.
+    /// Read-modify-write of a policy (`policy::modify`): `edit` changes what was read
+    /// (answering whether it did), and the result is written with the etag read; a
+    /// stale etag (409 `ABORTED`) starts again from a fresh read, a few times, waiting on
+    /// the clock in between.
     async fn modify(
         &self,
         target: Target<'_>,
         edit: impl Fn(&mut Policy) -> bool,
     ) -> Result<(), BackendError> {
-        let mut wait = Duration::from_millis(500);
-        let mut attempt = 1;
-        loop {
-            let mut policy = self.get_policy(target).await?;
-            if !edit(&mut policy) {
-                return Ok(());
-            }
-            if policy.version < POLICY_VERSION
-                && policy.bindings.iter().any(|b| b.condition.is_some())
-            {
-                policy.version = POLICY_VERSION;
-            }
-            match self.set_policy(target, policy).await {
-                Err(e) if e.code.as_deref() == Some("ABORTED") => {
-                    if attempt >= POLICY_ATTEMPTS {
-                        return Err(BackendError {
-                            message: format!(
-                                "{} (the policy changed under every one of {POLICY_ATTEMPTS} \
-                                 read-modify-writes)",
-                                e.message
-                            ),
-                            ..e
-                        });
-                    }
-                    tracing::debug!("attempt {attempt}: the policy's etag went stale: {e}");
-                }
-                other => return other,
-            }
-            attempt += 1;
-            self.clients.clock().sleep(wait).await;
-            wait *= 2;
-        }
+        let what = match target {
+            Target::Project => format!("project {}", self.project()),
+            Target::Account(resource) => resource.to_owned(),
+        };
+        crate::policy::modify(
+            self.clients.clock(),
+            &what,
+            || self.get_policy(target),
+            |p| self.set_policy(target, p),
+            edit,
+        )
+        .await
+        .map(drop)
     }
 
     /// Grants the account `email` exactly `roles` on the project.
