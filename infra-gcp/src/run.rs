@@ -39,6 +39,11 @@
 //! - `role` is `template.serviceAccount`, the service account's email (the `iam`
 //!   kind's handle); none is the project's default compute service account.
 //! - `tags` are the service's labels.
+//! - `access` is the service's IAM policy (`access.rs`): private unless declared,
+//!   public when `allUsers` holds `roles/run.invoker`. Every create and update brings
+//!   the policy to what is declared (writing nothing when it says so already), so a
+//!   service found public when declared private is made private again; every read asks
+//!   for the policy (`GetIamPolicy`), one call more than the service itself.
 //!
 //! Every write is a long-running operation, awaited with the client's own poller
 //! (`google-cloud-lro`) on the configuration's polling policy. An
