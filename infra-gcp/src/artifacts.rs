@@ -9,13 +9,14 @@
 //!
 //! Repositories are regional: `list` answers the `DOCKER` repositories of the region's
 //! location (every page of `ListRepositories`; repositories of other formats are not
-//! image registries and are left out), and a handle naming another location is
+//! image registries and are left out; the client's paginator reads the pages), and a handle naming another location is
 //! `NotFound` in this region, without a call.
 //!
 //! The marker is part of `CreateRepository` itself (its labels).
 //!
 //! `CreateRepository` and `DeleteRepository` are long-running operations: each is
-//! awaited by polling `GetOperation` on the configuration's clock, up to its deadline.
+//! awaited with the client's own poller (`google-cloud-lro`), on the configuration's
+//! polling policy, up to its deadline.
 //! A create whose answer was lost, or whose operation is still running at the deadline,
 //! is settled by looking the repository up by name: found with this fleet's marker, it
 //! is the one the create made. A delete whose answer was lost, or still running at the
@@ -45,7 +46,8 @@ use google_cloud_artifactregistry_v1::model::repository::vulnerability_scanning_
 use google_cloud_artifactregistry_v1::model::repository::{
     DockerRepositoryConfig, Format, VulnerabilityScanningConfig,
 };
-use google_cloud_longrunning::model::Operation;
+use google_cloud_gax::paginator::ItemPaginator as _;
+use google_cloud_lro::Poller as _;
 use google_cloud_wkt::FieldMask;
 use infra_core::kinds::{ImageRegistry, ImageRegistryObserved, ImageRegistryReported};
 use infra_core::prelude::Partial;
@@ -57,12 +59,11 @@ use infra_core::sdk::{
 use crate::clients::Clients;
 use crate::error::{NOT_FOUND, classify};
 use crate::labels;
-use crate::poll::{self, Waited, settle_uncertain, still_running};
+use crate::poll::settle_uncertain;
 
 const GET: &str = "artifactregistry:GetRepository";
 const CREATE: &str = "artifactregistry:CreateRepository";
 const DELETE: &str = "artifactregistry:DeleteRepository";
-const GET_OPERATION: &str = "artifactregistry:GetOperation";
 
 /// Refuses a name Artifact Registry would refuse as a repository id.
 fn check_id(name: &str) -> Result<(), BackendError> {
@@ -260,34 +261,6 @@ impl DockerRepositories {
         }
     }
 
-    /// Awaits the operation `op` of the call `what`, answering its outcome of type `T`;
-    /// `StillRunning` at the deadline.
-    async fn finish<T>(
-        &self,
-        what: &str,
-        op: &Operation,
-        not_found: &[&str],
-    ) -> Result<Waited<T>, BackendError>
-    where
-        T: google_cloud_wkt::message::Message,
-    {
-        if let Some(done) = poll::operation_outcome::<T>(what, op, not_found)? {
-            return Ok(Waited::Done(done));
-        }
-        let client = self.clients.artifact_registry().await?;
-        let name = op.name.as_str();
-        poll::until_done(&self.clients, what, || async move {
-            let op = client
-                .get_operation()
-                .set_name(name)
-                .send()
-                .await
-                .map_err(|e| classify(GET_OPERATION, e, &[]))?;
-            poll::operation_outcome::<T>(what, &op, not_found)
-        })
-        .await
-    }
-
     /// Whether the repository is gone: after a delete whose outcome is unknown.
     async fn gone(&self, region: &str, handle: &str) -> bool {
         matches!(
@@ -301,35 +274,28 @@ impl DockerRepositories {
 impl KindBackend<ImageRegistry> for DockerRepositories {
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
-        let client = self.clients.artifact_registry().await?;
         let parent = format!("projects/{}/locations/{region}", self.clients.project());
+        let mut repositories = self
+            .clients
+            .artifact_registry()
+            .await?
+            .list_repositories()
+            .set_parent(&parent)
+            .by_item();
         let mut listed = Vec::new();
-        let mut token = String::new();
-        loop {
-            let page = client
-                .list_repositories()
-                .set_parent(&parent)
-                .set_page_token(std::mem::take(&mut token))
-                .send()
-                .await
-                .map_err(|e| classify("artifactregistry:ListRepositories", e, &[]))?;
-            for repo in &page.repositories {
-                if repo.format != Format::Docker {
-                    continue;
-                }
-                if let Ok((_, location, id)) = parts(&repo.name)
-                    && location == region
-                {
-                    listed.push(Listed {
-                        name: id.to_owned(),
-                        handle: format!("{parent}/repositories/{id}"),
-                    });
-                }
+        while let Some(repo) = repositories.next().await {
+            let repo = repo.map_err(|e| classify("artifactregistry:ListRepositories", e, &[]))?;
+            if repo.format != Format::Docker {
+                continue;
             }
-            if page.next_page_token.is_empty() {
-                break;
+            if let Ok((_, location, id)) = parts(&repo.name)
+                && location == region
+            {
+                listed.push(Listed {
+                    name: id.to_owned(),
+                    handle: format!("{parent}/repositories/{id}"),
+                });
             }
-            token = page.next_page_token;
         }
         Ok(listed)
     }
@@ -355,24 +321,21 @@ impl KindBackend<ImageRegistry> for DockerRepositories {
         let labels = labels::for_create(spec.tags.known(), marker, &[])?;
         let parent = format!("projects/{}/locations/{region}", self.clients.project());
         let handle = format!("{parent}/repositories/{name}");
-        let sent = self
+        let request = self
             .clients
             .artifact_registry()
             .await?
             .create_repository()
             .set_parent(&parent)
             .set_repository_id(name)
-            .set_repository(to_create(spec, labels))
-            .send()
-            .await;
-        let outcome = match sent {
-            Ok(op) => match self.finish::<Repository>(CREATE, &op, &[]).await {
-                Ok(Waited::Done(repo)) => Ok(repo),
-                Ok(Waited::StillRunning) => Err(still_running(CREATE, self.clients.polling())),
-                Err(e) => Err(e),
-            },
-            Err(e) => Err(classify(CREATE, e, &[])),
-        };
+            .set_repository(to_create(spec, labels));
+        let outcome = self
+            .clients
+            .polled(request)
+            .poller()
+            .until_done()
+            .await
+            .map_err(|e| classify(CREATE, e, &[]));
         let created = match outcome {
             Ok(repo) => repo,
             Err(e) => settle_uncertain(e, marker, CREATE, self.find(region, &handle)).await?,
@@ -427,23 +390,15 @@ impl KindBackend<ImageRegistry> for DockerRepositories {
     async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
         let DeleteArgs { region, handle, .. } = args;
         in_region(handle, region)?;
-        let sent = self
+        let request = self
             .clients
             .artifact_registry()
             .await?
             .delete_repository()
-            .set_name(handle)
-            .send()
-            .await;
-        let err = match sent {
-            Ok(op) => match self
-                .finish::<google_cloud_wkt::Empty>(DELETE, &op, NOT_FOUND)
-                .await
-            {
-                Ok(Waited::Done(_)) => return Ok(()),
-                Ok(Waited::StillRunning) => still_running(DELETE, self.clients.polling()),
-                Err(e) => e,
-            },
+            .set_name(handle);
+        let done = self.clients.polled(request).poller().until_done().await;
+        let err = match done {
+            Ok(()) => return Ok(()),
             Err(e) => classify(DELETE, e, NOT_FOUND),
         };
         if err.may_have_been_sent && self.gone(region, handle).await {

@@ -1,16 +1,20 @@
 //! The official clients, one per service, made on first use and shared by the kinds.
 //!
-//! Every client is built with the configuration's credentials and endpoint, and with
-//! retries switched off: the engine retries throttled and unavailable calls itself,
-//! on its own clock, and only where a call may safely be repeated.
+//! Every client is built here, in one place, with the configuration's credentials and
+//! endpoint, and with the configuration's [`RetryPolicy`] through gax's own hooks
+//! ([`GaxRetry`]: retry policy, backoff policy, throttler), its request timeout as each
+//! attempt's timeout, and the polling policies of long-running operations
+//! ([`OperationPolling`]). The hand-written Cloud Storage calls get the same policy
+//! through [`Retrier`] and the same timeout on their HTTP client. Nothing retries on
+//! top: the engine retries no call.
 
 use std::sync::Arc;
 
-use google_cloud_gax::retry_policy::NeverRetry;
-use infra_core::sdk::{BackendError, Clock, ErrorKind};
+use infra_core::sdk::{BackendError, Clock, ErrorKind, Retrier, RetryPolicy};
 use tokio::sync::OnceCell;
 
 use crate::config::{GcpConfig, Polling, Service};
+use crate::retry::{GaxRetry, OperationPolling};
 
 /// A client that could not be built, as a [`BackendError`]: nothing was sent.
 fn unbuilt(service: &str, err: &google_cloud_gax::client_builder::Error) -> BackendError {
@@ -28,9 +32,16 @@ macro_rules! client {
         pub(crate) async fn $name(&self) -> Result<&$ty, BackendError> {
             self.$name
                 .get_or_try_init(|| async {
+                    let retry = GaxRetry::new(self.config.retry);
+                    let polling = OperationPolling::new(self.config.polling);
                     let builder = <$ty>::builder()
                         .with_credentials(self.config.credentials.clone())
-                        .with_retry_policy(NeverRetry);
+                        .with_retry_policy(retry.clone())
+                        .with_backoff_policy(retry.clone())
+                        .with_retry_throttler(retry)
+                        .with_attempt_timeout(self.config.retry.request_timeout())
+                        .with_polling_error_policy(polling.clone())
+                        .with_polling_backoff_policy(polling);
                     let builder = match self.config.endpoint_override($service) {
                         Some(endpoint) => builder.with_endpoint(endpoint),
                         None => builder,
@@ -48,12 +59,16 @@ macro_rules! client {
 /// The clients of one configuration.
 pub(crate) struct Clients {
     config: GcpConfig,
+    /// The retry loop of the calls made without an official client (Cloud Storage).
+    retrier: Retrier,
     #[cfg(feature = "storage")]
     http: reqwest::Client,
     #[cfg(feature = "pubsub")]
     topics: OnceCell<google_cloud_pubsub::client::TopicAdmin>,
     #[cfg(feature = "pubsub")]
     subscriptions: OnceCell<google_cloud_pubsub::client::SubscriptionAdmin>,
+    #[cfg(feature = "pubsub")]
+    pubsub_policies: OnceCell<google_cloud_pubsub::client::SchemaService>,
     #[cfg(feature = "secretmanager")]
     secret_manager: OnceCell<google_cloud_secretmanager_v1::client::SecretManagerService>,
     #[cfg(feature = "artifactregistry")]
@@ -69,22 +84,28 @@ pub(crate) struct Clients {
     #[cfg(feature = "iam")]
     iam: OnceCell<google_cloud_iam_admin_v1::client::Iam>,
     projects: OnceCell<google_cloud_resourcemanager_v3::client::Projects>,
+    project_number: OnceCell<String>,
 }
 
 impl Clients {
     /// Clients for `config`; none is built until first used.
     pub(crate) fn new(config: GcpConfig) -> Arc<Self> {
+        let retrier = Retrier::new(config.retry, Arc::clone(&config.clock));
         Arc::new(Clients {
-            config,
             #[cfg(feature = "storage")]
             http: reqwest::Client::builder()
                 .user_agent(concat!("infra-gcp/", env!("CARGO_PKG_VERSION")))
+                .timeout(config.retry.request_timeout())
                 .build()
                 .unwrap_or_default(),
+            config,
+            retrier,
             #[cfg(feature = "pubsub")]
             topics: OnceCell::new(),
             #[cfg(feature = "pubsub")]
             subscriptions: OnceCell::new(),
+            #[cfg(feature = "pubsub")]
+            pubsub_policies: OnceCell::new(),
             #[cfg(feature = "secretmanager")]
             secret_manager: OnceCell::new(),
             #[cfg(feature = "artifactregistry")]
@@ -100,6 +121,7 @@ impl Clients {
             #[cfg(feature = "iam")]
             iam: OnceCell::new(),
             projects: OnceCell::new(),
+            project_number: OnceCell::new(),
         })
     }
 
@@ -118,10 +140,47 @@ impl Clients {
         self.config.polling
     }
 
+    /// `request` (a call that starts a long-running operation), with the polling
+    /// policies of an operation started now: its deadline counts from now, on the clock
+    /// the poller sleeps on.
+    #[cfg(any(feature = "artifactregistry", feature = "run"))]
+    pub(crate) fn polled<R>(&self, request: R) -> R
+    where
+        R: google_cloud_gax::options::RequestOptionsBuilder,
+    {
+        let polling = OperationPolling::starting_now(self.config.polling);
+        request
+            .with_polling_error_policy(polling.clone())
+            .with_polling_backoff_policy(polling)
+    }
+
+    /// The retry policy every call is retried by.
+    pub(crate) fn retry_policy(&self) -> RetryPolicy {
+        self.config.retry
+    }
+
+    /// The policy's loop, for the calls made without an official client.
+    pub(crate) fn retrier(&self) -> &Retrier {
+        &self.retrier
+    }
+
     /// Where `service` is reached.
     #[cfg_attr(not(feature = "storage"), allow(dead_code))]
     pub(crate) fn endpoint(&self, service: Service) -> &str {
         self.config.endpoint_of(service)
+    }
+
+    /// Whether `service` is sent to a stand-in or an emulator on this machine.
+    pub(crate) fn is_local(&self, service: Service) -> bool {
+        crate::config::is_loopback(self.config.endpoint_of(service))
+    }
+
+    /// The project's number, asked of Resource Manager (`projects.get`) once.
+    pub(crate) async fn project_number(&self) -> Result<&str, BackendError> {
+        self.project_number
+            .get_or_try_init(|| crate::project::number(self))
+            .await
+            .map(String::as_str)
     }
 
     /// A plain HTTP client and the headers that authenticate a call (none with
@@ -159,6 +218,11 @@ impl Clients {
     client!(
         /// Pub/Sub subscriptions.
         cfg(feature = "pubsub"), subscriptions: google_cloud_pubsub::client::SubscriptionAdmin = Service::PubSub
+    );
+    client!(
+        /// Pub/Sub's IAM policies of topics and subscriptions (the generated client
+        /// serves them on `SchemaService`).
+        cfg(feature = "pubsub"), pubsub_policies: google_cloud_pubsub::client::SchemaService = Service::PubSub
     );
     client!(
         /// Secret Manager.

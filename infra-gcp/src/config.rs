@@ -1,12 +1,14 @@
 //! How the backend reaches Google Cloud: the project, the credentials, the endpoints,
-//! the clock long-running operations are awaited on.
+//! the retry policy, the clock and the polling of long-running operations.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use google_cloud_auth::credentials::Credentials;
-use infra_core::sdk::{Clock, SystemClock};
+use infra_core::sdk::{Clock, RetryPolicy, SystemClock};
+
+use crate::credentials::{self, Sources};
 
 /// A Google Cloud API this crate calls. Each can be sent to an endpoint of its own
 /// ([`GcpConfig::endpoint`]); by default each goes to Google's.
@@ -72,6 +74,7 @@ pub struct GcpConfig {
     pub(crate) endpoints: BTreeMap<Service, String>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) polling: Polling,
+    pub(crate) retry: RetryPolicy,
 }
 
 impl fmt::Debug for GcpConfig {
@@ -80,6 +83,7 @@ impl fmt::Debug for GcpConfig {
             .field("project", &self.project)
             .field("endpoints", &self.endpoints)
             .field("polling", &self.polling)
+            .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
 }
@@ -87,14 +91,22 @@ impl fmt::Debug for GcpConfig {
 impl GcpConfig {
     /// The project every resource lives in, reached with `credentials` (from
     /// `google_cloud_auth::credentials::Builder`: application default credentials, a
-    /// service-account key, the metadata server).
+    /// service-account key, the metadata server). Calls are retried by
+    /// [`RetryPolicy::from_env`] (`INFRA_RETRY_BUDGET`, `INFRA_REQUEST_TIMEOUT`); a
+    /// variable that is not a duration is reported in the log and the default policy
+    /// applies (`GcpBackend::from_env` refuses it instead).
     pub fn new(project: impl Into<String>, credentials: Credentials) -> Self {
+        let retry = RetryPolicy::from_env().unwrap_or_else(|why| {
+            tracing::warn!("the default retry policy applies: {why}");
+            RetryPolicy::default()
+        });
         GcpConfig {
             project: project.into(),
             credentials,
             endpoints: BTreeMap::new(),
             clock: Arc::new(SystemClock::new()),
             polling: Polling::default(),
+            retry,
         }
     }
 
@@ -141,7 +153,11 @@ impl GcpConfig {
         self
     }
 
-    /// The clock long-running operations are awaited on (a `ManualClock` in tests).
+    /// The clock of the waits this crate makes itself: between polls of Cloud SQL's
+    /// operations, between reads after a write, between retries of the Cloud Storage
+    /// calls (a `ManualClock` in tests). The official clients wait on tokio's clock
+    /// (gax takes no clock): their retries and the polls of their long-running
+    /// operations follow a paused tokio clock in tests, not this one.
     #[must_use]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -153,6 +169,21 @@ impl GcpConfig {
     pub fn polling(mut self, polling: Polling) -> Self {
         self.polling = polling;
         self
+    }
+
+    /// How every call is retried, and how long each attempt waits for its answer
+    /// ([`RetryPolicy::request_timeout`]). The official clients apply it through their
+    /// own retry hooks, the Cloud Storage calls through
+    /// [`Retrier`](infra_core::sdk::Retrier); nothing retries on top of it.
+    #[must_use]
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// The retry policy.
+    pub fn retry(&self) -> RetryPolicy {
+        self.retry
     }
 
     /// The project.
@@ -175,22 +206,20 @@ impl GcpConfig {
 
 /// The configuration [`GcpBackend::from_env`](crate::GcpBackend::from_env) reads, or
 /// why there is none (never a secret).
-pub(crate) fn from_env() -> Result<GcpConfig, String> {
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let project = var("GOOGLE_CLOUD_PROJECT")
-        .or_else(|| var("CLOUDSDK_CORE_PROJECT"))
-        .ok_or_else(|| {
-            "no Google Cloud project is configured: GOOGLE_CLOUD_PROJECT and \
-             CLOUDSDK_CORE_PROJECT are both unset"
-                .to_owned()
-        })?;
+pub(crate) async fn from_env() -> Result<GcpConfig, String> {
+    from_sources(&Sources::process()).await
+}
+
+/// The configuration `sources` give: endpoints, the project and the credentials in the
+/// order `credentials.rs` documents, and the retry policy.
+pub(crate) async fn from_sources(sources: &Sources) -> Result<GcpConfig, String> {
     let mut endpoints = BTreeMap::new();
-    if let Some(all) = var("INFRA_GCP_ENDPOINT") {
+    if let Some(all) = sources.var("INFRA_GCP_ENDPOINT") {
         for service in Service::ALL {
             endpoints.insert(service, all.trim_end_matches('/').to_owned());
         }
     }
-    if let Some(host) = var("PUBSUB_EMULATOR_HOST") {
+    if let Some(host) = sources.var("PUBSUB_EMULATOR_HOST") {
         let host = host.trim_end_matches('/');
         let url = if host.contains("://") {
             host.to_owned()
@@ -199,26 +228,19 @@ pub(crate) fn from_env() -> Result<GcpConfig, String> {
         };
         endpoints.insert(Service::PubSub, url);
     }
-    if let Some(url) = var("STORAGE_EMULATOR_HOST") {
+    if let Some(url) = sources.var("STORAGE_EMULATOR_HOST") {
         endpoints.insert(Service::Storage, url.trim_end_matches('/').to_owned());
     }
+    let retry = RetryPolicy::from_vars(|name| sources.var(name))?;
     let all_local = Service::ALL
         .iter()
         .all(|s| endpoints.get(s).is_some_and(|e| is_loopback(e)));
-    let credentials = if all_local && var("GOOGLE_APPLICATION_CREDENTIALS").is_none() {
-        google_cloud_auth::credentials::anonymous::Builder::new().build()
-    } else {
-        google_cloud_auth::credentials::Builder::default()
-            .build()
-            .map_err(|e| {
-                format!(
-                    "no Google Cloud credentials could be loaded (application default \
-                     credentials: GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth \
-                     application-default login`, the metadata server): {e}"
-                )
-            })?
-    };
-    let mut config = GcpConfig::new(project, credentials);
+    let (project, project_from) = credentials::project(sources).await?;
+    let (creds, creds_from) = credentials::credentials(sources, all_local)?;
+    tracing::info!(
+        "Google Cloud project {project} (from {project_from}), credentials from {creds_from}"
+    );
+    let mut config = GcpConfig::new(project, creds).retry_policy(retry);
     config.endpoints = endpoints;
     Ok(config)
 }

@@ -15,8 +15,17 @@
 //! A request that timed out, lost its connection after sending, or got an answer that
 //! could not be read may have been sent ([`BackendError::maybe_sent`]); one refused
 //! before a connection was made was not.
+//!
+//! The wait a service asks for travels with the error
+//! ([`BackendError::retry_after`]): the `Retry-After` header in seconds, or else the
+//! `google.rpc.RetryInfo` detail of the error body. The retry policy
+//! ([`crate::retry`]) reads the same mapping through [`failure_of`], so that the error
+//! a call reports and the decision to repeat it never disagree.
 
-use infra_core::sdk::{BackendError, ErrorKind};
+use std::time::Duration;
+
+use google_cloud_gax::error::rpc::StatusDetails;
+use infra_core::sdk::{BackendError, ErrorKind, Failure};
 
 /// The status that says "this resource does not exist": the one entry of most calls'
 /// not-found lists.
@@ -107,6 +116,66 @@ pub(crate) fn classify(
     err: google_cloud_gax::error::Error,
     not_found: &[&str],
 ) -> BackendError {
+    assess(what, &err, not_found)
+}
+
+/// What one failed attempt of an official client's call tells the retry policy: the
+/// same mapping as [`classify`], read as a [`Failure`]. A credentials failure the
+/// credentials call transient (the token endpoint or the metadata server did not
+/// answer) was never sent.
+pub(crate) fn failure_of(err: &google_cloud_gax::error::Error) -> Failure {
+    if err.is_transient_and_before_rpc() {
+        return Failure::NotSent;
+    }
+    Failure::of(&assess("", err, &[]))
+}
+
+/// [`classify`], on a borrowed error.
+fn assess(what: &str, err: &google_cloud_gax::error::Error, not_found: &[&str]) -> BackendError {
+    let asked = retry_after_of(err);
+    let out = assess_status(what, err, not_found);
+    match asked {
+        Some(wait) => out.with_retry_after(wait),
+        None => out,
+    }
+}
+
+/// The wait a failed call's answer asks for: its `Retry-After` header, or else the
+/// `google.rpc.RetryInfo` of its status.
+pub(crate) fn retry_after_of(err: &google_cloud_gax::error::Error) -> Option<Duration> {
+    if let Some(wait) = err.http_headers().and_then(retry_after_header) {
+        return Some(wait);
+    }
+    err.status()?
+        .details
+        .iter()
+        .find_map(|detail| match detail {
+            StatusDetails::RetryInfo(info) => {
+                info.retry_delay.and_then(|d| Duration::try_from(d).ok())
+            }
+            _ => None,
+        })
+}
+
+/// A `Retry-After` header given in seconds. The HTTP-date form, which Google's APIs do
+/// not send, is not read: it would need the wall clock.
+pub(crate) fn retry_after_header(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    let seconds: f64 = value.parse().ok()?;
+    (0.0..=86_400.0)
+        .contains(&seconds)
+        .then(|| Duration::from_secs_f64(seconds))
+}
+
+fn assess_status(
+    what: &str,
+    err: &google_cloud_gax::error::Error,
+    not_found: &[&str],
+) -> BackendError {
     if let Some(status) = err.status() {
         return refusal(
             what,
@@ -119,7 +188,7 @@ pub(crate) fn classify(
     if let Some(code) = err.http_status_code() {
         return refusal(what, status_of_http(code), Some(code), "", not_found);
     }
-    let text = source_text(&err);
+    let text = source_text(err);
     if err.is_authentication() {
         // No token could be had: nothing was looked at, and nothing may be concluded.
         return BackendError::new(
@@ -148,6 +217,15 @@ pub(crate) fn classify(
         return BackendError::new(
             ErrorKind::Other,
             format!("{what}: the answer could not be read: {text}"),
+        )
+        .maybe_sent();
+    }
+    if err.is_exhausted() {
+        // A poller's deadline (`retry::StillRunning`): the operation was started, and
+        // what it came to is not known.
+        return BackendError::new(
+            ErrorKind::Unavailable,
+            format!("{what}: {text}; its outcome is unknown"),
         )
         .maybe_sent();
     }
@@ -182,6 +260,26 @@ pub(crate) fn transport(what: &str, err: &reqwest::Error) -> BackendError {
 /// call as a [`BackendError`]; the status comes from the HTTP code when the body has
 /// none (the Cloud Storage JSON API names none).
 pub(crate) fn from_body(what: &str, http: u16, body: &[u8], not_found: &[&str]) -> BackendError {
+    from_answer(what, http, None, body, not_found)
+}
+
+/// [`from_body`], with the answer's headers: a `Retry-After` among them travels with
+/// the error.
+pub(crate) fn from_answer(
+    what: &str,
+    http: u16,
+    headers: Option<&http::HeaderMap>,
+    body: &[u8],
+    not_found: &[&str],
+) -> BackendError {
+    let out = refusal_of_body(what, http, body, not_found);
+    match headers.and_then(retry_after_header) {
+        Some(wait) => out.with_retry_after(wait),
+        None => out,
+    }
+}
+
+fn refusal_of_body(what: &str, http: u16, body: &[u8], not_found: &[&str]) -> BackendError {
     let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let error = parsed.as_ref().and_then(|v| v.get("error"));
     let status = error
@@ -196,7 +294,7 @@ pub(crate) fn from_body(what: &str, http: u16, body: &[u8], not_found: &[&str]) 
     refusal(what, status, Some(http), message, not_found)
 }
 
-fn source_text<E: std::error::Error>(err: &E) -> String {
+fn source_text<E: std::error::Error + ?Sized>(err: &E) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(s) = source {
@@ -253,6 +351,57 @@ mod tests {
         );
         let missing = Error::service(Status::default().set_code(Code::NotFound));
         assert_eq!(classify("x", missing, NOT_FOUND).kind, ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn the_wait_a_service_asks_for_travels_with_the_error() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(http::header::RETRY_AFTER, "12".parse().unwrap());
+        let err = Error::service_with_http_metadata(
+            Status::default().set_code(Code::ResourceExhausted),
+            Some(429),
+            Some(headers.clone()),
+        );
+        let out = classify("x", err, NOT_FOUND);
+        assert_eq!(out.kind, ErrorKind::Throttled);
+        assert_eq!(out.retry_after, Some(Duration::from_secs(12)));
+        let body = br#"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED"}}"#;
+        let out = from_answer("storage:buckets.insert", 429, Some(&headers), body, &[]);
+        assert_eq!(out.retry_after, Some(Duration::from_secs(12)));
+        assert_eq!(
+            Failure::of(&out),
+            Failure::Throttled {
+                retry_after: Some(Duration::from_secs(12))
+            }
+        );
+        // A date, or nonsense, is not read.
+        let mut dated = http::HeaderMap::new();
+        dated.insert(
+            http::header::RETRY_AFTER,
+            "Wed, 21 Oct 2026 07:28:00 GMT".parse().unwrap(),
+        );
+        assert_eq!(retry_after_header(&dated), None);
+        assert_eq!(retry_after_header(&http::HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn a_poller_past_its_deadline_may_have_done_its_work() {
+        let err = Error::exhausted(crate::retry::StillRunning {
+            deadline: Duration::from_secs(60),
+        });
+        let out = classify("run:CreateService", err, &[]);
+        assert_eq!(out.kind, ErrorKind::Unavailable);
+        assert!(out.may_have_been_sent);
+        assert!(
+            out.message.contains("still running after 60s"),
+            "{}",
+            out.message
+        );
+        assert!(
+            out.message.contains("outcome is unknown"),
+            "{}",
+            out.message
+        );
     }
 
     #[test]

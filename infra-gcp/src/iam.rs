@@ -90,6 +90,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use google_cloud_gax::paginator::ItemPaginator as _;
 use google_cloud_iam_admin_v1::model::ServiceAccount;
 use google_cloud_iam_v1::model::{Binding, GetPolicyOptions, Policy};
 use infra_core::kinds::{Iam, IamObserved, IamReported, IamSettled};
@@ -112,9 +113,7 @@ const MAX_DESCRIPTION: usize = 256;
 const ACT_AS: &str = "roles/iam.serviceAccountUser";
 /// The policy version asked for, so that conditional bindings are answered whole and
 /// written back as they were.
-const POLICY_VERSION: i32 = 3;
-/// How many times a read-modify-write of a policy is tried when its etag went stale.
-const POLICY_ATTEMPTS: u32 = 5;
+const POLICY_VERSION: i32 = crate::policy::VERSION;
 /// How many times a grant right after the create is tried while IAM does not see the
 /// new account yet.
 const FRESH_ATTEMPTS: u32 = 4;
@@ -490,7 +489,7 @@ impl ServiceAccounts {
         }
     }
 
-    async fn set_policy(&self, target: Target<'_>, policy: Policy) -> Result<(), BackendError> {
+    async fn set_policy(&self, target: Target<'_>, policy: Policy) -> Result<Policy, BackendError> {
         match target {
             Target::Project => self
                 .clients
@@ -513,50 +512,30 @@ impl ServiceAccounts {
                 .await
                 .map_err(|e| classify("iam:SetIamPolicy", e, NOT_FOUND)),
         }
-        .map(drop)
     }
 
-    /// Read-modify-write of a policy: `edit` changes what was read (answering whether it
-    /// did), and the result is written with the etag read. A stale etag (409 `ABORTED`)
-    /// starts again from a fresh read, up to [`POLICY_ATTEMPTS`] times, waiting on the
-    /// clock in between.
+    /// Read-modify-write of a policy (`policy::modify`): `edit` changes what was read
+    /// (answering whether it did), and the result is written with the etag read; a
+    /// stale etag (409 `ABORTED`) starts again from a fresh read, a few times, waiting on
+    /// the clock in between.
     async fn modify(
         &self,
         target: Target<'_>,
         edit: impl Fn(&mut Policy) -> bool,
     ) -> Result<(), BackendError> {
-        let mut wait = Duration::from_millis(500);
-        let mut attempt = 1;
-        loop {
-            let mut policy = self.get_policy(target).await?;
-            if !edit(&mut policy) {
-                return Ok(());
-            }
-            if policy.version < POLICY_VERSION
-                && policy.bindings.iter().any(|b| b.condition.is_some())
-            {
-                policy.version = POLICY_VERSION;
-            }
-            match self.set_policy(target, policy).await {
-                Err(e) if e.code.as_deref() == Some("ABORTED") => {
-                    if attempt >= POLICY_ATTEMPTS {
-                        return Err(BackendError {
-                            message: format!(
-                                "{} (the policy changed under every one of {POLICY_ATTEMPTS} \
-                                 read-modify-writes)",
-                                e.message
-                            ),
-                            ..e
-                        });
-                    }
-                    tracing::debug!("attempt {attempt}: the policy's etag went stale: {e}");
-                }
-                other => return other,
-            }
-            attempt += 1;
-            self.clients.clock().sleep(wait).await;
-            wait *= 2;
-        }
+        let what = match target {
+            Target::Project => format!("project {}", self.project()),
+            Target::Account(resource) => resource.to_owned(),
+        };
+        crate::policy::modify(
+            self.clients.clock(),
+            &what,
+            || self.get_policy(target),
+            |p| self.set_policy(target, p),
+            edit,
+        )
+        .await
+        .map(drop)
     }
 
     /// Grants the account `email` exactly `roles` on the project.
@@ -678,32 +657,26 @@ fn account_id(email: &str) -> &str {
 impl KindBackend<Iam> for ServiceAccounts {
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
-        let iam = self.clients.iam().await?;
+        let mut accounts = self
+            .clients
+            .iam()
+            .await?
+            .list_service_accounts()
+            .set_name(format!("projects/{}", self.project()))
+            .set_page_size(100)
+            .by_item();
         let mut listed = Vec::new();
-        let mut token = String::new();
-        loop {
-            let page = iam
-                .list_service_accounts()
-                .set_name(format!("projects/{}", self.project()))
-                .set_page_size(100)
-                .set_page_token(token)
-                .send()
-                .await
-                .map_err(|e| classify("iam:ListServiceAccounts", e, &[]))?;
-            for account in &page.accounts {
-                let (_, pairs) = split(&account.description);
-                if pairs.get(REGION_LABEL).map(String::as_str) == Some(region) {
-                    listed.push(Listed {
-                        name: account_id(&account.email).to_owned(),
-                        handle: account.email.clone(),
-                    });
-                }
+        while let Some(account) = accounts.next().await {
+            let account = account.map_err(|e| classify("iam:ListServiceAccounts", e, &[]))?;
+            let (_, pairs) = split(&account.description);
+            if pairs.get(REGION_LABEL).map(String::as_str) == Some(region) {
+                listed.push(Listed {
+                    name: account_id(&account.email).to_owned(),
+                    handle: account.email.clone(),
+                });
             }
-            if page.next_page_token.is_empty() {
-                return Ok(listed);
-            }
-            token = page.next_page_token;
         }
+        Ok(listed)
     }
 
     async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<Iam>, BackendError> {

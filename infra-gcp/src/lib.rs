@@ -15,10 +15,14 @@
 
 mod clients;
 mod config;
+mod credentials;
 mod error;
 mod labels;
+#[cfg(any(feature = "iam", feature = "run", feature = "pubsub"))]
+mod policy;
 mod poll;
 mod project;
+mod retry;
 #[cfg(feature = "secretmanager")]
 mod secret_value;
 
@@ -91,17 +95,21 @@ impl GcpBackend {
         router
     }
 
-    /// A backend from the standard sources: the project from `GOOGLE_CLOUD_PROJECT`
-    /// (or `CLOUDSDK_CORE_PROJECT`), application default credentials
-    /// (`GOOGLE_APPLICATION_CREDENTIALS`, `gcloud auth application-default login`, the
-    /// metadata server), and endpoints from `INFRA_GCP_ENDPOINT` (every service),
-    /// `PUBSUB_EMULATOR_HOST` and `STORAGE_EMULATOR_HOST`. When every service is sent
-    /// to a stand-in on loopback and no credentials are configured, the credentials are
-    /// anonymous. When no project or no credentials can be found, the backend returned is
-    /// [`Unreachable`] and says why, so that the engine refuses to act on Google Cloud
-    /// rather than read its silence as agreement.
+    /// A backend from the sources `gcloud` and Terraform's google provider read, in
+    /// the order the crate's documentation tables: the project from
+    /// `GOOGLE_CLOUD_PROJECT`, `GOOGLE_PROJECT`, `GCLOUD_PROJECT`,
+    /// `CLOUDSDK_CORE_PROJECT`, gcloud's active configuration or the metadata server;
+    /// the credentials from `GOOGLE_OAUTH_ACCESS_TOKEN`, `GOOGLE_CREDENTIALS`,
+    /// `GOOGLE_APPLICATION_CREDENTIALS`, gcloud's application default credentials or
+    /// the metadata server; endpoints from `INFRA_GCP_ENDPOINT` (every service),
+    /// `PUBSUB_EMULATOR_HOST` and `STORAGE_EMULATOR_HOST`; the retry policy from
+    /// `INFRA_RETRY_BUDGET` and `INFRA_REQUEST_TIMEOUT`. When every service is sent to a
+    /// stand-in on loopback and no credentials are configured, the credentials are
+    /// anonymous. When no project or no usable credentials can be found, the backend
+    /// returned is [`Unreachable`] and says why (never quoting a key), so that the
+    /// engine refuses to act on Google Cloud rather than read its silence as agreement.
     pub async fn from_env() -> Arc<dyn Backend> {
-        match config::from_env() {
+        match config::from_env().await {
             Ok(config) => Arc::new(GcpBackend::new(config)),
             Err(why) => Arc::new(Unreachable::new("gcp", why)),
         }
@@ -110,7 +118,7 @@ impl GcpBackend {
 
 /// Installs `ring` as the process's TLS provider, once; a provider installed before
 /// (by the application) is kept.
-fn install_crypto() {
+pub(crate) fn install_crypto() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();

@@ -28,6 +28,33 @@ impl ProjectAccount {
     }
 }
 
+/// The number of the configured project: Resource Manager names a project
+/// `projects/{number}`. Service agents (the Pub/Sub one) are named by it.
+pub(crate) async fn number(clients: &Clients) -> Result<String, BackendError> {
+    const WHAT: &str = "resourcemanager:projects.get";
+    let configured = clients.project();
+    let project = clients
+        .projects()
+        .await?
+        .get_project()
+        .set_name(format!("projects/{configured}"))
+        .send()
+        .await
+        .map_err(|e| classify(WHAT, e, &[]))?;
+    match project.name.strip_prefix("projects/") {
+        Some(number) if !number.is_empty() && number.chars().all(|c| c.is_ascii_digit()) => {
+            Ok(number.to_owned())
+        }
+        _ => Err(BackendError::new(
+            ErrorKind::Other,
+            format!(
+                "{WHAT} of {configured} answered no project number (its name is {:?})",
+                project.name
+            ),
+        )),
+    }
+}
+
 #[async_trait]
 impl Account for ProjectAccount {
     async fn account(&self) -> Result<String, BackendError> {

@@ -43,9 +43,14 @@
 //!   has nothing to apply to, and changes an existing policy's count only.
 //! - `tags` → the labels of the topic and of the subscription.
 //!
-//! Dead-lettering on Google Cloud also needs the project's Pub/Sub service agent to
-//! be allowed to publish to the dead-letter topic and to subscribe to this
-//! subscription; this module grants nothing.
+//! **Dead letters that work.** Dead-lettering on Google Cloud also needs the project's
+//! Pub/Sub service agent to hold `roles/pubsub.publisher` on the dead-letter topic and
+//! `roles/pubsub.subscriber` on this subscription (`dead_letter.rs`). Whenever a
+//! write declares a dead letter, both are granted (idempotently): the topic's before
+//! anything is created or written, so that a queue whose grants cannot be made is
+//! refused with the reason and nothing made; the subscription's as soon as it exists
+//! (before its policy changes, on an update). A create whose subscription grant fails
+//! deletes what it made, as for a refused subscription.
 //!
 //! **Writes.** An update reads the topic and the subscription, refuses what it must
 //! (ranges, a missing dead-letter topic, a changed `enableMessageOrdering`) before
@@ -80,6 +85,7 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use google_cloud_gax::options::RequestOptionsBuilder as _;
 use google_cloud_gax::paginator::Paginator as _;
 use google_cloud_pubsub::model::{DeadLetterPolicy, Subscription, Topic};
 use google_cloud_wkt::{Duration as WireDuration, FieldMask};
@@ -94,6 +100,8 @@ use crate::clients::Clients;
 use crate::error::{NOT_FOUND, classify};
 use crate::labels::{self, REGION_LABEL};
 use crate::poll::settle_uncertain;
+
+mod dead_letter;
 
 /// Topics asked for per page of `ListTopics` (every page is read).
 const LIST_PAGE: i32 = 100;
@@ -215,6 +223,14 @@ fn check_spec(spec: &QueuesSettled) -> Result<(), BackendError> {
 }
 
 /// Whether a spec says a delivery setting, and so asks for a subscription.
+/// The dead-letter topic the declaration names, if it names one.
+fn declared_dead_letter(spec: &QueuesSettled) -> Option<&str> {
+    spec.dead_letter
+        .known()
+        .and_then(Option::as_ref)
+        .map(Handle::as_str)
+}
+
 fn wants_subscription(spec: &QueuesSettled) -> bool {
     spec.fifo
         || !spec.visibility_timeout_seconds.is_unknown()
@@ -523,6 +539,8 @@ impl Topics {
             .await?
             .create_subscription()
             .with_request(sub)
+            // A `PUT`, not idempotent all the same (see `CreateTopic`).
+            .with_idempotency(false)
             .send()
             .await
         {
@@ -584,6 +602,27 @@ impl Topics {
             .await
             .map(|_| ())
             .map_err(|e| classify("pubsub:UpdateSubscription", e, &[]))
+    }
+
+    /// Deletes the subscription `name`; gone already is what was wanted.
+    async fn delete_subscription(&self, name: &str) -> Result<(), BackendError> {
+        self.clients
+            .subscriptions()
+            .await?
+            .delete_subscription()
+            .set_subscription(name)
+            .send()
+            .await
+            .map_err(|e| classify("pubsub:DeleteSubscription", e, NOT_FOUND))
+            .or_else(as_not_found)
+    }
+
+    /// Grants the Pub/Sub service agent `roles/pubsub.subscriber` on the subscription
+    /// `name`, for its dead letter.
+    async fn grant_subscriber(&self, name: &str) -> Result<(), BackendError> {
+        dead_letter::grant(&self.clients, name, dead_letter::SUBSCRIBER)
+            .await
+            .map(drop)
     }
 
     async fn delete_topic(&self, handle: &str) -> Result<(), BackendError> {
@@ -665,12 +704,18 @@ impl KindBackend<Queues> for Topics {
         check_spec(spec)?;
         let labels = labels::for_create(spec.tags.known(), marker, &[(REGION_LABEL, region)])?;
         let handle = topic_name(self.clients.project(), name);
-        if let Some(Some(target)) = spec.dead_letter.known() {
-            self.check_dead_letter(target.as_str()).await?;
+        let dead_letter_topic = declared_dead_letter(spec);
+        if let Some(target) = dead_letter_topic {
+            self.check_dead_letter(target).await?;
+            dead_letter::grant(&self.clients, target, dead_letter::PUBLISHER).await?;
         }
         let topics = self.clients.topics().await?;
+        // `CreateTopic` is a `PUT`, which gax takes for idempotent: it is not (a second
+        // one answers `ALREADY_EXISTS` and hides that the first succeeded), so it is
+        // repeated only when it certainly did nothing.
         let topic = match topics
             .create_topic()
+            .with_idempotency(false)
             .set_name(&handle)
             .set_labels(labels.clone())
             .set_or_clear_message_retention_duration(
@@ -698,21 +743,41 @@ impl KindBackend<Queues> for Topics {
             }
         };
         let sub = if wants_subscription(spec) {
-            match self
+            let created = match self
                 .create_subscription(new_subscription(&handle, spec, &labels))
                 .await
             {
+                Ok(sub) if dead_letter_topic.is_some() => self
+                    .grant_subscriber(&sub.name)
+                    .await
+                    .map(|()| sub)
+                    .map_err(|e| (e, true)),
+                Ok(sub) => Ok(sub),
+                Err(e) => Err((e, false)),
+            };
+            match created {
                 Ok(sub) => Some(sub),
-                Err(e) if e.may_have_been_sent => return Err(e),
-                Err(e) => {
-                    // Refused: the topic made a moment ago goes too, so that a failed
-                    // create leaves nothing behind.
-                    return Err(match self.delete_topic(&handle).await {
+                // The subscription's outcome is unknown: it is looked for on the next
+                // apply, by name.
+                Err((e, false)) if e.may_have_been_sent => return Err(e),
+                // Refused, or made without the grant its dead letter needs: what was made
+                // a moment ago goes again, so that a failed create leaves nothing behind.
+                Err((e, made)) => {
+                    let undone = if made {
+                        self.delete_subscription(&subscription_of(&handle)?).await
+                    } else {
+                        Ok(())
+                    };
+                    let undone = match undone {
+                        Ok(()) => self.delete_topic(&handle).await,
+                        Err(e) => Err(e),
+                    };
+                    return Err(match undone {
                         Ok(()) => e,
                         Err(rollback) => BackendError {
                             message: format!(
-                                "{}; topic {handle}, created just before, could not be deleted \
-                                 again: {}",
+                                "{}; what was created just before under {handle} could not be \
+                                 deleted again: {}",
                                 e.message, rollback.message
                             ),
                             ..e
@@ -765,6 +830,13 @@ impl KindBackend<Queues> for Topics {
         if let Some(target) = &dead_letter {
             self.check_dead_letter(target).await?;
         }
+        let declared = declared_dead_letter(spec);
+        if let Some(target) = declared {
+            dead_letter::grant(&self.clients, target, dead_letter::PUBLISHER).await?;
+            if let Some(sub) = &sub {
+                self.grant_subscriber(&sub.name).await?;
+            }
+        }
         if let Some(&secs) = spec.retention_seconds.known()
             && seconds_of(topic.message_retention_duration.as_ref()) != Partial::Known(secs)
         {
@@ -777,8 +849,15 @@ impl KindBackend<Queues> for Topics {
         match (sub, changes) {
             (Some(sub), Some(changes)) => self.write_subscription(&sub.name, changes).await?,
             (None, _) if wants_subscription(spec) => {
-                self.create_subscription(new_subscription(handle, spec, &want))
+                let sub = self
+                    .create_subscription(new_subscription(handle, spec, &want))
                     .await?;
+                if declared.is_some()
+                    && let Err(e) = self.grant_subscriber(&sub.name).await
+                {
+                    self.delete_subscription(&sub.name).await?;
+                    return Err(e);
+                }
             }
             _ => {}
         }
@@ -794,17 +873,7 @@ impl KindBackend<Queues> for Topics {
         let DeleteArgs { region, handle, .. } = args;
         self.topic(region, handle).await?;
         if let Some(sub) = self.subscription(handle).await? {
-            let deleted = self
-                .clients
-                .subscriptions()
-                .await?
-                .delete_subscription()
-                .set_subscription(&sub.name)
-                .send()
-                .await
-                .map_err(|e| classify("pubsub:DeleteSubscription", e, NOT_FOUND));
-            // Gone meanwhile is what was wanted.
-            deleted.or_else(as_not_found)?;
+            self.delete_subscription(&sub.name).await?;
         }
         self.delete_topic(handle).await
     }

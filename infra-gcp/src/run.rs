@@ -39,8 +39,14 @@
 //! - `role` is `template.serviceAccount`, the service account's email (the `iam`
 //!   kind's handle); none is the project's default compute service account.
 //! - `tags` are the service's labels.
+//! - `access` is the service's IAM policy (`access.rs`): private unless declared,
+//!   public when `allUsers` holds `roles/run.invoker`. Every create and update brings
+//!   the policy to what is declared (writing nothing when it says so already), so a
+//!   service found public when declared private is made private again; every read asks
+//!   for the policy (`GetIamPolicy`), one call more than the service itself.
 //!
-//! Every write is a long-running operation, awaited on the configuration's clock. An
+//! Every write is a long-running operation, awaited with the client's own poller
+//! (`google-cloud-lro`) on the configuration's polling policy. An
 //! update sends the whole service as it should be (Cloud Run v2 replaces it), starting
 //! from what `GetService` answered, so that what the declaration does not say is kept;
 //! it carries the service's etag, so that a change made in between is a `Conflict`
@@ -84,12 +90,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use google_cloud_longrunning::model::Operation;
+use google_cloud_gax::paginator::ItemPaginator as _;
+use google_cloud_lro::Poller as _;
 use google_cloud_run_v2::model::{
     BuildConfig, Container, EnvVar, EnvVarSource, ResourceRequirements, RevisionTemplate,
     SecretKeySelector, Service,
 };
-use infra_core::kinds::{Compute, ComputeObserved, ComputeReported, ComputeSettled, EnvVars};
+use infra_core::kinds::{
+    Access, Compute, ComputeObserved, ComputeReported, ComputeSettled, EnvVars,
+};
 use infra_core::prelude::{Handle, Partial};
 use infra_core::sdk::{
     BackendError, CreateArgs, DeleteArgs, ErrorKind, KindBackend, ListArgs, Listed, MarkArgs,
@@ -99,7 +108,9 @@ use infra_core::sdk::{
 use crate::clients::Clients;
 use crate::error::{NOT_FOUND, classify};
 use crate::labels;
-use crate::poll::{self, Waited};
+use crate::poll;
+
+mod access;
 
 /// The image a source-built service names until its build replaces it: Cloud Run's
 /// sample image, as Google's example of a function built by Cloud Run uses.
@@ -552,8 +563,13 @@ fn known<T>(value: Option<T>) -> Partial<T> {
     value.map_or(Partial::Unknown, Partial::Known)
 }
 
-/// What read reports of `service`, known by `handle`.
-fn reading(project: &str, handle: &str, service: &Service) -> Reading<Compute> {
+/// What read reports of `service`, known by `handle`, callable by `access`.
+fn reading(
+    project: &str,
+    handle: &str,
+    service: &Service,
+    access: Partial<Access>,
+) -> Reading<Compute> {
     let template = service.template.as_ref();
     let container = template.and_then(|t| t.containers.first());
     let build = service
@@ -621,8 +637,7 @@ fn reading(project: &str, handle: &str, service: &Service) -> Reading<Compute> {
             secret_environment,
             role,
             tags,
-            // Not read yet: never compared.
-            access: Partial::Unknown,
+            access,
         },
     )
 }
@@ -688,41 +703,16 @@ impl RunServices {
         }
     }
 
-    /// Awaits `op` to its outcome (`not_found` as for the call that started it).
-    async fn wait(
-        &self,
-        what: &str,
-        op: Operation,
-        not_found: &[&str],
-    ) -> Result<Waited<Service>, BackendError> {
-        if let Some(done) = poll::operation_outcome::<Service>(what, &op, not_found)? {
-            return Ok(Waited::Done(done));
-        }
-        let services = self.clients.run_services().await?;
-        let name = op.name;
-        poll::until_done(&self.clients, what, || async {
-            let op = services
-                .get_operation()
-                .set_name(&name)
-                .send()
-                .await
-                .map_err(|e| classify("run:GetOperation", e, &[]))?;
-            poll::operation_outcome::<Service>(what, &op, not_found)
-        })
-        .await
-    }
-
     /// A read after a write: a few tries on the clock while the service is not yet
     /// visible, then the write's own answer.
     async fn read_after_write(
         &self,
         name: &str,
-        answered: &Service,
-    ) -> Result<Reading<Compute>, BackendError> {
-        let project = self.clients.project();
+        answered: Service,
+    ) -> Result<Service, BackendError> {
         for attempt in 0..READS_AFTER_WRITE {
             match self.get(name).await {
-                Ok(service) => return Ok(reading(project, name, &service)),
+                Ok(service) => return Ok(service),
                 Err(e) if e.kind == ErrorKind::NotFound => {
                     tracing::debug!("run:GetService after a write: not visible yet ({attempt})");
                     self.clients
@@ -733,25 +723,39 @@ impl RunServices {
                 Err(e) => return Err(e),
             }
         }
-        Ok(reading(project, name, answered))
+        Ok(answered)
+    }
+
+    /// What read reports of `service`, its access read from its IAM policy.
+    async fn reading_of(
+        &self,
+        name: &str,
+        service: &Service,
+    ) -> Result<Reading<Compute>, BackendError> {
+        let policy = access::get(&self.clients, name).await?;
+        Ok(reading(
+            self.clients.project(),
+            name,
+            service,
+            Partial::Known(access::access_of(&policy)),
+        ))
     }
 
     /// Sends `service` as the whole new state of the service, and awaits it.
     async fn replace(&self, service: Service) -> Result<Service, BackendError> {
         const WHAT: &str = "run:UpdateService";
-        let op = self
+        let request = self
             .clients
             .run_services()
             .await?
             .update_service()
-            .set_service(service)
-            .send()
+            .set_service(service);
+        self.clients
+            .polled(request)
+            .poller()
+            .until_done()
             .await
-            .map_err(|e| classify(WHAT, e, NOT_FOUND))?;
-        match self.wait(WHAT, op, NOT_FOUND).await? {
-            Waited::Done(service) => Ok(service),
-            Waited::StillRunning => Err(poll::still_running(WHAT, self.clients.polling())),
-        }
+            .map_err(|e| classify(WHAT, e, NOT_FOUND))
     }
 }
 
@@ -760,36 +764,29 @@ impl KindBackend<Compute> for RunServices {
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         let parent = format!("projects/{}/locations/{region}", self.clients.project());
-        let services = self.clients.run_services().await?;
+        let mut services = self
+            .clients
+            .run_services()
+            .await?
+            .list_services()
+            .set_parent(&parent)
+            .by_item();
         let mut listed = Vec::new();
-        let mut token = String::new();
-        loop {
-            let page = services
-                .list_services()
-                .set_parent(&parent)
-                .set_page_token(&token)
-                .send()
-                .await
-                .map_err(|e| classify("run:ListServices", e, &[]))?;
-            for service in page.services {
-                // The handle is written the way `create` answers it, whatever form of
-                // the project the name carries.
-                if let Some(name) = ServiceName::parse(&service.name) {
-                    let handle = ServiceName {
-                        project: self.clients.project().to_owned(),
-                        region: region.to_owned(),
-                        id: name.id.clone(),
-                    };
-                    listed.push(Listed {
-                        name: name.id,
-                        handle: handle.full(),
-                    });
-                }
+        while let Some(service) = services.next().await {
+            let service = service.map_err(|e| classify("run:ListServices", e, &[]))?;
+            // The handle is written the way `create` answers it, whatever form of the
+            // project the name carries.
+            if let Some(name) = ServiceName::parse(&service.name) {
+                let handle = ServiceName {
+                    project: self.clients.project().to_owned(),
+                    region: region.to_owned(),
+                    id: name.id.clone(),
+                };
+                listed.push(Listed {
+                    name: name.id,
+                    handle: handle.full(),
+                });
             }
-            if page.next_page_token.is_empty() || page.next_page_token == token {
-                break;
-            }
-            token = page.next_page_token;
         }
         Ok(listed)
     }
@@ -798,7 +795,7 @@ impl KindBackend<Compute> for RunServices {
         let ReadArgs { region, handle, .. } = args;
         let name = self.name_in("run:GetService", region, handle)?;
         let service = self.get(&name.full()).await?;
-        Ok(reading(self.clients.project(), &name.full(), &service))
+        self.reading_of(&name.full(), &service).await
     }
 
     async fn create(
@@ -825,31 +822,33 @@ impl KindBackend<Compute> for RunServices {
             .into_iter()
             .collect::<HashMap<_, _>>();
         let full = target.full();
-        let sent = self
+        let request = self
             .clients
             .run_services()
             .await?
             .create_service()
             .set_parent(target.parent())
             .set_service_id(name)
-            .set_service(service)
-            .send()
+            .set_service(service);
+        let done = self
+            .clients
+            .polled(request)
+            .poller()
+            .until_done()
             .await
             .map_err(|e| classify(WHAT, e, &[]));
-        let waited = match sent {
-            Ok(op) => self.wait(WHAT, op, &[]).await,
-            Err(e) => Err(e),
-        };
-        let created = match waited {
-            Ok(Waited::Done(service)) => service,
-            Ok(Waited::StillRunning) => {
-                let err = poll::still_running(WHAT, self.clients.polling());
-                poll::settle_uncertain(err, marker, WHAT, self.find(&full)).await?
-            }
+        let created = match done {
+            Ok(service) => service,
             Err(err) => poll::settle_uncertain(err, marker, WHAT, self.find(&full)).await?,
         };
-        let read = self.read_after_write(&full, &created).await?;
-        Ok(Written::Done(read))
+        let service = self.read_after_write(&full, created).await?;
+        let access = access::set(&self.clients, &full, spec.access).await?;
+        Ok(Written::Done(reading(
+            self.clients.project(),
+            &full,
+            &service,
+            Partial::Known(access),
+        )))
     }
 
     async fn update(
@@ -878,35 +877,38 @@ impl KindBackend<Compute> for RunServices {
             // A named revision cannot be made twice: the new one is named by Cloud Run.
             template.revision.clear();
         }
-        if service == current {
-            return Ok(Written::Done(reading(
-                self.clients.project(),
-                &full,
-                &current,
-            )));
-        }
-        let updated = self.replace(service).await?;
-        let read = self.read_after_write(&full, &updated).await?;
-        Ok(Written::Done(read))
+        let service = if service == current {
+            current
+        } else {
+            let updated = self.replace(service).await?;
+            self.read_after_write(&full, updated).await?
+        };
+        let access = access::set(&self.clients, &full, spec.access).await?;
+        Ok(Written::Done(reading(
+            self.clients.project(),
+            &full,
+            &service,
+            Partial::Known(access),
+        )))
     }
 
     async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
         const WHAT: &str = "run:DeleteService";
         let DeleteArgs { region, handle, .. } = args;
         let name = self.name_in(WHAT, region, handle)?;
-        let op = self
+        let request = self
             .clients
             .run_services()
             .await?
             .delete_service()
-            .set_name(name.full())
-            .send()
+            .set_name(name.full());
+        self.clients
+            .polled(request)
+            .poller()
+            .until_done()
             .await
-            .map_err(|e| classify(WHAT, e, NOT_FOUND))?;
-        match self.wait(WHAT, op, NOT_FOUND).await? {
-            Waited::Done(_) => Ok(()),
-            Waited::StillRunning => Err(poll::still_running(WHAT, self.clients.polling())),
-        }
+            .map(|_| ())
+            .map_err(|e| classify(WHAT, e, NOT_FOUND))
     }
 
     async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
@@ -958,7 +960,7 @@ mod tests {
             )])),
             role: Some(Handle::new("runner@p1.iam.gserviceaccount.com")),
             tags: Partial::Known(RawTags::from([("team".to_owned(), "web".to_owned())])),
-            access: infra_core::kinds::Access::Private,
+            access: Access::Private,
         }
     }
 
@@ -1094,6 +1096,7 @@ mod tests {
             "p1",
             "projects/p1/locations/europe-west1/services/app",
             &service,
+            Partial::Known(Access::Private),
         );
         let reported = read.reported();
         assert_eq!(reported["runtime"], "python312");
@@ -1143,6 +1146,7 @@ mod tests {
             "p1",
             "projects/p1/locations/europe-west1/services/app",
             &image,
+            Partial::Known(Access::Private),
         );
         let reported = read.reported();
         assert_eq!(reported["code"], "europe-west1-docker.pkg.dev/p1/r/app:1");
@@ -1205,6 +1209,7 @@ mod tests {
             "p1",
             "projects/p1/locations/europe-west1/services/app",
             &service,
+            Partial::Known(Access::Private),
         );
         let reported = read.reported();
         assert_eq!(reported["role"], serde_json::Value::Null);

@@ -55,6 +55,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use google_cloud_gax::paginator::ItemPaginator as _;
 use google_cloud_secretmanager_v1::model::replication::UserManaged;
 use google_cloud_secretmanager_v1::model::replication::user_managed::Replica;
 use google_cloud_secretmanager_v1::model::{Replication, Secret, SecretPayload};
@@ -371,35 +372,28 @@ impl SecretValues for SecretManagerSecrets {
 impl KindBackend<Secrets> for SecretManagerSecrets {
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
-        let client = self.clients.secret_manager().await?;
         let parent = format!("projects/{}", self.clients.project());
+        let mut secrets = self
+            .clients
+            .secret_manager()
+            .await?
+            .list_secrets()
+            .set_parent(&parent)
+            .by_item();
         let mut listed = Vec::new();
-        let mut token = String::new();
-        loop {
-            let page = client
-                .list_secrets()
-                .set_parent(&parent)
-                .set_page_token(std::mem::take(&mut token))
-                .send()
-                .await
-                .map_err(|e| classify("secretmanager:ListSecrets", e, &[]))?;
-            for secret in &page.secrets {
-                if !lives_in(secret, region) {
-                    continue;
-                }
-                // The service names secrets by project number; the handle is always
-                // the project id's form, the one a create answers.
-                if let Ok(id) = id_of(&secret.name) {
-                    listed.push(Listed {
-                        name: id.to_owned(),
-                        handle: self.handle(id),
-                    });
-                }
+        while let Some(secret) = secrets.next().await {
+            let secret = secret.map_err(|e| classify("secretmanager:ListSecrets", e, &[]))?;
+            if !lives_in(&secret, region) {
+                continue;
             }
-            if page.next_page_token.is_empty() {
-                break;
+            // The service names secrets by project number; the handle is always the
+            // project id's form, the one a create answers.
+            if let Ok(id) = id_of(&secret.name) {
+                listed.push(Listed {
+                    name: id.to_owned(),
+                    handle: self.handle(id),
+                });
             }
-            token = page.next_page_token;
         }
         Ok(listed)
     }

@@ -93,6 +93,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use google_cloud_gax::paginator::ItemPaginator as _;
 use google_cloud_sql_v1::model::{
     BackupConfiguration, BackupRetentionSettings, DatabaseInstance, Operation, Settings,
     SqlDatabaseVersion, SqlInstanceType, SqlIpAddressType, User,
@@ -917,30 +918,22 @@ fn version_number(major: &str) -> Vec<u32> {
 impl KindBackend<Postgres> for SqlInstances {
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
-        let client = self.clients.sql_instances().await?;
+        let mut instances = self
+            .clients
+            .sql_instances()
+            .await?
+            .list()
+            .set_project(self.project())
+            .by_item();
         let mut listed = Vec::new();
-        let mut token = String::new();
-        loop {
-            let page = client
-                .list()
-                .set_project(self.project())
-                .set_page_token(token.clone())
-                .send()
-                .await
-                .map_err(|e| classify("sql:instances.list", e, &[]))?;
-            listed.extend(
-                page.items
-                    .iter()
-                    .filter(|i| i.region == region && is_postgres(i))
-                    .map(|i| Listed {
-                        name: i.name.clone(),
-                        handle: i.name.clone(),
-                    }),
-            );
-            if page.next_page_token.is_empty() || page.next_page_token == token {
-                break;
+        while let Some(instance) = instances.next().await {
+            let instance = instance.map_err(|e| classify("sql:instances.list", e, &[]))?;
+            if instance.region == region && is_postgres(&instance) {
+                listed.push(Listed {
+                    name: instance.name.clone(),
+                    handle: instance.name,
+                });
             }
-            token = page.next_page_token;
         }
         listed.sort();
         listed.dedup();

@@ -32,6 +32,13 @@
 //!   caller; Cloud Storage refuses it (403, `Denied`) otherwise, and that is left to it.
 //! - **Delete** of a bucket that still holds objects answers 409 on Cloud Storage: it
 //!   is `DependencyViolation`, and the bucket is left as it was.
+//! - **Retries**: there is no official client to retry these calls, so each goes
+//!   through the configuration's [`Retrier`](infra_core::sdk::Retrier): a throttled
+//!   answer (429) is retried for every call, after at least its `Retry-After`; a
+//!   failure that may have reached Cloud Storage (a 5xx, a timeout, an answer lost) is
+//!   retried for every call but `buckets.insert`, whose outcome is then settled by
+//!   looking the bucket up by name. Each attempt waits at most the policy's request
+//!   timeout.
 //!
 //! What read reports when Cloud Storage does not say:
 //! - `versioning`: a bucket never versioned has no `versioning` (and Google leaves a
@@ -51,8 +58,8 @@ use infra_core::kinds::{
     ObjectStore, ObjectStoreObserved, ObjectStoreReported, ObjectStoreSettled,
 };
 use infra_core::sdk::{
-    BackendError, CreateArgs, DeleteArgs, ErrorKind, KindBackend, ListArgs, Listed, MarkArgs,
-    Marker, OwnershipArgs, Partial, RawTags, ReadArgs, Reading, UpdateArgs, Written,
+    BackendError, CreateArgs, DeleteArgs, ErrorKind, Idempotence, KindBackend, ListArgs, Listed,
+    MarkArgs, Marker, OwnershipArgs, Partial, RawTags, ReadArgs, Reading, UpdateArgs, Written,
 };
 use reqwest::{Method, StatusCode, Url};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -60,7 +67,7 @@ use serde_json::{Value, json};
 
 use crate::clients::Clients;
 use crate::config::Service;
-use crate::error::{NOT_FOUND, from_body, transport};
+use crate::error::{NOT_FOUND, from_answer, from_body, transport};
 use crate::labels;
 use crate::poll::settle_uncertain;
 
@@ -426,7 +433,11 @@ impl Buckets {
         Ok(url)
     }
 
-    /// One call; only a transport failure is an error here.
+    /// One call, retried by the configuration's policy (`buckets.insert` is the one
+    /// call that is not idempotent: it is repeated only when it certainly did nothing).
+    /// A transport failure, a throttled answer (429) and a failure on Google's side
+    /// (5xx) that stand after the retries are errors; any other answer is the caller's
+    /// to read.
     async fn call<B: Serialize + ?Sized>(
         &self,
         what: &str,
@@ -434,14 +445,48 @@ impl Buckets {
         url: Url,
         body: Option<&B>,
     ) -> Result<Answer, BackendError> {
+        let idempotence = if method == Method::POST {
+            Idempotence::NotIdempotent
+        } else {
+            Idempotence::Idempotent
+        };
+        self.clients
+            .retrier()
+            .run(idempotence, || {
+                self.attempt(what, method.clone(), url.clone(), body)
+            })
+            .await
+    }
+
+    /// One attempt of [`Buckets::call`], waiting at most the request timeout.
+    async fn attempt<B: Serialize + ?Sized>(
+        &self,
+        what: &str,
+        method: Method,
+        url: Url,
+        body: Option<&B>,
+    ) -> Result<Answer, BackendError> {
         let (http, headers) = self.clients.http().await?;
-        let mut request = http.request(method, url).headers(headers);
+        let mut request = http
+            .request(method, url)
+            .headers(headers)
+            .timeout(self.clients.retry_policy().request_timeout());
         if let Some(body) = body {
             request = request.json(body);
         }
         let response = request.send().await.map_err(|e| transport(what, &e))?;
         let status = response.status();
+        let headers = response.headers().clone();
         let bytes = response.bytes().await.map_err(|e| transport(what, &e))?;
+        if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+            return Err(from_answer(
+                what,
+                status.as_u16(),
+                Some(&headers),
+                &bytes,
+                &[],
+            ));
+        }
         Ok(Answer {
             status,
             bytes: bytes.to_vec(),

@@ -11,7 +11,7 @@ use infra_core::sdk::{
 use infra_testkit::gcp::{GcpServer, GcpService, RecordedRequest};
 use serde_json::json;
 
-use super::{PROJECT, backend};
+use super::{PROJECT, SHORT_DEADLINE, backend, backend_polling};
 
 const REGION: &str = "europe-west1";
 const OTHER: &str = "us-central1";
@@ -119,7 +119,7 @@ async fn a_create_still_running_at_the_deadline_is_settled_by_name() {
     let server = GcpServer::start(PROJECT)
         .await
         .expect("the stand-in starts");
-    let backend = backend(&server, None);
+    let backend = backend_polling(&server, None, SHORT_DEADLINE);
     server.operation_polls(100_000);
     let read = create(backend.as_ref(), "slow", &spec(true, false))
         .await
@@ -171,17 +171,23 @@ async fn names_and_labels_artifact_registry_refuses_are_refused_before_any_call(
 }
 
 #[tokio::test]
-async fn throttling_is_throttled_and_a_lagging_read_does_not_fail_a_create() {
+async fn a_throttled_create_is_retried_and_a_lagging_read_does_not_fail_it() {
     let server = GcpServer::start(PROJECT)
         .await
         .expect("the stand-in starts");
     let backend = backend(&server, None);
-    server.throttle(GcpService::ArtifactRegistry, 1);
-    let e = backend
-        .list("imageRegistry", REGION)
+    // A throttled call did nothing: the client retries it, a create included.
+    server.throttle(GcpService::ArtifactRegistry, 2);
+    create(backend.as_ref(), "throttled", &spec(true, false))
         .await
-        .expect_err("throttled");
-    assert_eq!(e.kind, ErrorKind::Throttled, "{e}");
+        .expect("the throttled create is retried and done");
+    let creates: Vec<u16> = server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/repositories"))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(creates, [429, 429, 200], "sent until it was not throttled");
     server.lag(2);
     let read = create(backend.as_ref(), "lagging", &spec(true, false))
         .await
@@ -241,7 +247,7 @@ async fn an_update_masks_the_declared_fields_that_differ_and_keeps_the_marker() 
 }
 
 #[tokio::test]
-async fn a_delete_is_awaited_and_a_lost_answer_is_settled_by_looking() {
+async fn a_delete_is_awaited_and_one_whose_answer_is_lost_is_sent_again() {
     let server = GcpServer::start(PROJECT)
         .await
         .expect("the stand-in starts");
@@ -276,11 +282,22 @@ async fn a_delete_is_awaited_and_a_lost_answer_is_settled_by_looking() {
         .await
         .expect_err("gone");
     assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    // A delete may be repeated: its answer lost, it is sent again, and finds the
+    // repository gone (`NotFound`, which the engine counts as pruned).
+    server.clear_requests();
     server.lose_answers(GcpService::ArtifactRegistry, 1);
-    backend
+    let e = backend
         .delete("imageRegistry", REGION, &handle(REGION, "two"))
         .await
-        .expect("the repository is gone: the delete happened");
+        .expect_err("gone by the second attempt");
+    assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    let deletes: Vec<u16> = server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(deletes, [504, 404]);
     let listed = backend.list("imageRegistry", REGION).await.unwrap();
     assert!(listed.is_empty(), "{listed:?}");
     server.shutdown().await;

@@ -6,7 +6,6 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use infra_core::kinds::{Iam, IamSettled, Tags};
 use infra_core::prelude::Partial;
@@ -14,13 +13,13 @@ use infra_core::sdk::{
     Backend, BackendError, ErrorKind, MARKER_KEY, ManualClock, Marker, SettledSpec, Sighting,
     Written,
 };
-use infra_gcp::{GcpBackend, GcpConfig, Polling, Service};
+use infra_gcp::{GcpBackend, GcpConfig, Service};
 use infra_testkit::gcp::{GcpServer, GcpService};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 
-use super::PROJECT;
+use super::{PROJECT, TEST_POLLING, test_retry};
 
 const HERE: &str = "europe-west1";
 const THERE: &str = "us-central1";
@@ -338,11 +337,8 @@ async fn a_concurrent_change_to_the_project_policy_is_read_again_and_kept() {
     let config = GcpConfig::stand_in(PROJECT, &server.address())
         .expect("loopback")
         .clock(Arc::new(ManualClock::new()))
-        .polling(Polling {
-            first: Duration::from_millis(100),
-            longest: Duration::from_secs(1),
-            deadline: Duration::from_secs(60),
-        });
+        .polling(TEST_POLLING)
+        .retry_policy(test_retry());
     let proxy = interfering_proxy(server.address(), Arc::clone(&armed)).await;
     let config = config
         .stand_in_endpoint(Service::ResourceManager, &proxy)
@@ -509,17 +505,22 @@ async fn a_create_whose_answer_was_lost_is_found_by_email_and_marker() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn throttling_is_throttled_and_a_lagging_read_does_not_fail_the_create() {
+async fn a_throttled_create_is_retried_and_a_lagging_read_does_not_fail_it() {
     let server = GcpServer::start(PROJECT)
         .await
         .expect("the stand-in starts");
     let backend = super::backend(&server, None);
     server.throttle(GcpService::Iam, 1);
-    let err = create(&*backend, HERE, "throttled", &spec(None, None), "shop")
+    create(&*backend, HERE, "throttled", &spec(None, None), "shop")
         .await
-        .unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Throttled, "{err}");
-    assert!(err.kind.is_transient());
+        .expect("the throttled create is retried and done");
+    let creates: Vec<u16> = server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/serviceAccounts"))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(creates, [429, 200], "sent again once it was throttled");
 
     server.lag(2);
     let read = create(

@@ -10,19 +10,22 @@
 //! `INFRA_GCP_KINDS=secrets,iam` runs the suite on those kinds only.
 
 mod artifacts;
+mod dead_letter;
 mod iam;
 mod pubsub;
+mod retry;
 mod run;
 mod secrets;
 mod sql;
 mod storage;
+mod storm;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use infra_core::kinds::Queues;
 use infra_core::prelude::{Expr, Gcp, Partial};
-use infra_core::sdk::{Backend, ManualClock, Router};
+use infra_core::sdk::{Backend, ManualClock, RetryPolicy, Router};
 use infra_gcp::{GcpBackend, GcpConfig, Polling, Service};
 use infra_testkit::conformance::{Conformance, KindSample, Variant, samples};
 use infra_testkit::gcp::{GcpHooks, GcpServer};
@@ -51,17 +54,47 @@ pub(crate) fn pubsub_emulator() -> Option<String> {
     }
 }
 
-/// A backend on `server` (and the Pub/Sub emulator when there is one), polling
-/// operations on a manual clock.
+/// A deadline of operations short enough for a test to reach in real time.
+pub(crate) const SHORT_DEADLINE: Polling = Polling {
+    first: Duration::from_millis(2),
+    longest: Duration::from_millis(10),
+    deadline: Duration::from_millis(300),
+};
+
+/// The polling of the tests' backends: the clients' pollers wait on tokio's clock in
+/// real time, so the waits are a few milliseconds.
+pub(crate) const TEST_POLLING: Polling = Polling {
+    first: Duration::from_millis(2),
+    longest: Duration::from_millis(10),
+    deadline: Duration::from_secs(30),
+};
+
+/// The retry policy of the tests' backends: waits of a few milliseconds, and a budget of
+/// a second, so that a fault armed for good (a read failing with 500) gives up soon.
+pub(crate) fn test_retry() -> RetryPolicy {
+    RetryPolicy::default()
+        .with_budget(Duration::from_secs(1))
+        .with_backoff(Duration::from_millis(1), Duration::from_millis(20))
+        .with_request_timeout(Duration::from_secs(30))
+}
+
+/// A backend on `server` (and the Pub/Sub emulator when there is one): the crate's own
+/// waits on a manual clock, the clients' on tokio's, a few milliseconds each.
 pub(crate) fn backend(server: &GcpServer, pubsub: Option<&str>) -> Arc<Router> {
+    backend_polling(server, pubsub, TEST_POLLING)
+}
+
+/// [`backend`], awaiting operations by `polling`.
+pub(crate) fn backend_polling(
+    server: &GcpServer,
+    pubsub: Option<&str>,
+    polling: Polling,
+) -> Arc<Router> {
     let mut config = GcpConfig::stand_in(PROJECT, &server.address())
         .expect("the stand-in is on loopback")
         .clock(Arc::new(ManualClock::new()))
-        .polling(Polling {
-            first: Duration::from_millis(100),
-            longest: Duration::from_secs(1),
-            deadline: Duration::from_secs(60),
-        });
+        .polling(polling)
+        .retry_policy(test_retry());
     if let Some(pubsub) = pubsub {
         config = config
             .stand_in_endpoint(Service::PubSub, pubsub)

@@ -196,8 +196,11 @@ async fn a_create_whose_answer_was_lost_is_found_by_name() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_still_running_at_the_deadline_is_settled_by_name() {
-    let (server, backend) = start().await;
-    // Far more polls than the deadline allows (a minute, on the manual clock).
+    let server = GcpServer::start(PROJECT)
+        .await
+        .expect("the stand-in starts");
+    let backend = backend_polling(&server, None, SHORT_DEADLINE);
+    // Far more polls than the deadline allows (300 ms, in real time).
     server.operation_polls(10_000);
     let read = create(&backend, "run-stuck", &spec())
         .await
@@ -354,7 +357,7 @@ async fn what_cloud_run_would_refuse_is_refused_before_any_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn throttling_is_throttled_and_lag_does_not_fail_a_create() {
+async fn a_throttled_read_is_retried_and_lag_does_not_fail_a_create() {
     let (server, backend) = start().await;
     server.lag(2);
     let read = create(&backend, "run-lag", &spec())
@@ -362,9 +365,20 @@ async fn throttling_is_throttled_and_lag_does_not_fail_a_create() {
         .expect("a create whose service is not yet visible succeeds");
     assert_eq!(read.reported()["memoryMb"], 256);
     server.lag(0);
+    server.clear_requests();
     server.throttle(GcpService::Run, 1);
-    let throttled = backend.read("compute", REGION, &read.handle).await;
-    assert_eq!(throttled.unwrap_err().kind, ErrorKind::Throttled);
+    let again = backend
+        .read("compute", REGION, &read.handle)
+        .await
+        .expect("the throttled read is retried");
+    assert_eq!(again.handle, read.handle);
+    let gets: Vec<u16> = server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path == format!("/v2/{}", read.handle))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(gets, [429, 200]);
     let listed = backend.list("compute", REGION).await.expect("listed");
     assert!(
         listed
@@ -478,5 +492,106 @@ async fn mark_adds_the_marker_alone_to_a_service_made_elsewhere() {
         .mark("compute", REGION, &handle, &Marker::new("otherfleet"))
         .await;
     assert_eq!(other.unwrap_err().kind, ErrorKind::Conflict);
+    server.shutdown().await;
+}
+
+/// Sets the IAM policy of the service `name` behind the fleet's back, as another tool
+/// would: `members` hold `roles/run.invoker`.
+async fn grant_invoker_outside(server: &GcpServer, name: &str, members: &[&str]) {
+    let answer = reqwest::Client::new()
+        .post(format!(
+            "{}/v2/{}:setIamPolicy",
+            server.address(),
+            handle_of(name)
+        ))
+        .json(&json!({"policy": {"bindings": [{"role": "roles/run.invoker", "members": members}]}}))
+        .send()
+        .await
+        .expect("the stand-in answers");
+    assert!(answer.status().is_success(), "{:?}", answer.text().await);
+}
+
+fn invokers(server: &GcpServer, name: &str) -> Vec<String> {
+    server
+        .policy_bindings(&handle_of(name))
+        .into_iter()
+        .filter(|(role, _)| role == "roles/run.invoker")
+        .flat_map(|(_, members)| members)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_is_private_unless_declared_public_and_reads_back_who_may_call_it() {
+    let (server, backend) = start().await;
+    let private = create(&backend, "run-private", &spec())
+        .await
+        .expect("created");
+    assert_eq!(private.reported()["access"], "private");
+    assert!(
+        invokers(&server, "run-private").is_empty(),
+        "no one unnamed may call it"
+    );
+
+    let public = ComputeSettled {
+        access: Access::Public,
+        ..spec()
+    };
+    let read = create(&backend, "run-public", &public)
+        .await
+        .expect("created");
+    assert_eq!(read.reported()["access"], "public");
+    assert_eq!(invokers(&server, "run-public"), ["allUsers"]);
+    let again = backend
+        .read("compute", REGION, &read.handle)
+        .await
+        .expect("read");
+    assert_eq!(again.reported()["access"], "public");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_found_public_when_declared_private_is_made_private_again() {
+    let (server, backend) = start().await;
+    let read = create(&backend, "run-opened", &spec())
+        .await
+        .expect("created");
+    let caller = "serviceAccount:caller@another-project.iam.gserviceaccount.com";
+    grant_invoker_outside(
+        &server,
+        "run-opened",
+        &["allUsers", "allAuthenticatedUsers", caller],
+    )
+    .await;
+    let seen = backend
+        .read("compute", REGION, &read.handle)
+        .await
+        .expect("read");
+    assert_eq!(seen.reported()["access"], "public", "the opening is seen");
+    let closed = update(&backend, &read.handle, &spec()).await;
+    assert_eq!(closed.reported()["access"], "private");
+    assert_eq!(
+        invokers(&server, "run-opened"),
+        [caller],
+        "anyone is gone; the caller someone named is kept"
+    );
+    // Declared public, it is opened again, by a write of the policy alone.
+    server.clear_requests();
+    let opened = update(
+        &backend,
+        &read.handle,
+        &ComputeSettled {
+            access: Access::Public,
+            ..spec()
+        },
+    )
+    .await;
+    assert_eq!(opened.reported()["access"], "public");
+    let writes: Vec<String> = server
+        .requests()
+        .iter()
+        .filter(|r| r.method != "GET")
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(writes, [format!("/v2/{}:setIamPolicy", read.handle)]);
     server.shutdown().await;
 }

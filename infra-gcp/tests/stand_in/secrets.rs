@@ -267,21 +267,31 @@ async fn a_create_whose_answer_is_lost_is_found_by_name_and_given_its_value_once
 }
 
 #[tokio::test]
-async fn throttling_is_throttled_and_a_lagging_read_does_not_fail_a_create() {
+async fn a_throttled_create_is_retried_and_a_lagging_read_does_not_fail_it() {
     let server = GcpServer::start(PROJECT)
         .await
         .expect("the stand-in starts");
     let backend = backend(&server, None);
     server.throttle(GcpService::SecretManager, 1);
-    let e = create(backend.as_ref(), "throttled", &generated(16))
+    create(backend.as_ref(), "throttled", &generated(16))
         .await
-        .expect_err("throttled");
-    assert_eq!(e.kind, ErrorKind::Throttled, "{e}");
-    let listed = backend
-        .list("secrets", REGION)
-        .await
-        .expect("the throttle was used up");
-    assert!(listed.is_empty(), "a throttled create made nothing");
+        .expect("the throttled create is retried and done");
+    let creates: Vec<u16> = server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/secrets"))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        creates,
+        [429, 200],
+        "a throttled create did nothing: sent again"
+    );
+    assert_eq!(
+        add_versions(&server.requests(), "throttled"),
+        1,
+        "one value for the one secret"
+    );
 
     server.lag(2);
     let read = create(backend.as_ref(), "lagging", &generated(16))
@@ -342,11 +352,22 @@ async fn a_secret_belongs_to_its_replicas_region_and_every_page_is_listed() {
         .await
         .expect_err("gone");
     assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    // A delete may be repeated: its answer lost, it is sent again, and finds the secret
+    // gone (`NotFound`, which the engine counts as pruned).
+    server.clear_requests();
     server.lose_answers(GcpService::SecretManager, 1);
-    backend
+    let e = backend
         .delete("secrets", REGION, &handle("s01"))
         .await
-        .expect("the answer was lost, and the secret is gone: deleted");
+        .expect_err("gone by the second attempt");
+    assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    let deletes: Vec<u16> = server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(deletes, [504, 404]);
     assert_eq!(backend.list("secrets", REGION).await.unwrap().len(), 25);
     server.shutdown().await;
 }

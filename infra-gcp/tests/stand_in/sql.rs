@@ -354,12 +354,15 @@ async fn sql_lag_throttling_and_label_removal() {
         .expect("a lagging read does not fail the create");
     server.lag(0);
 
+    server.clear_requests();
     server.throttle(GcpService::Sql, 1);
-    let err = backend
+    backend
         .read("postgres", REGION, "pg-lag")
         .await
-        .unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Throttled, "{err}");
+        .expect("the throttled read is retried");
+    let first = server.requests();
+    assert_eq!(first.first().map(|r| r.status), Some(429), "{first:#?}");
+    assert!(first[1..].iter().all(|r| r.status == 200), "{first:#?}");
 
     // Removing a label: `instances.patch` merges labels, so the settings are sent whole.
     let mut fewer = spec(&password, "postgres");

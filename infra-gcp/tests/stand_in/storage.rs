@@ -175,15 +175,25 @@ async fn an_insert_whose_answer_is_lost_is_found_by_name_and_marker() {
 }
 
 #[tokio::test]
-async fn a_throttled_call_is_throttled_and_a_lagging_read_does_not_fail_a_create() {
+async fn a_throttled_call_is_retried_a_create_too_and_a_lagging_read_does_not_fail_a_create() {
     let server = GcpServer::start(PROJECT)
         .await
         .expect("the stand-in starts");
     let backend = backend(&server, None);
     server.throttle(GcpService::Storage, 1);
-    let throttled = backend.list(KIND, HERE).await.unwrap_err();
-    assert_eq!(throttled.kind, ErrorKind::Throttled, "{throttled}");
-    assert_eq!(throttled.code.as_deref(), Some("RESOURCE_EXHAUSTED"));
+    backend
+        .list(KIND, HERE)
+        .await
+        .expect("the throttled list is retried");
+    server.throttle(GcpService::Storage, 2);
+    create(&backend, HERE, "throttled", &full(), "shop")
+        .await
+        .expect("the throttled insert is retried: it did nothing");
+    let inserts: Vec<u16> = calls(&server, "POST")
+        .into_iter()
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(inserts, [429, 429, 200]);
     server.lag(2);
     let read = create(&backend, HERE, "lagging", &full(), "shop")
         .await

@@ -7,8 +7,9 @@
 //!
 //! It prints `listening on http://127.0.0.1:PORT` once it serves, and stops on SIGINT
 //! or SIGTERM. Point a fleet at it with `INFRA_GCP_ENDPOINT=http://127.0.0.1:PORT`
-//! and `GOOGLE_CLOUD_PROJECT=<the project>` (Pub/Sub is not served: use Google's
-//! emulator and `PUBSUB_EMULATOR_HOST`).
+//! and `GOOGLE_CLOUD_PROJECT=<the project>`. Pub/Sub's topics and subscriptions are
+//! served too, with their IAM policies; Google's emulator (`PUBSUB_EMULATOR_HOST`)
+//! stays the reference for Pub/Sub where a test can use it.
 
 use std::process::ExitCode;
 

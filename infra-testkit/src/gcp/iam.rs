@@ -65,7 +65,7 @@ const ACCOUNT_ETAG: &str = "MDEwMjE5MjA=";
 
 /// An IAM policy as stored.
 #[derive(Debug, Clone)]
-struct Policy {
+pub(crate) struct Policy {
     version: i64,
     bindings: Vec<Value>,
     audit_configs: Option<Value>,
@@ -73,7 +73,39 @@ struct Policy {
 }
 
 impl Policy {
-    fn json(&self) -> Value {
+    /// A policy with no bindings, and a fresh etag from `iam`.
+    pub(crate) fn empty(iam: &mut Iam) -> Policy {
+        Policy {
+            version: 1,
+            bindings: Vec::new(),
+            audit_configs: None,
+            etag: iam.etag(),
+        }
+    }
+
+    /// The bindings, as `(role, members)` of each.
+    pub(crate) fn bindings(&self) -> Vec<(String, Vec<String>)> {
+        self.bindings
+            .iter()
+            .map(|b| {
+                let role = b.get("role").and_then(Value::as_str).unwrap_or("");
+                let members = b
+                    .get("members")
+                    .and_then(Value::as_array)
+                    .map(|m| {
+                        m.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (role.to_owned(), members)
+            })
+            .collect()
+    }
+
+    /// The policy as answered.
+    pub(crate) fn json(&self) -> Value {
         let mut out = json!({ "version": self.version, "etag": self.etag });
         if !self.bindings.is_empty() {
             out["bindings"] = Value::Array(self.bindings.clone());
@@ -522,7 +554,7 @@ fn check_member(state: &State, member: &str, on_project: bool) -> Result<(), Rep
 
 /// The policy a `setIamPolicy` body asks for, checked against `current`, with a new
 /// etag; or the refusal.
-fn set_policy(
+pub(crate) fn set_policy(
     state: &mut State,
     current: &Policy,
     body: &Value,

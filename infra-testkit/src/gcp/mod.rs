@@ -27,6 +27,8 @@
 //! | Cloud SQL | `/v1/projects/{p}/instances…`, `/v1/projects/{p}/operations/{op}` |
 //! | IAM | `/v1/projects/{p}/serviceAccounts…` |
 //! | Resource Manager | `/v3/projects/{p}`, `:getIamPolicy`, `:setIamPolicy` |
+//! | Pub/Sub (admin) | `/v1/projects/{p}/topics…`, `/v1/projects/{p}/subscriptions…` |
+//! | IAM policies of resources | Cloud Run services', Pub/Sub topics' and subscriptions' `:getIamPolicy`, `:setIamPolicy` |
 //!
 //! What the clients send is what is accepted: the `$alt=json;enum-encoding=int` query,
 //! enums as integers (names are accepted too), 64-bit integers as strings, bytes as
@@ -38,19 +40,26 @@
 //! Faults, on cue: [`deny`](GcpServer::deny) a service (403), [`fail_reads`](GcpServer::fail_reads)
 //! of one resource (500), [`throttle`](GcpServer::throttle) the next calls (429
 //! `RESOURCE_EXHAUSTED`), [`lag`](GcpServer::lag) reads after a create (404 for a while:
-//! eventual consistency), and [`lose_answers`](GcpServer::lose_answers): the next
-//! writes are carried out but answered 504, so that the client cannot tell.
+//! eventual consistency), [`lose_answers`](GcpServer::lose_answers): the next
+//! writes are carried out but answered 504, so that the client cannot tell,
+//! [`deny_policy_writes`](GcpServer::deny_policy_writes) of resources' IAM policies,
+//! and a throttling [`storm`](GcpServer::storm) on a clock the test gives.
 //!
 //! The server records every request (method, path, query, body) with secret payloads
 //! replaced by `"<redacted>"`, never a token. Dropping the server stops it.
 
 mod artifacts;
 mod iam;
+mod policies;
+mod pubsub;
 mod run;
 mod secrets;
 mod sql;
 mod storage;
+mod storm;
 mod wire;
+
+pub use storm::{Storm, StormCall};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -87,6 +96,8 @@ pub enum GcpService {
     Iam,
     /// Resource Manager.
     ResourceManager,
+    /// Pub/Sub's admin API (topics, subscriptions).
+    PubSub,
 }
 
 impl GcpService {
@@ -107,6 +118,9 @@ impl GcpService {
         match parts.next()? {
             s if s.starts_with("secrets") => Some(GcpService::SecretManager),
             s if s.starts_with("serviceAccounts") => Some(GcpService::Iam),
+            s if s.starts_with("topics") || s.starts_with("subscriptions") => {
+                Some(GcpService::PubSub)
+            }
             "instances" | "operations" => Some(GcpService::Sql),
             "locations" => Some(GcpService::ArtifactRegistry),
             _ => None,
@@ -149,6 +163,9 @@ pub(crate) struct State {
     pub(crate) run: run::Run,
     pub(crate) sql: sql::Sql,
     pub(crate) iam: iam::Iam,
+    pub(crate) pubsub: pubsub::PubSub,
+    pub(crate) policies: policies::Policies,
+    storm: Option<storm::Armed>,
     tick: u64,
     faults: Faults,
     requests: Vec<RecordedRequest>,
@@ -165,6 +182,9 @@ impl State {
             run: run::Run::default(),
             sql: sql::Sql::default(),
             iam: iam::Iam::default(),
+            pubsub: pubsub::PubSub::default(),
+            policies: policies::Policies::default(),
+            storm: None,
             tick: 0,
             faults: Faults::default(),
             requests: Vec::new(),
@@ -202,6 +222,9 @@ impl State {
 
     /// Serves one request.
     fn answer(&mut self, req: &Req<'_>) -> Reply {
+        if let Some(refused) = self.storm.as_mut().and_then(|s| s.refuse(req)) {
+            return refused;
+        }
         let service = GcpService::of_path(req.path);
         if let Some(service) = service
             && let Some(reply) = self.fault(service, req)
@@ -212,7 +235,10 @@ impl State {
             Some(GcpService::Storage) => storage::route(self, req),
             Some(GcpService::SecretManager) => secrets::route(self, req),
             Some(GcpService::ArtifactRegistry) => artifacts::route(self, req),
-            Some(GcpService::Run) => run::route(self, req),
+            Some(GcpService::Run) => policies::route(self, req).or_else(|| run::route(self, req)),
+            Some(GcpService::PubSub) => {
+                policies::route(self, req).or_else(|| pubsub::route(self, req))
+            }
             Some(GcpService::Sql) => sql::route(self, req),
             Some(GcpService::Iam) => iam::route(self, req),
             Some(GcpService::ResourceManager) => self
@@ -396,9 +422,53 @@ impl GcpServer {
         *self.state().faults.lost.entry(service).or_default() += writes;
     }
 
-    /// Lifts every fault.
+    /// Lifts every fault, the storm and the refusal of policy writes included.
     pub fn restore(&self) {
-        self.state().faults = Faults::default();
+        let mut state = self.state();
+        state.faults = Faults::default();
+        state.policies.deny_writes = false;
+        state.storm = None;
+    }
+
+    /// Every `setIamPolicy` of a resource (a Cloud Run service, a Pub/Sub topic or
+    /// subscription) answers 403 `PERMISSION_DENIED` until restored.
+    pub fn deny_policy_writes(&self) {
+        self.state().policies.deny_writes = true;
+    }
+
+    /// Arms `storm` from now: for its length, on its clock, a share of every call is
+    /// refused with 429 `RESOURCE_EXHAUSTED`. Arming another replaces it; the calls of
+    /// the one before are forgotten.
+    pub fn storm(&self, storm: Storm) {
+        self.state().storm = Some(storm::Armed::new(storm));
+    }
+
+    /// The calls received since the storm was armed (during it and after it), oldest
+    /// first, with their times on its clock; empty when none was armed.
+    #[must_use]
+    pub fn storm_calls(&self) -> Vec<StormCall> {
+        self.state()
+            .storm
+            .as_ref()
+            .map(|s| s.log.clone())
+            .unwrap_or_default()
+    }
+
+    /// The bindings of the IAM policy of `resource` (a Cloud Run service, a Pub/Sub
+    /// topic or subscription), `(role, members)` each; empty when none was written.
+    #[must_use]
+    pub fn policy_bindings(&self, resource: &str) -> Vec<(String, Vec<String>)> {
+        policies::bindings_of(&self.state(), resource)
+    }
+
+    /// The Pub/Sub topics and subscriptions that exist, by resource name.
+    #[must_use]
+    pub fn pubsub_names(&self) -> (Vec<String>, Vec<String>) {
+        let state = self.state();
+        (
+            state.pubsub.topic_names(),
+            state.pubsub.subscription_names(),
+        )
     }
 
     /// The requests served so far, oldest first.
@@ -539,9 +609,13 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
             "request body too large or cut short",
         ),
     };
-    Response::builder()
+    let mut response = Response::builder()
         .status(reply.status)
-        .header("content-type", "application/json; charset=UTF-8")
+        .header("content-type", "application/json; charset=UTF-8");
+    if let Some(wait) = reply.retry_after {
+        response = response.header("retry-after", wait.as_secs().to_string());
+    }
+    response
         .body(Full::new(Bytes::from(reply.body.to_string())))
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }

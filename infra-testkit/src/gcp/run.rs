@@ -65,9 +65,11 @@
 //!   already had (409 `ALREADY_EXISTS`);
 //! - a page token the stand-in did not give.
 //!
+//! The services' IAM policies (`:getIamPolicy`, `:setIamPolicy`) are `policies.rs`'s.
+//!
 //! Not modelled: traffic splits (all traffic goes to the latest revision), revisions as
-//! resources of their own, the soft delete `showDeleted` lists, IAM on services, and
-//! whether a service account or a referenced secret exists.
+//! resources of their own, the soft delete `showDeleted` lists, and whether a service
+//! account or a referenced secret exists.
 
 use std::collections::BTreeMap;
 
@@ -114,6 +116,18 @@ pub(crate) struct Run {
     services: BTreeMap<String, Stored>,
     /// Counts creations, builds and writes: the source of uids, digests and etags.
     serial: u64,
+}
+
+impl Run {
+    /// The identity of the service `name` (its creation), if it exists: its `uid`.
+    pub(crate) fn identity(&self, name: &str) -> Option<String> {
+        self.services.get(name).map(|s| {
+            s.body
+                .get("uid")
+                .and_then(Value::as_str)
+                .map_or_else(|| format!("run-{}", s.seq), str::to_owned)
+        })
+    }
 }
 
 /// One service and the history the server keeps of it.

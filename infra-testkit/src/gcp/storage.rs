@@ -90,6 +90,7 @@ fn gcs_error(code: u16, reason: &str, message: impl Into<String>) -> Reply {
                 "errors": [{ "message": message, "domain": "global", "reason": reason }],
             }
         }),
+        retry_after: None,
     }
 }
 
@@ -534,6 +535,7 @@ fn delete(state: &mut State, req: &Req<'_>, name: &str) -> Reply {
     Reply {
         status: 204,
         body: Value::Null,
+        retry_after: None,
     }
 }
 

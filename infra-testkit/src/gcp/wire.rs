@@ -42,19 +42,31 @@ impl Req<'_> {
     }
 }
 
-/// An answer: a status and a JSON body.
+/// An answer: a status, a JSON body, and the wait it asks for.
 #[derive(Debug, Clone)]
 pub(crate) struct Reply {
     /// The HTTP status.
     pub(crate) status: u16,
     /// The body.
     pub(crate) body: Value,
+    /// The `Retry-After` header, in whole seconds.
+    pub(crate) retry_after: Option<std::time::Duration>,
 }
 
 impl Reply {
     /// 200 with `body`.
     pub(crate) fn ok(body: Value) -> Reply {
-        Reply { status: 200, body }
+        Reply {
+            status: 200,
+            body,
+            retry_after: None,
+        }
+    }
+
+    /// The same answer, asking the caller to wait `wait` (`Retry-After`, whole seconds).
+    pub(crate) fn with_retry_after(mut self, wait: std::time::Duration) -> Reply {
+        self.retry_after = Some(wait);
+        self
     }
 
     /// 200 with `{}` (an empty message).
@@ -67,6 +79,7 @@ impl Reply {
         Reply {
             status: code,
             body: json!({ "error": { "code": code, "message": message.into(), "status": status } }),
+            retry_after: None,
         }
     }
 
