@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use infra_core::kinds::{
-    Container, ContainerNamespace, Function, FunctionNamespace, Iam, ImageRegistry, ObjectStore,
-    Postgres, PostgresClassic, Queues, Secrets,
+    Access, Container, ContainerNamespace, Function, FunctionNamespace, Iam, ImageRegistry,
+    ObjectStore, Postgres, PostgresClassic, Queues, Secrets,
 };
 use infra_core::prelude::{CheckReport, Expr, Fleet, Partial, Scaleway, ScalewayRegion};
 

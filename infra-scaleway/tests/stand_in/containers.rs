@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use infra_core::engine::{Engine, MemoryStore, Options};
 use infra_core::kinds::{
-    Container, ContainerNamespace, ContainerNamespaceSettled, ContainerSettled, Secrets,
+    Access, Container, ContainerNamespace, ContainerNamespaceSettled, ContainerSettled, Secrets,
 };
 use infra_core::prelude::{Backends, Expr, Fleet, Handle, Key, Partial, ScalewayRegion};
 use infra_core::sdk::{Backend, Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, SettledSpec};
@@ -19,8 +19,8 @@ use serde_json::json;
 
 use super::PROJECT;
 use super::support::{
-    backend_on, calls, create, raw, secret, stand_in, stand_in_and_backend, tags as env, update,
-    writes,
+    backend_on, calls, create, raw, secret, stand_in, stand_in_and_backend, tags as env, untried,
+    update, writes,
 };
 
 const REGION: &str = "fr-par";
@@ -49,6 +49,7 @@ fn container_spec(namespace: &str) -> ContainerSettled {
         timeout_seconds: Partial::Known(300),
         environment: Partial::Known(env(&[("LEVEL", "info")])),
         secret_environment: Partial::Unknown,
+        access: Access::Private,
     }
 }
 
@@ -413,14 +414,16 @@ async fn a_denial_is_denied_and_never_absent_and_throttling_is_throttled() {
         assert_eq!(err.kind, ErrorKind::Denied, "{kind}: {err}");
     }
     server.restore();
+    // Tried once, a throttled call is Throttled; with the retry policy, it is answered.
     server.throttle(ScalewayProduct::Containers, 1);
-    let err = backend
+    let err = untried(&server)
         .read("container", REGION, &read.handle)
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Throttled);
+    server.throttle(ScalewayProduct::Containers, 1);
     let again = backend.read("container", REGION, &read.handle).await;
-    assert!(again.is_ok(), "the next call is answered: {again:?}");
+    assert!(again.is_ok(), "retried, the call is answered: {again:?}");
     // A container of another region is not found here.
     let elsewhere = backend.read("container", OTHER, &read.handle).await;
     assert_eq!(elsewhere.unwrap_err().kind, ErrorKind::NotFound);

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use infra_core::kinds::{
-    ComputeSettled, EnvVars, FunctionNamespace, FunctionNamespaceSettled, FunctionSettled,
+    Access, ComputeSettled, EnvVars, FunctionNamespace, FunctionNamespaceSettled, FunctionSettled,
 };
 use infra_core::prelude::{Handle, Partial};
 use infra_core::sdk::{Backend, Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, SettledSpec};
@@ -16,7 +16,7 @@ use infra_testkit::scaleway::{RecordedRequest, ScalewayProduct, ScalewayServer};
 use serde_json::Value;
 
 use super::backend;
-use super::support::{backend_on, create, secret, stand_in, update};
+use super::support::{backend_on, create, secret, stand_in, untried, update};
 
 const REGION: &str = "fr-par";
 const FLEET: &str = "fnfleet";
@@ -59,6 +59,7 @@ fn function_spec(namespace: &str, code: Option<String>) -> FunctionSettled {
         source_bucket: Partial::Known(None),
         code: code.map_or(Partial::Unknown, Partial::Known),
         environment: Partial::Known(EnvVars::from([("MODE".to_owned(), "test".to_owned())])),
+        access: Access::Private,
     }
 }
 
@@ -74,6 +75,7 @@ fn compute_spec(code: String) -> ComputeSettled {
         secret_environment: Partial::Unknown,
         role: None,
         tags: Partial::Known(BTreeMap::from([("team".to_owned(), "web".to_owned())])),
+        access: Access::Private,
     }
 }
 
@@ -456,11 +458,17 @@ async fn a_denial_is_denied_and_throttling_is_throttled_never_absent() {
         );
     }
     server.restore();
+    // Tried once, a throttled call is Throttled; with the retry policy, it is answered.
     server.throttle(ScalewayProduct::Functions, 1);
     assert_eq!(
-        backend.read("function", REGION, &f).await.unwrap_err().kind,
+        untried(&server)
+            .read("function", REGION, &f)
+            .await
+            .unwrap_err()
+            .kind,
         ErrorKind::Throttled
     );
+    server.throttle(ScalewayProduct::Functions, 1);
     assert_eq!(
         backend.read("function", REGION, &f).await.unwrap().handle,
         f

@@ -597,6 +597,9 @@ fn apply_settings(settings: &mut Map<String, Value>, body: &Value) -> Result<(),
     for (field, allowed) in choices {
         match body.get(field) {
             None | Some(Value::Null) => {}
+            // What Scaleway's SDKs send for "not said": the setting is kept (on a create,
+            // the default).
+            Some(Value::String(s)) if s == "unknown_privacy" && field == "privacy" => {}
             Some(Value::String(s)) if allowed.contains(&s.as_str()) => {
                 settings.insert(field.to_owned(), json!(s));
             }

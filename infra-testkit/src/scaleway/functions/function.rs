@@ -271,7 +271,12 @@ fn changes_of(req: &Req<'_>, update: bool) -> Result<Changes, Reply> {
             "must be one of 128, 256, 512, 1024, 2048, 3072, 4096",
         ));
     }
-    let privacy = req.str("privacy").map(str::to_owned);
+    // `unknown_privacy` is what Scaleway's SDKs send for "not said": an update keeps
+    // the function's privacy, a create takes the default (`public`).
+    let privacy = req
+        .str("privacy")
+        .filter(|p| *p != "unknown_privacy")
+        .map(str::to_owned);
     if privacy
         .as_deref()
         .is_some_and(|p| p != "public" && p != "private")
@@ -381,6 +386,7 @@ fn create_checked(state: &mut State, req: &Req<'_>, region: &str) -> Result<Repl
         env: BTreeMap::new(),
         secrets: BTreeMap::new(),
         tags: Vec::new(),
+        // What a create that says nothing gets: the default Scaleway documents.
         privacy: "public".to_owned(),
         description: String::new(),
         domain,
