@@ -11,7 +11,7 @@ use infra_core::{
     prelude::{
         AwsRegion, Expr, Fleet, GcpRegion, Key, Kind, Partial, ScalewayRegion, SecretString,
     },
-    sdk::{Backend, ErrorKind, MARKER_KEY, Marker, RawTags, SettledSpec, Sighting},
+    sdk::{Backend, ErrorKind, MARKER_KEY, Marker, RawTags, RetryPolicy, SettledSpec, Sighting},
 };
 use infra_testkit::sim::{CallFilter, Fault, FaultPlan, FaultRule, Op, Outcome, SimCloud};
 use serde_json::{Value, json};
@@ -760,6 +760,8 @@ async fn eventual_consistency_hides_a_fresh_create_from_list() {
 #[tokio::test]
 async fn fail_nth_is_not_applied() {
     let cloud = SimCloud::new(11);
+    // The faults themselves, as a client that tries each call once meets them.
+    cloud.set_retry_policy(RetryPolicy::none());
     let aws = cloud.backend("aws");
     let env = MapEnv::new();
     cloud.fail_nth(2, ErrorKind::Unavailable, true);
@@ -823,6 +825,8 @@ async fn a_lost_response_is_applied() {
 #[tokio::test]
 async fn throttling_is_not_applied() {
     let cloud = SimCloud::new(13);
+    // The faults themselves, as a client that tries each call once meets them.
+    cloud.set_retry_policy(RetryPolicy::none());
     let aws = cloud.backend("aws");
     let env = MapEnv::new();
     cloud.throttle_next(2);
@@ -892,6 +896,8 @@ async fn fault_plans_are_deterministic() {
 
     // Installed, a plan hits the calls it names.
     let cloud = SimCloud::new(15);
+    // The faults themselves, as a client that tries each call once meets them.
+    cloud.set_retry_policy(RetryPolicy::none());
     let aws = cloud.backend("aws");
     let plan = FaultPlan::new().with(FaultRule {
         nth: 3,
