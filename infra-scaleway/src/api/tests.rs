@@ -285,3 +285,54 @@ async fn a_call_that_never_reached_scaleway_is_repeated_even_when_it_creates() {
     );
     assert!(e.message.contains("retry budget is spent"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_waits_the_request_timeout_and_a_timed_out_write_may_have_been_sent() {
+    crate::install_crypto();
+    // A server that takes every connection and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&accepted);
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(stream);
+        }
+    });
+    let policy = RetryPolicy::default()
+        .with_budget(Duration::from_secs(2))
+        .with_request_timeout(Duration::from_millis(300));
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new());
+    let http = reqwest::Client::builder()
+        .timeout(policy.request_timeout())
+        .build()
+        .unwrap();
+    let api = Api::new(
+        http,
+        &address,
+        SecretString::new("t"),
+        Retrier::new(policy, clock),
+    );
+    let e = api
+        .send::<Value>(Call::create("c", "/x"), Some(&json!({})))
+        .await
+        .unwrap_err();
+    assert!(
+        e.kind == ErrorKind::Unavailable && e.may_have_been_sent,
+        "{e:?}"
+    );
+    let creates = accepted.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(creates, 1, "a create that may have landed is tried once");
+    let e = api
+        .act(Call::patch("p", "/x"), Some(&json!({})))
+        .await
+        .unwrap_err();
+    assert!(e.may_have_been_sent, "{e:?}");
+    assert!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst) > creates + 1,
+        "an update that timed out is tried again"
+    );
+    silent.abort();
+}
