@@ -15,7 +15,8 @@
 //! **Credentials.** Unless the configuration gives Queues credentials of its own
 //! ([`ScalewayConfig::queues_key`](crate::ScalewayConfig::queues_key), used as they are
 //! in every region, with nothing activated or made), the backend makes, once per region
-//! and only when a queue must be reached there, credentials with the least rights a
+//! and only when a queue must be reached there (a plan's listing included, where Queues
+//! is activated), credentials with the least rights a
 //! fleet needs: `can_manage` alone (queues created, changed, listed, deleted; no message
 //! published or received). Their secret key is a [`SecretString`] from the moment it is
 //! read: it goes into the SQS client's signer and nowhere else (no record, log or error).
