@@ -8,7 +8,7 @@ use std::sync::Arc;
 #[cfg(any(feature = "s3", feature = "sqs"))]
 use std::sync::{Mutex, PoisonError};
 
-use infra_core::sdk::{BackendError, Clock, Polling};
+use infra_core::sdk::{BackendError, Clock, Polling, Retrier};
 use serde::Deserialize;
 
 use crate::api::{Api, Call};
@@ -36,12 +36,15 @@ pub(crate) struct Project {
 
 impl Clients {
     pub(crate) fn new(config: ScalewayConfig) -> Arc<Self> {
+        // Each attempt waits for its answer at most the policy's request timeout; the
+        // retrier waits between attempts on the configuration's clock.
         let http = reqwest::Client::builder()
             .user_agent(concat!("infra-scaleway/", env!("CARGO_PKG_VERSION")))
-            .timeout(std::time::Duration::from_secs(60))
+            .timeout(config.retry.request_timeout())
             .build()
             .unwrap_or_default();
-        let api = Api::new(http, &config.api_url, config.secret_key.clone());
+        let retrier = Retrier::new(config.retry, Arc::clone(&config.clock));
+        let api = Api::new(http, &config.api_url, config.secret_key.clone(), retrier);
         let organization = tokio::sync::OnceCell::new();
         if let Some(org) = &config.organization_id {
             let _ = organization.set(org.clone());
@@ -60,6 +63,11 @@ impl Clients {
     /// The REST API.
     pub(crate) fn api(&self) -> &Api {
         &self.api
+    }
+
+    /// The configuration the backend was made with.
+    pub(crate) fn config(&self) -> &ScalewayConfig {
+        &self.config
     }
 
     /// The project every resource lives in.
@@ -116,17 +124,31 @@ impl Clients {
             .clone()
     }
 
-    /// The SQS client of Queues in `region`, retries off.
+    /// The SQS client of Queues in `region` at `endpoint`, signing with `key` (Queues
+    /// credentials: Queues does not take the API key), retries off.
     #[cfg(feature = "sqs")]
-    pub(crate) fn sqs(&self, region: &str) -> aws_sdk_sqs::Client {
+    pub(crate) fn sqs(
+        &self,
+        region: &str,
+        endpoint: &str,
+        key: &crate::config::QueuesKey,
+    ) -> aws_sdk_sqs::Client {
         let mut all = self.sqs.lock().unwrap_or_else(PoisonError::into_inner);
-        all.entry(region.to_owned())
+        let id = format!("{region} {endpoint} {}", key.access_key);
+        all.entry(id)
             .or_insert_with(|| {
+                let credentials = aws_credential_types::Credentials::new(
+                    key.access_key.clone(),
+                    key.secret_key.expose().to_owned(),
+                    None,
+                    None,
+                    "scaleway-queues",
+                );
                 let config = aws_sdk_sqs::Config::builder()
                     .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
                     .region(aws_sdk_sqs::config::Region::new(region.to_owned()))
-                    .endpoint_url(self.config.sqs_endpoint_of(region))
-                    .credentials_provider(self.aws_credentials())
+                    .endpoint_url(endpoint)
+                    .credentials_provider(credentials)
                     .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
                     .build();
                 aws_sdk_sqs::Client::from_conf(config)
@@ -134,7 +156,7 @@ impl Clients {
             .clone()
     }
 
-    #[cfg(any(feature = "s3", feature = "sqs"))]
+    #[cfg(feature = "s3")]
     fn aws_credentials(&self) -> aws_credential_types::Credentials {
         aws_credential_types::Credentials::new(
             self.config.access_key.clone(),

@@ -13,7 +13,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use infra_core::sdk::{Clock, Polling, SecretString, SystemClock};
+use infra_core::sdk::{Clock, Polling, RetryPolicy, SecretString, SystemClock};
 use serde::Deserialize;
 
 /// Scaleway's API, for every product but Object Storage and Queues.
@@ -31,6 +31,39 @@ pub struct ScalewayConfig {
     pub(crate) sqs_endpoint: Option<String>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) polling: Polling,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) queues_key: Option<QueuesKey>,
+}
+
+/// Credentials of Scaleway Queues (made with `POST …/sqs-credentials`, or in the
+/// console): what signs the SQS calls. Queues does not take the API key.
+#[derive(Clone)]
+pub struct QueuesKey {
+    pub(crate) access_key: String,
+    pub(crate) secret_key: SecretString,
+}
+
+impl QueuesKey {
+    /// Credentials with `access_key` and `secret_key` (never printed).
+    pub fn new(access_key: impl Into<String>, secret_key: SecretString) -> Self {
+        QueuesKey {
+            access_key: access_key.into(),
+            secret_key,
+        }
+    }
+
+    /// The access key (not secret: it names the credentials).
+    pub fn access_key(&self) -> &str {
+        &self.access_key
+    }
+}
+
+impl fmt::Debug for QueuesKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueuesKey")
+            .field("access_key", &self.access_key)
+            .finish_non_exhaustive()
+    }
 }
 
 impl fmt::Debug for ScalewayConfig {
@@ -43,6 +76,8 @@ impl fmt::Debug for ScalewayConfig {
             .field("s3_endpoint", &self.s3_endpoint)
             .field("sqs_endpoint", &self.sqs_endpoint)
             .field("polling", &self.polling)
+            .field("retry", &self.retry)
+            .field("queues_key", &self.queues_key)
             .finish_non_exhaustive()
     }
 }
@@ -65,6 +100,11 @@ impl ScalewayConfig {
             sqs_endpoint: None,
             clock: Arc::new(SystemClock::new()),
             polling: Polling::default(),
+            retry: RetryPolicy::from_env().unwrap_or_else(|why| {
+                tracing::warn!("{why}; the default retry policy applies");
+                RetryPolicy::default()
+            }),
+            queues_key: None,
         }
     }
 
@@ -149,6 +189,25 @@ impl ScalewayConfig {
         self
     }
 
+    /// How the REST calls are retried, and how long each attempt may take (by
+    /// default [`RetryPolicy::from_env`]: `INFRA_RETRY_BUDGET`, `INFRA_REQUEST_TIMEOUT`).
+    /// Its waits are taken on the configuration's clock.
+    #[must_use]
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Queues credentials to sign the SQS calls with, in every region, as they are:
+    /// the backend then neither activates Queues nor makes credentials of its own (see
+    /// the crate's documentation, *Queues*). Queues credentials belong to one region:
+    /// give these only to a fleet whose queues are all in it.
+    #[must_use]
+    pub fn queues_key(mut self, key: QueuesKey) -> Self {
+        self.queues_key = Some(key);
+        self
+    }
+
     /// The project.
     pub fn project_id(&self) -> &str {
         &self.project_id
@@ -166,7 +225,8 @@ impl ScalewayConfig {
             .unwrap_or_else(|| format!("https://s3.{region}.scw.cloud"))
     }
 
-    /// Queues' SQS endpoint in `region`.
+    /// Queues' SQS endpoint in `region`: the configured one, else the one Scaleway
+    /// documents. (The backend takes it from `GET …/sqs-info` when it can.)
     pub fn sqs_endpoint_of(&self, region: &str) -> String {
         self.sqs_endpoint
             .clone()
@@ -174,12 +234,17 @@ impl ScalewayConfig {
     }
 
     /// Reads the configuration as Scaleway's tools do (see the module documentation),
-    /// plus `INFRA_SCALEWAY_S3_ENDPOINT` and `INFRA_SCALEWAY_SQS_ENDPOINT`. The answer
-    /// when something is missing says what, and never holds a secret.
+    /// plus `INFRA_SCALEWAY_S3_ENDPOINT`, `INFRA_SCALEWAY_SQS_ENDPOINT`, the Queues
+    /// credentials `INFRA_SCALEWAY_QUEUES_ACCESS_KEY` and
+    /// `INFRA_SCALEWAY_QUEUES_SECRET_KEY` (both or neither), and the retry policy's
+    /// `INFRA_RETRY_BUDGET` and `INFRA_REQUEST_TIMEOUT`. The answer when something is
+    /// missing says what, and never holds a secret.
     ///
     /// # Errors
     /// No access key, secret key or project; a configuration file that cannot be read
-    /// or parsed (named, with the line); a profile that the file does not hold.
+    /// or parsed (named, with the line); a profile that the file does not hold; one of
+    /// the two Queues variables without the other; a retry variable that is not a
+    /// duration.
     pub fn from_env() -> Result<Self, String> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let profile = match config_path(&var) {
@@ -215,7 +280,31 @@ impl ScalewayConfig {
         if let Some(url) = var("INFRA_SCALEWAY_SQS_ENDPOINT") {
             config = config.sqs_endpoint(url);
         }
-        Ok(config)
+        if let Some(key) = queues_key_of(&var)? {
+            config = config.queues_key(key);
+        }
+        Ok(config.retry_policy(RetryPolicy::from_env()?))
+    }
+}
+
+/// The variable naming the access key of configured Queues credentials.
+pub(crate) const QUEUES_ACCESS_KEY_VAR: &str = "INFRA_SCALEWAY_QUEUES_ACCESS_KEY";
+/// The variable holding the secret key of configured Queues credentials.
+pub(crate) const QUEUES_SECRET_KEY_VAR: &str = "INFRA_SCALEWAY_QUEUES_SECRET_KEY";
+
+/// The Queues credentials the variables give: both, or neither.
+fn queues_key_of(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<QueuesKey>, String> {
+    match (var(QUEUES_ACCESS_KEY_VAR), var(QUEUES_SECRET_KEY_VAR)) {
+        (Some(access), Some(secret)) => Ok(Some(QueuesKey::new(access, SecretString::new(secret)))),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(format!(
+            "{QUEUES_ACCESS_KEY_VAR} is set but {QUEUES_SECRET_KEY_VAR} is not: give both \
+             Queues keys, or neither (the backend then makes credentials of its own)"
+        )),
+        (None, Some(_)) => Err(format!(
+            "{QUEUES_SECRET_KEY_VAR} is set but {QUEUES_ACCESS_KEY_VAR} is not: give both \
+             Queues keys, or neither (the backend then makes credentials of its own)"
+        )),
     }
 }
 
@@ -375,6 +464,37 @@ profiles:
         assert_eq!(
             config.s3_endpoint_of("nl-ams"),
             "https://s3.nl-ams.scw.cloud"
+        );
+        let config = config.queues_key(QueuesKey::new("SCWQ", SecretString::new("q-secret")));
+        let shown = format!("{config:?}");
+        assert!(
+            shown.contains("SCWQ") && !shown.contains("q-secret"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn queues_keys_come_in_pairs_and_the_refusal_holds_no_secret() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        assert!(queues_key_of(&vars(&[])).unwrap().is_none());
+        let both = queues_key_of(&vars(&[
+            (QUEUES_ACCESS_KEY_VAR, "SCWQ"),
+            (QUEUES_SECRET_KEY_VAR, "q-secret"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(both.access_key(), "SCWQ");
+        let half = queues_key_of(&vars(&[(QUEUES_SECRET_KEY_VAR, "q-secret")])).unwrap_err();
+        assert!(
+            half.contains(QUEUES_ACCESS_KEY_VAR) && !half.contains("q-secret"),
+            "{half}"
         );
     }
 }

@@ -12,9 +12,10 @@
 //! | 404 `not_found` of a resource type the call lists | `NotFound` |
 //! | any other 404 (an unknown path, another resource type) | `Invalid` |
 //! | 409 `already_exists`, other 409 | `Conflict` |
-//! | 409 `transient_state` | `Unavailable` (the resource is busy; retried) |
-//! | 429, `too_many_requests` | `Throttled` |
-//! | 5xx, no answer | `Unavailable`, and for a write "may have been sent" |
+//! | 409 `transient_state` | `Unavailable`, not sent: the resource is busy and nothing was done, so the call is retried, a create included |
+//! | 429, `too_many_requests` | `Throttled` (its `Retry-After` read by the client into `retry_after`) |
+//! | 5xx, a timeout, an answer lost | `Unavailable`, and for a write "may have been sent" |
+//! | no connection made | `Unavailable`, not sent |
 //!
 //! Messages carry Scaleway's own `message` and `type`; a request body (which may hold
 //! a password or a secret's value) is never put in an error.
@@ -131,14 +132,20 @@ fn describe(parsed: &ErrorBody, status: u16, raw: &str) -> String {
     out
 }
 
-/// A call that got no answer (connection refused or reset, a timeout): unavailable,
-/// and for a write "may have been sent".
-pub(crate) fn transport(what: &str, err: &dyn std::fmt::Display, write: bool) -> BackendError {
+/// A call that got no answer. One that never reached Scaleway (no connection could be
+/// made) is `Unavailable` and was not sent: the retry policy repeats it, a create
+/// included. One that may have reached it (a timeout, a connection lost midway) is
+/// `Unavailable` too, and for a write "may have been sent".
+pub(crate) fn transport(what: &str, err: &reqwest::Error, write: bool) -> BackendError {
     let e = BackendError::new(
         ErrorKind::Unavailable,
         format!("{what}: no answer from Scaleway: {err}"),
     );
-    if write { e.maybe_sent() } else { e }
+    if write && !err.is_connect() {
+        e.maybe_sent()
+    } else {
+        e
+    }
 }
 
 #[cfg(test)]

@@ -356,18 +356,6 @@ fn check_sets(declared: &BTreeSet<String>, known: &[PermissionSet]) -> Result<()
     Ok(())
 }
 
-/// A `PUT` of `path` (the frame's `Call` has no constructor for it); a `not_found` it
-/// answers is never this resource's absence.
-fn put<'a>(what: &'a str, path: &str) -> Call<'a> {
-    Call {
-        what,
-        method: reqwest::Method::PUT,
-        path: path.to_owned(),
-        query: Vec::new(),
-        not_found: &[],
-    }
-}
-
 /// This kind's policy among those attached to `app`: the first bearing its name.
 fn ours<'p>(app: &Application, attached: &'p [Policy]) -> Option<&'p Policy> {
     attached.iter().find(|p| p.name == app.name)
@@ -580,7 +568,7 @@ impl Applications {
             rules: wanted_rules(sets, self.project()),
             application_id: &app.id,
         };
-        let call = Call::post("iam: POST /iam/v1alpha1/policies", POLICIES);
+        let call = Call::create("iam: POST /iam/v1alpha1/policies", POLICIES);
         match self.clients.api().act(call, Some(&body)).await {
             Err(e) if e.may_have_been_sent => {
                 let attached = self.attached(org, app).await.map_err(|_| e.clone())?;
@@ -613,7 +601,7 @@ impl Applications {
                         policy_id: &policy.id,
                         rules: wanted_rules(sets, self.project()),
                     };
-                    let call = put("iam: PUT /iam/v1alpha1/rules", RULES);
+                    let call = Call::put("iam: PUT /iam/v1alpha1/rules", RULES);
                     self.clients.api().act(call, Some(&body)).await?;
                 }
             }
@@ -687,7 +675,7 @@ impl KindBackend<Iam> for Applications {
             organization_id: &org,
             tags: create_tags(spec.tags.known(), marker, region),
         };
-        let call = Call::post("iam: POST /iam/v1alpha1/applications", APPLICATIONS);
+        let call = Call::create("iam: POST /iam/v1alpha1/applications", APPLICATIONS);
         let app: Application = match self.clients.api().send(call, Some(&body)).await {
             Ok(app) => app,
             Err(e) => {

@@ -20,6 +20,8 @@ mod aws_error;
 mod clients;
 mod config;
 mod error;
+#[cfg(feature = "sqs")]
+mod mnq;
 mod project;
 #[cfg(test)]
 mod recorded;
@@ -28,6 +30,17 @@ mod secret_value;
 #[cfg(any(feature = "functions", feature = "containers"))]
 mod serverless;
 mod tags;
+
+#[cfg(all(
+    test,
+    feature = "sqs",
+    feature = "rdb",
+    feature = "iam",
+    feature = "registry",
+    feature = "functions",
+    feature = "containers"
+))]
+mod every_call;
 
 #[cfg(feature = "containers")]
 mod containers;
@@ -50,7 +63,7 @@ use std::sync::{Arc, Once};
 
 use infra_core::sdk::{Backend, Router, Unreachable};
 
-pub use config::{DEFAULT_API_URL, ScalewayConfig};
+pub use config::{DEFAULT_API_URL, QueuesKey, ScalewayConfig};
 pub use infra_core::sdk::Polling;
 
 use clients::Clients;
@@ -73,42 +86,7 @@ impl ScalewayBackend {
     )]
     pub fn new(config: ScalewayConfig) -> Router {
         install_crypto();
-        let clients = Clients::new(config);
-        #[allow(unused_mut)] // with no product feature on, nothing is added
-        let mut router = Router::new("scaleway", ProjectAccount::new(Arc::clone(&clients)));
-        #[cfg(feature = "s3")]
-        {
-            router = object_storage::register(router, &clients);
-        }
-        #[cfg(feature = "sqs")]
-        {
-            router = queues::register(router, &clients);
-        }
-        #[cfg(feature = "secrets")]
-        {
-            router = secrets::register(router, &clients);
-        }
-        #[cfg(feature = "registry")]
-        {
-            router = registry::register(router, &clients);
-        }
-        #[cfg(feature = "rdb")]
-        {
-            router = rdb::register(router, &clients);
-        }
-        #[cfg(feature = "iam")]
-        {
-            router = iam::register(router, &clients);
-        }
-        #[cfg(feature = "functions")]
-        {
-            router = functions::register(router, &clients);
-        }
-        #[cfg(feature = "containers")]
-        {
-            router = containers::register(router, &clients);
-        }
-        router
+        router(&Clients::new(config))
     }
 
     /// A backend from the sources Scaleway's own tools read ([`ScalewayConfig::from_env`]:
@@ -123,6 +101,45 @@ impl ScalewayBackend {
             Err(why) => Arc::new(Unreachable::new("scaleway", why)),
         }
     }
+}
+
+/// The router of every kind this build's features enable, on `clients`.
+fn router(clients: &Arc<Clients>) -> Router {
+    #[allow(unused_mut)] // with no product feature on, nothing is added
+    let mut router = Router::new("scaleway", ProjectAccount::new(Arc::clone(clients)));
+    #[cfg(feature = "s3")]
+    {
+        router = object_storage::register(router, clients);
+    }
+    #[cfg(feature = "sqs")]
+    {
+        router = queues::register(router, clients);
+    }
+    #[cfg(feature = "secrets")]
+    {
+        router = secrets::register(router, clients);
+    }
+    #[cfg(feature = "registry")]
+    {
+        router = registry::register(router, clients);
+    }
+    #[cfg(feature = "rdb")]
+    {
+        router = rdb::register(router, clients);
+    }
+    #[cfg(feature = "iam")]
+    {
+        router = iam::register(router, clients);
+    }
+    #[cfg(feature = "functions")]
+    {
+        router = functions::register(router, clients);
+    }
+    #[cfg(feature = "containers")]
+    {
+        router = containers::register(router, clients);
+    }
+    router
 }
 
 /// Installs `ring` as the process's TLS provider, once; a provider installed before

@@ -8,6 +8,12 @@
 //! (`sqs.mnq.{other}.scaleway.com`) is `NotFound` here before any call; any other URL is
 //! asked of this region's endpoint, which does not know another region's queues.
 //!
+//! **Activation and credentials.** Queues' SQS API signs with Queues credentials, not
+//! the API key, and exists only once activated for the project: [`crate::mnq`] answers
+//! both. A region where Queues is not activated holds no queue: `list` answers none and
+//! a read `NotFound`, with no SQS call and nothing activated. The first write there
+//! (a create) activates it, as the plan's prerequisites said it would.
+//!
 //! **No tags, so no marker.** Scaleway Queues take no tags: `CreateQueue`'s tags and
 //! `TagQueue`, `UntagQueue` and `ListQueueTags` are not supported. Nothing here ever
 //! sends a tag. So:
@@ -62,12 +68,14 @@ use infra_core::kinds::{Queues, QueuesObserved, QueuesReported, QueuesSettled};
 use infra_core::prelude::{Handle, Partial};
 use infra_core::sdk::{
     BackendError, CreateArgs, DeleteArgs, ErrorKind, KindBackend, ListArgs, Listed, MarkArgs,
-    OwnershipArgs, RawTags, ReadArgs, Reading, Router, UpdateArgs, Written,
+    OwnershipArgs, Prerequisite, PrerequisiteArgs, RawTags, ReadArgs, Reading, Router, UpdateArgs,
+    Written,
 };
 use serde_json::{Value, json};
 
 use crate::aws_error::sdk_error;
 use crate::clients::Clients;
+use crate::mnq::{QueuesAccess, Signing};
 
 /// Codes that mean the queue does not exist.
 const NO_QUEUE: &[&str] = &[
@@ -88,6 +96,14 @@ const NAME_MAX: usize = 80;
 pub(crate) fn register(mut router: Router, clients: &Arc<Clients>) -> Router {
     router.add::<Queues>(QueuesOfScaleway::new(Arc::clone(clients)));
     router
+}
+
+/// `NotFound` for a queue of a project where Queues is not activated: there is none.
+fn not_activated(region: &str, url: &str) -> BackendError {
+    BackendError::not_found(format!(
+        "queue {url}: Queues is not activated for the project in {region}, so it holds no queue"
+    ))
+    .with_code(NO_QUEUE[0])
 }
 
 /// Refuses declared tags: Scaleway Queues take none.
@@ -451,19 +467,45 @@ impl Region<'_> {
 /// `queues`: a queue of Scaleway Queues, in whichever region a call names.
 pub(crate) struct QueuesOfScaleway {
     clients: Arc<Clients>,
+    access: QueuesAccess,
 }
 
 impl QueuesOfScaleway {
-    /// The kind, reaching Queues through `clients` (one SQS client per region).
+    /// The kind, reaching Queues through `clients` (one SQS client per region, signed
+    /// with Queues credentials: see [`crate::mnq`]).
     pub(crate) fn new(clients: Arc<Clients>) -> Self {
-        QueuesOfScaleway { clients }
+        QueuesOfScaleway {
+            access: QueuesAccess::new(Arc::clone(&clients)),
+            clients,
+        }
     }
 
-    fn region<'a>(&self, region: &'a str) -> Region<'a> {
+    fn at<'a>(&self, region: &'a str, signing: &Signing) -> Region<'a> {
         Region {
-            sqs: self.clients.sqs(region),
+            sqs: self.clients.sqs(region, &signing.endpoint, &signing.key),
             region,
         }
+    }
+
+    /// The queues of `region` for a read, or `None` when Queues is not activated
+    /// there (the project then holds no queue).
+    async fn reading<'a>(&self, region: &'a str) -> Result<Option<Region<'a>>, BackendError> {
+        let signing = self.access.for_reading(region).await?;
+        Ok(signing.map(|s| self.at(region, &s)))
+    }
+
+    /// The queues of `region` for a read of the queue at `url`, `NotFound` when Queues
+    /// is not activated there.
+    async fn holding<'a>(&self, region: &'a str, url: &str) -> Result<Region<'a>, BackendError> {
+        self.reading(region)
+            .await?
+            .ok_or_else(|| not_activated(region, url))
+    }
+
+    /// The queues of `region` for a write: Queues activated first when it is not.
+    async fn writing<'a>(&self, region: &'a str) -> Result<Region<'a>, BackendError> {
+        let signing = self.access.for_writing(region).await?;
+        Ok(self.at(region, &signing))
     }
 }
 
@@ -476,8 +518,10 @@ impl KindBackend<Queues> for QueuesOfScaleway {
 
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
-        let out = self
-            .region(region)
+        let Some(queues) = self.reading(region).await? else {
+            return Ok(Vec::new());
+        };
+        let out = queues
             .sqs
             .list_queues()
             .send()
@@ -495,7 +539,8 @@ impl KindBackend<Queues> for QueuesOfScaleway {
 
     async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<Queues>, BackendError> {
         let ReadArgs { region, handle, .. } = args;
-        self.region(region).read(handle).await
+        in_region(region, handle)?;
+        self.holding(region, handle).await?.read(handle).await
     }
 
     async fn create(
@@ -508,7 +553,7 @@ impl KindBackend<Queues> for QueuesOfScaleway {
         } = args;
         refuse_tags(spec)?;
         let wire = wire_name(name, spec.fifo)?;
-        let queues = self.region(region);
+        let queues = self.writing(region).await?;
         let url = queues.create(&wire, spec).await?;
         Ok(Written::Done(queues.read(&url).await?))
     }
@@ -524,7 +569,8 @@ impl KindBackend<Queues> for QueuesOfScaleway {
             ..
         } = args;
         refuse_tags(spec)?;
-        let queues = self.region(region);
+        in_region(region, handle)?;
+        let queues = self.holding(region, handle).await?;
         queues.update(handle, spec).await?;
         Ok(Written::Done(queues.read(handle).await?))
     }
@@ -532,7 +578,8 @@ impl KindBackend<Queues> for QueuesOfScaleway {
     async fn delete(&self, args: DeleteArgs<'_>) -> Result<(), BackendError> {
         let DeleteArgs { region, handle, .. } = args;
         in_region(region, handle)?;
-        self.region(region)
+        self.holding(region, handle)
+            .await?
             .sqs
             .delete_queue()
             .queue_url(handle)
@@ -545,13 +592,32 @@ impl KindBackend<Queues> for QueuesOfScaleway {
     async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
         let OwnershipArgs { region, handle, .. } = args;
         let why = "its ownership cannot be read";
-        Err(self.region(region).untaggable(handle, why).await)
+        in_region(region, handle)?;
+        Err(self
+            .holding(region, handle)
+            .await?
+            .untaggable(handle, why)
+            .await)
     }
 
     async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
         let MarkArgs { region, handle, .. } = args;
         let why = "it cannot be given an ownership marker; nothing was changed";
-        Err(self.region(region).untaggable(handle, why).await)
+        in_region(region, handle)?;
+        Err(self
+            .holding(region, handle)
+            .await?
+            .untaggable(handle, why)
+            .await)
+    }
+
+    /// Queues activated for the project in the region, and this run's credentials made,
+    /// when they are not yet (see [`crate::mnq`]).
+    async fn prerequisites(
+        &self,
+        args: PrerequisiteArgs<'_>,
+    ) -> Result<Vec<Prerequisite>, BackendError> {
+        self.access.prerequisites(args.region).await
     }
 }
 

@@ -84,9 +84,9 @@ use async_trait::async_trait;
 use infra_core::kinds::{Capacity, Postgres, PostgresObserved, PostgresReported, PostgresSettled};
 use infra_core::sdk::poll::{self, Waited};
 use infra_core::sdk::{
-    BackendError, CreateArgs, DeleteArgs, ErrorKind, KindBackend, ListArgs, Listed, MarkArgs,
-    Marker, Ownership, OwnershipArgs, Partial, RawTags, ReadArgs, Reading, Router, SecretString,
-    UpdateArgs, Written, scrub_secret,
+    BackendError, CreateArgs, DeleteArgs, ErrorKind, Idempotence, KindBackend, ListArgs, Listed,
+    MarkArgs, Marker, Ownership, OwnershipArgs, Partial, RawTags, ReadArgs, Reading, Router,
+    SecretString, UpdateArgs, Written, scrub_secret,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -255,7 +255,7 @@ fn instance_path(region: &str, id: &str) -> String {
 
 /// Whether `e` is Scaleway's answer to a write to a busy resource.
 fn is_busy(e: &BackendError) -> bool {
-    e.code.as_deref() == Some("transient_state")
+    crate::api::is_busy(e)
 }
 
 impl RdbInstances {
@@ -337,7 +337,9 @@ impl RdbInstances {
 
     /// Makes the write `call` to instance `id`, trying it again while the instance is
     /// busy (`transient_state`), with a read of the instance between tries, until the
-    /// polling deadline.
+    /// polling deadline. (The retry policy repeats a busy call for its budget, minutes;
+    /// an instance can be busy for far longer, an upgrade or a backup: this follows its
+    /// status for as long as the polling deadline allows.)
     async fn when_idle<T, F, Fut>(
         &self,
         region: &str,
@@ -361,8 +363,8 @@ impl RdbInstances {
                         // status is followed.
                         self.get(region, id).await.map(|_| None)
                     }
-                    // Repeated by `until_done`: a throttled call was not carried out.
-                    Err(e) if e.kind == ErrorKind::Throttled => Err(e),
+                    // Throttling was waited out by the retry policy already: what is left
+                    // of it is a failure, not a status to follow.
                     Err(e) => Ok(Some(Err(e))),
                 }
             }
@@ -393,7 +395,17 @@ impl RdbInstances {
         let path = format!("{}/upgrade", instance_path(region, id));
         let body = json!({ target: value });
         self.when_idle(region, id, &what, || {
-            let call = Call::post("rdb: UpgradeInstance", path.clone()).not_found(NO_INSTANCE);
+            // Not repeated once it may have landed: a landed upgrade keeps the instance
+            // busy for minutes, and a repeat of it then is refused (or found already
+            // done) rather than done twice, which would fail an update that succeeded.
+            // The error says "may have been sent"; the next plan reads what came of it.
+            let call = Call::action(
+                "rdb: UpgradeInstance",
+                path.clone(),
+                Idempotence::NotIdempotent,
+            )
+            .not_found(NO_INSTANCE)
+            .busy_awaited();
             self.clients.api().act(call, Some(&body))
         })
         .await?;
@@ -405,7 +417,9 @@ impl RdbInstances {
         let what = format!("rdb: UpdateInstance {id}");
         let path = instance_path(region, id);
         self.when_idle(region, id, &what, || {
-            let call = Call::patch("rdb: UpdateInstance", path.clone()).not_found(NO_INSTANCE);
+            let call = Call::patch("rdb: UpdateInstance", path.clone())
+                .not_found(NO_INSTANCE)
+                .busy_awaited();
             self.clients.api().act(call, Some(body))
         })
         .await
@@ -426,7 +440,9 @@ impl RdbInstances {
         let body = json!({ "password": password.expose() });
         let updated = self
             .when_idle(region, id, &what, || {
-                let call = Call::patch("rdb: UpdateUser", path.clone()).not_found(NO_USER);
+                let call = Call::patch("rdb: UpdateUser", path.clone())
+                    .not_found(NO_USER)
+                    .busy_awaited();
                 self.clients.api().act(call, Some(&body))
             })
             .await;
@@ -435,7 +451,9 @@ impl RdbInstances {
                 let what = format!("rdb: CreateUser {user} of {id}");
                 let body = json!({ "name": user, "password": password.expose(), "is_admin": true });
                 self.when_idle(region, id, &what, || {
-                    let call = Call::post("rdb: CreateUser", users.clone()).not_found(NO_INSTANCE);
+                    let call = Call::create("rdb: CreateUser", users.clone())
+                        .not_found(NO_INSTANCE)
+                        .busy_awaited();
                     self.clients.api().act(call, Some(&body))
                 })
                 .await
@@ -455,7 +473,9 @@ impl RdbInstances {
             return Ok(Partial::Unknown);
         }
         let path = format!("{}/users", instance_path(region, &instance.id));
-        let call = Call::get("rdb: ListUsers", path).not_found(NO_INSTANCE);
+        let call = Call::get("rdb: ListUsers", path)
+            .not_found(NO_INSTANCE)
+            .busy_awaited();
         match self.clients.api().list_all::<User>(call, "users").await {
             Ok(users) => Ok(administrator(&users)),
             // Busy since it was read: its users cannot be listed now.
@@ -520,7 +540,7 @@ impl RdbInstances {
         body: &CreateBody<'_>,
         marker: &Marker,
     ) -> Result<String, BackendError> {
-        let call = Call::post("rdb: CreateInstance", instances_path(region));
+        let call = Call::create("rdb: CreateInstance", instances_path(region));
         let sent: Result<Instance, BackendError> = self.clients.api().send(call, Some(body)).await;
         match sent {
             Ok(instance) => Ok(instance.id),
@@ -955,7 +975,9 @@ impl KindBackend<Postgres> for RdbInstances {
         let path = instance_path(region, handle);
         let sent = self
             .when_idle(region, handle, &what, || {
-                let call = Call::delete("rdb: DeleteInstance", path.clone()).not_found(NO_INSTANCE);
+                let call = Call::delete("rdb: DeleteInstance", path.clone())
+                    .not_found(NO_INSTANCE)
+                    .busy_awaited();
                 self.clients.api().act(call, None::<&()>)
             })
             .await;

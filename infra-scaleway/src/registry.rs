@@ -10,24 +10,35 @@
 //! (image references are lowercase; Scaleway refuses `_`), at most 63 characters:
 //! another name is refused as `Invalid` before any call.
 //!
-//! **Ownership lives in the description.** A registry namespace has no tags, and the
-//! kind has no description of its own, so the namespace's `description` holds the
-//! marker and the declared tags, in one fixed encoding:
+//! **Ownership cannot be proven, so nothing is pruned.** A registry namespace has no tags,
+//! and nothing on it that only this fleet can write: its fields are `name`,
+//! `description`, `is_public`, the project and organization, and what Scaleway fills in
+//! (`id`, `endpoint`, `status`, sizes, dates), and anyone who may write registry
+//! namespaces in the project may write every field that can be written. So the kind's
+//! tags are not readable for ownership (`tags_readable` is `false`): the engine tells
+//! this fleet's namespaces by its ledger alone, never deletes an orphan namespace (it is
+//! reported *not prunable*: delete it by hand, or `forget` it), and `ownership` and
+//! `mark` answer `Invalid` for a namespace that exists (a namespace cannot be taken over
+//! by marking it). A create whose answer was lost stays uncertain (the ledger keeps its
+//! row, and the next run finds the namespace by name).
+//!
+//! **Tags live in the description.** The kind's tags, and the fleet that made the
+//! namespace, are written in its `description`, in one fixed encoding:
 //!
 //! ```text
-//! managed-by-infra=<fleet>; <key>=<value>; <key>=<value>[ | <description kept by mark>]
+//! managed-by-infra=<fleet>; <key>=<value>; <key>=<value>[ | <description a person wrote>]
 //! ```
 //!
-//! The marker pair comes first, then the tags in key order; keys and values are
+//! The fleet pair comes first, then the tags in key order; keys and values are
 //! percent-encoded (every byte but ASCII letters, digits and `-_.~/:@+,` is written
 //! `%XX`), so that `; `, `=`, ` | ` and spaces never occur inside them. A description
 //! is read as this encoding only when all of it before the first ` | ` parses so, the
-//! marker pair first: anything else (a description a person wrote) carries no marker
-//! and no tags, and is kept whole. `mark` puts the marker in front of such a
-//! description and keeps the person's text after ` | `; an update keeps that text too.
-//! The marker is written by the creating call itself (`POST …/namespaces`), and an
-//! update keeps the marker the namespace carries (an update of an unmarked namespace
-//! cannot write tags, and says so).
+//! fleet pair first: anything else (a description a person wrote) carries no tags, and
+//! is kept whole. The fleet pair tells a person which fleet made the namespace; it is
+//! never read as proof of ownership. The encoding is written by the creating call
+//! itself (`POST …/namespaces`); an update keeps the fleet pair and a person's text
+//! after ` | ` (an update of a namespace whose description is not the encoding cannot
+//! write tags, and says so).
 //!
 //! **What Scaleway does not have.** Container Registry scans no image on push and has
 //! no immutable tags. A declared `scanOnPush: true` or `immutableTags: true` is refused
@@ -38,16 +49,15 @@
 //! A create answers the namespace `ready` at once; a namespace that ends in `error` is
 //! an error naming Scaleway's `status_message`. A delete is asynchronous (the namespace
 //! moves to `deleting`, then is gone, with every image in it): it is awaited by polling
-//! on the configuration's clock, up to its deadline. A create whose answer was lost is
-//! settled by looking the namespace up by name in the project: found with this fleet's
-//! marker, it is the one the create made. A delete whose answer was lost is awaited the
-//! same way when the namespace is found `deleting`.
+//! on the configuration's clock, up to its deadline. A delete whose answer was lost is
+//! awaited the same way when the namespace is found `deleting`.
 //!
 //! What read reports when Container Registry does not say:
 //! - `scanOnPush`, `immutableTags`: Scaleway has neither setting, so nothing is ever
 //!   read: `Unknown` (the engine compares what it last wrote, which can only be `false`).
-//! - `tags`: the tags of the encoded description, marker included (the engine strips
-//!   it); a description that is not the encoding has no tags, the truth `{}`.
+//! - `tags`: the tags of the encoded description, the fleet pair included (the engine
+//!   strips it); a description that is not the encoding has no tags, the truth `{}`.
+//!   The read carries no raw tags: they prove nothing.
 
 use std::sync::Arc;
 
@@ -56,7 +66,7 @@ use infra_core::kinds::{
     ImageRegistry, ImageRegistryObserved, ImageRegistryReported, ImageRegistrySettled,
 };
 use infra_core::prelude::Partial;
-use infra_core::sdk::poll::{Waited, settle_uncertain, still_running, until_done};
+use infra_core::sdk::poll::{Waited, still_running, until_done};
 use infra_core::sdk::{
     BackendError, CreateArgs, DeleteArgs, ErrorKind, KindBackend, ListArgs, Listed, MARKER_KEY,
     MarkArgs, OwnershipArgs, RawTags, ReadArgs, Reading, Router, UpdateArgs, Written,
@@ -65,7 +75,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::Call;
 use crate::clients::Clients;
-use crate::tags;
 
 /// The `not_found` resource types meaning "this namespace does not exist".
 const NO_NAMESPACE: &[&str] = &["namespace"];
@@ -276,8 +285,8 @@ fn description_for(
             return Ok(None);
         }
         return Err(BackendError::invalid(format!(
-            "registry namespace {} carries no ownership marker in its description: its tags \
-             cannot be written without one (mark it first)",
+            "registry namespace {} has a description a person wrote, where its tags would \
+             go: declare it without tags, or clear its description",
             current.id
         )));
     };
@@ -303,7 +312,6 @@ fn reading(namespace: &Namespace) -> Reading<ImageRegistry> {
             tags: Partial::Known(raw.clone()),
         },
     )
-    .with_raw_tags(raw)
 }
 
 /// `imageRegistry`, realised as a Container Registry namespace.
@@ -349,17 +357,16 @@ impl RegistryNamespaces {
         self.clients.api().list_all(call, "namespaces").await
     }
 
-    /// The namespace named `name`, for `settle_uncertain`.
-    async fn find(
-        &self,
-        region: &str,
-        name: &str,
-    ) -> Result<Option<(RawTags, Namespace)>, BackendError> {
-        let all = self.all(region, Some(name)).await?;
-        Ok(all
-            .into_iter()
-            .find(|n| n.name == name)
-            .map(|n| (parse(&n.description).tags, n)))
+    /// `Invalid` for a namespace that exists (`NotFound` for one that does not): its
+    /// ownership cannot be read, and so it cannot be taken over.
+    async fn unprovable(&self, region: &str, handle: &str, asked: &str) -> BackendError {
+        match self.get(region, handle).await {
+            Err(e) => e,
+            Ok(_) => BackendError::invalid(format!(
+                "registry namespace {handle}: Container Registry namespaces carry no tags and \
+                 nothing only this fleet can write, so {asked}"
+            )),
+        }
     }
 
     /// A namespace that ended in `error` is an error naming Scaleway's message.
@@ -412,6 +419,11 @@ impl RegistryNamespaces {
 
 #[async_trait]
 impl KindBackend<ImageRegistry> for RegistryNamespaces {
+    /// Nothing on a namespace proves whose it is (see the module documentation).
+    fn tags_readable(&self) -> bool {
+        false
+    }
+
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         Ok(self
@@ -454,16 +466,14 @@ impl KindBackend<ImageRegistry> for RegistryNamespaces {
             project_id: self.clients.project_id(),
             is_public: false,
         };
-        let call = Call::post(CREATE, Self::base(region));
-        let created = match self
+        let call = Call::create(CREATE, Self::base(region));
+        // A lost answer stays uncertain: no namespace found afterwards can be proven to
+        // be this create's.
+        let created = self
             .clients
             .api()
             .send::<Namespace>(call, Some(&body))
-            .await
-        {
-            Ok(created) => created,
-            Err(e) => settle_uncertain(e, marker, CREATE, self.find(region, name)).await?,
-        };
+            .await?;
         let created = Self::healthy(created, CREATE)?;
         match self.get(region, &created.id).await {
             Ok(now) => Ok(Written::Done(reading(&Self::healthy(now, CREATE)?))),
@@ -521,29 +531,14 @@ impl KindBackend<ImageRegistry> for RegistryNamespaces {
 
     async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
         let OwnershipArgs { region, handle, .. } = args;
-        Ok(parse(&self.get(region, handle).await?.description).tags)
+        let why = "whose it is cannot be read";
+        Err(self.unprovable(region, handle, why).await)
     }
 
     async fn mark(&self, args: MarkArgs<'_>) -> Result<(), BackendError> {
-        let MarkArgs {
-            region,
-            handle,
-            marker,
-            ..
-        } = args;
-        let namespace = self.get(region, handle).await?;
-        let now = parse(&namespace.description);
-        let current = tags::from_map(&now.tags);
-        let what = format!("registry namespace {handle}");
-        if tags::marking(&current, marker, &what)?.is_some() {
-            let mut marked = now.clone();
-            marked
-                .tags
-                .insert(MARKER_KEY.to_owned(), marker.value().to_owned());
-            self.set_description(region, handle, render(&marked))
-                .await?;
-        }
-        Ok(())
+        let MarkArgs { region, handle, .. } = args;
+        let why = "it cannot be given an ownership marker; nothing was changed";
+        Err(self.unprovable(region, handle, why).await)
     }
 }
 

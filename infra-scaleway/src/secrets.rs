@@ -333,7 +333,7 @@ impl SecretManagerSecrets {
         self.clients
             .api()
             .act(
-                Call::post(ADD_VERSION, path).not_found(NO_SECRET),
+                Call::create(ADD_VERSION, path).not_found(NO_SECRET),
                 Some(&body),
             )
             .await
@@ -423,7 +423,7 @@ impl SecretManagerSecrets {
         body: &NewSecret<'_>,
         marker: &Marker,
     ) -> Result<(Secret, bool), BackendError> {
-        let call = Call::post(CREATE, Self::base(region));
+        let call = Call::create(CREATE, Self::base(region));
         match self.clients.api().send::<Secret>(call, Some(body)).await {
             Ok(secret) => Ok((secret, false)),
             Err(e) => settle_uncertain(e, marker, CREATE, self.find(region, declared))

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::marker::PhantomData;
 
-use infra_core::kinds::{EnvVars, NamespaceObserved, Secrets};
+use infra_core::kinds::{Access, EnvVars, NamespaceObserved, Secrets};
 use infra_core::prelude::{Handle, Kind, Partial};
 use infra_core::sdk::poll::{self, Waited};
 use infra_core::sdk::{BackendError, ErrorKind, Marker, RawTags, Reading};
@@ -162,6 +162,26 @@ pub(crate) fn known<T>(value: Option<T>) -> Partial<T> {
 /// `value`, unless it is absent or empty.
 pub(crate) fn non_empty(value: Option<&String>) -> Option<String> {
     value.filter(|v| !v.is_empty()).cloned()
+}
+
+/// Scaleway's `privacy` for `access`: `private` (calls need a token or an IAM key) or
+/// `public` (anyone). Always sent, on create and on update: Scaleway makes a function
+/// or a container that a create says nothing of public.
+pub(crate) fn privacy(access: Access) -> &'static str {
+    match access {
+        Access::Private => "private",
+        Access::Public => "public",
+    }
+}
+
+/// The `access` a `privacy` answer says; `Unknown` for none, `unknown_privacy` or a
+/// value Scaleway may add later.
+pub(crate) fn access_of(privacy: Option<&str>) -> Partial<Access> {
+    match privacy {
+        Some("private") => Partial::Known(Access::Private),
+        Some("public") => Partial::Known(Access::Public),
+        _ => Partial::Unknown,
+    }
 }
 
 // ---- What Scaleway refuses ----------------------------------------------------------
@@ -429,7 +449,7 @@ impl<'a, P: Product> Scope<'a, P> {
         body: Map<String, Value>,
         marker: &Marker,
     ) -> Result<NamespaceWire, BackendError> {
-        let call = Call::post(what, self.path("namespaces"));
+        let call = Call::create(what, self.path("namespaces"));
         let sent = self.clients.api().send(call, Some(&body)).await;
         drop(body);
         match sent {
@@ -549,7 +569,7 @@ impl<'a, P: Product> Scope<'a, P> {
         body: Map<String, Value>,
         marker: &Marker,
     ) -> Result<P::Wire, BackendError> {
-        let call = Call::post(what, self.path(P::RESOURCES));
+        let call = Call::create(what, self.path(P::RESOURCES));
         let sent = self.clients.api().send(call, Some(&body)).await;
         drop(body);
         match sent {

@@ -9,15 +9,17 @@ use async_trait::async_trait;
 use infra_core::kinds::{Container, ContainerReported, ContainerSettled, ServerlessObserved};
 use infra_core::prelude::{Handle, Partial};
 use infra_core::sdk::{
-    BackendError, CreateArgs, DeleteArgs, KindBackend, ListArgs, Listed, MarkArgs, Marker,
-    OwnershipArgs, RawTags, ReadArgs, Reading, UpdateArgs, Written,
+    BackendError, CreateArgs, DeleteArgs, Idempotence, KindBackend, ListArgs, Listed, MarkArgs,
+    Marker, OwnershipArgs, RawTags, ReadArgs, Reading, UpdateArgs, Written,
 };
 use serde_json::{Map, Value, json};
 
 use super::{ContainerWire, NO_CONTAINER, Region, check_container, check_name};
 use crate::api::Call;
 use crate::clients::Clients;
-use crate::serverless::{Resource, duration, invalid, known, non_empty, seconds_of};
+use crate::serverless::{
+    Resource, access_of, duration, invalid, known, non_empty, privacy, seconds_of,
+};
 use crate::tags;
 
 /// `container` on Scaleway: serverless containers.
@@ -51,8 +53,7 @@ pub(super) fn container_reading(c: &ContainerWire) -> Reading<Container> {
             timeout_seconds: known(c.timeout.as_deref().and_then(seconds_of)),
             environment: known(c.environment_variables.clone()),
             secret_environment: Partial::Unknown,
-            // Not read yet: never compared.
-            access: Partial::Unknown,
+            access: access_of(c.privacy.as_deref()),
         },
     )
     .with_raw_tags(raw)
@@ -120,6 +121,12 @@ pub(super) fn container_fields(
             .and_then(|c| c.environment_variables.as_ref())
             .map(|e| json!(e)),
     );
+    // Always said: Scaleway makes a container a create says nothing of public.
+    put(
+        "privacy",
+        Some(json!(privacy(spec.access))),
+        current.and_then(|c| c.privacy.as_ref()).map(|p| json!(p)),
+    );
     body
 }
 
@@ -152,12 +159,12 @@ impl Region<'_> {
 
     async fn deploy(&self, id: &str) -> Result<(), BackendError> {
         let path = self.path(&format!("containers/{id}/deploy"));
+        // Repeated freely: a repeat deploys the container's image once more, and it ends
+        // running the same image (the cost is a second rollout).
+        let call = Call::action("containers:DeployContainer", path, Idempotence::Idempotent);
         self.clients
             .api()
-            .act(
-                Call::post("containers:DeployContainer", path).not_found(NO_CONTAINER),
-                Some(&json!({})),
-            )
+            .act(call.not_found(NO_CONTAINER), Some(&json!({})))
             .await
     }
 

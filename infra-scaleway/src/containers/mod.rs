@@ -173,6 +173,8 @@ struct ContainerWire {
     error_message: Option<String>,
     #[serde(default)]
     tags: Option<Vec<String>>,
+    #[serde(default)]
+    privacy: Option<String>,
 }
 
 impl_resource!(ContainerWire);
@@ -457,7 +459,9 @@ impl Region<'_> {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, BackendError>>,
     {
-        let call = crate::api::Call::delete(what, self.path(rest)).not_found(not_found);
+        let call = crate::api::Call::delete(what, self.path(rest))
+            .not_found(not_found)
+            .busy_awaited();
         match self.clients.api().act(call, None::<&()>).await {
             Ok(()) => {}
             Err(refused) if refused.code.as_deref() == Some("transient_state") => {
@@ -663,7 +667,7 @@ mod tests {
             "timeout": "300s", "environment_variables": { "MODE": "test" },
             "secret_environment_variables": [{ "key": "DB", "hashed_value": "h" }],
             "domain_name": "web1-app.functions.fnc.fr-par.scw.cloud",
-            "tags": ["managed-by-infra=shop"],
+            "tags": ["managed-by-infra=shop"], "privacy": "private",
         }));
         let read = container_reading(&c);
         let reported = read.reported();
@@ -673,6 +677,7 @@ mod tests {
         assert_eq!(reported["memoryLimitMb"], 2048);
         assert_eq!(reported["timeoutSeconds"], 300);
         assert!(!reported.contains_key("secretEnvironment"));
+        assert_eq!(reported["access"], "private");
         // What was applied is what is read: no field of the spec differs.
         assert!(container_fields(&container_spec(), Some(&c)).is_empty());
         let silent = wire(json!({ "id": "c-2", "name": "app", "port": 0, "timeout": "1.5s" }));
@@ -683,6 +688,7 @@ mod tests {
             "image",
             "environment",
             "namespace",
+            "access",
         ] {
             assert!(!read.reported().contains_key(field), "{field}");
         }
@@ -695,15 +701,30 @@ mod tests {
         quiet.port = Partial::Unknown;
         let create = container_fields(&quiet, None);
         assert_eq!(create["timeout"], "300s");
+        assert_eq!(
+            create["privacy"], "private",
+            "said even when Scaleway's default differs"
+        );
         assert!(!create.contains_key("min_scale") && !create.contains_key("port"));
         let current = wire(json!({
             "id": "c-1", "name": "app", "namespace_id": "ns-1",
             "registry_image": "rg.fr-par.scw.cloud/ns/app:1", "port": 8080,
             "cpu_limit": 1000, "memory_limit": 1024, "min_scale": 0, "max_scale": 2,
             "timeout": "300.000s", "environment_variables": { "MODE": "test" },
+            "privacy": "private",
         }));
         let update = container_fields(&container_spec(), Some(&current));
         assert_eq!(Value::Object(update), json!({ "memory_limit": 2048 }));
+        // Found public, declared private: made private again.
+        let opened = wire(json!({
+            "id": "c-1", "name": "app", "namespace_id": "ns-1",
+            "registry_image": "rg.fr-par.scw.cloud/ns/app:1", "port": 8080,
+            "cpu_limit": 1000, "memory_limit": 2048, "min_scale": 0, "max_scale": 2,
+            "timeout": "300s", "environment_variables": { "MODE": "test" },
+            "privacy": "public",
+        }));
+        let update = container_fields(&container_spec(), Some(&opened));
+        assert_eq!(Value::Object(update), json!({ "privacy": "private" }));
     }
 
     #[test]

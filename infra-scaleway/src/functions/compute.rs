@@ -63,9 +63,9 @@ use infra_core::sdk::{
 use serde_json::{Map, Value, json};
 
 use super::{
-    COMPUTE_TAG, COMPUTE_TAG_KEY, Config, FunctionWire, NamespaceWire, RUNTIMES, Region, check_env,
-    check_memory, check_tags, check_timeout, invalid, known, or_undo, read_archive, seconds_of,
-    tag_update,
+    COMPUTE_TAG, COMPUTE_TAG_KEY, Config, FunctionWire, NamespaceWire, RUNTIMES, Region, access_of,
+    check_env, check_memory, check_tags, check_timeout, invalid, known, or_undo, read_archive,
+    seconds_of, tag_update,
 };
 use crate::clients::Clients;
 use crate::serverless::Resource;
@@ -196,8 +196,7 @@ fn reading(handle: &str, f: &FunctionWire) -> Reading<Compute> {
             secret_environment: Partial::Unknown,
             role: Partial::Unknown,
             tags: Partial::Known(declared),
-            // Not read yet: never compared.
-            access: Partial::Unknown,
+            access: access_of(f.privacy.as_deref()),
         },
     )
     .with_raw_tags(tags::to_map(&raw))
@@ -243,6 +242,7 @@ fn config<'a>(spec: &'a ComputeSettled, runtime: &'a str) -> Config<'a> {
         max_scale: None,
         timeout_seconds: spec.timeout_seconds.known().copied(),
         environment: spec.environment.known(),
+        access: spec.access,
     }
 }
 
@@ -554,6 +554,7 @@ mod tests {
                 "managed-by-infra=shop".into(),
                 "team=web".into(),
             ]),
+            privacy: Some("private".into()),
         }
     }
 

@@ -48,7 +48,7 @@ use infra_core::sdk::{
 use serde_json::{Map, json};
 
 use super::{
-    Config, FunctionWire, Region, check_env, check_memory, check_runtime, check_scale,
+    Config, FunctionWire, Region, access_of, check_env, check_memory, check_runtime, check_scale,
     check_timeout, invalid, known, or_undo, read_archive, seconds_of,
 };
 use crate::clients::Clients;
@@ -90,8 +90,7 @@ fn reading(f: &FunctionWire) -> Reading<Function> {
             source_bucket: Partial::Unknown,
             code: Partial::Unknown,
             environment: Partial::Known(f.environment_variables.clone().unwrap_or_default()),
-            // Not read yet: never compared.
-            access: Partial::Unknown,
+            access: access_of(f.privacy.as_deref()),
         },
     )
     .with_raw_tags(tags::to_map(&raw))
@@ -145,6 +144,7 @@ fn config(spec: &FunctionSettled) -> Config<'_> {
         max_scale: spec.max_scale.known().copied(),
         timeout_seconds: spec.timeout_seconds.known().copied(),
         environment: spec.environment.known(),
+        access: spec.access,
     }
 }
 
@@ -349,6 +349,7 @@ mod tests {
             domain_name: Some("ns1-api.functions.fnc.fr-par.scw.cloud".into()),
             error_message: None,
             tags: Some(vec!["managed-by-infra=shop".into()]),
+            privacy: Some("private".into()),
         }
     }
 

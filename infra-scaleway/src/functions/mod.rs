@@ -57,9 +57,9 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use infra_core::kinds::{Compute, EnvVars, Function, FunctionNamespace, Secrets};
+use infra_core::kinds::{Access, Compute, EnvVars, Function, FunctionNamespace, Secrets};
 use infra_core::prelude::{Handle, Partial};
-use infra_core::sdk::{BackendError, ErrorKind, Router};
+use infra_core::sdk::{BackendError, ErrorKind, Idempotence, Router};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -67,8 +67,8 @@ use crate::api::Call;
 use crate::clients::Clients;
 use crate::serverless::{self, HashedVar, NO_NAMESPACE, Product, Resource, Scope, impl_resource};
 use crate::serverless::{
-    NamespaceWire, check_scale, check_timeout, duration, invalid, known, non_empty, seconds_of,
-    tag_update,
+    NamespaceWire, access_of, check_scale, check_timeout, duration, invalid, known, non_empty,
+    privacy, seconds_of, tag_update,
 };
 
 /// The `not_found` resource types that mean "this function does not exist".
@@ -161,6 +161,8 @@ struct FunctionWire {
     error_message: Option<String>,
     #[serde(default)]
     tags: Option<Vec<String>>,
+    #[serde(default)]
+    privacy: Option<String>,
 }
 
 /// What `GetFunctionUploadURL` answers (its headers are the size and type sent anyway).
@@ -240,6 +242,7 @@ struct Config<'a> {
     max_scale: Option<u32>,
     timeout_seconds: Option<u32>,
     environment: Option<&'a EnvVars>,
+    access: Access,
 }
 
 impl Config<'_> {
@@ -292,6 +295,11 @@ impl Config<'_> {
             "environment_variables",
             self.environment.map(|e| json!(e)),
             now(|c| Some(json!(c.environment_variables.clone().unwrap_or_default()))),
+        );
+        put(
+            "privacy",
+            Some(json!(privacy(self.access))),
+            now(|c| c.privacy.clone().map(Value::from)),
         );
         body
     }
@@ -378,9 +386,12 @@ impl Region<'_> {
             bytes,
         )
         .await?;
-        let call = Call::post(
+        // Repeated freely: a repeat deploys the archive just uploaded once more, and
+        // the function ends running the same code (the cost is a second build).
+        let call = Call::action(
             "functions:DeployFunction",
             self.path(&format!("functions/{id}/deploy")),
+            Idempotence::Idempotent,
         );
         api.act(call.not_found(NO_FUNCTION), Some(&json!({}))).await
     }
@@ -585,6 +596,7 @@ mod tests {
             domain_name: None,
             error_message: Some("the build failed".into()),
             tags: None,
+            privacy: None,
         };
         let err = ready("deploy", "function", &f, &["ready"]).unwrap_err();
         assert!(err.message.contains("the build failed"), "{}", err.message);

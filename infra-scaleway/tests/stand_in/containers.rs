@@ -19,8 +19,8 @@ use serde_json::json;
 
 use super::PROJECT;
 use super::support::{
-    backend_on, calls, create, raw, secret, stand_in_and_backend, stand_in_on, tags as env, update,
-    writes,
+    backend_on, calls, create, raw, secret, stand_in_and_backend, stand_in_on, tags as env,
+    untried, update, writes,
 };
 
 const REGION: &str = "fr-par";
@@ -414,14 +414,16 @@ async fn a_denial_is_denied_and_never_absent_and_throttling_is_throttled() {
         assert_eq!(err.kind, ErrorKind::Denied, "{kind}: {err}");
     }
     server.restore();
+    // Tried once, a throttled call is Throttled; with the retry policy, it is answered.
     server.throttle(ScalewayProduct::Containers, 1);
-    let err = backend
+    let err = untried(&server)
         .read("container", REGION, &read.handle)
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Throttled);
+    server.throttle(ScalewayProduct::Containers, 1);
     let again = backend.read("container", REGION, &read.handle).await;
-    assert!(again.is_ok(), "the next call is answered: {again:?}");
+    assert!(again.is_ok(), "retried, the call is answered: {again:?}");
     // A container of another region is not found here.
     let elsewhere = backend.read("container", OTHER, &read.handle).await;
     assert_eq!(elsewhere.unwrap_err().kind, ErrorKind::NotFound);

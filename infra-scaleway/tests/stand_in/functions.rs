@@ -17,7 +17,7 @@ use infra_testkit::scaleway::{RecordedRequest, ScalewayProduct, ScalewayServer};
 use serde_json::Value;
 
 use super::backend;
-use super::support::{backend_on, create, secret, stand_in, stand_in_on, update};
+use super::support::{backend_on, create, secret, stand_in, stand_in_on, untried, update};
 
 const REGION: &str = "fr-par";
 const FLEET: &str = "fnfleet";
@@ -459,11 +459,17 @@ async fn a_denial_is_denied_and_throttling_is_throttled_never_absent() {
         );
     }
     server.restore();
+    // Tried once, a throttled call is Throttled; with the retry policy, it is answered.
     server.throttle(ScalewayProduct::Functions, 1);
     assert_eq!(
-        backend.read("function", REGION, &f).await.unwrap_err().kind,
+        untried(&server)
+            .read("function", REGION, &f)
+            .await
+            .unwrap_err()
+            .kind,
         ErrorKind::Throttled
     );
+    server.throttle(ScalewayProduct::Functions, 1);
     assert_eq!(
         backend.read("function", REGION, &f).await.unwrap().handle,
         f

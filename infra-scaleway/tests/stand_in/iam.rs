@@ -14,7 +14,7 @@ use infra_testkit::scaleway::{ScalewayProduct, ScalewayServer};
 use serde_json::{Value, json};
 
 use super::support::{
-    self, calls, create, lines, passes_conformance, raw, stand_in_and_backend, update,
+    self, calls, create, lines, passes_conformance, raw, stand_in_and_backend, untried, update,
 };
 use super::{ORGANIZATION, PROJECT};
 
@@ -348,15 +348,29 @@ async fn a_denial_is_denied_and_throttling_is_throttled_never_absent() {
     assert_eq!(owner.kind, ErrorKind::Denied, "{owner}");
     server.restore();
 
+    // Tried once, a throttled call is Throttled; with the retry policy, a throttled
+    // create is made again (it did nothing), once.
+    let once = untried(&server);
     server.throttle(ScalewayProduct::Iam, 1);
-    let read = backend.read("iam", HERE, &id).await.unwrap_err();
+    let read = once.read("iam", HERE, &id).await.unwrap_err();
     assert_eq!(read.kind, ErrorKind::Throttled, "{read}");
     assert!(read.kind.is_transient());
     server.throttle(ScalewayProduct::Iam, 1);
-    let err = create(&*backend, HERE, "throttled", &grants(&[]), "shop")
+    let err = create(&*once, HERE, "throttled", &grants(&[]), "shop")
         .await
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Throttled, "{err}");
+    server.clear_requests();
+    server.throttle(ScalewayProduct::Iam, 2);
+    create(&*backend, HERE, "throttled", &grants(&[]), "shop")
+        .await
+        .expect("made once the throttling is over");
+    let made: Vec<u16> = calls(&server, "POST", "/iam/v1alpha1/applications")
+        .iter()
+        .map(|r| r.status)
+        .filter(|s| *s < 300)
+        .collect();
+    assert_eq!(made.len(), 1, "made once");
     backend
         .read("iam", HERE, &id)
         .await

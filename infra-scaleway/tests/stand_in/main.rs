@@ -10,15 +10,18 @@
 //!
 //! `INFRA_SCALEWAY_KINDS=secrets,iam` runs the suite on those kinds only.
 
+mod access;
 mod containers;
 mod functions;
 mod iam;
 mod object_storage;
 mod queues;
+mod queues_access;
 mod rdb;
 mod recorded;
 mod registry;
 mod secrets;
+mod storm;
 mod support;
 mod wire;
 

@@ -17,7 +17,7 @@ use infra_testkit::scaleway::{DEFAULT_SETTLING, RecordedRequest, ScalewayProduct
 use serde_json::{Value, json};
 
 use super::support::{
-    backend_on, calls, composed, create, raw, secret, stand_in, stand_in_on, update,
+    backend_on, calls, composed, create, raw, secret, stand_in, stand_in_on, untried, update,
 };
 use super::{PROJECT, backend};
 
@@ -379,12 +379,18 @@ async fn postgres_a_denial_is_denied_and_throttling_throttled_never_absent() {
     assert_eq!(created.kind, ErrorKind::Denied, "{created}");
     server.restore();
 
+    // Tried once, the errors are what they are, never absence.
+    let once = untried(&server);
     server.throttle(ScalewayProduct::Rdb, 1);
-    let read = backend.read("postgres", REGION, &handle).await.unwrap_err();
+    let read = once.read("postgres", REGION, &handle).await.unwrap_err();
     assert_eq!(read.kind, ErrorKind::Throttled, "{read}");
     server.fail_reads(ScalewayProduct::Rdb, &handle);
+    let read = once.read("postgres", REGION, &handle).await.unwrap_err();
+    assert_eq!(read.kind, ErrorKind::Unavailable, "never absent: {read}");
+    // Retried for the policy's budget, a read failing all along fails the same way.
     let read = backend.read("postgres", REGION, &handle).await.unwrap_err();
     assert_eq!(read.kind, ErrorKind::Unavailable, "never absent: {read}");
+    assert!(read.message.contains("retry budget is spent"), "{read}");
     server.restore();
     backend
         .read("postgres", REGION, &handle)

@@ -1,19 +1,20 @@
 //! Container Registry namespaces: what the conformance suite does not reach (the wire
-//! shape of a create, the marker and tags in the description and a person's
-//! description never read as one, settings Scaleway lacks refused, deletes awaited on
-//! the manual clock, lost answers, denials, throttling, regions). The suite itself runs
-//! on every Scaleway sample from `main.rs`.
+//! shape of a create, the tags in the description and a person's description never read
+//! as tags, ownership never claimed and orphans never pruned, settings Scaleway lacks
+//! refused, deletes awaited on the manual clock, lost answers, denials, throttling,
+//! regions). The suite itself runs on every Scaleway sample from `main.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use infra_core::kinds::ImageRegistrySettled;
-use infra_core::prelude::Partial;
-use infra_core::sdk::{Backend, Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, RawTags};
+use infra_core::engine::{Engine, MemoryStore, NotAttemptedReason, Options};
+use infra_core::kinds::{ImageRegistry, ImageRegistrySettled};
+use infra_core::prelude::{Backends, Expr, Fleet, Partial, ScalewayRegion};
+use infra_core::sdk::{Backend, Clock, ErrorKind, ManualClock, Marker};
 use infra_testkit::scaleway::{ScalewayProduct, ScalewayServer};
 use serde_json::{Value, json};
 
-use super::support::{backend_on, create, raw, stand_in, stand_in_on, tags, update};
+use super::support::{backend_on, create, raw, stand_in, stand_in_on, tags, untried, update};
 use super::{PROJECT, backend};
 
 const REGION: &str = "fr-par";
@@ -162,19 +163,15 @@ async fn settings_scaleway_lacks_and_bad_names_are_refused_before_any_call() {
 }
 
 #[tokio::test]
-async fn a_persons_description_is_never_a_marker_and_mark_keeps_it() {
+async fn a_persons_description_is_never_tags_and_no_namespace_can_be_owned_or_marked() {
     let server = stand_in().await;
     let backend = backend(&server, None);
+    assert!(
+        !backend.capabilities().ownership.contains("imageRegistry"),
+        "a namespace's ownership cannot be read"
+    );
     let human = "managed-by-infra shop; images of the web team";
     let handle = made_elsewhere(&server, "legacy", human).await;
-    let owned = backend
-        .ownership("imageRegistry", REGION, &handle)
-        .await
-        .unwrap();
-    assert!(
-        owned.is_empty(),
-        "a person's description read as tags: {owned:?}"
-    );
     let listed = backend.list("imageRegistry", REGION).await.unwrap();
     assert!(
         listed.iter().any(|l| l.name == "legacy"),
@@ -185,67 +182,141 @@ async fn a_persons_description_is_never_a_marker_and_mark_keeps_it() {
         .await
         .unwrap();
     assert_eq!(read.reported()["tags"], json!({}));
-
-    let marker = Marker::new("shop");
-    backend
-        .mark("imageRegistry", REGION, &handle, &marker)
-        .await
-        .expect("marked");
-    assert_eq!(
-        description(&server, &handle).await,
-        format!("managed-by-infra=shop | {human}")
-    );
-    server.clear_requests();
-    backend
-        .mark("imageRegistry", REGION, &handle, &marker)
-        .await
-        .expect("marked twice");
     assert!(
-        server.requests().iter().all(|r| r.method != "PATCH"),
-        "nothing to write"
+        read.raw_tags().is_none(),
+        "a read carries no proof of ownership"
     );
-    let owned = backend
-        .ownership("imageRegistry", REGION, &handle)
-        .await
-        .unwrap();
-    assert_eq!(
-        owned,
-        RawTags::from([(MARKER_KEY.to_owned(), "shop".to_owned())])
-    );
-    let e = backend
-        .mark("imageRegistry", REGION, &handle, &Marker::new("blog"))
-        .await
-        .expect_err("another fleet's");
-    assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
 
-    let read = update(backend.as_ref(), REGION, &handle, &spec(&[("team", "web")]))
+    // Nothing proves whose a namespace is, whatever its description says: ownership and
+    // mark are refused, and mark writes nothing.
+    let forged = made_elsewhere(&server, "forged", "managed-by-infra=shop").await;
+    for handle in [&handle, &forged] {
+        let e = backend
+            .ownership("imageRegistry", REGION, handle)
+            .await
+            .expect_err("unprovable");
+        assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
+        let e = backend
+            .mark("imageRegistry", REGION, handle, &Marker::new("shop"))
+            .await
+            .expect_err("cannot be marked");
+        assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
+    }
+    assert!(server.requests().iter().all(|r| r.method != "PATCH"));
+    assert_eq!(description(&server, &handle).await, human);
+    let e = backend
+        .ownership(
+            "imageRegistry",
+            REGION,
+            "00000000-0000-4000-8000-000000000000",
+        )
+        .await
+        .expect_err("absent");
+    assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+
+    // Tags are written in the encoding, and a person's text after it is kept.
+    let kept = made_elsewhere(&server, "kept", "managed-by-infra=shop | pushed by CI").await;
+    let read = update(backend.as_ref(), REGION, &kept, &spec(&[("team", "web")]))
         .await
         .expect("the update succeeds");
     assert_eq!(
-        description(&server, &handle).await,
-        format!("managed-by-infra=shop; team=web | {human}"),
-        "an update keeps the marker and the person's text"
+        description(&server, &kept).await,
+        "managed-by-infra=shop; team=web | pushed by CI",
+        "an update keeps the fleet pair and the person's text"
     );
     assert_eq!(
         read.reported()["tags"],
         json!({"managed-by-infra": "shop", "team": "web"})
     );
     server.clear_requests();
-    update(backend.as_ref(), REGION, &handle, &spec(&[("team", "web")]))
+    update(backend.as_ref(), REGION, &kept, &spec(&[("team", "web")]))
         .await
         .unwrap();
     assert!(
         server.requests().iter().all(|r| r.method != "PATCH"),
         "nothing differs"
     );
-
-    // An unmarked namespace's tags cannot be written: the engine never updates one, and
-    // the backend says why rather than mark it on the side.
-    let other = made_elsewhere(&server, "unmarked", "").await;
-    let e = update(backend.as_ref(), REGION, &other, &spec(&[("team", "web")]))
+    // A description a person wrote has no room for tags: said, never overwritten.
+    let e = update(backend.as_ref(), REGION, &handle, &spec(&[("team", "web")]))
         .await
-        .expect_err("no marker");
+        .expect_err("no encoding");
     assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
+    assert_eq!(description(&server, &handle).await, human);
+    server.shutdown().await;
+}
+
+/// A fleet of registries named `names`.
+fn registries(names: &[&str]) -> Fleet {
+    let mut fleet = Fleet::builder(FLEET);
+    for name in names {
+        fleet.declare(
+            ScalewayRegion::FrPar,
+            *name,
+            ImageRegistry {
+                scan_on_push: Partial::Known(Expr::lit(false)),
+                immutable_tags: Partial::Unknown,
+                tags: Partial::Unknown,
+            },
+        );
+    }
+    fleet.build().expect("a sound fleet")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_namespace_is_reported_not_prunable_and_never_deleted() {
+    let server = stand_in().await;
+    let backend = backend(&server, None);
+    let engine = Engine::new(
+        Backends::new().with(backend.clone() as Arc<dyn Backend>),
+        Arc::new(MemoryStore::new()),
+    )
+    .with_clock(Arc::new(ManualClock::new()));
+    let made = engine
+        .apply(
+            &registries(&["kept", "dropped"]).plan(),
+            &Options::default(),
+        )
+        .await
+        .expect("the apply runs");
+    assert!(made.is_success(), "{:#?}", made.result);
+    server.clear_requests();
+
+    let trimmed = engine
+        .apply(&registries(&["kept"]).plan(), &Options::default())
+        .await
+        .expect("the apply runs");
+    let left = trimmed
+        .result
+        .not_attempted
+        .iter()
+        .find(|n| n.resource.name == "dropped")
+        .unwrap_or_else(|| panic!("the orphan is not reported: {:#?}", trimmed.result));
+    assert_eq!(left.reason, NotAttemptedReason::NotPrunable, "{left:?}");
+    assert!(trimmed.result.pruned.is_empty(), "{:#?}", trimmed.result);
+    assert!(
+        server.requests().iter().all(|r| r.method != "DELETE"),
+        "{:?}",
+        server.requests()
+    );
+    let listed = backend.list("imageRegistry", REGION).await.unwrap();
+    assert!(listed.iter().any(|l| l.name == "dropped"), "{listed:?}");
+
+    // A teardown of what is declared deletes it: the ledger lists it.
+    let gone = engine
+        .apply(
+            &registries(&["kept", "dropped"]).teardown(),
+            &Options::default(),
+        )
+        .await
+        .expect("the teardown runs");
+    assert!(gone.is_success(), "{:#?}", gone.result);
+    assert!(
+        backend
+            .list("imageRegistry", REGION)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     server.shutdown().await;
 }
 
@@ -308,11 +379,11 @@ async fn a_delete_is_awaited_on_the_clock_until_the_namespace_is_gone() {
 }
 
 #[tokio::test]
-async fn a_lost_create_answer_is_settled_by_name_and_marker() {
+async fn a_lost_create_answer_stays_uncertain_and_is_not_sent_again() {
     let server = stand_in().await;
     let backend = backend(&server, None);
     server.lose_answers(ScalewayProduct::Registry, 1);
-    let read = create(
+    let e = create(
         backend.as_ref(),
         REGION,
         "lost",
@@ -320,24 +391,20 @@ async fn a_lost_create_answer_is_settled_by_name_and_marker() {
         FLEET,
     )
     .await
-    .expect("settled as made");
+    .expect_err("no namespace found afterwards can be proven to be this create's");
+    assert!(e.may_have_been_sent, "{e:?}");
     let requests = server.requests();
     assert_eq!(
         (requests[0].method.as_str(), requests[0].status),
         ("POST", 504)
     );
-    let lookup = requests
-        .iter()
-        .find(|r| r.method == "GET" && r.path == namespaces(REGION))
-        .expect("a lookup by name");
-    assert_eq!(lookup.query["name"], "lost");
-    assert_eq!(lookup.query["project_id"], PROJECT);
-    assert_eq!(read.reported()["tags"][MARKER_KEY], json!("shop"));
     assert_eq!(
         requests.iter().filter(|r| r.method == "POST").count(),
         1,
         "the create was not sent again"
     );
+    let listed = backend.list("imageRegistry", REGION).await.unwrap();
+    assert!(listed.iter().any(|l| l.name == "lost"), "it was made");
     server.shutdown().await;
 }
 
@@ -368,12 +435,14 @@ async fn a_denial_is_denied_and_throttling_throttled_never_absent() {
         assert_eq!(e.expect_err("denied").kind, ErrorKind::Denied);
     }
     server.restore();
+    // Throttled without retries, the error says so; with them, the call goes through.
     server.throttle(ScalewayProduct::Registry, 1);
-    let e = backend
+    let e = untried(&server)
         .list("imageRegistry", REGION)
         .await
         .expect_err("throttled");
     assert_eq!(e.kind, ErrorKind::Throttled, "{e}");
+    server.throttle(ScalewayProduct::Registry, 2);
     assert_eq!(
         backend.list("imageRegistry", REGION).await.unwrap().len(),
         1

@@ -13,7 +13,8 @@ use infra_core::kinds::{
 };
 use infra_core::prelude::{Kind, Partial, SecretString};
 use infra_core::sdk::{
-    Backend, BackendError, Clock, ManualClock, Marker, Polling, Router, SettledSpec, Sighting,
+    Backend, BackendError, Clock, ManualClock, Marker, Polling, RetryPolicy, Router, SettledSpec,
+    Sighting,
 };
 use infra_scaleway::ScalewayBackend;
 use infra_testkit::conformance::{Conformance, KindSample};
@@ -43,6 +44,13 @@ pub(crate) async fn stand_in_and_backend() -> (ScalewayServer, Arc<Router>) {
     let server = stand_in().await;
     let backend = backend(&server, None);
     (server, backend)
+}
+
+/// A backend on `server` that tries every call once (no retry policy): for the tests
+/// of what a single answer is mapped to.
+pub(crate) fn untried(server: &ScalewayServer) -> Arc<Router> {
+    let config = config(server, None).retry_policy(RetryPolicy::none());
+    Arc::new(ScalewayBackend::new(config))
 }
 
 /// A backend on `server` waiting on `clock` (the server's own: see [`stand_in_on`]),

@@ -25,6 +25,8 @@ pub(crate) struct Seen {
     pub(crate) action: String,
     /// The body, as text.
     pub(crate) body: String,
+    /// The access key that signed it (`Credential=<key>/…` of its `Authorization`).
+    pub(crate) access_key: String,
 }
 
 impl Seen {
@@ -218,6 +220,11 @@ fn seen_of(head: &str, body: &[u8]) -> Seen {
         target: first.next().unwrap_or_default().to_owned(),
         action: header(head, "x-amz-target").unwrap_or_default().to_owned(),
         body: String::from_utf8_lossy(body).into_owned(),
+        access_key: header(head, "authorization")
+            .and_then(|a| a.split("Credential=").nth(1))
+            .and_then(|c| c.split('/').next())
+            .unwrap_or_default()
+            .to_owned(),
     }
 }
 

@@ -9,11 +9,12 @@
 //! It prints `listening on http://127.0.0.1:PORT` once it serves, and stops on SIGINT
 //! or SIGTERM. Point a fleet at it with `SCW_API_URL=http://127.0.0.1:PORT`, an API key
 //! of Scaleway's shape (`SCW_ACCESS_KEY`: `SCW` and 17 uppercase letters or digits;
-//! `SCW_SECRET_KEY`: a UUID), and `SCW_DEFAULT_PROJECT_ID=<the project>` (Object Storage
-//! and Queues are not served: use moto's server and `INFRA_SCALEWAY_S3_ENDPOINT` /
-//! `INFRA_SCALEWAY_SQS_ENDPOINT`). It takes any well-formed key, or with `--access-key`
-//! and `--secret-key` only that one. Statuses settle on the real clock, a change taking
-//! `--settle-ms` milliseconds (300 by default).
+//! `SCW_SECRET_KEY`: a UUID), and `SCW_DEFAULT_PROJECT_ID=<the project>`. It takes any
+//! well-formed key, or with `--access-key` and `--secret-key` only that one. Statuses
+//! settle on the real clock, a change taking `--settle-ms` milliseconds (300 by default).
+//! Object Storage and the queues themselves are not served: use moto's server and
+//! `INFRA_SCALEWAY_S3_ENDPOINT`. Queues' activation and credentials are served, and
+//! `--sqs-endpoint URL` is the `sqs_endpoint_url` they answer (moto's server, say).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use infra_testkit::scaleway::{ApiKey, ScalewayOptions, ScalewayServer};
 fn usage() -> ExitCode {
     eprintln!(
         "usage: scaleway-stand-in [--project ID] [--organization ID] [--port PORT] \
-         [--settle-ms MS] [--access-key SCW… --secret-key UUID]"
+         [--settle-ms MS] [--access-key SCW… --secret-key UUID] [--sqs-endpoint URL]"
     );
     ExitCode::from(2)
 }
@@ -37,6 +38,7 @@ async fn main() -> ExitCode {
     let mut port = 0u16;
     let mut settle_ms = 300u64;
     let (mut access_key, mut secret_key) = (None, None);
+    let mut sqs_endpoint = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let value = args.next();
@@ -51,6 +53,7 @@ async fn main() -> ExitCode {
                 Ok(n) => settle_ms = n,
                 Err(_) => return usage(),
             },
+            ("--sqs-endpoint", Some(v)) if !v.is_empty() => sqs_endpoint = Some(v),
             ("--access-key", Some(v)) => access_key = Some(v),
             ("--secret-key", Some(v)) => secret_key = Some(v),
             _ => return usage(),
@@ -78,6 +81,9 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(url) = &sqs_endpoint {
+        server.queues_endpoint(url);
+    }
     println!("listening on {} (project {project})", server.address());
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(term) => term,

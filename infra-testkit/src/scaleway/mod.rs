@@ -27,6 +27,7 @@
 //! | IAM | `/iam/v1alpha1/applications…`, `/iam/v1alpha1/policies…` |
 //! | Serverless Functions | `/functions/v1beta1/regions/{region}/namespaces…`, `…/functions…` |
 //! | Serverless Containers | `/containers/v1beta1/regions/{region}/namespaces…`, `…/containers…` |
+//! | Messaging and Queuing (Queues' activation and credentials) | `/mnq/v1beta1/regions/{region}/activate-sqs`, `…/sqs-info`, `…/sqs-credentials…` |
 //!
 //! Every call must carry a secret key in `X-Auth-Token`: any well-formed one (a UUID),
 //! or only the one of the key pair the server was given ([`ScalewayOptions::key`]); a
@@ -49,7 +50,10 @@
 //! [`fail_reads`](ScalewayServer::fail_reads) of one resource (500),
 //! [`throttle`](ScalewayServer::throttle) the next calls (429), and
 //! [`lose_answers`](ScalewayServer::lose_answers): the next writes are carried out but
-//! answered 504, so that the client cannot tell.
+//! answered 504, so that the client cannot tell; and a throttling
+//! [`storm`](ScalewayServer::storm) on a clock of the test's, which answers a share of
+//! every call 429 with a `Retry-After` for a length of that clock's time, recording
+//! when each call came ([`storm_log`](ScalewayServer::storm_log)).
 //!
 //! The server records every request (method, path, query, body) with secret values
 //! (`password`, a version's `data`, secret environment variables) replaced by
@@ -85,6 +89,7 @@ mod auth;
 mod containers;
 mod functions;
 mod iam;
+mod mnq;
 mod rdb;
 mod registry;
 mod secrets;
@@ -98,9 +103,8 @@ use std::time::Duration;
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
-use serde_json::{Value, json};
-
 use infra_core::sdk::{Clock, ManualClock};
+use serde_json::{Value, json};
 
 pub use auth::{ApiKey, STAND_IN_ACCESS_KEY, STAND_IN_SECRET_KEY, is_access_key, is_secret_key};
 
@@ -135,6 +139,9 @@ pub enum ScalewayProduct {
     Functions,
     /// Serverless Containers.
     Containers,
+    /// Messaging and Queuing: Queues' activation and credentials (the queues
+    /// themselves are SQS, served elsewhere).
+    Queues,
 }
 
 impl ScalewayProduct {
@@ -149,6 +156,7 @@ impl ScalewayProduct {
             "iam" => ScalewayProduct::Iam,
             "functions" => ScalewayProduct::Functions,
             "containers" => ScalewayProduct::Containers,
+            "mnq" => ScalewayProduct::Queues,
             _ => return None,
         })
     }
@@ -174,6 +182,77 @@ struct Faults {
     failing_reads: Vec<(ScalewayProduct, String)>,
     throttled: BTreeMap<ScalewayProduct, u32>,
     lost: BTreeMap<ScalewayProduct, u32>,
+    storm: Option<Storm>,
+}
+
+/// A throttling storm (see [`ScalewayServer::storm`]).
+struct Storm {
+    clock: Arc<dyn Clock>,
+    from: Duration,
+    lasts: Duration,
+    rate: f64,
+    retry_after: Duration,
+    calls: u64,
+}
+
+impl std::fmt::Debug for Storm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Storm")
+            .field("from", &self.from)
+            .field("lasts", &self.lasts)
+            .field("rate", &self.rate)
+            .field("retry_after", &self.retry_after)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Storm {
+    /// The wait asked of the call arriving now, when the storm refuses it. The share
+    /// refused is spread evenly over the calls (at one half, every other call), so that
+    /// no run meets a longer streak of refusals than another.
+    fn refuses(&mut self) -> Option<Duration> {
+        let since = self.clock.now().checked_sub(self.from)?;
+        if since >= self.lasts {
+            return None;
+        }
+        let before = (self.calls as f64 * self.rate).floor();
+        self.calls += 1;
+        let after = (self.calls as f64 * self.rate).floor();
+        (after > before).then_some(self.retry_after)
+    }
+}
+
+/// Queues credentials the stand-in holds (their secret key is not kept: only the answer
+/// of their creation holds it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueuesCredentials {
+    /// Their id.
+    pub id: String,
+    /// Their name.
+    pub name: String,
+    /// Their access key, which signs SQS calls.
+    pub access_key: String,
+}
+
+/// One call the stand-in served while a storm was armed (see [`ScalewayServer::storm`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct StormRecord {
+    /// When it came, on the storm's clock.
+    pub at: Duration,
+    /// The method.
+    pub method: String,
+    /// The path, decoded.
+    pub path: String,
+    /// The query parameters, decoded.
+    pub query: BTreeMap<String, String>,
+    /// The `name` its body gives, if any (what tells two creates apart).
+    pub name: Option<String>,
+    /// The status answered.
+    pub status: u16,
+    /// The wait its `Retry-After` asked for, when the storm refused it.
+    pub retry_after: Option<Duration>,
 }
 
 /// The stand-in's state: every product's resources, behind one lock.
@@ -193,10 +272,12 @@ pub(crate) struct State {
     pub(crate) iam: iam::Iam,
     pub(crate) functions: functions::Functions,
     pub(crate) containers: containers::Containers,
+    pub(crate) mnq: mnq::Mnq,
     tick: u64,
     ids: u64,
     faults: Faults,
     requests: Vec<RecordedRequest>,
+    storm_log: Vec<StormRecord>,
 }
 
 impl State {
@@ -213,10 +294,12 @@ impl State {
             iam: iam::Iam::default(),
             functions: functions::Functions::default(),
             containers: containers::Containers::default(),
+            mnq: mnq::Mnq::default(),
             tick: 0,
             ids: 0,
             faults: Faults::default(),
             requests: Vec::new(),
+            storm_log: Vec::new(),
         }
     }
 
@@ -269,6 +352,7 @@ impl State {
             Some(ScalewayProduct::Iam) => iam::route(self, req),
             Some(ScalewayProduct::Functions) => functions::route(self, req),
             Some(ScalewayProduct::Containers) => containers::route(self, req),
+            Some(ScalewayProduct::Queues) => mnq::route(self, req),
             None => None,
         };
         let reply = reply.unwrap_or_else(|| {
@@ -345,6 +429,38 @@ impl State {
             }
         }
         None
+    }
+
+    /// Serves one request, unless a storm refuses it: the answer, and the wait a
+    /// refusal asks for. A storm's calls are logged with their time.
+    fn answer_in_storm(&mut self, req: &Req<'_>, token: Option<&str>) -> (Reply, Option<Duration>) {
+        let Some(storm) = self.faults.storm.as_mut() else {
+            return (self.answer(req, token), None);
+        };
+        let at = storm.clock.now();
+        let refused = storm.refuses();
+        let reply = match refused {
+            Some(wait) => Reply::error(
+                429,
+                "too_many_requests",
+                format!(
+                    "too many requests, retry after {} s (a storm armed on the stand-in)",
+                    wait.as_secs()
+                ),
+                json!({}),
+            ),
+            None => self.answer(req, token),
+        };
+        self.storm_log.push(StormRecord {
+            at,
+            method: req.method.to_owned(),
+            path: req.path.to_owned(),
+            query: req.query.clone(),
+            name: req.str("name").map(str::to_owned),
+            status: reply.status,
+            retry_after: refused,
+        });
+        (reply, refused)
     }
 
     /// A write carried out, whose answer is lost when armed.
@@ -608,6 +724,54 @@ impl ScalewayServer {
         *self.state().faults.lost.entry(product).or_default() += writes;
     }
 
+    /// A throttling storm: from now (on `clock`) and for `lasts` of `clock`'s time, a
+    /// share `rate` (0 to 1) of the calls, spread evenly, is answered 429
+    /// `too_many_requests` with `Retry-After: <retry_after in whole seconds>`, doing
+    /// nothing. `clock` is the one the client under test waits on (a `ManualClock`), so
+    /// that the storm lasts as long for it as it says. From now on every call is logged
+    /// with its time on `clock` ([`ScalewayServer::storm_log`]), the storm's end and
+    /// beyond included, until [`ScalewayServer::restore`].
+    pub fn storm(&self, clock: Arc<dyn Clock>, rate: f64, lasts: Duration, retry_after: Duration) {
+        let from = clock.now();
+        let mut state = self.state();
+        state.storm_log.clear();
+        state.faults.storm = Some(Storm {
+            clock,
+            from,
+            lasts,
+            rate: rate.clamp(0.0, 1.0),
+            retry_after: Duration::from_secs(retry_after.as_secs()),
+            calls: 0,
+        });
+    }
+
+    /// The calls served since the last [`ScalewayServer::storm`], oldest first.
+    #[must_use]
+    pub fn storm_log(&self) -> Vec<StormRecord> {
+        self.state().storm_log.clone()
+    }
+
+    /// Queues' SQS API answers at `url` (`sqs_endpoint_url` of `sqs-info` and
+    /// `activate-sqs`), instead of `https://sqs.mnq.{region}.scaleway.com`: moto's
+    /// server, or a relay in front of it.
+    pub fn queues_endpoint(&self, url: &str) {
+        self.state().mnq.endpoint = Some(url.trim_end_matches('/').to_owned());
+    }
+
+    /// Queues credentials named `name` in `region`, made by another tool at
+    /// `created_at` (RFC 3339); their id.
+    pub fn add_queues_credentials(&self, region: &str, name: &str, created_at: &str) -> String {
+        let mut state = self.state();
+        let (id, project) = (state.new_id(), state.project.clone());
+        state.mnq.add(id, region, &project, name, created_at)
+    }
+
+    /// The Queues credentials that exist in `region`.
+    #[must_use]
+    pub fn queues_credentials(&self, region: &str) -> Vec<QueuesCredentials> {
+        self.state().mnq.listed(region)
+    }
+
     /// Lifts every fault.
     pub fn restore(&self) {
         self.state().faults = Faults::default();
@@ -714,6 +878,7 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
         .get("x-auth-token")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let mut retry_after = None;
     let reply = match Limited::new(body, MAX_BODY).collect().await {
         // A presigned upload URL the stand-in handed out: raw bytes, no token.
         Ok(collected) if path.starts_with(UPLOADS) => {
@@ -744,7 +909,8 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
                         body: &body,
                     };
                     let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
-                    let reply = state.answer(&req, token.as_deref());
+                    let (reply, wait) = state.answer_in_storm(&req, token.as_deref());
+                    retry_after = wait;
                     state.requests.push(RecordedRequest {
                         method: method.clone(),
                         path: path.clone(),
@@ -769,9 +935,13 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
         Value::String(html) if reply.status == 504 => ("text/html", html.clone()),
         body => ("application/json", body.to_string()),
     };
-    Response::builder()
+    let mut response = Response::builder()
         .status(reply.status)
-        .header("content-type", content_type)
+        .header("content-type", content_type);
+    if let Some(wait) = retry_after {
+        response = response.header("retry-after", wait.as_secs().to_string());
+    }
+    response
         .body(Full::new(Bytes::from(text)))
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }

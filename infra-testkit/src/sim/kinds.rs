@@ -92,10 +92,30 @@ pub(crate) fn region_exists(provider: &str, region: &str) -> bool {
     }
 }
 
-/// Whether the provider keeps tags on resources of the kind, so that ownership can be
-/// read: Scaleway Queues take none.
-pub(crate) fn tags_readable(provider: &str, kind: &str) -> bool {
+/// Whether the provider keeps tags on resources of the kind: Scaleway Queues take none.
+pub(crate) fn tags_kept(provider: &str, kind: &str) -> bool {
     !(provider == "scaleway" && kind == "queues")
+}
+
+/// Whether the ownership of resources of the kind can be read: not where there are no
+/// tags (Scaleway Queues), nor where what stands in for them can be written by anyone
+/// with rights to the resource (a Scaleway registry namespace keeps its tags in its
+/// description).
+pub(crate) fn tags_readable(provider: &str, kind: &str) -> bool {
+    tags_kept(provider, kind) && !(provider == "scaleway" && kind == "imageRegistry")
+}
+
+/// The refusal of an ownership read or a marking on a kind whose ownership cannot be
+/// read.
+pub(crate) fn unprovable(provider: &str, kind: &str) -> BackendError {
+    if tags_kept(provider, kind) {
+        invalid(
+            provider,
+            format!("the ownership of {provider} {kind} cannot be read"),
+        )
+    } else {
+        no_tags(provider, kind)
+    }
 }
 
 /// Whether the cloud's read of a resource of the kind answers with its tags (or

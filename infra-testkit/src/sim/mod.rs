@@ -890,7 +890,8 @@ impl<K: Kind> KindBackend<K> for SimProvider {
         kinds::name_scope(self.provider, K::ID).is_none()
     }
 
-    /// Scaleway Queues take no tags: their ownership cannot be read.
+    /// Scaleway Queues take no tags, and a Scaleway registry namespace's can be written
+    /// by anyone: their ownership cannot be read.
     fn tags_readable(&self) -> bool {
         kinds::tags_readable(self.provider, K::ID)
     }
@@ -993,7 +994,7 @@ impl<K: Kind> KindBackend<K> for SimProvider {
                     .ok_or_else(|| kinds::not_found(provider, kind, handle))?;
                 c.name = Some(stored.name.clone());
                 if !kinds::tags_readable(provider, kind) {
-                    return Err(kinds::no_tags(provider, kind));
+                    return Err(kinds::unprovable(provider, kind));
                 }
                 match stored.tags.get(&key).map(String::as_str) {
                     // Already this fleet's (or the legacy value every fleet reads as its

@@ -739,7 +739,7 @@ impl World {
         let stored = &self.resources[&id];
         call.name = Some(stored.name.clone());
         if !kinds::tags_readable(call.provider, kind) {
-            return Err(kinds::no_tags(call.provider, kind));
+            return Err(kinds::unprovable(call.provider, kind));
         }
         Ok(stored.tags.clone())
     }
@@ -858,7 +858,7 @@ impl World {
             .get("tags")
             .map(tags_from_json)
             .unwrap_or_default();
-        if kinds::tags_readable(call.provider, kind) {
+        if kinds::tags_kept(call.provider, kind) {
             tags.insert(marker.key().to_string(), marker.value().to_string());
         } else if !tags.is_empty() {
             return Err(kinds::no_tags(call.provider, kind));
@@ -892,7 +892,7 @@ impl World {
             .ok_or_else(|| kinds::not_found(provider, kind, handle))?;
         call.name = Some(stored.name.clone());
         let asked_tags = asked.remove("tags");
-        if !kinds::tags_readable(provider, kind)
+        if !kinds::tags_kept(provider, kind)
             && asked_tags
                 .as_ref()
                 .is_some_and(|t| t.as_object().is_some_and(|m| !m.is_empty()))

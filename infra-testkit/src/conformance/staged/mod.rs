@@ -8,7 +8,7 @@
 //! 3. **ramp-down** — the additions removed: deletes only;
 //! 4. **trimmed** — only the simplest resources kept: deletes only;
 //! 5. **empty** — the trimmed fleet torn down, as `destroy` does: everything left is
-//!    deleted (a resource whose ownership cannot be read, such as a Scaleway queue, is
+//!    deleted (a resource whose ownership cannot be read, such as a Scaleway queue or registry namespace, is
 //!    deleted only this way, never as an orphan).
 //!
 //! After every stage a second plan must have no changes and the records must list

@@ -24,8 +24,9 @@ pub const EMPTY_ZIP: [u8; 22] = [
 /// the queue's id and another secret.
 ///
 /// Queues carry no tags (Scaleway Queues take none), and none is added and removed
-/// again (an orphan queue is never deleted); registries ask for neither scan on push nor
-/// immutable tags (Scaleway has neither).
+/// again (an orphan queue is never deleted); the registry is kept to the last stage for
+/// the same reason (an orphan registry namespace is never deleted either), and asks for
+/// neither scan on push nor immutable tags (Scaleway has neither).
 pub fn scaleway_fleet(prefix: &str, kinds: &BTreeSet<&str>, stage: Stage, archive: &str) -> Fleet {
     let mut f = Fleet::builder(format!("{prefix}staged"));
     if stage == Stage::Empty {
@@ -46,9 +47,8 @@ pub fn scaleway_fleet(prefix: &str, kinds: &BTreeSet<&str>, stage: Stage, archiv
     if has("queues") {
         s.queues(&mut f, here, api_key);
     }
-    if stage == Stage::Trimmed {
-        return f.build().expect("the trimmed fleet is sound");
-    }
+    // Kept to the end, like the queues: a registry namespace's ownership cannot be
+    // proven, so one left out of the declaration is never deleted as an orphan.
     if has("imageRegistry") {
         f.declare(
             here,
@@ -59,6 +59,9 @@ pub fn scaleway_fleet(prefix: &str, kinds: &BTreeSet<&str>, stage: Stage, archiv
                 tags: staged_tags(),
             },
         );
+    }
+    if stage == Stage::Trimmed {
+        return f.build().expect("the trimmed fleet is sound");
     }
     if has("iam") {
         s.iam(&mut f, here);

@@ -392,6 +392,7 @@ fn create_checked(state: &mut State, req: &Req<'_>, region: &str) -> Result<Repl
         env: BTreeMap::new(),
         secrets: BTreeMap::new(),
         tags: Vec::new(),
+        // What a create that says nothing gets: the default Scaleway documents.
         privacy: "public".to_owned(),
         description: String::new(),
         domain,
