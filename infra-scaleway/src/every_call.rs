@@ -122,10 +122,16 @@ fn table() -> BTreeMap<&'static str, (Method, Idempotence)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_call_is_made_with_the_idempotence_written_down_for_it() {
-    let server = ScalewayServer::start(PROJECT, ORGANIZATION)
-        .await
-        .expect("the stand-in starts");
+    // One manual clock for the stand-in's statuses and the backend's waits.
     let clock = Arc::new(ManualClock::new());
+    let server_clock: Arc<dyn Clock> = clock.clone();
+    let server = ScalewayServer::start_with(
+        PROJECT,
+        ORGANIZATION,
+        infra_testkit::scaleway::ScalewayOptions::new().clock(server_clock),
+    )
+    .await
+    .expect("the stand-in starts");
     let api = server.address();
     let config = ScalewayConfig::stand_in(PROJECT, ORGANIZATION, &api, &api)
         .expect("on loopback")

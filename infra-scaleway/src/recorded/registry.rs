@@ -15,8 +15,10 @@ fn reads_back(ns: &Namespace, raw: &Value, source: &str) {
     assert_eq!(ns.endpoint, raw["endpoint"], "{source}");
     let read = reading(ns);
     assert_eq!(read.observed().uri, ns.endpoint, "{source}");
-    // A description written by another tool carries no marker: no tags are reported.
-    assert!(read.raw_tags().is_some_and(|t| t.is_empty()), "{source}");
+    // Nothing on a namespace proves whose it is: a read carries no ownership tags, and a
+    // description written by another tool reports no tags either.
+    assert!(read.raw_tags().is_none(), "{source}");
+    assert_eq!(read.reported()["tags"], serde_json::json!({}), "{source}");
     // The statuses recorded (`ready`, `deleting`) are not failures.
     let healthy = RegistryNamespaces::healthy(ns.clone(), "read");
     assert!(healthy.is_ok(), "{source}: {}", ns.status);

@@ -13,7 +13,7 @@ use infra_core::kinds::{Queues, QueuesSettled, Tags};
 use infra_core::prelude::{Backends, Expr, Fleet, Partial, ScalewayRegion, SecretString};
 use infra_core::sdk::{Backend, ErrorKind, ManualClock, Polling, Router};
 use infra_scaleway::{QueuesKey, ScalewayBackend, ScalewayConfig};
-use infra_testkit::scaleway::{ScalewayProduct, ScalewayServer};
+use infra_testkit::scaleway::{STAND_IN_SECRET_KEY, ScalewayProduct, ScalewayServer};
 
 use super::support::{create, stand_in};
 use super::wire::{Wire, fresh};
@@ -26,11 +26,12 @@ const API_KEY: &str = "SCWSTANDIN0000000000";
 /// A configuration on `server` without an SQS endpoint of its own: the backend takes
 /// the one Queues answers (`sqs_endpoint_url`).
 fn config(server: &ScalewayServer, s3: &str) -> ScalewayConfig {
-    ScalewayConfig::new(API_KEY, SecretString::new("stand-in"), PROJECT)
+    ScalewayConfig::new(API_KEY, SecretString::new(STAND_IN_SECRET_KEY), PROJECT)
         .organization(ORGANIZATION)
         .api_url(server.address())
         .s3_endpoint(s3)
-        .clock(Arc::new(ManualClock::new()))
+        // The stand-in's statuses settle on its clock, which the backend's waits move.
+        .clock(server.clock())
         .polling(Polling {
             first: Duration::from_millis(100),
             longest: Duration::from_secs(1),

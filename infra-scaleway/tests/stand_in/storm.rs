@@ -21,7 +21,7 @@ use infra_core::sdk::{Backend, Clock, ManualClock};
 use infra_testkit::conformance::staged::EMPTY_ZIP;
 use infra_testkit::scaleway::StormRecord;
 
-use super::support::{backend_on, stand_in};
+use super::support::{backend_on, stand_in_on};
 
 /// How many resources of each REST kind the fleet holds.
 const EACH: usize = 3;
@@ -190,8 +190,8 @@ fn call_of(r: &StormRecord) -> (String, String, String, Option<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttling_storm_is_waited_out_and_every_resource_is_made_once() {
-    let server = stand_in().await;
     let clock = Arc::new(ManualClock::new());
+    let server = stand_in_on(&clock).await;
     let backend = backend_on(&server, &clock, None);
     let dir = tempfile::tempdir().expect("a scratch directory");
     let archive = dir.path().join("api.zip");
