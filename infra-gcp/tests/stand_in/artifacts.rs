@@ -10,6 +10,7 @@ use infra_core::sdk::{
 };
 use infra_testkit::gcp::{GcpServer, GcpService, RecordedRequest};
 use serde_json::json;
+use std::time::Duration;
 
 use super::{PROJECT, backend};
 
@@ -58,7 +59,7 @@ async fn a_create_is_awaited_through_a_long_operation_and_carries_the_marker() {
         .await
         .expect("the stand-in starts");
     let backend = backend(&server, None);
-    server.operation_polls(5);
+    server.settling(Duration::from_secs(5));
     let read = create(backend.as_ref(), "web-images", &spec(false, true))
         .await
         .expect("the create succeeds");
@@ -98,7 +99,7 @@ async fn a_create_whose_answer_is_lost_is_found_by_name() {
         .await
         .expect("the stand-in starts");
     let backend = backend(&server, None);
-    server.operation_polls(5);
+    server.settling(Duration::from_secs(5));
     server.lose_answers(GcpService::ArtifactRegistry, 1);
     let read = create(backend.as_ref(), "lost", &spec(true, false))
         .await
@@ -120,7 +121,7 @@ async fn a_create_still_running_at_the_deadline_is_settled_by_name() {
         .await
         .expect("the stand-in starts");
     let backend = backend(&server, None);
-    server.operation_polls(100_000);
+    server.settling(Duration::from_secs(3600));
     let read = create(backend.as_ref(), "slow", &spec(true, false))
         .await
         .expect("the repository exists and is ours");
@@ -264,7 +265,7 @@ async fn a_delete_is_awaited_and_a_lost_answer_is_settled_by_looking() {
             .unwrap()
             .is_empty()
     );
-    server.operation_polls(4);
+    server.settling(Duration::from_secs(4));
     server.clear_requests();
     backend
         .delete("imageRegistry", REGION, &handle(REGION, "one"))

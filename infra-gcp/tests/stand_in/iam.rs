@@ -11,8 +11,7 @@ use std::time::Duration;
 use infra_core::kinds::{Iam, IamSettled, Tags};
 use infra_core::prelude::Partial;
 use infra_core::sdk::{
-    Backend, BackendError, ErrorKind, MARKER_KEY, ManualClock, Marker, SettledSpec, Sighting,
-    Written,
+    Backend, BackendError, ErrorKind, MARKER_KEY, Marker, SettledSpec, Sighting, Written,
 };
 use infra_gcp::{GcpBackend, GcpConfig, Polling, Service};
 use infra_testkit::gcp::{GcpServer, GcpService};
@@ -337,7 +336,7 @@ async fn a_concurrent_change_to_the_project_policy_is_read_again_and_kept() {
     let armed = Arc::new(AtomicBool::new(false));
     let config = GcpConfig::stand_in(PROJECT, &server.address())
         .expect("loopback")
-        .clock(Arc::new(ManualClock::new()))
+        .clock(server.clock())
         .polling(Polling {
             first: Duration::from_millis(100),
             longest: Duration::from_secs(1),

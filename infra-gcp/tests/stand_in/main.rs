@@ -11,8 +11,10 @@
 
 mod artifacts;
 mod iam;
+mod official_client;
 mod pubsub;
 mod run;
+mod schema;
 mod secrets;
 mod sql;
 mod storage;
@@ -22,9 +24,10 @@ use std::time::Duration;
 
 use infra_core::kinds::Queues;
 use infra_core::prelude::{Expr, Gcp, Partial};
-use infra_core::sdk::{Backend, ManualClock, Router};
+use infra_core::sdk::{Backend, Clock, ManualClock, Router};
 use infra_gcp::{GcpBackend, GcpConfig, Polling, Service};
 use infra_testkit::conformance::{Conformance, KindSample, Variant, samples};
+use infra_testkit::gcp::relay::Relay;
 use infra_testkit::gcp::{GcpHooks, GcpServer};
 
 pub(crate) const PROJECT: &str = "infra-test-project";
@@ -52,11 +55,21 @@ pub(crate) fn pubsub_emulator() -> Option<String> {
 }
 
 /// A backend on `server` (and the Pub/Sub emulator when there is one), polling
-/// operations on a manual clock.
+/// operations on the stand-in's clock.
 pub(crate) fn backend(server: &GcpServer, pubsub: Option<&str>) -> Arc<Router> {
-    let mut config = GcpConfig::stand_in(PROJECT, &server.address())
+    backend_at(&server.address(), server.clock(), pubsub)
+}
+
+/// A backend on the stand-in at `address` (and the Pub/Sub emulator when there is
+/// one), polling operations on `clock`.
+pub(crate) fn backend_at(
+    address: &str,
+    clock: Arc<dyn Clock>,
+    pubsub: Option<&str>,
+) -> Arc<Router> {
+    let mut config = GcpConfig::stand_in(PROJECT, address)
         .expect("the stand-in is on loopback")
-        .clock(Arc::new(ManualClock::new()))
+        .clock(clock)
         .polling(Polling {
             first: Duration::from_millis(100),
             longest: Duration::from_secs(1),
@@ -99,13 +112,50 @@ fn queues_sample() -> KindSample {
     .replace(true)
 }
 
+/// Relays in front of `server` and of the Pub/Sub emulator, when there is one: every
+/// exchange is kept, to be held against Google's discovery documents.
+async fn relays(server: &GcpServer, pubsub: Option<&str>) -> (Relay, Option<Relay>) {
+    let relay = Relay::start(&server.address())
+        .await
+        .expect("the relay starts");
+    let pubsub = match pubsub {
+        Some(emulator) => Some(
+            Relay::start(emulator)
+                .await
+                .expect("the Pub/Sub relay starts"),
+        ),
+        None => None,
+    };
+    (relay, pubsub)
+}
+
+/// Holds every exchange the relays saw against the discovery documents, checks that
+/// each kind run was seen created, read, listed, updated and deleted, and publishes
+/// the pairs as the evidence of `suite`.
+fn hold_against_the_schema(relay: &Relay, pubsub: Option<&Relay>, kinds: &[&str], suite: &str) {
+    let mut exchanges = relay.take();
+    if let Some(pubsub) = pubsub {
+        exchanges.extend(pubsub.take());
+    }
+    let held = schema::Held::check(&schema::catalogue(), &exchanges);
+    held.assert_agreed();
+    held.assert_covers(kinds, &["create", "read", "list", "update", "delete"]);
+    eprintln!(
+        "{} exchanges agree with Google's discovery documents",
+        held.exchanges
+    );
+    held.publish(suite);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gcp_backend_passes_the_conformance_suite_on_the_stand_ins() {
     let server = GcpServer::start(PROJECT)
         .await
         .expect("the stand-in starts");
     let pubsub = pubsub_emulator();
-    let backend = backend(&server, pubsub.as_deref());
+    let (relay, pubsub_relay) = relays(&server, pubsub.as_deref()).await;
+    let pubsub_address = pubsub_relay.as_ref().map(Relay::address);
+    let backend = backend_at(&relay.address(), server.clock(), pubsub_address.as_deref());
     let only: Option<Vec<String>> = std::env::var("INFRA_GCP_KINDS")
         .ok()
         .map(|k| k.split(',').map(str::to_owned).collect());
@@ -116,6 +166,7 @@ async fn the_gcp_backend_passes_the_conformance_suite_on_the_stand_ins() {
     if pubsub.is_none() {
         samples.retain(|s| s.kind != "queues");
     }
+    let kinds: Vec<&str> = samples.iter().map(|s| s.kind).collect();
     let report = Conformance::new(backend.clone() as Arc<dyn Backend>, samples)
         .regions("europe-west1", Some("us-central1"))
         .hooks(Arc::new(GcpHooks::new(&server)))
@@ -123,6 +174,7 @@ async fn the_gcp_backend_passes_the_conformance_suite_on_the_stand_ins() {
         .await;
     eprintln!("{report}");
     report.assert_passed_with(true);
+    hold_against_the_schema(&relay, pubsub_relay.as_ref(), &kinds, "conformance");
     server.shutdown().await;
 }
 
@@ -133,7 +185,9 @@ async fn the_staged_scenario_runs_on_the_stand_ins_and_leaves_nothing_behind() {
         .await
         .expect("the stand-in starts");
     let pubsub = pubsub_emulator();
-    let backend = backend(&server, pubsub.as_deref());
+    let (relay, pubsub_relay) = relays(&server, pubsub.as_deref()).await;
+    let pubsub_address = pubsub_relay.as_ref().map(Relay::address);
+    let backend = backend_at(&relay.address(), server.clock(), pubsub_address.as_deref());
     let mut kinds: std::collections::BTreeSet<&'static str> =
         backend.capabilities().kinds.into_iter().collect();
     if pubsub.is_none() {
@@ -152,6 +206,8 @@ async fn the_staged_scenario_runs_on_the_stand_ins_and_leaves_nothing_behind() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(left.is_empty(), "left behind: {left:#?}");
+    let kinds: Vec<&str> = kinds.into_iter().collect();
+    hold_against_the_schema(&relay, pubsub_relay.as_ref(), &kinds, "staged");
     server.shutdown().await;
 }
 

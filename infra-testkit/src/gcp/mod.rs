@@ -45,7 +45,9 @@
 //! replaced by `"<redacted>"`, never a token. Dropping the server stops it.
 
 mod artifacts;
+pub mod discovery;
 mod iam;
+pub mod relay;
 mod run;
 mod secrets;
 mod sql;
@@ -55,19 +57,35 @@ mod wire;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use serde_json::{Value, json};
 
+use infra_core::sdk::{Clock, ManualClock};
+
 use crate::conformance::ConformanceHooks;
 pub use crate::http::RecordedRequest;
 use crate::http::{Running, decode, parse_query};
-use wire::{Operations, Reply, Req};
+use wire::{Enums, Operations, Reply, Req};
 
 /// The largest request body served (8 MiB).
 const MAX_BODY: usize = 8 << 20;
+
+/// How long a long-running operation takes when nothing else was said.
+pub const DEFAULT_SETTLING: Duration = Duration::from_secs(3);
+
+/// Resource Manager's `Project.State`.
+const PROJECT_ENUMS: Enums = Enums(&[(
+    "state",
+    &[
+        ("STATE_UNSPECIFIED", 0),
+        ("ACTIVE", 1),
+        ("DELETE_REQUESTED", 2),
+    ],
+)]);
 
 /// A service the stand-in serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -113,6 +131,19 @@ impl GcpService {
         }
     }
 
+    /// The enumerations of the service's messages, by field name (Cloud SQL and Cloud
+    /// Storage write their own: none here).
+    fn enums(self) -> Enums {
+        match self {
+            GcpService::SecretManager => secrets::ENUMS,
+            GcpService::ArtifactRegistry => artifacts::ENUMS,
+            GcpService::Run => run::ENUMS,
+            GcpService::ResourceManager => PROJECT_ENUMS,
+            GcpService::Iam => iam::ENUMS,
+            GcpService::Storage | GcpService::Sql => Enums::NONE,
+        }
+    }
+
     /// The service that realises a portable kind, for the conformance hooks.
     pub fn of_kind(kind: &str) -> Option<GcpService> {
         match kind {
@@ -149,35 +180,66 @@ pub(crate) struct State {
     pub(crate) run: run::Run,
     pub(crate) sql: sql::Sql,
     pub(crate) iam: iam::Iam,
-    tick: u64,
+    /// The time: long-running work is done when its time has come on this clock.
+    clock: Arc<dyn Clock>,
+    /// How long the long-running work started from now takes.
+    settling: Duration,
+    /// The last timestamp answered, in microseconds after the clock's origin.
+    last_stamp: u128,
     faults: Faults,
     requests: Vec<RecordedRequest>,
 }
 
 impl State {
-    fn new(project: &str, polls: u32) -> Self {
+    fn new(project: &str, clock: Arc<dyn Clock>) -> Self {
         State {
             project: project.to_owned(),
-            ops: Operations::new(polls),
+            ops: Operations::default(),
             storage: storage::Storage::default(),
             secrets: secrets::Secrets::default(),
             artifacts: artifacts::Artifacts::default(),
             run: run::Run::default(),
             sql: sql::Sql::default(),
             iam: iam::Iam::default(),
-            tick: 0,
+            clock,
+            settling: DEFAULT_SETTLING,
+            last_stamp: 0,
             faults: Faults::default(),
             requests: Vec::new(),
         }
     }
 
-    /// A timestamp (RFC 3339) later than every one answered before.
+    /// A state on a clock of its own, for the services' unit tests.
+    #[cfg(test)]
+    fn for_tests(project: &str) -> Self {
+        State::new(project, Arc::new(ManualClock::new()))
+    }
+
+    /// The time now, on the stand-in's clock.
+    pub(crate) fn now(&self) -> Duration {
+        self.clock.now()
+    }
+
+    /// When long-running work started now is done.
+    pub(crate) fn due(&self) -> Duration {
+        self.now() + self.settling
+    }
+
+    /// Carries out whatever long-running work is due by now, whether or not anyone
+    /// looks at it: it is called before every request is served.
+    fn settle(&mut self) {
+        let now = self.now();
+        let stamp = self.timestamp();
+        self.sql.settle(now, &stamp);
+        self.run.settle(now);
+    }
+
+    /// A timestamp (RFC 3339, microseconds) of the clock's time, counted from
+    /// 2026-12-01T00:00:00Z, and later than every one answered before.
     pub(crate) fn timestamp(&mut self) -> String {
-        self.tick += 1;
-        let (m, s) = (self.tick / 60 % 60, self.tick % 60);
-        let h = self.tick / 3600 % 24;
-        let d = 1 + self.tick / 86_400 % 28;
-        format!("2026-12-{d:02}T{h:02}:{m:02}:{s:02}.000000Z")
+        let now = self.now().as_micros();
+        self.last_stamp = now.max(self.last_stamp + 1);
+        rfc3339(self.last_stamp)
     }
 
     /// Says a resource was just created at `path` (its GET path): with a lag armed,
@@ -202,6 +264,7 @@ impl State {
 
     /// Serves one request.
     fn answer(&mut self, req: &Req<'_>) -> Reply {
+        self.settle();
         let service = GcpService::of_path(req.path);
         if let Some(service) = service
             && let Some(reply) = self.fault(service, req)
@@ -227,10 +290,17 @@ impl State {
                 format!("{} {} is not served by this stand-in", req.method, req.path),
             )
         });
-        match service {
+        let mut reply = match service {
             Some(service) if req.method != "GET" && reply.status < 300 => self.lose(service, reply),
             _ => reply,
+        };
+        if let Some(service) = service
+            && wire::int_enums(req.query)
+            && reply.status < 300
+        {
+            service.enums().to_numbers(&mut reply.body);
         }
+        reply
     }
 
     /// `GET /v3/projects/{id}`.
@@ -244,9 +314,13 @@ impl State {
         }
         Some(Reply::ok(json!({
             "name": "projects/123456789012",
+            "parent": "organizations/210987654321",
             "projectId": self.project,
-            "state": 1,
+            "state": "ACTIVE",
             "displayName": self.project,
+            "createTime": "2026-01-05T09:00:00.000000Z",
+            "updateTime": "2026-01-05T09:00:00.000000Z",
+            "etag": "W/\"5bd4d1a1c6c3a7e2\"",
         })))
     }
 
@@ -322,27 +396,44 @@ impl std::fmt::Debug for GcpServer {
 }
 
 impl GcpServer {
-    /// Starts a stand-in for `project` on a free port of `127.0.0.1`, its operations
-    /// taking three polls.
+    /// Starts a stand-in for `project` on a free port of `127.0.0.1`, on a
+    /// [`ManualClock`] of its own ([`GcpServer::clock`]: give it to the clients, whose
+    /// waits then move it on), its long-running work taking [`DEFAULT_SETTLING`].
     ///
     /// # Errors
     /// When no port can be bound.
     pub async fn start(project: &str) -> io::Result<Self> {
-        Self::start_on(project, 0).await
+        Self::start_with(project, 0, Arc::new(ManualClock::new())).await
     }
 
-    /// Starts a stand-in for `project` on `port` of `127.0.0.1` (0: a free one).
+    /// Starts a stand-in for `project` on `port` of `127.0.0.1` (0: a free one), on
+    /// a [`ManualClock`] of its own.
     ///
     /// # Errors
     /// When the port cannot be bound.
     pub async fn start_on(project: &str, port: u16) -> io::Result<Self> {
+        Self::start_with(project, port, Arc::new(ManualClock::new())).await
+    }
+
+    /// Starts a stand-in for `project` on `port` of `127.0.0.1` (0: a free one), on
+    /// `clock` (a test's [`ManualClock`], or the real clock for a process).
+    ///
+    /// # Errors
+    /// When the port cannot be bound.
+    pub async fn start_with(project: &str, port: u16, clock: Arc<dyn Clock>) -> io::Result<Self> {
         let running = Running::start(
             port,
-            |_| State::new(project, 3),
+            |_| State::new(project, clock),
             |state, request| async move { answer(&state, request).await },
         )
         .await?;
         Ok(GcpServer { running })
+    }
+
+    /// The clock the stand-in keeps time on.
+    #[must_use]
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.state().clock)
     }
 
     /// The base address, `http://127.0.0.1:PORT`.
@@ -357,12 +448,11 @@ impl GcpServer {
         self.state().project.clone()
     }
 
-    /// Sets how many polls the long-running operations started from now take (at
-    /// least one: the first answer is never done).
-    pub fn operation_polls(&self, polls: u32) {
-        let mut state = self.state();
-        state.ops.set_polls(polls.max(1));
-        state.sql.set_polls(polls.max(1));
+    /// Sets how long the long-running work started from now takes on the stand-in's
+    /// clock: operations, Cloud SQL instances leaving `PENDING_CREATE`, Cloud Run
+    /// services reconciling. Zero: done at once.
+    pub fn settling(&self, settling: Duration) {
+        self.state().settling = settling;
     }
 
     /// Every call to `service` answers 403 `PERMISSION_DENIED` until restored.
@@ -496,6 +586,32 @@ fn redacted(body: &Value) -> Value {
     body
 }
 
+/// `micros` after 2026-12-01T00:00:00Z, in RFC 3339.
+fn rfc3339(micros: u128) -> String {
+    // Days from 1970-01-01 to 2026-12-01.
+    const ORIGIN_DAYS: i64 = 20_788;
+    let seconds = i64::try_from(micros / 1_000_000).unwrap_or(i64::MAX / 2);
+    let fraction = micros % 1_000_000;
+    let days = ORIGIN_DAYS + seconds.div_euclid(86_400);
+    let second_of_day = seconds.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{fraction:06}Z",
+        second_of_day / 3600,
+        second_of_day / 60 % 60,
+        second_of_day % 60
+    )
+}
+
 async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
     let method = parts.method.as_str().to_owned();
@@ -509,6 +625,13 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
             } else {
                 serde_json::from_slice(&bytes)
             };
+            let service = GcpService::of_path(&path);
+            let body = body
+                .map_err(|e| e.to_string())
+                .and_then(|mut body| match service {
+                    Some(service) => service.enums().to_names(&mut body).map(|()| body),
+                    None => Ok(body),
+                });
             match body {
                 Ok(body) => {
                     let req = Req {
