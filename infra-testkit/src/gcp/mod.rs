@@ -29,11 +29,40 @@
 //! | Resource Manager | `/v3/projects/{p}`, `:getIamPolicy`, `:setIamPolicy` |
 //!
 //! What the clients send is what is accepted: the `$alt=json;enum-encoding=int` query,
-//! enums as integers (names are accepted too), 64-bit integers as strings, bytes as
-//! base64. Errors are Google's `{"error": {"code", "message", "status"}}`. Long-running
-//! operations answer `done: false` for [`GcpServer::operation_polls`] polls before their
-//! outcome. Only the configured project exists: any other answers 403
+//! enums as names or as integers, 64-bit integers as strings, bytes as base64. Enums
+//! are answered as names, as Google does, unless the request asked for
+//! `$alt=json;enum-encoding=int` (the official Rust clients do; Google's Python client
+//! does not): then as integers. Errors are Google's
+//! `{"error": {"code", "message", "status"}}` (Cloud Storage's own shape for its JSON
+//! API). Only the configured project exists: any other answers 403
 //! `PERMISSION_DENIED`, as Google does for a project the caller cannot see.
+//!
+//! Time: the stand-in keeps time on a [`Clock`] ([`GcpServer::clock`]: a
+//! [`ManualClock`] of its own unless [`GcpServer::start_with`] is given one; the
+//! `gcp-stand-in` binary keeps the real time). Long-running work is done
+//! [`GcpServer::settling`] after it started ([`DEFAULT_SETTLING`] unless set), whether
+//! anyone reads it, lists it or never looks at it: a long-running operation
+//! (`google.longrunning.Operation`, with its `metadata`, or Cloud SQL's
+//! `sql#operation`) answers `done: false` (or `RUNNING`) until then; a Cloud SQL
+//! instance is `PENDING_CREATE` (or `PENDING_DELETE`) until then; a Cloud Run service
+//! is `reconciling`, its conditions `CONDITION_RECONCILING`, its ready revision and
+//! traffic those of before, until then. A client that shares the stand-in's
+//! [`ManualClock`] and sleeps on it between polls moves time on.
+//!
+//! Held against evidence this project did not write: Google's discovery documents
+//! ([`discovery`], with the traffic a [`relay::Relay`] records), Google's Python client
+//! (`infra-gcp/tests/official_client/`), and, for buckets, fake-gcs-server. What it
+//! still does not model, and so what no test run on it can show:
+//!
+//! | service | not modelled |
+//! |---|---|
+//! | all | authentication and authorisation (any caller may do anything in the project; denials only on cue); quotas and rate limits (throttling only on cue); request validation beyond what each service's docs list (an unknown field in a request body is ignored, not refused); `fields`, `prettyPrint` and other system parameters (ignored); project numbers in names (the id given is answered back); operations that end in an error |
+//! | Cloud Storage | objects; IAM policies, ACLs, CORS, retention, encryption, autoclass, logging, website and the other bucket settings (not stored: a new bucket answers the defaults); `buckets.update` (PUT) |
+//! | Secret Manager | regional secrets (`/locations/`); disabling and destroying versions; rotation and topics acted on; list filters (refused); IAM |
+//! | Artifact Registry | images and packages; remote and virtual repositories; cleanup policies acted on; KMS keys; IAM; list filters and ordering (refused); operations are done by time, never cancelled |
+//! | Cloud Run | revisions as resources; traffic splits (all traffic to the latest revision); a rollout that fails (an image that does not exist, a container that does not start); the soft delete of services (`showDeleted`); IAM on services; whether a service account or a secret referred to exists; a write to a service mid-rollout is accepted and supersedes it |
+//! | Cloud SQL | MySQL and SQL Server; replicas; the week a deleted instance's name stays taken; restarts, maintenance, private networking, storage growth |
+//! | IAM and Resource Manager | which predefined roles exist; whether a `user:` or `group:` member is a real account; conditions evaluated; service account keys; undeleting an account; IAM's eventual consistency (the shared `lag` fault stands in) |
 //!
 //! Faults, on cue: [`deny`](GcpServer::deny) a service (403), [`fail_reads`](GcpServer::fail_reads)
 //! of one resource (500), [`throttle`](GcpServer::throttle) the next calls (429
