@@ -101,8 +101,8 @@ ANY_SCHEMAS = {
     "run.v2": ["GoogleCloudRunV2Service"],
 }
 
-# Prose, which no check reads.
-PROSE = ("description", "enumDescriptions")
+# Prose, which no check reads: a `description` that is text (a field of that name,
+# whose value is a schema, stays) and the `enumDescriptions` lists.
 
 # The document's own fields the extract keeps (its methods and schemas aside).
 HEADER = ("kind", "name", "version", "revision", "rootUrl", "servicePath", "parameters")
@@ -114,9 +114,17 @@ def documents_dir():
     )
 
 
+def is_prose(key, value):
+    if key == "description":
+        return isinstance(value, str)
+    if key == "enumDescriptions":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return False
+
+
 def without_prose(value):
     if isinstance(value, dict):
-        return {k: without_prose(v) for k, v in value.items() if k not in PROSE}
+        return {k: without_prose(v) for k, v in value.items() if not is_prose(k, v)}
     if isinstance(value, list):
         return [without_prose(v) for v in value]
     return value

@@ -140,12 +140,25 @@ async fn googles_python_client_drives_every_kind_on_the_stand_in() {
     server.shutdown().await;
 }
 
-/// Drops the prose (`description`, `enumDescriptions`), which the extracts leave out.
+/// Whether `key: value` is prose, which the extracts leave out: a `description` that
+/// is text (a field named `description` has a schema for its value, and stays), an
+/// `enumDescriptions` list.
+fn is_prose(key: &str, value: &Value) -> bool {
+    match key {
+        "description" => value.is_string(),
+        "enumDescriptions" => value
+            .as_array()
+            .is_some_and(|items| items.iter().all(Value::is_string)),
+        _ => false,
+    }
+}
+
+/// `value` without its prose.
 fn without_prose(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.iter()
-                .filter(|(k, _)| *k != "description" && *k != "enumDescriptions")
+                .filter(|(k, v)| !is_prose(k, v))
                 .map(|(k, v)| (k.clone(), without_prose(v)))
                 .collect(),
         ),

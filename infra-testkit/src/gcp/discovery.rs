@@ -526,6 +526,7 @@ impl Check<'_> {
     }
 
     fn query(&mut self, method: &Method, query: &[(String, String)]) {
+        let api = self.api;
         for (name, value) in query {
             let at = format!("query.{name}");
             if name == "$alt" {
@@ -541,7 +542,7 @@ impl Check<'_> {
                 .parameters
                 .get(name)
                 .filter(|p| p.get("location").and_then(Value::as_str) == Some("query"))
-                .or_else(|| self.api.parameters.get(name));
+                .or_else(|| api.parameters.get(name));
             match declared {
                 Some(param) => {
                     let param = param.clone();
@@ -592,7 +593,8 @@ impl Check<'_> {
             let Some(r) = schema.get("$ref").and_then(Value::as_str) else {
                 return Some(schema);
             };
-            match self.api.schemas.get(r) {
+            let api = self.api;
+            match api.schemas.get(r) {
                 Some(s) => schema = s.clone(),
                 None => {
                     self.problem(at, format!("the schema {r} is not in {}", self.api.id()));

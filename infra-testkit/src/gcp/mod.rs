@@ -198,6 +198,15 @@ struct Faults {
     lagging: BTreeMap<String, u32>,
 }
 
+/// The clock the stand-in keeps time on.
+struct TimeSource(Arc<dyn Clock>);
+
+impl std::fmt::Debug for TimeSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TimeSource({:?})", self.0.now())
+    }
+}
+
 /// The stand-in's state: every service's resources, behind one lock.
 #[derive(Debug)]
 pub(crate) struct State {
@@ -210,7 +219,7 @@ pub(crate) struct State {
     pub(crate) sql: sql::Sql,
     pub(crate) iam: iam::Iam,
     /// The time: long-running work is done when its time has come on this clock.
-    clock: Arc<dyn Clock>,
+    clock: TimeSource,
     /// How long the long-running work started from now takes.
     settling: Duration,
     /// The last timestamp answered, in microseconds after the clock's origin.
@@ -230,7 +239,7 @@ impl State {
             run: run::Run::default(),
             sql: sql::Sql::default(),
             iam: iam::Iam::default(),
-            clock,
+            clock: TimeSource(clock),
             settling: DEFAULT_SETTLING,
             last_stamp: 0,
             faults: Faults::default(),
@@ -246,7 +255,7 @@ impl State {
 
     /// The time now, on the stand-in's clock.
     pub(crate) fn now(&self) -> Duration {
-        self.clock.now()
+        self.clock.0.now()
     }
 
     /// When long-running work started now is done.
@@ -258,7 +267,7 @@ impl State {
     /// looks at it: it is called before every request is served.
     fn settle(&mut self) {
         let now = self.now();
-        let stamp = self.timestamp();
+        let stamp = rfc3339(now.as_micros());
         self.sql.settle(now, &stamp);
         self.run.settle(now);
     }
@@ -462,7 +471,7 @@ impl GcpServer {
     /// The clock the stand-in keeps time on.
     #[must_use]
     pub fn clock(&self) -> Arc<dyn Clock> {
-        Arc::clone(&self.state().clock)
+        Arc::clone(&self.state().clock.0)
     }
 
     /// The base address, `http://127.0.0.1:PORT`.

@@ -129,6 +129,11 @@ const PRICING: &[(&str, i64)] = &[("PACKAGE", 1), ("PER_USE", 2)];
 const ACTIVATION: &[(&str, i64)] = &[("ALWAYS", 1), ("NEVER", 2)];
 const DISK_TYPE: &[(&str, i64)] = &[("PD_SSD", 1), ("PD_HDD", 2)];
 const RETENTION_UNIT: &[(&str, i64)] = &[("COUNT", 1)];
+const SSL_MODE: &[(&str, i64)] = &[
+    ("ALLOW_UNENCRYPTED_AND_ENCRYPTED", 1),
+    ("ENCRYPTED_ONLY", 2),
+    ("TRUSTED_CLIENT_CERTIFICATE_REQUIRED", 3),
+];
 const IP_TYPE: &[(&str, i64)] = &[("PRIMARY", 1), ("OUTGOING", 2), ("PRIVATE", 3)];
 const OP_STATUS: &[(&str, i64)] = &[("PENDING", 1), ("RUNNING", 2), ("DONE", 3)];
 const OP_TYPE: &[(&str, i64)] = &[
@@ -160,6 +165,7 @@ const INSTANCE_ENUMS: &[(&str, &[(&str, i64)])] = &[
         "/settings/backupConfiguration/backupRetentionSettings/retentionUnit",
         RETENTION_UNIT,
     ),
+    ("/settings/ipConfiguration/sslMode", SSL_MODE),
 ];
 
 /// The name of an enum value given as a name or an integer; `Err` for a value the
@@ -605,12 +611,20 @@ fn settings(
         "settingsVersion".into(),
         json!(settings_version.to_string()),
     );
-    if !out.contains_key("ipConfiguration") {
-        out.insert(
-            "ipConfiguration".into(),
-            json!({ "ipv4Enabled": true, "sslMode": "ALLOW_UNENCRYPTED_AND_ENCRYPTED" }),
-        );
+    let mut ip = out
+        .remove("ipConfiguration")
+        .filter(|ip| !ip.is_null())
+        .unwrap_or_else(|| json!({ "ipv4Enabled": true }));
+    if !ip.is_object() {
+        return Err(bad("ip_configuration", "not an object".into()));
     }
+    let ssl = match ip.get("sslMode") {
+        None | Some(Value::Null) => "ALLOW_UNENCRYPTED_AND_ENCRYPTED",
+        Some(v) if v == &json!(0) => "ALLOW_UNENCRYPTED_AND_ENCRYPTED",
+        Some(v) => enum_name(v, SSL_MODE).map_err(|e| bad("ip_configuration.ssl_mode", e))?,
+    };
+    ip["sslMode"] = json!(ssl);
+    out.insert("ipConfiguration".into(), ip);
     out.insert(
         "locationPreference".into(),
         json!({ "kind": "sql#locationPreference", "zone": zone }),
