@@ -449,6 +449,11 @@ async fn mark_adds_the_marker_alone_to_a_service_made_elsewhere() {
         .await
         .expect("the create is accepted");
     assert!(!op.name.is_empty());
+    // The other tool waits for its rollout (time passes on the stand-in's clock).
+    server
+        .clock()
+        .sleep(infra_testkit::gcp::DEFAULT_SETTLING)
+        .await;
     let handle = handle_of("run-foreign");
     let before = backend
         .read("compute", REGION, &handle)

@@ -663,20 +663,22 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
             } else {
                 serde_json::from_slice(&bytes)
             };
+            // The services read enums as names; the log keeps the body as sent.
             let service = GcpService::of_path(&path);
-            let body = body
-                .map_err(|e| e.to_string())
-                .and_then(|mut body| match service {
-                    Some(service) => service.enums().to_names(&mut body).map(|()| body),
-                    None => Ok(body),
-                });
+            let body = body.map_err(|e| e.to_string()).and_then(|sent| {
+                let mut read = sent.clone();
+                match service {
+                    Some(service) => service.enums().to_names(&mut read).map(|()| (sent, read)),
+                    None => Ok((sent, read)),
+                }
+            });
             match body {
-                Ok(body) => {
+                Ok((body, read)) => {
                     let req = Req {
                         method: &method,
                         path: &path,
                         query: &query,
-                        body: &body,
+                        body: &read,
                     };
                     let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
                     let reply = state.answer(&req);
