@@ -713,6 +713,190 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
 mod tests {
     use super::*;
 
+    /// A state on a manual clock the test moves, its work taking ten seconds.
+    fn timed() -> (State, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::new());
+        let mut state = State::new("p1", Arc::clone(&clock) as Arc<dyn Clock>);
+        state.settling = Duration::from_secs(10);
+        (state, clock)
+    }
+
+    /// Serves `method path?query` with `body` as the server does (enums read as names
+    /// first).
+    fn call(
+        state: &mut State,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Value,
+    ) -> Reply {
+        let query: BTreeMap<String, String> = query
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let mut body = body;
+        if let Some(service) = GcpService::of_path(path) {
+            service.enums().to_names(&mut body).expect("known enums");
+        }
+        state.answer(&Req {
+            method,
+            path,
+            query: &query,
+            body: &body,
+        })
+    }
+
+    #[test]
+    fn long_running_work_settles_with_time_whether_or_not_anyone_looks() {
+        let (mut s, clock) = timed();
+        let op = call(
+            &mut s,
+            "POST",
+            "/v1/projects/p1/instances",
+            &[],
+            json!({"name": "pg", "databaseVersion": "POSTGRES_15", "settings": {"tier": "db-f1-micro"}}),
+        );
+        assert_eq!(op.status, 200, "{}", op.body);
+        let name = op.body["name"].as_str().unwrap().to_owned();
+        let run = call(
+            &mut s,
+            "POST",
+            "/v2/projects/p1/locations/europe-west1/services",
+            &[("serviceId", "web")],
+            json!({"template": {"containers": [{"image": "us-docker.pkg.dev/x/y"}]}}),
+        );
+        assert_eq!(run.body["done"], false);
+        assert_eq!(run.body["metadata"]["reconciling"], true);
+        let listed = call(&mut s, "GET", "/v1/projects/p1/instances", &[], Value::Null);
+        assert_eq!(listed.body["items"][0]["state"], "PENDING_CREATE");
+        let services = call(
+            &mut s,
+            "GET",
+            "/v2/projects/p1/locations/europe-west1/services",
+            &[],
+            Value::Null,
+        );
+        let web = &services.body["services"][0];
+        assert_eq!(web["reconciling"], true);
+        assert_eq!(web["terminalCondition"]["state"], "CONDITION_RECONCILING");
+        assert!(web.get("latestReadyRevision").is_none());
+        // Time passes; nobody looks.
+        clock.advance(Duration::from_secs(10));
+        let listed = call(&mut s, "GET", "/v1/projects/p1/instances", &[], Value::Null);
+        assert_eq!(
+            listed.body["items"][0]["state"], "RUNNABLE",
+            "settled without a read"
+        );
+        let op = call(
+            &mut s,
+            "GET",
+            &format!("/v1/projects/p1/operations/{name}"),
+            &[],
+            Value::Null,
+        );
+        assert_eq!(op.body["status"], "DONE", "done at its first look");
+        let services = call(
+            &mut s,
+            "GET",
+            "/v2/projects/p1/locations/europe-west1/services",
+            &[],
+            Value::Null,
+        );
+        let web = &services.body["services"][0];
+        assert_eq!(web["reconciling"], false);
+        assert_eq!(web["terminalCondition"]["state"], "CONDITION_SUCCEEDED");
+        assert_eq!(web["latestReadyRevision"], web["latestCreatedRevision"]);
+        assert_eq!(
+            web["terminalCondition"]["lastTransitionTime"],
+            "2026-12-01T00:00:10.000000Z"
+        );
+        let op_name = run.body["name"].as_str().unwrap();
+        let done = call(&mut s, "GET", &format!("/v2/{op_name}"), &[], Value::Null);
+        assert_eq!(done.body["done"], true);
+        assert_eq!(done.body["response"]["reconciling"], false);
+    }
+
+    #[test]
+    fn enums_are_names_unless_the_request_asks_for_numbers() {
+        let (mut s, clock) = timed();
+        let repos = "/v1/projects/p1/locations/europe-west1/repositories";
+        let int = [("$alt", "json;enum-encoding=int")];
+        // Sent as a number (as the Rust clients do), answered as asked.
+        let op = call(
+            &mut s,
+            "POST",
+            repos,
+            &[("repositoryId", "a"), int[0]],
+            json!({"format": 1}),
+        );
+        assert_eq!(op.status, 200, "{}", op.body);
+        assert_eq!(
+            op.body["metadata"]["@type"],
+            "type.googleapis.com/google.devtools.artifactregistry.v1.OperationMetadata"
+        );
+        clock.advance(Duration::from_secs(10));
+        let path = format!("{repos}/a");
+        let names = call(&mut s, "GET", &path, &[], Value::Null);
+        assert_eq!(names.body["format"], "DOCKER");
+        assert_eq!(names.body["mode"], "STANDARD_REPOSITORY");
+        assert_eq!(
+            names.body["vulnerabilityScanningConfig"]["enablementState"],
+            "SCANNING_ACTIVE"
+        );
+        let numbers = call(&mut s, "GET", &path, &int, Value::Null);
+        assert_eq!(numbers.body["format"], 1);
+        assert_eq!(
+            numbers.body["vulnerabilityScanningConfig"]["enablementState"],
+            3
+        );
+        let project = call(&mut s, "GET", "/v3/projects/p1", &[], Value::Null);
+        assert_eq!(project.body["state"], "ACTIVE");
+        let project = call(&mut s, "GET", "/v3/projects/p1", &int, Value::Null);
+        assert_eq!(project.body["state"], 1);
+        let secret = "/v1/projects/p1/secrets";
+        call(
+            &mut s,
+            "POST",
+            secret,
+            &[("secretId", "x")],
+            json!({"replication": {"automatic": {}}}),
+        );
+        let version = call(
+            &mut s,
+            "POST",
+            &format!("{secret}/x:addVersion"),
+            &[],
+            json!({"payload": {"data": "eA=="}}),
+        );
+        assert_eq!(version.body["state"], "ENABLED");
+        // A number no enum holds is refused before any service sees it.
+        let mut bad = json!({"format": 4});
+        assert!(
+            GcpService::ArtifactRegistry
+                .enums()
+                .to_names(&mut bad)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn timestamps_follow_the_clock_and_never_repeat() {
+        assert_eq!(rfc3339(0), "2026-12-01T00:00:00.000000Z");
+        assert_eq!(
+            rfc3339(31 * 86_400 * 1_000_000 + 1),
+            "2027-01-01T00:00:00.000001Z"
+        );
+        assert_eq!(
+            rfc3339(90 * 86_400 * 1_000_000),
+            "2027-03-01T00:00:00.000000Z"
+        );
+        let (mut s, clock) = timed();
+        let first = s.timestamp();
+        assert!(s.timestamp() > first, "later than every one before");
+        clock.advance(Duration::from_secs(3661));
+        assert_eq!(s.timestamp(), "2026-12-01T01:01:01.000000Z");
+    }
+
     #[test]
     fn paths_name_their_service() {
         use GcpService as S;
