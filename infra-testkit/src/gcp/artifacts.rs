@@ -464,12 +464,12 @@ mod tests {
             Ok(Some("DISABLED"))
         );
         let mut sent = json!({"format": 1, "vulnerabilityScanningConfig": {"enablementConfig": 2}});
-        ENUMS.to_names(&mut sent).unwrap();
+        ENUMS.read_as_names(&mut sent).unwrap();
         assert_eq!(
             sent,
             json!({"format": "DOCKER", "vulnerabilityScanningConfig": {"enablementConfig": "DISABLED"}})
         );
-        assert!(ENUMS.to_names(&mut json!({"format": 4})).is_err());
+        assert!(ENUMS.read_as_names(&mut json!({"format": 4})).is_err());
     }
 
     #[test]

@@ -336,7 +336,7 @@ impl State {
             && wire::int_enums(req.query)
             && reply.status < 300
         {
-            service.enums().to_numbers(&mut reply.body);
+            service.enums().write_as_numbers(&mut reply.body);
         }
         reply
     }
@@ -668,7 +668,10 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
             let body = body.map_err(|e| e.to_string()).and_then(|sent| {
                 let mut read = sent.clone();
                 match service {
-                    Some(service) => service.enums().to_names(&mut read).map(|()| (sent, read)),
+                    Some(service) => service
+                        .enums()
+                        .read_as_names(&mut read)
+                        .map(|()| (sent, read)),
                     None => Ok((sent, read)),
                 }
             });
@@ -736,7 +739,10 @@ mod tests {
             .collect();
         let mut body = body;
         if let Some(service) = GcpService::of_path(path) {
-            service.enums().to_names(&mut body).expect("known enums");
+            service
+                .enums()
+                .read_as_names(&mut body)
+                .expect("known enums");
         }
         state.answer(&Req {
             method,
@@ -874,7 +880,7 @@ mod tests {
         assert!(
             GcpService::ArtifactRegistry
                 .enums()
-                .to_names(&mut bad)
+                .read_as_names(&mut bad)
                 .is_err()
         );
     }

@@ -190,7 +190,7 @@ impl Enums {
 
     /// Rewrites every enumeration `body` gives as a number into its name; a number the
     /// enumeration does not hold is refused, naming the field.
-    pub(crate) fn to_names(&self, body: &mut Value) -> Result<(), String> {
+    pub(crate) fn read_as_names(&self, body: &mut Value) -> Result<(), String> {
         self.walk(body, "", &mut |field, at, value| {
             if let Some(n) = value.as_i64() {
                 match field.iter().find(|(_, v)| *v == n) {
@@ -203,7 +203,7 @@ impl Enums {
     }
 
     /// Rewrites every enumeration of `body` given as a name into its number.
-    pub(crate) fn to_numbers(&self, body: &mut Value) {
+    pub(crate) fn write_as_numbers(&self, body: &mut Value) {
         let _ = self.walk(body, "", &mut |field, _, value| {
             if let Some(n) = value
                 .as_str()
@@ -347,18 +347,18 @@ mod tests {
         const STATE: EnumValues = &[("ACTIVE", 1), ("GONE", 2)];
         let enums = Enums(&[("state", STATE)]);
         let mut body = json!({"state": 1, "items": [{"state": "GONE"}], "labels": {"state": "x"}});
-        enums.to_names(&mut body).unwrap();
+        enums.read_as_names(&mut body).unwrap();
         assert_eq!(
             body,
             json!({"state": "ACTIVE", "items": [{"state": "GONE"}], "labels": {"state": "x"}})
         );
-        enums.to_numbers(&mut body);
+        enums.write_as_numbers(&mut body);
         assert_eq!(
             body,
             json!({"state": 1, "items": [{"state": 2}], "labels": {"state": "x"}})
         );
         let e = enums
-            .to_names(&mut json!({"items": [{"state": 7}]}))
+            .read_as_names(&mut json!({"items": [{"state": 7}]}))
             .unwrap_err();
         assert!(e.contains("items[0].state"), "{e}");
     }
