@@ -12,20 +12,27 @@
 //! | DeleteService | `DELETE /v2/projects/{p}/locations/{l}/services/{id}?etag=` |
 //! | GetOperation | `GET /v2/projects/{p}/locations/{l}/operations/{op}` |
 //!
-//! Create, update and delete answer an operation whose response is the service
-//! (`@type` `type.googleapis.com/google.cloud.run.v2.Service`); the change itself is
-//! made at once. `validateOnly=true` checks and answers without changing anything.
+//! Create, update and delete answer an operation whose metadata is the service as it
+//! rolls out and whose response, once done, is the service rolled out (`@type`
+//! `type.googleapis.com/google.cloud.run.v2.Service`). The change is recorded at once,
+//! and rolls out over the stand-in's settling time: until then the service is
+//! `reconciling`, its `terminalCondition` and `conditions` `CONDITION_RECONCILING`, its
+//! `latestReadyRevision`, `observedGeneration` and `trafficStatuses` those of before
+//! (none for a new service); then it is ready, whether or not anyone looked. A
+//! deleted service is gone at once. `validateOnly=true` checks and answers without
+//! changing anything. Enums are answered as names, or as numbers when the request asks
+//! for `$alt=json;enum-encoding=int`.
 //!
 //! Filled in by the server, whatever the request says: `name`, `uid`, `generation`
 //! (an int64 string, one more on every write), `createTime`, `updateTime`,
-//! `observedGeneration`, `terminalCondition` (ready), `conditions`,
+//! `observedGeneration`, `terminalCondition`, `conditions`,
 //! `latestReadyRevision` and `latestCreatedRevision` (`{id}-{nnnnn}-{abc}`, a new one
 //! whenever the template changes, labels and other service-level fields do not make
 //! one), `traffic` (all to the latest revision) when empty, `trafficStatuses`, `uri`
-//! (`https://{id}-{hash}-{region code}.a.run.app`), `urls`, `reconciling` (false) and
+//! (`https://{id}-{hash}-{region code}.a.run.app`), `urls`, `reconciling` and
 //! `etag` (new on every write). Defaults as Cloud Run fills them: `ingress` all
-//! traffic, `template.timeout` `300s`, `template.serviceAccount` the project's default
-//! compute account (`123456789012-compute@developer.gserviceaccount.com`),
+//! traffic, `launchStage` `GA`, `template.timeout` `300s`, `template.serviceAccount`
+//! the project's default compute account (`123456789012-compute@developer.gserviceaccount.com`),
 //! `template.maxInstanceRequestConcurrency` 80, and each container's
 //! `resources.limits` `cpu: 1000m`, `memory: 512Mi` where unset.
 //!
