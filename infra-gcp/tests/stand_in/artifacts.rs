@@ -8,10 +8,12 @@ use infra_core::prelude::Partial;
 use infra_core::sdk::{
     Backend, BackendError, ErrorKind, MARKER_KEY, Marker, SettledSpec, Sighting,
 };
-use infra_testkit::gcp::{GcpServer, GcpService, RecordedRequest};
+use infra_testkit::gcp::{GcpService, RecordedRequest};
 use serde_json::json;
+use std::time::Duration;
 
 use super::{PROJECT, SHORT_DEADLINE, backend, backend_polling};
+use crate::stand_in;
 
 const REGION: &str = "europe-west1";
 const OTHER: &str = "us-central1";
@@ -54,11 +56,9 @@ async fn create(
 
 #[tokio::test]
 async fn a_create_is_awaited_through_a_long_operation_and_carries_the_marker() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    server.operation_polls(5);
+    server.settling(Duration::from_secs(5));
     let read = create(backend.as_ref(), "web-images", &spec(false, true))
         .await
         .expect("the create succeeds");
@@ -94,11 +94,9 @@ async fn a_create_is_awaited_through_a_long_operation_and_carries_the_marker() {
 
 #[tokio::test]
 async fn a_create_whose_answer_is_lost_is_found_by_name() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
-    server.operation_polls(5);
+    server.settling(Duration::from_secs(5));
     server.lose_answers(GcpService::ArtifactRegistry, 1);
     let read = create(backend.as_ref(), "lost", &spec(true, false))
         .await
@@ -116,11 +114,9 @@ async fn a_create_whose_answer_is_lost_is_found_by_name() {
 
 #[tokio::test]
 async fn a_create_still_running_at_the_deadline_is_settled_by_name() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend_polling(&server, None, SHORT_DEADLINE);
-    server.operation_polls(100_000);
+    server.settling(Duration::from_secs(3600));
     let read = create(backend.as_ref(), "slow", &spec(true, false))
         .await
         .expect("the repository exists and is ours");
@@ -147,9 +143,7 @@ async fn a_create_still_running_at_the_deadline_is_settled_by_name() {
 
 #[tokio::test]
 async fn names_and_labels_artifact_registry_refuses_are_refused_before_any_call() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     for name in ["Web", "web_images", "1web", "web-", "web.images"] {
         let e = create(backend.as_ref(), name, &spec(true, false))
@@ -172,9 +166,7 @@ async fn names_and_labels_artifact_registry_refuses_are_refused_before_any_call(
 
 #[tokio::test]
 async fn a_throttled_create_is_retried_and_a_lagging_read_does_not_fail_it() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     // A throttled call did nothing: the client retries it, a create included.
     server.throttle(GcpService::ArtifactRegistry, 2);
@@ -199,9 +191,7 @@ async fn a_throttled_create_is_retried_and_a_lagging_read_does_not_fail_it() {
 
 #[tokio::test]
 async fn an_update_masks_the_declared_fields_that_differ_and_keeps_the_marker() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     create(backend.as_ref(), "app", &spec(true, false))
         .await
@@ -248,9 +238,7 @@ async fn an_update_masks_the_declared_fields_that_differ_and_keeps_the_marker() 
 
 #[tokio::test]
 async fn a_delete_is_awaited_and_one_whose_answer_is_lost_is_sent_again() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     create(backend.as_ref(), "one", &spec(true, false))
         .await
@@ -270,7 +258,7 @@ async fn a_delete_is_awaited_and_one_whose_answer_is_lost_is_sent_again() {
             .unwrap()
             .is_empty()
     );
-    server.operation_polls(4);
+    server.settling(Duration::from_secs(4));
     server.clear_requests();
     backend
         .delete("imageRegistry", REGION, &handle(REGION, "one"))

@@ -16,6 +16,7 @@ use infra_core::sdk::{Backend, BackendError, ErrorKind, Marker, SettledSpec, Sig
 use infra_testkit::gcp::GcpServer;
 
 use super::{PROJECT, backend};
+use crate::stand_in;
 
 const REGION: &str = "europe-west1";
 /// The Pub/Sub service agent of the stand-in's project (its number is 123456789012).
@@ -79,9 +80,7 @@ fn policy_writes(server: &GcpServer) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_letter_grants_the_pubsub_service_agent_what_it_needs_once() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     // Every service on the stand-in, Pub/Sub included.
     let backend = backend(&server, None);
     create(&*backend, "dl-dead", &queue(None, 30))
@@ -136,9 +135,7 @@ async fn a_dead_letter_grants_the_pubsub_service_agent_what_it_needs_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_whose_grants_cannot_be_made_is_refused_before_anything_is_made() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     create(&*backend, "dl-dead-two", &queue(None, 30))
         .await

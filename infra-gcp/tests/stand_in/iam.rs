@@ -10,8 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use infra_core::kinds::{Iam, IamSettled, Tags};
 use infra_core::prelude::Partial;
 use infra_core::sdk::{
-    Backend, BackendError, ErrorKind, MARKER_KEY, ManualClock, Marker, SettledSpec, Sighting,
-    Written,
+    Backend, BackendError, ErrorKind, MARKER_KEY, Marker, SettledSpec, Sighting, Written,
 };
 use infra_gcp::{GcpBackend, GcpConfig, Service};
 use infra_testkit::gcp::{GcpServer, GcpService};
@@ -20,6 +19,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 
 use super::{PROJECT, TEST_POLLING, test_retry};
+use crate::stand_in;
 
 const HERE: &str = "europe-west1";
 const THERE: &str = "us-central1";
@@ -109,9 +109,7 @@ fn members_of(policy: &Value, role: &str) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_marker_tags_and_region_travel_in_the_create_requests_description_and_read_back() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = super::backend(&server, None);
     let name = "web-front";
     let declared = spec(Some("Runs the web front end."), Some(&[("team", "web")]));
@@ -330,13 +328,11 @@ async fn interfering_proxy(upstream: String, armed: Arc<AtomicBool>) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_concurrent_change_to_the_project_policy_is_read_again_and_kept() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let armed = Arc::new(AtomicBool::new(false));
     let config = GcpConfig::stand_in(PROJECT, &server.address())
         .expect("loopback")
-        .clock(Arc::new(ManualClock::new()))
+        .clock(server.clock())
         .polling(TEST_POLLING)
         .retry_policy(test_retry());
     let proxy = interfering_proxy(server.address(), Arc::clone(&armed)).await;
@@ -382,9 +378,7 @@ async fn a_concurrent_change_to_the_project_policy_is_read_again_and_kept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_gcp_would_refuse_is_refused_before_any_call() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = super::backend(&server, None);
     let good = spec(Some("fine"), Some(&[("team", "web")]));
     let cases: Vec<(&str, IamSettled, &str)> = vec![
@@ -449,9 +443,7 @@ async fn what_gcp_would_refuse_is_refused_before_any_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_refused_after_the_create_says_the_account_exists_with_the_marker() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = super::backend(&server, None);
     // Well formed, so not refused before calling; not in the project's hierarchy.
     let declared = IamSettled {
@@ -479,9 +471,7 @@ async fn a_grant_refused_after_the_create_says_the_account_exists_with_the_marke
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_whose_answer_was_lost_is_found_by_email_and_marker() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = super::backend(&server, None);
     server.lose_answers(GcpService::Iam, 1);
     let read = create(&*backend, HERE, "lost-answer", &spec(None, None), "shop")
@@ -506,9 +496,7 @@ async fn a_create_whose_answer_was_lost_is_found_by_email_and_marker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_create_is_retried_and_a_lagging_read_does_not_fail_it() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = super::backend(&server, None);
     server.throttle(GcpService::Iam, 1);
     create(&*backend, HERE, "throttled", &spec(None, None), "shop")
@@ -540,9 +528,7 @@ async fn a_throttled_create_is_retried_and_a_lagging_read_does_not_fail_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_account_made_elsewhere_is_marked_in_its_description_and_listed() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = super::backend(&server, None);
     let (status, _) = post(
         &server.address(),
@@ -601,9 +587,7 @@ fn one_account(role: &str) -> infra_core::prelude::Fleet {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_grant_fails_the_next_apply_converges_without_a_second_create() {
     use infra_core::engine::{Change, Engine, MemoryStore, Options};
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = super::backend(&server, None);
     let engine = Engine::new(
         infra_core::prelude::Backends::new().with(backend.clone()),

@@ -12,9 +12,11 @@
 mod artifacts;
 mod dead_letter;
 mod iam;
+mod official_client;
 mod pubsub;
 mod retry;
 mod run;
+mod schema;
 mod secrets;
 mod sql;
 mod storage;
@@ -25,9 +27,10 @@ use std::time::Duration;
 
 use infra_core::kinds::Queues;
 use infra_core::prelude::{Expr, Gcp, Partial};
-use infra_core::sdk::{Backend, ManualClock, RetryPolicy, Router};
+use infra_core::sdk::{Backend, Clock, RetryPolicy, Router, SystemClock};
 use infra_gcp::{GcpBackend, GcpConfig, Polling, Service};
 use infra_testkit::conformance::{Conformance, KindSample, Variant, samples};
+use infra_testkit::gcp::relay::Relay;
 use infra_testkit::gcp::{GcpHooks, GcpServer};
 
 pub(crate) const PROJECT: &str = "infra-test-project";
@@ -69,6 +72,10 @@ pub(crate) const TEST_POLLING: Polling = Polling {
     deadline: Duration::from_secs(30),
 };
 
+/// How long the stand-in's long-running work takes in these tests: real time, since the
+/// clients' pollers wait on tokio's clock.
+pub(crate) const TEST_SETTLING: Duration = Duration::from_millis(20);
+
 /// The retry policy of the tests' backends: waits of a few milliseconds, and a budget of
 /// a second, so that a fault armed for good (a read failing with 500) gives up soon.
 pub(crate) fn test_retry() -> RetryPolicy {
@@ -78,8 +85,18 @@ pub(crate) fn test_retry() -> RetryPolicy {
         .with_request_timeout(Duration::from_secs(30))
 }
 
-/// A backend on `server` (and the Pub/Sub emulator when there is one): the crate's own
-/// waits on a manual clock, the clients' on tokio's, a few milliseconds each.
+/// The stand-in, on loopback, keeping the real time (tokio's: a test on a paused clock
+/// pauses it too), its long-running work done [`TEST_SETTLING`] after it starts.
+pub(crate) async fn stand_in() -> GcpServer {
+    let server = GcpServer::start_with(PROJECT, 0, Arc::new(SystemClock::new()))
+        .await
+        .expect("the stand-in starts");
+    server.settling(TEST_SETTLING);
+    server
+}
+
+/// A backend on `server` (and the Pub/Sub emulator when there is one), waiting on the
+/// stand-in's clock, polling operations every few milliseconds.
 pub(crate) fn backend(server: &GcpServer, pubsub: Option<&str>) -> Arc<Router> {
     backend_polling(server, pubsub, TEST_POLLING)
 }
@@ -90,9 +107,20 @@ pub(crate) fn backend_polling(
     pubsub: Option<&str>,
     polling: Polling,
 ) -> Arc<Router> {
-    let mut config = GcpConfig::stand_in(PROJECT, &server.address())
+    backend_at(&server.address(), server.clock(), pubsub, polling)
+}
+
+/// A backend on the stand-in at `address` (a relay in front of it, say) and the Pub/Sub
+/// emulator when there is one, waiting on `clock`, awaiting operations by `polling`.
+pub(crate) fn backend_at(
+    address: &str,
+    clock: Arc<dyn Clock>,
+    pubsub: Option<&str>,
+    polling: Polling,
+) -> Arc<Router> {
+    let mut config = GcpConfig::stand_in(PROJECT, address)
         .expect("the stand-in is on loopback")
-        .clock(Arc::new(ManualClock::new()))
+        .clock(clock)
         .polling(polling)
         .retry_policy(test_retry());
     if let Some(pubsub) = pubsub {
@@ -132,13 +160,53 @@ fn queues_sample() -> KindSample {
     .replace(true)
 }
 
+/// Relays in front of `server` and of the Pub/Sub emulator, when there is one: every
+/// exchange is kept, to be held against Google's discovery documents.
+async fn relays(server: &GcpServer, pubsub: Option<&str>) -> (Relay, Option<Relay>) {
+    let relay = Relay::start(&server.address())
+        .await
+        .expect("the relay starts");
+    let pubsub = match pubsub {
+        Some(emulator) => Some(
+            Relay::start(emulator)
+                .await
+                .expect("the Pub/Sub relay starts"),
+        ),
+        None => None,
+    };
+    (relay, pubsub)
+}
+
+/// Holds every exchange the relays saw against the discovery documents, checks that
+/// each kind run was seen created, read, listed, updated and deleted, and publishes
+/// the pairs as the evidence of `suite`.
+fn hold_against_the_schema(relay: &Relay, pubsub: Option<&Relay>, kinds: &[&str], suite: &str) {
+    let mut exchanges = relay.take();
+    if let Some(pubsub) = pubsub {
+        exchanges.extend(pubsub.take());
+    }
+    let held = schema::Held::check(&schema::catalogue(), &exchanges);
+    held.assert_agreed();
+    held.assert_covers(kinds, &["create", "read", "list", "update", "delete"]);
+    eprintln!(
+        "{} exchanges agree with Google's discovery documents",
+        held.exchanges
+    );
+    held.publish(suite);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gcp_backend_passes_the_conformance_suite_on_the_stand_ins() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let pubsub = pubsub_emulator();
-    let backend = backend(&server, pubsub.as_deref());
+    let (relay, pubsub_relay) = relays(&server, pubsub.as_deref()).await;
+    let pubsub_address = pubsub_relay.as_ref().map(Relay::address);
+    let backend = backend_at(
+        &relay.address(),
+        server.clock(),
+        pubsub_address.as_deref(),
+        TEST_POLLING,
+    );
     let only: Option<Vec<String>> = std::env::var("INFRA_GCP_KINDS")
         .ok()
         .map(|k| k.split(',').map(str::to_owned).collect());
@@ -149,6 +217,7 @@ async fn the_gcp_backend_passes_the_conformance_suite_on_the_stand_ins() {
     if pubsub.is_none() {
         samples.retain(|s| s.kind != "queues");
     }
+    let kinds: Vec<&str> = samples.iter().map(|s| s.kind).collect();
     let report = Conformance::new(backend.clone() as Arc<dyn Backend>, samples)
         .regions("europe-west1", Some("us-central1"))
         .hooks(Arc::new(GcpHooks::new(&server)))
@@ -156,23 +225,29 @@ async fn the_gcp_backend_passes_the_conformance_suite_on_the_stand_ins() {
         .await;
     eprintln!("{report}");
     report.assert_passed_with(true);
+    hold_against_the_schema(&relay, pubsub_relay.as_ref(), &kinds, "conformance");
     server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_staged_scenario_runs_on_the_stand_ins_and_leaves_nothing_behind() {
     use infra_testkit::conformance::staged::{Stage, gcp_fleet, run_stages, sweep};
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let pubsub = pubsub_emulator();
-    let backend = backend(&server, pubsub.as_deref());
+    let (relay, pubsub_relay) = relays(&server, pubsub.as_deref()).await;
+    let pubsub_address = pubsub_relay.as_ref().map(Relay::address);
+    let backend = backend_at(
+        &relay.address(),
+        server.clock(),
+        pubsub_address.as_deref(),
+        TEST_POLLING,
+    );
     let mut kinds: std::collections::BTreeSet<&'static str> =
         backend.capabilities().kinds.into_iter().collect();
     if pubsub.is_none() {
         kinds.remove("queues");
     }
-    let clock = Arc::new(ManualClock::new());
+    let clock = Arc::new(infra_core::sdk::ManualClock::new());
     let prefix = infra_testkit::conformance::fresh_prefix(&*clock);
     let counts = run_stages(backend.clone(), clock, |stage| {
         gcp_fleet(&prefix, &kinds, stage)
@@ -185,6 +260,8 @@ async fn the_staged_scenario_runs_on_the_stand_ins_and_leaves_nothing_behind() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(left.is_empty(), "left behind: {left:#?}");
+    let kinds: Vec<&str> = kinds.into_iter().collect();
+    hold_against_the_schema(&relay, pubsub_relay.as_ref(), &kinds, "staged");
     server.shutdown().await;
 }
 

@@ -16,10 +16,12 @@ use infra_core::kinds::{Queues, QueuesSettled};
 use infra_core::prelude::{Handle, Partial};
 use infra_core::sdk::{Backend, ErrorKind, ManualClock, Marker, Router, SettledSpec, Sighting};
 use infra_testkit::conformance::fresh_prefix;
+use infra_testkit::evidence::{Evidence, Record};
 use infra_testkit::gcp::GcpServer;
 use serde_json::{Value, json};
 
 use super::PROJECT;
+use crate::stand_in;
 
 const KIND: &str = "queues";
 const REGION: &str = "europe-west1";
@@ -62,9 +64,7 @@ struct Rig {
 
 async fn rig() -> Option<Rig> {
     let emulator = super::pubsub_emulator()?;
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     // Building the backend installs the TLS provider the plain clients need too.
     let backend = super::backend(&server, Some(&emulator));
     let creds = google_cloud_auth::credentials::anonymous::Builder::new().build();
@@ -153,8 +153,15 @@ impl Rig {
             .unwrap_or_else(|e| panic!("deleting {name}: {e}"));
     }
 
-    async fn done(self) {
+    /// Stops the rig, and counts the acts the test held against the emulator as
+    /// `emulator` evidence of `suite`.
+    async fn done(self, suite: &str, acts: &[&str]) {
         self.server.shutdown().await;
+        let mut evidence = Evidence::new("gcp", Record::Emulator, suite);
+        for act in acts {
+            evidence.checked(KIND, act);
+        }
+        evidence.publish();
     }
 }
 
@@ -192,7 +199,11 @@ async fn create_sends_the_marker_and_the_region_in_the_creating_calls() {
     rig.delete(&name).await;
     assert_eq!(rig.topic_labels(&name).await, None);
     assert!(rig.subscription(&name).await.is_none());
-    rig.done().await;
+    rig.done(
+        "pubsub-create",
+        &["create", "read", "ownership", "error", "delete"],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -276,7 +287,7 @@ async fn what_pubsub_would_refuse_is_refused_before_any_call() {
     assert_eq!(err.kind, ErrorKind::Invalid, "{err}");
     assert!(err.message.contains(&dlq), "{err}");
     assert_eq!(rig.topic_labels(&name).await, None);
-    rig.done().await;
+    rig.done("pubsub-refusals", &["error"]).await;
 }
 
 #[tokio::test]
@@ -357,7 +368,8 @@ async fn a_dead_letter_queue_is_named_by_the_subscription_and_changes_in_place()
     assert_eq!(topic.message_retention_duration, None);
     rig.delete(&name).await;
     rig.delete(&dlq).await;
-    rig.done().await;
+    rig.done("pubsub-dead-letter", &["create", "update", "delete"])
+        .await;
 }
 
 #[tokio::test]
@@ -417,7 +429,11 @@ async fn the_subscription_is_made_only_when_a_delivery_setting_is_said() {
         .await
         .unwrap_err();
     assert_eq!(again.kind, ErrorKind::NotFound, "{again}");
-    rig.done().await;
+    rig.done(
+        "pubsub-subscription",
+        &["create", "update", "delete", "error"],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -452,7 +468,7 @@ async fn a_subscription_name_taken_by_another_topic_is_conflict_and_leaves_no_to
     // The other tool's subscription is untouched.
     let theirs = rig.subscription(&name).await.expect("theirs");
     assert_eq!(theirs.topic, handle(&elsewhere));
-    rig.done().await;
+    rig.done("pubsub-taken-subscription", &["error"]).await;
 }
 
 #[tokio::test]
@@ -518,7 +534,11 @@ async fn list_answers_each_region_its_own_topics() {
         .await
         .expect("delete in its region");
     rig.delete(&unlabelled).await;
-    rig.done().await;
+    rig.done(
+        "pubsub-regions",
+        &["list", "read", "ownership", "delete", "error"],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -588,7 +608,7 @@ async fn mark_does_what_the_emulator_allows() {
     rig.delete(&ours).await;
     rig.delete(&foreign).await;
     rig.delete(&plain).await;
-    rig.done().await;
+    rig.done("pubsub-mark", &["mark", "error"]).await;
 }
 
 #[tokio::test]
@@ -621,5 +641,5 @@ async fn list_reads_every_page() {
             .await
             .expect("delete");
     }
-    rig.done().await;
+    rig.done("pubsub-pages", &["list"]).await;
 }

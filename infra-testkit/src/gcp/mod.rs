@@ -31,11 +31,40 @@
 //! | IAM policies of resources | Cloud Run services', Pub/Sub topics' and subscriptions' `:getIamPolicy`, `:setIamPolicy` |
 //!
 //! What the clients send is what is accepted: the `$alt=json;enum-encoding=int` query,
-//! enums as integers (names are accepted too), 64-bit integers as strings, bytes as
-//! base64. Errors are Google's `{"error": {"code", "message", "status"}}`. Long-running
-//! operations answer `done: false` for [`GcpServer::operation_polls`] polls before their
-//! outcome. Only the configured project exists: any other answers 403
+//! enums as names or as integers, 64-bit integers as strings, bytes as base64. Enums
+//! are answered as names, as Google does, unless the request asked for
+//! `$alt=json;enum-encoding=int` (the official Rust clients do; Google's Python client
+//! does not): then as integers. Errors are Google's
+//! `{"error": {"code", "message", "status"}}` (Cloud Storage's own shape for its JSON
+//! API). Only the configured project exists: any other answers 403
 //! `PERMISSION_DENIED`, as Google does for a project the caller cannot see.
+//!
+//! Time: the stand-in keeps time on a [`Clock`] ([`GcpServer::clock`]: a
+//! [`ManualClock`] of its own unless [`GcpServer::start_with`] is given one; the
+//! `gcp-stand-in` binary keeps the real time). Long-running work is done
+//! [`GcpServer::settling`] after it started ([`DEFAULT_SETTLING`] unless set), whether
+//! anyone reads it, lists it or never looks at it: a long-running operation
+//! (`google.longrunning.Operation`, with its `metadata`, or Cloud SQL's
+//! `sql#operation`) answers `done: false` (or `RUNNING`) until then; a Cloud SQL
+//! instance is `PENDING_CREATE` (or `PENDING_DELETE`) until then; a Cloud Run service
+//! is `reconciling`, its conditions `CONDITION_RECONCILING`, its ready revision and
+//! traffic those of before, until then. A client that shares the stand-in's
+//! [`ManualClock`] and sleeps on it between polls moves time on.
+//!
+//! Held against evidence this project did not write: Google's discovery documents
+//! ([`discovery`], with the traffic a [`relay::Relay`] records), Google's Python client
+//! (`infra-gcp/tests/official_client/`), and, for buckets, fake-gcs-server. What it
+//! still does not model, and so what no test run on it can show:
+//!
+//! | service | not modelled |
+//! |---|---|
+//! | all | authentication and authorisation (any caller may do anything in the project; denials only on cue); quotas and rate limits (throttling only on cue); request validation beyond what each service's docs list (an unknown field in a request body is ignored, not refused); `fields`, `prettyPrint` and other system parameters (ignored); project numbers in names (the id given is answered back); operations that end in an error |
+//! | Cloud Storage | objects; IAM policies, ACLs, CORS, retention, encryption, autoclass, logging, website and the other bucket settings (not stored: a new bucket answers the defaults); `buckets.update` (PUT) |
+//! | Secret Manager | regional secrets (`/locations/`); disabling and destroying versions; rotation and topics acted on; list filters (refused); IAM |
+//! | Artifact Registry | images and packages; remote and virtual repositories; cleanup policies acted on; KMS keys; IAM; list filters and ordering (refused); operations are done by time, never cancelled |
+//! | Cloud Run | revisions as resources; traffic splits (all traffic to the latest revision); a rollout that fails (an image that does not exist, a container that does not start); the soft delete of services (`showDeleted`); IAM on services; whether a service account or a secret referred to exists; a write to a service mid-rollout is accepted and supersedes it |
+//! | Cloud SQL | MySQL and SQL Server; replicas; the week a deleted instance's name stays taken; restarts, maintenance, private networking, storage growth |
+//! | IAM and Resource Manager | which predefined roles exist; whether a `user:` or `group:` member is a real account; conditions evaluated; service account keys; undeleting an account; IAM's eventual consistency (the shared `lag` fault stands in) |
 //!
 //! Faults, on cue: [`deny`](GcpServer::deny) a service (403), [`fail_reads`](GcpServer::fail_reads)
 //! of one resource (500), [`throttle`](GcpServer::throttle) the next calls (429
@@ -49,9 +78,11 @@
 //! replaced by `"<redacted>"`, never a token. Dropping the server stops it.
 
 mod artifacts;
+pub mod discovery;
 mod iam;
 mod policies;
 mod pubsub;
+pub mod relay;
 mod run;
 mod secrets;
 mod sql;
@@ -64,19 +95,35 @@ pub use storm::{Storm, StormCall};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use serde_json::{Value, json};
 
+use infra_core::sdk::{Clock, ManualClock};
+
 use crate::conformance::ConformanceHooks;
 pub use crate::http::RecordedRequest;
 use crate::http::{Running, decode, parse_query};
-use wire::{Operations, Reply, Req};
+use wire::{Enums, Operations, Reply, Req};
 
 /// The largest request body served (8 MiB).
 const MAX_BODY: usize = 8 << 20;
+
+/// How long a long-running operation takes when nothing else was said.
+pub const DEFAULT_SETTLING: Duration = Duration::from_secs(3);
+
+/// Resource Manager's `Project.State`.
+const PROJECT_ENUMS: Enums = Enums(&[(
+    "state",
+    &[
+        ("STATE_UNSPECIFIED", 0),
+        ("ACTIVE", 1),
+        ("DELETE_REQUESTED", 2),
+    ],
+)]);
 
 /// A service the stand-in serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -127,6 +174,19 @@ impl GcpService {
         }
     }
 
+    /// The enumerations of the service's messages, by field name (Cloud SQL and Cloud
+    /// Storage write their own: none here).
+    fn enums(self) -> Enums {
+        match self {
+            GcpService::SecretManager => secrets::ENUMS,
+            GcpService::ArtifactRegistry => artifacts::ENUMS,
+            GcpService::Run => run::ENUMS,
+            GcpService::ResourceManager => PROJECT_ENUMS,
+            GcpService::Iam => iam::ENUMS,
+            GcpService::Storage | GcpService::Sql | GcpService::PubSub => Enums::NONE,
+        }
+    }
+
     /// The service that realises a portable kind, for the conformance hooks.
     pub fn of_kind(kind: &str) -> Option<GcpService> {
         match kind {
@@ -152,6 +212,15 @@ struct Faults {
     lagging: BTreeMap<String, u32>,
 }
 
+/// The clock the stand-in keeps time on.
+struct TimeSource(Arc<dyn Clock>);
+
+impl std::fmt::Debug for TimeSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TimeSource({:?})", self.0.now())
+    }
+}
+
 /// The stand-in's state: every service's resources, behind one lock.
 #[derive(Debug)]
 pub(crate) struct State {
@@ -166,16 +235,21 @@ pub(crate) struct State {
     pub(crate) pubsub: pubsub::PubSub,
     pub(crate) policies: policies::Policies,
     storm: Option<storm::Armed>,
-    tick: u64,
+    /// The time: long-running work is done when its time has come on this clock.
+    clock: TimeSource,
+    /// How long the long-running work started from now takes.
+    settling: Duration,
+    /// The last timestamp answered, in microseconds after the clock's origin.
+    last_stamp: u128,
     faults: Faults,
     requests: Vec<RecordedRequest>,
 }
 
 impl State {
-    fn new(project: &str, polls: u32) -> Self {
+    fn new(project: &str, clock: Arc<dyn Clock>) -> Self {
         State {
             project: project.to_owned(),
-            ops: Operations::new(polls),
+            ops: Operations::default(),
             storage: storage::Storage::default(),
             secrets: secrets::Secrets::default(),
             artifacts: artifacts::Artifacts::default(),
@@ -185,19 +259,45 @@ impl State {
             pubsub: pubsub::PubSub::default(),
             policies: policies::Policies::default(),
             storm: None,
-            tick: 0,
+            clock: TimeSource(clock),
+            settling: DEFAULT_SETTLING,
+            last_stamp: 0,
             faults: Faults::default(),
             requests: Vec::new(),
         }
     }
 
-    /// A timestamp (RFC 3339) later than every one answered before.
+    /// A state on a clock of its own, for the services' unit tests.
+    #[cfg(test)]
+    fn for_tests(project: &str) -> Self {
+        State::new(project, Arc::new(ManualClock::new()))
+    }
+
+    /// The time now, on the stand-in's clock.
+    pub(crate) fn now(&self) -> Duration {
+        self.clock.0.now()
+    }
+
+    /// When long-running work started now is done.
+    pub(crate) fn due(&self) -> Duration {
+        self.now() + self.settling
+    }
+
+    /// Carries out whatever long-running work is due by now, whether or not anyone
+    /// looks at it: it is called before every request is served.
+    fn settle(&mut self) {
+        let now = self.now();
+        let stamp = rfc3339(now.as_micros());
+        self.sql.settle(now, &stamp);
+        self.run.settle(now);
+    }
+
+    /// A timestamp (RFC 3339, microseconds) of the clock's time, counted from
+    /// 2026-12-01T00:00:00Z, and later than every one answered before.
     pub(crate) fn timestamp(&mut self) -> String {
-        self.tick += 1;
-        let (m, s) = (self.tick / 60 % 60, self.tick % 60);
-        let h = self.tick / 3600 % 24;
-        let d = 1 + self.tick / 86_400 % 28;
-        format!("2026-12-{d:02}T{h:02}:{m:02}:{s:02}.000000Z")
+        let now = self.now().as_micros();
+        self.last_stamp = now.max(self.last_stamp + 1);
+        rfc3339(self.last_stamp)
     }
 
     /// Says a resource was just created at `path` (its GET path): with a lag armed,
@@ -222,6 +322,7 @@ impl State {
 
     /// Serves one request.
     fn answer(&mut self, req: &Req<'_>) -> Reply {
+        self.settle();
         if let Some(refused) = self.storm.as_mut().and_then(|s| s.refuse(req)) {
             return refused;
         }
@@ -253,10 +354,17 @@ impl State {
                 format!("{} {} is not served by this stand-in", req.method, req.path),
             )
         });
-        match service {
+        let mut reply = match service {
             Some(service) if req.method != "GET" && reply.status < 300 => self.lose(service, reply),
             _ => reply,
+        };
+        if let Some(service) = service
+            && wire::int_enums(req.query)
+            && reply.status < 300
+        {
+            service.enums().write_as_numbers(&mut reply.body);
         }
+        reply
     }
 
     /// `GET /v3/projects/{id}`.
@@ -270,9 +378,13 @@ impl State {
         }
         Some(Reply::ok(json!({
             "name": "projects/123456789012",
+            "parent": "organizations/210987654321",
             "projectId": self.project,
-            "state": 1,
+            "state": "ACTIVE",
             "displayName": self.project,
+            "createTime": "2026-01-05T09:00:00.000000Z",
+            "updateTime": "2026-01-05T09:00:00.000000Z",
+            "etag": "W/\"5bd4d1a1c6c3a7e2\"",
         })))
     }
 
@@ -348,27 +460,44 @@ impl std::fmt::Debug for GcpServer {
 }
 
 impl GcpServer {
-    /// Starts a stand-in for `project` on a free port of `127.0.0.1`, its operations
-    /// taking three polls.
+    /// Starts a stand-in for `project` on a free port of `127.0.0.1`, on a
+    /// [`ManualClock`] of its own ([`GcpServer::clock`]: give it to the clients, whose
+    /// waits then move it on), its long-running work taking [`DEFAULT_SETTLING`].
     ///
     /// # Errors
     /// When no port can be bound.
     pub async fn start(project: &str) -> io::Result<Self> {
-        Self::start_on(project, 0).await
+        Self::start_with(project, 0, Arc::new(ManualClock::new())).await
     }
 
-    /// Starts a stand-in for `project` on `port` of `127.0.0.1` (0: a free one).
+    /// Starts a stand-in for `project` on `port` of `127.0.0.1` (0: a free one), on
+    /// a [`ManualClock`] of its own.
     ///
     /// # Errors
     /// When the port cannot be bound.
     pub async fn start_on(project: &str, port: u16) -> io::Result<Self> {
+        Self::start_with(project, port, Arc::new(ManualClock::new())).await
+    }
+
+    /// Starts a stand-in for `project` on `port` of `127.0.0.1` (0: a free one), on
+    /// `clock` (a test's [`ManualClock`], or the real clock for a process).
+    ///
+    /// # Errors
+    /// When the port cannot be bound.
+    pub async fn start_with(project: &str, port: u16, clock: Arc<dyn Clock>) -> io::Result<Self> {
         let running = Running::start(
             port,
-            |_| State::new(project, 3),
+            |_| State::new(project, clock),
             |state, request| async move { answer(&state, request).await },
         )
         .await?;
         Ok(GcpServer { running })
+    }
+
+    /// The clock the stand-in keeps time on.
+    #[must_use]
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.state().clock.0)
     }
 
     /// The base address, `http://127.0.0.1:PORT`.
@@ -383,12 +512,11 @@ impl GcpServer {
         self.state().project.clone()
     }
 
-    /// Sets how many polls the long-running operations started from now take (at
-    /// least one: the first answer is never done).
-    pub fn operation_polls(&self, polls: u32) {
-        let mut state = self.state();
-        state.ops.set_polls(polls.max(1));
-        state.sql.set_polls(polls.max(1));
+    /// Sets how long the long-running work started from now takes on the stand-in's
+    /// clock: operations, Cloud SQL instances leaving `PENDING_CREATE`, Cloud Run
+    /// services reconciling. Zero: done at once.
+    pub fn settling(&self, settling: Duration) {
+        self.state().settling = settling;
     }
 
     /// Every call to `service` answers 403 `PERMISSION_DENIED` until restored.
@@ -566,6 +694,32 @@ fn redacted(body: &Value) -> Value {
     body
 }
 
+/// `micros` after 2026-12-01T00:00:00Z, in RFC 3339.
+fn rfc3339(micros: u128) -> String {
+    // Days from 1970-01-01 to 2026-12-01.
+    const ORIGIN_DAYS: i64 = 20_788;
+    let seconds = i64::try_from(micros / 1_000_000).unwrap_or(i64::MAX / 2);
+    let fraction = micros % 1_000_000;
+    let days = ORIGIN_DAYS + seconds.div_euclid(86_400);
+    let second_of_day = seconds.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{fraction:06}Z",
+        second_of_day / 3600,
+        second_of_day / 60 % 60,
+        second_of_day % 60
+    )
+}
+
 async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
     let method = parts.method.as_str().to_owned();
@@ -579,13 +733,25 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
             } else {
                 serde_json::from_slice(&bytes)
             };
+            // The services read enums as names; the log keeps the body as sent.
+            let service = GcpService::of_path(&path);
+            let body = body.map_err(|e| e.to_string()).and_then(|sent| {
+                let mut read = sent.clone();
+                match service {
+                    Some(service) => service
+                        .enums()
+                        .read_as_names(&mut read)
+                        .map(|()| (sent, read)),
+                    None => Ok((sent, read)),
+                }
+            });
             match body {
-                Ok(body) => {
+                Ok((body, read)) => {
                     let req = Req {
                         method: &method,
                         path: &path,
                         query: &query,
-                        body: &body,
+                        body: &read,
                     };
                     let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
                     let reply = state.answer(&req);
@@ -623,6 +789,193 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A state on a manual clock the test moves, its work taking ten seconds.
+    fn timed() -> (State, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::new());
+        let mut state = State::new("p1", Arc::clone(&clock) as Arc<dyn Clock>);
+        state.settling = Duration::from_secs(10);
+        (state, clock)
+    }
+
+    /// Serves `method path?query` with `body` as the server does (enums read as names
+    /// first).
+    fn call(
+        state: &mut State,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Value,
+    ) -> Reply {
+        let query: BTreeMap<String, String> = query
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let mut body = body;
+        if let Some(service) = GcpService::of_path(path) {
+            service
+                .enums()
+                .read_as_names(&mut body)
+                .expect("known enums");
+        }
+        state.answer(&Req {
+            method,
+            path,
+            query: &query,
+            body: &body,
+        })
+    }
+
+    #[test]
+    fn long_running_work_settles_with_time_whether_or_not_anyone_looks() {
+        let (mut s, clock) = timed();
+        let op = call(
+            &mut s,
+            "POST",
+            "/v1/projects/p1/instances",
+            &[],
+            json!({"name": "pg", "databaseVersion": "POSTGRES_15", "settings": {"tier": "db-f1-micro"}}),
+        );
+        assert_eq!(op.status, 200, "{}", op.body);
+        let name = op.body["name"].as_str().unwrap().to_owned();
+        let run = call(
+            &mut s,
+            "POST",
+            "/v2/projects/p1/locations/europe-west1/services",
+            &[("serviceId", "web")],
+            json!({"template": {"containers": [{"image": "us-docker.pkg.dev/x/y"}]}}),
+        );
+        assert_eq!(run.body["done"], false);
+        assert_eq!(run.body["metadata"]["reconciling"], true);
+        let listed = call(&mut s, "GET", "/v1/projects/p1/instances", &[], Value::Null);
+        assert_eq!(listed.body["items"][0]["state"], "PENDING_CREATE");
+        let services = call(
+            &mut s,
+            "GET",
+            "/v2/projects/p1/locations/europe-west1/services",
+            &[],
+            Value::Null,
+        );
+        let web = &services.body["services"][0];
+        assert_eq!(web["reconciling"], true);
+        assert_eq!(web["terminalCondition"]["state"], "CONDITION_RECONCILING");
+        assert!(web.get("latestReadyRevision").is_none());
+        // Time passes; nobody looks.
+        clock.advance(Duration::from_secs(10));
+        let listed = call(&mut s, "GET", "/v1/projects/p1/instances", &[], Value::Null);
+        assert_eq!(
+            listed.body["items"][0]["state"], "RUNNABLE",
+            "settled without a read"
+        );
+        let op = call(
+            &mut s,
+            "GET",
+            &format!("/v1/projects/p1/operations/{name}"),
+            &[],
+            Value::Null,
+        );
+        assert_eq!(op.body["status"], "DONE", "done at its first look");
+        let services = call(
+            &mut s,
+            "GET",
+            "/v2/projects/p1/locations/europe-west1/services",
+            &[],
+            Value::Null,
+        );
+        let web = &services.body["services"][0];
+        assert_eq!(web["reconciling"], false);
+        assert_eq!(web["terminalCondition"]["state"], "CONDITION_SUCCEEDED");
+        assert_eq!(web["latestReadyRevision"], web["latestCreatedRevision"]);
+        assert_eq!(
+            web["terminalCondition"]["lastTransitionTime"],
+            "2026-12-01T00:00:10.000000Z"
+        );
+        let op_name = run.body["name"].as_str().unwrap();
+        let done = call(&mut s, "GET", &format!("/v2/{op_name}"), &[], Value::Null);
+        assert_eq!(done.body["done"], true);
+        assert_eq!(done.body["response"]["reconciling"], false);
+    }
+
+    #[test]
+    fn enums_are_names_unless_the_request_asks_for_numbers() {
+        let (mut s, clock) = timed();
+        let repos = "/v1/projects/p1/locations/europe-west1/repositories";
+        let int = [("$alt", "json;enum-encoding=int")];
+        // Sent as a number (as the Rust clients do), answered as asked.
+        let op = call(
+            &mut s,
+            "POST",
+            repos,
+            &[("repositoryId", "a"), int[0]],
+            json!({"format": 1}),
+        );
+        assert_eq!(op.status, 200, "{}", op.body);
+        assert_eq!(
+            op.body["metadata"]["@type"],
+            "type.googleapis.com/google.devtools.artifactregistry.v1.OperationMetadata"
+        );
+        clock.advance(Duration::from_secs(10));
+        let path = format!("{repos}/a");
+        let names = call(&mut s, "GET", &path, &[], Value::Null);
+        assert_eq!(names.body["format"], "DOCKER");
+        assert_eq!(names.body["mode"], "STANDARD_REPOSITORY");
+        assert_eq!(
+            names.body["vulnerabilityScanningConfig"]["enablementState"],
+            "SCANNING_ACTIVE"
+        );
+        let numbers = call(&mut s, "GET", &path, &int, Value::Null);
+        assert_eq!(numbers.body["format"], 1);
+        assert_eq!(
+            numbers.body["vulnerabilityScanningConfig"]["enablementState"],
+            3
+        );
+        let project = call(&mut s, "GET", "/v3/projects/p1", &[], Value::Null);
+        assert_eq!(project.body["state"], "ACTIVE");
+        let project = call(&mut s, "GET", "/v3/projects/p1", &int, Value::Null);
+        assert_eq!(project.body["state"], 1);
+        let secret = "/v1/projects/p1/secrets";
+        call(
+            &mut s,
+            "POST",
+            secret,
+            &[("secretId", "x")],
+            json!({"replication": {"automatic": {}}}),
+        );
+        let version = call(
+            &mut s,
+            "POST",
+            &format!("{secret}/x:addVersion"),
+            &[],
+            json!({"payload": {"data": "eA=="}}),
+        );
+        assert_eq!(version.body["state"], "ENABLED");
+        // A number no enum holds is refused before any service sees it.
+        let mut bad = json!({"format": 4});
+        assert!(
+            GcpService::ArtifactRegistry
+                .enums()
+                .read_as_names(&mut bad)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn timestamps_follow_the_clock_and_never_repeat() {
+        assert_eq!(rfc3339(0), "2026-12-01T00:00:00.000000Z");
+        assert_eq!(
+            rfc3339(31 * 86_400 * 1_000_000 + 1),
+            "2027-01-01T00:00:00.000001Z"
+        );
+        assert_eq!(
+            rfc3339(90 * 86_400 * 1_000_000),
+            "2027-03-01T00:00:00.000000Z"
+        );
+        let (mut s, clock) = timed();
+        let first = s.timestamp();
+        assert!(s.timestamp() > first, "later than every one before");
+        clock.advance(Duration::from_secs(3661));
+        assert_eq!(s.timestamp(), "2026-12-01T01:01:01.000000Z");
+    }
 
     #[test]
     fn paths_name_their_service() {

@@ -12,20 +12,27 @@
 //! | DeleteService | `DELETE /v2/projects/{p}/locations/{l}/services/{id}?etag=` |
 //! | GetOperation | `GET /v2/projects/{p}/locations/{l}/operations/{op}` |
 //!
-//! Create, update and delete answer an operation whose response is the service
-//! (`@type` `type.googleapis.com/google.cloud.run.v2.Service`); the change itself is
-//! made at once. `validateOnly=true` checks and answers without changing anything.
+//! Create, update and delete answer an operation whose metadata is the service as it
+//! rolls out and whose response, once done, is the service rolled out (`@type`
+//! `type.googleapis.com/google.cloud.run.v2.Service`). The change is recorded at once,
+//! and rolls out over the stand-in's settling time: until then the service is
+//! `reconciling`, its `terminalCondition` and `conditions` `CONDITION_RECONCILING`, its
+//! `latestReadyRevision`, `observedGeneration` and `trafficStatuses` those of before
+//! (none for a new service); then it is ready, whether or not anyone looked. A
+//! deleted service is gone at once. `validateOnly=true` checks and answers without
+//! changing anything. Enums are answered as names, or as numbers when the request asks
+//! for `$alt=json;enum-encoding=int`.
 //!
 //! Filled in by the server, whatever the request says: `name`, `uid`, `generation`
 //! (an int64 string, one more on every write), `createTime`, `updateTime`,
-//! `observedGeneration`, `terminalCondition` (ready), `conditions`,
+//! `observedGeneration`, `terminalCondition`, `conditions`,
 //! `latestReadyRevision` and `latestCreatedRevision` (`{id}-{nnnnn}-{abc}`, a new one
 //! whenever the template changes, labels and other service-level fields do not make
 //! one), `traffic` (all to the latest revision) when empty, `trafficStatuses`, `uri`
-//! (`https://{id}-{hash}-{region code}.a.run.app`), `urls`, `reconciling` (false) and
+//! (`https://{id}-{hash}-{region code}.a.run.app`), `urls`, `reconciling` and
 //! `etag` (new on every write). Defaults as Cloud Run fills them: `ingress` all
-//! traffic, `template.timeout` `300s`, `template.serviceAccount` the project's default
-//! compute account (`123456789012-compute@developer.gserviceaccount.com`),
+//! traffic, `launchStage` `GA`, `template.timeout` `300s`, `template.serviceAccount`
+//! the project's default compute account (`123456789012-compute@developer.gserviceaccount.com`),
 //! `template.maxInstanceRequestConcurrency` 80, and each container's
 //! `resources.limits` `cpu: 1000m`, `memory: 512Mi` where unset.
 //!
@@ -72,12 +79,102 @@
 //! account or a referenced secret exists.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
 use super::State;
-use super::wire::{Reply, Req, apply_mask, int64, labels_at};
+use super::wire::{Enums, Reply, Req, apply_mask, int64, labels_at};
+
+/// The enumerations of Cloud Run's messages, as `google-cloud-run-v2` numbers them.
+/// (`type` is a traffic target's allocation type; a condition's `type` is free text,
+/// which no name here matches.)
+pub(crate) const ENUMS: Enums = Enums(&[
+    (
+        "ingress",
+        &[
+            ("INGRESS_TRAFFIC_UNSPECIFIED", 0),
+            ("INGRESS_TRAFFIC_ALL", 1),
+            ("INGRESS_TRAFFIC_INTERNAL_ONLY", 2),
+            ("INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER", 3),
+            ("INGRESS_TRAFFIC_NONE", 4),
+        ],
+    ),
+    (
+        "launchStage",
+        &[
+            ("LAUNCH_STAGE_UNSPECIFIED", 0),
+            ("UNIMPLEMENTED", 6),
+            ("PRELAUNCH", 7),
+            ("EARLY_ACCESS", 1),
+            ("ALPHA", 2),
+            ("BETA", 3),
+            ("GA", 4),
+            ("DEPRECATED", 5),
+        ],
+    ),
+    (
+        "executionEnvironment",
+        &[
+            ("EXECUTION_ENVIRONMENT_UNSPECIFIED", 0),
+            ("EXECUTION_ENVIRONMENT_GEN1", 1),
+            ("EXECUTION_ENVIRONMENT_GEN2", 2),
+        ],
+    ),
+    (
+        "type",
+        &[
+            ("TRAFFIC_TARGET_ALLOCATION_TYPE_UNSPECIFIED", 0),
+            ("TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", 1),
+            ("TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION", 2),
+        ],
+    ),
+    (
+        "state",
+        &[
+            ("STATE_UNSPECIFIED", 0),
+            ("CONDITION_PENDING", 1),
+            ("CONDITION_RECONCILING", 2),
+            ("CONDITION_FAILED", 3),
+            ("CONDITION_SUCCEEDED", 4),
+        ],
+    ),
+    (
+        "severity",
+        &[
+            ("SEVERITY_UNSPECIFIED", 0),
+            ("ERROR", 1),
+            ("WARNING", 2),
+            ("INFO", 3),
+        ],
+    ),
+    (
+        "encryptionKeyRevocationAction",
+        &[
+            ("ENCRYPTION_KEY_REVOCATION_ACTION_UNSPECIFIED", 0),
+            ("PREVENT_NEW", 1),
+            ("SHUTDOWN", 2),
+        ],
+    ),
+    (
+        "egress",
+        &[
+            ("VPC_EGRESS_UNSPECIFIED", 0),
+            ("ALL_TRAFFIC", 1),
+            ("PRIVATE_RANGES_ONLY", 2),
+        ],
+    ),
+    (
+        "scalingMode",
+        &[
+            ("SCALING_MODE_UNSPECIFIED", 0),
+            ("AUTOMATIC", 1),
+            ("MANUAL", 2),
+        ],
+    ),
+    ("medium", &[("MEDIUM_UNSPECIFIED", 0), ("MEMORY", 1)]),
+]);
 
 const SERVICE_TYPE: &str = "type.googleapis.com/google.cloud.run.v2.Service";
 /// The project number the stand-in's project has (Resource Manager answers the same).
@@ -133,11 +230,39 @@ impl Run {
 /// One service and the history the server keeps of it.
 #[derive(Debug, Clone)]
 struct Stored {
+    /// The service as answered now.
     body: Value,
     /// Creation order, for listing newest first and for page tokens.
     seq: u64,
     /// The revisions made, oldest first.
     revisions: Vec<String>,
+    /// The rollout in progress: when it is done, and the service then.
+    rolling: Option<(Duration, Value)>,
+}
+
+impl Run {
+    /// Ends every rollout whose time has come by `now`: the service is then ready,
+    /// its conditions changed at the rollout's end.
+    pub(crate) fn settle(&mut self, now: Duration) {
+        for stored in self.services.values_mut() {
+            let Some((due, _)) = &stored.rolling else {
+                continue;
+            };
+            if *due > now {
+                continue;
+            }
+            if let Some((due, mut ready)) = stored.rolling.take() {
+                let at = json!(super::rfc3339(due.as_micros()));
+                ready["terminalCondition"]["lastTransitionTime"] = at.clone();
+                if let Some(conditions) = ready["conditions"].as_array_mut() {
+                    for c in conditions {
+                        c["lastTransitionTime"] = at.clone();
+                    }
+                }
+                stored.body = ready;
+            }
+        }
+    }
 }
 
 /// Serves a request of Cloud Run, or `None` when the path is not one of its own.
@@ -153,7 +278,7 @@ pub(crate) fn route(state: &mut State, req: &Req<'_>) -> Option<Reply> {
             return Some(guard(state, project, location).unwrap_or_else(|| {
                 state
                     .ops
-                    .poll(&name)
+                    .get(&name, state.now())
                     .map_or_else(|| Reply::not_found(format!("Operation {name}")), Reply::ok)
             }));
         }
@@ -238,16 +363,74 @@ fn create(state: &mut State, parent: &str, location: &str, req: &Req<'_>) -> Rep
     if let Err(message) = check(req.body) {
         return Reply::invalid(message);
     }
-    let stored = match settle(state, &name, location, id, req.body, None) {
+    let stored = match deploy(state, &name, location, id, req.body, None) {
         Ok(stored) => stored,
         Err(reply) => return reply,
     };
-    let response = typed(&stored.body);
+    roll_out(state, parent, &name, stored, None, req)
+}
+
+/// Records `stored` (the service as it will be once rolled out: reconciling until
+/// then) unless the request only validates, and answers the operation that follows
+/// the rollout.
+fn roll_out(
+    state: &mut State,
+    parent: &str,
+    name: &str,
+    mut stored: Stored,
+    prev: Option<&Value>,
+    req: &Req<'_>,
+) -> Reply {
+    let (now, due) = (state.now(), state.due());
+    let stamp = state.timestamp();
+    let ready = stored.body.clone();
+    let running = if due > now {
+        let running = reconciling(&ready, prev, &stamp);
+        stored.body = running.clone();
+        stored.rolling = Some((due, ready.clone()));
+        running
+    } else {
+        ready.clone()
+    };
     if req.param("validateOnly") != Some("true") {
-        state.run.services.insert(name.clone(), stored);
-        state.created(&format!("/v2/{name}"));
+        let new = !state.run.services.contains_key(name);
+        state.run.services.insert(name.to_owned(), stored);
+        if new {
+            state.created(&format!("/v2/{name}"));
+        }
     }
-    Reply::ok(state.ops.start(parent, response))
+    Reply::ok(
+        state
+            .ops
+            .start(parent, now, due, typed(&running), typed(&ready)),
+    )
+}
+
+/// The service while its rollout runs: reconciling, its ready revision, observed
+/// generation and traffic those of before (none for a new service).
+fn reconciling(ready: &Value, prev: Option<&Value>, now: &str) -> Value {
+    let mut body = ready.clone();
+    body["reconciling"] = json!(true);
+    let pending = |kind: &str| json!({ "type": kind, "state": "CONDITION_RECONCILING", "lastTransitionTime": now });
+    body["terminalCondition"] = pending("Ready");
+    body["conditions"] = json!([pending("RoutesReady"), pending("ConfigurationsReady")]);
+    if let Some(map) = body.as_object_mut() {
+        for key in [
+            "latestReadyRevision",
+            "observedGeneration",
+            "trafficStatuses",
+        ] {
+            match prev.and_then(|p| p.get(key)) {
+                Some(v) => {
+                    map.insert(key.to_owned(), v.clone());
+                }
+                None => {
+                    map.remove(key);
+                }
+            }
+        }
+    }
+    body
 }
 
 fn update(state: &mut State, parent: &str, location: &str, id: &str, req: &Req<'_>) -> Reply {
@@ -260,16 +443,11 @@ fn update(state: &mut State, parent: &str, location: &str, id: &str, req: &Req<'
             if let Err(message) = check(req.body) {
                 return Reply::invalid(message);
             }
-            let stored = match settle(state, &name, location, id, req.body, None) {
+            let stored = match deploy(state, &name, location, id, req.body, None) {
                 Ok(stored) => stored,
                 Err(reply) => return reply,
             };
-            let response = typed(&stored.body);
-            if req.param("validateOnly") != Some("true") {
-                state.run.services.insert(name.clone(), stored);
-                state.created(&format!("/v2/{name}"));
-            }
-            return Reply::ok(state.ops.start(parent, response));
+            return roll_out(state, parent, &name, stored, None, req);
         }
         return missing(id);
     };
@@ -302,15 +480,11 @@ fn update(state: &mut State, parent: &str, location: &str, id: &str, req: &Req<'
     if let Err(message) = check(&wanted) {
         return Reply::invalid(message);
     }
-    let stored = match settle(state, &name, location, id, &wanted, Some(&prev)) {
+    let stored = match deploy(state, &name, location, id, &wanted, Some(&prev)) {
         Ok(stored) => stored,
         Err(reply) => return reply,
     };
-    let response = typed(&stored.body);
-    if req.param("validateOnly") != Some("true") {
-        state.run.services.insert(name, stored);
-    }
-    Reply::ok(state.ops.start(parent, response))
+    roll_out(state, parent, &name, stored, Some(&prev.body), req)
 }
 
 fn delete(state: &mut State, parent: &str, id: &str, req: &Req<'_>) -> Reply {
@@ -334,8 +508,13 @@ fn delete(state: &mut State, parent: &str, id: &str, req: &Req<'_>) -> Reply {
     if req.param("validateOnly") != Some("true") {
         state.run.services.remove(&name);
     }
+    let (now, due) = (state.now(), state.due());
     let response = typed(&body);
-    Reply::ok(state.ops.start(parent, response))
+    Reply::ok(
+        state
+            .ops
+            .start(parent, now, due, response.clone(), response),
+    )
 }
 
 fn list(state: &mut State, parent: &str, req: &Req<'_>) -> Reply {
@@ -433,7 +612,7 @@ fn duration_seconds(value: &Value) -> Option<f64> {
 fn is_gen2(template: &Value) -> bool {
     matches!(
         template.get("executionEnvironment"),
-        Some(v) if v == 2 || v == "EXECUTION_ENVIRONMENT_GEN2"
+        Some(v) if v == "EXECUTION_ENVIRONMENT_GEN2"
     )
 }
 
@@ -648,9 +827,10 @@ fn region_code(region: &str) -> String {
         .collect()
 }
 
-/// The service as stored: the request, less what only the server writes, with the
-/// server's fields and defaults filled in, built and given a new revision when due.
-fn settle(
+/// The service as it will be once deployed: the request, less what only the server
+/// writes, with the server's fields and defaults filled in, built and given a new
+/// revision when due.
+fn deploy(
     state: &mut State,
     name: &str,
     location: &str,
@@ -669,8 +849,17 @@ fn settle(
         .filter(|(k, _)| !OUTPUT_ONLY.contains(&k.as_str()) && k != "name")
         .collect();
     svc.insert("name".to_owned(), json!(name));
-    if svc.get("ingress").is_none_or(|i| i == 0) {
-        svc.insert("ingress".to_owned(), json!(1));
+    if svc
+        .get("ingress")
+        .is_none_or(|i| i == "INGRESS_TRAFFIC_UNSPECIFIED")
+    {
+        svc.insert("ingress".to_owned(), json!("INGRESS_TRAFFIC_ALL"));
+    }
+    if svc
+        .get("launchStage")
+        .is_none_or(|l| l == "LAUNCH_STAGE_UNSPECIFIED")
+    {
+        svc.insert("launchStage".to_owned(), json!("GA"));
     }
     let mut template = svc.remove("template").unwrap_or_else(|| json!({}));
     fill_template(&mut template);
@@ -760,7 +949,10 @@ fn settle(
         .and_then(Value::as_array)
         .is_none_or(Vec::is_empty)
     {
-        svc.insert("traffic".to_owned(), json!([{ "type": 1, "percent": 100 }]));
+        svc.insert(
+            "traffic".to_owned(),
+            json!([{ "type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100 }]),
+        );
     }
     let generation = prev_body
         .and_then(|p| int64(p.get("generation")))
@@ -776,7 +968,7 @@ fn settle(
     let uri = format!("https://{id}-{hash}-{}.a.run.app", region_code(location));
     let ready = json!({
         "type": "Ready",
-        "state": 4,
+        "state": "CONDITION_SUCCEEDED",
         "lastTransitionTime": now,
     });
     let server = json!({
@@ -789,12 +981,12 @@ fn settle(
         "observedGeneration": generation.to_string(),
         "terminalCondition": ready,
         "conditions": [
-            { "type": "RoutesReady", "state": 4, "lastTransitionTime": now },
-            { "type": "ConfigurationsReady", "state": 4, "lastTransitionTime": now },
+            { "type": "RoutesReady", "state": "CONDITION_SUCCEEDED", "lastTransitionTime": now },
+            { "type": "ConfigurationsReady", "state": "CONDITION_SUCCEEDED", "lastTransitionTime": now },
         ],
         "latestReadyRevision": revision,
         "latestCreatedRevision": revision,
-        "trafficStatuses": [{ "type": 1, "percent": 100 }],
+        "trafficStatuses": [{ "type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100 }],
         "uri": uri,
         "urls": [uri, format!("https://{id}-{PROJECT_NUMBER}.{location}.run.app")],
         "reconciling": false,
@@ -807,6 +999,7 @@ fn settle(
         body: Value::Object(svc),
         seq: prev.map_or(serial, |p| p.seq),
         revisions,
+        rolling: None,
     })
 }
 

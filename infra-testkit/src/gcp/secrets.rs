@@ -49,7 +49,18 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde_json::{Map, Value, json};
 
 use super::State;
-use super::wire::{Reply, Req, int64};
+use super::wire::{Enums, Reply, Req, int64};
+
+/// The enumerations of Secret Manager's messages (`SecretVersion.State`).
+pub(crate) const ENUMS: Enums = Enums(&[(
+    "state",
+    &[
+        ("STATE_UNSPECIFIED", 0),
+        ("ENABLED", 1),
+        ("DISABLED", 2),
+        ("DESTROYED", 3),
+    ],
+)]);
 
 /// A version's largest payload.
 const PAYLOAD_MAX: usize = 64 * 1024;
@@ -461,7 +472,7 @@ fn version_body(project: &str, id: &str, secret: &Value, version: &Version) -> V
     json!({
         "name": format!("{}/versions/{}", secret_name(project, id), version.number),
         "createTime": version.create_time,
-        "state": 1,
+        "state": "ENABLED",
         "etag": version.etag,
         "replicationStatus": replication_status(secret),
         "clientSpecifiedPayloadChecksum": false,

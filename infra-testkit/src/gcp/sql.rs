@@ -11,12 +11,12 @@
 //! | `operations.get` | `GET /v1/projects/{p}/operations/{op}` |
 //!
 //! Every write answers an operation `{kind: "sql#operation", name, status: PENDING,
-//! operationType, targetId, targetLink, …}` that is `RUNNING` until it has been polled
-//! `polls` times ([`Sql::set_polls`]; three by default), then `DONE`. A read of the
-//! instance (`instances.get`) also moves its operations on by one poll, so that a client
-//! that lost an operation's name can wait on the instance instead. Enums are answered
-//! as integers when the client asks for `enum-encoding=int` (as the official clients
-//! do), as names otherwise; both are accepted. 64-bit integers are strings.
+//! operationType, targetId, targetLink, …}` that is `RUNNING` until the stand-in's
+//! settling time has passed on its clock, then `DONE`, whether or not anyone looks at
+//! it: what it does to its instance happens then, and a read or a list of the instance
+//! sees it. Enums are answered as integers when the client asks for
+//! `enum-encoding=int` (as the official clients do), as names otherwise; both are
+//! accepted. 64-bit integers are strings.
 //!
 //! An instance is `PENDING_CREATE` until its create operation is done, then `RUNNABLE`;
 //! a deleted one is `PENDING_DELETE` until its delete operation is done, then gone. It
@@ -56,21 +56,19 @@
 //! restarts, maintenance, private networking, and automatic storage growth.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
 use super::State;
 use super::wire::{Reply, Req, int64};
 
-/// How many polls an operation takes when none was set.
-const DEFAULT_POLLS: u32 = 3;
 /// The page size of `instances.list` when the client names none.
 const PAGE: usize = 2;
 
 /// What the stand-in holds of this service.
 #[derive(Debug, Default)]
 pub(crate) struct Sql {
-    polls: u32,
     instances: BTreeMap<String, Instance>,
     operations: BTreeMap<String, Op>,
     next: u64,
@@ -95,7 +93,9 @@ enum Effect {
 #[derive(Debug)]
 struct Op {
     body: Value,
-    polls_left: u32,
+    /// When it is done, on the stand-in's clock.
+    due: Duration,
+    done: bool,
     instance: String,
     effect: Effect,
 }
@@ -129,6 +129,11 @@ const PRICING: &[(&str, i64)] = &[("PACKAGE", 1), ("PER_USE", 2)];
 const ACTIVATION: &[(&str, i64)] = &[("ALWAYS", 1), ("NEVER", 2)];
 const DISK_TYPE: &[(&str, i64)] = &[("PD_SSD", 1), ("PD_HDD", 2)];
 const RETENTION_UNIT: &[(&str, i64)] = &[("COUNT", 1)];
+const SSL_MODE: &[(&str, i64)] = &[
+    ("ALLOW_UNENCRYPTED_AND_ENCRYPTED", 1),
+    ("ENCRYPTED_ONLY", 2),
+    ("TRUSTED_CLIENT_CERTIFICATE_REQUIRED", 3),
+];
 const IP_TYPE: &[(&str, i64)] = &[("PRIMARY", 1), ("OUTGOING", 2), ("PRIVATE", 3)];
 const OP_STATUS: &[(&str, i64)] = &[("PENDING", 1), ("RUNNING", 2), ("DONE", 3)];
 const OP_TYPE: &[(&str, i64)] = &[
@@ -160,6 +165,7 @@ const INSTANCE_ENUMS: &[(&str, &[(&str, i64)])] = &[
         "/settings/backupConfiguration/backupRetentionSettings/retentionUnit",
         RETENTION_UNIT,
     ),
+    ("/settings/ipConfiguration/sslMode", SSL_MODE),
 ];
 
 /// The name of an enum value given as a name or an integer; `Err` for a value the
@@ -264,52 +270,38 @@ pub(crate) fn route(state: &mut State, req: &Req<'_>) -> Option<Reply> {
 }
 
 impl Sql {
-    /// Sets how many polls the operations started from now take.
-    pub(crate) fn set_polls(&mut self, polls: u32) {
-        self.polls = polls;
-    }
-
-    fn polls(&self) -> u32 {
-        if self.polls == 0 {
-            DEFAULT_POLLS
-        } else {
-            self.polls
-        }
-    }
-
     /// Whether `instance` has an operation still running.
     fn busy(&self, instance: &str) -> bool {
         self.operations
             .values()
-            .any(|op| op.instance == instance && op.polls_left > 0)
+            .any(|op| op.instance == instance && !op.done)
     }
 
-    /// One poll nearer the end of the operation `name`, finishing it when its polls
-    /// are spent.
-    fn advance(&mut self, name: &str, now: &str) {
-        let Some(op) = self.operations.get_mut(name) else {
-            return;
-        };
-        if op.polls_left == 0 {
-            return;
-        }
-        op.polls_left -= 1;
-        if op.polls_left > 0 {
-            op.body["status"] = json!("RUNNING");
-            return;
-        }
-        op.body["status"] = json!("DONE");
-        op.body["endTime"] = json!(now);
-        let (instance, effect) = (op.instance.clone(), op.effect);
-        match effect {
-            Effect::None => {}
-            Effect::Runnable => {
-                if let Some(i) = self.instances.get_mut(&instance) {
-                    i.body["state"] = json!("RUNNABLE");
-                }
+    /// Ends every operation whose time has come by `now` (`stamp`, in RFC 3339),
+    /// carrying out what it does to its instance; the others are running.
+    pub(crate) fn settle(&mut self, now: Duration, stamp: &str) {
+        let mut effects = Vec::new();
+        for op in self.operations.values_mut().filter(|op| !op.done) {
+            if op.due > now {
+                op.body["status"] = json!("RUNNING");
+                continue;
             }
-            Effect::Remove => {
-                self.instances.remove(&instance);
+            op.done = true;
+            op.body["status"] = json!("DONE");
+            op.body["endTime"] = json!(stamp);
+            effects.push((op.instance.clone(), op.effect));
+        }
+        for (instance, effect) in effects {
+            match effect {
+                Effect::None => {}
+                Effect::Runnable => {
+                    if let Some(i) = self.instances.get_mut(&instance) {
+                        i.body["state"] = json!("RUNNABLE");
+                    }
+                }
+                Effect::Remove => {
+                    self.instances.remove(&instance);
+                }
             }
         }
     }
@@ -321,7 +313,7 @@ impl Sql {
         instance: &str,
         kind: &str,
         effect: Effect,
-        now: &str,
+        (now, due): (&str, Duration),
     ) -> Value {
         self.next += 1;
         let n = self.next;
@@ -350,7 +342,8 @@ impl Sql {
             name,
             Op {
                 body: body.clone(),
-                polls_left: self.polls(),
+                due,
+                done: false,
                 instance: instance.to_owned(),
                 effect,
             },
@@ -618,12 +611,20 @@ fn settings(
         "settingsVersion".into(),
         json!(settings_version.to_string()),
     );
-    if !out.contains_key("ipConfiguration") {
-        out.insert(
-            "ipConfiguration".into(),
-            json!({ "ipv4Enabled": true, "sslMode": "ALLOW_UNENCRYPTED_AND_ENCRYPTED" }),
-        );
+    let mut ip = out
+        .remove("ipConfiguration")
+        .filter(|ip| !ip.is_null())
+        .unwrap_or_else(|| json!({ "ipv4Enabled": true }));
+    if !ip.is_object() {
+        return Err(bad("ip_configuration", "not an object".into()));
     }
+    let ssl = match ip.get("sslMode") {
+        None | Some(Value::Null) => "ALLOW_UNENCRYPTED_AND_ENCRYPTED",
+        Some(v) if v == &json!(0) => "ALLOW_UNENCRYPTED_AND_ENCRYPTED",
+        Some(v) => enum_name(v, SSL_MODE).map_err(|e| bad("ip_configuration.ssl_mode", e))?,
+    };
+    ip["sslMode"] = json!(ssl);
+    out.insert("ipConfiguration".into(), ip);
     out.insert(
         "locationPreference".into(),
         json!({ "kind": "sql#locationPreference", "zone": zone }),
@@ -682,6 +683,7 @@ fn insert(state: &mut State, req: &Req<'_>, int: bool) -> Reply {
         );
     }
     let now = state.timestamp();
+    let due = state.due();
     let sql = &mut state.sql;
     sql.next += 1;
     let n = sql.next;
@@ -730,7 +732,7 @@ fn insert(state: &mut State, req: &Req<'_>, int: bool) -> Reply {
             users: BTreeMap::from([("postgres".to_owned(), root)]),
         },
     );
-    let op = sql.start(&project, name, "CREATE", Effect::Runnable, &now);
+    let op = sql.start(&project, name, "CREATE", Effect::Runnable, (&now, due));
     state.created(&format!("/v1/projects/{project}/instances/{name}"));
     Reply::ok(op_json(&op, int))
 }
@@ -773,19 +775,6 @@ fn list(state: &mut State, req: &Req<'_>, int: bool) -> Reply {
 }
 
 fn get(state: &mut State, name: &str, int: bool) -> Reply {
-    let pending: Vec<String> = state
-        .sql
-        .operations
-        .iter()
-        .filter(|(_, op)| op.instance == name && op.polls_left > 0)
-        .map(|(n, _)| n.clone())
-        .collect();
-    if !pending.is_empty() {
-        let now = state.timestamp();
-        for op in pending {
-            state.sql.advance(&op, &now);
-        }
-    }
     match state.sql.instances.get(name) {
         Some(i) => Reply::ok(instance_json(&i.body, int)),
         None => missing(name),
@@ -848,6 +837,7 @@ fn write(state: &mut State, req: &Req<'_>, name: &str, whole: bool, int: bool) -
         Err(reply) => return reply,
     };
     let now = state.timestamp();
+    let due = state.due();
     let sql = &mut state.sql;
     let upgrade = version != version_now;
     if let Some(instance) = sql.instances.get_mut(name) {
@@ -863,7 +853,7 @@ fn write(state: &mut State, req: &Req<'_>, name: &str, whole: bool, int: bool) -
     } else {
         "UPDATE"
     };
-    let op = sql.start(&project, name, kind, Effect::None, &now);
+    let op = sql.start(&project, name, kind, Effect::None, (&now, due));
     Reply::ok(op_json(&op, int))
 }
 
@@ -878,11 +868,12 @@ fn delete(state: &mut State, name: &str, int: bool) -> Reply {
         return busy(name);
     }
     let now = state.timestamp();
+    let due = state.due();
     let sql = &mut state.sql;
     if let Some(instance) = sql.instances.get_mut(name) {
         instance.body["state"] = json!("PENDING_DELETE");
     }
-    let op = sql.start(&project, name, "DELETE", Effect::Remove, &now);
+    let op = sql.start(&project, name, "DELETE", Effect::Remove, (&now, due));
     Reply::ok(op_json(&op, int))
 }
 
@@ -923,6 +914,7 @@ fn users_insert(state: &mut State, req: &Req<'_>, name: &str, int: bool) -> Repl
         return busy(name);
     }
     let now = state.timestamp();
+    let due = state.due();
     let sql = &mut state.sql;
     sql.next += 1;
     let record = json!({
@@ -937,7 +929,7 @@ fn users_insert(state: &mut State, req: &Req<'_>, name: &str, int: bool) -> Repl
     if let Some(instance) = sql.instances.get_mut(name) {
         instance.users.insert(user.to_owned(), record);
     }
-    let op = sql.start(&project, name, "CREATE_USER", Effect::None, &now);
+    let op = sql.start(&project, name, "CREATE_USER", Effect::None, (&now, due));
     Reply::ok(op_json(&op, int))
 }
 
@@ -960,6 +952,7 @@ fn users_update(state: &mut State, req: &Req<'_>, name: &str, int: bool) -> Repl
         return busy(name);
     }
     let now = state.timestamp();
+    let due = state.due();
     let sql = &mut state.sql;
     sql.next += 1;
     let etag = format!("user-etag-{}", sql.next);
@@ -970,7 +963,7 @@ fn users_update(state: &mut State, req: &Req<'_>, name: &str, int: bool) -> Repl
     {
         record["etag"] = json!(etag);
     }
-    let op = sql.start(&project, name, "UPDATE_USER", Effect::None, &now);
+    let op = sql.start(&project, name, "UPDATE_USER", Effect::None, (&now, due));
     Reply::ok(op_json(&op, int))
 }
 
@@ -982,8 +975,6 @@ fn operation(state: &mut State, name: &str, int: bool) -> Reply {
             format!("The operation {name} does not exist."),
         );
     }
-    let now = state.timestamp();
-    state.sql.advance(name, &now);
     match state.sql.operations.get(name) {
         Some(op) => Reply::ok(op_json(&op.body, int)),
         None => Reply::not_found(name),

@@ -11,7 +11,10 @@
 //! upper-case, `locationType` derived), `storageClass`, `labels`, `versioning` and
 //! `lifecycle`. Other fields of a request body are ignored and not stored. The server
 //! fills in `kind`, `id`, `selfLink`, `projectNumber`, `timeCreated`, `updated`,
-//! `metageneration` (1 at insert, one more at each patch) and `etag`.
+//! `metageneration` (1 at insert, one more at each patch), `etag`, and what a new
+//! bucket has by default: `softDeletePolicy` (seven days), `iamConfiguration`
+//! (uniform bucket-level access off, public access prevention `inherited`) and, for
+//! a multi-region or a dual-region, `rpo` `DEFAULT`.
 //!
 //! `buckets.patch` merges as the real API does: `labels` key by key, a key set to
 //! `null` removed (`"labels": null` removes them all); `versioning` and `lifecycle`
@@ -55,6 +58,9 @@ use super::wire::{Reply, Req};
 
 /// The project number every bucket reports (the one Resource Manager answers).
 const PROJECT_NUMBER: &str = "123456789012";
+
+/// How long a new bucket keeps deleted objects (seven days, Cloud Storage's default).
+const SOFT_DELETE_SECONDS: &str = "604800";
 
 /// The most buckets one page of `buckets.list` holds.
 const PAGE: usize = 1000;
@@ -368,18 +374,33 @@ fn insert(state: &mut State, req: &Req<'_>) -> Reply {
             Err(reply) => return reply,
         },
     };
+    let now = state.timestamp();
     let mut bucket = json!({
         "kind": "storage#bucket",
         "id": name,
         "selfLink": format!("https://www.googleapis.com/storage/v1/b/{name}"),
         "projectNumber": PROJECT_NUMBER,
         "name": name,
+        "timeCreated": now,
+        "updated": now,
         "metageneration": "1",
         "location": location,
         "locationType": location_type,
         "storageClass": class,
         "etag": etag(1),
+        "softDeletePolicy": {
+            "retentionDurationSeconds": SOFT_DELETE_SECONDS,
+            "effectiveTime": now,
+        },
+        "iamConfiguration": {
+            "bucketPolicyOnly": { "enabled": false },
+            "uniformBucketLevelAccess": { "enabled": false },
+            "publicAccessPrevention": "inherited",
+        },
     });
+    if location_type != "region" {
+        bucket["rpo"] = json!("DEFAULT");
+    }
     if let Some(labels) = body.get("labels").filter(|l| !l.is_null()) {
         let Some(map) = labels.as_object() else {
             return invalid(format!("Invalid labels: {labels}"));
@@ -404,9 +425,6 @@ fn insert(state: &mut State, req: &Req<'_>) -> Reply {
             Err(reply) => return reply,
         }
     }
-    let now = state.timestamp();
-    bucket["timeCreated"] = json!(now);
-    bucket["updated"] = json!(now);
     state
         .storage
         .buckets
@@ -639,7 +657,7 @@ mod tests {
 
     #[test]
     fn an_insert_keeps_what_it_is_given_and_fills_in_the_servers_fields() {
-        let mut state = State::new("p1", 3);
+        let mut state = State::for_tests("p1");
         let reply = create(
             &mut state,
             json!({
@@ -667,6 +685,14 @@ mod tests {
                 .ends_with("/storage/v1/b/assets")
         );
         assert!(b["timeCreated"].is_string() && b["updated"].is_string());
+        assert_eq!(b["softDeletePolicy"]["retentionDurationSeconds"], "604800");
+        assert_eq!(b["softDeletePolicy"]["effectiveTime"], b["timeCreated"]);
+        assert_eq!(b["iamConfiguration"]["publicAccessPrevention"], "inherited");
+        assert_eq!(
+            b["iamConfiguration"]["uniformBucketLevelAccess"]["enabled"],
+            false
+        );
+        assert!(b.get("rpo").is_none(), "a region has no rpo");
         let again = serve(
             &mut state,
             &call("GET", "/storage/v1/b/assets", &[], Value::Null),
@@ -683,11 +709,12 @@ mod tests {
             ),
             (Some("US"), Some("multi-region"))
         );
+        assert_eq!(us.body["rpo"], "DEFAULT");
     }
 
     #[test]
     fn an_insert_is_refused_as_the_real_api_refuses() {
-        let mut state = State::new("p1", 3);
+        let mut state = State::for_tests("p1");
         for name in [
             "ab",
             "Assets",
@@ -744,7 +771,7 @@ mod tests {
 
     #[test]
     fn a_patch_merges_labels_and_replaces_the_rest_under_its_preconditions() {
-        let mut state = State::new("p1", 3);
+        let mut state = State::for_tests("p1");
         create(
             &mut state,
             json!({
@@ -819,7 +846,7 @@ mod tests {
 
     #[test]
     fn delete_answers_no_content_then_not_found() {
-        let mut state = State::new("p1", 3);
+        let mut state = State::for_tests("p1");
         create(&mut state, json!({"name": "assets"}));
         let path = "/storage/v1/b/assets";
         let held = serve(
@@ -840,7 +867,7 @@ mod tests {
 
     #[test]
     fn a_list_answers_every_bucket_in_pages() {
-        let mut state = State::new("p1", 3);
+        let mut state = State::for_tests("p1");
         let empty = serve(
             &mut state,
             &call("GET", "/storage/v1/b", &[("project", "p1")], Value::Null),
@@ -889,7 +916,7 @@ mod tests {
 
     #[test]
     fn other_paths_are_not_this_services() {
-        let mut state = State::new("p1", 3);
+        let mut state = State::for_tests("p1");
         let objects = call("GET", "/storage/v1/b/assets/o", &[], Value::Null);
         let req = Req {
             method: &objects.method,

@@ -1,7 +1,9 @@
 //! What every stand-in service shares: requests as parsed, answers in Google's shapes,
-//! long-running operations that take several polls.
+//! enumerations by name or by number, long-running operations done when their time
+//! has come.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -172,65 +174,157 @@ pub(crate) fn camel(name: &str) -> String {
     out
 }
 
+/// An enumeration: each value's name, and its number.
+pub(crate) type EnumValues = &'static [(&'static str, i64)];
+
+/// The enumerations of one service's messages, by field name: within a service, a
+/// field name names one enumeration wherever it appears. Answers carry names, or
+/// numbers when the request asked for `$alt=json;enum-encoding=int`; requests may
+/// carry either, and are read as names.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Enums(pub(crate) &'static [(&'static str, EnumValues)]);
+
+/// Fields whose values are free text chosen by the user, never enumerations.
+const FREE_FORM: &[&str] = &[
+    "labels",
+    "annotations",
+    "userLabels",
+    "versionAliases",
+    "tags",
+];
+
+impl Enums {
+    /// No enumeration.
+    pub(crate) const NONE: Enums = Enums(&[]);
+
+    fn values(&self, field: &str) -> Option<EnumValues> {
+        self.0.iter().find(|(f, _)| *f == field).map(|(_, v)| *v)
+    }
+
+    /// Rewrites every enumeration `body` gives as a number into its name; a number the
+    /// enumeration does not hold is refused, naming the field.
+    pub(crate) fn read_as_names(&self, body: &mut Value) -> Result<(), String> {
+        self.walk(body, "", &mut |field, at, value| {
+            if let Some(n) = value.as_i64() {
+                match field.iter().find(|(_, v)| *v == n) {
+                    Some((name, _)) => *value = json!(name),
+                    None => return Err(format!("Invalid value at '{at}', {n}")),
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Rewrites every enumeration of `body` given as a name into its number.
+    pub(crate) fn write_as_numbers(&self, body: &mut Value) {
+        let _ = self.walk(body, "", &mut |field, _, value| {
+            if let Some(n) = value
+                .as_str()
+                .and_then(|s| field.iter().find(|(name, _)| *name == s))
+                .map(|(_, n)| *n)
+            {
+                *value = json!(n);
+            }
+            Ok(())
+        });
+    }
+
+    fn walk(
+        &self,
+        body: &mut Value,
+        at: &str,
+        each: &mut impl FnMut(EnumValues, &str, &mut Value) -> Result<(), String>,
+    ) -> Result<(), String> {
+        match body {
+            Value::Object(map) => {
+                for (key, value) in map.iter_mut() {
+                    if FREE_FORM.contains(&key.as_str()) {
+                        continue;
+                    }
+                    let here = if at.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{at}.{key}")
+                    };
+                    match self.values(key) {
+                        Some(field) if value.is_number() || value.is_string() => {
+                            each(field, &here, value)?;
+                        }
+                        _ => self.walk(value, &here, each)?,
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter_mut().enumerate() {
+                    self.walk(item, &format!("{at}[{i}]"), each)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Whether the request asked for enumerations as numbers.
+pub(crate) fn int_enums(query: &BTreeMap<String, String>) -> bool {
+    query
+        .get("$alt")
+        .is_some_and(|a| a.contains("enum-encoding=int"))
+}
+
 /// A long-running operation (`google.longrunning.Operation`) in flight.
 #[derive(Debug, Clone)]
 struct Operation {
-    polls_left: u32,
+    /// When it is done, on the stand-in's clock.
+    due: Duration,
+    metadata: Value,
     response: Value,
 }
 
 /// The long-running operations of the services that use `google.longrunning`
-/// (Artifact Registry, Cloud Run): each answers `done: false` for a number of polls,
-/// then its response.
+/// (Artifact Registry, Cloud Run): each is `done: false`, with its metadata, until
+/// its time has come, then carries its response too.
 #[derive(Debug, Default)]
 pub(crate) struct Operations {
     next: u64,
-    polls: u32,
     ops: BTreeMap<String, Operation>,
 }
 
 impl Operations {
-    /// Operations done after `polls` polls.
-    pub(crate) fn new(polls: u32) -> Self {
-        Operations {
-            next: 0,
-            polls,
-            ops: BTreeMap::new(),
-        }
-    }
-
-    /// Sets how many polls the operations started from now take.
-    pub(crate) fn set_polls(&mut self, polls: u32) {
-        self.polls = polls;
-    }
-
-    /// Starts an operation under `parent` (`projects/p/locations/l`) that ends with
-    /// `response` (which carries its `@type`); answers the operation as first seen.
-    pub(crate) fn start(&mut self, parent: &str, response: Value) -> Value {
+    /// Starts an operation under `parent` (`projects/p/locations/l`), done at `due`,
+    /// that carries `metadata` and ends with `response` (both with their `@type`);
+    /// answers the operation as seen at `now`.
+    pub(crate) fn start(
+        &mut self,
+        parent: &str,
+        now: Duration,
+        due: Duration,
+        metadata: Value,
+        response: Value,
+    ) -> Value {
         self.next += 1;
         let name = format!("{parent}/operations/op-{:06}", self.next);
         let op = Operation {
-            polls_left: self.polls,
+            due,
+            metadata,
             response,
         };
-        let first = render(&name, &op);
+        let first = render(&name, &op, now);
         self.ops.insert(name, op);
         first
     }
 
-    /// A poll of the operation `name`: one poll nearer its end.
-    pub(crate) fn poll(&mut self, name: &str) -> Option<Value> {
-        let op = self.ops.get_mut(name)?;
-        op.polls_left = op.polls_left.saturating_sub(1);
-        Some(render(name, op))
+    /// The operation `name` as seen at `now`.
+    pub(crate) fn get(&self, name: &str, now: Duration) -> Option<Value> {
+        self.ops.get(name).map(|op| render(name, op, now))
     }
 }
 
-fn render(name: &str, op: &Operation) -> Value {
-    if op.polls_left > 0 {
-        return json!({ "name": name, "done": false });
+fn render(name: &str, op: &Operation, now: Duration) -> Value {
+    if now < op.due {
+        return json!({ "name": name, "metadata": op.metadata, "done": false });
     }
-    json!({ "name": name, "done": true, "response": op.response })
+    json!({ "name": name, "metadata": op.metadata, "done": true, "response": op.response })
 }
 
 #[cfg(test)]
@@ -238,16 +332,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_operation_takes_its_polls_then_answers() {
-        let mut ops = Operations::new(2);
-        let first = ops.start("projects/p/locations/l", json!({"@type": "t", "name": "r"}));
+    fn an_operation_is_done_when_its_time_has_come() {
+        let mut ops = Operations::default();
+        let second = Duration::from_secs(1);
+        let first = ops.start(
+            "projects/p/locations/l",
+            Duration::ZERO,
+            2 * second,
+            json!({"@type": "m"}),
+            json!({"@type": "t", "name": "r"}),
+        );
         assert_eq!(first["done"], false);
+        assert_eq!(first["metadata"]["@type"], "m");
         let name = first["name"].as_str().unwrap().to_owned();
-        assert_eq!(ops.poll(&name).unwrap()["done"], false);
-        let done = ops.poll(&name).unwrap();
+        assert_eq!(ops.get(&name, second).unwrap()["done"], false);
+        let done = ops.get(&name, 2 * second).unwrap();
         assert_eq!(done["done"], true);
         assert_eq!(done["response"]["name"], "r");
-        assert!(ops.poll("projects/p/locations/l/operations/none").is_none());
+        assert!(
+            ops.get("projects/p/locations/l/operations/none", second)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn enumerations_are_read_as_names_and_answered_as_asked() {
+        const STATE: EnumValues = &[("ACTIVE", 1), ("GONE", 2)];
+        let enums = Enums(&[("state", STATE)]);
+        let mut body = json!({"state": 1, "items": [{"state": "GONE"}], "labels": {"state": "x"}});
+        enums.read_as_names(&mut body).unwrap();
+        assert_eq!(
+            body,
+            json!({"state": "ACTIVE", "items": [{"state": "GONE"}], "labels": {"state": "x"}})
+        );
+        enums.write_as_numbers(&mut body);
+        assert_eq!(
+            body,
+            json!({"state": 1, "items": [{"state": 2}], "labels": {"state": "x"}})
+        );
+        let e = enums
+            .read_as_names(&mut json!({"items": [{"state": 7}]}))
+            .unwrap_err();
+        assert!(e.contains("items[0].state"), "{e}");
     }
 
     #[test]

@@ -79,6 +79,11 @@ fn readme_rows(
             kind = heading.split('`').next().filter(|k| kinds.contains(k));
             continue;
         }
+        // Any other heading ends the kind's section: a table after it is not the kind's.
+        if line.starts_with('#') {
+            kind = None;
+            continue;
+        }
         let (Some(kind), Some(row)) = (kind, line.strip_prefix("| `")) else {
             continue;
         };
@@ -147,5 +152,23 @@ mod tests {
             said.contains("`secrets`.`unknownField`, which the simulated cloud does not know"),
             "{said}"
         );
+    }
+
+    #[test]
+    fn a_table_under_a_later_heading_is_not_the_kinds() {
+        let readme = "\
+### `secrets`: a secret
+| field | on the cloud | reported | after creation |
+|---|---|---|---|
+| `unknownField` | x | always | in place |
+
+## Another section
+| kind | a | b | c |
+|---|---|---|---|
+| `secrets` | x | y | z |
+";
+        let problems = disagreements("scaleway", &["secrets"], readme).join("\n");
+        assert!(problems.contains("`secrets`.`unknownField`"), "{problems}");
+        assert!(!problems.contains("`secrets`.`secrets`"), "{problems}");
     }
 }
