@@ -53,6 +53,8 @@ METHODS = {
         "run.projects.locations.services.delete",
         "run.projects.locations.services.list",
         "run.projects.locations.operations.get",
+        "run.projects.locations.services.getIamPolicy",
+        "run.projects.locations.services.setIamPolicy",
     ],
     "sqladmin.v1": [
         "sql.instances.insert",
@@ -91,6 +93,10 @@ METHODS = {
         "pubsub.projects.subscriptions.patch",
         "pubsub.projects.subscriptions.delete",
         "pubsub.projects.subscriptions.list",
+        "pubsub.projects.topics.getIamPolicy",
+        "pubsub.projects.topics.setIamPolicy",
+        "pubsub.projects.subscriptions.getIamPolicy",
+        "pubsub.projects.subscriptions.setIamPolicy",
     ],
 }
 
