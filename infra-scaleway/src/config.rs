@@ -6,14 +6,15 @@
 //! `SCW_DEFAULT_ORGANIZATION_ID`, `SCW_API_URL`) over the active profile of the CLI's
 //! configuration file (`SCW_CONFIG_PATH`, else `$XDG_CONFIG_HOME/scw/config.yaml`, else
 //! `~/.config/scw/config.yaml`; `SCW_PROFILE` or the file's `active_profile` picks the
-//! profile) over the file's top level.
+//! profile) over the file's top level, and the retry policy from `INFRA_RETRY_BUDGET`
+//! and `INFRA_REQUEST_TIMEOUT`.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use infra_core::sdk::{Clock, Polling, SecretString, SystemClock};
+use infra_core::sdk::{Clock, Polling, RetryPolicy, SecretString, SystemClock};
 use serde::Deserialize;
 
 /// Scaleway's API, for every product but Object Storage and Queues.
@@ -31,6 +32,7 @@ pub struct ScalewayConfig {
     pub(crate) sqs_endpoint: Option<String>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) polling: Polling,
+    pub(crate) retry_policy: RetryPolicy,
 }
 
 impl fmt::Debug for ScalewayConfig {
@@ -43,13 +45,16 @@ impl fmt::Debug for ScalewayConfig {
             .field("s3_endpoint", &self.s3_endpoint)
             .field("sqs_endpoint", &self.sqs_endpoint)
             .field("polling", &self.polling)
+            .field("retry_policy", &self.retry_policy)
             .finish_non_exhaustive()
     }
 }
 
 impl ScalewayConfig {
     /// The project every resource lives in, reached with an API key (its access key,
-    /// `SCW…`, and its secret key, sent as `X-Auth-Token` and never printed).
+    /// `SCW…`, and its secret key, sent as `X-Auth-Token` and never printed). Calls are
+    /// retried by [`RetryPolicy::from_env`] (the default policy, with a warning, when
+    /// its variables are not durations), on the system clock.
     pub fn new(
         access_key: impl Into<String>,
         secret_key: SecretString,
@@ -65,6 +70,10 @@ impl ScalewayConfig {
             sqs_endpoint: None,
             clock: Arc::new(SystemClock::new()),
             polling: Polling::default(),
+            retry_policy: RetryPolicy::from_env().unwrap_or_else(|why| {
+                tracing::warn!("{why}; the default retry policy applies");
+                RetryPolicy::default()
+            }),
         }
     }
 
@@ -146,6 +155,14 @@ impl ScalewayConfig {
         self
     }
 
+    /// How calls to Object Storage and Queues are retried (through the AWS SDK's own
+    /// retry machinery), waiting on the configuration's clock.
+    #[must_use]
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry_policy = policy;
+        self
+    }
+
     /// The project.
     pub fn project_id(&self) -> &str {
         &self.project_id
@@ -176,8 +193,10 @@ impl ScalewayConfig {
     ///
     /// # Errors
     /// No access key, secret key or project; a configuration file that cannot be read
-    /// or parsed (named, with the line); a profile that the file does not hold.
+    /// or parsed (named, with the line); a profile that the file does not hold; a
+    /// variable of the retry policy that is not a duration.
     pub fn from_env() -> Result<Self, String> {
+        let retry_policy = RetryPolicy::from_env()?;
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let profile = match config_path(&var) {
             Some(path) => read_profile(&path, var("SCW_PROFILE").as_deref())?,
@@ -212,7 +231,7 @@ impl ScalewayConfig {
         if let Some(url) = var("INFRA_SCALEWAY_SQS_ENDPOINT") {
             config = config.sqs_endpoint(url);
         }
-        Ok(config)
+        Ok(config.retry_policy(retry_policy))
     }
 }
 

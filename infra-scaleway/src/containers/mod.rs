@@ -519,6 +519,7 @@ mod tests {
             timeout_seconds: Partial::Known(300),
             environment: Partial::Known(EnvVars::from([("MODE".to_owned(), "test".to_owned())])),
             secret_environment: Partial::Unknown,
+            access: infra_core::kinds::Access::Private,
         }
     }
 

@@ -529,6 +529,7 @@ mod tests {
             secret_environment: Partial::Unknown,
             role: None,
             tags: Partial::Known(BTreeMap::from([("team".into(), "web".into())])),
+            access: infra_core::kinds::Access::Private,
         }
     }
 

@@ -328,6 +328,7 @@ mod tests {
             source_bucket: Partial::Known(None),
             code: Partial::Unknown,
             environment: Partial::Known(EnvVars::from([("MODE".into(), "test".into())])),
+            access: infra_core::kinds::Access::Private,
         }
     }
 

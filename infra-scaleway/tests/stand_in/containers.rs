@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use infra_core::engine::{Engine, MemoryStore, Options};
 use infra_core::kinds::{
-    Container, ContainerNamespace, ContainerNamespaceSettled, ContainerSettled, Secrets,
+    Access, Container, ContainerNamespace, ContainerNamespaceSettled, ContainerSettled, Secrets,
 };
 use infra_core::prelude::{Backends, Expr, Fleet, Handle, Key, Partial, ScalewayRegion};
 use infra_core::sdk::{Backend, Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, SettledSpec};
@@ -49,6 +49,7 @@ fn container_spec(namespace: &str) -> ContainerSettled {
         timeout_seconds: Partial::Known(300),
         environment: Partial::Known(env(&[("LEVEL", "info")])),
         secret_environment: Partial::Unknown,
+        access: Access::Private,
     }
 }
 

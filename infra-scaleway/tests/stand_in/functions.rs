@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use infra_core::kinds::{
-    ComputeSettled, EnvVars, FunctionNamespace, FunctionNamespaceSettled, FunctionSettled,
+    Access, ComputeSettled, EnvVars, FunctionNamespace, FunctionNamespaceSettled, FunctionSettled,
 };
 use infra_core::prelude::{Handle, Partial};
 use infra_core::sdk::{Backend, Clock, ErrorKind, MARKER_KEY, ManualClock, Marker, SettledSpec};
@@ -59,6 +59,7 @@ fn function_spec(namespace: &str, code: Option<String>) -> FunctionSettled {
         source_bucket: Partial::Known(None),
         code: code.map_or(Partial::Unknown, Partial::Known),
         environment: Partial::Known(EnvVars::from([("MODE".to_owned(), "test".to_owned())])),
+        access: Access::Private,
     }
 }
 
@@ -74,6 +75,7 @@ fn compute_spec(code: String) -> ComputeSettled {
         secret_environment: Partial::Unknown,
         role: None,
         tags: Partial::Known(BTreeMap::from([("team".to_owned(), "web".to_owned())])),
+        access: Access::Private,
     }
 }
 

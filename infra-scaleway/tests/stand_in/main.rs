@@ -10,6 +10,7 @@
 //!
 //! `INFRA_SCALEWAY_KINDS=secrets,iam` runs the suite on those kinds only.
 
+mod aws_wire;
 mod containers;
 mod functions;
 mod iam;
@@ -18,6 +19,7 @@ mod queues;
 mod rdb;
 mod registry;
 mod secrets;
+mod storm;
 mod support;
 mod wire;
 
