@@ -5,11 +5,10 @@
 //! decision and runs on the backend's clock, so that a test on a manual clock never
 //! waits for it; the second bounds real input and output and runs on real time, since
 //! a simulated clock cannot race a socket (a manual clock would end every timeout at
-//! once). [`ClockSleep`] tells them apart by the wait the policy announced: the
-//! orchestrator sleeps for the retry right after asking the strategy, on the thread
-//! that decided, with nothing awaited in between, and every other sleep is a bound.
+//! once). [`ClockSleep`] tells them apart by the wait the policy handed over (see
+//! `handoff`): the orchestrator makes the sleep for a retry right after asking the
+//! strategy, on the thread that decided, and every other sleep is a bound.
 
-use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -21,34 +20,7 @@ use aws_smithy_async::rt::sleep::{AsyncSleep, Sleep, TokioSleep};
 use aws_smithy_async::time::TimeSource;
 use infra_core::sdk::Clock;
 
-thread_local! {
-    /// The wait the policy decided last on this thread, until the SDK sleeps it.
-    static ANNOUNCED: Cell<Option<Duration>> = const { Cell::new(None) };
-}
-
-/// Announces that the SDK's next sleep on this thread, of `wait`, is a retry's.
-pub(crate) fn announce_wait(wait: Duration) {
-    ANNOUNCED.with(|a| a.set(Some(wait)));
-}
-
-/// Forgets a wait announced on this thread and never slept (a retry the SDK did not
-/// make after all), so that it cannot be taken for another call's.
-pub(crate) fn forget_announced() {
-    ANNOUNCED.with(|a| a.set(None));
-}
-
-/// Whether a sleep of `duration` is the retry's wait announced on this thread (the
-/// announcement is used up).
-fn announced(duration: Duration) -> bool {
-    ANNOUNCED.with(|a| {
-        if a.get() == Some(duration) {
-            a.set(None);
-            true
-        } else {
-            false
-        }
-    })
-}
+use crate::handoff::take_wait;
 
 /// The SDK's sleep: a retry's wait on the backend's clock, every other sleep (a
 /// timeout) on real time. See the module documentation.
@@ -72,7 +44,7 @@ impl ClockSleep {
 
 impl AsyncSleep for ClockSleep {
     fn sleep(&self, duration: Duration) -> Sleep {
-        if announced(duration) {
+        if take_wait(duration) {
             let clock = Arc::clone(&self.clock);
             Sleep::new(Shareable(Mutex::new(Box::pin(async move {
                 clock.sleep(duration).await;
@@ -147,13 +119,15 @@ mod tests {
     use infra_core::sdk::ManualClock;
 
     #[tokio::test]
-    async fn an_announced_wait_runs_on_the_clock_once_and_any_other_sleep_on_real_time() {
+    async fn a_wait_handed_over_runs_on_the_clock_once_and_any_other_sleep_on_real_time() {
         use std::task::Waker;
 
         let clock = Arc::new(ManualClock::new());
         let sleep = ClockSleep::new(clock.clone());
-        announce_wait(Duration::from_secs(30));
-        // Another duration is not the announced wait: real time (a millisecond here).
+        crate::handoff::hand_over(infra_core::sdk::retry::Decision::Retry(
+            Duration::from_secs(30),
+        ));
+        // Another duration is not the wait handed over: real time (a millisecond here).
         sleep.sleep(Duration::from_millis(1)).await;
         assert_eq!(clock.now(), Duration::ZERO);
         sleep.sleep(Duration::from_secs(30)).await;

@@ -3,6 +3,7 @@
 mod classify;
 mod clock;
 pub mod codes;
+mod handoff;
 mod retry;
 mod setup;
 

@@ -10,17 +10,18 @@
 //!   repeated (the operation's idempotence, from [`Operations`]), and asks
 //!   [`RetryPolicy::decide`] — every decision is that function's. It writes the
 //!   answer into the call's configuration as the `RetryConfig` the standard strategy
-//!   will read next: one more attempt after exactly the wait decided, or none.
-//! - [`PolicyClassifier`] runs after the SDK's classifiers and marks every failed
-//!   attempt retryable, so that the decision written by the interceptor stands (the
-//!   SDK's own classifiers would otherwise refuse what the policy retries, and retry
-//!   what it refuses).
+//!   will read next (one more attempt, or none), and hands the decision over (see
+//!   `handoff`) to the classifier and the sleep that follow on its thread.
+//! - [`PolicyClassifier`] runs after the SDK's classifiers and answers that decision:
+//!   a retry after exactly the wait decided (a delay given by a classifier is one the
+//!   standard strategy takes as it is), or none (the SDK's own classifiers would
+//!   otherwise refuse what the policy retries, and retry what it refuses).
 //! - The SDK's token bucket is replaced by one without limit ([`crate::ClientSetup`]):
 //!   no retry is ever refused silently for want of quota; the budget bounds them.
 //!
-//! The wait decided is announced to the [`ClockSleep`](crate::ClockSleep) the SDK
-//! sleeps on, so that it runs on the backend's clock (a manual clock in tests), while
-//! the SDK's timeouts run on real time.
+//! The wait decided is taken by the [`ClockSleep`](crate::ClockSleep) the SDK sleeps
+//! on, so that it runs on the backend's clock (a manual clock in tests), while the SDK's
+//! timeouts run on real time.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -47,7 +48,7 @@ use infra_core::sdk::retry::Decision;
 use infra_core::sdk::{Clock, ErrorKind, Failure, Idempotence, Jitter, RetryPolicy};
 
 use crate::classify::{Answer, Outcome, chain};
-use crate::clock::{announce_wait, forget_announced};
+use crate::handoff;
 
 /// The name [`PolicyClassifier`] goes by among the SDK's classifiers.
 const CLASSIFIER: &str = "infra retry policy";
@@ -213,7 +214,7 @@ impl Intercept for PolicyInterceptor {
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        forget_announced();
+        handoff::forget();
         cfg.interceptor_state()
             .store_put(FirstAttempt(self.clock.now()));
         Ok(())
@@ -240,11 +241,9 @@ impl Intercept for PolicyInterceptor {
             self.jitter.draw(),
         );
         tracing::debug!(?failure, ?idempotence, attempts, ?decision, "retry policy");
+        handoff::hand_over(decision);
         let steer = match decision {
-            Decision::Retry(wait) => {
-                announce_wait(wait);
-                one_more_after(attempts, wait)
-            }
+            Decision::Retry(wait) => one_more_after(attempts, wait),
             Decision::GiveUp(_) => RetryConfig::disabled(),
         };
         let state = cfg.interceptor_state();
@@ -258,19 +257,13 @@ impl Intercept for PolicyInterceptor {
     }
 }
 
-/// The `RetryConfig` under which the SDK's standard strategy makes exactly one more
-/// attempt after `attempts`, waiting exactly `wait` before it: its backoff is
-/// `initial × 2^(attempts − 1)` held under `max`, so an initial wait above `wait` and a
-/// ceiling of `wait` give `wait` itself.
+/// The `RetryConfig` under which the SDK's standard strategy makes one more attempt
+/// after `attempts`, and waits the delay the classifier gives it (held under the
+/// configuration's ceiling, here the wait itself).
 fn one_more_after(attempts: u32, wait: Duration) -> RetryConfig {
     RetryConfig::standard()
         .with_max_attempts(attempts.saturating_add(1))
-        .with_initial_backoff(
-            wait.saturating_mul(2)
-                .saturating_add(Duration::from_millis(1)),
-        )
         .with_max_backoff(wait)
-        .with_use_static_exponential_base(true)
 }
 
 /// What the attempt in `ctx` tells, or `None` when it succeeded. The code of an error
@@ -344,23 +337,30 @@ fn sdk_says_throttling(ctx: &InterceptorContext, components: &RuntimeComponents)
     )
 }
 
-/// The retry classifier that lets the [`PolicyInterceptor`]'s decision stand: it runs
-/// after the SDK's own classifiers and marks every failed attempt retryable; whether a
-/// retry happens, and when, is what the interceptor wrote.
+/// The retry classifier that makes the [`PolicyInterceptor`]'s decision the SDK's: it
+/// runs after the SDK's own classifiers and, for the failed attempt the interceptor just
+/// decided on, answers a retry after exactly the wait decided (the SDK's standard
+/// strategy takes a delay a classifier gives as it is) or no retry at all. Anywhere
+/// else (no decision handed over) it says nothing, and leaves the SDK's verdict.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PolicyClassifier;
 
 impl ClassifyRetry for PolicyClassifier {
     fn classify_retry(&self, ctx: &InterceptorContext) -> RetryAction {
-        if ctx.is_failed() {
-            // "Throttling", for the standard strategy to take the backoff written
-            // for it as is (it shortens others' first wait under newer retry rules).
-            RetryAction::RetryIndicated(RetryReason::RetryableError {
-                kind: SdkErrorKind::ThrottlingError,
-                retry_after: None,
-            })
-        } else {
-            RetryAction::NoActionIndicated
+        if !ctx.is_failed() {
+            return RetryAction::NoActionIndicated;
+        }
+        match handoff::decided() {
+            // "Throttling", for the standard strategy to take the delay as given (it
+            // shortens others' first wait under newer retry rules).
+            Some(Decision::Retry(wait)) => {
+                RetryAction::RetryIndicated(RetryReason::RetryableError {
+                    kind: SdkErrorKind::ThrottlingError,
+                    retry_after: Some(wait),
+                })
+            }
+            Some(Decision::GiveUp(_)) => RetryAction::RetryForbidden,
+            None => RetryAction::NoActionIndicated,
         }
     }
 
