@@ -9,5 +9,5 @@ mod setup;
 
 pub use classify::{Answer, Outcome, classify, retry_after};
 pub use clock::{ClockSleep, ClockTime};
-pub use retry::{Decided, Operations, PolicyClassifier, PolicyInterceptor, failure_of};
+pub use retry::{Operations, PolicyClassifier, PolicyInterceptor, failure_of};
 pub use setup::ClientSetup;

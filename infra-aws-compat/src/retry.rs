@@ -141,22 +141,6 @@ impl Storable for FirstAttempt {
     type Storer = StoreReplace<Self>;
 }
 
-/// What the policy decided after the last failed attempt of a call (kept in the
-/// call's configuration, for the record).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Decided {
-    /// The failure the attempt told.
-    pub failure: Failure,
-    /// Whether the call may be repeated.
-    pub idempotence: Idempotence,
-    /// What the policy said.
-    pub decision: Decision,
-}
-
-impl Storable for Decided {
-    type Storer = StoreReplace<Self>;
-}
-
 /// The interceptor that decides, after each failed attempt, whether and when the SDK
 /// tries again (see the module documentation).
 pub struct PolicyInterceptor {
@@ -246,13 +230,7 @@ impl Intercept for PolicyInterceptor {
             Decision::Retry(wait) => one_more_after(attempts, wait),
             Decision::GiveUp(_) => RetryConfig::disabled(),
         };
-        let state = cfg.interceptor_state();
-        state.store_put(steer);
-        state.store_put(Decided {
-            failure,
-            idempotence,
-            decision,
-        });
+        cfg.interceptor_state().store_put(steer);
         Ok(())
     }
 }

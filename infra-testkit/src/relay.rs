@@ -393,10 +393,10 @@ pub fn storm(
             return None;
         }
         let draw = splitmix(drawn.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed));
-        if draw % 2 == 0 {
+        if draw.is_multiple_of(2) {
             return None;
         }
-        let retry_after = ((draw >> 8) % 5 == 0).then(|| 1 + (draw >> 16) % 3);
+        let retry_after = (draw >> 8).is_multiple_of(5).then(|| 1 + (draw >> 16) % 3);
         Some(throttled(request, retry_after))
     }
 }
