@@ -140,7 +140,8 @@ impl ScalewayConfig {
         self
     }
 
-    /// The clock asynchronous work is awaited on (a `ManualClock` in tests).
+    /// The clock asynchronous work is awaited on, and Object Storage's and Queues'
+    /// retries wait on (a `ManualClock` in tests; their timeouts run on real time).
     #[must_use]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
