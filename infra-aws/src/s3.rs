@@ -197,14 +197,11 @@ async fn state(c: &RegionClients, bucket: &str) -> Result<BucketState, BackendEr
     // (and so not compared), never a guess.
     let versioning = match s3.get_bucket_versioning().bucket(bucket).send().await {
         Ok(out) => Partial::Known(out.status() == Some(&BucketVersioningStatus::Enabled)),
-        Err(e) => {
-            let e = classify("s3:GetBucketVersioning", e, NO_BUCKET);
-            if e.code.as_deref() == Some("") && e.message.ends_with("(HTTP 200)") {
-                Partial::Unknown
-            } else {
-                return Err(e);
-            }
+        // A success the SDK could not read: not said, never guessed.
+        Err(aws_sdk_s3::error::SdkError::ServiceError(s)) if s.raw().status().is_success() => {
+            Partial::Unknown
         }
+        Err(e) => return Err(classify("s3:GetBucketVersioning", e, NO_BUCKET)),
     };
     let object_lock = match s3
         .get_object_lock_configuration()

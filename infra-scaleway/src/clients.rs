@@ -1,6 +1,7 @@
 //! What every kind reaches Scaleway with: the REST client, Object Storage's and Queues'
-//! SDK clients (one per region, made on first use), the configuration's clock and
-//! polling, and the project's organization.
+//! SDK clients (one per region, made on first use, retrying by the one policy: see
+//! `crate::aws_sdk`), the configuration's clock and polling, and the project's
+//! organization.
 
 #[cfg(any(feature = "s3", feature = "sqs"))]
 use std::collections::BTreeMap;
@@ -12,6 +13,8 @@ use infra_core::sdk::{BackendError, Clock, Polling, Retrier};
 use serde::Deserialize;
 
 use crate::api::{Api, Call};
+#[cfg(any(feature = "s3", feature = "sqs"))]
+use crate::aws_sdk;
 use crate::config::ScalewayConfig;
 
 /// The clients of one backend, shared by its kinds.
@@ -20,6 +23,12 @@ pub(crate) struct Clients {
     config: ScalewayConfig,
     api: Api,
     organization: tokio::sync::OnceCell<String>,
+    /// The policy, clock and operations every SDK client is given.
+    #[cfg(any(feature = "s3", feature = "sqs"))]
+    setup: infra_aws_compat::ClientSetup,
+    /// The HTTPS client (rustls on ring) the SDK clients share.
+    #[cfg(any(feature = "s3", feature = "sqs"))]
+    https: aws_smithy_runtime_api::client::http::SharedHttpClient,
     #[cfg(feature = "s3")]
     s3: Mutex<BTreeMap<String, aws_sdk_s3::Client>>,
     #[cfg(feature = "sqs")]
@@ -50,6 +59,14 @@ impl Clients {
             let _ = organization.set(org.clone());
         }
         Arc::new(Clients {
+            #[cfg(any(feature = "s3", feature = "sqs"))]
+            setup: infra_aws_compat::ClientSetup::new(
+                config.retry,
+                Arc::clone(&config.clock),
+                aws_sdk::operations(),
+            ),
+            #[cfg(any(feature = "s3", feature = "sqs"))]
+            https: aws_sdk::https_client(),
             config,
             api,
             organization,
@@ -104,28 +121,31 @@ impl Clients {
             .cloned()
     }
 
-    /// The S3 client of Object Storage in `region`: path-style addressing, the API key
-    /// as S3 credentials, the SDK's retries off (the engine retries).
+    /// The S3 client of Object Storage in `region`: path-style, signed with the API key
+    /// written `ACCESS_KEY@PROJECT_ID` (what it makes lands in the configured project).
     #[cfg(feature = "s3")]
     pub(crate) fn s3(&self, region: &str) -> aws_sdk_s3::Client {
         let mut all = self.s3.lock().unwrap_or_else(PoisonError::into_inner);
         all.entry(region.to_owned())
             .or_insert_with(|| {
-                let config = aws_sdk_s3::Config::builder()
-                    .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-                    .region(aws_sdk_s3::config::Region::new(region.to_owned()))
-                    .endpoint_url(self.config.s3_endpoint_of(region))
-                    .force_path_style(true)
-                    .credentials_provider(self.aws_credentials())
-                    .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
-                    .build();
-                aws_sdk_s3::Client::from_conf(config)
+                let credentials = aws_sdk::project_credentials(
+                    &self.config.access_key,
+                    self.config.secret_key.expose(),
+                    &self.config.project_id,
+                );
+                aws_sdk::s3(
+                    region,
+                    &self.config.s3_endpoint_of(region),
+                    credentials,
+                    &self.setup,
+                    &self.https,
+                )
             })
             .clone()
     }
 
     /// The SQS client of Queues in `region` at `endpoint`, signing with `key` (Queues
-    /// credentials: Queues does not take the API key), retries off.
+    /// credentials: Queues does not take the API key), under the policy.
     #[cfg(feature = "sqs")]
     pub(crate) fn sqs(
         &self,
@@ -144,26 +164,21 @@ impl Clients {
                     None,
                     "scaleway-queues",
                 );
-                let config = aws_sdk_sqs::Config::builder()
-                    .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-                    .region(aws_sdk_sqs::config::Region::new(region.to_owned()))
-                    .endpoint_url(endpoint)
-                    .credentials_provider(credentials)
-                    .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
-                    .build();
-                aws_sdk_sqs::Client::from_conf(config)
+                self.sqs_client(region, endpoint, credentials)
             })
             .clone()
     }
 
-    #[cfg(feature = "s3")]
-    fn aws_credentials(&self) -> aws_credential_types::Credentials {
-        aws_credential_types::Credentials::new(
-            self.config.access_key.clone(),
-            self.config.secret_key.expose().to_owned(),
-            None,
-            None,
-            "scaleway",
-        )
+    /// An SQS client of Queues in `region`, at `endpoint` (what `sqs-info` answers for
+    /// the project), signing with `credentials` (Queues' own), under the policy and on
+    /// the shared HTTPS client.
+    #[cfg(feature = "sqs")]
+    pub(crate) fn sqs_client(
+        &self,
+        region: &str,
+        endpoint: &str,
+        credentials: aws_credential_types::Credentials,
+    ) -> aws_sdk_sqs::Client {
+        aws_sdk::sqs(region, endpoint, credentials, &self.setup, &self.https)
     }
 }

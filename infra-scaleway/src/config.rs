@@ -6,7 +6,8 @@
 //! `SCW_DEFAULT_ORGANIZATION_ID`, `SCW_API_URL`) over the active profile of the CLI's
 //! configuration file (`SCW_CONFIG_PATH`, else `$XDG_CONFIG_HOME/scw/config.yaml`, else
 //! `~/.config/scw/config.yaml`; `SCW_PROFILE` or the file's `active_profile` picks the
-//! profile) over the file's top level.
+//! profile) over the file's top level, and the retry policy from `INFRA_RETRY_BUDGET`
+//! and `INFRA_REQUEST_TIMEOUT`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -84,7 +85,9 @@ impl fmt::Debug for ScalewayConfig {
 
 impl ScalewayConfig {
     /// The project every resource lives in, reached with an API key (its access key,
-    /// `SCW…`, and its secret key, sent as `X-Auth-Token` and never printed).
+    /// `SCW…`, and its secret key, sent as `X-Auth-Token` and never printed). Calls are
+    /// retried by [`RetryPolicy::from_env`] (the default policy, with a warning, when
+    /// its variables are not durations), on the system clock.
     pub fn new(
         access_key: impl Into<String>,
         secret_key: SecretString,
@@ -174,7 +177,8 @@ impl ScalewayConfig {
         self
     }
 
-    /// The clock asynchronous work is awaited on (a `ManualClock` in tests).
+    /// The clock asynchronous work is awaited on, and Object Storage's and Queues'
+    /// retries wait on (a `ManualClock` in tests; their timeouts run on real time).
     #[must_use]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -189,9 +193,10 @@ impl ScalewayConfig {
         self
     }
 
-    /// How the REST calls are retried, and how long each attempt may take (by
-    /// default [`RetryPolicy::from_env`]: `INFRA_RETRY_BUDGET`, `INFRA_REQUEST_TIMEOUT`).
-    /// Its waits are taken on the configuration's clock.
+    /// How every call is retried, and how long each attempt may take (by default
+    /// [`RetryPolicy::from_env`]: `INFRA_RETRY_BUDGET`, `INFRA_REQUEST_TIMEOUT`): the REST
+    /// calls by the crate's own loop, Object Storage's and Queues' through the AWS SDK's
+    /// retry machinery; the waits are taken on the configuration's clock.
     #[must_use]
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
@@ -246,6 +251,7 @@ impl ScalewayConfig {
     /// the two Queues variables without the other; a retry variable that is not a
     /// duration.
     pub fn from_env() -> Result<Self, String> {
+        let retry_policy = RetryPolicy::from_env()?;
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let profile = match config_path(&var) {
             Some(path) => read_profile(&path, var("SCW_PROFILE").as_deref())?,
@@ -283,7 +289,7 @@ impl ScalewayConfig {
         if let Some(key) = queues_key_of(&var)? {
             config = config.queues_key(key);
         }
-        Ok(config.retry_policy(RetryPolicy::from_env()?))
+        Ok(config.retry_policy(retry_policy))
     }
 }
 

@@ -17,6 +17,8 @@
 mod api;
 #[cfg(any(feature = "s3", feature = "sqs"))]
 mod aws_error;
+#[cfg(any(feature = "s3", feature = "sqs"))]
+mod aws_sdk;
 mod clients;
 mod config;
 mod error;

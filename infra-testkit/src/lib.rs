@@ -15,6 +15,8 @@ pub mod evidence;
 pub mod gcp;
 #[cfg(any(feature = "gcp", feature = "scaleway", feature = "transit"))]
 mod http;
+#[cfg(feature = "relay")]
+pub mod relay;
 #[cfg(feature = "scaleway")]
 pub mod scaleway;
 pub mod sim;

@@ -11,6 +11,8 @@
 //! `INFRA_SCALEWAY_KINDS=secrets,iam` runs the suite on those kinds only.
 
 mod access;
+mod aws_storm;
+mod aws_wire;
 mod containers;
 mod functions;
 mod iam;

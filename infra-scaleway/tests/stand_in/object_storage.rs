@@ -19,7 +19,7 @@ use infra_core::sdk::{Backend, ErrorKind, MARKER_KEY, Marker, Sighting};
 use serde_json::{Value, json};
 
 use super::support::{create, delete_all, tags, update};
-use super::wire::{Fault, Seen, another_tool, fresh, on_moto};
+use super::wire::{Fault, Seen, another_tool, another_tools_http, fresh, on_moto};
 
 const REGION: &str = "fr-par";
 const OTHER: &str = "nl-ams";
@@ -34,6 +34,7 @@ fn s3(moto: &str, region: &str) -> aws_sdk_s3::Client {
         .endpoint_url(moto)
         .force_path_style(true)
         .credentials_provider(another_tool())
+        .http_client(another_tools_http())
         .build();
     aws_sdk_s3::Client::from_conf(config)
 }

@@ -15,7 +15,7 @@ use infra_core::sdk::{Backend, ErrorKind, Marker};
 use serde_json::{Value, json};
 
 use super::support::{create, delete_all, update};
-use super::wire::{Fault, Seen, another_tool, fresh, on_moto};
+use super::wire::{Fault, Seen, another_tool, another_tools_http, fresh, on_moto};
 
 const REGION: &str = "fr-par";
 const OTHER: &str = "nl-ams";
@@ -29,6 +29,7 @@ fn sqs(moto: &str, region: &str) -> aws_sdk_sqs::Client {
         .region(Region::new(region.to_owned()))
         .endpoint_url(moto)
         .credentials_provider(another_tool())
+        .http_client(another_tools_http())
         .build();
     aws_sdk_sqs::Client::from_conf(config)
 }

@@ -296,3 +296,13 @@ pub(crate) fn fresh(what: &str) -> String {
 pub(crate) fn another_tool() -> Credentials {
     Credentials::new("SCWOTHERTOOL", "other", None, None, "test")
 }
+
+/// The HTTP client of another tool looking at moto directly (the SDK brings none here:
+/// this crate builds it without its default HTTPS client).
+pub(crate) fn another_tools_http() -> aws_smithy_runtime_api::client::http::SharedHttpClient {
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+            aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https()
+}
