@@ -15,38 +15,8 @@ use infra_core::{
     prelude::{AwsRegion, Expr, Fleet, Partial, compose_secret},
     sdk::Backend,
 };
-use infra_testkit::conformance::{Conformance, KindSample, Report, Variant, samples};
+use infra_testkit::conformance::{Conformance, KindSample, Variant, samples};
 use infra_testkit::evidence::{Evidence, Record};
-
-/// The act of a kind a conformance check holds against moto, for the evidence count.
-fn act_of(check: &str) -> Option<&'static str> {
-    Some(match check {
-        "create_writes_the_marker" | "a_taken_name_is_conflict" => "create",
-        "read_after_create_eventually_sees_it"
-        | "read_reports_the_marker_and_the_engine_strips_it"
-        | "reported_fields_round_trip_without_sentinels"
-        | "observation_tells_present_from_absent" => "read",
-        "list_answers_only_its_region" | "list_shows_resources_whatever_their_owner" => "list",
-        "update_changes_only_mutable_fields" => "update",
-        "a_forces_replace_change_is_a_replace" => "replace",
-        "delete_of_an_absent_resource_is_not_found" | "prune_deletes_only_owned_orphans" => {
-            "delete"
-        }
-        "mark_keeps_ours_and_refuses_anothers" => "mark",
-        _ => return None,
-    })
-}
-
-/// The (kind, act) pairs a passed conformance run held against moto.
-fn conformance_evidence(report: &Report) -> Evidence {
-    let mut evidence = Evidence::new("aws", Record::Moto, "moto-conformance");
-    for outcome in report.passed() {
-        if let (Some(kind), Some(act)) = (outcome.kind, act_of(outcome.check)) {
-            evidence.checked(kind, act);
-        }
-    }
-    evidence
-}
 
 /// A backend on the moto server named by `AWS_ENDPOINT_URL`, or `None` after a loud skip.
 async fn moto() -> Option<Arc<Router>> {
@@ -287,7 +257,9 @@ async fn the_aws_backend_passes_the_conformance_suite_on_moto() {
             "{kind} was not exercised"
         );
     }
-    conformance_evidence(&report).publish();
+    report
+        .evidence("aws", Record::Moto, "moto-conformance", |_| true)
+        .publish();
 }
 
 /// The staged fleet: every kind this build realises, with references between them,

@@ -33,6 +33,7 @@ use std::time::Duration;
 use infra_core::sdk::{Backend, ManualClock, Polling, Router};
 use infra_scaleway::{ScalewayBackend, ScalewayConfig};
 use infra_testkit::conformance::samples;
+use infra_testkit::evidence::Record;
 use infra_testkit::scaleway::ScalewayServer;
 
 pub(crate) const PROJECT: &str = "11111111-1111-4111-8111-111111111111";
@@ -111,7 +112,15 @@ async fn the_scaleway_backend_passes_the_conformance_suite_on_the_stand_ins() {
         server.shutdown().await;
         return;
     }
-    support::passes_conformance(&server, backend, samples).await;
+    let report = support::passes_conformance(&server, backend, samples).await;
+    if moto.is_some() {
+        // Object Storage and Queues ran on moto's S3 and SQS.
+        report
+            .evidence("scaleway", Record::Moto, "moto-conformance", |k| {
+                ON_MOTO.contains(&k)
+            })
+            .publish();
+    }
     server.shutdown().await;
 }
 

@@ -17,7 +17,7 @@ use infra_core::sdk::{
     Sighting,
 };
 use infra_scaleway::ScalewayBackend;
-use infra_testkit::conformance::{Conformance, KindSample};
+use infra_testkit::conformance::{Conformance, KindSample, Report};
 use infra_testkit::scaleway::{RecordedRequest, ScalewayHooks, ScalewayOptions, ScalewayServer};
 use serde_json::Value;
 
@@ -75,7 +75,7 @@ pub(crate) async fn passes_conformance(
     server: &ScalewayServer,
     backend: Arc<Router>,
     samples: Vec<KindSample>,
-) {
+) -> Report {
     let report = Conformance::new(backend as Arc<dyn Backend>, samples)
         .regions("fr-par", Some("nl-ams"))
         .hooks(Arc::new(ScalewayHooks::new(server)))
@@ -83,6 +83,7 @@ pub(crate) async fn passes_conformance(
         .await;
     eprintln!("{report}");
     report.assert_passed_with(true);
+    report
 }
 
 // ---- writes ----

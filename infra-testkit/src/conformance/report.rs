@@ -3,6 +3,8 @@
 
 use std::fmt::{self, Write as _};
 
+use crate::evidence::{Evidence, Record};
+
 /// The outcome of one check.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -115,6 +117,29 @@ impl Report {
         self.failed().any(|o| o.check == check)
     }
 
+    /// The (kind, act) pairs the passed checks held against `record`, as evidence of
+    /// `provider`'s suite `suite`, for the kinds `kinds` keeps (a backend whose kinds
+    /// run against different stand-ins counts each record's kinds apart). A check is
+    /// counted for the act it exercises (`create`, `read`, `list`, `update`, `replace`,
+    /// `delete`, `mark`); the checks of a backend as a whole are not counted.
+    pub fn evidence(
+        &self,
+        provider: &str,
+        record: Record,
+        suite: &str,
+        kinds: impl Fn(&str) -> bool,
+    ) -> Evidence {
+        let mut evidence = Evidence::new(provider, record, suite);
+        for outcome in self.passed() {
+            if let (Some(kind), Some(act)) = (outcome.kind, act_of(outcome.check))
+                && kinds(kind)
+            {
+                evidence.checked(kind, act);
+            }
+        }
+        evidence
+    }
+
     /// Whether nothing failed.
     pub fn is_success(&self) -> bool {
         self.failed().next().is_none()
@@ -202,4 +227,23 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.render())
     }
+}
+
+/// The act of a kind a conformance check exercises, for evidence counts.
+fn act_of(check: &str) -> Option<&'static str> {
+    Some(match check {
+        "create_writes_the_marker" | "a_taken_name_is_conflict" => "create",
+        "read_after_create_eventually_sees_it"
+        | "read_reports_the_marker_and_the_engine_strips_it"
+        | "reported_fields_round_trip_without_sentinels"
+        | "observation_tells_present_from_absent" => "read",
+        "list_answers_only_its_region" | "list_shows_resources_whatever_their_owner" => "list",
+        "update_changes_only_mutable_fields" => "update",
+        "a_forces_replace_change_is_a_replace" => "replace",
+        "delete_of_an_absent_resource_is_not_found" | "prune_deletes_only_owned_orphans" => {
+            "delete"
+        }
+        "mark_keeps_ours_and_refuses_anothers" => "mark",
+        _ => return None,
+    })
 }
