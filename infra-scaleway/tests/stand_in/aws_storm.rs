@@ -20,15 +20,16 @@ use infra_core::sdk::{Backend, Clock, ManualClock, RetryPolicy};
 use infra_scaleway::ScalewayBackend;
 use infra_testkit::relay::{Relay, StormFigures, retry_after_violations, storm};
 
-use super::support::stand_in;
+use super::support::stand_in_on;
 use super::wire::{another_tool, another_tools_http, fresh};
 use super::{config, moto};
 
 const REGION: &str = "fr-par";
 /// How long the storm lasts, on the manual clock.
 const STORM: Duration = Duration::from_secs(30);
-/// How many buckets, and how many queues.
-const EACH: usize = 3;
+/// How many buckets, and how many queues: enough calls for the storm's thirty seconds
+/// to pass on the manual clock (the sum of every retry's wait) before the apply ends.
+const EACH: usize = 12;
 
 fn fleet(prefix: &str) -> Fleet {
     let mut f = Fleet::builder(format!("{prefix}storm"));
@@ -102,8 +103,8 @@ async fn in_moto(moto: &str, prefix: &str) -> (usize, usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buckets_and_queues_applied_through_a_throttling_storm_are_made_once_and_nothing_fails() {
     let Some(moto) = moto() else { return };
-    let server = stand_in().await;
     let clock = Arc::new(ManualClock::new());
+    let server = stand_in_on(&clock).await;
     let relay = Relay::start(&moto, clock.clone())
         .await
         .expect("the relay starts");

@@ -300,10 +300,18 @@ async fn queues_speak_sqs_json_protocol_as_scaleway_answered_it() {
         .await
         .expect("the delete succeeds");
     let requests = relay.requests();
+    // The Queues credentials the backend made for the run (still alive: they are
+    // deleted when the backend is dropped).
+    let queues_keys: Vec<String> = server
+        .queues_credentials(REGION)
+        .into_iter()
+        .map(|c| c.access_key)
+        .collect();
+    assert!(!queues_keys.is_empty(), "no Queues credentials were made");
 
     // Every call is SQS's JSON protocol: POST / with AmazonSQS.<Action> and
-    // application/x-amz-json-1.0, a JSON body, signed with the API key (Queues'
-    // credentials are the project's own; no `@project` here).
+    // application/x-amz-json-1.0, a JSON body, signed with the run's Queues credentials,
+    // never the API key (Queues does not take it; no `@project` here either).
     for r in &requests {
         let target = r.header("x-amz-target").unwrap_or_default();
         assert_eq!(
@@ -318,7 +326,9 @@ async fn queues_speak_sqs_json_protocol_as_scaleway_answered_it() {
             "{target}"
         );
         assert!(r.body.starts_with('{'), "{target}: {}", r.body);
-        assert_eq!(credential(r), ACCESS_KEY, "{target}");
+        let signer = credential(r);
+        assert_ne!(signer, ACCESS_KEY, "{target}: signed with the API key");
+        assert!(queues_keys.contains(&signer), "{target}: {signer}");
     }
 
     let accepted = recorded_sqs();
