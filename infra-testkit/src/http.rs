@@ -1,10 +1,9 @@
-//! What the HTTP stand-ins share: a server running on loopback (its address, its
-//! state, and the means to stop it), the accept loop, and the decoding of paths and
-//! queries.
+//! What the HTTP stand-ins and the relay share: a server running on loopback (its
+//! address, its state, and the means to stop it), the accept loop, and the decoding of
+//! paths and queries.
 
 #[cfg(any(feature = "gcp", feature = "scaleway"))]
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -29,6 +28,50 @@ pub(crate) struct Running<S> {
     task: Option<JoinHandle<()>>,
 }
 
+/// No answer: the connection is closed instead (a request a relay drops, or whose
+/// answer it loses).
+#[derive(Debug)]
+#[cfg_attr(
+    not(feature = "relay"),
+    allow(dead_code, reason = "only the relay hangs up")
+)]
+pub(crate) struct Hangup;
+
+impl std::fmt::Display for Hangup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the connection is closed without an answer")
+    }
+}
+
+impl std::error::Error for Hangup {}
+
+/// What a server's answer to a request is: a response, or, where it may hang up
+/// instead, either.
+pub(crate) trait Answer: Send + 'static {
+    /// The response, or [`Hangup`].
+    fn answer(self) -> Result<Response<Full<Bytes>>, Hangup>;
+}
+
+impl Answer for Response<Full<Bytes>> {
+    fn answer(self) -> Result<Response<Full<Bytes>>, Hangup> {
+        Ok(self)
+    }
+}
+
+impl Answer for Result<Response<Full<Bytes>>, Hangup> {
+    fn answer(self) -> Result<Response<Full<Bytes>>, Hangup> {
+        self
+    }
+}
+
+impl<S> std::fmt::Debug for Running<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<S: Send + 'static> Running<S> {
     /// Binds `port` of `127.0.0.1` (0: a free one), makes the state from the address
     /// bound (`http://127.0.0.1:PORT`), and serves each request with `answer`.
@@ -39,7 +82,8 @@ impl<S: Send + 'static> Running<S> {
     ) -> io::Result<Self>
     where
         F: Fn(Arc<Mutex<S>>, Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-        Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: Answer,
     {
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
         let address = listener.local_addr()?;
@@ -55,6 +99,7 @@ impl<S: Send + 'static> Running<S> {
     }
 
     /// The socket address served.
+    #[cfg(feature = "transit")]
     pub(crate) fn socket_addr(&self) -> SocketAddr {
         self.address
     }
@@ -116,7 +161,8 @@ pub struct RecordedRequest {
 }
 
 /// Accepts connections on `listener` until `stopped` fires, answering each request with
-/// `answer` (given the shared `state`); connections still open are then closed.
+/// `answer` (given the shared `state`), or closing its connection when `answer` hangs
+/// up; connections still open are then closed.
 async fn serve<S, F, Fut>(
     listener: TcpListener,
     state: Arc<S>,
@@ -125,7 +171,8 @@ async fn serve<S, F, Fut>(
 ) where
     S: Send + Sync + 'static,
     F: Fn(Arc<S>, Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: Answer,
 {
     let mut connections = JoinSet::new();
     loop {
@@ -138,7 +185,7 @@ async fn serve<S, F, Fut>(
                 connections.spawn(async move {
                     let service = service_fn(move |request| {
                         let reply = answer(Arc::clone(&state), request);
-                        async move { Ok::<_, Infallible>(reply.await) }
+                        async move { reply.await.answer() }
                     });
                     let _ = http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
@@ -152,7 +199,7 @@ async fn serve<S, F, Fut>(
 }
 
 /// `%XX` escapes decoded (and `+` kept: the clients send `%20` for spaces).
-#[cfg(any(feature = "gcp", feature = "scaleway"))]
+#[cfg(any(feature = "gcp", feature = "scaleway", feature = "relay"))]
 pub(crate) fn decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let hex = |b: u8| (b as char).to_digit(16);
@@ -173,9 +220,29 @@ pub(crate) fn decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A query string's parameters, decoded.
+/// A stand-in's request as a storm logs it: its method, path and query, for people,
+/// and what identifies the call ([`call_of`](crate::storm::call_of)). Google's `$alt`
+/// (how the answer is to be encoded) is left out.
 #[cfg(any(feature = "gcp", feature = "scaleway"))]
-pub(crate) fn parse_query(query: Option<&str>) -> BTreeMap<String, String> {
+pub(crate) fn storm_call(
+    method: &str,
+    path: &str,
+    query: &BTreeMap<String, String>,
+    body: &serde_json::Value,
+) -> (String, String) {
+    let query: Vec<String> = query
+        .iter()
+        .filter(|(k, _)| k.as_str() != "$alt")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let query = query.join("&");
+    let call = crate::storm::call_of(method, path, &query, &body.to_string());
+    (format!("{method} {path}?{query}"), call)
+}
+
+/// A query string's parameters, decoded, in the order sent (a name may repeat).
+#[cfg(any(feature = "gcp", feature = "scaleway", feature = "relay"))]
+pub(crate) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
     query
         .unwrap_or("")
         .split('&')
@@ -185,6 +252,12 @@ pub(crate) fn parse_query(query: Option<&str>) -> BTreeMap<String, String> {
             None => (decode(pair), String::new()),
         })
         .collect()
+}
+
+/// A query string's parameters, decoded, by name.
+#[cfg(any(feature = "gcp", feature = "scaleway"))]
+pub(crate) fn parse_query(query: Option<&str>) -> BTreeMap<String, String> {
+    query_pairs(query).into_iter().collect()
 }
 
 #[cfg(all(test, any(feature = "gcp", feature = "scaleway")))]

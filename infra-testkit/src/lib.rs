@@ -13,13 +13,19 @@ pub mod conformance;
 pub mod evidence;
 #[cfg(feature = "gcp")]
 pub mod gcp;
-#[cfg(any(feature = "gcp", feature = "scaleway", feature = "transit"))]
+#[cfg(any(
+    feature = "gcp",
+    feature = "scaleway",
+    feature = "relay",
+    feature = "transit"
+))]
 mod http;
 #[cfg(feature = "relay")]
 pub mod relay;
 #[cfg(feature = "scaleway")]
 pub mod scaleway;
 pub mod sim;
+pub mod storm;
 pub mod strategy;
 #[cfg(feature = "talos")]
 pub mod talos;

@@ -30,8 +30,8 @@ use infra_core::prelude::{Expr, Gcp, Partial};
 use infra_core::sdk::{Backend, Clock, RetryPolicy, Router, SystemClock};
 use infra_gcp::{GcpBackend, GcpConfig, Polling, Service};
 use infra_testkit::conformance::{Conformance, KindSample, Variant, samples};
-use infra_testkit::gcp::relay::Relay;
 use infra_testkit::gcp::{GcpHooks, GcpServer};
+use infra_testkit::relay::Relay;
 
 pub(crate) const PROJECT: &str = "infra-test-project";
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use infra_core::sdk::SystemClock;
 use infra_testkit::evidence::{Evidence, Record};
 use infra_testkit::gcp::GcpServer;
-use infra_testkit::gcp::relay::Relay;
+use infra_testkit::relay::Relay;
 use serde_json::Value;
 
 use super::{PROJECT, schema};

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use infra_testkit::evidence::{Evidence, Record};
 use infra_testkit::gcp::discovery::{Catalogue, Discovery};
-use infra_testkit::gcp::relay::{Body, Exchange};
+use infra_testkit::relay::Exchange;
 
 /// The extracts, by API.
 const EXTRACTS: [(&str, &str); 8] = [
@@ -129,7 +129,7 @@ fn act_of(verb: &str) -> &str {
 /// of Google's shape (the backend then has no grant to make; the stand-in implements
 /// them, and its answers are checked). Real Pub/Sub implements every one.
 fn emulator_unimplemented(x: &Exchange) -> bool {
-    x.status == 501
+    x.status == Some(501)
         && x.path.starts_with("/v1/projects/")
         && (x.path.contains("/topics/") || x.path.contains("/subscriptions/"))
         && [":getIamPolicy", ":setIamPolicy", ":testIamPermissions"]
@@ -161,15 +161,22 @@ impl Held {
                 held.unimplemented += 1;
                 continue;
             }
+            let Some(status) = x.status else {
+                held.problems
+                    .entry(format!("{} {}", x.method, x.path))
+                    .or_default()
+                    .push("no answer".to_owned());
+                continue;
+            };
             let checked = catalogue.check(
                 &x.method,
                 &x.path,
                 &x.query,
                 x.request.json(),
-                x.status,
+                status,
                 x.response.json(),
             );
-            if matches!(x.request, Body::Other(_)) || matches!(x.response, Body::Other(_)) {
+            if x.request.is_other() || x.response.is_other() {
                 held.problems
                     .entry(format!("{} {}", x.method, x.path))
                     .or_default()
@@ -184,13 +191,13 @@ impl Held {
             };
             if !checked.problems.is_empty() {
                 held.problems
-                    .entry(format!("{method} ({} {} → {})", x.method, x.path, x.status))
+                    .entry(format!("{method} ({} {} → {status})", x.method, x.path))
                     .or_default()
                     .extend(checked.problems.iter().map(ToString::to_string));
                 continue;
             }
             let (kind, act) = pair_of(&method);
-            if x.status >= 400 {
+            if status >= 400 {
                 held.pairs.insert((kind, "error".to_owned()));
             } else {
                 held.pairs.insert((kind, act));

@@ -8,14 +8,13 @@
 //! success, sent the same way.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use base64::Engine as _;
 use infra_core::kinds::{ObjectStoreSettled, QueuesSettled, Tags};
 use infra_core::prelude::Partial;
-use infra_core::sdk::{Backend, ManualClock};
+use infra_core::sdk::Backend;
 use infra_testkit::evidence::{Evidence, Record};
-use infra_testkit::relay::{Relay, Request};
+use infra_testkit::relay::{Exchange, Relay};
 use serde_json::Value;
 
 use super::support::{create, stand_in, tags, update};
@@ -35,7 +34,7 @@ fn recorded() -> Value {
 
 /// The bucket-level S3 call `r` is, by the names the recordings use; `None` for the
 /// calls that only read.
-fn s3_call(r: &Request) -> Option<&'static str> {
+fn s3_call(r: &Exchange) -> Option<&'static str> {
     let (path, query) = r.target.split_once('?').unwrap_or((&r.target, ""));
     let sub = query.split(['=', '&']).next().unwrap_or("");
     let bucket_level = path.trim_matches('/').split('/').count() == 1;
@@ -56,7 +55,7 @@ fn s3_call(r: &Request) -> Option<&'static str> {
 
 /// The integrity headers of `r`: checksums, `Content-MD5`, and the SDK's headers that
 /// announce a checksum.
-fn integrity(r: &Request) -> BTreeSet<String> {
+fn integrity(r: &Exchange) -> BTreeSet<String> {
     r.headers
         .iter()
         .map(|(k, _)| k.clone())
@@ -107,21 +106,11 @@ fn crc32_header(data: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode((!crc).to_be_bytes())
 }
 
-/// The credential an `Authorization` header names: `AKID/date/region/service/…`.
-fn credential(r: &Request) -> String {
-    let auth = r.header("authorization").unwrap_or_default();
-    auth.split("Credential=")
-        .nth(1)
-        .and_then(|c| c.split('/').next())
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// The requests of each act, in order: the relay's record cut where each act began.
 fn acts<'a>(
-    requests: &'a [Request],
+    requests: &'a [Exchange],
     starts: &[(&'static str, usize)],
-) -> Vec<(&'static str, &'a [Request])> {
+) -> Vec<(&'static str, &'a [Exchange])> {
     starts
         .iter()
         .enumerate()
@@ -136,10 +125,8 @@ fn acts<'a>(
 async fn object_storage_is_signed_for_the_project_with_checksums_only_where_s3_requires_one() {
     let Some(moto) = moto() else { return };
     let server = stand_in().await;
-    let relay = Relay::start(&moto, Arc::new(ManualClock::new()))
-        .await
-        .expect("the relay starts");
-    let backend = backend(&server, Some(relay.url()));
+    let relay = Relay::start(&moto).await.expect("the relay starts");
+    let backend = backend(&server, Some(&relay.address()));
     let name = fresh("wire");
     let spec = |versioning: bool, team: &str| ObjectStoreSettled {
         versioning: Partial::Known(versioning),
@@ -151,22 +138,22 @@ async fn object_storage_is_signed_for_the_project_with_checksums_only_where_s3_r
     create(backend.as_ref(), REGION, &name, &spec(true, "web"), FLEET)
         .await
         .expect("the create succeeds");
-    starts.push(("update", relay.requests().len()));
+    starts.push(("update", relay.exchanges().len()));
     update(backend.as_ref(), REGION, &name, &spec(false, "data"))
         .await
         .expect("the update succeeds");
-    starts.push(("delete", relay.requests().len()));
+    starts.push(("delete", relay.exchanges().len()));
     backend
         .delete("objectStore", REGION, &name)
         .await
         .expect("the delete succeeds");
-    let requests = relay.requests();
+    let requests = relay.exchanges();
 
     // Every request is signed with the key written ACCESS_KEY@PROJECT_ID.
     for r in &requests {
         assert_eq!(
-            credential(r),
-            format!("{ACCESS_KEY}@{PROJECT}"),
+            r.access_key(),
+            Some(format!("{ACCESS_KEY}@{PROJECT}").as_str()),
             "{} {}",
             r.method,
             r.target
@@ -201,7 +188,7 @@ async fn object_storage_is_signed_for_the_project_with_checksums_only_where_s3_r
                 );
                 assert_eq!(
                     r.header("x-amz-checksum-crc32"),
-                    Some(crc32_header(r.body.as_bytes()).as_str()),
+                    Some(crc32_header(r.request.bytes()).as_str()),
                     "{call}: the checksum is not the body's"
                 );
             }
@@ -266,10 +253,8 @@ fn recorded_sqs() -> BTreeSet<(String, String)> {
 async fn queues_speak_sqs_json_protocol_as_scaleway_answered_it() {
     let Some(moto) = moto() else { return };
     let server = stand_in().await;
-    let relay = Relay::start(&moto, Arc::new(ManualClock::new()))
-        .await
-        .expect("the relay starts");
-    let backend = backend(&server, Some(relay.url()));
+    let relay = Relay::start(&moto).await.expect("the relay starts");
+    let backend = backend(&server, Some(&relay.address()));
     let queue = |visibility: u32| QueuesSettled {
         fifo: false,
         visibility_timeout_seconds: Partial::Known(visibility),
@@ -283,23 +268,23 @@ async fn queues_speak_sqs_json_protocol_as_scaleway_answered_it() {
         .await
         .expect("the create succeeds")
         .handle;
-    starts.push(("read", relay.requests().len()));
+    starts.push(("read", relay.exchanges().len()));
     backend
         .read("queues", REGION, &url)
         .await
         .expect("the read");
-    starts.push(("list", relay.requests().len()));
+    starts.push(("list", relay.exchanges().len()));
     backend.list("queues", REGION).await.expect("the list");
-    starts.push(("update", relay.requests().len()));
+    starts.push(("update", relay.exchanges().len()));
     update(backend.as_ref(), REGION, &url, &queue(60))
         .await
         .expect("the update succeeds");
-    starts.push(("delete", relay.requests().len()));
+    starts.push(("delete", relay.exchanges().len()));
     backend
         .delete("queues", REGION, &url)
         .await
         .expect("the delete succeeds");
-    let requests = relay.requests();
+    let requests = relay.exchanges();
     // The Queues credentials the backend made for the run (still alive: they are
     // deleted when the backend is dropped).
     let queues_keys: Vec<String> = server
@@ -325,14 +310,15 @@ async fn queues_speak_sqs_json_protocol_as_scaleway_answered_it() {
             Some("application/x-amz-json-1.0"),
             "{target}"
         );
-        assert!(r.body.starts_with('{'), "{target}: {}", r.body);
-        let signer = credential(r);
+        let body = r.request.text();
+        assert!(body.starts_with('{'), "{target}: {body}");
+        let signer = r.access_key().unwrap_or_default().to_owned();
         assert_ne!(signer, ACCESS_KEY, "{target}: signed with the API key");
         assert!(queues_keys.contains(&signer), "{target}: {signer}");
     }
 
     let accepted = recorded_sqs();
-    let sent_as = |r: &Request| {
+    let sent_as = |r: &Exchange| {
         (
             r.header("content-type").unwrap_or_default().to_owned(),
             r.header("x-amz-target").unwrap_or_default().to_owned(),

@@ -3,7 +3,7 @@
 //! deleted again, the lifecycle kept for other tools, versioning, regions, `mark` of a
 //! bucket made elsewhere, denials, throttling and lost answers).
 //!
-//! The backend reaches moto through a [`Wire`](super::wire::Wire), which the Queues
+//! The backend reaches moto through a recording relay (`infra_testkit::relay`), which the Queues
 //! tests use too. Tests also look at moto directly with the S3 SDK, as another tool
 //! would.
 
@@ -19,7 +19,11 @@ use infra_core::sdk::{Backend, ErrorKind, MARKER_KEY, Marker, Sighting};
 use serde_json::{Value, json};
 
 use super::support::{create, delete_all, tags, update};
-use super::wire::{Fault, Seen, another_tool, another_tools_http, fresh, on_moto};
+use infra_testkit::relay::{Exchange, Fault};
+
+use super::wire::{
+    another_tool, another_tools_http, deny, fresh, on_moto, slow_down, writes as s3_writes,
+};
 
 const REGION: &str = "fr-par";
 const OTHER: &str = "nl-ams";
@@ -179,7 +183,7 @@ async fn add_their_rule(direct: &aws_sdk_s3::Client, bucket: &str) {
 
 #[tokio::test]
 async fn a_bucket_is_created_in_its_region_and_tagged_with_the_marker_right_after() {
-    let Some((server, wire, moto, backend)) = on_moto().await else {
+    let Some((server, relay, moto, backend)) = on_moto().await else {
         return;
     };
     let direct = s3(&moto, REGION);
@@ -195,20 +199,22 @@ async fn a_bucket_is_created_in_its_region_and_tagged_with_the_marker_right_afte
     .expect("the create succeeds");
 
     // On the wire: CreateBucket in fr-par, then at once the tags with the marker.
-    let seen = wire.take();
-    let writes: Vec<&Seen> = seen.iter().filter(|s| s.writes()).collect();
+    let seen = relay.take();
+    let writes: Vec<&Exchange> = seen.iter().filter(|s| s3_writes(s)).collect();
     assert!(
         writes[0].method == "PUT" && writes[0].target.starts_with(&format!("/{name}")),
         "{writes:?}"
     );
     assert!(
         writes[0]
-            .body
+            .request
+            .text()
             .contains("<LocationConstraint>fr-par</LocationConstraint>")
     );
-    assert!(!writes[0].target.contains("tagging") && !writes[0].body.contains("Tag"));
+    assert!(!writes[0].target.contains("tagging") && !writes[0].request.text().contains("Tag"));
     assert!(writes[1].target.contains("tagging"), "{writes:?}");
-    assert!(writes[1].body.contains(MARKER_KEY) && writes[1].body.contains("shop"));
+    let tagging = writes[1].request.text();
+    assert!(tagging.contains(MARKER_KEY) && tagging.contains("shop"));
 
     // As another tool sees it.
     let location = direct
@@ -272,7 +278,7 @@ async fn listed(backend: &dyn Backend, region: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn a_bucket_of_another_region_is_absent_in_every_call_and_every_listing() {
-    let Some((server, _wire, moto, backend)) = on_moto().await else {
+    let Some((server, _relay, moto, backend)) = on_moto().await else {
         return;
     };
     let direct = s3(&moto, REGION);
@@ -313,13 +319,13 @@ async fn a_bucket_of_another_region_is_absent_in_every_call_and_every_listing() 
 
 #[tokio::test]
 async fn a_bucket_that_cannot_be_marked_is_deleted_again_or_the_error_says_it_is_left() {
-    let Some((server, wire, moto, backend)) = on_moto().await else {
+    let Some((server, relay, moto, backend)) = on_moto().await else {
         return;
     };
     let direct = s3(&moto, REGION);
     let spec = store(false, None, Tags::new());
 
-    wire.fault(|s| (s.method == "PUT" && s.target.contains("tagging")).then_some(Fault::Deny));
+    relay.rule(|s| (s.method == "PUT" && s.target.contains("tagging")).then(|| deny(s)));
     let name = fresh("unmarked");
     let e = create(backend.as_ref(), REGION, &name, &spec, FLEET)
         .await
@@ -331,9 +337,9 @@ async fn a_bucket_that_cannot_be_marked_is_deleted_again_or_the_error_says_it_is
         "the unmarked bucket was deleted"
     );
 
-    wire.fault(|s| {
+    relay.rule(|s| {
         let tagging = s.method == "PUT" && s.target.contains("tagging");
-        (tagging || s.method == "DELETE").then_some(Fault::Deny)
+        (tagging || s.method == "DELETE").then(|| deny(s))
     });
     let left = fresh("left");
     let e = create(backend.as_ref(), REGION, &left, &spec, FLEET)
@@ -345,14 +351,14 @@ async fn a_bucket_that_cannot_be_marked_is_deleted_again_or_the_error_says_it_is
     );
     assert!(exists(&direct, &left).await);
     assert!(bucket_tags(&direct, &left).await.is_empty());
-    wire.heal();
+    relay.restore();
     direct.delete_bucket().bucket(&left).send().await.unwrap();
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn lifecycle_and_versioning_round_trip_and_another_tools_rule_is_kept() {
-    let Some((server, _wire, moto, backend)) = on_moto().await else {
+    let Some((server, _relay, moto, backend)) = on_moto().await else {
         return;
     };
     let direct = s3(&moto, REGION);
@@ -420,7 +426,7 @@ async fn lifecycle_and_versioning_round_trip_and_another_tools_rule_is_kept() {
 
 #[tokio::test]
 async fn an_update_writes_only_what_differs_and_removes_only_our_rule() {
-    let Some((server, wire, moto, backend)) = on_moto().await else {
+    let Some((server, relay, moto, backend)) = on_moto().await else {
         return;
     };
     let direct = s3(&moto, REGION);
@@ -432,11 +438,11 @@ async fn an_update_writes_only_what_differs_and_removes_only_our_rule() {
 
     // The same spec again writes nothing, but the versioning status when the read
     // could not say it (moto's answer, which the SDK cannot read).
-    wire.take();
+    relay.take();
     let read = update(backend.as_ref(), REGION, &name, &spec)
         .await
         .expect("the update succeeds");
-    let writes: Vec<Seen> = wire.take().into_iter().filter(Seen::writes).collect();
+    let writes: Vec<Exchange> = relay.take().into_iter().filter(s3_writes).collect();
     let unknown = !read.reported().contains_key("versioning");
     assert!(
         writes
@@ -474,7 +480,7 @@ async fn an_update_writes_only_what_differs_and_removes_only_our_rule() {
 
 #[tokio::test]
 async fn mark_takes_over_a_bucket_made_elsewhere_keeping_its_tags_and_never_another_fleets() {
-    let Some((server, wire, moto, backend)) = on_moto().await else {
+    let Some((server, relay, moto, backend)) = on_moto().await else {
         return;
     };
     let direct = s3(&moto, REGION);
@@ -490,13 +496,13 @@ async fn mark_takes_over_a_bucket_made_elsewhere_keeping_its_tags_and_never_anot
         .expect("the mark succeeds");
     let marked = tags(&[("owner", "ops"), (MARKER_KEY, "shop")]);
     assert_eq!(bucket_tags(&direct, &tagged).await, marked);
-    wire.take();
+    relay.take();
     backend
         .mark(KIND, REGION, &tagged, &shop)
         .await
         .expect("marking again succeeds");
     assert!(
-        wire.take().iter().all(|s| !s.writes()),
+        relay.take().iter().all(|s| !s3_writes(s)),
         "marking again wrote"
     );
     let e = backend
@@ -532,7 +538,7 @@ async fn mark_takes_over_a_bucket_made_elsewhere_keeping_its_tags_and_never_anot
 
 #[tokio::test]
 async fn a_name_already_taken_is_conflict_and_says_whose_the_bucket_is() {
-    let Some((server, _wire, moto, backend)) = on_moto().await else {
+    let Some((server, _relay, moto, backend)) = on_moto().await else {
         return;
     };
     let direct = s3(&moto, REGION);
@@ -566,7 +572,7 @@ async fn a_name_already_taken_is_conflict_and_says_whose_the_bucket_is() {
 
 #[tokio::test]
 async fn denials_are_never_absence_throttling_is_transient_and_lost_creates_are_settled() {
-    let Some((server, wire, moto, backend)) = on_moto().await else {
+    let Some((server, relay, moto, backend)) = on_moto().await else {
         return;
     };
     let direct = s3(&moto, REGION);
@@ -576,7 +582,7 @@ async fn denials_are_never_absence_throttling_is_transient_and_lost_creates_are_
         .await
         .expect("the create succeeds");
 
-    wire.fault(|_| Some(Fault::Deny));
+    relay.rule(|s| Some(deny(s)));
     for e in [
         backend.read(KIND, REGION, &name).await.unwrap_err(),
         backend.ownership(KIND, REGION, &name).await.unwrap_err(),
@@ -585,14 +591,14 @@ async fn denials_are_never_absence_throttling_is_transient_and_lost_creates_are_
     ] {
         assert_eq!(e.kind, ErrorKind::Denied, "{e}");
     }
-    wire.fault(|s| s.target.contains("versioning").then_some(Fault::Throttle));
+    relay.rule(|s| s.target.contains("versioning").then(|| slow_down(s)));
     let e = backend.read(KIND, REGION, &name).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Throttled, "{e}");
     assert!(e.kind.is_transient());
 
     // CreateBucket never reached Object Storage: uncertain, and nothing holds the name.
     let dropped = fresh("dropped");
-    wire.fault(|s| (s.method == "PUT" && !s.target.contains('?')).then_some(Fault::Drop));
+    relay.rule(|s| (s.method == "PUT" && !s.target.contains('?')).then_some(Fault::Drop));
     let e = create(backend.as_ref(), REGION, &dropped, &spec, FLEET)
         .await
         .unwrap_err();
@@ -605,14 +611,14 @@ async fn denials_are_never_absence_throttling_is_transient_and_lost_creates_are_
     // CreateBucket made the bucket but its answer was lost: found by name, unmarked,
     // so it cannot be told from someone else's.
     let lost = fresh("lost");
-    wire.fault(|s| (s.method == "PUT" && !s.target.contains('?')).then_some(Fault::Lose));
+    relay.rule(|s| (s.method == "PUT" && !s.target.contains('?')).then_some(Fault::Lose));
     let e = create(backend.as_ref(), REGION, &lost, &spec, FLEET)
         .await
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
     assert!(e.message.contains("marker"), "{e}");
     assert!(exists(&direct, &lost).await);
-    wire.heal();
+    relay.restore();
 
     delete_all(backend.as_ref(), KIND, REGION, &[&name, &lost]).await;
     server.shutdown().await;

@@ -15,7 +15,9 @@ use infra_core::sdk::{Backend, ErrorKind, Marker};
 use serde_json::{Value, json};
 
 use super::support::{create, delete_all, update};
-use super::wire::{Fault, Seen, another_tool, another_tools_http, fresh, on_moto};
+use infra_testkit::relay::{Exchange, Fault};
+
+use super::wire::{another_tool, another_tools_http, deny, fresh, on_moto, slow_down};
 
 const REGION: &str = "fr-par";
 const OTHER: &str = "nl-ams";
@@ -57,27 +59,25 @@ async fn moto_tags(direct: &aws_sdk_sqs::Client, url: &str) -> usize {
 }
 
 /// Fails when a request carried a tag or called a tagging action.
-fn assert_no_tags(seen: &[Seen]) {
+fn assert_no_tags(seen: &[Exchange]) {
     for s in seen {
         assert!(
-            !["TagQueue", "UntagQueue", "ListQueueTags"]
-                .iter()
-                .any(|a| s.is(a)),
+            !["TagQueue", "UntagQueue", "ListQueueTags"].contains(&s.action().as_str()),
             "the backend called {}",
-            s.action
+            s.action()
         );
+        let body = s.request.text();
         assert!(
-            !s.body.to_ascii_lowercase().contains("\"tags\""),
-            "the backend sent tags: {} {}",
-            s.action,
-            s.body
+            !body.to_ascii_lowercase().contains("\"tags\""),
+            "the backend sent tags: {} {body}",
+            s.action()
         );
     }
 }
 
 #[tokio::test]
 async fn a_queue_is_never_sent_a_tag_by_create_update_or_mark() {
-    let Some((server, wire, moto, backend)) = on_moto().await else {
+    let Some((server, relay, moto, backend)) = on_moto().await else {
         return;
     };
     let direct = sqs(&moto, REGION);
@@ -90,11 +90,13 @@ async fn a_queue_is_never_sent_a_tag_by_create_update_or_mark() {
         .await
         .expect("the create succeeds");
     let url = read.handle.clone();
-    let seen = wire.take();
+    let seen = relay.take();
     // The bodies are JSON with members by name: a `tags` member would show.
     assert!(
-        seen.iter()
-            .any(|s| s.is("CreateQueue") && s.body.contains(&format!(r#""QueueName":"{name}""#))),
+        seen.iter().any(|s| s.action() == "CreateQueue"
+            && s.request
+                .text()
+                .contains(&format!(r#""QueueName":"{name}""#))),
         "{seen:?}"
     );
     assert_no_tags(&seen);
@@ -105,8 +107,11 @@ async fn a_queue_is_never_sent_a_tag_by_create_update_or_mark() {
     update(backend.as_ref(), REGION, &url, &queue(60))
         .await
         .expect("the update succeeds");
-    let seen = wire.take();
-    assert!(seen.iter().any(|s| s.is("SetQueueAttributes")), "{seen:?}");
+    let seen = relay.take();
+    assert!(
+        seen.iter().any(|s| s.action() == "SetQueueAttributes"),
+        "{seen:?}"
+    );
     assert_no_tags(&seen);
 
     let e = backend
@@ -117,8 +122,11 @@ async fn a_queue_is_never_sent_a_tag_by_create_update_or_mark() {
     let e = backend.ownership(KIND, REGION, &url).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
     assert!(e.message.contains("no tags"), "{e}");
-    let seen = wire.take();
-    assert!(seen.iter().all(|s| s.is("GetQueueAttributes")), "{seen:?}");
+    let seen = relay.take();
+    assert!(
+        seen.iter().all(|s| s.action() == "GetQueueAttributes"),
+        "{seen:?}"
+    );
     assert_eq!(moto_tags(&direct, &url).await, 0);
 
     delete_all(backend.as_ref(), KIND, REGION, &[&url]).await;
@@ -136,7 +144,7 @@ async fn a_queue_is_never_sent_a_tag_by_create_update_or_mark() {
 
 #[tokio::test]
 async fn declared_tags_are_refused_as_invalid_before_any_call() {
-    let Some((server, wire, _moto, backend)) = on_moto().await else {
+    let Some((server, relay, _moto, backend)) = on_moto().await else {
         return;
     };
     let tagged = QueuesSettled {
@@ -154,7 +162,7 @@ async fn declared_tags_are_refused_as_invalid_before_any_call() {
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
     assert!(
-        wire.take().is_empty(),
+        relay.take().is_empty(),
         "a refused declaration reached Queues"
     );
     server.shutdown().await;
@@ -162,7 +170,7 @@ async fn declared_tags_are_refused_as_invalid_before_any_call() {
 
 #[tokio::test]
 async fn a_dead_letter_redrive_round_trips() {
-    let Some((server, _wire, moto, backend)) = on_moto().await else {
+    let Some((server, _relay, moto, backend)) = on_moto().await else {
         return;
     };
     let direct = sqs(&moto, REGION);
@@ -238,7 +246,7 @@ async fn a_dead_letter_redrive_round_trips() {
 
 #[tokio::test]
 async fn a_fifo_queue_carries_its_suffix_on_the_wire_and_its_declared_name_in_lists() {
-    let Some((server, _wire, moto, backend)) = on_moto().await else {
+    let Some((server, _relay, moto, backend)) = on_moto().await else {
         return;
     };
     let direct = sqs(&moto, REGION);
@@ -287,7 +295,7 @@ async fn a_fifo_queue_carries_its_suffix_on_the_wire_and_its_declared_name_in_li
 
 #[tokio::test]
 async fn listings_answer_their_region_and_a_taken_name_is_conflict() {
-    let Some((server, wire, _moto, backend)) = on_moto().await else {
+    let Some((server, relay, _moto, backend)) = on_moto().await else {
         return;
     };
     let here = fresh("par");
@@ -309,11 +317,11 @@ async fn listings_answer_their_region_and_a_taken_name_is_conflict() {
     let e = backend.delete(KIND, REGION, &b).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
     // A Scaleway URL of another region is absent here before any call.
-    wire.take();
+    relay.take();
     let elsewhere = "https://sqs.mnq.nl-ams.scaleway.com/project-1/orders";
     let e = backend.read(KIND, REGION, elsewhere).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
-    assert!(wire.take().is_empty());
+    assert!(relay.take().is_empty());
 
     let e = create(backend.as_ref(), REGION, &here, &queue(60), FLEET)
         .await
@@ -326,7 +334,7 @@ async fn listings_answer_their_region_and_a_taken_name_is_conflict() {
 
 #[tokio::test]
 async fn a_denied_call_is_denied_and_a_lost_create_stays_uncertain() {
-    let Some((server, wire, moto, backend)) = on_moto().await else {
+    let Some((server, relay, moto, backend)) = on_moto().await else {
         return;
     };
     let direct = sqs(&moto, REGION);
@@ -334,7 +342,7 @@ async fn a_denied_call_is_denied_and_a_lost_create_stays_uncertain() {
         .await
         .expect("the create succeeds")
         .handle;
-    wire.fault(|_| Some(Fault::Deny));
+    relay.rule(|s| Some(deny(s)));
     for e in [
         backend.list(KIND, REGION).await.unwrap_err(),
         backend.read(KIND, REGION, &url).await.unwrap_err(),
@@ -342,19 +350,19 @@ async fn a_denied_call_is_denied_and_a_lost_create_stays_uncertain() {
     ] {
         assert_eq!(e.kind, ErrorKind::Denied, "{e}");
     }
-    wire.fault(|s| s.is("ListQueues").then_some(Fault::Throttle));
+    relay.rule(|s| (s.action() == "ListQueues").then(|| slow_down(s)));
     let e = backend.list(KIND, REGION).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Throttled, "{e}");
 
     // A create whose answer is lost: it may have made the queue, and without a marker
     // nothing can tell; the error says so, and stays uncertain.
     let lost = fresh("lost");
-    wire.fault(|s| s.is("CreateQueue").then_some(Fault::Lose));
+    relay.rule(|s| (s.action() == "CreateQueue").then_some(Fault::Lose));
     let e = create(backend.as_ref(), REGION, &lost, &queue(30), FLEET)
         .await
         .unwrap_err();
     assert!(e.may_have_been_sent, "{e:?}");
-    wire.heal();
+    relay.restore();
     let made = direct
         .get_queue_url()
         .queue_name(&lost)

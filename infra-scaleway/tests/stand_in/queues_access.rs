@@ -3,7 +3,7 @@
 //! the run (never the API key), those are deleted when the backend is dropped, stale
 //! ones of earlier runs by the next run, and a key without the rights is refused before
 //! any queue call. The control plane is the stand-in's (`mnq`); the queues are moto's,
-//! reached through the recording [`Wire`](super::wire::Wire).
+//! reached through a recording relay (`infra_testkit::relay`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +16,9 @@ use infra_scaleway::{QueuesKey, ScalewayBackend, ScalewayConfig};
 use infra_testkit::scaleway::{STAND_IN_SECRET_KEY, ScalewayProduct, ScalewayServer};
 
 use super::support::{create, stand_in};
-use super::wire::{Wire, fresh};
+use infra_testkit::relay::Relay;
+
+use super::wire::fresh;
 use super::{ORGANIZATION, PROJECT, moto};
 
 const REGION: &str = "fr-par";
@@ -159,8 +161,8 @@ async fn sqs_calls_are_signed_with_queues_credentials_made_for_the_run_and_delet
         return;
     };
     let server = stand_in().await;
-    let wire = Wire::start(&moto).await;
-    server.queues_endpoint(wire.url());
+    let relay = Relay::start(&moto).await.expect("the relay starts");
+    server.queues_endpoint(&relay.address());
     // Left by runs that could not delete theirs: one two days old, one of an hour ago;
     // and credentials of someone else's, old too.
     let stale =
@@ -208,18 +210,20 @@ async fn sqs_calls_are_signed_with_queues_credentials_made_for_the_run_and_delet
         "someone else's are kept"
     );
 
-    let seen = wire.take();
-    assert!(seen.iter().any(|s| s.is("CreateQueue")), "{seen:?}");
+    let seen = relay.take();
+    assert!(seen.iter().any(|s| s.action() == "CreateQueue"), "{seen:?}");
     for s in &seen {
         assert_eq!(
-            s.access_key, ours[0].access_key,
+            s.access_key(),
+            Some(ours[0].access_key.as_str()),
             "{} was signed with another key",
-            s.action
+            s.action()
         );
         assert_ne!(
-            s.access_key, API_KEY,
+            s.access_key(),
+            Some(API_KEY),
             "{} was signed with the API key",
-            s.action
+            s.action()
         );
     }
 
@@ -247,9 +251,9 @@ async fn configured_queues_credentials_are_used_as_they_are() {
         return;
     };
     let server = stand_in().await;
-    let wire = Wire::start(&moto).await;
+    let relay = Relay::start(&moto).await.expect("the relay starts");
     let config = config(&server, &moto)
-        .sqs_endpoint(wire.url())
+        .sqs_endpoint(relay.address())
         .queues_key(QueuesKey::new(
             "SCWQCONFIGURED",
             SecretString::new("q-secret"),
@@ -270,10 +274,11 @@ async fn configured_queues_credentials_are_used_as_they_are() {
         .await
         .expect("deleted");
     assert!(mnq_calls(&server).is_empty(), "{:?}", mnq_calls(&server));
-    let seen = wire.take();
+    let seen = relay.take();
     assert!(!seen.is_empty());
     assert!(
-        seen.iter().all(|s| s.access_key == "SCWQCONFIGURED"),
+        seen.iter()
+            .all(|s| s.access_key() == Some("SCWQCONFIGURED")),
         "{seen:?}"
     );
     server.shutdown().await;

@@ -17,15 +17,16 @@ use std::time::Duration;
 use infra_core::engine::{Engine, MemoryStore, Options};
 use infra_core::kinds::*;
 use infra_core::prelude::{Backends, Expr, Fleet, Partial, ScalewayRegion};
-use infra_core::sdk::{Backend, Clock, ManualClock};
+use infra_core::sdk::{Backend, ManualClock};
 use infra_testkit::conformance::staged::EMPTY_ZIP;
-use infra_testkit::scaleway::StormRecord;
+use infra_testkit::storm::{Storm, StormFigures};
 
 use super::support::{backend_on, stand_in_on};
 
 /// How many resources of each REST kind the fleet holds.
 const EACH: usize = 3;
-const RATE: f64 = 0.5;
+/// The share refused, in thousandths: every other call.
+const REFUSED_PER_MILLE: u32 = 500;
 const LASTS: Duration = Duration::from_secs(30);
 const RETRY_AFTER: Duration = Duration::from_secs(3);
 
@@ -175,19 +176,6 @@ fn declared() -> BTreeMap<&'static str, usize> {
     ])
 }
 
-/// What tells one call from another in the log: its method, path, query and the name
-/// its body gives. A write of one resource is made by one task of the apply, so two
-/// records of a write alike are the same call tried again.
-fn call_of(r: &StormRecord) -> (String, String, String, Option<String>) {
-    let query: Vec<String> = r.query.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    (
-        r.method.clone(),
-        r.path.clone(),
-        query.join("&"),
-        r.name.clone(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttling_storm_is_waited_out_and_every_resource_is_made_once() {
     let clock = Arc::new(ManualClock::new());
@@ -203,14 +191,25 @@ async fn a_throttling_storm_is_waited_out_and_every_resource_is_made_once() {
         Arc::new(MemoryStore::new()),
     )
     .with_clock(clock.clone());
-    let storm_clock: Arc<dyn Clock> = clock.clone();
-    server.storm(storm_clock, RATE, LASTS, RETRY_AFTER);
+    let storm = Storm::new(clock.clone(), LASTS)
+        .refusing(REFUSED_PER_MILLE)
+        .evenly()
+        .retry_after_every(1, RETRY_AFTER);
+    server.storm(storm.clone());
     let outcome = engine
         .apply(&fleet.plan(), &Options::default())
         .await
         .expect("the apply runs");
-    let log = server.storm_log();
+    let calls = server.storm_calls();
     server.restore();
+    // A write of one resource is made by one task of the apply, so two calls of a write
+    // alike (method, path, query and body) are the same call tried again; reads are
+    // made alike by several tasks, and left out.
+    let figures = StormFigures::judging(&storm, &calls, |c| c.method != "GET");
+    eprintln!(
+        "storm on the stand-in (infra-scaleway): {figures}; {} resources applied",
+        outcome.result.applied.len()
+    );
 
     // No failure, and everything made.
     assert!(
@@ -221,56 +220,28 @@ async fn a_throttling_storm_is_waited_out_and_every_resource_is_made_once() {
     assert!(outcome.is_success(), "{:#?}", outcome.result);
     assert_eq!(outcome.result.applied.len(), fleet.len());
 
-    // The storm did refuse, for as long as it was to, and was waited out.
-    let refused: Vec<&StormRecord> = log.iter().filter(|r| r.status == 429).collect();
-    let during = log.iter().filter(|r| r.at < LASTS).count();
+    // The storm did refuse, for as long as it was to, every refusal asking for its
+    // wait, and was waited out: every refused write came again, no sooner than its
+    // Retry-After asked.
+    figures.assert_outlasted();
     assert!(
-        refused.len() * 4 >= during,
-        "a storm of {RATE}: {} of {during} calls refused",
-        refused.len()
-    );
-    assert!(
-        refused
+        calls
             .iter()
-            .all(|r| r.at < LASTS && r.retry_after == Some(RETRY_AFTER))
+            .filter(|c| c.refused)
+            .all(|c| c.at < LASTS && c.retry_after == Some(RETRY_AFTER)),
+        "{figures}"
     );
-    let last = log.last().expect("calls were made");
-    assert!(
-        last.at >= LASTS,
-        "the apply ended within the storm: {:?}",
-        last.at
-    );
-
-    // Every refused call came again no sooner than its Retry-After asked; the writes
-    // (one task each) are followed call by call.
-    let mut next: BTreeMap<_, Vec<&StormRecord>> = BTreeMap::new();
-    for r in &log {
-        next.entry(call_of(r)).or_default().push(r);
-    }
-    let mut followed = 0;
-    for (call, tries) in &next {
-        if call.0 == "GET" {
-            continue;
-        }
-        for pair in tries.windows(2) {
-            if let Some(wait) = pair[0].retry_after {
-                followed += 1;
-                assert!(
-                    pair[1].at >= pair[0].at + wait,
-                    "{call:?} was tried again {:?} after a refusal asking for {wait:?}",
-                    pair[1].at - pair[0].at
-                );
-            }
-        }
-    }
-    assert!(followed > 0, "no refused write was tried again");
 
     // Every create landed once: one successful POST per resource, and the stand-in
     // holds each name once.
     let mut made: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for r in log.iter().filter(|r| r.method == "POST" && r.status < 300) {
-        if let Some(name) = &r.name {
-            *made.entry((r.path.clone(), name.clone())).or_default() += 1;
+    for r in server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.status < 300)
+    {
+        if let Some(name) = r.body.get("name").and_then(|n| n.as_str()) {
+            *made.entry((r.path.clone(), name.to_owned())).or_default() += 1;
         }
     }
     let twice: Vec<_> = made.iter().filter(|(_, n)| **n > 1).collect();
@@ -284,14 +255,5 @@ async fn a_throttling_storm_is_waited_out_and_every_resource_is_made_once() {
             "{kind}: {listed:?}"
         );
     }
-    eprintln!(
-        "storm: {} calls over {:.0} s of the clock, {} refused while it lasted ({during} \
-         calls then), {} refused writes followed; {} resources applied",
-        log.len(),
-        last.at.as_secs_f64(),
-        refused.len(),
-        followed,
-        outcome.result.applied.len()
-    );
     server.shutdown().await;
 }

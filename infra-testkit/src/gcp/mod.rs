@@ -52,7 +52,7 @@
 //! [`ManualClock`] and sleeps on it between polls moves time on.
 //!
 //! Held against evidence this project did not write: Google's discovery documents
-//! ([`discovery`], with the traffic a [`relay::Relay`] records), Google's Python client
+//! ([`discovery`], with the traffic `infra_testkit::relay` records), Google's Python client
 //! (`infra-gcp/tests/official_client/`), and, for buckets, fake-gcs-server. What it
 //! still does not model, and so what no test run on it can show:
 //!
@@ -72,7 +72,8 @@
 //! eventual consistency), [`lose_answers`](GcpServer::lose_answers): the next
 //! writes are carried out but answered 504, so that the client cannot tell,
 //! [`deny_policy_writes`](GcpServer::deny_policy_writes) of resources' IAM policies,
-//! and a throttling [`storm`](GcpServer::storm) on a clock the test gives.
+//! and a throttling [`storm`](GcpServer::storm) on a clock the test gives, refusing with
+//! 429 `RESOURCE_EXHAUSTED`.
 //!
 //! The server records every request (method, path, query, body) with secret payloads
 //! replaced by `"<redacted>"`, never a token. Dropping the server stops it.
@@ -82,15 +83,11 @@ pub mod discovery;
 mod iam;
 mod policies;
 mod pubsub;
-pub mod relay;
 mod run;
 mod secrets;
 mod sql;
 mod storage;
-mod storm;
 mod wire;
-
-pub use storm::{Storm, StormCall};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -106,7 +103,8 @@ use infra_core::sdk::{Clock, ManualClock};
 
 use crate::conformance::ConformanceHooks;
 pub use crate::http::RecordedRequest;
-use crate::http::{Running, decode, parse_query};
+use crate::http::{Running, decode, parse_query, storm_call};
+use crate::storm::{Storm, StormCall, StormState};
 use wire::{Enums, Operations, Reply, Req};
 
 /// The largest request body served (8 MiB).
@@ -234,7 +232,7 @@ pub(crate) struct State {
     pub(crate) iam: iam::Iam,
     pub(crate) pubsub: pubsub::PubSub,
     pub(crate) policies: policies::Policies,
-    storm: Option<storm::Armed>,
+    storm: StormState,
     /// The time: long-running work is done when its time has come on this clock.
     clock: TimeSource,
     /// How long the long-running work started from now takes.
@@ -258,7 +256,7 @@ impl State {
             iam: iam::Iam::default(),
             pubsub: pubsub::PubSub::default(),
             policies: policies::Policies::default(),
-            storm: None,
+            storm: StormState::default(),
             clock: TimeSource(clock),
             settling: DEFAULT_SETTLING,
             last_stamp: 0,
@@ -323,7 +321,7 @@ impl State {
     /// Serves one request.
     fn answer(&mut self, req: &Req<'_>) -> Reply {
         self.settle();
-        if let Some(refused) = self.storm.as_mut().and_then(|s| s.refuse(req)) {
+        if let Some(refused) = self.stormed(req) {
             return refused;
         }
         let service = GcpService::of_path(req.path);
@@ -365,6 +363,25 @@ impl State {
             service.enums().write_as_numbers(&mut reply.body);
         }
         reply
+    }
+
+    /// The refusal of `req`, when a storm armed refuses it.
+    fn stormed(&mut self, req: &Req<'_>) -> Option<Reply> {
+        if !self.storm.is_armed() {
+            return None;
+        }
+        let (what, call) = storm_call(req.method, req.path, req.query, req.body);
+        let refused = self.storm.receive(req.method, &what, &call)?;
+        let reply = Reply::error(
+            429,
+            "RESOURCE_EXHAUSTED",
+            "Quota exceeded for quota metric 'Requests' and limit 'Requests per minute' \
+             (a throttling storm armed on the stand-in)",
+        );
+        Some(match refused.retry_after {
+            Some(wait) => reply.with_retry_after(wait),
+            None => reply,
+        })
     }
 
     /// `GET /v3/projects/{id}`.
@@ -447,16 +464,9 @@ impl State {
 }
 
 /// A running stand-in (see the module documentation).
+#[derive(Debug)]
 pub struct GcpServer {
     running: Running<State>,
-}
-
-impl std::fmt::Debug for GcpServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GcpServer")
-            .field("address", &self.running.socket_addr())
-            .finish_non_exhaustive()
-    }
 }
 
 impl GcpServer {
@@ -555,7 +565,7 @@ impl GcpServer {
         let mut state = self.state();
         state.faults = Faults::default();
         state.policies.deny_writes = false;
-        state.storm = None;
+        state.storm.lift();
     }
 
     /// Every `setIamPolicy` of a resource (a Cloud Run service, a Pub/Sub topic or
@@ -568,18 +578,15 @@ impl GcpServer {
     /// refused with 429 `RESOURCE_EXHAUSTED`. Arming another replaces it; the calls of
     /// the one before are forgotten.
     pub fn storm(&self, storm: Storm) {
-        self.state().storm = Some(storm::Armed::new(storm));
+        self.state().storm.arm(storm);
     }
 
-    /// The calls received since the storm was armed (during it and after it), oldest
-    /// first, with their times on its clock; empty when none was armed.
+    /// The calls received since the storm was armed (during it and after it, until
+    /// restored), oldest first, with their times on its clock; empty when none was
+    /// armed.
     #[must_use]
     pub fn storm_calls(&self) -> Vec<StormCall> {
-        self.state()
-            .storm
-            .as_ref()
-            .map(|s| s.log.clone())
-            .unwrap_or_default()
+        self.state().storm.calls()
     }
 
     /// The bindings of the IAM policy of `resource` (a Cloud Run service, a Pub/Sub

@@ -52,8 +52,8 @@
 //! [`lose_answers`](ScalewayServer::lose_answers): the next writes are carried out but
 //! answered 504, so that the client cannot tell; and a throttling
 //! [`storm`](ScalewayServer::storm) on a clock of the test's, which answers a share of
-//! every call 429 with a `Retry-After` for a length of that clock's time, recording
-//! when each call came ([`storm_log`](ScalewayServer::storm_log)).
+//! every call 429 `too_many_requests` for a length of that clock's time, recording when
+//! each call came ([`storm_calls`](ScalewayServer::storm_calls)).
 //!
 //! The server records every request (method, path, query, body) with secret values
 //! (`password`, a version's `data`, secret environment variables) replaced by
@@ -110,7 +110,8 @@ pub use auth::{ApiKey, STAND_IN_ACCESS_KEY, STAND_IN_SECRET_KEY, is_access_key, 
 
 use crate::conformance::ConformanceHooks;
 pub use crate::http::RecordedRequest;
-use crate::http::{Running, decode, parse_query};
+use crate::http::{Running, decode, parse_query, storm_call};
+use crate::storm::{Storm, StormCall, StormState};
 use wire::{Reply, Req};
 
 /// The largest request body served (64 MiB: function archives are uploaded elsewhere,
@@ -182,44 +183,6 @@ struct Faults {
     failing_reads: Vec<(ScalewayProduct, String)>,
     throttled: BTreeMap<ScalewayProduct, u32>,
     lost: BTreeMap<ScalewayProduct, u32>,
-    storm: Option<Storm>,
-}
-
-/// A throttling storm (see [`ScalewayServer::storm`]).
-struct Storm {
-    clock: Arc<dyn Clock>,
-    from: Duration,
-    lasts: Duration,
-    rate: f64,
-    retry_after: Duration,
-    calls: u64,
-}
-
-impl std::fmt::Debug for Storm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Storm")
-            .field("from", &self.from)
-            .field("lasts", &self.lasts)
-            .field("rate", &self.rate)
-            .field("retry_after", &self.retry_after)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Storm {
-    /// The wait asked of the call arriving now, when the storm refuses it. The share
-    /// refused is spread evenly over the calls (at one half, every other call), so that
-    /// no run meets a longer streak of refusals than another.
-    fn refuses(&mut self) -> Option<Duration> {
-        let since = self.clock.now().checked_sub(self.from)?;
-        if since >= self.lasts {
-            return None;
-        }
-        let before = (self.calls as f64 * self.rate).floor();
-        self.calls += 1;
-        let after = (self.calls as f64 * self.rate).floor();
-        (after > before).then_some(self.retry_after)
-    }
 }
 
 /// Queues credentials the stand-in holds (their secret key is not kept: only the answer
@@ -233,26 +196,6 @@ pub struct QueuesCredentials {
     pub name: String,
     /// Their access key, which signs SQS calls.
     pub access_key: String,
-}
-
-/// One call the stand-in served while a storm was armed (see [`ScalewayServer::storm`]).
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct StormRecord {
-    /// When it came, on the storm's clock.
-    pub at: Duration,
-    /// The method.
-    pub method: String,
-    /// The path, decoded.
-    pub path: String,
-    /// The query parameters, decoded.
-    pub query: BTreeMap<String, String>,
-    /// The `name` its body gives, if any (what tells two creates apart).
-    pub name: Option<String>,
-    /// The status answered.
-    pub status: u16,
-    /// The wait its `Retry-After` asked for, when the storm refused it.
-    pub retry_after: Option<Duration>,
 }
 
 /// The stand-in's state: every product's resources, behind one lock.
@@ -276,8 +219,8 @@ pub(crate) struct State {
     tick: u64,
     ids: u64,
     faults: Faults,
+    storm: StormState,
     requests: Vec<RecordedRequest>,
-    storm_log: Vec<StormRecord>,
 }
 
 impl State {
@@ -298,8 +241,8 @@ impl State {
             tick: 0,
             ids: 0,
             faults: Faults::default(),
+            storm: StormState::default(),
             requests: Vec::new(),
-            storm_log: Vec::new(),
         }
     }
 
@@ -431,36 +374,33 @@ impl State {
         None
     }
 
-    /// Serves one request, unless a storm refuses it: the answer, and the wait a
-    /// refusal asks for. A storm's calls are logged with their time.
+    /// Serves one request, unless a storm armed refuses it: the answer, and the wait a
+    /// refusal asks for.
     fn answer_in_storm(&mut self, req: &Req<'_>, token: Option<&str>) -> (Reply, Option<Duration>) {
-        let Some(storm) = self.faults.storm.as_mut() else {
+        let refused = if self.storm.is_armed() {
+            let (what, call) = storm_call(req.method, req.path, req.query, req.body);
+            self.storm.receive(req.method, &what, &call)
+        } else {
+            None
+        };
+        let Some(refused) = refused else {
             return (self.answer(req, token), None);
         };
-        let at = storm.clock.now();
-        let refused = storm.refuses();
-        let reply = match refused {
-            Some(wait) => Reply::error(
-                429,
-                "too_many_requests",
-                format!(
-                    "too many requests, retry after {} s (a storm armed on the stand-in)",
-                    wait.as_secs()
-                ),
-                json!({}),
-            ),
-            None => self.answer(req, token),
-        };
-        self.storm_log.push(StormRecord {
-            at,
-            method: req.method.to_owned(),
-            path: req.path.to_owned(),
-            query: req.query.clone(),
-            name: req.str("name").map(str::to_owned),
-            status: reply.status,
-            retry_after: refused,
-        });
-        (reply, refused)
+        let asked = refused
+            .retry_after
+            .map(|wait| format!(", retry after {} s", wait.as_secs()))
+            .unwrap_or_default();
+        let message = format!("too many requests{asked} (a storm armed on the stand-in)");
+        (
+            Reply::error(429, "too_many_requests", message, json!({})),
+            refused.retry_after,
+        )
+    }
+
+    /// Lifts every fault and the storm.
+    fn restore(&mut self) {
+        self.faults = Faults::default();
+        self.storm.lift();
     }
 
     /// A write carried out, whose answer is lost when armed.
@@ -628,16 +568,9 @@ impl ScalewayOptions {
 }
 
 /// A running stand-in (see the module documentation).
+#[derive(Debug)]
 pub struct ScalewayServer {
     running: Running<State>,
-}
-
-impl std::fmt::Debug for ScalewayServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScalewayServer")
-            .field("address", &self.running.socket_addr())
-            .finish_non_exhaustive()
-    }
 }
 
 impl ScalewayServer {
@@ -724,31 +657,21 @@ impl ScalewayServer {
         *self.state().faults.lost.entry(product).or_default() += writes;
     }
 
-    /// A throttling storm: from now (on `clock`) and for `lasts` of `clock`'s time, a
-    /// share `rate` (0 to 1) of the calls, spread evenly, is answered 429
-    /// `too_many_requests` with `Retry-After: <retry_after in whole seconds>`, doing
-    /// nothing. `clock` is the one the client under test waits on (a `ManualClock`), so
-    /// that the storm lasts as long for it as it says. From now on every call is logged
-    /// with its time on `clock` ([`ScalewayServer::storm_log`]), the storm's end and
-    /// beyond included, until [`ScalewayServer::restore`].
-    pub fn storm(&self, clock: Arc<dyn Clock>, rate: f64, lasts: Duration, retry_after: Duration) {
-        let from = clock.now();
-        let mut state = self.state();
-        state.storm_log.clear();
-        state.faults.storm = Some(Storm {
-            clock,
-            from,
-            lasts,
-            rate: rate.clamp(0.0, 1.0),
-            retry_after: Duration::from_secs(retry_after.as_secs()),
-            calls: 0,
-        });
+    /// Arms `storm` from now, in place of the one before: for its length on its clock
+    /// (the one the client under test waits on, a `ManualClock`, so that the storm
+    /// lasts as long for it as it says), its share of the calls is answered 429
+    /// `too_many_requests`, doing nothing, some with a `Retry-After`. From now on every
+    /// call is logged with its time on that clock ([`ScalewayServer::storm_calls`]),
+    /// the storm's end and beyond included, until [`ScalewayServer::restore`].
+    pub fn storm(&self, storm: Storm) {
+        self.state().storm.arm(storm);
     }
 
-    /// The calls served since the last [`ScalewayServer::storm`], oldest first.
+    /// The calls served since the last [`ScalewayServer::storm`], oldest first; empty
+    /// when none was armed.
     #[must_use]
-    pub fn storm_log(&self) -> Vec<StormRecord> {
-        self.state().storm_log.clone()
+    pub fn storm_calls(&self) -> Vec<StormCall> {
+        self.state().storm.calls()
     }
 
     /// Queues' SQS API answers at `url` (`sqs_endpoint_url` of `sqs-info` and
@@ -772,9 +695,9 @@ impl ScalewayServer {
         self.state().mnq.listed(region)
     }
 
-    /// Lifts every fault.
+    /// Lifts every fault, the storm included.
     pub fn restore(&self) {
-        self.state().faults = Faults::default();
+        self.state().restore();
     }
 
     /// The requests served so far, oldest first.
@@ -846,7 +769,7 @@ impl ConformanceHooks for ScalewayHooks {
     }
 
     fn restore(&self) {
-        self.state().faults = Faults::default();
+        self.state().restore();
     }
 }
 
