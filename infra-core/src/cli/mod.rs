@@ -311,7 +311,7 @@ where
     engine = verbs::with_progress(engine, io.progress());
     // One writer per fleet: the lock is held from the first read of the records to
     // the last write.
-    let _lock: Option<LockGuard> = if args.verb.writes_records() {
+    let lock: Option<LockGuard> = if args.verb.writes_records() {
         let name = args.verb.name();
         match store::lock(io, &*records, fleet.name(), name, args.lock_timeout).await {
             Ok(guard) => Some(guard),
@@ -320,7 +320,13 @@ where
     } else {
         None
     };
-    run_verb(args.verb, args.lock_timeout, fleet, &engine, io).await
+    // Calls start only while the lock is known held.
+    if let Some(guard) = &lock {
+        engine = engine.with_lease(guard.lease());
+    }
+    let code = run_verb(args.verb, args.lock_timeout, fleet, &engine, io).await;
+    drop(lock);
+    code
 }
 
 /// Whether the verb calls the clouds (`state list`, `state show`, `forget` and `graph`

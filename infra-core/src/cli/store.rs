@@ -211,7 +211,7 @@ mod tests {
         let ledger = Ledger {
             rows: [row.clone()].into(),
             discovered: [row].into(),
-            intents: Default::default(),
+            ..Ledger::default()
         };
         store.save_ledger("shop", &ledger).unwrap();
         let entry = CacheEntry {

@@ -123,6 +123,13 @@ pub enum ApplyError {
         /// What changed since the plan was made, one sentence each.
         changes: Vec<String>,
     },
+    /// The fleet's lock was lost before the run's first call (its database session
+    /// ended): nothing was changed.
+    #[error("the fleet's lock was lost before any change, so nothing was changed: {why}")]
+    LockLost {
+        /// Why the lock could not be confirmed.
+        why: String,
+    },
     /// The plan is not sound (a cycle, an invalid spec set with `Plan::set`).
     #[error("the plan is not sound:{}", problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]
     Unsound {
@@ -170,6 +177,7 @@ impl ApplyError {
                 format!("refused: {flag} {address:?} names nothing")
             }
             ApplyError::Stale { .. } => "refused: the plan is stale".into(),
+            ApplyError::LockLost { .. } => "refused: the fleet's lock was lost".into(),
             ApplyError::Unsound { .. } => "refused: the plan is not sound".into(),
         }
     }

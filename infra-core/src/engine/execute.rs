@@ -5,19 +5,28 @@
 //! delete refused with `DependencyViolation` (an orphan, whose references no record
 //! keeps) is held back and tried again in rounds once everything else ran, until a
 //! round frees nothing; it then fails with the provider's own words.
+//!
+//! Before a batch of ready nodes starts, two things happen, in this order: the fleet's
+//! lock is confirmed (when the engine has a lease), and the records learn, in one
+//! write of the batch's size, which resources' deletes are about to be sent and which
+//! deletes were confirmed since the last batch. When either fails, nothing more starts:
+//! what had not started ends not attempted (`refused`), with the reason.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 
 use super::calls::KindTraits;
-use super::model::{Observation, World, key_id, owned_sighting};
+use super::model::{Observation, World, key_id, owned_sighting, row_of};
 use super::schedule::{Graph, Priority, Work};
 use super::{ApplyError, Engine, Options, Progress};
 use crate::backend::Sighting;
-use crate::{ApplyResult, BackendError, Change, ErrorKind, Marker, NotAttemptedReason, Plan, Step};
+use crate::records::LedgerProgress;
+use crate::{
+    ApplyResult, BackendError, Change, ErrorKind, LedgerRow, Marker, NotAttemptedReason, Plan, Step,
+};
 
 /// How one node ended.
 #[derive(Clone, Debug)]
@@ -69,6 +78,7 @@ pub(super) enum NodeState {
 /// The state of one run of the graph.
 struct Run<'g> {
     graph: &'g Graph,
+    observation: &'g Observation,
     state: Vec<NodeState>,
     /// For each node, how many of what it waits for are not done yet.
     remaining: Vec<usize>,
@@ -87,10 +97,22 @@ struct Run<'g> {
     finished: usize,
     successes: usize,
     last_round: Option<usize>,
+    /// Deletes confirmed since the records last heard from this run.
+    dropped: Vec<LedgerRow>,
+    /// The rows this run marked before sending their delete, each with whether the
+    /// mark must stay (the delete may have been sent and is not confirmed).
+    marks: BTreeMap<LedgerRow, bool>,
+    /// Why the run stopped starting calls, once it did; and whether for a lost lock.
+    halted: Option<(String, bool)>,
 }
 
 impl<'g> Run<'g> {
-    fn new(plan: &Plan, observation: &Observation, graph: &'g Graph, parallelism: usize) -> Self {
+    fn new(
+        plan: &Plan,
+        observation: &'g Observation,
+        graph: &'g Graph,
+        parallelism: usize,
+    ) -> Self {
         let n = graph.nodes.len();
         let mut state = vec![NodeState::Waiting; n];
         for v in graph.blocked_builds(plan, observation) {
@@ -133,6 +155,7 @@ impl<'g> Run<'g> {
             .count();
         Run {
             graph,
+            observation,
             state,
             remaining,
             priority,
@@ -145,6 +168,85 @@ impl<'g> Run<'g> {
             finished: 0,
             successes: 0,
             last_round: None,
+            dropped: Vec::new(),
+            marks: BTreeMap::new(),
+            halted: None,
+        }
+    }
+
+    /// Up to `room` ready nodes, each marked running.
+    fn start_batch(&mut self, room: usize) -> Vec<usize> {
+        let mut batch = Vec::new();
+        while batch.len() < room
+            && let Some(v) = self.start_next()
+        {
+            batch.push(v);
+        }
+        batch
+    }
+
+    /// What the records must learn before `batch` starts: the rows of its deletes
+    /// (marked here as this run's), and the deletes confirmed since the last write.
+    fn progress_before(&mut self, observation: &Observation, batch: &[usize]) -> LedgerProgress {
+        let mut progress = LedgerProgress {
+            deleting: Vec::new(),
+            dropped: std::mem::take(&mut self.dropped),
+        };
+        for &v in batch {
+            let node = self.graph.nodes[v];
+            if matches!(node.work, Work::Delete | Work::DeleteOld) {
+                let row = row_of(&observation.slots[node.slot].subject);
+                self.marks.insert(row.clone(), true);
+                progress.deleting.push(row);
+            }
+        }
+        progress
+    }
+
+    /// Starts nothing more: `batch` (marked running, not started) and everything
+    /// waiting or deferred end not attempted, refused for `why`.
+    fn halt(&mut self, batch: &[usize], why: String, lease_lost: bool) {
+        let graph = self.graph;
+        for &v in batch {
+            self.state[v] = NodeState::Waiting;
+        }
+        for (v, _) in std::mem::take(&mut self.deferred) {
+            self.state[v] = NodeState::Waiting;
+        }
+        for v in 0..graph.nodes.len() {
+            if matches!(self.state[v], NodeState::Waiting) {
+                self.state[v] = NodeState::Done(Done::NotAttempted(
+                    NotAttemptedReason::Refused,
+                    Some(why.clone()),
+                ));
+            }
+        }
+        self.ready.clear();
+        self.halted = Some((why, lease_lost));
+    }
+
+    /// How a delete node's end bears on its row's mark: a delete confirmed is dropped
+    /// (an orphan's or a teardown's row) or keeps its mark (the old resource of a
+    /// replace, until the new one is made); a delete that certainly did not happen
+    /// loses the mark; one that may have been sent keeps it.
+    fn note_delete(&mut self, observation: &Observation, v: usize, done: &Done) {
+        let node = self.graph.nodes[v];
+        if !matches!(node.work, Work::Delete | Work::DeleteOld) {
+            return;
+        }
+        let row = row_of(&observation.slots[node.slot].subject);
+        let keep = match done {
+            Done::Pruned { .. } => {
+                if node.work == Work::Delete {
+                    self.dropped.push(row.clone());
+                }
+                true
+            }
+            Done::Failed(_, e) => e.may_have_been_sent,
+            Done::NotAttempted(..) | Done::Built { .. } => false,
+        };
+        if let Some(mark) = self.marks.get_mut(&row) {
+            *mark = keep;
         }
     }
 
@@ -163,6 +265,7 @@ impl<'g> Run<'g> {
     fn finish(&mut self, plan: &Plan, observation: &Observation, v: usize, done: Done) {
         let node = self.graph.nodes[v];
         let slot = &observation.slots[node.slot];
+        self.note_delete(observation, v, &done);
         match &done {
             Done::Built {
                 sighting: Some(sighting),
@@ -221,6 +324,11 @@ impl<'g> Run<'g> {
         if self.last_round == Some(self.successes) {
             let graph = self.graph;
             for (v, e) in std::mem::take(&mut self.deferred) {
+                // Refused: the delete did not happen.
+                let row = row_of(&self.observation.slots[graph.nodes[v].slot].subject);
+                if let Some(mark) = self.marks.get_mut(&row) {
+                    *mark = false;
+                }
                 self.state[v] = NodeState::Done(Done::Failed(Step::Delete, e));
                 for &d in &graph.dependants[v] {
                     fail_downstream(d, &graph.dependants, &mut self.state);
@@ -241,6 +349,10 @@ impl<'g> Run<'g> {
 pub(super) struct Ran {
     pub(super) states: Vec<NodeState>,
     pub(super) finals: Vec<Option<Sighting>>,
+    /// The rows this run marked before their delete, with whether the mark stays.
+    pub(super) marks: BTreeMap<LedgerRow, bool>,
+    /// Why the run stopped starting calls, if it did; and whether for a lost lock.
+    pub(super) halted: Option<(String, bool)>,
 }
 
 impl Engine {
@@ -257,12 +369,23 @@ impl Engine {
         let fleet = plan.fleet().name();
         let mut ledger = super::records::with_intents(observation);
         if ledger != observation.ledger {
+            self.confirm_lease()
+                .map_err(|why| ApplyError::LockLost { why })?;
             self.store.save_ledger(fleet, &ledger)?;
         }
         let graph = Graph::new(plan, observation);
         let ran = self.run(plan, observation, &graph, options).await;
         let result = super::verdict::collect(observation, &graph, ran.states);
-        super::records::settle_ledger(&mut ledger, observation, &result);
+        if let Some((why, true)) = ran.halted {
+            // Another run may hold the lock now: nothing more is written.
+            return Ok((
+                result,
+                Some(format!(
+                    "{why}; the records were left as this run last wrote them, before the                      lock was lost (the next run finds what this one did from them)"
+                )),
+            ));
+        }
+        super::records::settle_ledger(&mut ledger, observation, &result, &ran.marks);
         let saved = self.store.save_ledger(fleet, &ledger).and_then(|()| {
             // The cache: what exists now, by the last sighting of each resource.
             self.save_cache(
@@ -291,9 +414,15 @@ impl Engine {
         let mut run = Run::new(plan, observation, graph, parallelism);
         let mut in_flight: FuturesUnordered<BoxFuture<'_, (usize, Done)>> = FuturesUnordered::new();
         loop {
-            while in_flight.len() < parallelism
-                && let Some(v) = run.start_next()
+            let batch = run.start_batch(parallelism - in_flight.len());
+            if !batch.is_empty()
+                && let Err((why, lease_lost)) =
+                    self.before_calls(plan, observation, &mut run, &batch)
             {
+                run.halt(&batch, why, lease_lost);
+                continue;
+            }
+            for v in batch {
                 let node = graph.nodes[v];
                 let slot = &observation.slots[node.slot];
                 let traits = KindTraits::of(capabilities.get(slot.provider), slot.kind);
@@ -302,7 +431,7 @@ impl Engine {
                 in_flight.push(Box::pin(async move { (v, job.await) }));
             }
             let Some((v, done)) = in_flight.next().await else {
-                if run.next_round() {
+                if run.halted.is_none() && run.next_round() {
                     continue;
                 }
                 break;
@@ -321,7 +450,46 @@ impl Engine {
         Ran {
             states: run.state,
             finals: run.finals,
+            marks: run.marks,
+            halted: run.halted,
         }
+    }
+
+    /// Confirms the fleet's lock, when the engine has a lease.
+    fn confirm_lease(&self) -> Result<(), String> {
+        match &self.lease {
+            Some(lease) => lease
+                .confirm()
+                .map_err(|why| format!("the fleet's lock could not be confirmed: {why}")),
+            None => Ok(()),
+        }
+    }
+
+    /// What must hold before `batch` starts: the lock confirmed, then the marks of its
+    /// deletes (and the deletes confirmed since the last batch) written. The error says
+    /// why not, and whether the lock was lost.
+    fn before_calls(
+        &self,
+        plan: &Plan,
+        observation: &Observation,
+        run: &mut Run<'_>,
+        batch: &[usize],
+    ) -> Result<(), (String, bool)> {
+        self.confirm_lease().map_err(|why| (why, true))?;
+        let progress = run.progress_before(observation, batch);
+        if progress.is_empty() {
+            return Ok(());
+        }
+        self.store
+            .record_progress(plan.fleet().name(), &progress)
+            .map_err(|e| {
+                (
+                    format!(
+                        "the records could not be told of the deletes about to be sent, so                          none was sent: {e}"
+                    ),
+                    false,
+                )
+            })
     }
 }
 

@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::model::{Decision, Observation, row_of};
+use super::model::{Decision, Observation, Seen, Slot, row_of};
 use super::{ApplyError, Engine, Options};
-use crate::{Ledger, Plan, Repair};
+use crate::{Ledger, LedgerRow, Plan, Repair};
 
 impl Engine {
     /// The refusals that come before anything is listed.
@@ -78,6 +78,12 @@ impl Engine {
     /// prunes, and recorded resources that read as absent (their rows dropped, or the
     /// resources created again) — the sign of credentials for the wrong account. Exactly
     /// half passes; a resource moved to another region is not counted.
+    ///
+    /// What the fleet manages is the rows of resources that exist: a row written before
+    /// a create (an intent) or marked before a delete counts only when its resource was
+    /// seen, since a create that was never made, or a delete that went through, leaves
+    /// nothing to manage. Such a row reading as absent is no managed resource gone
+    /// missing either: the create never happened, or the delete is confirmed.
     pub(super) fn brake(
         &self,
         plan: &Plan,
@@ -88,7 +94,7 @@ impl Engine {
             return Ok(());
         }
         let declares = plan.declares_something();
-        let managed = observation.ledger.len();
+        let managed = managed(observation);
         if !declares || managed == 0 {
             return Ok(());
         }
@@ -103,7 +109,7 @@ impl Engine {
                 (r.provider.as_str(), r.kind.as_str(), r.name.as_str())
             })
             .collect();
-        let moved = |slot: &super::model::Slot| {
+        let moved = |slot: &Slot| {
             let r = &slot.subject;
             slot.index.is_none()
                 && declared.contains(&(r.provider.as_str(), r.kind.as_str(), r.name.as_str()))
@@ -114,13 +120,9 @@ impl Engine {
             if moved(slot) {
                 continue;
             }
-            // A row written before a create whose outcome is not known is no managed
-            // resource gone missing.
-            let recorded = || {
-                slot.recorded
-                    && (observation.ledger.intents.is_empty()
-                        || !observation.ledger.is_intent(&row_of(&slot.subject)))
-            };
+            // A row written before a create whose outcome is not known, or marked before
+            // a delete, is no managed resource gone missing.
+            let recorded = || slot.recorded && !provisional(&observation.ledger, slot);
             match slot.decision {
                 Decision::Delete | Decision::Prune => deletes += 1,
                 Decision::AlreadyAbsent | Decision::Create if recorded() => absent += 1,
@@ -158,6 +160,35 @@ impl Engine {
             Err(ApplyError::PreventDestroy { resources })
         }
     }
+}
+
+/// Whether the slot's row is provisional: an intent, or marked before a delete.
+fn provisional(ledger: &Ledger, slot: &Slot) -> bool {
+    if ledger.intents.is_empty() && ledger.deleting.is_empty() {
+        return false;
+    }
+    let row = row_of(&slot.subject);
+    ledger.is_intent(&row) || ledger.is_deleting(&row)
+}
+
+/// How many resources the fleet manages, for the brake: the ledger's rows, less the
+/// provisional ones (intents, rows marked before a delete) whose resource was not seen.
+fn managed(observation: &Observation) -> usize {
+    let ledger = &observation.ledger;
+    if ledger.intents.is_empty() && ledger.deleting.is_empty() {
+        return ledger.len();
+    }
+    let seen: BTreeSet<LedgerRow> = observation
+        .slots
+        .iter()
+        .filter(|s| s.recorded && matches!(s.seen, Seen::Present { .. }))
+        .map(|s| row_of(&s.subject))
+        .collect();
+    ledger
+        .rows
+        .iter()
+        .filter(|r| !(ledger.is_intent(r) || ledger.is_deleting(r)) || seen.contains(*r))
+        .count()
 }
 
 /// What a decision destroys of its resource: `delete`, `prune`, `replace`, or nothing.

@@ -83,8 +83,8 @@ pub use crate::key::KeyId;
 pub use crate::merge::{Conflict, Side, WriterConflict, merge_writers};
 pub use crate::plan::{ForeignKey, Plan, PlanConflict};
 pub use crate::records::{
-    CacheEntry, FileStore, Ledger, LedgerRow, LockError, LockGuard, LockHolder, MemoryStore,
-    RecordError, RecordStore, Records, lock_fleet,
+    CacheEntry, FileStore, Lease, Ledger, LedgerProgress, LedgerRow, LockError, LockGuard,
+    LockHolder, MemoryStore, RecordError, RecordStore, Records, lock_fleet,
 };
 pub use crate::settle::{MapEnv, settle};
 pub use error::ApplyError;
@@ -225,6 +225,7 @@ pub struct Engine {
     store: Arc<dyn RecordStore>,
     clock: Arc<dyn Clock>,
     progress: Option<ProgressHook>,
+    lease: Option<Lease>,
 }
 
 impl fmt::Debug for Engine {
@@ -267,7 +268,28 @@ impl Engine {
             store,
             clock: Arc::new(SystemClock::new()),
             progress: None,
+            lease: None,
         }
+    }
+
+    /// The same engine, confirming `lease` (the fleet's lock, [`LockGuard::lease`])
+    /// before an apply starts any call.
+    ///
+    /// # Guarantees
+    /// - A call is started only right after the lease was confirmed: once it cannot be,
+    ///   the apply starts nothing more, reports every resource it had not started as
+    ///   not attempted (`refused`, saying why), and writes no record (another run may
+    ///   hold the lock by then; the marks and intents written before each call tell the
+    ///   next run what this one may have done).
+    ///
+    /// # Caveats
+    /// - A call already in flight when the lock is lost runs to its end: the lease is
+    ///   confirmed before calls start, not while they run. The resource's record still
+    ///   names it (a create's intent, a delete's mark), so the next run finds what the
+    ///   call did; but for that moment two runs may be calling the cloud at once.
+    pub fn with_lease(mut self, lease: Lease) -> Self {
+        self.lease = Some(lease);
+        self
     }
 
     /// The same engine, reporting each finished resource of an apply to `hook`.

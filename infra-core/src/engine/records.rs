@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::Engine;
 use super::model::{Decision, Observation, Seen, Slot, Target, row_of};
 use crate::backend::Sighting;
-use crate::{ApplyResult, CacheEntry, Ledger, RecordError, Step};
+use crate::{ApplyResult, CacheEntry, Ledger, LedgerRow, RecordError, Step};
 
 /// The ledger before any call: what exists and is ours is adopted (recorded even when
 /// nothing has to change), a row is written before every create (so that a run killed
@@ -21,13 +21,18 @@ pub(super) fn with_intents(observation: &Observation) -> Ledger {
         let row = row_of(&slot.subject);
         match slot.decision {
             Decision::Create => {
+                // A row marked before a delete and found absent: the delete is
+                // confirmed, and the row is now the intent of a new create.
+                ledger.deleting.remove(&row);
                 ledger.intents.insert(row.clone());
                 ledger.rows.insert(row);
             }
             Decision::Existing { .. } => {
-                // Found in place: no longer a mere intent; and declared by name, so a
-                // row `discover` adopted is confirmed.
+                // Found in place: no longer a mere intent, nor a delete that may have
+                // been sent; and declared by name, so a row `discover` adopted is
+                // confirmed.
                 ledger.intents.remove(&row);
+                ledger.deleting.remove(&row);
                 if matches!(slot.target, Target::Present(_)) {
                     ledger.discovered.remove(&row);
                 }
@@ -40,14 +45,31 @@ pub(super) fn with_intents(observation: &Observation) -> Ledger {
 }
 
 /// The ledger after the calls: rows of what was deleted or found already gone are
-/// dropped, and so are the intents of creates that certainly made nothing.
-pub(super) fn settle_ledger(ledger: &mut Ledger, observation: &Observation, result: &ApplyResult) {
+/// dropped, and so are the intents of creates that certainly made nothing. A row this
+/// run marked before its delete keeps the mark only while the delete may have been
+/// sent and is not confirmed (`marks`).
+pub(super) fn settle_ledger(
+    ledger: &mut Ledger,
+    observation: &Observation,
+    result: &ApplyResult,
+    marks: &BTreeMap<LedgerRow, bool>,
+) {
+    for (row, &keep) in marks {
+        if keep && ledger.rows.contains(row) {
+            ledger.deleting.insert(row.clone());
+        } else {
+            ledger.deleting.remove(row);
+        }
+    }
     for p in &result.pruned {
         ledger.remove(&row_of(&p.resource));
     }
     for a in &result.applied {
-        // Made (or found): its row is no longer an intent.
-        ledger.intents.remove(&row_of(&a.resource));
+        // Made (or found): its row is no longer an intent, nor marked for a delete (a
+        // replace's old resource is gone, and the row names the new one).
+        let row = row_of(&a.resource);
+        ledger.intents.remove(&row);
+        ledger.deleting.remove(&row);
     }
     for f in &result.failed {
         if f.step == Step::Create && !f.error.may_have_been_sent {

@@ -9,6 +9,7 @@
 //! the lock over ([`LockGuard::replaced`]). `force-unlock` removes a lock deliberately.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -80,11 +81,55 @@ impl fmt::Display for LockHolder {
     }
 }
 
+/// Whether a fleet's lock is still held: asked by a run before it starts calls, so that
+/// a run whose lock was lost (a database session ended under it) starts no more.
+///
+/// A lease confirmed is a lock held *then*: a call started right after stays in flight
+/// if the lock is lost while it runs (see [`crate::engine::Engine::with_lease`]).
+#[derive(Clone)]
+pub struct Lease {
+    check: Option<Arc<LeaseCheck>>,
+}
+
+type LeaseCheck = dyn Fn() -> Result<(), String> + Send + Sync;
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("checked", &self.check.is_some())
+            .finish()
+    }
+}
+
+impl Lease {
+    /// A lock that cannot be lost while its holder lives (an operating-system file
+    /// lock, a lock in memory): always confirmed.
+    pub fn held_while_alive() -> Self {
+        Lease { check: None }
+    }
+
+    /// A lock confirmed by `check`, which answers why it is no longer held.
+    pub fn checked_by(check: impl Fn() -> Result<(), String> + Send + Sync + 'static) -> Self {
+        Lease {
+            check: Some(Arc::new(check)),
+        }
+    }
+
+    /// Confirms the lock is held now, or says why it is not (or cannot be told).
+    pub fn confirm(&self) -> Result<(), String> {
+        match &self.check {
+            None => Ok(()),
+            Some(check) => check(),
+        }
+    }
+}
+
 /// A fleet's lock, held until dropped.
 #[must_use = "the fleet's lock is released when the guard is dropped"]
 pub struct LockGuard {
     holder: LockHolder,
     replaced: Option<LockHolder>,
+    lease: Lease,
     _release: Box<dyn Send + Sync>,
 }
 
@@ -108,8 +153,21 @@ impl LockGuard {
         LockGuard {
             holder,
             replaced,
+            lease: Lease::held_while_alive(),
             _release: Box::new(release),
         }
+    }
+
+    /// The same guard, its lock confirmed by `lease` (a lock that can be lost while its
+    /// holder lives: a database session).
+    pub fn with_lease(mut self, lease: Lease) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How a run confirms it still holds this lock.
+    pub fn lease(&self) -> Lease {
+        self.lease.clone()
     }
 
     /// Who holds it: this run.

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use super::{CacheEntry, Ledger, LockError, LockGuard, LockHolder, RecordError, RecordStore};
+use super::{
+    CacheEntry, Ledger, LedgerProgress, LockError, LockGuard, LockHolder, RecordError, RecordStore,
+};
 
 /// Records in memory, for tests and for runs that keep nothing.
 #[derive(Debug, Default)]
@@ -52,6 +54,16 @@ impl RecordStore for MemoryStore {
             .lock()
             .expect("store lock")
             .insert(fleet.to_owned(), ledger.clone());
+        Ok(())
+    }
+
+    fn record_progress(&self, fleet: &str, progress: &LedgerProgress) -> Result<(), RecordError> {
+        self.ledgers
+            .lock()
+            .expect("store lock")
+            .entry(fleet.to_owned())
+            .or_default()
+            .apply(progress);
         Ok(())
     }
 

@@ -28,7 +28,7 @@ mod postgres;
 mod redact;
 
 pub use file::FileStore;
-pub use lock::{LockError, LockGuard, LockHolder, host_name, lock_fleet, parse_duration};
+pub use lock::{Lease, LockError, LockGuard, LockHolder, host_name, lock_fleet, parse_duration};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
@@ -36,8 +36,9 @@ pub use redact::redact_url;
 
 /// The schema version of the ledger file this crate writes (it reads every earlier
 /// one): 2 marks the rows `discover` adopted on the ownership marker alone, and the rows
-/// written before a create whose outcome is not known.
-pub const LEDGER_VERSION: u32 = 2;
+/// written before a create whose outcome is not known; 3 marks the rows whose delete may
+/// have been sent.
+pub const LEDGER_VERSION: u32 = 3;
 /// The schema version of a cache file this crate writes (it reads every earlier one):
 /// 2 keeps, per resource, what the fleet last wrote of fields the cloud does not report.
 pub const CACHE_VERSION: u32 = 2;
@@ -80,14 +81,38 @@ pub struct Ledger {
     /// row reading as absent is not a managed resource gone missing. Always a subset of
     /// `rows`.
     pub intents: BTreeSet<LedgerRow>,
+    /// The rows marked before their resource's delete was sent, whose delete is not
+    /// confirmed yet (the run was interrupted, or the answer was lost): the resource
+    /// may be gone. Such a row reading as absent is a delete confirmed, not a managed
+    /// resource gone missing. Always a subset of `rows`.
+    pub deleting: BTreeSet<LedgerRow>,
 }
 
 impl Ledger {
-    /// Removes a row (and its discovered mark).
+    /// Removes a row (and its marks).
     pub fn remove(&mut self, row: &LedgerRow) -> bool {
         self.discovered.remove(row);
         self.intents.remove(row);
+        self.deleting.remove(row);
         self.rows.remove(row)
+    }
+
+    /// Whether `row` was marked before a delete of its resource that is not confirmed.
+    pub fn is_deleting(&self, row: &LedgerRow) -> bool {
+        self.deleting.contains(row)
+    }
+
+    /// Applies what a run wrote while its calls were under way: marks (of rows still
+    /// in the ledger) and drops.
+    pub fn apply(&mut self, progress: &LedgerProgress) {
+        for row in &progress.deleting {
+            if self.rows.contains(row) {
+                self.deleting.insert(row.clone());
+            }
+        }
+        for row in &progress.dropped {
+            self.remove(row);
+        }
     }
 
     /// Whether `row` was written before a create whose outcome is not known.
@@ -117,6 +142,25 @@ impl Ledger {
         provider: &'a str,
     ) -> impl Iterator<Item = &'a LedgerRow> + 'a {
         self.rows.iter().filter(move |r| r.provider == provider)
+    }
+}
+
+/// What a run writes to the ledger while its calls are under way, a few rows at a
+/// time rather than the whole ledger: rows marked before their delete is sent, and rows
+/// dropped once their delete is confirmed. A store writes each batch durably before
+/// answering ([`RecordStore::record_progress`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LedgerProgress {
+    /// Rows whose delete is about to be sent.
+    pub deleting: Vec<LedgerRow>,
+    /// Rows whose delete was confirmed (the resource is gone).
+    pub dropped: Vec<LedgerRow>,
+}
+
+impl LedgerProgress {
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.deleting.is_empty() && self.dropped.is_empty()
     }
 }
 
@@ -234,6 +278,15 @@ pub trait RecordStore: Send + Sync {
     fn load_ledger(&self, fleet: &str) -> Result<Ledger, RecordError>;
     /// Replaces the fleet's ledger.
     fn save_ledger(&self, fleet: &str, ledger: &Ledger) -> Result<(), RecordError>;
+    /// Writes a run's progress to the fleet's ledger, durably, before answering: what a
+    /// later [`RecordStore::load_ledger`] reads includes it. A store should make this
+    /// cost the size of `progress`, not of the ledger (a run writes one batch per
+    /// delete it starts); the default reads and replaces the whole ledger.
+    fn record_progress(&self, fleet: &str, progress: &LedgerProgress) -> Result<(), RecordError> {
+        let mut ledger = self.load_ledger(fleet)?;
+        ledger.apply(progress);
+        self.save_ledger(fleet, &ledger)
+    }
     /// The cached observations of one provider and kind; empty when there are none.
     fn load_cache(
         &self,

@@ -201,12 +201,13 @@ fn refusal(from: &LedgerRow, to: &LedgerRow, old_handle: &str, new_handles: &[St
     )
 }
 
-/// Moves the row (with its discovered and intent marks) and the cached observation.
+/// Moves the row (with its discovered, intent and deleting marks) and the cached observation.
 fn rename(engine: &Engine, fleet: &Fleet, from: &LedgerRow, to: &LedgerRow) -> Result<(), String> {
     let store = &**engine.store();
     let mut ledger = store.load_ledger(fleet.name()).map_err(|e| e.to_string())?;
     let discovered = ledger.is_discovered(from);
     let intent = ledger.is_intent(from);
+    let deleting = ledger.is_deleting(from);
     ledger.remove(from);
     ledger.rows.insert(to.clone());
     if discovered {
@@ -214,6 +215,9 @@ fn rename(engine: &Engine, fleet: &Fleet, from: &LedgerRow, to: &LedgerRow) -> R
     }
     if intent {
         ledger.intents.insert(to.clone());
+    }
+    if deleting {
+        ledger.deleting.insert(to.clone());
     }
     store
         .save_ledger(fleet.name(), &ledger)

@@ -22,13 +22,16 @@ fn flags(ledger: &Ledger, fleet: &Fleet, row: &LedgerRow) -> Vec<&'static str> {
     if ledger.is_intent(row) {
         flags.push("intent");
     }
+    if ledger.is_deleting(row) {
+        flags.push("deleting");
+    }
     if declared(fleet, row).is_none() {
         flags.push("not declared");
     }
     flags
 }
 
-const LEGEND: [(&str, &str); 3] = [
+const LEGEND: [(&str, &str); 4] = [
     (
         "discovered",
         "adopted by `discover` on its ownership marker alone: deleting it needs --allow-delete",
@@ -36,6 +39,11 @@ const LEGEND: [(&str, &str); 3] = [
     (
         "intent",
         "written before a create whose outcome is not known: it may not exist",
+    ),
+    (
+        "deleting",
+        "marked before a delete that may have been sent: it may be gone (found absent, the \
+         delete is confirmed)",
     ),
     (
         "not declared",
@@ -120,6 +128,7 @@ fn row_json(ledger: &Ledger, fleet: &Fleet, row: &LedgerRow, cached: Value) -> V
         "declared": declared(fleet, row).is_some(),
         "discovered": ledger.is_discovered(row),
         "intent": ledger.is_intent(row),
+        "deleting": ledger.is_deleting(row),
         "cached": cached,
     })
 }
@@ -201,6 +210,9 @@ fn show_text(
     }
     if ledger.is_intent(row) {
         notes.push("intent: written before a create whose outcome is not known".into());
+    }
+    if ledger.is_deleting(row) {
+        notes.push("deleting: marked before a delete that may have been sent".into());
     }
     let _ = writeln!(out, "  records: in the ledger; {}", notes.join("; "));
     let Some(entry) = entry else {

@@ -93,13 +93,18 @@ pub(super) fn parse<T: serde::de::DeserializeOwned>(
 /// flushed to disk, then renamed over it. On any failure the temporary file is removed
 /// and `path` is as it was.
 pub(super) fn write_atomically(path: &Path, value: &impl Serialize) -> Result<(), RecordError> {
-    let dir = path.parent().expect("a record path has a directory");
-    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     let mut text = serde_json::to_vec_pretty(value).expect("records serialise");
     text.push(b'\n');
+    write_bytes_atomically(path, &text)
+}
+
+/// Writes `text` as the whole of `path`, as [`write_atomically`] does.
+pub(super) fn write_bytes_atomically(path: &Path, text: &[u8]) -> Result<(), RecordError> {
+    let dir = path.parent().expect("a record path has a directory");
+    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     let (temp, mut file) = temp_file_in(dir).map_err(io_error(dir))?;
     let written = file
-        .write_all(&text)
+        .write_all(text)
         .and_then(|()| file.sync_all())
         .and_then(|()| {
             drop(file);

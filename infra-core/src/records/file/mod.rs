@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! <state-dir>/<fleet>/ledger.json                    the ledger
+//! <state-dir>/<fleet>/ledger.journal                 marks and drops since its last save
 //! <state-dir>/<fleet>/manifest.json                  the cache files this store wrote
 //! <state-dir>/<fleet>/cache/<provider>/<kind>.json   the cache of one provider and kind
 //! <state-dir>/<fleet>/lock.json                      the lock, while a run holds it
@@ -18,17 +19,20 @@
 //! removes those a killed run left.
 
 mod io;
+mod journal;
 mod lock;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
 use super::{
-    CACHE_VERSION, CacheEntry, LEDGER_VERSION, Ledger, LedgerRow, LockError, LockGuard, LockHolder,
-    RecordError, RecordStore,
+    CACHE_VERSION, CacheEntry, LEDGER_VERSION, Ledger, LedgerProgress, LedgerRow, LockError,
+    LockGuard, LockHolder, RecordError, RecordStore,
 };
 
 /// The schema version of the manifest this crate writes.
@@ -38,6 +42,9 @@ const MANIFEST_VERSION: u32 = 1;
 #[derive(Clone, Debug)]
 pub struct FileStore {
     root: PathBuf,
+    /// The fleets whose journal this store started since it last saved their ledger:
+    /// their progress is appended, not started again.
+    journals: Arc<Mutex<BTreeSet<String>>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -45,6 +52,10 @@ pub struct FileStore {
 struct LedgerFile {
     ledger: u32,
     fleet: String,
+    /// How many times the ledger was saved (version 3): no two saves write the same
+    /// bytes, so the journal names the very save it follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    serial: Option<u64>,
     rows: Vec<RowFile>,
 }
 
@@ -62,6 +73,9 @@ struct RowFile {
     /// Written before a create whose outcome is not known (version 2).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     intent: bool,
+    /// Marked before a delete that is not confirmed (version 3).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    deleting: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -115,7 +129,10 @@ fn check_component(what: &'static str, name: &str) -> Result<(), RecordError> {
 impl FileStore {
     /// Records under `root` (conventionally `.infra`).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        FileStore { root: root.into() }
+        FileStore {
+            root: root.into(),
+            journals: Arc::default(),
+        }
     }
 
     /// The state directory.
@@ -147,6 +164,10 @@ impl FileStore {
             .join("cache")
             .join(provider)
             .join(format!("{kind}.json")))
+    }
+
+    fn journal_path(&self, fleet: &str) -> Result<PathBuf, RecordError> {
+        Ok(self.fleet_dir(fleet)?.join("ledger.journal"))
     }
 
     fn manifest_path(&self, fleet: &str) -> Result<PathBuf, RecordError> {
@@ -187,9 +208,18 @@ impl FileStore {
 impl FileStore {
     /// The ledger file, read and checked: this fleet's, of a version this build reads.
     fn ledger_file(&self, fleet: &str) -> Result<Option<LedgerFile>, RecordError> {
+        Ok(self.ledger_file_and_digest(fleet)?.0)
+    }
+
+    /// The ledger file, read and checked, and the digest of its text (which the journal
+    /// names).
+    fn ledger_file_and_digest(
+        &self,
+        fleet: &str,
+    ) -> Result<(Option<LedgerFile>, String), RecordError> {
         let path = self.ledger_path(fleet)?;
         let Some(text) = io::read(&path)? else {
-            return Ok(None);
+            return Ok((None, journal::digest(None)));
         };
         let file: LedgerFile = io::parse(&path, &text, LEDGER_VERSION)?;
         if file.fleet != fleet {
@@ -199,7 +229,13 @@ impl FileStore {
                 expected: fleet.to_owned(),
             });
         }
-        Ok(Some(file))
+        Ok((Some(file), journal::digest(Some(&text))))
+    }
+
+    fn journaled(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.journals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The cache file of a pair the manifest names, read and checked.
@@ -266,7 +302,9 @@ impl FileStore {
 impl RecordStore for FileStore {
     fn load_ledger(&self, fleet: &str) -> Result<Ledger, RecordError> {
         let mut ledger = Ledger::default();
-        let Some(file) = self.ledger_file(fleet)? else {
+        let (file, digest) = self.ledger_file_and_digest(fleet)?;
+        let progress = journal::read(&self.journal_path(fleet)?, fleet, &digest)?;
+        let Some(file) = file else {
             return Ok(ledger);
         };
         for r in file.rows {
@@ -282,19 +320,29 @@ impl RecordStore for FileStore {
             if r.intent {
                 ledger.intents.insert(row.clone());
             }
+            if r.deleting {
+                ledger.deleting.insert(row.clone());
+            }
             ledger.rows.insert(row);
+        }
+        if let Some(progress) = progress {
+            ledger.apply(&progress);
         }
         Ok(ledger)
     }
 
     fn save_ledger(&self, fleet: &str, ledger: &Ledger) -> Result<(), RecordError> {
         // Never overwrite a file this build cannot read, or another fleet's.
-        self.ledger_file(fleet)?;
+        let (before, digest) = self.ledger_file_and_digest(fleet)?;
+        let journal = self.journal_path(fleet)?;
+        journal::read(&journal, fleet, &digest)?;
+        let serial = before.and_then(|f| f.serial).unwrap_or(0) + 1;
         io::write_atomically(
             &self.ledger_path(fleet)?,
             &LedgerFile {
                 ledger: LEDGER_VERSION,
                 fleet: fleet.to_owned(),
+                serial: Some(serial),
                 rows: ledger
                     .rows
                     .iter()
@@ -305,10 +353,38 @@ impl RecordStore for FileStore {
                         region: r.region.clone(),
                         discovered: ledger.discovered.contains(r),
                         intent: ledger.intents.contains(r),
+                        deleting: ledger.deleting.contains(r),
                     })
                     .collect(),
             },
-        )
+        )?;
+        // The journal is folded in: gone (a journal left by a kill here follows the
+        // ledger before, and is never read).
+        io::remove(&journal)?;
+        self.journaled().remove(fleet);
+        Ok(())
+    }
+
+    fn record_progress(&self, fleet: &str, progress: &LedgerProgress) -> Result<(), RecordError> {
+        if progress.is_empty() {
+            return Ok(());
+        }
+        let journal = self.journal_path(fleet)?;
+        if self.journaled().contains(fleet) {
+            return journal::append(&journal, progress);
+        }
+        // This store's first batch since its last save: a journal that follows the
+        // ledger as it is now, written whole (and a stale one replaced).
+        let (file, digest) = self.ledger_file_and_digest(fleet)?;
+        let mut carried = journal::read(&journal, fleet, &digest)?.unwrap_or_default();
+        if file.is_none() {
+            return Ok(()); // no ledger, so no row to mark or drop
+        }
+        carried.deleting.extend(progress.deleting.iter().cloned());
+        carried.dropped.extend(progress.dropped.iter().cloned());
+        journal::start(&journal, fleet, digest, &carried)?;
+        self.journaled().insert(fleet.to_owned());
+        Ok(())
     }
 
     fn load_cache(

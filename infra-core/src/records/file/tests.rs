@@ -18,16 +18,18 @@ fn a_ledger_round_trips_and_its_file_is_stable() {
         rows: [row("b-bucket"), row("a-bucket"), row("c-bucket")].into(),
         discovered: [row("b-bucket")].into(),
         intents: [row("c-bucket")].into(),
+        deleting: [row("a-bucket")].into(),
     };
     store.save_ledger("shop", &ledger).unwrap();
     assert_eq!(store.load_ledger("shop").unwrap(), ledger);
     let text = std::fs::read_to_string(dir.path().join("shop/ledger.json")).unwrap();
     assert!(
-        text.starts_with("{\n  \"ledger\": 2,\n  \"fleet\": \"shop\""),
+        text.starts_with("{\n  \"ledger\": 3,\n  \"fleet\": \"shop\",\n  \"serial\": 1,"),
         "{text}"
     );
     assert_eq!(text.matches("\"discovered\": true").count(), 1, "{text}");
     assert_eq!(text.matches("\"intent\": true").count(), 1, "{text}");
+    assert_eq!(text.matches("\"deleting\": true").count(), 1, "{text}");
     // No temporary file is left behind.
     let names: Vec<String> = std::fs::read_dir(dir.path().join("shop"))
         .unwrap()
@@ -37,7 +39,7 @@ fn a_ledger_round_trips_and_its_file_is_stable() {
 }
 
 #[test]
-fn a_version_1_ledger_is_read_and_rewritten_as_version_2() {
+fn a_version_1_ledger_is_read_and_rewritten_as_version_3() {
     let dir = tempfile::tempdir().unwrap();
     let store = FileStore::new(dir.path());
     let path = dir.path().join("shop/ledger.json");
@@ -55,7 +57,7 @@ fn a_version_1_ledger_is_read_and_rewritten_as_version_2() {
     assert!(
         std::fs::read_to_string(&path)
             .unwrap()
-            .contains("\"ledger\": 2")
+            .contains("\"ledger\": 3")
     );
 }
 
@@ -99,15 +101,15 @@ fn a_newer_ledger_is_refused_and_kept() {
     let store = FileStore::new(dir.path());
     let path = dir.path().join("shop/ledger.json");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let newer = "{\"ledger\": 3, \"fleet\": \"shop\", \"rows\": [], \"owners\": {}}";
+    let newer = "{\"ledger\": 4, \"fleet\": \"shop\", \"rows\": [], \"owners\": {}}";
     std::fs::write(&path, newer).unwrap();
     let err = store.load_ledger("shop").unwrap_err();
     assert!(
         matches!(
             err,
             RecordError::NewerVersion {
-                found: 3,
-                supported: 2,
+                found: 4,
+                supported: 3,
                 ..
             }
         ),
@@ -229,4 +231,169 @@ fn the_lock_is_exclusive_released_on_drop_and_says_who_holds_it() {
             .try_lock("shop", &LockHolder::this_process("destroy"))
             .unwrap(),
     );
+}
+
+fn ledger_of(names: &[&str]) -> Ledger {
+    Ledger {
+        rows: names.iter().map(|n| row(n)).collect(),
+        ..Ledger::default()
+    }
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn progress_is_journaled_read_back_and_folded_into_the_next_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    store
+        .save_ledger("shop", &ledger_of(&["a", "b", "c"]))
+        .unwrap();
+    let ledger_text = std::fs::read_to_string(dir.path().join("shop/ledger.json")).unwrap();
+    store
+        .record_progress(
+            "shop",
+            &LedgerProgress {
+                deleting: vec![row("a"), row("b")],
+                dropped: vec![],
+            },
+        )
+        .unwrap();
+    store
+        .record_progress(
+            "shop",
+            &LedgerProgress {
+                deleting: vec![row("c")],
+                dropped: vec![row("a")],
+            },
+        )
+        .unwrap();
+    // The ledger file was not rewritten: the batches are in the journal.
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("shop/ledger.json")).unwrap(),
+        ledger_text
+    );
+    assert_eq!(
+        names_in(&dir.path().join("shop")),
+        ["ledger.journal", "ledger.json"]
+    );
+    // Another store (the next run) reads them.
+    let next = FileStore::new(dir.path());
+    let read = next.load_ledger("shop").unwrap();
+    assert_eq!(read.rows, [row("b"), row("c")].into());
+    assert_eq!(read.deleting, [row("b"), row("c")].into());
+    next.save_ledger("shop", &read).unwrap();
+    assert_eq!(names_in(&dir.path().join("shop")), ["ledger.json"]);
+    assert_eq!(next.load_ledger("shop").unwrap(), read);
+}
+
+#[test]
+fn a_journal_that_follows_an_earlier_ledger_is_never_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    store.save_ledger("shop", &ledger_of(&["a", "b"])).unwrap();
+    store
+        .record_progress(
+            "shop",
+            &LedgerProgress {
+                deleting: vec![],
+                dropped: vec![row("a")],
+            },
+        )
+        .unwrap();
+    let journal = dir.path().join("shop/ledger.journal");
+    let kept = std::fs::read(&journal).unwrap();
+    // A run killed between the new ledger's rename and the journal's removal.
+    store.save_ledger("shop", &ledger_of(&["a", "b"])).unwrap();
+    std::fs::write(&journal, kept).unwrap();
+    let read = FileStore::new(dir.path()).load_ledger("shop").unwrap();
+    assert_eq!(
+        read.rows,
+        [row("a"), row("b")].into(),
+        "a stale journal was read"
+    );
+}
+
+#[test]
+fn a_journal_line_cut_short_is_ignored_and_a_malformed_one_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    store.save_ledger("shop", &ledger_of(&["a", "b"])).unwrap();
+    store
+        .record_progress(
+            "shop",
+            &LedgerProgress {
+                deleting: vec![row("a")],
+                dropped: vec![],
+            },
+        )
+        .unwrap();
+    let journal = dir.path().join("shop/ledger.journal");
+    let whole = std::fs::read_to_string(&journal).unwrap();
+    std::fs::write(
+        &journal,
+        format!("{whole}{{\"dropped\":{{\"provider\":\"aws\""),
+    )
+    .unwrap();
+    let read = FileStore::new(dir.path()).load_ledger("shop").unwrap();
+    assert_eq!(read.rows, [row("a"), row("b")].into());
+    assert_eq!(read.deleting, [row("a")].into());
+    std::fs::write(&journal, format!("{whole}{{\"renamed\": 1}}\n")).unwrap();
+    let err = FileStore::new(dir.path()).load_ledger("shop").unwrap_err();
+    assert!(
+        matches!(err, RecordError::Malformed { line: 3, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("ledger.journal"), "{err}");
+}
+
+#[test]
+fn a_journal_of_a_newer_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    store.save_ledger("shop", &ledger_of(&["a"])).unwrap();
+    std::fs::write(
+        dir.path().join("shop/ledger.journal"),
+        "{\"journal\":9,\"fleet\":\"shop\",\"follows\":\"\"}\n",
+    )
+    .unwrap();
+    let err = store.load_ledger("shop").unwrap_err();
+    assert!(
+        matches!(err, RecordError::NewerVersion { found: 9, .. }),
+        "{err}"
+    );
+    let err = store.save_ledger("shop", &ledger_of(&["a"])).unwrap_err();
+    assert!(matches!(err, RecordError::NewerVersion { .. }), "{err}");
+}
+
+#[test]
+fn a_version_2_ledger_is_read_and_a_version_4_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let path = dir.path().join("shop/ledger.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(
+        &path,
+        r#"{"ledger": 2, "fleet": "shop", "rows": [{"provider": "aws", "kind": "s3Bucket", "name": "a", "region": "eu-west-3", "intent": true}]}"#,
+    )
+    .unwrap();
+    let ledger = store.load_ledger("shop").unwrap();
+    assert_eq!(ledger.intents, [row("a")].into());
+    assert!(ledger.deleting.is_empty());
+    let newer = r#"{"ledger": 4, "fleet": "shop", "rows": []}"#;
+    std::fs::write(&path, newer).unwrap();
+    let err = store.load_ledger("shop").unwrap_err();
+    assert!(
+        matches!(err, RecordError::NewerVersion { found: 4, .. }),
+        "{err}"
+    );
+    assert!(store.save_ledger("shop", &ledger).is_err());
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), newer);
 }

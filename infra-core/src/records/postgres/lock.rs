@@ -193,6 +193,26 @@ async fn release(shared: Arc<Shared>, token: u64, fleet: String, id: String) {
     let _ = conn.close().await;
 }
 
+/// Confirms the lock kept under `token` is still held: its session answers. A session
+/// holds its advisory lock until it unlocks (only [`release`] does) or ends, so a
+/// session that answers holds it; one that was ended (`pg_terminate_backend`, a server
+/// restart, a network cut) fails, and is not kept.
+pub(super) async fn confirm(shared: Arc<Shared>, token: u64) -> Result<(), Failure> {
+    let Some(mut conn) = shared.take(token) else {
+        return Err("the session holding the fleet's lock is gone".to_owned());
+    };
+    match sqlx::query("SELECT 1").execute(&mut conn).await {
+        Ok(_) => {
+            shared.put_back(token, conn);
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "the session holding the fleet's lock ended: {}",
+            db(e)
+        )),
+    }
+}
+
 /// What `force_unlock` found.
 pub(super) enum Forced {
     /// The lock with that id was removed; its holder.

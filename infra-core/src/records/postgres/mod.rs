@@ -18,7 +18,13 @@ use sqlx::postgres::PgConnectOptions;
 use self::lock::{Forced, Release, Taken};
 use self::worker::{Failure, Worker};
 use super::redact::Place;
-use super::{CacheEntry, Ledger, LockError, LockGuard, LockHolder, RecordError, RecordStore};
+use super::{
+    CacheEntry, Lease, Ledger, LedgerProgress, LockError, LockGuard, LockHolder, RecordError,
+    RecordStore,
+};
+
+/// How long confirming the lock may take before the run takes it as lost.
+const LEASE_WAIT: Duration = Duration::from_secs(10);
 
 /// A stable 64-bit advisory lock key: the first eight bytes of SHA-256 of `text`.
 fn key(text: &str) -> i64 {
@@ -35,15 +41,17 @@ fn key(text: &str) -> i64 {
 /// Four tables, prefixed so that the database can hold other things:
 ///
 /// ```text
-/// infra_ledger_rows      fleet, provider, kind, name, region, discovered, intent
-///                        (key: fleet, provider, kind, name, region)
+/// infra_ledger_rows      fleet, provider, kind, name, region, discovered, intent,
+///                        deleting (key: fleet, provider, kind, name, region)
 /// infra_cache_entries    fleet, provider, kind, position, name, region, handle,
 ///                        observed jsonb, written jsonb (key: fleet, provider, kind, position)
 /// infra_lock_holders     fleet, id, host, pid, verb, since, backend_pid (key: fleet)
 /// infra_schema_versions  version, name, checksum (SHA-256 of the migration's SQL), applied_at
 /// ```
 ///
-/// `save_ledger` replaces a fleet's rows in one transaction, and `save_cache` one
+/// `save_ledger` replaces a fleet's rows in one transaction; `record_progress` marks and
+/// drops only the rows it names, in one transaction (a run writes one such batch per
+/// delete it starts, so its cost is the batch's, not the ledger's); `save_cache` one
 /// (fleet, provider, kind) pair in one transaction (an empty list deletes the pair): a
 /// run killed mid-save leaves the records as they were before it. Cache entries come
 /// back in the order saved. `jsonb` keeps values, not their spelling: an object's keys
@@ -191,6 +199,15 @@ impl RecordStore for PostgresStore {
         self.call(move |shared| tables::save_ledger(shared, fleet, ledger))
     }
 
+    fn record_progress(&self, fleet: &str, progress: &LedgerProgress) -> Result<(), RecordError> {
+        if progress.is_empty() {
+            return Ok(());
+        }
+        check_text("fleet", fleet)?;
+        let (fleet, progress) = (fleet.to_owned(), progress.clone());
+        self.call(move |shared| tables::record_progress(shared, fleet, progress))
+    }
+
     fn load_cache(
         &self,
         fleet: &str,
@@ -233,7 +250,13 @@ impl RecordStore for PostgresStore {
                     fleet: fleet.to_owned(),
                     id: holder.id.clone(),
                 };
-                Ok(LockGuard::new(holder.clone(), replaced, release))
+                let (worker, place) = (self.worker.clone(), self.place.clone());
+                let lease = Lease::checked_by(move || {
+                    worker
+                        .call_within(LEASE_WAIT, move |shared| lock::confirm(shared, token))
+                        .map_err(|m| format!("{}: {}", place.shown(), place.scrub(&m)))
+                });
+                Ok(LockGuard::new(holder.clone(), replaced, release).with_lease(lease))
             }
             Taken::Held(current) => Err(LockError::Held {
                 fleet: fleet.to_owned(),

@@ -17,14 +17,21 @@ struct Migration {
 
 /// The migrations, in order; a migration once released is never edited (its checksum
 /// is recorded), only followed by another.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "records",
-    sql: include_str!("migrations/0001_records.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "records",
+        sql: include_str!("migrations/0001_records.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "deleting",
+        sql: include_str!("migrations/0002_deleting.sql"),
+    },
+];
 
 /// The schema version this build migrates to, and the newest it uses.
-pub(super) const SCHEMA_VERSION: i64 = 1;
+pub(super) const SCHEMA_VERSION: i64 = 2;
 
 /// The table recording the migrations applied; made before the first one.
 const VERSIONS_TABLE: &str = "CREATE TABLE infra_schema_versions (

@@ -8,7 +8,7 @@ use sqlx::{Postgres, Transaction};
 
 use super::key;
 use super::worker::{Failure, Shared, db};
-use crate::records::{CacheEntry, Ledger, LedgerRow};
+use crate::records::{CacheEntry, Ledger, LedgerProgress, LedgerRow};
 
 /// Writers of one fleet's records take turns on this (a run holds the fleet's lock
 /// anyway; two stores writing without it must not interleave their delete and insert).
@@ -29,11 +29,11 @@ async fn begin_writing(
     Ok(tx)
 }
 
-type RowColumns = (String, String, String, String, bool, bool);
+type RowColumns = (String, String, String, String, bool, bool, bool);
 
 pub(super) async fn load_ledger(shared: Arc<Shared>, fleet: String) -> Result<Ledger, Failure> {
     let rows: Vec<RowColumns> = sqlx::query_as(
-        "SELECT provider, kind, name, region, discovered, intent \
+        "SELECT provider, kind, name, region, discovered, intent, deleting \
          FROM infra_ledger_rows WHERE fleet = $1",
     )
     .bind(&fleet)
@@ -41,7 +41,7 @@ pub(super) async fn load_ledger(shared: Arc<Shared>, fleet: String) -> Result<Le
     .await
     .map_err(db)?;
     let mut ledger = Ledger::default();
-    for (provider, kind, name, region, discovered, intent) in rows {
+    for (provider, kind, name, region, discovered, intent, deleting) in rows {
         let row = LedgerRow {
             provider,
             kind,
@@ -53,6 +53,9 @@ pub(super) async fn load_ledger(shared: Arc<Shared>, fleet: String) -> Result<Le
         }
         if intent {
             ledger.intents.insert(row.clone());
+        }
+        if deleting {
+            ledger.deleting.insert(row.clone());
         }
         ledger.rows.insert(row);
     }
@@ -68,6 +71,7 @@ struct LedgerColumns {
     region: Vec<String>,
     discovered: Vec<bool>,
     intent: Vec<bool>,
+    deleting: Vec<bool>,
 }
 
 impl LedgerColumns {
@@ -80,6 +84,18 @@ impl LedgerColumns {
             c.region.push(row.region.clone());
             c.discovered.push(ledger.is_discovered(row));
             c.intent.push(ledger.is_intent(row));
+            c.deleting.push(ledger.is_deleting(row));
+        }
+        c
+    }
+
+    fn of_rows<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> Self {
+        let mut c = LedgerColumns::default();
+        for row in rows {
+            c.provider.push(row.provider.clone());
+            c.kind.push(row.kind.clone());
+            c.name.push(row.name.clone());
+            c.region.push(row.region.clone());
         }
         c
     }
@@ -98,9 +114,10 @@ pub(super) async fn save_ledger(
         .await
         .map_err(db)?;
     sqlx::query(
-        "INSERT INTO infra_ledger_rows (fleet, provider, kind, name, region, discovered, intent) \
+        "INSERT INTO infra_ledger_rows \
+         (fleet, provider, kind, name, region, discovered, intent, deleting) \
          SELECT $1, r.* FROM UNNEST($2::text[], $3::text[], $4::text[], $5::text[], \
-         $6::bool[], $7::bool[]) AS r",
+         $6::bool[], $7::bool[], $8::bool[]) AS r",
     )
     .bind(&fleet)
     .bind(c.provider)
@@ -109,9 +126,56 @@ pub(super) async fn save_ledger(
     .bind(c.region)
     .bind(c.discovered)
     .bind(c.intent)
+    .bind(c.deleting)
     .execute(&mut *tx)
     .await
     .map_err(db)?;
+    tx.commit().await.map_err(db)
+}
+
+/// Marks and drops rows in one transaction, touching only those rows.
+pub(super) async fn record_progress(
+    shared: Arc<Shared>,
+    fleet: String,
+    progress: LedgerProgress,
+) -> Result<(), Failure> {
+    let mut tx = begin_writing(&shared.pool, &fleet).await?;
+    if !progress.deleting.is_empty() {
+        let c = LedgerColumns::of_rows(&progress.deleting);
+        sqlx::query(
+            "UPDATE infra_ledger_rows AS l SET deleting = TRUE \
+             FROM UNNEST($2::text[], $3::text[], $4::text[], $5::text[]) \
+             AS r(provider, kind, name, region) \
+             WHERE l.fleet = $1 AND l.provider = r.provider AND l.kind = r.kind \
+             AND l.name = r.name AND l.region = r.region",
+        )
+        .bind(&fleet)
+        .bind(c.provider)
+        .bind(c.kind)
+        .bind(c.name)
+        .bind(c.region)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    }
+    if !progress.dropped.is_empty() {
+        let c = LedgerColumns::of_rows(&progress.dropped);
+        sqlx::query(
+            "DELETE FROM infra_ledger_rows AS l \
+             USING UNNEST($2::text[], $3::text[], $4::text[], $5::text[]) \
+             AS r(provider, kind, name, region) \
+             WHERE l.fleet = $1 AND l.provider = r.provider AND l.kind = r.kind \
+             AND l.name = r.name AND l.region = r.region",
+        )
+        .bind(&fleet)
+        .bind(c.provider)
+        .bind(c.kind)
+        .bind(c.name)
+        .bind(c.region)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    }
     tx.commit().await.map_err(db)
 }
 

@@ -43,6 +43,11 @@ impl Shared {
     pub(super) fn take(&self, token: u64) -> Option<PgConnection> {
         self.held.lock().expect("held locks").remove(&token)
     }
+
+    /// Keeps `conn` under `token` again, after [`Shared::take`].
+    pub(super) fn put_back(&self, token: u64, conn: PgConnection) {
+        self.held.lock().expect("held locks").insert(token, conn);
+    }
 }
 
 type Job = Box<dyn FnOnce(Arc<Shared>) -> BoxFuture<'static, ()> + Send>;
