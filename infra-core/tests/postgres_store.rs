@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use infra_core::records::{
-    CacheEntry, Ledger, LedgerRow, LockError, LockHolder, MemoryStore, PostgresStore, RecordError,
-    RecordStore,
+    CacheEntry, Ledger, LedgerProgress, LedgerRow, LockError, LockHolder, MemoryStore,
+    PostgresStore, RecordError, RecordStore,
 };
 use proptest::prelude::*;
 use sqlx::Connection as _;
@@ -184,6 +184,8 @@ fn holder(verb: &str) -> LockHolder {
 enum Op {
     Ledger(usize, Ledger),
     Cache(usize, String, String, Vec<CacheEntry>),
+    /// Marks and drops, by the rows' indices in the fleet's ledger as it is then.
+    Progress(usize, Vec<usize>, Vec<usize>),
 }
 
 fn text() -> impl Strategy<Value = String> {
@@ -241,16 +243,20 @@ fn a_ledger() -> impl Strategy<Value = Ledger> {
         text(),
         any::<bool>(),
         any::<bool>(),
+        any::<bool>(),
     );
     prop::collection::vec(one, 0..8).prop_map(|rows| {
         let mut l = Ledger::default();
-        for (p, k, n, r, discovered, intent) in rows {
+        for (p, k, n, r, discovered, intent, deleting) in rows {
             let row = row(&p, &k, &n, &r);
             if discovered {
                 l.discovered.insert(row.clone());
             }
             if intent {
                 l.intents.insert(row.clone());
+            }
+            if deleting {
+                l.deleting.insert(row.clone());
             }
             l.rows.insert(row);
         }
@@ -266,6 +272,12 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         (0..2usize, a_ledger()).prop_map(|(f, l)| Op::Ledger(f, l)),
         (0..2usize, provider(), kind(), entries).prop_map(|(f, p, k, e)| Op::Cache(f, p, k, e)),
+        (
+            0..2usize,
+            prop::collection::vec(0..8usize, 0..4),
+            prop::collection::vec(0..8usize, 0..3)
+        )
+            .prop_map(|(f, marked, dropped)| Op::Progress(f, marked, dropped)),
     ]
 }
 
@@ -273,6 +285,28 @@ fn apply(store: &dyn RecordStore, fleets: &[String], op: &Op) {
     match op {
         Op::Ledger(f, l) => store.save_ledger(&fleets[*f], l).expect("save ledger"),
         Op::Cache(f, p, k, e) => store.save_cache(&fleets[*f], p, k, e).expect("save cache"),
+        Op::Progress(f, marked, dropped) => {
+            // Rows of the ledger as it is (and one that is not there, for an index past
+            // its end): a mark of a missing row changes nothing.
+            let rows: Vec<LedgerRow> = store
+                .load_ledger(&fleets[*f])
+                .expect("load ledger")
+                .rows
+                .into_iter()
+                .collect();
+            let pick = |&i: &usize| {
+                rows.get(i)
+                    .cloned()
+                    .unwrap_or_else(|| row("aws", "vm", "gone", "r"))
+            };
+            let progress = LedgerProgress {
+                deleting: marked.iter().map(pick).collect(),
+                dropped: dropped.iter().map(pick).collect(),
+            };
+            store
+                .record_progress(&fleets[*f], &progress)
+                .expect("record progress");
+        }
     }
 }
 
@@ -503,7 +537,11 @@ fn first_connections_at_once_take_turns_on_the_migration() {
     for store in &stores {
         assert!(store.is_ok(), "{:?}", store.as_ref().err());
     }
-    assert_eq!(db.text("SELECT count(*) FROM infra_schema_versions"), "1");
+    // Each migration once, not once per connection.
+    assert_eq!(
+        db.text("SELECT count(*) FROM infra_schema_versions"),
+        PostgresStore::SCHEMA_VERSION.to_string()
+    );
 }
 
 // ---------------------------------------------------------------------------------
@@ -784,13 +822,14 @@ fn the_lock_holders_and_the_ledger_are_what_the_tables_say() {
     let mut l = ledger(&[row("aws", "vm", "a", "r"), row("aws", "vm", "b", "r")]);
     l.discovered.insert(row("aws", "vm", "a", "r"));
     l.intents.insert(row("aws", "vm", "b", "r"));
+    l.deleting.insert(row("aws", "vm", "a", "r"));
     store.save_ledger("prod", &l).unwrap();
     assert_eq!(
         db.text(
-            "SELECT string_agg(name || ':' || discovered || ':' || intent, ',' ORDER BY name) \
-             FROM infra_ledger_rows"
+            "SELECT string_agg(name || ':' || discovered || ':' || intent || ':' || deleting, \
+             ',' ORDER BY name) FROM infra_ledger_rows"
         ),
-        "a:true:false,b:false:true"
+        "a:true:false:true,b:false:true:false"
     );
     let apply = holder("apply");
     let _guard = store.try_lock("prod", &apply).unwrap();

@@ -350,3 +350,69 @@ async fn the_brake_adds_deletes_to_rows_read_as_absent() {
         .await;
     assert_eq!(code, 0, "{out}");
 }
+
+/// Buckets `buckets`, and with `queues` a dead-letter queue and three queues that use
+/// it.
+fn buckets_and_queues(
+    buckets: &[&str],
+    queues: bool,
+) -> Result<Fleet, infra_core::prelude::CheckReport> {
+    let mut f = Fleet::builder("shop");
+    let here = AwsRegion::EuWest3;
+    for name in buckets {
+        f.declare(here, *name, ObjectStore::new());
+    }
+    if queues {
+        let queue = |dead_letter| Queues {
+            fifo: Expr::lit(false),
+            visibility_timeout_seconds: Partial::Unknown,
+            retention_seconds: Partial::Unknown,
+            dead_letter: Partial::Known(dead_letter),
+            max_receive_count: Partial::Unknown,
+            tags: Partial::Unknown,
+        };
+        let dlq = f.declare(here, "jobs-dlq", queue(None));
+        for name in ["jobs-a", "jobs-b", "jobs-c"] {
+            f.declare(here, name, queue(Some(dlq)));
+        }
+    }
+    f.build()
+}
+
+#[tokio::test]
+async fn the_brake_counts_only_rows_of_resources_that_existed() {
+    let cloud = support::cloud(40);
+    let mut s = answering(false, true);
+    // The dead-letter queue's create is refused (certainly not made): the three
+    // queues that use it are not attempted, and their rows stay as intents.
+    cloud.fail_nth_matching(
+        CallFilter::op(Op::Create).kind("queues"),
+        1,
+        infra_core::sdk::ErrorKind::Invalid,
+        false,
+    );
+    let both = || buckets_and_queues(&["shop-a", "shop-b"], true);
+    let (code, out, _) = s.run(both(), &cloud, &["apply", "--yes"]).await;
+    assert_eq!(code, 1, "{out}");
+    let records = ledger(&s);
+    assert_eq!(records.len(), 5, "{records:?}");
+    assert_eq!(records.intents.len(), 3, "{records:?}");
+    assert_eq!(cloud.len(), 2, "only the buckets exist");
+    cloud.clear_calls();
+    // The declaration loses both buckets: the only two resources the fleet manages.
+    // Three rows of creates never attempted must not make that look like two of five.
+    let queues_only = || buckets_and_queues(&[], true);
+    let (code, out, err) = s.run(queues_only(), &cloud, &["apply", "--yes"]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains("remove 2 of the 2 resources this fleet manages from its records (2 to delete, 0 found absent)"),
+        "{err}"
+    );
+    assert!(cloud.writes().is_empty(), "{:?}", cloud.writes());
+    assert_eq!(cloud.len(), 2);
+    // With the buckets declared, the intents are just creates to make.
+    let (code, out, _) = s.run(both(), &cloud, &["apply", "--yes"]).await;
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(cloud.len(), 6);
+    assert!(ledger(&s).intents.is_empty());
+}

@@ -76,7 +76,29 @@ fn key(text: &str) -> i64 {
 /// `pg_locks`; this needs the same role, or `pg_signal_backend`) when that session is
 /// the one the row names, then deletes the row. Advisory locks are per database: two
 /// schemas of one database share their fleets' locks. A session ended by the server
-/// (`idle_session_timeout`, a restart) loses the lock with it.
+/// (`idle_session_timeout`, a restart) loses the lock with it, and the run stops
+/// (see Fencing).
+///
+/// # Fencing
+///
+/// A run's lock lives as long as its session, and a session can end while the run
+/// goes on (an administrator's `pg_terminate_backend`, `idle_session_timeout`, a server
+/// restart, a cut connection); another run may then take the lock. So the guard's
+/// [`LockGuard::lease`] is confirmed on the lock's own session (a query it must answer:
+/// a session that answers still holds its advisory lock) before a run starts each batch
+/// of calls, and the runner's engine starts nothing without it. Once it fails, the run
+/// makes no further cloud call, reports every resource it had not started as not
+/// attempted (`refused`, saying the lock was lost), writes no record, and exits 1. What
+/// it did is in the records already: a create's row is written before the create, and a
+/// delete's row is marked before the delete is sent, so the next run finds both.
+///
+/// **The window that remains:** a call already in flight when the session ends runs to
+/// its end (a lease is confirmed before a call starts, not while it runs, and no
+/// cloud call can be taken back), and so does the rest of that resource's step (the
+/// delete after its ownership check). For that moment, the run that lost the lock and
+/// one that took it may both be calling the cloud. Its record is already written, so
+/// nothing is lost or made twice by the next run; the two runs may still race on that
+/// one resource, as two operators could.
 ///
 /// # Migrations
 ///
