@@ -140,6 +140,16 @@ impl RecordStore for CrashStore {
         }
         self.inner.save_ledger(fleet, ledger)
     }
+    fn record_progress(
+        &self,
+        fleet: &str,
+        progress: &infra_core::engine::LedgerProgress,
+    ) -> Result<(), RecordError> {
+        if self.cloud.is_crashed() {
+            return Ok(());
+        }
+        self.inner.record_progress(fleet, progress)
+    }
     fn load_cache(
         &self,
         fleet: &str,
