@@ -413,6 +413,9 @@ impl RecordStore for FileStore {
 
     fn try_lock(&self, fleet: &str, holder: &LockHolder) -> Result<LockGuard, LockError> {
         let guard = lock::try_lock(&self.fleet_dir(fleet)?, fleet, holder)?;
+        // Checked before the cache of the earlier layout is moved, and again after, for
+        // the files moved.
+        self.check_migrations(fleet)?;
         self.adopt_earlier_cache(fleet)?;
         self.check_migrations(fleet)?;
         Ok(guard)
