@@ -196,14 +196,17 @@ impl Entry {
     }
 
     /// A copy of the entry: its world opened from a copy of its file, and a session
-    /// whose state directory holds a copy of its records.
+    /// whose state directory holds a copy of its records (empty for the PostgreSQL
+    /// entries).
     fn set_up(&self) -> Copy {
         let world_dir = tempfile::tempdir().unwrap();
         let world = world_dir.path().join("world.json");
         std::fs::copy(self.dir.join("world.json"), &world).unwrap();
         let cloud = SimCloud::open(&world).unwrap();
         let session = answering(false, true);
-        copy_dir(&self.dir.join("state"), session.state.path());
+        if self.dir.join("state").is_dir() {
+            copy_dir(&self.dir.join("state"), session.state.path());
+        }
         Copy {
             cloud,
             session,
@@ -601,4 +604,218 @@ async fn write_entry(record: &str, dir: &Path) {
     drop(cloud);
     copy_dir(s.state.path(), &dir.join("state"));
     std::fs::copy(&world, dir.join("world.json")).unwrap();
+}
+
+/// The PostgreSQL entries: the tables of each schema version, loaded into a database of
+/// their own.
+#[cfg(feature = "postgres")]
+mod on_postgresql {
+    use std::io::Write as _;
+
+    use sqlx::Connection as _;
+    use sqlx::postgres::PgConnection;
+
+    use super::*;
+
+    const URL_VAR: &str = "INFRA_TEST_DATABASE_URL";
+
+    /// The database server to test against. Without one, a loud skip line (or a failure
+    /// when `CI=true`: the PostgreSQL tests must run in CI).
+    fn database_url(what: &str) -> Option<String> {
+        match std::env::var(URL_VAR) {
+            Ok(url) if !url.is_empty() => Some(url),
+            _ => {
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "{URL_VAR} is not set and CI=true: the PostgreSQL test `{what}` must run in CI"
+                );
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "!!! SKIPPED: PostgreSQL test `{what}` — set {URL_VAR} to run it against a database !!!"
+                );
+                None
+            }
+        }
+    }
+
+    /// `url` pointing at database `name` instead.
+    fn with_database(url: &str, name: &str) -> String {
+        let (head, query) = url
+            .split_once('?')
+            .map_or((url, None), |(h, q)| (h, Some(q)));
+        let start = head.find("://").map_or(0, |i| i + 3);
+        let end = head[start..].find('/').map_or(head.len(), |i| start + i);
+        let mut out = format!("{}/{name}", &head[..end]);
+        if let Some(q) = query {
+            out.push('?');
+            out.push_str(q);
+        }
+        out
+    }
+
+    async fn sql(url: &str, sql: String) {
+        let mut conn = PgConnection::connect(url).await.expect("connect");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut conn)
+            .await
+            .expect("the statements run");
+        conn.close().await.expect("close");
+    }
+
+    /// Every row of the store's tables, as one text: what a run must leave as it was.
+    async fn tables(url: &str) -> String {
+        let mut conn = PgConnection::connect(url).await.expect("connect");
+        let mut out = String::new();
+        for table in [
+            "infra_schema_versions",
+            "infra_ledger_rows",
+            "infra_cache_entries",
+        ] {
+            let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT t::text FROM {table} t ORDER BY t::text"
+            )))
+            .fetch_all(&mut conn)
+            .await
+            .expect("a table of the store");
+            out.push_str(&format!("{table}: {rows:?}\n"));
+        }
+        conn.close().await.expect("close");
+        out
+    }
+
+    /// A database of its own, dropped with its sessions at the end.
+    struct Db {
+        admin: String,
+        name: String,
+        url: String,
+    }
+
+    impl Db {
+        async fn new(admin: &str, entry: &str) -> Db {
+            let name = format!(
+                "infra_corpus_{}_{}",
+                entry.replace('-', "_"),
+                std::process::id()
+            );
+            sql(
+                admin,
+                format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            )
+            .await;
+            sql(admin, format!("CREATE DATABASE {name}")).await;
+            Db {
+                admin: admin.to_owned(),
+                url: with_database(admin, &name),
+                name,
+            }
+        }
+
+        async fn drop_it(self) {
+            sql(
+                &self.admin,
+                format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            )
+            .await;
+        }
+    }
+
+    #[tokio::test]
+    async fn the_tables_of_every_schema_version_plan_no_changes_and_take_writes() {
+        let Some(admin) = database_url("the tables of every schema version") else {
+            return;
+        };
+        let newest = u32::try_from(infra_core::records::PostgresStore::SCHEMA_VERSION).unwrap();
+        for version in 1..=newest {
+            let entry = Entry::named(&format!("postgres-v{version}"));
+            let db = Db::new(&admin, &entry.name).await;
+            sql(
+                &db.url,
+                std::fs::read_to_string(entry.dir.join("records.sql")).unwrap(),
+            )
+            .await;
+            let mut copy = entry.set_up();
+            let loaded = tables(&db.url).await;
+
+            let (code, out, err) = copy
+                .run(
+                    false,
+                    &["--records", &db.url, "plan", "--detailed-exitcode"],
+                )
+                .await;
+            assert_eq!(code, 0, "{}: {out}{err}", entry.name);
+            assert!(out.contains("No changes"), "{}: {out}", entry.name);
+            assert!(copy.cloud.writes().is_empty());
+            if version == newest {
+                assert_eq!(tables(&db.url).await, loaded, "a plan changed the tables");
+            }
+            // An earlier schema was brought to this build's (in one transaction, by the
+            // store's first connection), its rows kept.
+            let mut conn = PgConnection::connect(&db.url).await.unwrap();
+            let versions: Vec<i64> =
+                sqlx::query_scalar("SELECT version FROM infra_schema_versions ORDER BY version")
+                    .fetch_all(&mut conn)
+                    .await
+                    .unwrap();
+            let rows: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM infra_ledger_rows WHERE fleet = 'shop'")
+                    .fetch_one(&mut conn)
+                    .await
+                    .unwrap();
+            conn.close().await.unwrap();
+            assert_eq!(versions, (1..=i64::from(newest)).collect::<Vec<_>>());
+            assert_eq!(rows, 3, "{}", entry.name);
+
+            let (code, out, err) = copy
+                .run(true, &["--records", &db.url, "apply", "--yes"])
+                .await;
+            assert_eq!(code, 0, "{}: {out}{err}", entry.name);
+            let (code, out, err) = copy
+                .run(true, &["--records", &db.url, "plan", "--detailed-exitcode"])
+                .await;
+            assert_eq!(code, 0, "{}: {out}{err}", entry.name);
+            assert!(out.contains("No changes"), "{}: {out}", entry.name);
+            db.drop_it().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn tables_of_a_newer_schema_are_refused_and_left_as_they_were() {
+        let Some(admin) = database_url("tables of a newer schema") else {
+            return;
+        };
+        let newest = infra_core::records::PostgresStore::SCHEMA_VERSION;
+        let entry = Entry::named(&format!("postgres-v{newest}"));
+        let db = Db::new(&admin, "newer").await;
+        sql(
+            &db.url,
+            std::fs::read_to_string(entry.dir.join("records.sql")).unwrap(),
+        )
+        .await;
+        sql(
+            &db.url,
+            format!(
+                "INSERT INTO infra_schema_versions (version, name, checksum) \
+                 VALUES ({}, 'a later migration', 'of a later build')",
+                newest + 1
+            ),
+        )
+        .await;
+        let before = tables(&db.url).await;
+        let mut copy = entry.set_up();
+        for args in [&["plan"][..], &["apply", "--yes"], &["destroy", "--yes"]] {
+            let argv: Vec<&str> = ["--records", db.url.as_str()]
+                .into_iter()
+                .chain(args.iter().copied())
+                .collect();
+            let (code, out, err) = copy.run(true, &argv).await;
+            assert_eq!(code, 1, "{args:?}: {out}{err}");
+            assert!(
+                err.contains("newer than this build understands"),
+                "{args:?}: {err}"
+            );
+        }
+        assert_eq!(tables(&db.url).await, before);
+        assert!(copy.cloud.writes().is_empty());
+        db.drop_it().await;
+    }
 }
