@@ -419,6 +419,28 @@ async fn a_backup_holding_something_else_stops_a_writing_run_before_any_cloud_ca
     assert!(backup.is_file());
 }
 
+#[tokio::test]
+async fn the_lock_file_of_every_version_left_by_a_killed_run_is_read_and_taken_over() {
+    for version in 1..=LOCK_FILE_VERSION {
+        let entry = Entry::named(&format!("lock-v{version}"));
+        let mut copy = entry.set_up();
+        let left: LockHolder =
+            serde_json::from_slice(&std::fs::read(copy.state().join("shop/lock.json")).unwrap())
+                .unwrap();
+        let (code, out, err) = copy.run(true, &["apply", "--yes"]).await;
+        assert_eq!(code, 0, "lock-v{version}: {out}{err}");
+        // Read, not just overwritten: the run names the holder the file described.
+        assert!(
+            err.contains("was taken over") && err.contains(&left.id),
+            "lock-v{version}: {err}"
+        );
+        assert!(
+            !copy.state().join("shop/lock.json").exists(),
+            "the lock is released"
+        );
+    }
+}
+
 /// Every file under `dir` with its bytes and modification time.
 fn exactly(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, SystemTime)> {
     files_under(dir)
