@@ -274,6 +274,7 @@ pub(super) async fn apply_file(
 
 fn read_plan_file(path: &Path, fleet: &str) -> Result<PlanFile, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    check_plan_file_version(path, &text)?;
     let file: PlanFile = serde_json::from_str(&text).map_err(|e| {
         format!(
             "{}:{}:{}: not a plan file of this version ({e})",
@@ -282,14 +283,6 @@ fn read_plan_file(path: &Path, fleet: &str) -> Result<PlanFile, String> {
             e.column()
         )
     })?;
-    if file.plan_file != crate::engine::PLAN_FILE_VERSION {
-        return Err(format!(
-            "{}: plan file version {:?} is not the one this build reads ({:?})",
-            path.display(),
-            file.plan_file,
-            crate::engine::PLAN_FILE_VERSION
-        ));
-    }
     if file.fleet != fleet {
         return Err(format!(
             "{}: this plan is for fleet `{}`, not `{fleet}`",
@@ -298,6 +291,44 @@ fn read_plan_file(path: &Path, fleet: &str) -> Result<PlanFile, String> {
         ));
     }
     Ok(file)
+}
+
+/// Refuses a plan file another version of the format wrote before its fields are read,
+/// so that the message names the versions rather than a field this build does not know.
+/// A file without a readable version is left to the full read, which says where it is
+/// malformed.
+fn check_plan_file_version(path: &Path, text: &str) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    struct Versioned {
+        #[serde(rename = "planFile")]
+        plan_file: Option<String>,
+    }
+    let ours = crate::engine::PLAN_FILE_VERSION;
+    let Some(found) = serde_json::from_str::<Versioned>(text)
+        .ok()
+        .and_then(|v| v.plan_file)
+    else {
+        return Ok(());
+    };
+    if found == ours {
+        return Ok(());
+    }
+    let number = |v: &str| v.strip_prefix('v').and_then(|n| n.parse::<u32>().ok());
+    let newer = matches!((number(&found), number(ours)), (Some(f), Some(o)) if f > o);
+    Err(if newer {
+        format!(
+            "{}: plan file version {found:?} was written by a newer version of infra than \
+             this build ({ours:?}); the file was left untouched — apply it with the build that \
+             made it, or make the plan again with this one",
+            path.display()
+        )
+    } else {
+        format!(
+            "{}: plan file version {found:?} is not the one this build reads ({ours:?}); the \
+             file was left untouched — make the plan again with this build",
+            path.display()
+        )
+    })
 }
 
 fn show_plan(io: &mut Io<'_>, report: &PlanReport, json: bool) {

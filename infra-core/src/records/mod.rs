@@ -9,10 +9,11 @@
 //! value field, and a secret's value never reaches one.
 //!
 //! [`FileStore`] keeps them as JSON under a state directory (`.infra/<fleet>/ledger.json`
-//! and `.infra/<fleet>/<provider>/<kind>.json`). Writes are atomic (a temporary file in
-//! the same directory, then a rename). Files carry a schema version; a malformed file, or
-//! one written by a newer version, is refused with its path and line and never
-//! overwritten.
+//! and `.infra/<fleet>/cache/<provider>/<kind>.json`). Writes are atomic (a temporary
+//! file in the same directory, then a rename). Files carry a schema version; a malformed
+//! file, or one written by a newer version, is refused with its path and line and never
+//! overwritten. A file of an earlier version is read, and migrated on its first write,
+//! the file as it was kept beside it as `<file>.v<N>.bak`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -42,6 +43,9 @@ pub const LEDGER_VERSION: u32 = 3;
 /// The schema version of a cache file this crate writes (it reads every earlier one):
 /// 2 keeps, per resource, what the fleet last wrote of fields the cloud does not report.
 pub const CACHE_VERSION: u32 = 2;
+/// The schema version of the file store's manifest (`<fleet>/manifest.json`, the cache
+/// files it wrote) this crate writes and reads.
+pub const MANIFEST_VERSION: u32 = 1;
 
 /// One managed resource.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -219,6 +223,23 @@ pub enum RecordError {
         found: u32,
         /// The newest version this build reads.
         supported: u32,
+    },
+    /// A record of an earlier schema version was to be migrated, but the backup it is
+    /// kept as already exists and holds something else: neither file was touched.
+    #[error(
+        "{path}: migrating this record from schema version {found} to {current} keeps it as \
+         {backup} first, which already exists with other content; both files were left \
+         untouched — move {backup} away (or delete it) and run again"
+    )]
+    BackupDiffers {
+        /// The record.
+        path: PathBuf,
+        /// Its backup, which holds something else.
+        backup: PathBuf,
+        /// The version in the record.
+        found: u32,
+        /// The version this build writes.
+        current: u32,
     },
     /// Reading or writing failed.
     #[error("{path}: {source}")]

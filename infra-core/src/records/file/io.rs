@@ -1,5 +1,11 @@
 //! Reading, checking and writing one record file: whole or not at all, never leaving a
 //! temporary file behind, never reading a dangling link as "no file".
+//!
+//! A record written by an earlier schema version is migrated on its first write: the
+//! file as it was is kept beside it as `<file>.v<N>.bak` (`ledger.json.v1.bak`) before
+//! the new version replaces it, each step atomic. A backup already there with other
+//! content is never overwritten: the write is refused, naming both files. A record of a
+//! newer version than this build's is never written over.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -87,6 +93,117 @@ pub(super) fn parse<T: serde::de::DeserializeOwned>(
             message: "no schema version".into(),
         }),
     }
+}
+
+/// The schema version a record's text declares, if it declares one.
+fn version_of(text: &str) -> Option<u32> {
+    serde_json::from_str::<Versioned>(text).ok()?.version()
+}
+
+/// Where the copy of `path` as schema version `version` wrote it is kept:
+/// `<file>.v<version>.bak` beside it.
+pub(super) fn backup_path(path: &Path, version: u32) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".v{version}.bak"));
+    path.with_file_name(name)
+}
+
+/// What migrating the record at `path` to schema `current` takes.
+enum Migration {
+    /// Nothing: no file, one of this version, or one without a readable version (the
+    /// caller refuses a malformed file).
+    None,
+    /// The file (its text, of version `found`) is to be kept at `backup` first.
+    Keep {
+        text: String,
+        found: u32,
+        backup: PathBuf,
+    },
+    /// The file is kept at its backup already, byte for byte (a run stopped between
+    /// the backup and the new version).
+    Kept,
+}
+
+/// Whether the record at `path` can be migrated to (or written as) schema `current`:
+/// refuses one of a newer version, and one of an earlier version whose backup exists
+/// with other content.
+fn migration(path: &Path, current: u32) -> Result<Migration, RecordError> {
+    let Some(text) = read(path)? else {
+        return Ok(Migration::None);
+    };
+    match version_of(&text) {
+        Some(found) if found > current => Err(RecordError::NewerVersion {
+            path: path.to_owned(),
+            found,
+            supported: current,
+        }),
+        Some(found) if found < current => {
+            let backup = backup_path(path, found);
+            match read(&backup)? {
+                Some(kept) if kept == text => Ok(Migration::Kept),
+                Some(_) => Err(RecordError::BackupDiffers {
+                    path: path.to_owned(),
+                    backup,
+                    found,
+                    current,
+                }),
+                None => Ok(Migration::Keep {
+                    text,
+                    found,
+                    backup,
+                }),
+            }
+        }
+        _ => Ok(Migration::None),
+    }
+}
+
+/// Checks, without writing, that the record at `path` could be written as schema
+/// `current` (see [`migration`]).
+pub(super) fn check_migration(path: &Path, current: u32) -> Result<(), RecordError> {
+    migration(path, current).map(drop)
+}
+
+/// Before the record at `path` (schema `current`) is replaced or removed: refuses one
+/// of a newer version, and keeps one of an earlier version as its backup.
+fn keep_earlier(path: &Path, current: u32) -> Result<(), RecordError> {
+    match migration(path, current)? {
+        Migration::None | Migration::Kept => Ok(()),
+        Migration::Keep {
+            text,
+            found,
+            backup,
+        } => {
+            write_bytes_atomically(&backup, text.as_bytes())?;
+            tracing::info!(
+                file = %path.display(),
+                backup = %backup.display(),
+                from = found,
+                to = current,
+                "migrating a record to this build's schema; the earlier file is kept"
+            );
+            Ok(())
+        }
+    }
+}
+
+/// Writes `value`, a record of schema version `version`, as the whole of `path`. A file
+/// there of an earlier version is first kept as `<file>.v<N>.bak` (see the module
+/// documentation); one of a newer version is refused and left as it is.
+pub(super) fn write_record(
+    path: &Path,
+    value: &impl Serialize,
+    version: u32,
+) -> Result<(), RecordError> {
+    keep_earlier(path, version)?;
+    write_atomically(path, value)
+}
+
+/// Removes the record at `path` (schema `version`), as [`remove`] does, keeping a file
+/// of an earlier version as its backup first and refusing one of a newer version.
+pub(super) fn remove_record(path: &Path, version: u32) -> Result<(), RecordError> {
+    keep_earlier(path, version)?;
+    remove(path)
 }
 
 /// Writes `value` as the whole of `path`: a temporary file in the same directory,

@@ -17,6 +17,13 @@
 //! run killed in between leaves at most a name whose file is missing (read as empty).
 //! Temporary files are named `.infra-tmp-<pid>-<n>`; the run that next takes the lock
 //! removes those a killed run left.
+//!
+//! A record of an earlier schema version is read as it is and migrated on its first
+//! write (or removal): the file as it was is kept beside it as `<file>.v<N>.bak`
+//! (`ledger.json.v1.bak`, `cache/aws/objectStore.json.v1.bak`), and a backup already
+//! there with other content makes the write fail, naming both files. The cache files of
+//! the layout before the manifest are moved under `cache/` byte for byte, then migrated
+//! like any other. A record of a newer version is refused and never written over.
 
 mod io;
 mod journal;
@@ -32,11 +39,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     CACHE_VERSION, CacheEntry, LEDGER_VERSION, Ledger, LedgerProgress, LedgerRow, LockError,
-    LockGuard, LockHolder, RecordError, RecordStore,
+    LockGuard, LockHolder, MANIFEST_VERSION, RecordError, RecordStore,
 };
-
-/// The schema version of the manifest this crate writes.
-const MANIFEST_VERSION: u32 = 1;
 
 /// Records as JSON files under a state directory.
 #[derive(Clone, Debug)]
@@ -194,13 +198,14 @@ impl FileStore {
     fn save_manifest(&self, fleet: &str, mut cache: Vec<PairFile>) -> Result<(), RecordError> {
         cache.sort();
         cache.dedup();
-        io::write_atomically(
+        io::write_record(
             &self.manifest_path(fleet)?,
             &ManifestFile {
                 manifest: MANIFEST_VERSION,
                 fleet: fleet.to_owned(),
                 cache,
             },
+            MANIFEST_VERSION,
         )
     }
 }
@@ -250,8 +255,10 @@ impl FileStore {
 impl FileStore {
     /// Moves the cache files an earlier version wrote (`<fleet>/<provider>/<kind>.json`,
     /// before the manifest) under `cache/` and into the manifest — only at the paths of
-    /// pairs the ledger names, and only files that read as that pair's cache. Anything
-    /// else there is left alone. Runs once, holding the lock, when there is no manifest.
+    /// pairs the ledger names, and only files that read as that pair's cache. Each file is
+    /// moved byte for byte, its schema version as it was (its first write migrates it).
+    /// Anything else there is left alone. Runs once, holding the lock, when there is no
+    /// manifest.
     fn adopt_earlier_cache(&self, fleet: &str) -> Result<(), RecordError> {
         if io::read(&self.manifest_path(fleet)?)?.is_some() {
             return Ok(());
@@ -278,14 +285,17 @@ impl FileStore {
                 continue;
             }
             let old = dir.join(&pair.provider).join(format!("{}.json", pair.kind));
-            let Ok(Some(file)) = self.cache_file(&old) else {
+            let Ok(Some(text)) = io::read(&old) else {
+                continue;
+            };
+            let Ok(file) = io::parse::<CacheFile>(&old, &text, CACHE_VERSION) else {
                 continue;
             };
             if file.provider != pair.provider || file.kind != pair.kind {
                 continue;
             }
             let new = self.cache_path(fleet, &pair.provider, &pair.kind)?;
-            io::write_atomically(&new, &file)?;
+            io::write_bytes_atomically(&new, text.as_bytes())?;
             adopted.push((pair, old));
         }
         if adopted.is_empty() {
@@ -294,6 +304,21 @@ impl FileStore {
         self.save_manifest(fleet, adopted.iter().map(|(p, _)| p.clone()).collect())?;
         for (_, old) in adopted {
             io::remove(&old)?;
+        }
+        Ok(())
+    }
+}
+
+impl FileStore {
+    /// Refuses, before a run that writes does anything, a record whose migration would
+    /// be refused at its first write: one of an earlier version whose backup exists with
+    /// other content. A run so refused has made no cloud call and written nothing.
+    fn check_migrations(&self, fleet: &str) -> Result<(), RecordError> {
+        io::check_migration(&self.ledger_path(fleet)?, LEDGER_VERSION)?;
+        io::check_migration(&self.manifest_path(fleet)?, MANIFEST_VERSION)?;
+        for pair in self.manifest(fleet)? {
+            let path = self.cache_path(fleet, &pair.provider, &pair.kind)?;
+            io::check_migration(&path, CACHE_VERSION)?;
         }
         Ok(())
     }
@@ -337,7 +362,7 @@ impl RecordStore for FileStore {
         let journal = self.journal_path(fleet)?;
         journal::read(&journal, fleet, &digest)?;
         let serial = before.and_then(|f| f.serial).unwrap_or(0) + 1;
-        io::write_atomically(
+        io::write_record(
             &self.ledger_path(fleet)?,
             &LedgerFile {
                 ledger: LEDGER_VERSION,
@@ -357,6 +382,7 @@ impl RecordStore for FileStore {
                     })
                     .collect(),
             },
+            LEDGER_VERSION,
         )?;
         // The journal is folded in: gone (a journal left by a kill here follows the
         // ledger before, and is never read).
@@ -428,7 +454,7 @@ impl RecordStore for FileStore {
         }
         if entries.is_empty() {
             if listed {
-                io::remove(&path)?;
+                io::remove_record(&path, CACHE_VERSION)?;
                 let _ = std::fs::remove_dir(self.fleet_dir(fleet)?.join("cache"));
                 manifest.retain(|p| p != &pair);
                 self.save_manifest(fleet, manifest)?;
@@ -441,7 +467,7 @@ impl RecordStore for FileStore {
         }
         let mut entries = entries.to_vec();
         entries.sort_by(|a, b| (&a.name, &a.region).cmp(&(&b.name, &b.region)));
-        io::write_atomically(
+        io::write_record(
             &path,
             &CacheFile {
                 cache: CACHE_VERSION,
@@ -449,6 +475,7 @@ impl RecordStore for FileStore {
                 kind: kind.to_owned(),
                 entries,
             },
+            CACHE_VERSION,
         )
     }
 
@@ -462,7 +489,11 @@ impl RecordStore for FileStore {
 
     fn try_lock(&self, fleet: &str, holder: &LockHolder) -> Result<LockGuard, LockError> {
         let guard = lock::try_lock(&self.fleet_dir(fleet)?, fleet, holder)?;
+        // Checked before the cache of the earlier layout is moved, and again after, for
+        // the files moved.
+        self.check_migrations(fleet)?;
         self.adopt_earlier_cache(fleet)?;
+        self.check_migrations(fleet)?;
         Ok(guard)
     }
 

@@ -52,6 +52,7 @@ fn a_version_1_ledger_is_read_and_rewritten_as_version_3() {
     let ledger = store.load_ledger("shop").unwrap();
     assert_eq!(ledger.rows, [row("a-bucket")].into());
     assert!(ledger.discovered.is_empty());
+    let before = std::fs::read(&path).unwrap();
     store.save_ledger("shop", &ledger).unwrap();
     assert_eq!(store.load_ledger("shop").unwrap(), ledger);
     assert!(
@@ -59,6 +60,125 @@ fn a_version_1_ledger_is_read_and_rewritten_as_version_3() {
             .unwrap()
             .contains("\"ledger\": 3")
     );
+    // The file as version 1 wrote it is kept beside it, byte for byte.
+    let backup = dir.path().join("shop/ledger.json.v1.bak");
+    assert_eq!(std::fs::read(&backup).unwrap(), before);
+    // The next write has nothing to migrate, and leaves the backup as it is.
+    store.save_ledger("shop", &Ledger::default()).unwrap();
+    assert_eq!(std::fs::read(&backup).unwrap(), before);
+}
+
+const LEDGER_V1: &str = r#"{"ledger": 1, "fleet": "shop", "rows": [{"provider": "aws", "kind": "s3Bucket", "name": "a-bucket", "region": "eu-west-3"}]}"#;
+
+#[test]
+fn a_backup_with_other_content_is_never_overwritten_and_the_migration_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let path = dir.path().join("shop/ledger.json");
+    let backup = dir.path().join("shop/ledger.json.v1.bak");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, LEDGER_V1).unwrap();
+    std::fs::write(&backup, "an earlier backup\n").unwrap();
+    let err = store.save_ledger("shop", &Ledger::default()).unwrap_err();
+    assert!(matches!(err, RecordError::BackupDiffers { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("ledger.json:"), "{text}");
+    assert!(text.contains("ledger.json.v1.bak"), "{text}");
+    assert!(
+        text.contains(&format!("from schema version 1 to {LEDGER_VERSION}")),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), LEDGER_V1);
+    assert_eq!(
+        std::fs::read_to_string(&backup).unwrap(),
+        "an earlier backup\n"
+    );
+    // A run that would write is refused when it takes the lock, before anything else.
+    let Err(err) = store.try_lock("shop", &LockHolder::this_process("apply")) else {
+        panic!("the lock was taken");
+    };
+    assert!(err.to_string().contains("ledger.json.v1.bak"), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), LEDGER_V1);
+}
+
+#[test]
+fn a_backup_left_by_a_stopped_migration_is_taken_as_it_is() {
+    // A run stopped after keeping the backup and before writing the new version.
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let path = dir.path().join("shop/ledger.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, LEDGER_V1).unwrap();
+    std::fs::write(dir.path().join("shop/ledger.json.v1.bak"), LEDGER_V1).unwrap();
+    let ledger = store.load_ledger("shop").unwrap();
+    store.save_ledger("shop", &ledger).unwrap();
+    assert_eq!(
+        store.load_ledger("shop").unwrap().rows,
+        [row("a-bucket")].into()
+    );
+}
+
+#[test]
+fn a_newer_record_is_never_written_over_nor_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let path = dir.path().join("shop/ledger.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let newer = format!(
+        r#"{{"ledger": {}, "fleet": "shop", "rows": [], "later": true}}"#,
+        LEDGER_VERSION + 1
+    );
+    std::fs::write(&path, &newer).unwrap();
+    let err = store.save_ledger("shop", &Ledger::default()).unwrap_err();
+    assert!(matches!(err, RecordError::NewerVersion { .. }), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), newer);
+    // The generic write path refuses it too, whoever calls it.
+    let err = io::write_record(
+        &path,
+        &serde_json::json!({"ledger": LEDGER_VERSION}),
+        LEDGER_VERSION,
+    )
+    .unwrap_err();
+    assert!(matches!(err, RecordError::NewerVersion { .. }), "{err}");
+    let err = io::remove_record(&path, LEDGER_VERSION).unwrap_err();
+    assert!(matches!(err, RecordError::NewerVersion { .. }), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), newer);
+    let names: Vec<String> = std::fs::read_dir(dir.path().join("shop"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["ledger.json"], "no backup, no temporary file");
+}
+
+#[test]
+fn a_version_1_cache_emptied_is_kept_as_its_backup() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let entry = CacheEntry {
+        name: "a-bucket".into(),
+        region: "eu-west-3".into(),
+        handle: "a-bucket".into(),
+        observed: serde_json::json!({"id": "a-bucket"}),
+        written: serde_json::Map::new(),
+    };
+    store
+        .save_cache("shop", "aws", "s3Bucket", &[entry])
+        .unwrap();
+    let path = store.cache_path("shop", "aws", "s3Bucket").unwrap();
+    let v1 = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(&format!("\"cache\": {CACHE_VERSION}"), "\"cache\": 1");
+    std::fs::write(&path, &v1).unwrap();
+    store.save_cache("shop", "aws", "s3Bucket", &[]).unwrap();
+    assert!(!path.exists());
+    let backup = io::backup_path(&path, 1);
+    assert!(
+        backup.ends_with("cache/aws/s3Bucket.json.v1.bak"),
+        "{}",
+        backup.display()
+    );
+    assert_eq!(std::fs::read_to_string(&backup).unwrap(), v1);
+    assert!(store.cached_pairs("shop").unwrap().is_empty());
 }
 
 #[test]
