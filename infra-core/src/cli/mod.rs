@@ -119,7 +119,9 @@ use clap::Parser;
 
 mod args;
 mod console;
+mod emit;
 mod graph;
+mod import;
 mod output;
 mod reach;
 mod render;
@@ -332,7 +334,8 @@ fn reaches_clouds(verb: &Verb) -> bool {
         | Verb::Plan { .. }
         | Verb::Apply { .. }
         | Verb::Destroy { .. }
-        | Verb::Discover
+        | Verb::Discover { .. }
+        | Verb::Import(_)
         | Verb::State {
             command: StateCommand::Mv { .. },
         }
@@ -466,7 +469,16 @@ async fn run_verb(
             )
             .await
         }
-        Verb::Discover => verbs::discover(io, engine, fleet).await,
+        Verb::Discover { emit_rust } => verbs::discover(io, engine, fleet, emit_rust).await,
+        Verb::Import(a) => {
+            let verb = import::ImportVerb {
+                address: a.address,
+                id: a.id,
+                yes: a.yes,
+                json: a.json,
+            };
+            import::import(io, engine, fleet, verb).await
+        }
         Verb::Output {
             name,
             json,

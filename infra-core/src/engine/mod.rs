@@ -56,6 +56,8 @@ mod discover;
 mod error;
 mod execute;
 mod gates;
+#[cfg(feature = "cli")]
+mod import;
 mod model;
 mod observe;
 mod prerequisites;
@@ -68,6 +70,8 @@ mod secrets;
 mod verdict;
 
 pub use discover::Discovery;
+#[cfg(feature = "cli")]
+pub(crate) use import::ImportPreview;
 
 // What an embedder driving the engine needs besides the engine itself: the results it
 // answers, the plans it carries out, the records it keeps, the clock it runs on.
