@@ -159,10 +159,10 @@ async fn absent(
                 return Stop::Refused(
                     Refusal::Elsewhere,
                     format!(
-                        "{id} is a {} {other_kind} in {region}, but {row} is declared a {kind} \
-                         in {}: the records cannot make one resource another kind, nor move it \
-                         to another region",
-                        row.provider, row.region
+                        "{id} is of kind {other_kind}, in {region}; {row} is declared of kind \
+                         {kind}, in {}: the records cannot make a resource another kind, nor \
+                         move it to another region",
+                        row.region
                     ),
                 );
             }
@@ -179,8 +179,8 @@ async fn absent(
     Stop::Refused(
         Refusal::Absent,
         format!(
-            "{id} names nothing: the {} backend has no {kind} with that id in {}, nor any other \
-             of its kinds in the regions this fleet uses ({})",
+            "{id} names nothing: the {} backend finds no resource of kind {kind} with that id \
+             in {}, nor of any other of its kinds in the regions this fleet uses ({})",
             row.provider,
             row.region,
             regions.into_iter().collect::<Vec<_>>().join(", ")
