@@ -63,7 +63,13 @@ fn hand_made(seed: u64) -> (SimCloud, Handles) {
         )
         .unwrap();
     let far = cloud
-        .insert_foreign("aws", "objectStore", "us-east-1", "far-away", RawTags::new())
+        .insert_foreign(
+            "aws",
+            "objectStore",
+            "us-east-1",
+            "far-away",
+            RawTags::new(),
+        )
         .unwrap();
     (
         cloud,
@@ -135,12 +141,7 @@ fn assert_unchanged(cloud: &SimCloud, s: &Session) {
 
 /// Runs `import` refused: exit 1, nothing on standard output in text, the JSON
 /// document's refusal; answers the error.
-async fn refused(
-    s: &mut Session,
-    cloud: &SimCloud,
-    args: &[&str],
-    refusal: &str,
-) -> String {
+async fn refused(s: &mut Session, cloud: &SimCloud, args: &[&str], refusal: &str) -> String {
     let mut argv = vec!["import"];
     argv.extend_from_slice(args);
     let (code, out, err) = s.run(fleet(), cloud, &argv).await;
@@ -162,18 +163,39 @@ async fn every_refusal_says_why_exits_1_and_changes_nothing() {
     let (cloud, h) = hand_made(71);
     let mut s = answering(false, true);
 
-    let err = refused(&mut s, &cloud, &["nowhere", &h.bucket, "--yes"], "not-declared").await;
+    let err = refused(
+        &mut s,
+        &cloud,
+        &["nowhere", &h.bucket, "--yes"],
+        "not-declared",
+    )
+    .await;
     insta::assert_snapshot!("import_not_declared", err);
 
-    let err = refused(&mut s, &cloud, &["billing-key", &h.billing, "--yes"], "other-fleet").await;
-    assert!(err.contains("carries the ownership marker of fleet `billing`"), "{err}");
+    let err = refused(
+        &mut s,
+        &cloud,
+        &["billing-key", &h.billing, "--yes"],
+        "other-fleet",
+    )
+    .await;
+    assert!(
+        err.contains("carries the ownership marker of fleet `billing`"),
+        "{err}"
+    );
     assert_eq!(
         cloud.resource(&h.billing).unwrap().raw_tags["managed-by-infra"],
         "billing"
     );
 
     // The queue's id given for the bucket: another kind.
-    let err = refused(&mut s, &cloud, &["hand-made", &h.queue, "--yes"], "elsewhere").await;
+    let err = refused(
+        &mut s,
+        &cloud,
+        &["hand-made", &h.queue, "--yes"],
+        "elsewhere",
+    )
+    .await;
     insta::assert_snapshot!("import_other_kind", err);
 
     // The bucket in us-east-1 given for the one declared in eu-west-3: another region.
@@ -194,10 +216,18 @@ async fn every_refusal_says_why_exits_1_and_changes_nothing() {
     insta::assert_snapshot!("import_absent", err);
 
     // The bucket's id given for the queue's address: the bucket is not a queue.
-    refused(&mut s, &cloud, &["hand-jobs", &h.bucket, "--yes"], "elsewhere").await;
+    refused(
+        &mut s,
+        &cloud,
+        &["hand-jobs", &h.bucket, "--yes"],
+        "elsewhere",
+    )
+    .await;
 
     // No terminal and no --yes: shown, then refused.
-    let (code, out, err) = s.run(fleet(), &cloud, &["import", "hand-made", &h.bucket]).await;
+    let (code, out, err) = s
+        .run(fleet(), &cloud, &["import", "hand-made", &h.bucket])
+        .await;
     assert_eq!(code, 1);
     assert!(out.contains("The next plan of it, once imported:"), "{out}");
     assert!(err.contains("there is no terminal to ask on"), "{err}");
@@ -210,7 +240,11 @@ async fn a_read_that_fails_is_an_error_never_absent() {
     let mut s = answering(false, true);
     cloud.deny("aws", Some("objectStore"), None);
     let (code, out, err) = s
-        .run(fleet(), &cloud, &["import", "hand-made", &h.bucket, "--yes", "--json"])
+        .run(
+            fleet(),
+            &cloud,
+            &["import", "hand-made", &h.bucket, "--yes", "--json"],
+        )
         .await;
     assert_eq!(code, 1);
     let outcome = json(&out);
@@ -226,9 +260,14 @@ async fn a_read_that_fails_is_an_error_never_absent() {
 async fn no_at_the_prompt_changes_nothing() {
     let (cloud, h) = hand_made(73);
     let mut s = session(true, Box::new(|_| false));
-    let (code, out, _) = s.run(fleet(), &cloud, &["import", "hand-made", &h.bucket]).await;
+    let (code, out, _) = s
+        .run(fleet(), &cloud, &["import", "hand-made", &h.bucket])
+        .await;
     assert_eq!(code, 1);
-    assert!(out.contains("Declined at the prompt: nothing was changed."), "{out}");
+    assert!(
+        out.contains("Declined at the prompt: nothing was changed."),
+        "{out}"
+    );
     assert_eq!(
         s.questions.lock().unwrap().clone(),
         [format!(
@@ -247,9 +286,14 @@ async fn an_import_marks_records_and_caches_and_the_next_plan_shows_what_it_show
     // Before: the plan refuses to touch a resource without the marker.
     let (code, out, _) = s.run(fleet(), &cloud, &["plan"]).await;
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("does not carry the `managed-by-infra` marker"), "{out}");
+    assert!(
+        out.contains("does not carry the `managed-by-infra` marker"),
+        "{out}"
+    );
 
-    let (code, out, err) = s.run(fleet(), &cloud, &["import", "hand-made", &h.bucket]).await;
+    let (code, out, err) = s
+        .run(fleet(), &cloud, &["import", "hand-made", &h.bucket])
+        .await;
     assert_eq!(code, 0, "{err}");
     insta::assert_snapshot!("import_text", out.replace(&h.bucket, "[BUCKET]"));
 
@@ -279,7 +323,11 @@ async fn an_import_marks_records_and_caches_and_the_next_plan_shows_what_it_show
 
     // The next plan of it shows the divergence shown, and nothing else.
     let (code, out, _) = s
-        .run(fleet(), &cloud, &["plan", "--json", "--target", "hand-made"])
+        .run(
+            fleet(),
+            &cloud,
+            &["plan", "--json", "--target", "hand-made"],
+        )
         .await;
     assert_eq!(code, 0, "{out}");
     let plan = json(&out);
@@ -302,14 +350,20 @@ async fn an_import_marks_records_and_caches_and_the_next_plan_shows_what_it_show
         .await;
     assert_eq!(code, 0);
     assert!(
-        out.contains("  ~ aws/objectStore/hand-made (eu-west-3)  update\n      versioning: true → false\n"),
+        out.contains(
+            "  ~ aws/objectStore/hand-made (eu-west-3)  update\n      versioning: true → false\n"
+        ),
         "{out}"
     );
 
     // Imported twice: refused, the address is managed.
     cloud.clear_calls();
     let (code, out, err) = s
-        .run(fleet(), &cloud, &["import", "hand-made", &h.bucket, "--json"])
+        .run(
+            fleet(),
+            &cloud,
+            &["import", "hand-made", &h.bucket, "--json"],
+        )
         .await;
     assert_eq!(code, 1);
     let outcome = json(&out);
@@ -323,7 +377,11 @@ async fn import_json_is_one_document_with_the_plan_and_the_declaration() {
     let (cloud, h) = hand_made(75);
     let mut s = answering(false, true);
     let (code, out, err) = s
-        .run(fleet(), &cloud, &["import", "hand-made", &h.bucket, "--yes", "--json"])
+        .run(
+            fleet(),
+            &cloud,
+            &["import", "hand-made", &h.bucket, "--yes", "--json"],
+        )
         .await;
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("The next plan of it, once imported:"), "{err}");
@@ -347,7 +405,11 @@ async fn import_json_is_one_document_with_the_plan_and_the_declaration() {
     cloud.set_raw_tags(&h.queue, marked);
     cloud.clear_calls();
     let (code, out, _) = s
-        .run(fleet(), &cloud, &["import", "hand-jobs", &h.queue, "--yes", "--json"])
+        .run(
+            fleet(),
+            &cloud,
+            &["import", "hand-jobs", &h.queue, "--yes", "--json"],
+        )
         .await;
     assert_eq!(code, 0);
     let outcome = json(&out);
@@ -365,10 +427,17 @@ async fn import_takes_the_fleets_lock() {
     let holder = infra_core::engine::LockHolder::this_process("apply");
     let guard = store.try_lock("imports", &holder).unwrap();
     let (code, _, err) = s
-        .run(fleet(), &cloud, &["import", "hand-made", &h.bucket, "--yes"])
+        .run(
+            fleet(),
+            &cloud,
+            &["import", "hand-made", &h.bucket, "--yes"],
+        )
         .await;
     assert_eq!(code, 1);
-    assert!(err.contains("fleet `imports` is locked by `apply`"), "{err}");
+    assert!(
+        err.contains("fleet `imports` is locked by `apply`"),
+        "{err}"
+    );
     drop(guard);
     assert_unchanged(&cloud, &s);
     let (code, out, _) = s.run_on(fleet(), Backends::new(), &["--help"]).await;

@@ -1,6 +1,8 @@
 //! `discover --emit-rust`: the declarations of the resources `discover` added that the
-//! fleet does not declare, from what their clouds report. Each is listed under its
-//! name and read once more (discover itself reads only markers).
+//! fleet does not declare, from what their clouds report. Each resource added is
+//! listed under its name (discover itself keeps no handle), and each undeclared one
+//! read once more (discover reads only markers); a reference to a resource the records
+//! observed, or to one just added, is written with that resource's variable.
 
 use std::collections::BTreeMap;
 
@@ -21,12 +23,17 @@ pub(in crate::cli) async fn discovered(
     let mut handles = known_handles(engine, fleet);
     let mut read: Vec<(LedgerRow, Map<String, Value>)> = Vec::new();
     let mut unread = Vec::new();
-    for row in added.iter().filter(|r| declared(fleet, r).is_none()) {
-        match reported(engine, fleet, row).await {
+    for row in added {
+        let undeclared = declared(fleet, row).is_none();
+        match reported(engine, fleet, row, undeclared).await {
             Ok((handle, reported)) => {
                 handles.insert(handle, subject(row));
-                read.push((row.clone(), reported));
+                if let Some(reported) = reported {
+                    read.push((row.clone(), reported));
+                }
             }
+            // A declared one is only referred to: its declaration is the fleet's.
+            Err(_) if !undeclared => {}
             Err(why) => unread.push((row.clone(), format!("// {row}: not written: {why}"))),
         }
     }
@@ -74,13 +81,14 @@ fn known_handles(engine: &Engine, fleet: &Fleet) -> BTreeMap<String, Subject> {
     handles
 }
 
-/// The handle of the resource `row` names that carries this fleet's marker, and what
-/// its cloud reports of it.
+/// The handle of the resource `row` names that carries this fleet's marker, and (when
+/// `read`) what its cloud reports of it.
 async fn reported(
     engine: &Engine,
     fleet: &Fleet,
     row: &LedgerRow,
-) -> Result<(String, Map<String, Value>), String> {
+    read: bool,
+) -> Result<(String, Option<Map<String, Value>>), String> {
     let (backend, kind) = backend_for(engine.backends(), &row.provider, &row.kind)?;
     let named = handles_named(&*backend, kind, &row.region, &row.name)
         .await
@@ -98,11 +106,14 @@ async fn reported(
         }
     }
     let handle = ours.ok_or("it is no longer listed with this fleet's marker")?;
+    if !read {
+        return Ok((handle, None));
+    }
     let sighting = backend
         .read(kind, &row.region, &handle)
         .await
         .map_err(|e| format!("it could not be read: {e}"))?;
     let mut reported = sighting.reported().clone();
     crate::backend::strip_marker(&mut reported);
-    Ok((handle, reported))
+    Ok((handle, Some(reported)))
 }

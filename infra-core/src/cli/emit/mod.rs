@@ -87,8 +87,8 @@ pub(super) fn variable(name: &str) -> String {
     const KEYWORDS: &[&str] = &[
         "as", "async", "await", "box", "break", "const", "continue", "crate", "dyn", "else",
         "enum", "extern", "false", "fleet", "fn", "for", "gen", "if", "impl", "in", "let", "loop",
-        "match", "mod", "move", "mut", "pub", "ref", "return", "self", "static", "struct",
-        "super", "trait", "true", "try", "type", "unsafe", "use", "where", "while", "yield",
+        "match", "mod", "move", "mut", "pub", "ref", "return", "self", "static", "struct", "super",
+        "trait", "true", "try", "type", "unsafe", "use", "where", "while", "yield",
     ];
     if KEYWORDS.contains(&var.as_str()) {
         var.push('_');

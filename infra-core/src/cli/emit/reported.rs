@@ -433,8 +433,12 @@ fn dependencies_first(
                 continue;
             }
             let waits = edges.get(s).is_some_and(|to| {
-                to.iter()
-                    .any(|t| specs.iter().zip(&done).any(|((o, _), d)| o == t && !d && o != s))
+                to.iter().any(|t| {
+                    specs
+                        .iter()
+                        .zip(&done)
+                        .any(|((o, _), d)| o == t && !d && o != s)
+                })
             });
             if !waits {
                 done[i] = true;
@@ -467,14 +471,20 @@ fn spec(names: &mut Names<'_>, subject: &Subject, taken: &Taken<'_>) -> String {
                 .or_else(|| taken.settled.and_then(|s| s.get(f.json)))
                 .or_else(|| {
                     // The declaration's own reference, where settling found no handle.
-                    matches!(f.ty, Ty::Key(_) | Ty::OptKey(_) | Ty::KeyMap(_) | Ty::Source)
-                        .then(|| taken.declared.and_then(|d| d.get(f.json)))
-                        .flatten()
+                    matches!(
+                        f.ty,
+                        Ty::Key(_) | Ty::OptKey(_) | Ty::KeyMap(_) | Ty::Source
+                    )
+                    .then(|| taken.declared.and_then(|d| d.get(f.json)))
+                    .flatten()
                 });
             (snake(f.json), field(names, subject, f, value))
         })
         .collect();
-    let fields: Vec<(&str, String)> = fields.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+    let fields: Vec<(&str, String)> = fields
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.clone()))
+        .collect();
     literal(schema.rust, &fields)
 }
 
@@ -722,12 +732,14 @@ mod tests {
 
     #[test]
     fn a_serverless_capacity_is_counted_in_halves() {
-        let value = serde_json::json!({"shape": "serverless", "minCapacity": 0.5, "maxCapacity": 2.0});
+        let value =
+            serde_json::json!({"shape": "serverless", "minCapacity": 0.5, "maxCapacity": 2.0});
         assert_eq!(
             capacity(&value).unwrap(),
             "Capacity::Serverless { min_capacity: Acu::halves(1), max_capacity: Acu::halves(4) }"
         );
-        let odd = serde_json::json!({"shape": "serverless", "minCapacity": 0.3, "maxCapacity": 2.0});
+        let odd =
+            serde_json::json!({"shape": "serverless", "minCapacity": 0.3, "maxCapacity": 2.0});
         assert_eq!(capacity(&odd), None);
     }
 }

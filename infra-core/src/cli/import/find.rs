@@ -37,7 +37,9 @@ pub(super) async fn find(
     id: &str,
 ) -> Result<Found, Stop> {
     let (backend, kind) = backend(backends, row)?;
-    check_account(fleet, &*backend).await.map_err(Stop::Failed)?;
+    check_account(fleet, &*backend)
+        .await
+        .map_err(Stop::Failed)?;
     let sighting = match backend.read(kind, &row.region, id).await {
         Ok(s) => s,
         Err(e) if e.kind == ErrorKind::NotFound => {
@@ -87,9 +89,9 @@ fn backend(
     row: &LedgerRow,
 ) -> Result<(Arc<dyn Backend>, &'static str), Stop> {
     let provider = &row.provider;
-    let backend = backends.get(provider).ok_or_else(|| {
-        Stop::Failed(format!("no {provider} backend was given to the runner"))
-    })?;
+    let backend = backends
+        .get(provider)
+        .ok_or_else(|| Stop::Failed(format!("no {provider} backend was given to the runner")))?;
     if let Some(why) = backend.unreachable() {
         return Err(Stop::Failed(format!("{provider} is unreachable: {why}")));
     }

@@ -61,7 +61,9 @@ enum Refusal {
 /// How a run of `import` ended.
 enum Outcome {
     /// Taken in: marked (unless it carried the marker), recorded and cached.
-    Imported { marked_now: bool },
+    Imported {
+        marked_now: bool,
+    },
     /// Declined at the prompt; nothing changed.
     Declined,
     Refused(Refusal, String),
@@ -78,7 +80,12 @@ struct Seen {
 }
 
 /// `import ADDRESS CLOUD_ID`.
-pub(super) async fn import(io: &mut Io<'_>, engine: &Engine, fleet: &Fleet, verb: ImportVerb) -> u8 {
+pub(super) async fn import(
+    io: &mut Io<'_>,
+    engine: &Engine,
+    fleet: &Fleet,
+    verb: ImportVerb,
+) -> u8 {
     let (outcome, seen) = match look(engine, fleet, &verb).await {
         Ok(seen) => {
             report::show(io, fleet, &verb, &seen);
@@ -213,7 +220,12 @@ fn row_of(s: &Subject) -> LedgerRow {
 
 /// The declaration that makes the next plan of the resource say "No changes": what
 /// the cloud reports, and for the rest, what the fleet declares now.
-fn declaration(fleet: &Fleet, subject: &Subject, found: &Found, preview: &ImportPreview) -> Emitted {
+fn declaration(
+    fleet: &Fleet,
+    subject: &Subject,
+    found: &Found,
+    preview: &ImportPreview,
+) -> Emitted {
     let row = row_of(subject);
     let mut reported = found.sighting.reported().clone();
     crate::backend::strip_marker(&mut reported);
@@ -254,10 +266,7 @@ fn confirm(io: &mut Io<'_>, fleet: &Fleet, verb: &ImportVerb, seen: &Seen) -> Re
     } else {
         format!(", putting managed-by-infra={} on it", fleet.name())
     };
-    Ok(io.confirm(&format!(
-        "Import {} as {}{marker}?",
-        verb.id, seen.subject
-    )))
+    Ok(io.confirm(&format!("Import {} as {}{marker}?", verb.id, seen.subject)))
 }
 
 /// Marks the resource (unless it carries the marker), then records it and caches what
