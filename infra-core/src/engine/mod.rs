@@ -41,6 +41,7 @@
 //! | `verdict` | each resource in exactly one bucket of the result |
 //! | `records` | the ledger's adoptions, intents and removals, and the cache |
 //! | `discover` | the ledger rebuilt from markers |
+//! | `import` | the next plan of a declared resource once a resource made elsewhere is taken in as it |
 //!
 //! `model` holds what they share: the slots, what was seen, what was decided.
 
