@@ -71,6 +71,16 @@ fn hand_made(seed: u64) -> (SimCloud, Handles) {
             RawTags::new(),
         )
         .unwrap();
+    let scw_queue = cloud
+        .insert_foreign_with(
+            "scaleway",
+            "queues",
+            "fr-par",
+            "scw-jobs",
+            config(json!({"fifo": false})),
+            RawTags::new(),
+        )
+        .unwrap();
     (
         cloud,
         Handles {
@@ -78,6 +88,7 @@ fn hand_made(seed: u64) -> (SimCloud, Handles) {
             queue,
             billing,
             far,
+            scw_queue,
         },
     )
 }
@@ -87,6 +98,7 @@ struct Handles {
     queue: String,
     billing: String,
     far: String,
+    scw_queue: String,
 }
 
 /// The fleet that declares them: the bucket with versioning off, the rest as they are.
@@ -115,6 +127,19 @@ fn fleet() -> Result<Fleet, CheckReport> {
     f.declare(HERE, "billing-key", Secrets::from_env("BILLING_KEY"));
     f.declare(HERE, "far-away", ObjectStore::new());
     f.declare(AwsRegion::UsEast1, "us-logs", ObjectStore::new());
+    f.declare(HERE, "late-assets", ObjectStore::new());
+    f.declare(
+        infra_core::prelude::ScalewayRegion::FrPar,
+        "scw-jobs",
+        Queues {
+            fifo: Expr::lit(false),
+            visibility_timeout_seconds: Partial::Unknown,
+            retention_seconds: Partial::Unknown,
+            dead_letter: Partial::Unknown,
+            max_receive_count: Partial::Unknown,
+            tags: Partial::Unknown,
+        },
+    );
     f.build()
 }
 
@@ -223,6 +248,49 @@ async fn every_refusal_says_why_exits_1_and_changes_nothing() {
         "elsewhere",
     )
     .await;
+
+    // The other bucket's id given for `far-away`: the cloud lists it as `hand-made`,
+    // so the next plan of `far-away` would not find it.
+    let err = refused(
+        &mut s,
+        &cloud,
+        &["far-away", &h.bucket, "--yes"],
+        "other-name",
+    )
+    .await;
+    assert!(
+        err.contains(&format!(
+            "the cloud knows {} as `hand-made`, not `far-away`",
+            h.bucket
+        )),
+        "{err}"
+    );
+
+    // A kind whose tags cannot be read cannot carry the marker.
+    let err = refused(
+        &mut s,
+        &cloud,
+        &["scw-jobs", &h.scw_queue, "--yes"],
+        "unmarkable",
+    )
+    .await;
+    assert!(err.contains("cannot carry the ownership marker"), "{err}");
+
+    // Made a moment ago, and not listed yet: the next plan would not find it.
+    cloud.set_list_lag(2);
+    let late = cloud
+        .insert_foreign(
+            "aws",
+            "objectStore",
+            "eu-west-3",
+            "late-assets",
+            RawTags::new(),
+        )
+        .unwrap();
+    cloud.set_list_lag(0);
+    cloud.clear_calls();
+    let err = refused(&mut s, &cloud, &["late-assets", &late, "--yes"], "unlisted").await;
+    assert!(err.contains("does not show"), "{err}");
 
     // No terminal and no --yes: shown, then refused.
     let (code, out, err) = s
@@ -349,12 +417,13 @@ async fn an_import_marks_records_and_caches_and_the_next_plan_shows_what_it_show
         .run(fleet(), &cloud, &["plan", "--target", "hand-made"])
         .await;
     assert_eq!(code, 0);
-    assert!(
-        out.contains(
-            "  ~ aws/objectStore/hand-made (eu-west-3)  update\n      versioning: true → false\n"
-        ),
-        "{out}"
-    );
+    let line = out
+        .lines()
+        .position(|l| l.starts_with("  ~ aws/objectStore/hand-made (eu-west-3) "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[line].ends_with("  update"), "{out}");
+    assert_eq!(lines[line + 1], "      versioning: true → false", "{out}");
 
     // Imported twice: refused, the address is managed.
     cloud.clear_calls();
