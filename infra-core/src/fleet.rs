@@ -471,6 +471,12 @@ impl<'a> ResourceView<'a> {
             .present()
             .and_then(|s| s.0.as_any().downcast_ref::<K>())
     }
+
+    /// Its declared spec as it serialises (camelCase, unsaid fields left out; keys as
+    /// `provider/kind/name` inside [`Fleet::with_names`]), if present.
+    pub(crate) fn spec_json(&self) -> Option<serde_json::Value> {
+        self.declared.target.present().map(|s| s.0.to_json())
+    }
 }
 
 enum Slot {

@@ -128,7 +128,13 @@ pub(super) enum Verb {
     },
     /// Adds to the ledger every resource in the fleet's regions that carries its
     /// ownership marker. Never removes a row.
-    Discover,
+    Discover {
+        /// Also print, as Rust, the declaration of each resource added that the fleet
+        /// does not declare: declaring exactly that makes the next plan of it say "No
+        /// changes".
+        #[arg(long)]
+        emit_rust: bool,
+    },
     /// Removes the fleet's lock whose id is LOCK_ID (printed by the run it turned away),
     /// whoever holds it. For a run that is gone; a run still going keeps writing.
     ForceUnlock {
@@ -163,6 +169,12 @@ pub(super) enum Verb {
         #[arg(long)]
         plan: bool,
     },
+    /// Takes in a resource made by hand as the declared resource ADDRESS: shows what the
+    /// next plan of it would say, then (confirmed, or with --yes) puts this fleet's
+    /// ownership marker on it and records it. Refused, changing nothing, for an address
+    /// not declared or already recorded, an id that names nothing or names another
+    /// kind or region, and a resource carrying another fleet's marker.
+    Import(ImportArgs),
     /// Takes over resources a Terraform state (version 4) lists: each one confirmed
     /// gets this fleet's ownership marker, then a row in the ledger, and its declaration
     /// is printed to paste into the fleet.
@@ -177,6 +189,26 @@ pub(super) enum Verb {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `import ADDRESS CLOUD_ID`.
+#[derive(Debug, clap::Args)]
+pub(super) struct ImportArgs {
+    /// The declared resource, in any form a plan prints.
+    #[arg(value_name = "ADDRESS")]
+    pub(super) address: String,
+    /// The resource's id as its provider reads it (`state show` prints it as the
+    /// handle): an instance's `i-…`, a queue's URL, a secret's ARN; for most other AWS
+    /// kinds, its name.
+    #[arg(value_name = "CLOUD_ID")]
+    pub(super) id: String,
+    /// Take it in without asking.
+    #[arg(long, short = 'y')]
+    pub(super) yes: bool,
+    /// Print the outcome as JSON (what is shown before the question goes to standard
+    /// error).
+    #[arg(long)]
+    pub(super) json: bool,
 }
 
 /// What `records` does.
@@ -201,7 +233,8 @@ impl Verb {
             Verb::Plan { .. } => "plan",
             Verb::Apply { .. } => "apply",
             Verb::Destroy { .. } => "destroy",
-            Verb::Discover => "discover",
+            Verb::Discover { .. } => "discover",
+            Verb::Import(_) => "import",
             Verb::Output { .. } => "output",
             Verb::Watch { .. } => "watch",
             Verb::ForceUnlock { .. } => "force-unlock",
@@ -237,7 +270,8 @@ impl Verb {
             Verb::Refresh
             | Verb::Apply { .. }
             | Verb::Destroy { .. }
-            | Verb::Discover
+            | Verb::Discover { .. }
+            | Verb::Import(_)
             | Verb::Records(_)
             | Verb::Forget { .. }
             | Verb::ImportTfstate { .. }

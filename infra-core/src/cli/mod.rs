@@ -53,9 +53,42 @@
 //! the report carries its first line.
 //!
 //! The records by hand: `state list` and `state show ADDRESS` (read them), `state mv OLD
-//! NEW`, `forget ADDRESS` (touches no cloud), `import-tfstate FILE` (takes over what a
+//! NEW`, `forget ADDRESS` (touches no cloud), `import ADDRESS CLOUD_ID` (takes in one
+//! resource made by hand as a declared one), `import-tfstate FILE` (takes over what a
 //! Terraform state lists); and `graph` (the dependency graph as DOT, offline; `graph
 //! --plan` reads the clouds).
+//!
+//! # Taking in a resource made by hand
+//!
+//! `import ADDRESS CLOUD_ID` reads the resource whose id is `CLOUD_ID` in the kind and
+//! region the fleet declares `ADDRESS` in, shows what the next plan of it would say once
+//! it is taken in (the plan's own lines: unchanged, or the fields an apply would change)
+//! and the declaration, as Rust, that would make that plan say "No changes" instead;
+//! then, confirmed at the prompt or by `--yes` (without a terminal and without `--yes`
+//! it is refused, as `apply` is), puts the fleet's ownership marker on it and writes its
+//! row and its cached observation. `CLOUD_ID` is the handle the provider reads the
+//! resource by, as `state show` prints it:
+//!
+//! | provider | kinds whose id is their name | the others |
+//! |---|---|---|
+//! | AWS | buckets (`objectStore`, `s3Bucket`), functions, databases, roles, registries | a secret's ARN, an instance's `i-…`, a security group's `sg-…`, a queue's URL |
+//! | Google Cloud | buckets, Cloud SQL instances | a service account's email, a topic's, a secret's, a service's or a repository's resource name (`projects/…`) |
+//! | Scaleway | buckets | a queue's URL, the id (a UUID) of anything else (a function is `namespace-id/function-id`) |
+//!
+//! It is refused, changing nothing, for an address the fleet does not declare (present),
+//! an address already in the records, an id that names nothing (an id found as another
+//! kind of the provider or in another region the fleet uses is named as such), a
+//! resource carrying another fleet's marker, a kind that cannot carry the marker, and a
+//! resource the cloud lists under another name than the declared one (a plan finds a
+//! resource by its name, so the next one would not find it). A read that fails is an
+//! error, never "absent". `--json` prints one document (`"import": "v1"`: `status`
+//! `imported`, `declined`, `refused` with a closed `refusal`, or `failed`; the `plan`
+//! line; the `declaration` with the variables it uses). `discover --emit-rust` prints
+//! the same kind of declaration for each resource it adds that the fleet does not
+//! declare. Printed declarations assume `use infra_core::{kinds::*, prelude::*};`, name
+//! a reference by a variable named after its resource, and list the variables they use
+//! without defining them; a field the cloud does not report and the fleet does not
+//! declare is given a stand-in the code says is one (a plan does not compare it).
 //!
 //! `apply` and `destroy` show what they will do and ask before doing it; `--yes`
 //! answers for you, and without a terminal they refuse unless `--yes` is given. What was
@@ -94,12 +127,14 @@
 //! | `state mv` | the row and its cached observation moved | a refusal (the cloud does not show that very resource under the new address, another region or provider, a row there already), the lock held by another run, an error | — |
 //! | `forget` | the row and its cached observation removed; the cloud untouched | a resource still declared, an unknown address, the lock held by another run, an error | — |
 //! | `graph` | the graph printed (with `--plan`: and the plan complete) | with `--plan`: something could not be looked at (coloured unknown), an error | — |
+//! | `import` | the resource was marked, recorded and cached | a refusal (see above: nothing was changed), a no at the prompt, no terminal and no `--yes`, a read or a mark that failed, records not saved, the lock held by another run | — |
+//! | `discover --emit-rust` | as `discover` | as `discover` | — |
 //! | `import-tfstate` | every resource confirmed was marked and recorded (those that cannot be taken over are listed, and left alone) | a file that is not a version 4 state (named with its line), a refusal (no terminal and no --yes), something that could not be looked at or marked, records not saved, the lock held by another run | — |
 //!
 //! A run turned away by the lock exits 1 (`apply` and `destroy` with every resource
 //! `not attempted: refused`).
 //!
-//! `state mv`, `forget` and `import-tfstate` hold the fleet's lock from their first read
+//! `state mv`, `forget`, `import` and `import-tfstate` hold the fleet's lock from their first read
 //! of the records to their last write (another run holding it refuses them at once).
 //! `forget` is the command-line twin of the declaration's `FleetBuilder::forget`: the
 //! resource stays in the cloud with its ownership marker, so `discover` would take it
@@ -119,7 +154,9 @@ use clap::Parser;
 
 mod args;
 mod console;
+mod emit;
 mod graph;
+mod import;
 mod output;
 mod reach;
 mod render;
@@ -338,7 +375,8 @@ fn reaches_clouds(verb: &Verb) -> bool {
         | Verb::Plan { .. }
         | Verb::Apply { .. }
         | Verb::Destroy { .. }
-        | Verb::Discover
+        | Verb::Discover { .. }
+        | Verb::Import(_)
         | Verb::State {
             command: StateCommand::Mv { .. },
         }
@@ -472,7 +510,16 @@ async fn run_verb(
             )
             .await
         }
-        Verb::Discover => verbs::discover(io, engine, fleet).await,
+        Verb::Discover { emit_rust } => verbs::discover(io, engine, fleet, emit_rust).await,
+        Verb::Import(a) => {
+            let verb = import::ImportVerb {
+                address: a.address,
+                id: a.id,
+                yes: a.yes,
+                json: a.json,
+            };
+            import::import(io, engine, fleet, verb).await
+        }
         Verb::Output {
             name,
             json,

@@ -410,13 +410,29 @@ fn finish(
     if result.is_success() { 0 } else { 1 }
 }
 
-pub(super) async fn discover(io: &mut Io<'_>, engine: &Engine, fleet: &Fleet) -> u8 {
+pub(super) async fn discover(
+    io: &mut Io<'_>,
+    engine: &Engine,
+    fleet: &Fleet,
+    emit_rust: bool,
+) -> u8 {
     match engine.discover(&fleet.plan()).await {
         Ok(d) => {
             io.out(&colour_lines(
                 io.colour(),
                 &render_discovery(fleet.name(), &d),
             ));
+            if emit_rust {
+                let emitted = super::emit::discovered::discovered(engine, fleet, &d.added).await;
+                if !emitted.declarations.is_empty() {
+                    io.out(&format!(
+                        "\nDeclare them in the fleet as their clouds have them (declaring exactly \
+                         this makes the next plan of each say \"No changes\"):\n{}{}",
+                        emitted.preamble(),
+                        emitted.code()
+                    ));
+                }
+            }
             if d.is_complete() { 0 } else { 1 }
         }
         Err(e) => error(io, &e),

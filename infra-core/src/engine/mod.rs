@@ -41,6 +41,7 @@
 //! | `verdict` | each resource in exactly one bucket of the result |
 //! | `records` | the ledger's adoptions, intents and removals, and the cache |
 //! | `discover` | the ledger rebuilt from markers |
+//! | `import` | the next plan of a declared resource once a resource made elsewhere is taken in as it |
 //!
 //! `model` holds what they share: the slots, what was seen, what was decided.
 
@@ -56,6 +57,8 @@ mod discover;
 mod error;
 mod execute;
 mod gates;
+#[cfg(feature = "cli")]
+mod import;
 mod model;
 mod observe;
 mod prerequisites;
@@ -68,6 +71,8 @@ mod secrets;
 mod verdict;
 
 pub use discover::Discovery;
+#[cfg(feature = "cli")]
+pub(crate) use import::ImportPreview;
 
 // What an embedder driving the engine needs besides the engine itself: the results it
 // answers, the plans it carries out, the records it keeps, the clock it runs on.

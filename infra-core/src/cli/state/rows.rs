@@ -101,7 +101,7 @@ pub(super) fn take_cached(
 }
 
 /// Files `entry` as the cached observation of `row`'s resource (replacing any).
-pub(super) fn put_cached(
+pub(in crate::cli) fn put_cached(
     store: &dyn RecordStore,
     fleet: &str,
     row: &LedgerRow,

@@ -1,42 +1,19 @@
-//! The Rust declaration of a resource taken over, to paste into the fleet, in the style
-//! of the examples. What the state file says plainly is filled in; a reference to
-//! another resource (a security group, a password's secret) and what would need a
-//! translation (rules, policies) is left as a comment for a person to fill in, so that
-//! the code does not compile until they do.
+//! The Rust declaration of a resource taken over from a Terraform state, to paste into
+//! the fleet, in the style of the examples, written with the pieces every printed
+//! declaration shares (`cli::emit`). What the state file says plainly is filled in; a
+//! reference to another resource (a security group, a password's secret) and what
+//! would need a translation (rules, policies) is left as a comment for a person to fill
+//! in, so that the code does not compile until they do.
 
 use serde_json::{Map, Value};
 
+use super::super::emit::{declare, env_var, literal};
 use super::types::text;
-use crate::{AwsRegion, GcpRegion, LedgerRow, Region, ScalewayRegion};
+use crate::LedgerRow;
 
 /// `fleet.declare(REGION, "name", SPEC);`
 pub(super) fn declaration(row: &LedgerRow, attrs: &Map<String, Value>) -> String {
-    format!(
-        "fleet.declare({}, {:?}, {});",
-        region(row),
-        row.name,
-        spec(row, attrs)
-    )
-}
-
-fn region(row: &LedgerRow) -> String {
-    let code = row.region.as_str();
-    let variant = match row.provider.as_str() {
-        "aws" => AwsRegion::parse(code).map(|r| format!("AwsRegion::{r:?}")),
-        "gcp" => GcpRegion::parse(code).map(|r| format!("GcpRegion::{r:?}")),
-        "scaleway" => ScalewayRegion::parse(code).map(|r| format!("ScalewayRegion::{r:?}")),
-        _ => None,
-    };
-    variant.unwrap_or_else(|| format!("/* the region {code} */"))
-}
-
-/// A struct literal, one field a line.
-fn literal(name: &str, fields: &[(&str, String)]) -> String {
-    let body: String = fields
-        .iter()
-        .map(|(f, v)| format!("    {f}: {v},\n"))
-        .collect();
-    format!("{name} {{\n{body}}}")
+    declare(row, &spec(row, attrs), None)
 }
 
 fn unknown(fields: &[&'static str]) -> Vec<(&'static str, String)> {
@@ -157,17 +134,4 @@ fn compute(attrs: &Map<String, Value>) -> String {
 /// The major version of an engine version (`16.3` → `16`).
 fn major(version: &str) -> &str {
     version.split('.').next().unwrap_or(version)
-}
-
-/// An environment variable named after a secret: `db/password` → `DB_PASSWORD`.
-fn env_var(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
