@@ -120,6 +120,7 @@ use clap::Parser;
 mod args;
 mod console;
 mod graph;
+mod moving;
 mod output;
 mod reach;
 mod render;
@@ -309,6 +310,10 @@ where
     }
     let mut engine = Engine::new(backends, records.clone());
     engine = verbs::with_progress(engine, io.progress());
+    // A move takes both fleets' locks itself, in the order of their names.
+    if let Verb::Records(RecordsVerb::Move(verb)) = args.verb {
+        return moving::records_move(io, &engine, fleet, verb, args.lock_timeout).await;
+    }
     // One writer per fleet: the lock is held from the first read of the records to
     // the last write.
     let _lock: Option<LockGuard> = if args.verb.writes_records() {
@@ -338,6 +343,7 @@ fn reaches_clouds(verb: &Verb) -> bool {
         }
         | Verb::Graph { plan: true }
         | Verb::ImportTfstate { .. }
+        | Verb::Records(RecordsVerb::Move(_))
         | Verb::Watch { .. } => true,
         Verb::Output {
             refresh,

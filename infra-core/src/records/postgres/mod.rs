@@ -18,7 +18,9 @@ use sqlx::postgres::PgConnectOptions;
 use self::lock::{Forced, Release, Taken};
 use self::worker::{Failure, Worker};
 use super::redact::Place;
-use super::{CacheEntry, Ledger, LockError, LockGuard, LockHolder, RecordError, RecordStore};
+use super::{
+    CacheEntry, Ledger, LockError, LockGuard, LockHolder, RecordError, RecordStore, RecordWrite,
+};
 
 /// A stable 64-bit advisory lock key: the first eight bytes of SHA-256 of `text`.
 fn key(text: &str) -> i64 {
@@ -45,7 +47,8 @@ fn key(text: &str) -> i64 {
 ///
 /// `save_ledger` replaces a fleet's rows in one transaction, and `save_cache` one
 /// (fleet, provider, kind) pair in one transaction (an empty list deletes the pair): a
-/// run killed mid-save leaves the records as they were before it. Cache entries come
+/// run killed mid-save leaves the records as they were before it. `save_together`
+/// makes all its writes, of several fleets, in one transaction (`records move`). Cache entries come
 /// back in the order saved. `jsonb` keeps values, not their spelling: an object's keys
 /// come back in `jsonb`'s order, `-0.0` as `0.0`, an integral float of 10¹⁶ or more
 /// that fits a 64-bit integer as that integer, and other floats in plain decimal, which
@@ -214,6 +217,27 @@ impl RecordStore for PostgresStore {
         let pair = (fleet.to_owned(), provider.to_owned(), kind.to_owned());
         let entries = entries.to_vec();
         self.call(move |shared| tables::save_cache(shared, pair, entries))
+    }
+
+    /// One transaction for every write: both fleets' records of a move change
+    /// together, or neither does.
+    fn save_together(&self, writes: &[RecordWrite]) -> Result<(), RecordError> {
+        for write in writes {
+            match write {
+                RecordWrite::Ledger { fleet, ledger } => check_ledger(fleet, ledger)?,
+                RecordWrite::Cache {
+                    fleet,
+                    provider,
+                    kind,
+                    entries,
+                } => {
+                    check_pair(fleet, provider, kind)?;
+                    check_entries(entries)?;
+                }
+            }
+        }
+        let writes = writes.to_vec();
+        self.call(move |shared| tables::save_together(shared, writes))
     }
 
     fn cached_pairs(&self, fleet: &str) -> Result<Vec<(String, String)>, RecordError> {
