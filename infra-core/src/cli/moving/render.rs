@@ -70,7 +70,7 @@ pub(super) fn plan(from: &str, to: &str, store: &str, items: &[Item]) -> String 
 
 /// The outcome, for a person.
 pub(super) fn outcome(fleet: &Fleet, to: &str, items: &[Item]) -> String {
-    let mut text = String::new();
+    let mut text = "\n".to_owned();
     let mut moved = 0;
     for item in items {
         match &item.outcome {
