@@ -617,3 +617,99 @@ async fn a_resource_whose_marker_cannot_be_rewritten_stays_and_the_rest_moves() 
     plan_is_empty(&cloud, &mut s, site()).await;
     plan_is_empty(&cloud, &mut s, worker()).await;
 }
+
+mod split_and_merge {
+    //! The property: a generated fleet applied on the simulated cloud, split in two
+    //! along its components with `records move`, then merged back, reaches the cloud
+    //! with no create and no delete (counted in the cloud's own call log), and both
+    //! fleets plan "No changes" at each stage.
+
+    use std::collections::BTreeSet;
+
+    use infra_core::prelude::Fleet;
+    use infra_testkit::sim::SimCloud;
+    use infra_testkit::strategy::{FleetShape, fleet_shape};
+    use proptest::prelude::*;
+
+    use super::support;
+    use super::support::console::{Session, answering};
+    use super::{creates_and_deletes, plan_is_empty};
+
+    const SECOND: &str = "generated-b";
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime")
+    }
+
+    /// The positions going to the second fleet: the components `mask` picks (at least
+    /// one).
+    fn second_part(shape: &FleetShape, mask: u32) -> BTreeSet<usize> {
+        let components = shape.components();
+        let mut picked: BTreeSet<usize> = components
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << (i % 32)) != 0)
+            .flat_map(|(_, c)| c.iter().copied())
+            .collect();
+        if picked.is_empty() {
+            picked.extend(components[0].iter().copied());
+        }
+        picked
+    }
+
+    async fn moved(
+        cloud: &SimCloud,
+        s: &mut Session,
+        fleet: Result<Fleet, infra_core::prelude::CheckReport>,
+        names: &[String],
+        to: &str,
+    ) -> Result<(), TestCaseError> {
+        let mut args = vec!["records", "move"];
+        args.extend(names.iter().map(String::as_str));
+        args.extend(["--to", to, "--yes"]);
+        let (code, out, err) = s.run(fleet, cloud, &args).await;
+        prop_assert_eq!(code, 0, "{:?}:\n{}{}", args, out, err);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        #[test]
+        fn a_fleet_split_and_merged_back_creates_and_deletes_nothing(
+            shape in fleet_shape(1..9),
+            mask in any::<u32>(),
+            seed in 0u64..1000,
+        ) {
+            runtime().block_on(async {
+                let cloud = support::cloud(seed);
+                let mut s = answering(false, true);
+                let (code, out, err) = s.run(shape.build(), &cloud, &["apply", "--yes"]).await;
+                prop_assert_eq!(code, 0, "{}{}", out, err);
+                cloud.clear_calls();
+
+                let second = second_part(&shape, mask);
+                let names: Vec<String> =
+                    second.iter().map(|&i| shape.resources[i].name.clone()).collect();
+                let [first_part, second_part] = shape.build_split(&second, SECOND);
+
+                // Split.
+                moved(&cloud, &mut s, shape.build(), &names, SECOND).await?;
+                plan_is_empty(&cloud, &mut s, first_part).await;
+                plan_is_empty(&cloud, &mut s, second_part).await;
+
+                // Merged back, by the second fleet's program.
+                let [_, second_part] = shape.build_split(&second, SECOND);
+                moved(&cloud, &mut s, second_part, &names, &shape.fleet).await?;
+                plan_is_empty(&cloud, &mut s, shape.build()).await;
+                plan_is_empty(&cloud, &mut s, Fleet::builder(SECOND).build()).await;
+
+                prop_assert_eq!(creates_and_deletes(&cloud), Vec::<String>::new());
+                Ok(())
+            })?;
+        }
+    }
+}
