@@ -229,23 +229,24 @@ async fn carry_out(
         .filter(|i| i.outcome == Outcome::NotAttempted)
         .map(|i| i.row.clone())
         .collect();
-    if let Err(e) = move_rows(&**engine.store(), from, to, &rows) {
+    let unmoved = move_rows(&**engine.store(), from, to, &rows).err();
+    for item in items.iter_mut() {
+        if item.outcome != Outcome::NotAttempted {
+            continue;
+        }
+        item.outcome = match &unmoved {
+            None => Outcome::Moved,
+            Some(e) => Outcome::Failed(format!(
+                "it carries fleet `{to}`'s marker, but its records could not be moved ({e})"
+            )),
+        };
+    }
+    if unmoved.is_some() {
         return error(
             io,
-            &format!(
-                "the resources above carry fleet `{to}`'s marker now, but their records could \
-                 not be moved ({e}); run the same move again to complete it (neither fleet \
-                 creates or deletes them meanwhile)"
-            ),
+            "the records were not moved: run the same move again to complete it \
+              (meanwhile neither fleet creates or deletes these resources)",
         );
     }
-    let mut code = 0;
-    for item in items.iter_mut() {
-        if item.outcome == Outcome::NotAttempted {
-            item.outcome = Outcome::Moved;
-        } else {
-            code = 1;
-        }
-    }
-    code
+    u8::from(items.iter().any(|i| i.outcome != Outcome::Moved))
 }

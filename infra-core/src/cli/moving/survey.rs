@@ -120,39 +120,8 @@ async fn one(
             ),
             _ => format!("its ownership marker could not be read: {e}"),
         })?;
-    let marker = match tags.get(MARKER_KEY).map(String::as_str) {
-        Some(v) if v == from => MarkerNow::Source,
-        Some(v) if v == to => MarkerNow::Destination,
-        Some(LEGACY_MARKER_VALUE) => MarkerNow::Legacy,
-        Some(other) => {
-            return Err(format!(
-                "it carries fleet `{other}`'s ownership marker ({MARKER_KEY}={other}), not this \
-                 fleet's: it is not this fleet's to hand over"
-            ));
-        }
-        None => {
-            return Err(format!(
-                "it carries no ownership marker ({MARKER_KEY}), so nothing says it is this \
-                 fleet's to hand over"
-            ));
-        }
-    };
-    match (in_source, in_destination, marker) {
-        (false, _, MarkerNow::Destination)
-        | (true, false, _)
-        | (true, true, MarkerNow::Destination) => {}
-        (false, _, _) => {
-            return Err(format!(
-                "it is not managed by this fleet: fleet `{to}`'s records hold it already"
-            ));
-        }
-        (true, true, _) => {
-            return Err(format!(
-                "fleet `{to}` already manages {row} (its records hold that address) while the \
-                 resource carries this fleet's marker: settle which fleet it belongs to first"
-            ));
-        }
-    }
+    let marker = marker_now(tags.get(MARKER_KEY).map(String::as_str), from, to)?;
+    standing(in_source, in_destination, marker, to, &row)?;
     Ok(Item {
         marks: marks(ledgers.ours, &row),
         row,
@@ -164,6 +133,46 @@ async fn one(
         cached,
         outcome: Outcome::NotAttempted,
     })
+}
+
+/// What the marker a resource carries means for the move; another fleet's, or none,
+/// refuses it.
+fn marker_now(value: Option<&str>, from: &str, to: &str) -> Result<MarkerNow, String> {
+    match value {
+        Some(v) if v == from => Ok(MarkerNow::Source),
+        Some(v) if v == to => Ok(MarkerNow::Destination),
+        Some(LEGACY_MARKER_VALUE) => Ok(MarkerNow::Legacy),
+        Some(other) => Err(format!(
+            "it carries fleet `{other}`'s ownership marker ({MARKER_KEY}={other}), not this \
+             fleet's: it is not this fleet's to hand over"
+        )),
+        None => Err(format!(
+            "it carries no ownership marker ({MARKER_KEY}), so nothing says it is this \
+             fleet's to hand over"
+        )),
+    }
+}
+
+/// Whether the rows the two fleets hold of a resource let it move, given its marker:
+/// a row in this fleet's records alone; or a resource carrying FLEET's marker already
+/// (an interrupted move), wherever its rows are.
+fn standing(
+    in_source: bool,
+    in_destination: bool,
+    marker: MarkerNow,
+    to: &str,
+    row: &LedgerRow,
+) -> Result<(), String> {
+    match (in_source, in_destination, marker) {
+        (_, _, MarkerNow::Destination) | (true, false, _) => Ok(()),
+        (false, _, _) => Err(format!(
+            "it is not managed by this fleet: fleet `{to}`'s records hold it already"
+        )),
+        (true, true, _) => Err(format!(
+            "fleet `{to}` already manages {row} (its records hold that address) while the \
+             resource carries this fleet's marker: settle which fleet it belongs to first"
+        )),
+    }
 }
 
 /// The handle of the one resource the cloud lists under the row's name.
