@@ -33,6 +33,8 @@ pub const LEGACY_MARKER_VALUE: &str = "true";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Marker {
     fleet: String,
+    /// The fleet whose marker this one replaces, when records move between fleets.
+    replaces: Option<String>,
 }
 
 /// What a resource's tags say about who owns it.
@@ -55,7 +57,22 @@ impl Marker {
     pub fn new(fleet: impl Into<String>) -> Self {
         Marker {
             fleet: fleet.into(),
+            replaces: None,
         }
+    }
+
+    /// The same marker, handed over from fleet `from` (`records move`): a
+    /// [`Backend::mark`] with it replaces `from`'s marker on a resource, where it would
+    /// otherwise refuse a resource of another fleet.
+    pub fn handed_over_from(mut self, from: impl Into<String>) -> Self {
+        self.replaces = Some(from.into());
+        self
+    }
+
+    /// The fleet whose marker this one replaces, if it is handed over
+    /// ([`Marker::handed_over_from`]).
+    pub fn replaces(&self) -> Option<&str> {
+        self.replaces.as_deref()
     }
 
     /// The tag key (`managed-by-infra`).
@@ -497,7 +514,11 @@ pub trait Backend: Send + Sync {
     /// - Idempotent: marking a resource twice leaves the same tags; a resource that
     ///   already carries this fleet's marker (or the legacy value) is left as it is.
     /// - A resource carrying another fleet's marker is `Conflict`, its tags unchanged:
-    ///   taking a resource from another fleet is never a side effect.
+    ///   taking a resource from another fleet is never a side effect. The one exception
+    ///   is a marker handed over from that very fleet ([`Marker::handed_over_from`], as
+    ///   `records move` writes it): its marker is replaced with this one, and nothing
+    ///   else changes. A provider that does not replace markers answers `Conflict` to
+    ///   a hand-over too, which refuses the move of that resource and changes nothing.
     /// - A resource that does not exist is `NotFound`.
     /// - A provider that cannot write tags on the kind answers `Invalid`, changing
     ///   nothing. The default does so for every kind: a provider that does not implement

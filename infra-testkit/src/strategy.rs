@@ -358,13 +358,72 @@ impl FleetShape {
 
     /// What each resource refers to, by position.
     pub fn references(&self) -> Vec<Vec<usize>> {
-        self.declare(&mut Fleet::builder(&self.fleet))
+        self.declare(
+            std::slice::from_mut(&mut Fleet::builder(&self.fleet)),
+            &|_| 0,
+        )
+    }
+
+    /// The resources that reach one another through references (either way), by
+    /// position: a fleet can be split between these and no finer, since a reference
+    /// never leaves its fleet.
+    pub fn components(&self) -> Vec<Vec<usize>> {
+        let refs = self.references();
+        let mut root: Vec<usize> = (0..refs.len()).collect();
+        fn find(root: &mut [usize], mut i: usize) -> usize {
+            while root[i] != i {
+                root[i] = root[root[i]];
+                i = root[i];
+            }
+            i
+        }
+        for (i, targets) in refs.iter().enumerate() {
+            for &j in targets {
+                let (a, b) = (find(&mut root, i), find(&mut root, j));
+                root[a.max(b)] = a.min(b);
+            }
+        }
+        let mut parts: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for i in 0..refs.len() {
+            let r = find(&mut root, i);
+            parts.entry(r).or_default().push(i);
+        }
+        parts.into_values().collect()
+    }
+
+    /// The fleet split in two: the resources at the positions `second` names are
+    /// declared in a fleet named `second_name`, the others in this shape's own fleet,
+    /// each exactly as [`FleetShape::build`] declares it. `second` must be a union of
+    /// [`FleetShape::components`] (a reference never leaves its fleet); forgets are
+    /// left out.
+    ///
+    /// # Panics
+    ///
+    /// When a reference crosses between the two parts.
+    pub fn build_split(
+        &self,
+        second: &std::collections::BTreeSet<usize>,
+        second_name: &str,
+    ) -> [Result<Fleet, CheckReport>; 2] {
+        for (i, targets) in self.references().iter().enumerate() {
+            for j in targets {
+                assert_eq!(
+                    second.contains(&i),
+                    second.contains(j),
+                    "resource {i} refers to resource {j} across the split"
+                );
+            }
+        }
+        let mut builders = [Fleet::builder(&self.fleet), Fleet::builder(second_name)];
+        self.declare(&mut builders, &|i| usize::from(second.contains(&i)));
+        let [first, second] = builders;
+        [first.build(), second.build()]
     }
 
     /// Declares the fleet.
     pub fn build(&self) -> Result<Fleet, CheckReport> {
         let mut builder = Fleet::builder(&self.fleet);
-        self.declare(&mut builder);
+        self.declare(std::slice::from_mut(&mut builder), &|_| 0);
         for (kind, name) in &self.forgets {
             match kind {
                 ShapeKind::Bucket => {
@@ -402,8 +461,13 @@ impl FleetShape {
         builder.build()
     }
 
-    /// Declares every resource into `f`; returns, per resource, the positions it refers to.
-    fn declare(&self, f: &mut FleetBuilder) -> Vec<Vec<usize>> {
+    /// Declares every resource into the builder `part` names for it; returns, per
+    /// resource, the positions it refers to.
+    fn declare(
+        &self,
+        builders: &mut [FleetBuilder],
+        part: &dyn Fn(usize) -> usize,
+    ) -> Vec<Vec<usize>> {
         let kinds = self.kinds();
         let mut groups: Vec<(usize, Key<SecurityGroup>)> = Vec::new();
         let mut secrets: Vec<(usize, Key<Secrets>)> = Vec::new();
@@ -429,6 +493,7 @@ impl FleetShape {
             }
         }
         for (i, (r, kind)) in self.resources.iter().zip(kinds).enumerate() {
+            let f = &mut builders[part(i)];
             let place = usize::from(r.place) % 2;
             let name = r.name.clone();
             let knob = u32::from(r.knob);

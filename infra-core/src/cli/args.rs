@@ -222,6 +222,11 @@ pub(super) enum RecordsVerb {
         #[arg(long, value_name = "URL")]
         to: String,
     },
+    /// Moves resources from this fleet to fleet FLEET of the same store, creating and
+    /// deleting nothing: each one's ownership marker is rewritten to FLEET's (the only
+    /// cloud calls), then its row (with its marks) and its cached observation go to
+    /// FLEET's records. Shows what moves and asks first; both fleets' locks are held.
+    Move(super::moving::MoveArgs),
 }
 
 impl Verb {
@@ -239,6 +244,7 @@ impl Verb {
             Verb::Watch { .. } => "watch",
             Verb::ForceUnlock { .. } => "force-unlock",
             Verb::Records(RecordsVerb::Migrate { .. }) => "records migrate",
+            Verb::Records(RecordsVerb::Move(_)) => "records move",
             Verb::State {
                 command: StateCommand::List { .. },
             } => "state list",

@@ -42,7 +42,7 @@
 //!
 //! Verbs: `check` (offline), `refresh`, `plan`, `apply`, `destroy`, `discover`,
 //! `output` (the fleet's outputs, from the records), `watch` (drift, every interval),
-//! `force-unlock`, `records migrate`. Reports
+//! `force-unlock`, `records migrate`, `records move`. Reports
 //! and JSON go to standard output; logs (`-v`, `-vv`), progress, questions and errors to
 //! standard error (with `--json`, the plan an apply shows goes there too, so that
 //! standard output holds one JSON document). Colour and cursor control only on a
@@ -123,6 +123,7 @@
 //! | `discover` | every place in scope looked at | something could not be looked at, an error | — |
 //! | `force-unlock` | the lock was removed | no lock has that id, an error | — |
 //! | `records migrate` | the records were copied and read back equal | the destination holds other records, an error | — |
+//! | `records move` | every resource named carries FLEET's marker and its records are FLEET's | a refusal (nothing changed), a declined question or no terminal and no `--yes`, a marker that could not be rewritten (that resource stays), records not moved (run it again), a lock held by another run | — |
 //! | `state list`, `state show` | the records were read (and the address names one row) | an address that names no row (the nearest are named) or several, records that cannot be read | — |
 //! | `state mv` | the row and its cached observation moved | a refusal (the cloud does not show that very resource under the new address, another region or provider, a row there already), the lock held by another run, an error | — |
 //! | `forget` | the row and its cached observation removed; the cloud untouched | a resource still declared, an unknown address, the lock held by another run, an error | — |
@@ -133,6 +134,30 @@
 //!
 //! A run turned away by the lock exits 1 (`apply` and `destroy` with every resource
 //! `not attempted: refused`).
+//!
+//! # Moving resources between fleets
+//!
+//! `records move ADDRESS... --to FLEET` splits a fleet or merges two, creating and
+//! deleting nothing: each resource's ownership marker is rewritten to FLEET's (the only
+//! cloud calls), then its row (with its marks) and its cached observation go to FLEET's
+//! records, in the same store. It holds both fleets' locks, taken in the order of the
+//! fleets' names so that two opposite moves cannot each wait for the other; shows what
+//! moves and which markers change; and asks as `apply` does (`--yes`; no terminal and no
+//! `--yes` refuses). `--json` prints the outcome (`"move": "v1"`) with the plan on
+//! standard error. Refused, changing nothing: an address this fleet's records do not
+//! hold, one FLEET's records hold while the resource carries this fleet's marker, a
+//! resource carrying another fleet's marker or none, one that does not exist or whose
+//! tags cannot be read, and FLEET's records in another store (`--to-records URL` names
+//! where they are).
+//!
+//! The marker is written first, then FLEET's records, then this fleet's (in one
+//! transaction on PostgreSQL; the order and why each step is safe are in
+//! [`crate::records::move_rows`]). A run killed anywhere leaves records from which
+//! neither fleet's next run creates or deletes anything, and the same move run again
+//! completes it. The way to split: declare the resources in FLEET, run the move from
+//! this fleet's program, then take the declarations out of this fleet; each fleet's next
+//! plan says "No changes". (A resource this fleet stops declaring *before* its marker is
+//! rewritten is an orphan of this fleet, and its next apply deletes it: move first.)
 //!
 //! `state mv`, `forget`, `import` and `import-tfstate` hold the fleet's lock from their first read
 //! of the records to their last write (another run holding it refuses them at once).
@@ -157,6 +182,7 @@ mod console;
 mod emit;
 mod graph;
 mod import;
+mod moving;
 mod output;
 mod reach;
 mod render;
@@ -346,6 +372,10 @@ where
     }
     let mut engine = Engine::new(backends, records.clone());
     engine = verbs::with_progress(engine, io.progress());
+    // A move takes both fleets' locks itself, in the order of their names.
+    if let Verb::Records(RecordsVerb::Move(verb)) = args.verb {
+        return moving::records_move(io, &engine, fleet, verb, args.lock_timeout).await;
+    }
     // One writer per fleet: the lock is held from the first read of the records to
     // the last write.
     let lock: Option<LockGuard> = if args.verb.writes_records() {
@@ -382,6 +412,7 @@ fn reaches_clouds(verb: &Verb) -> bool {
         }
         | Verb::Graph { plan: true }
         | Verb::ImportTfstate { .. }
+        | Verb::Records(RecordsVerb::Move(_))
         | Verb::Watch { .. } => true,
         Verb::Output {
             refresh,

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 mod file;
 mod lock;
 mod memory;
+mod moving;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod redact;
@@ -31,6 +32,7 @@ mod redact;
 pub use file::FileStore;
 pub use lock::{Lease, LockError, LockGuard, LockHolder, host_name, lock_fleet, parse_duration};
 pub use memory::MemoryStore;
+pub use moving::{Moved, move_rows};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use redact::redact_url;
@@ -138,6 +140,43 @@ impl Ledger {
     /// Whether nothing is managed.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
+    }
+
+    /// The rows of `these` that this ledger holds, each with its marks, as a ledger of
+    /// their own.
+    pub fn only(&self, these: &BTreeSet<LedgerRow>) -> Ledger {
+        // Every set of marks is named here: a mark added to the ledger must be carried
+        // (or deliberately dropped) wherever rows move between ledgers.
+        let Ledger {
+            rows,
+            discovered,
+            intents,
+            deleting,
+        } = self;
+        let keep = |set: &BTreeSet<LedgerRow>| set.intersection(these).cloned().collect();
+        Ledger {
+            rows: keep(rows),
+            discovered: keep(discovered),
+            intents: keep(intents),
+            deleting: keep(deleting),
+        }
+    }
+
+    /// Adds the rows of `other` with their marks; a row this ledger holds already keeps
+    /// its own marks.
+    pub fn absorb(&mut self, other: Ledger) {
+        let Ledger {
+            rows,
+            discovered,
+            intents,
+            deleting,
+        } = other;
+        let new: BTreeSet<LedgerRow> = rows.difference(&self.rows).cloned().collect();
+        self.discovered
+            .extend(discovered.intersection(&new).cloned());
+        self.intents.extend(intents.intersection(&new).cloned());
+        self.deleting.extend(deleting.intersection(&new).cloned());
+        self.rows.extend(new);
     }
 
     /// The rows of one provider.
@@ -293,6 +332,30 @@ pub enum RecordError {
     },
 }
 
+/// One write of [`RecordStore::save_together`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum RecordWrite {
+    /// Replaces a fleet's ledger.
+    Ledger {
+        /// The fleet.
+        fleet: String,
+        /// Its new ledger.
+        ledger: Ledger,
+    },
+    /// Replaces a fleet's cached observations of one provider and kind (an empty list
+    /// removes them).
+    Cache {
+        /// The fleet.
+        fleet: String,
+        /// The provider's id.
+        provider: String,
+        /// The kind's id.
+        kind: String,
+        /// The new entries.
+        entries: Vec<CacheEntry>,
+    },
+}
+
 /// Where the records are kept.
 pub trait RecordStore: Send + Sync {
     /// The fleet's ledger; empty when there is none yet.
@@ -324,6 +387,26 @@ pub trait RecordStore: Send + Sync {
         kind: &str,
         entries: &[CacheEntry],
     ) -> Result<(), RecordError>;
+    /// Makes `writes` — of one fleet or of several — in the order given. A store that
+    /// can make them in one transaction does so, and then they are made all or none
+    /// (PostgreSQL). The default makes each in turn, each atomic on its own: a run killed
+    /// between two leaves the earlier ones made and the later ones not, so a caller
+    /// orders them so that every such prefix reads as sound records
+    /// ([`move_rows`] says how it does).
+    fn save_together(&self, writes: &[RecordWrite]) -> Result<(), RecordError> {
+        for write in writes {
+            match write {
+                RecordWrite::Ledger { fleet, ledger } => self.save_ledger(fleet, ledger)?,
+                RecordWrite::Cache {
+                    fleet,
+                    provider,
+                    kind,
+                    entries,
+                } => self.save_cache(fleet, provider, kind, entries)?,
+            }
+        }
+        Ok(())
+    }
     /// The (provider, kind) pairs that have cached observations.
     fn cached_pairs(&self, fleet: &str) -> Result<Vec<(String, String)>, RecordError>;
     /// Takes the fleet's lock for `holder` now, or answers [`LockError::Held`] at once.

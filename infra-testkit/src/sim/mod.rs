@@ -985,6 +985,7 @@ impl<K: Kind> KindBackend<K> for SimProvider {
         let call = self.record(Op::Update, Some(kind), Some(region), None, Some(handle));
         let provider = self.provider;
         let (key, value) = (marker.key().to_string(), marker.value().to_string());
+        let replaces = marker.replaces().map(str::to_owned);
         self.cloud
             .serve(call, move |w, c| {
                 kinds::check_scope(provider, kind, region)?;
@@ -1000,6 +1001,11 @@ impl<K: Kind> KindBackend<K> for SimProvider {
                     // Already this fleet's (or the legacy value every fleet reads as its
                     // own): nothing to write.
                     Some(v) if v == value || v == infra_core::sdk::LEGACY_MARKER_VALUE => Ok(()),
+                    // Handed over from that very fleet (`records move`): replaced.
+                    Some(other) if replaces.as_deref() == Some(other) => {
+                        stored.tags.insert(key, value);
+                        Ok(())
+                    }
                     Some(other) => Err(BackendError::new(
                         ErrorKind::Conflict,
                         format!("{handle} carries the marker of fleet `{other}`; left as it is"),

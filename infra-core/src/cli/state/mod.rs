@@ -12,7 +12,7 @@ mod view;
 
 pub(super) use forget::forget;
 pub(super) use mv::mv;
-pub(super) use rows::{declared, put_cached};
+pub(super) use rows::{cached as cached_entry, declared, pick as pick_row, put_cached};
 pub(super) use view::{list, show};
 
 pub(super) use super::render::error;

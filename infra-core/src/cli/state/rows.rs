@@ -19,7 +19,11 @@ pub(super) fn subject_of(row: &LedgerRow) -> Subject {
 /// The one row of `ledger` that `address` names (in any form a plan prints); an error
 /// naming the nearest rows when it names none, or every row it names when it names
 /// more than one.
-pub(super) fn pick(ledger: &Ledger, fleet: &str, address: &str) -> Result<LedgerRow, String> {
+pub(in crate::cli) fn pick(
+    ledger: &Ledger,
+    fleet: &str,
+    address: &str,
+) -> Result<LedgerRow, String> {
     let rows: Vec<&LedgerRow> = ledger.rows.iter().collect();
     let subjects: Vec<Subject> = rows.iter().map(|r| subject_of(r)).collect();
     match resolve_address(address, &subjects) {
@@ -71,7 +75,7 @@ pub(in crate::cli) fn declared(fleet: &Fleet, row: &LedgerRow) -> Option<&'stati
 }
 
 /// The cached observation of a row's resource, if there is one.
-pub(super) fn cached(
+pub(in crate::cli) fn cached(
     store: &dyn RecordStore,
     fleet: &str,
     row: &LedgerRow,

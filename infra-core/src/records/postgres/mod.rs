@@ -20,7 +20,7 @@ use self::worker::{Failure, Worker};
 use super::redact::Place;
 use super::{
     CacheEntry, Lease, Ledger, LedgerProgress, LockError, LockGuard, LockHolder, RecordError,
-    RecordStore,
+    RecordStore, RecordWrite,
 };
 
 /// How long confirming the lock may take before the run takes it as lost.
@@ -53,7 +53,8 @@ fn key(text: &str) -> i64 {
 /// drops only the rows it names, in one transaction (a run writes one such batch per
 /// delete it starts, so its cost is the batch's, not the ledger's); `save_cache` one
 /// (fleet, provider, kind) pair in one transaction (an empty list deletes the pair): a
-/// run killed mid-save leaves the records as they were before it. Cache entries come
+/// run killed mid-save leaves the records as they were before it. `save_together`
+/// makes all its writes, of several fleets, in one transaction (`records move`). Cache entries come
 /// back in the order saved. `jsonb` keeps values, not their spelling: an object's keys
 /// come back in `jsonb`'s order, `-0.0` as `0.0`, an integral float of 10¹⁶ or more
 /// that fits a 64-bit integer as that integer, and other floats in plain decimal, which
@@ -253,6 +254,27 @@ impl RecordStore for PostgresStore {
         let pair = (fleet.to_owned(), provider.to_owned(), kind.to_owned());
         let entries = entries.to_vec();
         self.call(move |shared| tables::save_cache(shared, pair, entries))
+    }
+
+    /// One transaction for every write: both fleets' records of a move change
+    /// together, or neither does.
+    fn save_together(&self, writes: &[RecordWrite]) -> Result<(), RecordError> {
+        for write in writes {
+            match write {
+                RecordWrite::Ledger { fleet, ledger } => check_ledger(fleet, ledger)?,
+                RecordWrite::Cache {
+                    fleet,
+                    provider,
+                    kind,
+                    entries,
+                } => {
+                    check_pair(fleet, provider, kind)?;
+                    check_entries(entries)?;
+                }
+            }
+        }
+        let writes = writes.to_vec();
+        self.call(move |shared| tables::save_together(shared, writes))
     }
 
     fn cached_pairs(&self, fleet: &str) -> Result<Vec<(String, String)>, RecordError> {

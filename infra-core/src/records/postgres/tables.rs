@@ -8,7 +8,7 @@ use sqlx::{Postgres, Transaction};
 
 use super::key;
 use super::worker::{Failure, Shared, db};
-use crate::records::{CacheEntry, Ledger, LedgerProgress, LedgerRow};
+use crate::records::{CacheEntry, Ledger, LedgerProgress, LedgerRow, RecordWrite};
 
 /// Writers of one fleet's records take turns on this (a run holds the fleet's lock
 /// anyway; two stores writing without it must not interleave their delete and insert).
@@ -106,11 +106,56 @@ pub(super) async fn save_ledger(
     fleet: String,
     ledger: Ledger,
 ) -> Result<(), Failure> {
-    let c = LedgerColumns::of(&ledger);
     let mut tx = begin_writing(&shared.pool, &fleet).await?;
+    write_ledger(&mut tx, &fleet, &ledger).await?;
+    tx.commit().await.map_err(db)
+}
+
+/// Several fleets' ledgers and cache pairs written in one transaction, in the order
+/// given, each fleet's writers kept out (in the order of the fleets' names, so that two
+/// such transactions cannot wait on each other).
+pub(super) async fn save_together(
+    shared: Arc<Shared>,
+    writes: Vec<RecordWrite>,
+) -> Result<(), Failure> {
+    let fleets: std::collections::BTreeSet<&str> = writes
+        .iter()
+        .map(|w| match w {
+            RecordWrite::Ledger { fleet, .. } | RecordWrite::Cache { fleet, .. } => fleet.as_str(),
+        })
+        .collect();
+    let mut tx = shared.pool.begin().await.map_err(db)?;
+    for fleet in fleets {
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(write_lock(fleet))
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+    }
+    for write in writes {
+        match write {
+            RecordWrite::Ledger { fleet, ledger } => write_ledger(&mut tx, &fleet, &ledger).await?,
+            RecordWrite::Cache {
+                fleet,
+                provider,
+                kind,
+                entries,
+            } => write_cache(&mut tx, (fleet, provider, kind), &entries).await?,
+        }
+    }
+    tx.commit().await.map_err(db)
+}
+
+/// Replaces a fleet's ledger rows inside `tx`.
+async fn write_ledger(
+    tx: &mut Transaction<'static, Postgres>,
+    fleet: &str,
+    ledger: &Ledger,
+) -> Result<(), Failure> {
+    let c = LedgerColumns::of(ledger);
     sqlx::query("DELETE FROM infra_ledger_rows WHERE fleet = $1")
-        .bind(&fleet)
-        .execute(&mut *tx)
+        .bind(fleet)
+        .execute(&mut **tx)
         .await
         .map_err(db)?;
     sqlx::query(
@@ -119,7 +164,7 @@ pub(super) async fn save_ledger(
          SELECT $1, r.* FROM UNNEST($2::text[], $3::text[], $4::text[], $5::text[], \
          $6::bool[], $7::bool[], $8::bool[]) AS r",
     )
-    .bind(&fleet)
+    .bind(fleet)
     .bind(c.provider)
     .bind(c.kind)
     .bind(c.name)
@@ -127,10 +172,10 @@ pub(super) async fn save_ledger(
     .bind(c.discovered)
     .bind(c.intent)
     .bind(c.deleting)
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await
     .map_err(db)?;
-    tx.commit().await.map_err(db)
+    Ok(())
 }
 
 /// Marks and drops rows in one transaction, touching only those rows.
@@ -251,16 +296,26 @@ pub(super) type Pair = (String, String, String);
 
 pub(super) async fn save_cache(
     shared: Arc<Shared>,
-    (fleet, provider, kind): Pair,
+    pair: Pair,
     entries: Vec<CacheEntry>,
 ) -> Result<(), Failure> {
-    let c = CacheColumns::of(&entries);
-    let mut tx = begin_writing(&shared.pool, &fleet).await?;
+    let mut tx = begin_writing(&shared.pool, &pair.0).await?;
+    write_cache(&mut tx, pair, &entries).await?;
+    tx.commit().await.map_err(db)
+}
+
+/// Replaces one cache pair's entries inside `tx` (an empty list deletes the pair).
+async fn write_cache(
+    tx: &mut Transaction<'static, Postgres>,
+    (fleet, provider, kind): Pair,
+    entries: &[CacheEntry],
+) -> Result<(), Failure> {
+    let c = CacheColumns::of(entries);
     sqlx::query("DELETE FROM infra_cache_entries WHERE fleet = $1 AND provider = $2 AND kind = $3")
         .bind(&fleet)
         .bind(&provider)
         .bind(&kind)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await
         .map_err(db)?;
     if !entries.is_empty() {
@@ -279,11 +334,11 @@ pub(super) async fn save_cache(
         .bind(c.handle)
         .bind(c.observed)
         .bind(c.written)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await
         .map_err(db)?;
     }
-    tx.commit().await.map_err(db)
+    Ok(())
 }
 
 pub(super) async fn cached_pairs(

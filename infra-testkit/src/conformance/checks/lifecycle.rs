@@ -661,5 +661,59 @@ async fn mark(ctx: &Context, sample: &KindSample) -> Result<Marked, String> {
     if ownership().await? != before {
         return Err("a refused `mark` changed the resource's tags".into());
     }
+    hand_over(ctx, kind, region, &handle, &before).await?;
     Ok(Marked::Yes)
+}
+
+/// A marker handed over from this fleet (`records move`) replaces this fleet's marker
+/// and nothing else, and handing it back restores the tags; a provider that does not
+/// replace markers answers `Conflict` and changes nothing.
+async fn hand_over(
+    ctx: &Context,
+    kind: &'static str,
+    region: &str,
+    handle: &str,
+    before: &infra_core::sdk::RawTags,
+) -> Result<(), String> {
+    use infra_core::sdk::Marker;
+    let ownership = || async {
+        ctx.settle(|| ctx.backend.ownership(kind, region, handle))
+            .await
+            .map_err(|e| format!("`ownership` of {handle} failed: {e}"))
+    };
+    let other = format!("{}-other", ctx.fleet);
+    let handed = Marker::new(other.clone()).handed_over_from(ctx.fleet.clone());
+    match ctx.backend.mark(kind, region, handle, &handed).await {
+        Ok(()) => {}
+        Err(e) if e.kind == ErrorKind::Conflict => {
+            if ownership().await? != *before {
+                return Err(format!(
+                    "a hand-over the backend refused ({e}) changed the resource's tags"
+                ));
+            }
+            return Ok(());
+        }
+        Err(e) => {
+            return Err(format!(
+                "a hand-over from this fleet answered {e}: neither done nor Conflict"
+            ));
+        }
+    }
+    let mut expected = before.clone();
+    expected.insert(MARKER_KEY.to_owned(), other.clone());
+    let after = ownership().await?;
+    if after != expected {
+        return Err(format!(
+            "handed over to another fleet, the tags are {after:?}, not {expected:?}: only              the marker may change"
+        ));
+    }
+    let back = Marker::new(ctx.fleet.clone()).handed_over_from(other);
+    ctx.backend
+        .mark(kind, region, handle, &back)
+        .await
+        .map_err(|e| format!("handing the resource back failed: {e}"))?;
+    if ownership().await? != *before {
+        return Err("handed back, the resource's tags are not what they were".into());
+    }
+    Ok(())
 }
