@@ -19,7 +19,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 use async_trait::async_trait;
 use infra_core::cli::{Console, run_with};
@@ -458,21 +457,19 @@ fn kill_and_recover(
     (hit, mid)
 }
 
-fn report(what: &str, cases: u64, (hit, mid): (u64, u64), started: Instant) {
+fn report(what: &str, cases: u64, (hit, mid): (u64, u64)) {
     let _ = writeln!(
         std::io::stderr(),
         "{what}: {cases} runs, {hit} killed at their drawn call, {mid} of them between the \
-         first and the last delete; {:.1} s",
-        started.elapsed().as_secs_f64()
+         first and the last delete"
     );
 }
 
 #[test]
 fn a_destroy_killed_at_any_call_is_followed_by_an_apply_that_converges() {
-    let started = Instant::now();
     let cases = 100;
     let counts = kill_and_recover(false, &["destroy", "--yes"], (cases, 0), 0x5eed_de57);
-    report("killed destroys", cases, counts, started);
+    report("killed destroys", cases, counts);
     assert!(
         counts.1 >= cases / 4,
         "too few kills landed mid-destroy to prove anything: {counts:?}"
@@ -481,11 +478,10 @@ fn a_destroy_killed_at_any_call_is_followed_by_an_apply_that_converges() {
 
 #[test]
 fn an_apply_killed_while_pruning_is_followed_by_an_apply_that_converges() {
-    let started = Instant::now();
     let cases = 40;
     // Orphans are pruned last: the draw leaves out the first half of the calls.
     let counts = kill_and_recover(true, &["apply", "--yes"], (cases, 50), 0x0bad_cafe);
-    report("killed pruning applies", cases, counts, started);
+    report("killed pruning applies", cases, counts);
     assert!(
         counts.1 >= cases / 4,
         "too few kills landed mid-prune to prove anything: {counts:?}"
