@@ -127,6 +127,8 @@ use clap::Parser;
 mod args;
 mod console;
 mod graph;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod output;
 mod reach;
 mod render;
