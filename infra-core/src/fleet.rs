@@ -66,7 +66,7 @@ pub(crate) trait ErasedSpec: Any + Send + Sync {
 
 impl<K: Kind> ErasedSpec for K {
     fn settle_dyn(&self, env: &dyn Env) -> Result<Box<dyn Any + Send + Sync>, NotYet> {
-        crate::Field::settle(self, env).map(|s| Box::new(s) as Box<dyn Any + Send + Sync>)
+        crate::Settle::settle(self, env).map(|s| Box::new(s) as Box<dyn Any + Send + Sync>)
     }
 
     fn settled_json_fn(&self) -> fn(&(dyn Any + Send + Sync)) -> serde_json::Value {

@@ -5,7 +5,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Conflict, Dep, Env, Expr, Field, Key, Merge, NotYet, Partial, Refines, SecretString};
+use crate::{
+    Conflict, Dep, Env, Expr, Field, Key, Merge, NotYet, Partial, Refines, SecretString, Settle,
+};
 
 #[cfg(any(test, feature = "testing"))]
 use infra_derive::Sample;
@@ -363,14 +365,8 @@ impl Merge for SecretSource {
     }
 }
 
-impl Field for SecretSource {
+impl Settle for SecretSource {
     type Settled = SecretSourceSettled;
-
-    fn deps(&self, out: &mut Vec<Dep>) {
-        if let SecretSource::Composed(expr) = self {
-            out.extend_from_slice(expr.deps());
-        }
-    }
 
     fn settle(&self, env: &dyn Env) -> Result<SecretSourceSettled, NotYet> {
         match self {
@@ -379,6 +375,14 @@ impl Field for SecretSource {
             SecretSource::Generated { length } => {
                 Ok(SecretSourceSettled::Generated { length: *length })
             }
+        }
+    }
+}
+
+impl Field for SecretSource {
+    fn deps(&self, out: &mut Vec<Dep>) {
+        if let SecretSource::Composed(expr) = self {
+            out.extend_from_slice(expr.deps());
         }
     }
 }
