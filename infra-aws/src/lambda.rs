@@ -14,8 +14,12 @@
 //! What read reports when Lambda does not say:
 //! - `runtime`, `handler`: absent for an image-based function: `Unknown`.
 //! - `code`: `Unknown`, always. Lambda keeps the code it was given but not the bucket
-//!   and key it was fetched from, so a change of `code` alone is not seen as drift (any
-//!   update deploys the declared archive again).
+//!   and key it was fetched from. A change of `code` is still seen: for a field the
+//!   cloud does not report, the engine compares the declaration with what this fleet
+//!   last wrote there (kept in the observation cache), so a new location is an update,
+//!   and every update deploys the declared archive again. Without that record (the
+//!   cache deleted, a function first written by another tool), a change of `code` alone
+//!   is not seen until another change updates the function.
 //! - `codeSha256`: the digest of the code as deployed, Lambda's `CodeSha256` (base64
 //!   SHA-256 of the archive); `Unknown` if Lambda leaves it out or answers it empty.
 //!   This is how a new archive uploaded over an unchanged `s3://bucket/key` is noticed:
@@ -579,9 +583,10 @@ impl KindBackend<Compute> for LambdaFunctions {
             .map_err(|e| classify("lambda:UpdateFunctionConfiguration", e, NO_FUNCTION))?;
         wait_updated(c, handle).await?;
         // Lambda does not say where the deployed code came from: the declared archive is
-        // deployed again (the same archive leaves the same code). A declared `codeSha256`
-        // that differs from the deployed code's brings the update here, and this call
-        // fetches the archive now under the location.
+        // deployed again (the same archive leaves the same code). A `code` that differs
+        // from the one this fleet last wrote, or a declared `codeSha256` that differs from
+        // the deployed code's, brings the update here, and this call fetches the archive
+        // now under the location.
         c.lambda()
             .update_function_code()
             .function_name(handle)

@@ -7,23 +7,17 @@
 //! `Vec<F>`, `BTreeMap<String, F>`, and any other `Spec` struct.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::Serialize;
 
+use crate::settle::Settle;
 use crate::{Dep, Env, Expr, Handle, Key, Kind, Merge, NotYet, Partial, Refines, Value};
 
-/// A field of a spec: refinable, mergeable, serialisable, and settled into a value a
-/// backend can use.
-pub trait Field: Refines + Merge + Clone + Serialize + Send + Sync + 'static {
-    /// The field after settling.
-    type Settled: Clone + fmt::Debug + PartialEq + Serialize + Send + Sync + 'static;
-
+/// A field of a spec: refinable, mergeable, serialisable, and settled ([`Settle`]) into
+/// a value a backend can use.
+pub trait Field: Refines + Merge + Settle + Clone + Serialize + Send + Sync + 'static {
     /// Appends every dependency the field reads: references and expression reads.
     fn deps(&self, out: &mut Vec<Dep>);
-
-    /// Settles the field, or lists what it still waits for.
-    fn settle(&self, env: &dyn Env) -> Result<Self::Settled, NotYet>;
 
     /// Whether the field was not said (and is left out of the serialised spec).
     fn is_unsaid(&self) -> bool {
@@ -36,31 +30,35 @@ pub trait Field: Refines + Merge + Clone + Serialize + Send + Sync + 'static {
     }
 }
 
-impl<T: Value> Field for Expr<T> {
+impl<T: Value> Settle for Expr<T> {
     type Settled = T;
-
-    fn deps(&self, out: &mut Vec<Dep>) {
-        out.extend_from_slice(Expr::deps(self));
-    }
 
     fn settle(&self, env: &dyn Env) -> Result<T, NotYet> {
         self.eval(env)
     }
 }
 
-impl<F: Field> Field for Partial<F> {
-    type Settled = Partial<F::Settled>;
-
+impl<T: Value> Field for Expr<T> {
     fn deps(&self, out: &mut Vec<Dep>) {
-        if let Partial::Known(f) = self {
-            f.deps(out);
-        }
+        out.extend_from_slice(Expr::deps(self));
     }
+}
+
+impl<F: Field> Settle for Partial<F> {
+    type Settled = Partial<F::Settled>;
 
     fn settle(&self, env: &dyn Env) -> Result<Self::Settled, NotYet> {
         match self {
             Partial::Unknown => Ok(Partial::Unknown),
             Partial::Known(f) => f.settle(env).map(Partial::Known),
+        }
+    }
+}
+
+impl<F: Field> Field for Partial<F> {
+    fn deps(&self, out: &mut Vec<Dep>) {
+        if let Partial::Known(f) = self {
+            f.deps(out);
         }
     }
 
@@ -73,26 +71,24 @@ impl<F: Field> Field for Partial<F> {
     }
 }
 
-impl<F: Field> Field for Option<F> {
+impl<F: Field> Settle for Option<F> {
     type Settled = Option<F::Settled>;
-
-    fn deps(&self, out: &mut Vec<Dep>) {
-        if let Some(f) = self {
-            f.deps(out);
-        }
-    }
 
     fn settle(&self, env: &dyn Env) -> Result<Self::Settled, NotYet> {
         self.as_ref().map(|f| f.settle(env)).transpose()
     }
 }
 
-impl<K: Kind> Field for Key<K> {
-    type Settled = Handle<K>;
-
+impl<F: Field> Field for Option<F> {
     fn deps(&self, out: &mut Vec<Dep>) {
-        out.push(Dep::Handle(self.id()));
+        if let Some(f) = self {
+            f.deps(out);
+        }
     }
+}
+
+impl<K: Kind> Settle for Key<K> {
+    type Settled = Handle<K>;
 
     fn settle(&self, env: &dyn Env) -> Result<Handle<K>, NotYet> {
         env.handle(self.id())
@@ -101,14 +97,14 @@ impl<K: Kind> Field for Key<K> {
     }
 }
 
-impl<F: Field> Field for Vec<F> {
-    type Settled = Vec<F::Settled>;
-
+impl<K: Kind> Field for Key<K> {
     fn deps(&self, out: &mut Vec<Dep>) {
-        for f in self {
-            f.deps(out);
-        }
+        out.push(Dep::Handle(self.id()));
     }
+}
+
+impl<F: Field> Settle for Vec<F> {
+    type Settled = Vec<F::Settled>;
 
     fn settle(&self, env: &dyn Env) -> Result<Self::Settled, NotYet> {
         let mut not_yet = NotYet::default();
@@ -122,14 +118,16 @@ impl<F: Field> Field for Vec<F> {
     }
 }
 
-impl<F: Field> Field for BTreeMap<String, F> {
-    type Settled = BTreeMap<String, F::Settled>;
-
+impl<F: Field> Field for Vec<F> {
     fn deps(&self, out: &mut Vec<Dep>) {
-        for f in self.values() {
+        for f in self {
             f.deps(out);
         }
     }
+}
+
+impl<F: Field> Settle for BTreeMap<String, F> {
+    type Settled = BTreeMap<String, F::Settled>;
 
     fn settle(&self, env: &dyn Env) -> Result<Self::Settled, NotYet> {
         let mut not_yet = NotYet::default();
@@ -144,6 +142,14 @@ impl<F: Field> Field for BTreeMap<String, F> {
                 .collect())
         } else {
             Err(not_yet)
+        }
+    }
+}
+
+impl<F: Field> Field for BTreeMap<String, F> {
+    fn deps(&self, out: &mut Vec<Dep>) {
+        for f in self.values() {
+            f.deps(out);
         }
     }
 }

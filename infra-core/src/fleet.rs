@@ -66,7 +66,7 @@ pub(crate) trait ErasedSpec: Any + Send + Sync {
 
 impl<K: Kind> ErasedSpec for K {
     fn settle_dyn(&self, env: &dyn Env) -> Result<Box<dyn Any + Send + Sync>, NotYet> {
-        crate::Field::settle(self, env).map(|s| Box::new(s) as Box<dyn Any + Send + Sync>)
+        crate::Settle::settle(self, env).map(|s| Box::new(s) as Box<dyn Any + Send + Sync>)
     }
 
     fn settled_json_fn(&self) -> fn(&(dyn Any + Send + Sync)) -> serde_json::Value {
@@ -535,6 +535,29 @@ impl FleetBuilder {
 
     /// Declares a resource that must exist, refining `spec`, placed in `region`. The
     /// region's type names the provider, which must realise the kind.
+    ///
+    /// Every call mints a new key, at a new position of the fleet: two declarations are
+    /// two keys, even under one name (equal names are a separate question, which
+    /// [`build`](Self::build) refuses).
+    ///
+    /// ```
+    /// use infra_core::{prelude::{AwsRegion, Fleet}, kinds::ObjectStore};
+    /// let mut fleet = Fleet::builder("shop");
+    /// let one = fleet.declare(AwsRegion::EuWest3, "shop-assets", ObjectStore::new());
+    /// let two = fleet.declare(AwsRegion::EuWest3, "shop-assets", ObjectStore::new());
+    /// assert!(one != two && one.id() != two.id());
+    /// assert!(fleet.build().is_err(), "equal names are checked, not structural");
+    /// ```
+    ///
+    /// Nothing else mints a key: a second key at the position of one already declared
+    /// cannot be made, so no position can hold two resources.
+    ///
+    /// ```compile_fail,E0624
+    /// use infra_core::{prelude::{AwsRegion, Fleet, Key}, kinds::ObjectStore};
+    /// let mut fleet = Fleet::builder("shop");
+    /// let one = fleet.declare(AwsRegion::EuWest3, "shop-assets", ObjectStore::new());
+    /// let _: Key<ObjectStore> = Key::new(one.id());
+    /// ```
     pub fn declare<R, K>(&mut self, region: R, name: impl Into<String>, spec: K) -> Key<K>
     where
         R: Region,

@@ -36,12 +36,24 @@ mod status;
 pub mod testing;
 pub mod watch;
 
+// The names the crate is known by, at its root: the model's laws (`Refines`, `Merge`),
+// what a plan assigns (`Status`, `Plan`), the settling step (`Settle`), what an apply
+// answers (`ApplyResult`) and what a provider implements (`Backend`). The faces
+// (`prelude`, `sdk`, `engine`) re-export them too.
+pub use apply_result::ApplyResult;
+pub use backend::Backend;
+pub use merge::Merge;
+pub use plan::Plan;
+pub use refine::Refines;
+pub use settle::Settle;
+pub use status::Status;
+
 // Crate-internal shorthands (`crate::Fleet`, …); the runner (feature `cli`) uses some
 // of them alone, so without it they may go unused.
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
-pub(crate) use apply_result::{ApplyResult, Change, NotAttemptedReason, Step, Subject};
+pub(crate) use apply_result::{Change, NotAttemptedReason, Step, Subject};
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
-pub(crate) use backend::{Backend, Backends, Listed, Marker, Ownership, Unreachable};
+pub(crate) use backend::{Backends, Listed, Marker, Ownership, Unreachable};
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use clock::{Clock, SystemClock};
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
@@ -63,11 +75,9 @@ pub(crate) use key::{Handle, Key, ResourceRef};
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use kind::{Kind, Spec, default_name_rule};
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
-pub(crate) use merge::{Conflict, Merge};
+pub(crate) use merge::Conflict;
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use partial::Partial;
-#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
-pub(crate) use plan::Plan;
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use provider::{
     Aws, AwsRegion, Gcp, GcpRegion, Provider, Region, Scaleway, ScalewayRegion, Supports,
@@ -78,11 +88,7 @@ pub(crate) use records::{
     lock_fleet,
 };
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
-pub(crate) use refine::Refines;
-#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use secret::SecretString;
-#[cfg_attr(not(feature = "cli"), allow(unused_imports))]
-pub(crate) use status::Status;
 
 /// What the derive macros of `infra-derive` name in the code they write: stable paths
 /// that do not depend on which face re-exports an item.
@@ -96,6 +102,7 @@ pub mod __private {
     pub use crate::merge::{Conflict, Merge};
     pub use crate::partial::Partial;
     pub use crate::refine::Refines;
+    pub use crate::settle::Settle;
     pub use serde;
 }
 

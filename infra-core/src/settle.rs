@@ -5,13 +5,41 @@
 //! every key by the [`Handle`](crate::Handle) the cloud assigned. When something it needs
 //! does not exist yet, it answers [`NotYet`] with the list of what is missing: a
 //! scheduling fact (create those first), not an error.
+//!
+//! [`Settle`] names the step. Every field of a spec settles (a
+//! [`Field`](crate::sdk::Field) is a `Settle`), and so does every spec, since a spec is
+//! a field whose own fields settle one by one.
 
 use std::collections::HashMap;
 use std::fmt;
 
+use serde::Serialize;
+
+use crate::SecretString;
 use crate::env::{Env, NotYet, ObservedValue};
 use crate::key::KeyId;
-use crate::{Field, SecretString};
+
+/// The settling step: from what an author wrote (expressions, references, fields left
+/// unsaid) to the value a backend receives.
+///
+/// # Behavior
+/// - Every expression is evaluated and every reference replaced by the handle the
+///   cloud assigned; an unsaid field stays unsaid.
+/// - When something it reads does not exist yet, the answer is [`NotYet`] listing
+///   *every* missing dependency, not only the first: a scheduling fact, never an error.
+/// - A secret's value is read only where the environment holds it (on the apply path);
+///   a plan settles without secret values.
+///
+/// `#[derive(Spec)]` implements it for a spec; the built-in field types (`Expr<T>`,
+/// `Partial<F>`, `Option<F>`, `Key<K>`, `Vec<F>`, `BTreeMap<String, F>`) implement it
+/// for their own values.
+pub trait Settle {
+    /// What it settles into.
+    type Settled: Clone + fmt::Debug + PartialEq + Serialize + Send + Sync + 'static;
+
+    /// Settles in `env`, or lists what it still waits for.
+    fn settle(&self, env: &dyn Env) -> Result<Self::Settled, NotYet>;
+}
 
 /// An environment held in maps, filled as resources come to exist.
 #[derive(Default)]
@@ -65,7 +93,7 @@ impl Env for MapEnv {
     }
 }
 
-/// Settles a spec in an environment.
-pub fn settle<F: Field>(spec: &F, env: &dyn Env) -> Result<F::Settled, NotYet> {
+/// Settles a spec in an environment: [`Settle::settle`], as a function.
+pub fn settle<F: Settle>(spec: &F, env: &dyn Env) -> Result<F::Settled, NotYet> {
     spec.settle(env)
 }

@@ -122,6 +122,7 @@ struct Last {
 }
 
 /// The states a round counts resources in, each always exposed.
+#[cfg(feature = "metrics")]
 const STATES: [&str; 4] = ["in_sync", "drifted", "not_observable", "skipped"];
 
 impl Counters {
@@ -148,60 +149,134 @@ impl Counters {
         }
     }
 
-    /// The counts in Prometheus's text format. `wall_at_origin` is the wall-clock time
-    /// (seconds since the Unix epoch) at the watch clock's origin, to turn its readings
-    /// into timestamps.
+    /// The counts in Prometheus's text format (version 0.0.4), as
+    /// [`prometheus_client`] encodes them, each sample labelled with the fleet.
+    /// `wall_at_origin` is the wall-clock time (seconds since the Unix epoch) at the
+    /// watch clock's origin, to turn its readings into timestamps. Feature `metrics`.
+    ///
+    /// The names are kept from release to release (dashboards and alerts name them):
+    /// the counters `infra_watch_rounds_total`, `infra_watch_drifted_resources_total`,
+    /// `infra_watch_unreachable_resources_total`, `infra_watch_applies_total`,
+    /// `infra_watch_failed_applies_total`; the gauges `infra_watch_resources` (by
+    /// `state`) and `infra_watch_last_successful_observation_timestamp_seconds`.
+    #[cfg(feature = "metrics")]
     pub fn render(&self, fleet: &str, wall_at_origin: f64) -> String {
-        let mut out = String::new();
-        for (name, help, value) in [
-            ("infra_watch_rounds_total", "Rounds planned.", &self.rounds),
-            (
-                "infra_watch_drifted_resources_total",
-                "Drifted resources seen, summed over rounds.",
-                &self.drifted,
-            ),
-            (
-                "infra_watch_unreachable_resources_total",
-                "Resources that could not be looked at, summed over rounds.",
-                &self.unreachable,
-            ),
-            (
-                "infra_watch_applies_total",
-                "Rounds that applied.",
-                &self.applies,
-            ),
-            (
-                "infra_watch_failed_applies_total",
-                "Rounds whose apply did not converge.",
-                &self.failed_rounds,
-            ),
-        ] {
-            out.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{fleet=\"{fleet}\"}} {}\n",
-                value.load(Ordering::Relaxed)
-            ));
-        }
+        exposition::render(self.snapshot(wall_at_origin), fleet)
+    }
+
+    /// The values to expose, read once.
+    #[cfg(feature = "metrics")]
+    fn snapshot(&self, wall_at_origin: f64) -> exposition::Snapshot {
         let last = self
             .last
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let name = "infra_watch_resources";
-        out.push_str(&format!(
-            "# HELP {name} Resources by state, as the last round saw them.\n# TYPE {name} gauge\n"
-        ));
-        for state in STATES {
-            let n = last.states.get(state).copied().unwrap_or(0);
-            out.push_str(&format!(
-                "{name}{{fleet=\"{fleet}\",state=\"{state}\"}} {n}\n"
-            ));
+        exposition::Snapshot {
+            rounds: self.rounds.load(Ordering::Relaxed),
+            drifted: self.drifted.load(Ordering::Relaxed),
+            unreachable: self.unreachable.load(Ordering::Relaxed),
+            applies: self.applies.load(Ordering::Relaxed),
+            failed_applies: self.failed_rounds.load(Ordering::Relaxed),
+            states: STATES.map(|state| (state, last.states.get(state).copied().unwrap_or(0))),
+            observed_everything_at: last
+                .observed_everything_at
+                .map_or(0.0, |at| wall_at_origin + at.as_secs_f64()),
         }
-        let name = "infra_watch_last_successful_observation_timestamp_seconds";
-        let at = last
-            .observed_everything_at
-            .map_or(0.0, |at| wall_at_origin + at.as_secs_f64());
-        out.push_str(&format!(
-            "# HELP {name} When a round last looked at every resource (0: not yet).\n# TYPE {name} gauge\n{name}{{fleet=\"{fleet}\"}} {at:.3}\n"
-        ));
+    }
+}
+
+/// The counts as Prometheus exposes them, encoded by `prometheus-client`.
+#[cfg(feature = "metrics")]
+mod exposition {
+    use std::borrow::Cow;
+
+    use prometheus_client::collector::Collector;
+    use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+    use prometheus_client::metrics::counter::ConstCounter;
+    use prometheus_client::metrics::gauge::ConstGauge;
+    use prometheus_client::registry::Registry;
+
+    use super::STATES;
+
+    /// The values of one scrape.
+    #[derive(Debug)]
+    pub(super) struct Snapshot {
+        pub(super) rounds: u64,
+        pub(super) drifted: u64,
+        pub(super) unreachable: u64,
+        pub(super) applies: u64,
+        pub(super) failed_applies: u64,
+        pub(super) states: [(&'static str, u64); STATES.len()],
+        /// Seconds since the Unix epoch (0: not yet).
+        pub(super) observed_everything_at: f64,
+    }
+
+    /// The counters, by the name they are registered under: the encoder adds `_total`.
+    const COUNTERS: [(&str, &str); 5] = [
+        ("infra_watch_rounds", "Rounds planned."),
+        (
+            "infra_watch_drifted_resources",
+            "Drifted resources seen, summed over rounds.",
+        ),
+        (
+            "infra_watch_unreachable_resources",
+            "Resources that could not be looked at, summed over rounds.",
+        ),
+        ("infra_watch_applies", "Rounds that applied."),
+        (
+            "infra_watch_failed_applies",
+            "Rounds whose apply did not converge.",
+        ),
+    ];
+
+    impl Collector for Snapshot {
+        fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+            let counts = [
+                self.rounds,
+                self.drifted,
+                self.unreachable,
+                self.applies,
+                self.failed_applies,
+            ];
+            for ((name, help), value) in COUNTERS.into_iter().zip(counts) {
+                let counter = ConstCounter::new(value);
+                counter.encode(encoder.encode_descriptor(
+                    name,
+                    help,
+                    None,
+                    counter.metric_type(),
+                )?)?;
+            }
+            let by_state = ConstGauge::new(0u64).metric_type();
+            let mut family = encoder.encode_descriptor(
+                "infra_watch_resources",
+                "Resources by state, as the last round saw them.",
+                None,
+                by_state,
+            )?;
+            for (state, n) in self.states {
+                let labels = [("state", state)];
+                ConstGauge::new(n).encode(family.encode_family(&labels)?)?;
+            }
+            let at = ConstGauge::new(self.observed_everything_at);
+            at.encode(encoder.encode_descriptor(
+                "infra_watch_last_successful_observation_timestamp_seconds",
+                "When a round last looked at every resource (0: not yet).",
+                None,
+                at.metric_type(),
+            )?)
+        }
+    }
+
+    /// `snapshot` in Prometheus's text format, every sample labelled `fleet`.
+    pub(super) fn render(snapshot: Snapshot, fleet: &str) -> String {
+        let mut registry = Registry::with_labels(
+            [(Cow::Borrowed("fleet"), Cow::Owned(fleet.to_owned()))].into_iter(),
+        );
+        registry.register_collector(Box::new(snapshot));
+        let mut out = String::new();
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &registry)
+            .expect("writing to a String cannot fail");
         out
     }
 }

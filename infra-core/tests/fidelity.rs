@@ -1,7 +1,8 @@
 //! Divergence as the clouds answer it: sets in any order are the same set, a database
 //! moving between shapes is replaced, a new code artifact is seen through its digest,
-//! and a composed secret is written again when what it is composed from changes —
-//! without any secret value reaching a record.
+//! a composed secret is written again when what it is composed from changes, and a
+//! field the cloud never reports is compared with what was last written there (which a
+//! deleted cache forgets) — without any secret value reaching a record.
 
 mod support;
 
@@ -9,7 +10,7 @@ use std::collections::BTreeSet;
 
 use infra_core::kinds::*;
 use infra_core::{
-    engine::{Change, Options, RecordStore},
+    engine::{Change, FileStore, Options, RecordStore},
     prelude::{AwsRegion, Expr, Fleet, Partial, compose_secret},
 };
 use serde_json::json;
@@ -410,4 +411,55 @@ async fn a_declared_change_to_a_field_the_cloud_never_reports_is_seen_through_wh
         .await
         .unwrap();
     assert!(!again.has_changes(), "{}", again.render());
+}
+
+#[tokio::test]
+async fn without_the_cache_a_plan_still_runs_and_a_change_to_an_unreported_field_waits() {
+    let declare = |uses_second: bool, backup_days: Option<u32>| {
+        let mut f = Fleet::builder("recall");
+        let here = AwsRegion::EuWest3;
+        let first = f.declare(here, "pw-one", Secrets::generated(16));
+        let second = f.declare(here, "pw-two", Secrets::generated(16));
+        let mut db = Postgres::classic(PostgresClassic {
+            engine_version: "16",
+            instance_class: "db.t4g.micro",
+            master_username: "admin",
+            master_password: if uses_second { second } else { first },
+        });
+        if let Some(days) = backup_days {
+            db.backup_retention_days = Partial::Known(Expr::lit(days));
+        }
+        f.declare(here, "orders", db);
+        f.build().unwrap()
+    };
+    let state = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(FileStore::new(state.path()));
+    let cloud = support::cloud(57);
+    let engine = support::engine(&cloud, store.clone());
+    let first = engine
+        .apply(&declare(false, None).plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(first.is_success(), "{:#?}", first.result);
+    let two = cloud.find("aws", "secrets", "pw-two")[0].handle.clone();
+
+    // The cache deleted: the plan runs, finds every resource, and cannot see the change.
+    let cache = store.cache_path("recall", "aws", "postgres").unwrap();
+    std::fs::remove_file(&cache).unwrap();
+    let report = engine
+        .plan(&declare(true, None).plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(!report.has_changes(), "{}", report.render());
+
+    // Another change to the database writes the field, and the cache records it again.
+    let outcome = engine
+        .apply(&declare(true, Some(7)).plan(), &Options::default())
+        .await
+        .unwrap();
+    assert!(outcome.is_success(), "{:#?}", outcome.result);
+    let db = &cloud.find("aws", "postgres", "orders")[0];
+    assert_eq!(db.config["masterPassword"], json!(two));
+    let cached = store.load_cache("recall", "aws", "postgres").unwrap();
+    assert_eq!(cached[0].written["masterPassword"], json!(two));
 }

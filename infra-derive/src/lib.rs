@@ -8,8 +8,8 @@ use syn::{
     Type, parse_macro_input, spanned::Spanned,
 };
 
-/// Derives `Refines`, `Merge`, `Field`, `Serialize` and a settled struct for a spec
-/// struct, and `Kind` when `#[spec(kind = "…", observed = Type)]` is given.
+/// Derives `Refines`, `Merge`, `Field`, `Settle`, `Serialize` and a settled struct for a
+/// spec struct, and `Kind` when `#[spec(kind = "…", observed = Type)]` is given.
 #[proc_macro_derive(Spec, attributes(spec))]
 pub fn derive_spec(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -128,7 +128,7 @@ fn camel(ident: &Ident) -> String {
 
 /// The settled type of a field type, spelled the way a reader expects where the shape
 /// is known (`Expr<T>` → `T`, `Key<K>` → `Handle<K>`, through `Partial`, `Option`,
-/// `Vec` and `BTreeMap`), and as the `Field::Settled` projection otherwise. The settle
+/// `Vec` and `BTreeMap`), and as the `Settle::Settled` projection otherwise. The settle
 /// function assigns the projection into this type, so a wrong guess fails to compile.
 fn settled_type(ty: &Type) -> Tokens {
     if let Type::Path(tp) = ty
@@ -167,7 +167,7 @@ fn settled_type(ty: &Type) -> Tokens {
             _ => {}
         }
     }
-    quote!(<#ty as ::infra_core::__private::Field>::Settled)
+    quote!(<#ty as ::infra_core::__private::Settle>::Settled)
 }
 
 /// Whether a type names one of `names` anywhere in it (`Partial<Expr<BTreeSet<_>>>`
@@ -264,9 +264,9 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
         .map(|f| {
             let ident = f.ident;
             if is_partial(f.ty) {
-                quote!(::infra_core::__private::Field::settle(&self.#ident, env).unwrap_or_default())
+                quote!(::infra_core::__private::Settle::settle(&self.#ident, env).unwrap_or_default())
             } else {
-                quote!(match ::infra_core::__private::Field::settle(&self.#ident, env) {
+                quote!(match ::infra_core::__private::Settle::settle(&self.#ident, env) {
                     ::core::result::Result::Ok(v) => ::infra_core::__private::Partial::Known(v),
                     ::core::result::Result::Err(_) => ::infra_core::__private::Partial::Unknown,
                 })
@@ -403,19 +403,21 @@ fn spec(input: &DeriveInput) -> syn::Result<Tokens> {
         }
 
         impl ::infra_core::__private::Field for #name {
-            type Settled = #settled;
-
             fn deps(&self, out: &mut ::std::vec::Vec<::infra_core::__private::Dep>) {
                 #( ::infra_core::__private::Field::deps(&self.#idents, out); )*
                 let _ = out;
             }
+        }
+
+        impl ::infra_core::__private::Settle for #name {
+            type Settled = #settled;
 
             fn settle(
                 &self,
                 env: &dyn ::infra_core::__private::Env,
             ) -> ::core::result::Result<#settled, ::infra_core::__private::NotYet> {
                 let mut not_yet = ::infra_core::__private::NotYet::default();
-                #( let #idents = not_yet.take(::infra_core::__private::Field::settle(&self.#idents, env)); )*
+                #( let #idents = not_yet.take(::infra_core::__private::Settle::settle(&self.#idents, env)); )*
                 let ( #( ::core::option::Option::Some(#idents), )* ) = ( #( #idents, )* ) else {
                     return ::core::result::Result::Err(not_yet);
                 };

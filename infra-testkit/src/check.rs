@@ -21,13 +21,18 @@
 //!    and nothing else;
 //! 3. after the faults stop (and the "process" restarts from the records it left), an
 //!    apply converges: every resource applied, none twice in the cloud, and a second
-//!    plan empty;
+//!    plan empty. A resource is found by what its kind can prove: the fleet's marker
+//!    where the backend can read a kind's ownership, and its name in its region where it
+//!    cannot (a Scaleway Queues queue carries no tags; a Scaleway registry namespace's
+//!    can be written by anyone), as the backend's
+//!    [`Capabilities::ownership`](infra_core::sdk::Capabilities::ownership) declares;
 //! 4. no secret value reaches a record;
 //! 5. prune is owned-only, on the calls made: with a foreign resource and an owned
 //!    orphan in one scope, exactly one delete, of the orphan — and the orphan's row is
-//!    accounted for in the result;
+//!    accounted for in the result (in the scope of the first declared kind whose
+//!    ownership can be read: an orphan of any other kind is never pruned);
 //! 6. the brake holds: with more owned orphans than declared resources, the apply is
-//!    refused and writes nothing;
+//!    refused and writes nothing (in the same scope);
 //! 7. teardown deletes every resource after everything that depends on it, and leaves
 //!    nothing of the fleet behind.
 //!
@@ -448,6 +453,64 @@ pub fn marked(cloud: &SimCloud, fleet: &str) -> BTreeMap<(String, String, String
     out
 }
 
+/// What each simulated kind can prove about a resource of this fleet, as the simulated
+/// backends declare it in their capabilities: its ownership marker, where the backend
+/// can read the kind's ownership; nothing but its name in its region elsewhere.
+#[derive(Clone, Debug, Default)]
+pub struct Proofs {
+    marked: BTreeSet<(&'static str, &'static str)>,
+}
+
+impl Proofs {
+    /// The proofs of every kind of every provider the simulated world serves.
+    pub fn of(cloud: &SimCloud) -> Self {
+        let backends = cloud.backends();
+        let mut marked = BTreeSet::new();
+        for provider in backends.providers() {
+            if let Some(backend) = backends.get(provider) {
+                for kind in backend.capabilities().ownership {
+                    marked.insert((provider, kind));
+                }
+            }
+        }
+        Proofs { marked }
+    }
+
+    /// Whether a resource like `subject` is found by the fleet's marker (`false`: by
+    /// its name in its region, since the kind cannot carry a marker that proves whose it
+    /// is).
+    pub fn by_marker(&self, subject: &Subject) -> bool {
+        self.marked
+            .iter()
+            .any(|(p, k)| *p == subject.provider && *k == subject.kind)
+    }
+
+    /// How `subject` is looked for, in words.
+    pub fn describe(&self, subject: &Subject) -> &'static str {
+        if self.by_marker(subject) {
+            "looked for by the fleet's marker"
+        } else {
+            "looked for by name: its kind's ownership cannot be read"
+        }
+    }
+}
+
+/// How many resources of the simulated world are `subject`: with `fleet`'s marker when
+/// `by_marker`, or else by provider, kind, name and region alone.
+pub fn copies(cloud: &SimCloud, fleet: &str, subject: &Subject, by_marker: bool) -> usize {
+    cloud
+        .resources()
+        .iter()
+        .filter(|r| {
+            r.provider == subject.provider
+                && r.kind == subject.kind
+                && r.name == subject.name
+                && r.region == subject.region
+        })
+        .filter(|r| !by_marker || r.raw_tags.get(MARKER_KEY).map(String::as_str) == Some(fleet))
+        .count()
+}
+
 /// Every secret value the simulated world holds.
 pub fn secret_values(cloud: &SimCloud) -> Vec<String> {
     cloud
@@ -543,23 +606,33 @@ pub fn run_case_with(
         if again.has_changes() {
             return Err(fail("a second plan is empty", again.render()));
         }
+        let proofs = Proofs::of(&cloud);
+        for s in expected
+            .iter()
+            .filter(|s| SIMULATED.contains(&s.provider.as_str()))
+        {
+            match copies(&cloud, fleet.name(), s, proofs.by_marker(s)) {
+                0 => {
+                    return Err(fail(
+                        "every declared resource exists",
+                        format!("{s} is missing ({})", proofs.describe(s)),
+                    ));
+                }
+                1 => {}
+                n => {
+                    return Err(fail(
+                        "no twin after an interrupted apply",
+                        format!("{s} exists {n} times ({})", proofs.describe(s)),
+                    ));
+                }
+            }
+        }
         let ours = marked(&cloud, fleet.name());
         if let Some((twin, n)) = ours.iter().find(|(_, n)| **n > 1) {
             return Err(fail(
                 "no twin after an interrupted apply",
                 format!("{twin:?} exists {n} times"),
             ));
-        }
-        for s in expected
-            .iter()
-            .filter(|s| SIMULATED.contains(&s.provider.as_str()))
-        {
-            if !ours.contains_key(&(s.provider.clone(), s.kind.clone(), s.name.clone())) {
-                return Err(fail(
-                    "every declared resource exists",
-                    format!("{s} is missing"),
-                ));
-            }
         }
 
         // 4. No secret value in any record.
@@ -574,11 +647,12 @@ pub fn run_case_with(
             ));
         }
 
-        // 5. Prune is owned-only, on the calls made.
-        if let Some(scope) = expected
+        // 5. Prune is owned-only, on the calls made, in a scope whose owned orphans can
+        // be told from foreign resources.
+        let scope = expected
             .iter()
-            .find(|s| SIMULATED.contains(&s.provider.as_str()))
-        {
+            .find(|s| SIMULATED.contains(&s.provider.as_str()) && proofs.by_marker(s));
+        if let Some(scope) = scope {
             let foreign = cloud
                 .insert_foreign(
                     &scope.provider,
@@ -643,10 +717,7 @@ pub fn run_case_with(
         }
 
         // 6. The brake holds.
-        if let Some(scope) = expected
-            .iter()
-            .find(|s| SIMULATED.contains(&s.provider.as_str()))
-        {
+        if let Some(scope) = scope {
             let mut ledger = ledger_of(&store);
             for i in 0..=expected.len() {
                 let name = format!("zz-brake-{i:03}");
@@ -736,6 +807,15 @@ pub fn run_case_with(
         let left = marked(&cloud, fleet.name());
         if !left.is_empty() {
             return Err(fail("teardown leaves nothing behind", format!("{left:?}")));
+        }
+        if let Some(s) = expected.iter().find(|s| {
+            SIMULATED.contains(&s.provider.as_str())
+                && copies(&cloud, fleet.name(), s, proofs.by_marker(s)) > 0
+        }) {
+            return Err(fail(
+                "teardown leaves nothing behind",
+                format!("{s} is still there ({})", proofs.describe(s)),
+            ));
         }
         Ok(())
     })

@@ -104,7 +104,7 @@ pub(super) enum Verb {
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         rounds: Option<u64>,
         /// Serve Prometheus counts (rounds, drifted and unreachable resources, applies)
-        /// at http://ADDR/metrics.
+        /// at http://ADDR/metrics (infra-core's feature `metrics`).
         #[arg(long, value_name = "ADDR")]
         metrics_addr: Option<std::net::SocketAddr>,
     },

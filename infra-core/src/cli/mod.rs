@@ -58,6 +58,13 @@
 //! Terraform state lists); and `graph` (the dependency graph as DOT, offline; `graph
 //! --plan` reads the clouds).
 //!
+//! A plan that applying would refuse says so: `plan` prints the refusal on standard
+//! error (an error for `prevent_destroy`, which no flag lifts; a warning for the brake,
+//! which `--force` lifts), and `plan --json` carries it as `refused`
+//! ([`Refusal`](crate::engine::Refusal): `{"by": "brake", "message", "deletes",
+//! "absent", "managed"}` or `{"by": "prevent_destroy", "message", "resources": [{"resource",
+//! "action"}]}`), a member absent when the plan would not be refused.
+//!
 //! # Taking in a resource made by hand
 //!
 //! `import ADDRESS CLOUD_ID` reads the resource whose id is `CLOUD_ID` in the kind and
@@ -90,6 +97,8 @@
 //! without defining them; a field the cloud does not report and the fleet does not
 //! declare is given a stand-in the code says is one (a plan does not compare it).
 //!
+//! # Reviewing before a change
+//!
 //! `apply` and `destroy` show what they will do and ask before doing it; `--yes`
 //! answers for you, and without a terminal they refuse unless `--yes` is given. What was
 //! shown is what runs: after a person answers, everything the plan was made from is
@@ -118,7 +127,7 @@
 //! |---|---|---|---|
 //! | `check` | every check passed | a check failed, or a usage error | — |
 //! | `refresh` | every resource looked at, cache written | something could not be looked at, an error | — |
-//! | `plan` | complete (and, with `--detailed-exitcode`, no changes) | something could not be looked at or cannot be decided, an error, a failed write of the output or the plan file | complete, with changes (`--detailed-exitcode` only) |
+//! | `plan` | complete (and, with `--detailed-exitcode`, no changes) | something could not be looked at or cannot be decided, a plan `prevent_destroy` would refuse, a plan the brake would refuse (`--detailed-exitcode` only; without it, a warning), an error, a failed write of the output or the plan file | complete, with changes, and not refused (`--detailed-exitcode` only) |
 //! | `apply`, `destroy` | every resource converged or pruned, or left out by `--target`/`--exclude`; records saved | anything failed or not attempted for another reason, a refusal (gate, brake, stale plan, declined question), records not saved, an error | — |
 //! | `discover` | every place in scope looked at | something could not be looked at, an error | — |
 //! | `force-unlock` | the lock was removed | no lock has that id, an error | — |
@@ -182,6 +191,8 @@ mod console;
 mod emit;
 mod graph;
 mod import;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod moving;
 mod output;
 mod reach;
@@ -206,8 +217,10 @@ Exit codes:
   0  success: checks passed; the plan is complete (with --detailed-exitcode: and has no
      changes); every resource converged, was pruned or was left out by --target/--exclude
   1  an error, a usage error, a refusal, something that could not be looked at, a
-     resource failed or not attempted, records or output that could not be written
-  2  plan --detailed-exitcode only: the plan is complete and has changes";
+     resource failed or not attempted, records or output that could not be written;
+     plan --detailed-exitcode: a plan that applying would refuse (brake, prevent_destroy)
+  2  plan --detailed-exitcode only: the plan is complete, has changes, and would not be
+     refused";
 
 /// Runs the command line of the process: parses the arguments, builds the backends
 /// only for the verbs that need them, and returns the exit code.

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::args::{RunFlags, Scope};
 use super::console::{Io, ProgressStyle};
 use super::render::{colour_lines, error, paint, render_discovery, render_result_titled};
-use crate::engine::{PlanFile, Proposal};
+use crate::engine::{PlanFile, Proposal, Refusal, with_refusal};
 use crate::{
     ApplyError, ApplyResult, Engine, Fleet, NotAttemptedReason, Options, Outcome, Plan, PlanReport,
 };
@@ -91,22 +91,25 @@ pub(super) async fn plan(
         Err(e) => return error(io, &e),
     };
     let report = proposal.report();
-    print_plan(io, report, verb.json);
-    // A plan no apply may carry out is an error, not a warning: no flag lifts it.
-    if let Err(e) = engine.check_protected(&proposal) {
-        return error(io, &e);
-    }
-    if let Err(e) = engine.check_brake(&proposal) {
-        io.err(&format!(
-            "warning: applying this plan would be refused: {e}"
-        ));
+    let refusal = engine.refusal(&proposal);
+    print_plan(io, report, refusal.as_ref(), verb.json);
+    match &refusal {
+        // A plan no apply may carry out is an error, not a warning: no flag lifts it.
+        Some(r) if !r.can_be_forced() => return error(io, &r.message()),
+        Some(r) => io.err(&format!(
+            "warning: applying this plan would be refused: {}",
+            r.message()
+        )),
+        None => {}
     }
     if let Some(path) = &verb.out
         && let Err(e) = write_plan_file(path, &proposal)
     {
         return error(io, &e);
     }
-    let code = if !report.is_complete() {
+    // Under --detailed-exitcode, 2 says "apply this"; a plan the brake would refuse
+    // cannot be applied as it is.
+    let code = if !report.is_complete() || (verb.detailed_exitcode && refusal.is_some()) {
         1
     } else if verb.detailed_exitcode && report.has_changes() {
         2
@@ -128,11 +131,14 @@ pub(super) fn let_go<T: Send + 'static>(value: T) {
         .spawn(move || drop(value));
 }
 
-fn print_plan(io: &mut Io<'_>, report: &PlanReport, json: bool) {
+/// Prints a plan: as text, or as JSON with the refusal it would meet (`refused`,
+/// absent when it would not be refused).
+fn print_plan(io: &mut Io<'_>, report: &PlanReport, refusal: Option<&Refusal>, json: bool) {
     if json {
+        let plan = with_refusal(report.to_json(), refusal);
         io.out(&format!(
             "{}\n",
-            serde_json::to_string_pretty(&report.to_json()).expect("JSON")
+            serde_json::to_string_pretty(&plan).expect("JSON")
         ));
     } else {
         io.out(&colour_lines(io.colour(), &report.render()));

@@ -3,8 +3,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
 use super::console::Io;
 use super::render::error;
 use crate::watch::{Counters, WatchOptions};
@@ -22,20 +20,12 @@ pub(super) async fn watch(
     let wall_at_origin = wall_now();
     let server = match metrics_addr {
         None => None,
-        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
-            Ok(listener) => {
-                let at = listener.local_addr().map_or(addr, |a| a);
+        Some(addr) => match serve_metrics(addr, &counters, fleet.name(), wall_at_origin).await {
+            Ok((at, server)) => {
                 io.err(&format!("serving Prometheus counts at http://{at}/metrics"));
-                let counters = Arc::clone(&counters);
-                let fleet = fleet.name().to_owned();
-                Some(tokio::spawn(serve(
-                    listener,
-                    counters,
-                    fleet,
-                    wall_at_origin,
-                )))
+                Some(server)
             }
-            Err(e) => return error(io, &format!("--metrics-addr {addr}: {e}")),
+            Err(why) => return error(io, &format!("--metrics-addr {addr}: {why}")),
         },
     };
     let last = crate::watch::watch(
@@ -127,90 +117,42 @@ fn wall_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// Answers `GET /metrics` (and `HEAD`) with the counts; any other path is 404 and any
-/// other method 405, so that a scraper pointed at the wrong place is told so.
-async fn serve(
-    listener: tokio::net::TcpListener,
-    counters: Arc<Counters>,
-    fleet: String,
+/// Starts serving the counts at `addr` (see [`super::metrics`]): the address taken and
+/// the server's task, which ends, with its connections, when aborted.
+#[cfg(feature = "metrics")]
+async fn serve_metrics(
+    addr: SocketAddr,
+    counters: &Arc<Counters>,
+    fleet: &str,
     wall_at_origin: f64,
-) {
-    while let Ok((mut stream, _)) = listener.accept().await {
-        let mut request = [0u8; 1024];
-        let read = stream.read(&mut request).await.unwrap_or(0);
-        let response = respond(&request[..read], || counters.render(&fleet, wall_at_origin));
-        let _ = stream.write_all(response.as_bytes()).await;
-    }
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), String> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let at = listener.local_addr().map_or(addr, |a| a);
+    let counters = Arc::clone(counters);
+    let fleet = fleet.to_owned();
+    let exposition: super::metrics::Exposition =
+        Arc::new(move || counters.render(&fleet, wall_at_origin));
+    let server = tokio::spawn(super::metrics::serve(
+        listener,
+        exposition,
+        super::metrics::HEADER_TIMEOUT,
+    ));
+    Ok((at, server))
 }
 
-/// The response to a request whose first bytes are `request`.
-fn respond(request: &[u8], body: impl FnOnce() -> String) -> String {
-    let line = request
-        .split(|&b| b == b'\r' || b == b'\n')
-        .next()
-        .unwrap_or(&[]);
-    let mut words = line.split(|&b| b == b' ');
-    let method = words.next().unwrap_or(&[]);
-    let target = words.next().unwrap_or(&[]);
-    // The path, without a query string.
-    let path = target.split(|&b| b == b'?').next().unwrap_or(&[]);
-    let (status, body, head) = match (method, path) {
-        (b"GET", b"/metrics") => ("200 OK", body(), false),
-        (b"HEAD", b"/metrics") => ("200 OK", body(), true),
-        (b"GET" | b"HEAD", _) => (
-            "404 Not Found",
-            "only /metrics is served here\n".to_owned(),
-            method == b"HEAD",
-        ),
-        _ => (
-            "405 Method Not Allowed",
-            "only GET /metrics is answered\n".to_owned(),
-            false,
-        ),
-    };
-    let content_type = if status.starts_with("200") {
-        "text/plain; version=0.0.4"
-    } else {
-        "text/plain"
-    };
-    format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
-        body.len(),
-        if head { "" } else { body.as_str() }
+/// Without the feature `metrics` there is no server: said before the first round.
+#[cfg(not(feature = "metrics"))]
+async fn serve_metrics(
+    _addr: SocketAddr,
+    _counters: &Arc<Counters>,
+    _fleet: &str,
+    _wall_at_origin: f64,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), String> {
+    Err(
+        "this binary was built without infra-core's feature `metrics`, which serves the \
+         counts; add it to infra-core's features in Cargo.toml"
+            .to_owned(),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::respond;
-
-    fn status(request: &str) -> String {
-        let response = respond(request.as_bytes(), || "counts\n".to_owned());
-        response.lines().next().unwrap().to_owned()
-    }
-
-    #[test]
-    fn only_get_of_the_metrics_path_is_answered_with_the_counts() {
-        let ok = respond(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n", || {
-            "counts\n".to_owned()
-        });
-        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
-        assert!(ok.ends_with("\r\n\r\ncounts\n"), "{ok}");
-        assert_eq!(status("GET /metrics?x=1 HTTP/1.1\r\n"), "HTTP/1.1 200 OK");
-        let head = respond(b"HEAD /metrics HTTP/1.1\r\n", || "counts\n".to_owned());
-        assert!(
-            head.contains("content-length: 7\r\n") && head.ends_with("\r\n\r\n"),
-            "{head}"
-        );
-        assert_eq!(status("GET / HTTP/1.1\r\n"), "HTTP/1.1 404 Not Found");
-        assert_eq!(
-            status("GET /metricsx HTTP/1.1\r\n"),
-            "HTTP/1.1 404 Not Found"
-        );
-        assert_eq!(
-            status("POST /metrics HTTP/1.1\r\n"),
-            "HTTP/1.1 405 Method Not Allowed"
-        );
-        assert_eq!(status(""), "HTTP/1.1 405 Method Not Allowed");
-    }
 }

@@ -216,7 +216,7 @@ fn claim(owner: &Owner, slot: &Slot) -> Result<(), BackendError> {
             ErrorKind::Conflict,
             format!(
                 "{} exists, its tags cannot be read to prove it is this fleet's, and the ledger \
-                 does not list it: left alone. Delete it, or import it by hand",
+                 does not list it: left alone. Delete it, or take it in with `import ADDRESS CLOUD_ID`",
                 slot.subject
             ),
         )),

@@ -36,6 +36,7 @@
 //! | `scope` | what `--target` and `--exclude` keep |
 //! | `decide` | a decision per slot, replaces ordered and cascaded |
 //! | `report` | the plan as text and JSON |
+//! | `refusal` | what a plan says when carrying it out would be refused (the brake, `prevent_destroy`) |
 //! | `schedule` | the graph of calls and the order ready calls start in |
 //! | `execute`, `calls` | the graph run in parallel; the provider calls of one node |
 //! | `verdict` | each resource in exactly one bucket of the result |
@@ -64,6 +65,7 @@ mod observe;
 mod prerequisites;
 mod proposal;
 mod records;
+mod refusal;
 mod report;
 mod schedule;
 mod scope;
@@ -97,6 +99,7 @@ pub use prerequisites::PlannedPrerequisite;
 pub use proposal::{
     FileOptions, Fingerprint, PLAN_FILE_VERSION, PlanFile, Proposal, ResourceDigest,
 };
+pub use refusal::{ProtectedResource, Refusal, with_refusal};
 pub use report::{PlanReport, PlannedChange, RecordChange, UnmatchedExclusion, symbol};
 #[cfg(feature = "cli")]
 pub(crate) use scope::resolve_address;

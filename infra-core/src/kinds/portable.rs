@@ -5,7 +5,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Conflict, Dep, Env, Expr, Field, Key, Merge, NotYet, Partial, Refines, SecretString};
+use crate::{
+    Conflict, Dep, Env, Expr, Field, Key, Merge, NotYet, Partial, Refines, SecretString, Settle,
+};
 
 #[cfg(any(test, feature = "testing"))]
 use infra_derive::Sample;
@@ -363,14 +365,8 @@ impl Merge for SecretSource {
     }
 }
 
-impl Field for SecretSource {
+impl Settle for SecretSource {
     type Settled = SecretSourceSettled;
-
-    fn deps(&self, out: &mut Vec<Dep>) {
-        if let SecretSource::Composed(expr) = self {
-            out.extend_from_slice(expr.deps());
-        }
-    }
 
     fn settle(&self, env: &dyn Env) -> Result<SecretSourceSettled, NotYet> {
         match self {
@@ -379,6 +375,14 @@ impl Field for SecretSource {
             SecretSource::Generated { length } => {
                 Ok(SecretSourceSettled::Generated { length: *length })
             }
+        }
+    }
+}
+
+impl Field for SecretSource {
+    fn deps(&self, out: &mut Vec<Dep>) {
+        if let SecretSource::Composed(expr) = self {
+            out.extend_from_slice(expr.deps());
         }
     }
 }
@@ -544,6 +548,56 @@ impl Serialize for Acu {
 
 /// How a PostgreSQL database is sized: a fixed instance class, or a serverless capacity
 /// range. One of the two, by construction.
+///
+/// A database names its capacity, in one of the two shapes:
+///
+/// ```
+/// use infra_core::{prelude::Key, kinds::{Acu, Capacity, Postgres, Secrets}};
+/// fn database(capacity: Capacity, password: Key<Secrets>) -> Postgres {
+///     Postgres {
+///         engine_version: "16".into(),
+///         capacity: capacity.into(),
+///         storage_gb: Default::default(),
+///         master_username: "admin".into(),
+///         master_password: password,
+///         backup_retention_days: Default::default(),
+///         tags: Default::default(),
+///     }
+/// }
+/// let _ = [
+///     Capacity::Classic { instance_class: "db.t4g.micro".into() },
+///     Capacity::Serverless { min_capacity: Acu::halves(1), max_capacity: Acu::whole(4) },
+/// ];
+/// ```
+///
+/// A database with neither an instance class nor a capacity range cannot be written:
+/// the field is required,
+///
+/// ```compile_fail,E0063
+/// use infra_core::{prelude::Key, kinds::{Postgres, Secrets}};
+/// fn database(password: Key<Secrets>) -> Postgres {
+///     Postgres {
+///         engine_version: "16".into(),
+///         storage_gb: Default::default(),
+///         master_username: "admin".into(),
+///         master_password: password,
+///         backup_retention_days: Default::default(),
+///         tags: Default::default(),
+///     }
+/// }
+/// ```
+///
+/// and each shape requires what it is sized by.
+///
+/// ```compile_fail,E0063
+/// use infra_core::kinds::Capacity;
+/// let _ = Capacity::Classic {};
+/// ```
+///
+/// ```compile_fail,E0063
+/// use infra_core::kinds::{Acu, Capacity};
+/// let _ = Capacity::Serverless { min_capacity: Acu::halves(1) };
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "shape")]
 #[cfg_attr(any(test, feature = "testing"), derive(Sample))]

@@ -54,4 +54,5 @@ pub use crate::partial::Partial;
 pub use crate::provider::{Provider, Region, Supports};
 pub use crate::refine::Refines;
 pub use crate::secret::{REDACTED, SecretString};
+pub use crate::settle::Settle;
 pub use infra_derive::Spec;

@@ -131,8 +131,9 @@ use async_trait::async_trait;
 use infra_core::kinds::Secrets;
 use infra_core::sdk::layer::{Layered, Retry};
 use infra_core::sdk::{
-    Account, CreateArgs, DeleteArgs, Field, Jitter, KindBackend, ListArgs, MarkArgs, OwnershipArgs,
-    ReadArgs, Reading, Retrier, RetryPolicy, Router, SecretArgs, SecretValues, UpdateArgs, Written,
+    Account, CreateArgs, DeleteArgs, Jitter, KindBackend, ListArgs, MarkArgs, OwnershipArgs,
+    ReadArgs, Reading, Retrier, RetryPolicy, Router, SecretArgs, SecretValues, Settle, UpdateArgs,
+    Written,
 };
 use infra_core::{
     engine::{Clock, ManualClock},
@@ -788,7 +789,7 @@ fn prepare<K: Kind>(spec: &K::Settled) -> Result<Prepared, BackendError> {
         }
     };
     let spec: &dyn Any = spec;
-    let secret = match spec.downcast_ref::<<Secrets as Field>::Settled>() {
+    let secret = match spec.downcast_ref::<<Secrets as Settle>::Settled>() {
         Some(secret) => {
             config.remove("valueFrom");
             let source = &secret.value_from;

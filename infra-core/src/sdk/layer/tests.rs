@@ -99,7 +99,7 @@ fn router() -> Arc<dyn Backend> {
     Arc::new(Router::new("acme", "acct-1".to_owned()).kind::<ObjectStore>(Buckets::default()))
 }
 
-fn bucket() -> <ObjectStore as crate::Field>::Settled {
+fn bucket() -> <ObjectStore as crate::Settle>::Settled {
     settle(&ObjectStore::new(), &MapEnv::default()).unwrap()
 }
 
