@@ -408,15 +408,17 @@ async fn declaring_what_was_emitted_plans_no_changes() {
     assert_eq!(outcome["declaration"]["needs"], Value::Array(Vec::new()));
     let imported = outcome["declaration"]["rust"].as_str().unwrap();
 
-    // Without the emitted declarations, the plan would prune what discover took back.
-    let (code, out, _) = lost
+    // Without the emitted declarations, the plan would prune what discover took back:
+    // most of the fleet, so the brake would refuse it, and --detailed-exitcode says 1.
+    let (code, out, err) = lost
         .run(
             survivor("emitted"),
             &cloud,
             &["plan", "--detailed-exitcode"],
         )
         .await;
-    assert_eq!(code, 2, "{out}");
+    assert_eq!(code, 1, "{out}");
+    assert!(err.contains("applying this plan would be refused"), "{err}");
 
     // The fleet that declares what was emitted, as a program of its own.
     let needs = needs(&discovered);
