@@ -12,10 +12,8 @@
 
 mod support;
 
-use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use infra_core::kinds::*;
@@ -27,107 +25,7 @@ use infra_testkit::sim::SimCloud;
 use sqlx::Connection as _;
 use sqlx::postgres::PgConnection;
 use support::console::{answering, json};
-
-const URL_VAR: &str = "INFRA_TEST_DATABASE_URL";
-
-/// The database to test against. Without one, a loud skip line for `what` (or a failure
-/// when `CI=true`: the PostgreSQL tests must run in CI).
-fn database_url(what: &str) -> Option<String> {
-    match std::env::var(URL_VAR) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{URL_VAR} is not set and CI=true: the PostgreSQL test `{what}` must run in CI"
-            );
-            let _ = writeln!(
-                std::io::stderr(),
-                "!!! SKIPPED: PostgreSQL test `{what}` — set {URL_VAR} to run it against a database !!!"
-            );
-            None
-        }
-    }
-}
-
-/// `url` pointing at database `name` instead.
-fn with_database(url: &str, name: &str) -> String {
-    let (head, query) = match url.split_once('?') {
-        Some((h, q)) => (h, Some(q)),
-        None => (url, None),
-    };
-    let start = head.find("://").map_or(0, |i| i + 3);
-    let end = head[start..].find('/').map_or(head.len(), |i| start + i);
-    let mut out = format!("{}/{name}", &head[..end]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
-}
-
-/// A fresh database for one test, dropped (with its sessions) when the test ends.
-struct Db {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-#[allow(
-    clippy::disallowed_methods,
-    reason = "a name unique across runs, not a time the engine reads"
-)]
-fn unique(prefix: &str) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .subsec_nanos();
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!("{prefix}_{}_{nanos:x}_{n}", std::process::id())
-}
-
-async fn admin_sql(url: &str, sql: String) -> Result<(), sqlx::Error> {
-    let mut conn = PgConnection::connect(url).await?;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-        .execute(&mut conn)
-        .await?;
-    conn.close().await
-}
-
-impl Db {
-    async fn new(admin: &str, test: &str) -> Db {
-        let name = unique(&format!("infra_fence_{test}"));
-        admin_sql(admin, format!("CREATE DATABASE {name}"))
-            .await
-            .expect("a test database");
-        Db {
-            admin: admin.to_owned(),
-            url: with_database(admin, &name),
-            name,
-        }
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        let (admin, sql) = (
-            self.admin.clone(),
-            format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-        );
-        // On a thread of its own: the test's runtime is still running here.
-        let dropped = std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime")
-                .block_on(admin_sql(&admin, sql))
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!("could not drop test database {}", self.name);
-        }
-    }
-}
+use support::pg::{Db, database_url};
 
 const FLEET: &str = "fenced";
 
@@ -246,7 +144,7 @@ async fn a_run_whose_lock_session_ends_starts_no_further_call_and_the_next_run_c
     let Some(admin) = database_url("fencing: an apply") else {
         return;
     };
-    let db = Db::new(&admin, "apply").await;
+    let db = Db::new(&admin, "fence_apply");
     let cloud = support::cloud(71);
     let mut s = answering(false, true);
     let records = ["--records", db.url.as_str()];
@@ -312,7 +210,7 @@ async fn a_destroy_whose_lock_session_ends_leaves_marks_the_next_apply_reads() {
     let Some(admin) = database_url("fencing: a destroy") else {
         return;
     };
-    let db = Db::new(&admin, "destroy").await;
+    let db = Db::new(&admin, "fence_destroy");
     let cloud = support::cloud(72);
     let mut s = answering(false, true);
     let records = ["--records", db.url.as_str()];

@@ -7,10 +7,11 @@
 
 #![cfg(feature = "postgres")]
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::io::{BufRead as _, Write as _};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use infra_core::records::{
     CacheEntry, Ledger, LedgerProgress, LedgerRow, LockError, LockHolder, MemoryStore,
@@ -19,136 +20,7 @@ use infra_core::records::{
 use proptest::prelude::*;
 use sqlx::Connection as _;
 use sqlx::postgres::PgConnection;
-
-const URL_VAR: &str = "INFRA_TEST_DATABASE_URL";
-
-/// The database to test against. Without one, a loud skip line for `what` (or a failure
-/// when `CI=true`: the PostgreSQL tests must run in CI).
-fn database_url(what: &str) -> Option<String> {
-    match std::env::var(URL_VAR) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{URL_VAR} is not set and CI=true: the PostgreSQL test `{what}` must run in CI"
-            );
-            // Written past the test harness's capture so the skip is always seen.
-            let _ = writeln!(
-                std::io::stderr(),
-                "!!! SKIPPED: PostgreSQL test `{what}` — set {URL_VAR} to run it against a database !!!"
-            );
-            None
-        }
-    }
-}
-
-/// Runs a future to its end on a thread and runtime of its own, whatever runtime the
-/// test is in (most tests are plain threads: the store needs no runtime).
-fn block<F: Future + Send>(f: F) -> F::Output
-where
-    F::Output: Send,
-{
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime")
-                .block_on(f)
-        })
-        .join()
-        .expect("no panic")
-    })
-}
-
-/// `url` pointing at database `name` instead.
-fn with_database(url: &str, name: &str) -> String {
-    let (head, query) = match url.split_once('?') {
-        Some((h, q)) => (h, Some(q)),
-        None => (url, None),
-    };
-    let start = head.find("://").map_or(0, |i| i + 3);
-    let end = head[start..].find('/').map_or(head.len(), |i| start + i);
-    let mut out = format!("{}/{name}", &head[..end]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
-}
-
-/// A name no other test (or run) uses.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "a name unique across runs, not a time the engine reads"
-)]
-fn unique(prefix: &str) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .subsec_nanos();
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!("{prefix}_{}_{nanos:x}_{n}", std::process::id())
-}
-
-/// A fresh database for one test, dropped (with its sessions) when the test ends.
-struct Db {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl Db {
-    fn new(admin: &str, test: &str) -> Db {
-        let name = unique(&format!("infra_pg_{test}"));
-        admin_sql(admin, &format!("CREATE DATABASE {name}"));
-        Db {
-            admin: admin.to_owned(),
-            url: with_database(admin, &name),
-            name,
-        }
-    }
-
-    /// Runs `sql` in this database.
-    fn sql(&self, sql: &str) {
-        admin_sql(&self.url, sql);
-    }
-
-    /// The first column of the first row of `sql`, as text.
-    fn text(&self, sql: &str) -> String {
-        let sql = sqlx::AssertSqlSafe(format!("SELECT ({sql})::text"));
-        block(async {
-            let mut conn = PgConnection::connect(&self.url).await.expect("connect");
-            sqlx::query_scalar::<_, String>(sql)
-                .fetch_one(&mut conn)
-                .await
-                .expect("query")
-        })
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        if let Err(e) = try_admin_sql(&self.admin, &sql) {
-            eprintln!("could not drop test database {}: {e}", self.name);
-        }
-    }
-}
-
-fn admin_sql(url: &str, sql: &str) {
-    try_admin_sql(url, sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-fn try_admin_sql(url: &str, sql: &str) -> Result<(), sqlx::Error> {
-    let sql = sqlx::AssertSqlSafe(sql.to_owned());
-    block(async {
-        let mut conn = PgConnection::connect(url).await?;
-        sqlx::raw_sql(sql).execute(&mut conn).await?;
-        conn.close().await
-    })
-}
+use support::pg::{Db, database_url, unique};
 
 /// The real time, for deadlines of the tests themselves.
 #[allow(clippy::disallowed_methods, reason = "the tests wait on a real server")]

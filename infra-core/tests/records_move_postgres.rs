@@ -11,129 +11,13 @@
 
 mod support;
 
-use std::io::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use infra_core::kinds::*;
 use infra_core::prelude::{AwsRegion, CheckReport, Expr, Fleet, Partial};
 use infra_core::records::{LockHolder, PostgresStore, RecordStore};
 use infra_core::sdk::MARKER_KEY;
 use infra_testkit::sim::{Op, SimCloud};
-use sqlx::Connection as _;
-use sqlx::postgres::PgConnection;
 use support::console::{Session, answering};
-
-const URL_VAR: &str = "INFRA_TEST_DATABASE_URL";
-
-/// The database to test against; without one, a loud skip (a failure when `CI=true`).
-fn database_url(what: &str) -> Option<String> {
-    match std::env::var(URL_VAR) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{URL_VAR} is not set and CI=true: the PostgreSQL test `{what}` must run in CI"
-            );
-            let _ = writeln!(
-                std::io::stderr(),
-                "!!! SKIPPED: PostgreSQL test `{what}` — set {URL_VAR} to run it against a database !!!"
-            );
-            None
-        }
-    }
-}
-
-/// Runs `f` on a runtime of its own, on a thread of its own.
-fn block<F: Future + Send>(f: F) -> F::Output
-where
-    F::Output: Send,
-{
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime")
-                .block_on(f)
-        })
-        .join()
-        .expect("no panic")
-    })
-}
-
-fn with_database(url: &str, name: &str) -> String {
-    let (head, query) = match url.split_once('?') {
-        Some((h, q)) => (h, Some(q)),
-        None => (url, None),
-    };
-    let start = head.find("://").map_or(0, |i| i + 3);
-    let end = head[start..].find('/').map_or(head.len(), |i| start + i);
-    let mut out = format!("{}/{name}", &head[..end]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
-}
-
-/// A fresh database for one test, dropped (with its sessions) when the test ends.
-struct Db {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl Db {
-    fn new(admin: &str, test: &str) -> Db {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let name = format!("infra_move_{test}_{}_{n}", std::process::id());
-        sql(
-            admin,
-            &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
-        );
-        sql(admin, &format!("CREATE DATABASE {name}"));
-        Db {
-            admin: admin.to_owned(),
-            url: with_database(admin, &name),
-            name,
-        }
-    }
-
-    /// A count the database answers.
-    fn count(&self, query: &str) -> i64 {
-        let query = sqlx::AssertSqlSafe(query.to_owned());
-        block(async {
-            let mut conn = PgConnection::connect(&self.url).await.expect("connect");
-            sqlx::query_scalar::<_, i64>(query)
-                .fetch_one(&mut conn)
-                .await
-                .expect("query")
-        })
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        let _ = try_sql(
-            &self.admin,
-            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-        );
-    }
-}
-
-fn sql(url: &str, text: &str) {
-    try_sql(url, text).unwrap_or_else(|e| panic!("{text}: {e}"));
-}
-
-fn try_sql(url: &str, text: &str) -> Result<(), sqlx::Error> {
-    let text = sqlx::AssertSqlSafe(text.to_owned());
-    block(async {
-        let mut conn = PgConnection::connect(url).await?;
-        sqlx::raw_sql(text).execute(&mut conn).await?;
-        conn.close().await
-    })
-}
+use support::pg::{Db, database_url, sql};
 
 const HERE: AwsRegion = AwsRegion::EuWest3;
 
@@ -203,7 +87,7 @@ async fn both_fleets_change_in_one_transaction_and_a_rerun_completes_a_refused_o
     let Some(admin) = database_url("records move in one transaction") else {
         return;
     };
-    let db = Db::new(&admin, "tx");
+    let db = Db::new(&admin, "move_tx");
     let cloud = support::cloud(81);
     let mut s = answering(false, true);
     let (code, out, err) = run(
@@ -265,7 +149,7 @@ async fn a_destination_locked_by_another_run_refuses_the_move_before_anything_ch
     let Some(admin) = database_url("records move under another run's lock") else {
         return;
     };
-    let db = Db::new(&admin, "lock");
+    let db = Db::new(&admin, "move_lock");
     let cloud = support::cloud(82);
     let mut s = answering(false, true);
     let (code, out, err) = run(

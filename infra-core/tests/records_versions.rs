@@ -632,57 +632,11 @@ async fn write_entry(record: &str, dir: &Path) {
 /// their own.
 #[cfg(feature = "postgres")]
 mod on_postgresql {
-    use std::io::Write as _;
-
     use sqlx::Connection as _;
     use sqlx::postgres::PgConnection;
 
+    use super::support::pg::{self, Db, database_url};
     use super::*;
-
-    const URL_VAR: &str = "INFRA_TEST_DATABASE_URL";
-
-    /// The database server to test against. Without one, a loud skip line (or a failure
-    /// when `CI=true`: the PostgreSQL tests must run in CI).
-    fn database_url(what: &str) -> Option<String> {
-        match std::env::var(URL_VAR) {
-            Ok(url) if !url.is_empty() => Some(url),
-            _ => {
-                assert!(
-                    std::env::var("CI").as_deref() != Ok("true"),
-                    "{URL_VAR} is not set and CI=true: the PostgreSQL test `{what}` must run in CI"
-                );
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "!!! SKIPPED: PostgreSQL test `{what}` — set {URL_VAR} to run it against a database !!!"
-                );
-                None
-            }
-        }
-    }
-
-    /// `url` pointing at database `name` instead.
-    fn with_database(url: &str, name: &str) -> String {
-        let (head, query) = url
-            .split_once('?')
-            .map_or((url, None), |(h, q)| (h, Some(q)));
-        let start = head.find("://").map_or(0, |i| i + 3);
-        let end = head[start..].find('/').map_or(head.len(), |i| start + i);
-        let mut out = format!("{}/{name}", &head[..end]);
-        if let Some(q) = query {
-            out.push('?');
-            out.push_str(q);
-        }
-        out
-    }
-
-    async fn sql(url: &str, sql: String) {
-        let mut conn = PgConnection::connect(url).await.expect("connect");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-            .execute(&mut conn)
-            .await
-            .expect("the statements run");
-        conn.close().await.expect("close");
-    }
 
     /// Every row of the store's tables, as one text: what a run must leave as it was.
     async fn tables(url: &str) -> String {
@@ -705,42 +659,6 @@ mod on_postgresql {
         out
     }
 
-    /// A database of its own, dropped with its sessions at the end.
-    struct Db {
-        admin: String,
-        name: String,
-        url: String,
-    }
-
-    impl Db {
-        async fn new(admin: &str, entry: &str) -> Db {
-            let name = format!(
-                "infra_corpus_{}_{}",
-                entry.replace('-', "_"),
-                std::process::id()
-            );
-            sql(
-                admin,
-                format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
-            )
-            .await;
-            sql(admin, format!("CREATE DATABASE {name}")).await;
-            Db {
-                admin: admin.to_owned(),
-                url: with_database(admin, &name),
-                name,
-            }
-        }
-
-        async fn drop_it(self) {
-            sql(
-                &self.admin,
-                format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-            )
-            .await;
-        }
-    }
-
     #[tokio::test]
     async fn the_tables_of_every_schema_version_plan_no_changes_and_take_writes() {
         let Some(admin) = database_url("the tables of every schema version") else {
@@ -749,12 +667,11 @@ mod on_postgresql {
         let newest = u32::try_from(infra_core::records::PostgresStore::SCHEMA_VERSION).unwrap();
         for version in 1..=newest {
             let entry = Entry::named(&format!("postgres-v{version}"));
-            let db = Db::new(&admin, &entry.name).await;
-            sql(
+            let db = Db::new(&admin, &entry.name);
+            pg::sql(
                 &db.url,
-                std::fs::read_to_string(entry.dir.join("records.sql")).unwrap(),
-            )
-            .await;
+                &std::fs::read_to_string(entry.dir.join("records.sql")).unwrap(),
+            );
             let mut copy = entry.set_up();
             let loaded = tables(&db.url).await;
 
@@ -796,7 +713,7 @@ mod on_postgresql {
                 .await;
             assert_eq!(code, 0, "{}: {out}{err}", entry.name);
             assert!(out.contains("No changes"), "{}: {out}", entry.name);
-            db.drop_it().await;
+            drop(db);
         }
     }
 
@@ -807,21 +724,19 @@ mod on_postgresql {
         };
         let newest = infra_core::records::PostgresStore::SCHEMA_VERSION;
         let entry = Entry::named(&format!("postgres-v{newest}"));
-        let db = Db::new(&admin, "newer").await;
-        sql(
+        let db = Db::new(&admin, "corpus_newer");
+        pg::sql(
             &db.url,
-            std::fs::read_to_string(entry.dir.join("records.sql")).unwrap(),
-        )
-        .await;
-        sql(
+            &std::fs::read_to_string(entry.dir.join("records.sql")).unwrap(),
+        );
+        pg::sql(
             &db.url,
-            format!(
+            &format!(
                 "INSERT INTO infra_schema_versions (version, name, checksum) \
                  VALUES ({}, 'a later migration', 'of a later build')",
                 newest + 1
             ),
-        )
-        .await;
+        );
         let before = tables(&db.url).await;
         let mut copy = entry.set_up();
         for args in [&["plan"][..], &["apply", "--yes"], &["destroy", "--yes"]] {
@@ -838,6 +753,6 @@ mod on_postgresql {
         }
         assert_eq!(tables(&db.url).await, before);
         assert!(copy.cloud.writes().is_empty());
-        db.drop_it().await;
+        drop(db);
     }
 }

@@ -5,6 +5,8 @@
 
 pub mod altered;
 pub mod console;
+#[cfg(feature = "postgres")]
+pub mod pg;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
