@@ -474,6 +474,7 @@ impl<'a> ResourceView<'a> {
 
     /// Its declared spec as it serialises (camelCase, unsaid fields left out; keys as
     /// `provider/kind/name` inside [`Fleet::with_names`]), if present.
+    #[cfg(feature = "cli")]
     pub(crate) fn spec_json(&self) -> Option<serde_json::Value> {
         self.declared.target.present().map(|s| s.0.to_json())
     }
