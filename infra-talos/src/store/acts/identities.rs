@@ -85,8 +85,16 @@ impl SqlStore {
                 .bind(now)
                 .execute(tx)
                 .await?;
+                query("UPDATE installation SET approvals_need_second_person = $1 WHERE id = 1")
+                    .bind(spec.approval_policy.needs_second_person())
+                    .execute(tx)
+                    .await?;
                 let actor = Actor::new(admin.id.clone(), Role::RecoveryAdmin);
-                let detail = roles_detail(&admin.roles);
+                let detail = format!(
+                    "{}; {}",
+                    roles_detail(&admin.roles),
+                    spec.approval_policy
+                );
                 journal(tx, now, IdentityEventKind::Bootstrap, &actor, &admin.id, &detail).await
             })
         })
@@ -382,14 +390,18 @@ async fn read_identity(tx: &mut Tx) -> R<Option<InstallationIdentity>> {
     )
     .fetch_optional(tx)
     .await?;
-    Ok(match row {
-        None => None,
-        Some(r) => Some(InstallationIdentity {
-            ca_certificate: r.try_get("ca_certificate")?,
-            administrator: r.try_get("administrator")?,
-            bootstrapped_at: InstantMs(u(r.try_get("bootstrapped_ms")?)),
-        }),
-    })
+    let Some(r) = row else {
+        return Ok(None);
+    };
+    let approval_policy = crate::store::lookups::installation(tx, true)
+        .await?
+        .approval_policy;
+    Ok(Some(InstallationIdentity {
+        ca_certificate: r.try_get("ca_certificate")?,
+        administrator: r.try_get("administrator")?,
+        bootstrapped_at: InstantMs(u(r.try_get("bootstrapped_ms")?)),
+        approval_policy,
+    }))
 }
 
 async fn insert_principal(tx: &mut Tx, spec: &PrincipalSpec) -> R<()> {
