@@ -393,9 +393,14 @@ async fn read_identity(tx: &mut Tx) -> R<Option<InstallationIdentity>> {
     let Some(r) = row else {
         return Ok(None);
     };
-    let approval_policy = crate::store::lookups::installation(tx, true)
-        .await?
-        .approval_policy;
+    // A plain read: the principal acts call this first, and must take no lock on the
+    // installation row before the machine rows they may lock.
+    let second_person: bool =
+        query("SELECT approvals_need_second_person FROM installation WHERE id = 1")
+            .fetch_one(tx)
+            .await?
+            .try_get("approvals_need_second_person")?;
+    let approval_policy = crate::store::lookups::approval_policy(second_person);
     Ok(Some(InstallationIdentity {
         ca_certificate: r.try_get("ca_certificate")?,
         administrator: r.try_get("administrator")?,
