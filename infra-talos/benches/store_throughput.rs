@@ -126,6 +126,7 @@ async fn inventory(store: &PgStore, ids: &[String]) -> Result<(), Error> {
                 kind: PrincipalKind::Human,
                 roles: vec![Role::RecoveryAdmin],
             },
+            approval_policy: infra_talos::store::ApprovalPolicy::default(),
         })
         .await?;
     let admin = Actor::new("admin", Role::RecoveryAdmin);

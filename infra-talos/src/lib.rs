@@ -30,6 +30,8 @@ pub mod controller;
 #[cfg(feature = "grpc")]
 pub mod dispatch;
 #[cfg(feature = "grpc")]
+pub mod machine_config;
+#[cfg(feature = "grpc")]
 pub mod observe;
 #[cfg(feature = "grpc")]
 mod rpc;

@@ -126,6 +126,7 @@ impl World {
                     kind: PrincipalKind::Human,
                     roles: vec![Role::RecoveryAdmin],
                 },
+                approval_policy: infra_talos::store::ApprovalPolicy::default(),
             })
             .await
             .unwrap();

@@ -63,6 +63,7 @@ impl Cli {
         let mut io = Io {
             out: &mut out,
             err: &mut err,
+            input: None,
             env,
         };
         let code = run(
@@ -304,7 +305,7 @@ async fn usage_and_configuration_errors_exit_2() {
         (ALICE, &["frobnicate"]),
         (ALICE, &["publish", "rel-1", "--artifact", "w1"]),
         (ALICE, &["--database", "mysql://nowhere", "plan", "w1"]),
-        (ALICE, &["run", "w1-rel-1-b2"]),
+        (ALICE, &["drift"]),
     ] {
         let ran = cli.as_(actor, args).await;
         assert_eq!(ran.code, ExitCode::from(2), "{args:?}: {}", ran.err);
@@ -323,6 +324,162 @@ async fn usage_and_configuration_errors_exit_2() {
     transcript += &cli.refused(ALICE, &["plan", "w1"]).await;
     insta::assert_snapshot!("usage_errors", transcript);
     assert!(!Path::new(&missing).exists());
+}
+
+/// A configuration no Talos node would take is refused before anything is recorded
+/// (exit 1, naming the file and why), and a command about a plan speaks of the plan
+/// before anything else: no talosconfig is configured here, and `run` never gets as
+/// far as needing one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_name_the_file_and_the_plan_first() {
+    let cli = Cli::new();
+    world(&cli).await;
+    let dir = cli.dir.path();
+    let good = cli.config_file("w2", "rel-2");
+    let not_yaml = dir.join("not-yaml.yaml");
+    std::fs::write(&not_yaml, format!("machine: [{SECRET}\n")).unwrap();
+    let untyped = dir.join("untyped.yaml");
+    std::fs::write(&untyped, format!("machine:\n  token: {SECRET}\n")).unwrap();
+    let list = dir.join("list.yaml");
+    std::fs::write(&list, "- a\n- b\n").unwrap();
+    let mut transcript = String::new();
+    for file in [Path::new("/dev/null"), &not_yaml, &untyped, &list] {
+        let pair = format!("w1={}", file.display());
+        let ran = cli
+            .as_(
+                ALICE,
+                &["publish", "rel-2", "--artifact", &good, "--artifact", &pair],
+            )
+            .await;
+        assert_eq!(
+            ran.code,
+            ExitCode::from(1),
+            "{pair}: {}{}",
+            ran.out,
+            ran.err
+        );
+        assert!(ran.out.is_empty(), "{}", ran.out);
+        assert!(
+            ran.err.contains(&file.display().to_string()),
+            "the refusal names the file: {}",
+            ran.err
+        );
+        assert!(!ran.err.contains(SECRET), "{}", ran.err);
+        transcript += &ran.err;
+    }
+    // Nothing was recorded: neither machine has a Desired release, and the
+    // release's identifier is still free.
+    let listed: serde_json::Value =
+        serde_json::from_str(&cli.ok(None, &["inventory", "list", "--json"]).await).unwrap();
+    for machine in listed.as_array().unwrap() {
+        assert!(machine["desiredRelease"].is_null(), "{listed}");
+    }
+    cli.ok(ALICE, &["publish", "rel-2", "--artifact", &good])
+        .await;
+
+    // A plan that does not exist is said not to exist, by every command about a plan.
+    for args in [
+        &["run", "no-such-plan"][..],
+        &["approve", "no-such-plan"],
+        &["revoke", "no-such-plan"],
+        &["cancel", "no-such-plan"],
+    ] {
+        let actor = if args[0] == "cancel" { ALICE } else { BOB };
+        transcript += &cli.refused(actor, args).await;
+    }
+    // A plan in a state `run` does not apply to is refused for that, not for the
+    // missing talosconfig: a proposed apply-config plan, and an adopt plan not
+    // approved yet.
+    cli.ok(ALICE, &["plan", "w2", "--adopt", "--id", "p-adopt"])
+        .await;
+    transcript += &cli.refused(BOB, &["run", "p-adopt"]).await;
+    cli.ok(BOB, &["approve", "p-adopt"]).await;
+    cli.ok(ALICE, &["cancel", "p-adopt"]).await;
+    transcript += &cli.refused(BOB, &["run", "p-adopt"]).await;
+    // An approved one gets as far as the talosconfig.
+    cli.ok(ALICE, &["plan", "w2", "--adopt", "--id", "p-adopt-2"])
+        .await;
+    cli.ok(BOB, &["approve", "p-adopt-2"]).await;
+    let ran = cli.as_(BOB, &["run", "p-adopt-2"]).await;
+    assert_eq!(ran.code, ExitCode::from(2), "{}", ran.err);
+    transcript += &ran.err;
+    insta::assert_snapshot!("refusals_first", redact_dir(&transcript, dir));
+}
+
+/// `init` records whether approvals need a second person (`--approvals-need-second-person`,
+/// asked at a terminal; the contract's `no` otherwise), says which, and journals it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_records_whether_approvals_need_a_second_person() {
+    let cli = Cli::new();
+    let pki = cli.dir.path().join(PKI).display().to_string();
+    let init = ["--create", "init", "--admin", "root", "--pki", &pki];
+    let flag = "--approvals-need-second-person";
+    let bad = cli.as_(None, &[&init[..], &[flag, "maybe"]].concat()).await;
+    assert_eq!(bad.code, ExitCode::from(2), "{}", bad.err);
+    assert!(bad.err.contains("is neither yes nor no"), "{}", bad.err);
+    let out = cli.ok(None, &[&init[..], &[flag, "yes"]].concat()).await;
+    assert!(
+        out.ends_with("approvals need a second person: yes (a self-approval is refused)\n"),
+        "{out}"
+    );
+    let journal = cli.ok(None, &["principal", "journal"]).await;
+    assert!(
+        journal.contains("approvals need a second person: yes"),
+        "{journal}"
+    );
+    // Without the flag and without a terminal: the contract's reading.
+    let other = Cli::new();
+    let pki = other.dir.path().join(PKI).display().to_string();
+    let out = other
+        .ok(
+            None,
+            &["--create", "init", "--admin", "root", "--pki", &pki],
+        )
+        .await;
+    assert!(
+        out.ends_with(
+            "approvals need a second person: no (a self-approval is recorded with its mark)\n"
+        ),
+        "{out}"
+    );
+    // At a terminal, without the flag, the question is asked and the answer kept.
+    let asked = Cli::new();
+    let pki = asked.dir.path().join(PKI).display().to_string();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut typed: &[u8] = b"perhaps\nyes\n";
+    let mut io = Io {
+        out: &mut out,
+        err: &mut err,
+        input: Some(&mut typed),
+        env: BTreeMap::from([("INFRA_TALOS_DATABASE".to_owned(), asked.database())]),
+    };
+    let code = run(
+        [
+            "infra-talos",
+            "--create",
+            "init",
+            "--admin",
+            "root",
+            "--pki",
+            &pki,
+        ],
+        &mut io,
+    )
+    .await;
+    let (out, err) = (
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    );
+    assert_eq!(code, ExitCode::SUCCESS, "{err}");
+    assert_eq!(
+        err.matches("Do approvals need a second person?").count(),
+        2,
+        "{err}"
+    );
+    assert!(
+        out.ends_with("approvals need a second person: yes (a self-approval is refused)\n"),
+        "{out}"
+    );
 }
 
 /// Who acts is proven by a certificate from the installation's authority, never

@@ -58,6 +58,7 @@ async fn remote(bench: &Bench, base: &str, proof: Proof<'_>, args: &[&str]) -> R
     let mut io = Io {
         out: &mut out,
         err: &mut err,
+        input: None,
         env,
     };
     let code = run(line, &mut io).await;
@@ -291,6 +292,169 @@ async fn the_command_line_acts_through_the_service() {
     }
     // The store the commands were given was never made.
     assert!(!bench.dir.path().join("absent").exists());
+
+    service.shutdown().await;
+    bench.stop().await;
+}
+
+/// A drift record is settled from the command line as from the page: `adopt` and
+/// `revert` make the plans the page's drift forms make, by either road, with the
+/// same refusals word for word (a role that does not make plans, a revert with no
+/// open record, an identifier taken).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adopt_and_revert_settle_a_drift_record_by_either_road() {
+    let bench = Bench::new().await;
+    bench.publish(RELEASE).await;
+    let (service, base) = bench.serve_every(true, Duration::from_secs(3600)).await;
+
+    // No open drift record: a revert has nothing to overwrite.
+    let none = same_by_both_roads(&bench, &base, ALICE, &["revert", MACHINE]).await;
+    assert_eq!(none.code, ExitCode::from(1), "{}", none.err);
+    assert!(none.err.starts_with("refused: "), "{}", none.err);
+
+    bench
+        .sim
+        .drift_config(b"version: v1alpha1\nmachine:\n  type: controlplane\n".to_vec());
+    let pass = bench.ok(None, &["drift"]).await;
+    assert!(pass.contains("DRIFTED: drift record r"), "{pass}");
+
+    // An approver makes no plans, by either road, in the same words.
+    for act in ["adopt", "revert"] {
+        let refused = same_by_both_roads(&bench, &base, BOB, &[act, MACHINE]).await;
+        assert_eq!(refused.code, ExitCode::from(1), "{act}: {}", refused.err);
+        assert!(refused.err.starts_with("refused: "), "{}", refused.err);
+    }
+
+    // The publisher plans the adoption through the service (the page's default
+    // identifier) and the revert on the database.
+    let adopt = remote_ok(&bench, &base, ALICE, &["adopt", MACHINE]).await;
+    let (adopt_id, rest) = adopt
+        .strip_prefix("plan ")
+        .and_then(|a| a.split_once(' '))
+        .expect("a plan line");
+    assert!(
+        adopt_id.starts_with("m1-rel-1-b") && adopt_id.ends_with("-adopt"),
+        "{adopt}"
+    );
+    assert!(
+        rest.starts_with(
+            "created by alice (publisher) for machine m1: adopt the configuration of drift record "
+        ),
+        "{adopt}"
+    );
+    let revert = bench
+        .ok(ALICE, &["revert", MACHINE, "--id", "p-revert"])
+        .await;
+    assert!(
+        revert.starts_with(
+            "plan p-revert created by alice (publisher) for machine m1: release rel-1"
+        ),
+        "{revert}"
+    );
+    let taken = same_by_both_roads(
+        &bench,
+        &base,
+        ALICE,
+        &["revert", MACHINE, "--id", "p-revert"],
+    )
+    .await;
+    assert_eq!(taken.code, ExitCode::from(1), "{}", taken.err);
+
+    // What the store holds: an adopt plan and a revert, each binding the record.
+    let plans = bench.ok(None, &["timeline", MACHINE, "--json"]).await;
+    let plans: serde_json::Value = serde_json::from_str(&plans).expect("timeline JSON");
+    let text = plans.to_string();
+    assert!(
+        text.contains(adopt_id) && text.contains("p-revert"),
+        "{text}"
+    );
+
+    // The revert, approved, overwrites what no reviewer saw, and says so.
+    let approved = remote_ok(&bench, &base, BOB, &["approve", "p-revert"]).await;
+    assert!(approved.contains("unseenOverwrite"), "{approved}");
+
+    service.shutdown().await;
+    bench.stop().await;
+}
+
+/// In an installation whose approvals need a second person, a principal approving a
+/// plan it made is refused by either road in the same words, and nothing is
+/// recorded; another approver approves it. A configuration no node would take is
+/// refused by the service's API itself, naming the machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_person_approves_by_either_road() {
+    let bench = Bench::imported_under(true).await;
+    let out = bench.hand_over().await;
+    assert!(out.ends_with("nothing was sent\n"), "{out}");
+    let pki = bench.dir.path().join(PKI).display().to_string();
+    bench
+        .ok(
+            ROOT,
+            &[
+                "principal",
+                "add",
+                "pat",
+                "--role",
+                "publisher",
+                "--role",
+                "approver",
+                "--pki",
+                &pki,
+            ],
+        )
+        .await;
+    bench.publish(RELEASE).await;
+    bench
+        .ok(
+            Some(("pat", "publisher")),
+            &["plan", MACHINE, "--id", "p-pat"],
+        )
+        .await;
+    let (service, base) = bench.serve_every(false, Duration::from_secs(3600)).await;
+
+    let pat = Some(("pat", "approver"));
+    let before = bench.ok(None, &["timeline", MACHINE, "--json"]).await;
+    let refused = same_by_both_roads(&bench, &base, pat, &["approve", "p-pat"]).await;
+    assert_eq!(refused.code, ExitCode::from(1), "{}", refused.err);
+    assert_eq!(
+        refused.err,
+        "refused: approving: this installation's approvals need a second person, and pat may \
+         not approve plan p-pat: self-approval: the approver created the plan\n"
+    );
+    let after = bench.ok(None, &["timeline", MACHINE, "--json"]).await;
+    assert_eq!(before, after, "a refused approval records nothing");
+    let approved = remote_ok(&bench, &base, BOB, &["approve", "p-pat"]).await;
+    assert!(
+        approved.starts_with("plan p-pat approved by bob (approver): not self-approval"),
+        "{approved}"
+    );
+
+    // The API refuses an empty configuration itself (the command line checks first).
+    let alice = cli_support::https(bench.dir.path(), Some("alice"));
+    let answer = alice
+        .post(format!("{base}/api/v1/releases"))
+        .json(&serde_json::json!({
+            "as": "publisher",
+            "release": {
+                "release": "rel-empty",
+                "key": "artifacts",
+                "authors": [],
+                "artifacts": [{ "machine": MACHINE, "configuration": "" }],
+            },
+        }))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(answer.status(), reqwest::StatusCode::FORBIDDEN);
+    let body: serde_json::Value = answer.json().await.expect("JSON");
+    assert_eq!(
+        body["error"],
+        "refused: publishing release rel-empty: the configuration for machine m1 is not a \
+         Talos machine configuration: it is empty",
+        "{body}"
+    );
+    let listed = bench.ok(None, &["inventory", "list"]).await;
+    assert!(listed.contains("desired rel-1"), "{listed}");
 
     service.shutdown().await;
     bench.stop().await;

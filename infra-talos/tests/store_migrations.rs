@@ -24,7 +24,7 @@ use sqlx::Connection as _;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 
 /// This build's migrations, by version, on each backend.
-const SQLITE: [(&str, &str); 8] = [
+const SQLITE: [(&str, &str); 9] = [
     (
         "contract_store",
         include_str!("../migrations/sqlite/0001_contract_store.sql"),
@@ -57,8 +57,12 @@ const SQLITE: [(&str, &str); 8] = [
         "authenticated_identities",
         include_str!("../migrations/sqlite/0008_authenticated_identities.sql"),
     ),
+    (
+        "installation_approval_policy",
+        include_str!("../migrations/sqlite/0009_installation_approval_policy.sql"),
+    ),
 ];
-const POSTGRES: [(&str, &str); 8] = [
+const POSTGRES: [(&str, &str); 9] = [
     (
         "contract_store",
         include_str!("../migrations/postgres/0001_contract_store.sql"),
@@ -91,6 +95,10 @@ const POSTGRES: [(&str, &str); 8] = [
         "authenticated_identities",
         include_str!("../migrations/postgres/0008_authenticated_identities.sql"),
     ),
+    (
+        "installation_approval_policy",
+        include_str!("../migrations/postgres/0009_installation_approval_policy.sql"),
+    ),
 ];
 
 /// A checksum no migration has.
@@ -120,6 +128,7 @@ async fn cli_list(database: &str) -> (ExitCode, String) {
     let mut io = Io {
         out: &mut out,
         err: &mut err,
+        input: None,
         env: BTreeMap::new(),
     };
     let args = ["infra-talos", "--database", database, "inventory", "list"];
@@ -174,7 +183,7 @@ async fn sqlite_records_each_migration_with_its_checksum() {
     assert_eq!(sqlite_rows(&path).await, expected_rows(&SQLITE));
 }
 
-/// A store file a newer build migrated (version 9, and a table this build does not
+/// A store file a newer build migrated (version 10, and a table this build does not
 /// know) is refused by the library and the command, naming the file and both
 /// versions, and its bytes and modification time do not change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,14 +191,17 @@ async fn sqlite_newer_schema_is_refused_and_left_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = sqlite_store(dir.path()).await;
     let insert = format!(
-        "INSERT INTO store_migrations (version, name, checksum) VALUES (9, 'from_a_newer_build', '{FORGED}')"
+        "INSERT INTO store_migrations (version, name, checksum) VALUES (10, 'from_a_newer_build', '{FORGED}')"
     );
     sqlite_exec(&path, &[&insert, "CREATE TABLE future_things (x TEXT)"]).await;
     let before = bytes_and_mtime(&path);
     let err = SqliteStore::open(&path).await.unwrap_err();
     assert_eq!(
         err.open_problem(),
-        Some(&OpenProblem::NewerSchema { found: 9, known: 8 })
+        Some(&OpenProblem::NewerSchema {
+            found: 10,
+            known: 9
+        })
     );
     let (code, message) = cli_list(&format!("sqlite:{}", path.display())).await;
     assert_eq!(code, ExitCode::from(2), "{message}");
@@ -310,21 +322,24 @@ async fn postgres_newer_schema_is_refused_and_left_untouched() {
     let Some(url) = database_url() else { return };
     let (_schema, options, name) = pg_store(&url).await;
     let insert = format!(
-        "INSERT INTO store_migrations (version, name, checksum) VALUES (9, 'from_a_newer_build', '{FORGED}')"
+        "INSERT INTO store_migrations (version, name, checksum) VALUES (10, 'from_a_newer_build', '{FORGED}')"
     );
     pg_exec(&options, &[&insert, "CREATE TABLE future_things (x TEXT)"]).await;
     let before = pg_state(&options).await;
     let err = pg_open(&options).await.unwrap_err();
     assert_eq!(
         err.open_problem(),
-        Some(&OpenProblem::NewerSchema { found: 9, known: 8 })
+        Some(&OpenProblem::NewerSchema {
+            found: 10,
+            known: 9
+        })
     );
     let separator = if url.contains('?') { '&' } else { '?' };
     let in_schema = format!("{url}{separator}options[search_path]={name}");
     let (code, message) = cli_list(&in_schema).await;
     assert_eq!(code, ExitCode::from(2), "{message}");
     let expected = format!(
-        "error: store {}: the database is at schema version 9, newer than this build knows (up to 8)",
+        "error: store {}: the database is at schema version 10, newer than this build knows (up to 9)",
         infra_talos::store::postgres_url_without_password(&in_schema)
     );
     assert!(message.starts_with(&expected), "{message}");

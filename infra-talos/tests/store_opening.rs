@@ -31,6 +31,7 @@ async fn cli(args: &[&str]) -> Ran {
     let mut io = Io {
         out: &mut out,
         err: &mut err,
+        input: None,
         env: BTreeMap::new(),
     };
     let code = run(

@@ -765,7 +765,7 @@ async fn migrates_version_one_to_current() {
             .fetch_all(store.pool())
             .await
             .unwrap();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
     check_current_version(&store, &clock, before).await;
     store.pool().close().await;
     drop(schema);

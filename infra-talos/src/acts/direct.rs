@@ -11,7 +11,9 @@ use super::wire::{
 };
 use super::{ActError, ActResult, Acts, in_recovery, refusal_text};
 use crate::backend::{Inventory, WallTime};
+use crate::contract::adoption::Hold;
 use crate::contract::operation::OperationKind;
+use crate::contract::plan::PlanState;
 use crate::contract::recovery::Dependency;
 use crate::contract::{Role, SpanMs};
 use crate::controller::{DriftPass, Executor, ExecutorError, RecoveryPass};
@@ -169,6 +171,19 @@ impl Direct {
     }
 
     async fn seal_all(&self, request: &PublishRequest) -> ActResult<Vec<(String, SealedArtifact)>> {
+        // Nothing is sealed, and no key made, for a release with a configuration no
+        // node would take.
+        for upload in &request.artifacts {
+            crate::machine_config::check_machine_config(&upload.configuration).map_err(
+                |problem| {
+                    ActError::Refused(format!(
+                        "refused: publishing release {}: the configuration for machine {} is \
+                         not a Talos machine configuration: {problem}",
+                        request.release, upload.machine
+                    ))
+                },
+            )?;
+        }
         if let Keys::Keyring(keyring) = &self.grounds.keys
             && keyring.key_info(&request.key).is_err()
         {
@@ -188,8 +203,11 @@ impl Direct {
         Ok(sealed)
     }
 
-    /// Runs one approved plan, as far as the contract allows.
-    async fn run_plan(&self, executor: &Executor, plan: &str) -> ActResult<RunReport> {
+    /// What `run` checks of the plan itself before anything else (a talosconfig, a
+    /// connection): that it exists, is in a state a run applies to (the store's
+    /// preflight, or an adopt plan's approval) and names an inventoried machine; so
+    /// a mistyped or finished plan is told as such.
+    async fn runnable(&self, plan: &str) -> ActResult<()> {
         let plan = self.store().plan(plan).await?;
         if self
             .grounds
@@ -203,6 +221,21 @@ impl Direct {
                 plan.machine
             )));
         }
+        if plan.kind != OperationKind::Adopt {
+            return Ok(self.store().preflight(&plan.id).await?);
+        }
+        let held = match plan.state {
+            PlanState::Approved => return Ok(()),
+            PlanState::Committed => Hold::AlreadyAdopted,
+            _ => Hold::NotApproved,
+        };
+        Err(executor_failure(ExecutorError::AdoptionHeld(held)))
+    }
+
+    /// Runs one approved plan ([`Direct::runnable`] first), as far as the contract
+    /// allows.
+    async fn run_plan(&self, executor: &Executor, plan: &str) -> ActResult<RunReport> {
+        let plan = self.store().plan(plan).await?;
         let outcome = executor
             .run_plan(&plan.id)
             .await
@@ -431,6 +464,9 @@ impl Acts for Direct {
     }
 
     async fn run(&self, plan: Option<&str>, deadlines: Deadlines) -> ActResult<RunReport> {
+        if let Some(plan) = plan {
+            self.runnable(plan).await?;
+        }
         let executor = self
             .executor(|| self.grounds.keys.provider(), deadlines)
             .await?;

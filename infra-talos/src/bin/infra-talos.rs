@@ -34,9 +34,13 @@ fn main() -> ExitCode {
     };
     let mut stdout = std::io::stdout();
     let mut stderr = std::io::stderr();
+    // Questions are asked only of a person at a terminal.
+    let stdin = std::io::stdin();
+    let mut terminal = std::io::IsTerminal::is_terminal(&stdin).then(|| stdin.lock());
     let mut io = infra_talos::cli::Io {
         out: &mut stdout,
         err: &mut stderr,
+        input: terminal.as_mut().map(|t| t as &mut dyn std::io::BufRead),
         env: std::env::vars().collect(),
     };
     runtime.block_on(infra_talos::cli::run(std::env::args_os(), &mut io))

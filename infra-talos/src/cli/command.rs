@@ -4,11 +4,12 @@
 use std::fmt::Write as _;
 
 use super::{
-    BlanketCommand, Command, Config, Failure, InventoryCommand, PlanArgs, PublishArgs, RevokeArgs,
-    RunArgs, drift, identity, pretty, recovery, suggesting, timeline, who,
+    BlanketCommand, Command, Config, Failure, InventoryCommand, PlanOptions, PublishArgs,
+    RevokeArgs, RunArgs, drift, identity, pretty, recovery, suggesting, timeline, who,
 };
 use crate::acts::{Acts, ArtifactUpload, Deadlines, PlanRequest, PublishRequest, RunReport};
 use crate::contract::SpanMs;
+use crate::machine_config::check_machine_config;
 use crate::store::{AccountingRequest, BlanketApproval, IdentityKey, MachineSpec};
 
 /// Carries out one act and says what it did; a machine not found is told with the
@@ -85,9 +86,14 @@ async fn act(command: Command, config: &Config, acts: &dyn Acts) -> Result<Strin
         }
         Command::Publish(args) => out = publish(acts, args).await?,
         Command::Plan(args) => {
-            let actor = acts.actor()?;
-            let created = acts.create_plan(plan_request(args)).await?;
-            out = super::plan::described(&created.plan, &actor, &created.release);
+            let request = plan_request(args.machine, args.options, args.revert, args.adopt);
+            out = plan(acts, request).await?;
+        }
+        Command::Adopt(args) => {
+            out = plan(acts, plan_request(args.machine, args.options, false, true)).await?;
+        }
+        Command::Revert(args) => {
+            out = plan(acts, plan_request(args.machine, args.options, true, false)).await?;
         }
         Command::Approve { plan, blanket } => {
             let actor = acts.actor()?;
@@ -181,17 +187,29 @@ async fn act(command: Command, config: &Config, acts: &dyn Acts) -> Result<Strin
     Ok(out)
 }
 
-fn plan_request(args: PlanArgs) -> PlanRequest {
+/// Creates a plan (`plan`, `adopt`, `revert`: one act, [`Acts::create_plan`], as the
+/// page's drift forms make it) and says what it binds.
+async fn plan(acts: &dyn Acts, request: PlanRequest) -> Result<String, Failure> {
+    let actor = acts.actor()?;
+    let created = acts.create_plan(request).await?;
+    Ok(super::plan::described(
+        &created.plan,
+        &actor,
+        &created.release,
+    ))
+}
+
+fn plan_request(machine: String, options: PlanOptions, revert: bool, adopt: bool) -> PlanRequest {
     PlanRequest {
-        machine: args.machine,
-        id: args.id,
-        revert: args.revert,
-        adopt: args.adopt,
-        expires_in_secs: args.expires_in,
-        max_evidence_age_secs: args.max_evidence_age,
-        transport_deadline_secs: args.transport_deadline,
-        verification_deadline_secs: args.verification_deadline,
-        max_attempts: args.max_attempts,
+        machine,
+        id: options.id,
+        revert,
+        adopt,
+        expires_in_secs: options.expires_in,
+        max_evidence_age_secs: options.max_evidence_age,
+        transport_deadline_secs: options.transport_deadline,
+        verification_deadline_secs: options.verification_deadline,
+        max_attempts: options.max_attempts,
     }
 }
 
@@ -248,6 +266,16 @@ async fn publish(acts: &dyn Acts, args: PublishArgs) -> Result<String, Failure> 
             std::fs::read(file)
                 .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", file.display())))?,
         );
+        // Checked here too, before anything is asked of the store or the service, so
+        // the refusal names the file given.
+        check_machine_config(&configuration).map_err(|problem| {
+            Failure::Refused(format!(
+                "refused: publishing release {}: {} (machine {machine}) is not a Talos \
+                 machine configuration: {problem}",
+                args.release,
+                file.display()
+            ))
+        })?;
         artifacts.push(ArtifactUpload {
             machine: machine.clone(),
             configuration,

@@ -31,7 +31,7 @@ use crate::acts::Acts;
 use crate::cli::database::Db;
 use crate::contract::Role;
 use crate::identity::{Authority, authenticate, check_authority, issue_client, valid_identifier};
-use crate::store::{Actor, BootstrapSpec, PrincipalKind, PrincipalSpec, Store};
+use crate::store::{Actor, ApprovalPolicy, BootstrapSpec, PrincipalKind, PrincipalSpec, Store};
 
 /// How long an issued client certificate is valid by default, in days.
 const DEFAULT_DAYS: u64 = 90;
@@ -56,6 +56,70 @@ pub struct InitArgs {
     /// How long the administrator's certificate is valid, in days.
     #[arg(long, default_value_t = DEFAULT_DAYS)]
     pub days: u64,
+    /// Whether approvals need a second person (`yes` or `no`): with `yes`, an
+    /// approver may not approve a plan it created, or whose release it authored
+    /// content in (or is responsible for a token that did). Without it, `init` asks
+    /// when run at a terminal, and otherwise keeps the contract's reading, `no`
+    /// (such an approval is recorded, marked self-approval).
+    #[arg(long, value_name = "yes|no", value_parser = parse_yes_no)]
+    pub approvals_need_second_person: Option<bool>,
+}
+
+fn parse_yes_no(text: &str) -> Result<bool, String> {
+    match text {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        other => Err(format!("{other:?} is neither yes nor no")),
+    }
+}
+
+fn policy_of(second_person: bool) -> ApprovalPolicy {
+    if second_person {
+        ApprovalPolicy::SecondPerson
+    } else {
+        ApprovalPolicy::SelfApprovalMarked
+    }
+}
+
+/// Asks what `init`'s flags leave unanswered (whether approvals need a second
+/// person), of a person at a terminal: `input` is read, `prompt` written.
+pub(super) fn ask_unanswered(
+    args: &mut InitArgs,
+    input: &mut dyn std::io::BufRead,
+    prompt: &mut dyn std::io::Write,
+) -> Result<(), Failure> {
+    if args.approvals_need_second_person.is_none() {
+        let policy = ask_policy(input, prompt)?;
+        args.approvals_need_second_person = Some(policy.needs_second_person());
+    }
+    Ok(())
+}
+
+/// Asks whether approvals need a second person until answered `yes`, `no`, or
+/// nothing (the contract's reading, `no`); the end of input is `no` too.
+pub(super) fn ask_policy(
+    input: &mut dyn std::io::BufRead,
+    prompt: &mut dyn std::io::Write,
+) -> Result<ApprovalPolicy, Failure> {
+    let failed = |e: std::io::Error| Failure::Usage(format!("cannot ask: {e}"));
+    loop {
+        write!(
+            prompt,
+            "Do approvals need a second person? With yes, no one may approve a plan they \
+             made or whose release they authored content in. [yes/no, default no] "
+        )
+        .and_then(|()| prompt.flush())
+        .map_err(failed)?;
+        let mut line = String::new();
+        if input.read_line(&mut line).map_err(failed)? == 0 {
+            return Ok(ApprovalPolicy::default());
+        }
+        match line.trim() {
+            "" | "no" | "n" => return Ok(ApprovalPolicy::SelfApprovalMarked),
+            "yes" | "y" => return Ok(ApprovalPolicy::SecondPerson),
+            _ => {}
+        }
+    }
 }
 
 /// `principal` subcommands.
@@ -162,6 +226,10 @@ pub(super) async fn init(db: &Db, args: InitArgs) -> Result<String, Failure> {
         kind: PrincipalKind::Human,
         roles: vec![Role::RecoveryAdmin],
     };
+    // Unanswered (no flag, no terminal): the contract's reading.
+    let approval_policy = args
+        .approvals_need_second_person
+        .map_or_else(ApprovalPolicy::default, policy_of);
     let mut out = String::new();
     match (&args.pki, &args.ca_certificate) {
         (Some(dir), _) => {
@@ -200,6 +268,7 @@ pub(super) async fn init(db: &Db, args: InitArgs) -> Result<String, Failure> {
             let spec = BootstrapSpec {
                 ca_certificate: authority.certificate_pem.clone(),
                 administrator,
+                approval_policy,
             };
             if let Err(e) = db.store.bootstrap(spec).await {
                 for path in &written {
@@ -227,6 +296,7 @@ pub(super) async fn init(db: &Db, args: InitArgs) -> Result<String, Failure> {
                 .bootstrap(BootstrapSpec {
                     ca_certificate: pem,
                     administrator,
+                    approval_policy,
                 })
                 .await?;
             let _ = writeln!(
@@ -239,6 +309,7 @@ pub(super) async fn init(db: &Db, args: InitArgs) -> Result<String, Failure> {
         }
         (None, None) => return Err(Failure::Usage("give --pki or --ca-certificate".into())),
     }
+    let _ = writeln!(out, "{approval_policy}");
     Ok(out)
 }
 
@@ -409,4 +480,32 @@ fn write_new(path: &Path, text: &str, private: bool) -> std::io::Result<()> {
     let mut file = options.open(path)?;
     file.write_all(text.as_bytes())?;
     file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ask_policy;
+    use crate::store::ApprovalPolicy;
+
+    #[test]
+    fn init_asks_until_answered_and_defaults_to_the_contracts_reading() {
+        for (typed, expected) in [
+            ("yes\n", ApprovalPolicy::SecondPerson),
+            ("maybe\ny\n", ApprovalPolicy::SecondPerson),
+            ("no\n", ApprovalPolicy::SelfApprovalMarked),
+            ("\n", ApprovalPolicy::SelfApprovalMarked),
+            ("", ApprovalPolicy::SelfApprovalMarked),
+        ] {
+            let mut prompt = Vec::new();
+            let got = ask_policy(&mut typed.as_bytes(), &mut prompt).unwrap();
+            assert_eq!(got, expected, "{typed:?}");
+            let asked = String::from_utf8(prompt).unwrap();
+            let times = asked.matches("Do approvals need a second person?").count();
+            assert_eq!(
+                times,
+                1 + usize::from(typed.starts_with("maybe")),
+                "{asked}"
+            );
+        }
+    }
 }

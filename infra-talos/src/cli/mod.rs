@@ -144,6 +144,15 @@ pub enum Command {
     Publish(PublishArgs),
     /// Create a plan for a machine from its Desired release.
     Plan(PlanArgs),
+    /// Plan the adoption of a machine's open drift record (§6.3): accept the
+    /// configuration it runs as Applied, naming its Desired release (a publisher;
+    /// an approver approves it, and `run PLAN` records it; nothing is sent). For an
+    /// imported machine with no Applied, the handover of what its import read.
+    Adopt(SettleArgs),
+    /// Plan the revert of a machine's open drift record (§6.4): apply its Desired
+    /// release over the drifted configuration (a publisher; its approval is marked
+    /// as overwriting what no reviewer has seen).
+    Revert(SettleArgs),
     /// Approve a plan: as an approver, or (`--blanket`, a publisher or automation)
     /// under the blanket approval in force for its machine's cluster.
     Approve {
@@ -312,18 +321,37 @@ pub struct PublishArgs {
 pub struct PlanArgs {
     /// The machine.
     pub machine: String,
-    /// The plan's identifier (default: `<machine>-<release>-b<baseline>`).
-    #[arg(long)]
-    pub id: Option<String>,
-    /// A revert of the machine's open drift record.
+    /// A revert of the machine's open drift record (the same as `revert MACHINE`).
     #[arg(long, conflicts_with = "adopt")]
     pub revert: bool,
     /// An adopt plan (§6.3): accept the open drift record's configuration, or for an
     /// imported machine with no Applied the configuration its import read, as
     /// Applied, naming the Desired release. Nothing is sent; `run PLAN` records the
-    /// adoption against a fresh observation.
+    /// adoption against a fresh observation (the same as `adopt MACHINE`).
     #[arg(long)]
     pub adopt: bool,
+    /// What the plan binds besides its machine.
+    #[command(flatten)]
+    pub options: PlanOptions,
+}
+
+/// `adopt` and `revert`: the plan that settles a machine's open drift record.
+#[derive(Debug, Args)]
+pub struct SettleArgs {
+    /// The machine.
+    pub machine: String,
+    /// What the plan binds besides its machine.
+    #[command(flatten)]
+    pub options: PlanOptions,
+}
+
+/// A plan's identifier, expiry, evidence age, deadlines and budget.
+#[derive(Debug, Args)]
+pub struct PlanOptions {
+    /// The plan's identifier (default: `<machine>-<release>-b<baseline>`, with
+    /// `-adopt` or `-revert` after it for those plans).
+    #[arg(long)]
+    pub id: Option<String>,
     /// Seconds until the plan expires.
     #[arg(long, default_value_t = PlanRequest::EXPIRES_IN_SECS)]
     pub expires_in: u64,
@@ -408,6 +436,10 @@ pub struct Io<'a> {
     pub out: &'a mut dyn Write,
     /// Standard error.
     pub err: &'a mut dyn Write,
+    /// Standard input when a person answers at a terminal: the questions a command
+    /// asks (`init`'s) are asked on standard error and read here. `None`: nothing is
+    /// asked, and each question keeps its stated default.
+    pub input: Option<&'a mut dyn std::io::BufRead>,
     /// The environment variables.
     pub env: BTreeMap<String, String>,
 }
@@ -629,8 +661,12 @@ where
 }
 
 /// Runs one parsed `talos` command.
-pub async fn execute(args: TalosArgs, io: &mut Io<'_>) -> ExitCode {
-    let result = match Config::load(&args, &io.env) {
+pub async fn execute(mut args: TalosArgs, io: &mut Io<'_>) -> ExitCode {
+    let asked = match (&mut args.command, io.input.as_mut()) {
+        (Command::Init(init), Some(input)) => identity::ask_unanswered(init, &mut **input, io.err),
+        _ => Ok(()),
+    };
+    let result = match asked.and_then(|()| Config::load(&args, &io.env)) {
         Ok(config) => dispatch(args.command, config).await,
         Err(f) => Err(f),
     };

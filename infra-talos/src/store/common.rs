@@ -197,6 +197,9 @@ pub(super) struct InstallationRow {
     pub(super) recovery_entered_at_ms: Option<i64>,
     /// The stop of the pre-restore instances the entry recorded.
     pub(super) recovery_stopped_at_ms: Option<i64>,
+    /// Whether approvals need a second person (a store migrated before the setting
+    /// existed reads as the contract's default).
+    pub(super) approval_policy: crate::store::ApprovalPolicy,
 }
 
 /// A machine row.

@@ -163,7 +163,20 @@ pub(super) async fn installation(tx: &mut Tx, share: bool) -> R<InstallationRow>
         recovery_stopped_at_ms: row
             .try_get("recovery_stopped_at_ms")
             .or_else(|e| absent_column(e, || None))?,
+        approval_policy: approval_policy(
+            row.try_get("approvals_need_second_person")
+                .or_else(|e| absent_column(e, || false))?,
+        ),
     })
+}
+
+/// The approval policy the installation's `approvals_need_second_person` holds.
+pub(super) fn approval_policy(second_person: bool) -> crate::store::ApprovalPolicy {
+    if second_person {
+        crate::store::ApprovalPolicy::SecondPerson
+    } else {
+        crate::store::ApprovalPolicy::SelfApprovalMarked
+    }
 }
 
 /// A plan row: everything the plan binds.

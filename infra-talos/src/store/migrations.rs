@@ -67,6 +67,11 @@ pub(super) const POSTGRES: &[Migration] = &[
         name: "authenticated_identities",
         sql: include_str!("../../migrations/postgres/0008_authenticated_identities.sql"),
     },
+    Migration {
+        version: 9,
+        name: "installation_approval_policy",
+        sql: include_str!("../../migrations/postgres/0009_installation_approval_policy.sql"),
+    },
 ];
 
 /// SQLite's migrations (`migrations/sqlite/`), numbered as PostgreSQL's.
@@ -111,6 +116,11 @@ pub(super) const SQLITE: &[Migration] = &[
         version: 8,
         name: "authenticated_identities",
         sql: include_str!("../../migrations/sqlite/0008_authenticated_identities.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "installation_approval_policy",
+        sql: include_str!("../../migrations/sqlite/0009_installation_approval_policy.sql"),
     },
 ];
 

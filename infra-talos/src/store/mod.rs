@@ -160,6 +160,48 @@ pub struct BootstrapSpec {
     /// (a store made before identities were authenticated), in which case it must
     /// already hold that role and not be revoked.
     pub administrator: PrincipalSpec,
+    /// Whether approvals need a second person; the contract's reading unless the
+    /// installation chooses otherwise.
+    pub approval_policy: ApprovalPolicy,
+}
+
+/// Who may approve a plan: the installation's choice, made at its bootstrap and kept
+/// in its settings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalPolicy {
+    /// The contract's reading (§2, choice §10.4): an approver may approve a plan it
+    /// created, or whose release it contributed to, and the approval is recorded
+    /// with its self-approval mark.
+    #[default]
+    SelfApprovalMarked,
+    /// Approvals need a second person: an approval the self-approval rule would mark
+    /// (the approver created the plan, authored content in its release, or is
+    /// responsible for a token that did) or could not decide for (a token without a
+    /// responsibility record) is refused, by every road, and nothing is recorded.
+    SecondPerson,
+}
+
+impl ApprovalPolicy {
+    /// The setting's value as a person reads it: `yes` when approvals need a second
+    /// person.
+    #[must_use]
+    pub fn needs_second_person(self) -> bool {
+        self == ApprovalPolicy::SecondPerson
+    }
+}
+
+impl fmt::Display for ApprovalPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ApprovalPolicy::SelfApprovalMarked => {
+                "approvals need a second person: no (a self-approval is recorded with its mark)"
+            }
+            ApprovalPolicy::SecondPerson => {
+                "approvals need a second person: yes (a self-approval is refused)"
+            }
+        })
+    }
 }
 
 /// The installation's identity root as the store keeps it.
@@ -171,6 +213,9 @@ pub struct InstallationIdentity {
     pub administrator: String,
     /// Store time of the bootstrap.
     pub bootstrapped_at: InstantMs,
+    /// The installation's approval policy.
+    #[serde(default)]
+    pub approval_policy: ApprovalPolicy,
 }
 
 /// What an entry of the identity journal records.

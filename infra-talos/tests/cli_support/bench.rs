@@ -69,6 +69,12 @@ impl Bench {
     /// the principals and the machine, imported at the digest of the configuration it
     /// runs, through the command set.
     pub async fn imported() -> Bench {
+        Bench::imported_under(false).await
+    }
+
+    /// [`Bench::imported`] in an installation whose approvals need a second person
+    /// (`init --approvals-need-second-person yes`) when `second_person`.
+    pub async fn imported_under(second_person: bool) -> Bench {
         let sim = TalosSim::builder()
             .facts(NodeFacts {
                 config: base_config(),
@@ -96,7 +102,10 @@ impl Bench {
             .iter()
             .enumerate()
         {
-            let args: Vec<&str> = line.iter().map(String::as_str).collect();
+            let mut args: Vec<&str> = line.iter().map(String::as_str).collect();
+            if n == 0 && second_person {
+                args.extend(["--approvals-need-second-person", "yes"]);
+            }
             bench.ok(if n == 0 { None } else { ROOT }, &args).await;
         }
         let facts = bench.sim.facts();
@@ -159,6 +168,7 @@ impl Bench {
         let mut io = Io {
             out: &mut out,
             err: &mut err,
+            input: None,
             env,
         };
         let code = run(

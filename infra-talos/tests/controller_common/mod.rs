@@ -412,6 +412,7 @@ pub async fn register_people<S: Store + ?Sized>(s: &S) {
             kind: PrincipalKind::Human,
             roles: vec![Role::RecoveryAdmin],
         },
+        approval_policy: infra_talos::store::ApprovalPolicy::default(),
     })
     .await
     .expect("bootstrap");

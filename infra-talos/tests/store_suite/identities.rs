@@ -8,7 +8,8 @@ use infra_talos::contract::Role;
 use infra_talos::contract::evidence::ResponseClass;
 use infra_talos::contract::operation::OwnerToken;
 use infra_talos::store::{
-    Actor, Guards, IdentityEventKind, PrincipalKind, PrincipalSpec, Store, StoreError,
+    Actor, ApprovalPolicy, Guards, IdentityEventKind, PrincipalKind, PrincipalSpec, Store,
+    StoreError,
 };
 
 use super::*;
@@ -53,6 +54,7 @@ pub async fn identity_bootstrap_once<S: Store>(env: Env<S>) {
     assert_eq!(identity.ca_certificate, TEST_CA);
     assert_eq!(identity.administrator, "root");
     assert_eq!(identity.bootstrapped_at, T0.plus(SpanMs(1000)));
+    assert_eq!(identity.approval_policy, ApprovalPolicy::SelfApprovalMarked);
     let mut again = bootstrap_spec();
     again.administrator.id = "mallory".into();
     refused_as(
@@ -76,7 +78,55 @@ pub async fn identity_bootstrap_once<S: Store>(env: Env<S>) {
         (journal[0].actor.as_str(), journal[0].principal.as_str()),
         ("root", "root")
     );
-    assert_eq!(journal[0].detail, "roles: recovery-admin");
+    assert_eq!(
+        journal[0].detail,
+        "roles: recovery-admin; approvals need a second person: no (a self-approval is \
+         recorded with its mark)"
+    );
+}
+
+/// With the installation's approvals needing a second person, every approval the
+/// self-approval rule would mark, or could not decide for, is refused, saying why,
+/// and nothing is recorded; another approver's approval is made as before. The
+/// setting is the bootstrap's, read back with the installation's identity.
+pub async fn second_person_approvals<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world_under(s, ApprovalPolicy::SecondPerson).await;
+    let identity = s.installation_identity().await.unwrap().unwrap();
+    assert_eq!(identity.approval_policy, ApprovalPolicy::SecondPerson);
+    let now = env.clock.now();
+    let dave = |role| Actor::new("dave", role);
+    s.create_plan(&dave(Role::Publisher), spec("p2", "m2", "rel-1", now))
+        .await
+        .unwrap();
+    // A token nobody is on record as responsible for made p4: undetermined.
+    s.create_plan(
+        &Actor::new("orphan", Role::Publisher),
+        spec("p4", "m1", "rel-1", now),
+    )
+    .await
+    .unwrap();
+    for (approver, plan, why) in [
+        (
+            dave(Role::Approver),
+            "p2",
+            "self-approval: the approver created the plan",
+        ),
+        (carol(), "p4", "self-approval undetermined"),
+    ] {
+        let machine = s.plan(plan).await.unwrap().machine;
+        let before = s.timeline(&machine).await.unwrap().len();
+        let err = s.approve(&approver, plan).await.unwrap_err();
+        refused_as(&err, "approving", "approvals need a second person");
+        refused_as(&err, "approving", why);
+        assert_eq!(s.plan(plan).await.unwrap().state, PlanState::Proposed);
+        assert_eq!(s.timeline(&machine).await.unwrap().len(), before);
+    }
+    assert_eq!(
+        s.approve(&bob(), "p2").await.unwrap(),
+        SelfApproval::NotSelfApproval
+    );
+    assert_eq!(s.plan("p2").await.unwrap().state, PlanState::Approved);
 }
 
 /// Registering, changing and revoking principals need an unrevoked recovery-admin;
@@ -262,6 +312,7 @@ where
     match name {
         "identity_bootstrap_once" => identity_bootstrap_once(env).await,
         "principal_acts_need_an_administrator" => principal_acts_need_an_administrator(env).await,
+        "second_person_approvals" => second_person_approvals(env).await,
         "response_only_from_the_attempts_owner" => {
             response_only_from_the_attempts_owner(env).await;
         }
@@ -277,7 +328,7 @@ macro_rules! identity_suite {
         mod identities {
             $crate::identity_suite!(@each $make;
                 identity_bootstrap_once, principal_acts_need_an_administrator,
-                response_only_from_the_attempts_owner);
+                response_only_from_the_attempts_owner, second_person_approvals);
         }
     };
     (@each $make:ident; $($name:ident),* $(,)?) => {

@@ -123,7 +123,12 @@ pub fn machine_spec(id: &str, rollout: &str) -> MachineSpec {
 /// by node ID), each imported at its base digest and handed over through an adoption
 /// of release rel-0 ([`hand_over`]), then with release rel-1 published.
 pub async fn world<S: Store>(s: &S) {
-    people(s).await;
+    world_under(s, infra_talos::store::ApprovalPolicy::default()).await;
+}
+
+/// [`world`], in an installation bootstrapped with approval policy `policy`.
+pub async fn world_under<S: Store>(s: &S, policy: infra_talos::store::ApprovalPolicy) {
+    people(s, policy).await;
     inventory(s, true).await;
     publish(s, "rel-0").await;
     for m in ["m1", "m2", "m3"] {
@@ -195,12 +200,18 @@ pub fn bootstrap_spec() -> BootstrapSpec {
             kind: PrincipalKind::Human,
             roles: vec![Role::RecoveryAdmin],
         },
+        approval_policy: infra_talos::store::ApprovalPolicy::default(),
     }
 }
 
 /// The suite's principals, through the bootstrap and root's registrations.
-async fn people<S: Store>(s: &S) {
-    s.bootstrap(bootstrap_spec()).await.unwrap();
+async fn people<S: Store>(s: &S, policy: infra_talos::store::ApprovalPolicy) {
+    s.bootstrap(BootstrapSpec {
+        approval_policy: policy,
+        ..bootstrap_spec()
+    })
+    .await
+    .unwrap();
     for (id, roles) in PEOPLE {
         s.register_principal(
             &root(),

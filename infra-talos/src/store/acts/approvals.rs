@@ -80,6 +80,17 @@ impl SqlStore {
         };
         let next = plan::transition(state, event).map_err(|e| refused(act, e.to_string()))?;
         let mark = self_approval_mark(tx, &plan, approving.approver).await?;
+        if inst.approval_policy.needs_second_person() && mark != SelfApproval::NotSelfApproval {
+            return Err(refused(
+                act,
+                format!(
+                    "this installation's approvals need a second person, and {} may not \
+                     approve plan {plan_id}: {mark}",
+                    approving.approver
+                ),
+            )
+            .into());
+        }
         let now = self.store_time(tx).await?;
         let under = approving
             .blanket

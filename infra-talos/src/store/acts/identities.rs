@@ -85,8 +85,16 @@ impl SqlStore {
                 .bind(now)
                 .execute(tx)
                 .await?;
+                query("UPDATE installation SET approvals_need_second_person = $1 WHERE id = 1")
+                    .bind(spec.approval_policy.needs_second_person())
+                    .execute(tx)
+                    .await?;
                 let actor = Actor::new(admin.id.clone(), Role::RecoveryAdmin);
-                let detail = roles_detail(&admin.roles);
+                let detail = format!(
+                    "{}; {}",
+                    roles_detail(&admin.roles),
+                    spec.approval_policy
+                );
                 journal(tx, now, IdentityEventKind::Bootstrap, &actor, &admin.id, &detail).await
             })
         })
@@ -382,14 +390,23 @@ async fn read_identity(tx: &mut Tx) -> R<Option<InstallationIdentity>> {
     )
     .fetch_optional(tx)
     .await?;
-    Ok(match row {
-        None => None,
-        Some(r) => Some(InstallationIdentity {
-            ca_certificate: r.try_get("ca_certificate")?,
-            administrator: r.try_get("administrator")?,
-            bootstrapped_at: InstantMs(u(r.try_get("bootstrapped_ms")?)),
-        }),
-    })
+    let Some(r) = row else {
+        return Ok(None);
+    };
+    // A plain read: the principal acts call this first, and must take no lock on the
+    // installation row before the machine rows they may lock.
+    let second_person: bool =
+        query("SELECT approvals_need_second_person FROM installation WHERE id = 1")
+            .fetch_one(tx)
+            .await?
+            .try_get("approvals_need_second_person")?;
+    let approval_policy = crate::store::lookups::approval_policy(second_person);
+    Ok(Some(InstallationIdentity {
+        ca_certificate: r.try_get("ca_certificate")?,
+        administrator: r.try_get("administrator")?,
+        bootstrapped_at: InstantMs(u(r.try_get("bootstrapped_ms")?)),
+        approval_policy,
+    }))
 }
 
 async fn insert_principal(tx: &mut Tx, spec: &PrincipalSpec) -> R<()> {

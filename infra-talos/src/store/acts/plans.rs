@@ -159,6 +159,7 @@ impl SqlStore {
                 recovery_mode: row.try_get("recovery_mode")?,
                 recovery_entered_at_ms: None,
                 recovery_stopped_at_ms: None,
+                approval_policy: crate::store::ApprovalPolicy::default(),
             };
             let approval = query(
                 "SELECT a.approver_id, a.epoch, a.revision, a.revoked, \
