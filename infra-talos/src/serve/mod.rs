@@ -23,6 +23,7 @@
 mod api;
 mod auth;
 mod controller;
+mod headers;
 mod metrics;
 mod page;
 mod pages;
