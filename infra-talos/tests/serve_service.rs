@@ -884,3 +884,61 @@ async fn a_plans_configuration_is_shown_only_to_an_approver() {
     service.shutdown().await;
     bench.stop().await;
 }
+
+/// Signing out needs the session's own CSRF value (another session's, or none, is
+/// refused and the session still works); with it, the session cookie is cleared with
+/// the same flags it was set with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signing_out_needs_the_sessions_csrf_value() {
+    let bench = Bench::new().await;
+    bench.proposed_plan("p1").await;
+    let (service, base) = bench.serve(false).await;
+    let dir = bench.dir.path();
+    let browser = https_with(dir, None, false);
+    let alice = sign_in(&browser, dir, &base, "alice").await;
+    let bob = sign_in(&browser, dir, &base, "bob").await;
+    let csrf_of_page = |cookie: String| {
+        let (browser, url) = (browser.clone(), format!("{base}/plans"));
+        async move {
+            let html = browser
+                .get(url)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            csrf_of(&html)
+        }
+    };
+    let alice_csrf = csrf_of_page(alice.clone()).await;
+    let bob_csrf = csrf_of_page(bob.clone()).await;
+    assert_ne!(alice_csrf, bob_csrf);
+    for csrf in [alice_csrf.as_str(), "", "forged"] {
+        let r = browser
+            .post(format!("{base}/logout"))
+            .header("cookie", &bob)
+            .form(&[("csrf", csrf)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{csrf}");
+        assert_eq!(set_cookie(&r, "infra_talos_session"), None, "{csrf}");
+    }
+    let r = browser
+        .post(format!("{base}/logout"))
+        .header("cookie", &bob)
+        .form(&[("csrf", bob_csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/login");
+    let cleared = set_cookie(&r, "infra_talos_session").expect("the session cookie is cleared");
+    assert!(cleared.starts_with("infra_talos_session=;"), "{cleared}");
+    assert_hardened(&cleared);
+    assert!(attributes(&cleared).contains(&"Max-Age=0"), "{cleared}");
+    service.shutdown().await;
+    bench.stop().await;
+}
