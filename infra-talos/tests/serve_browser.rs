@@ -5,6 +5,14 @@
 //! no secret, sign-in token or CSRF value; a screenshot of the plan page is a real,
 //! non-blank image (kept under `$INFRA_TEST_ARTIFACTS` when that is set).
 //!
+//! The page's hardening as the browser sees it: two fresh browsers get different
+//! sign-in CSRF values; the browser holds the pre-session and session cookies as
+//! `HttpOnly`, `Secure` and `SameSite=Strict` (read over WebDriver, which sees what
+//! `document.cookie` cannot); the responses it received carry the content security
+//! policy with `frame-ancestors 'none'` and `X-Frame-Options: DENY` (read from
+//! Chromium's network log); the style sheet the policy allows by digest is applied;
+//! and the publisher's plan page shows no configuration, only its digest.
+//!
 //! chromedriver is `$INFRA_TEST_CHROMEDRIVER` (default `/usr/bin/chromedriver`).
 //! Without it the test is skipped loudly, and with `CI=true` it fails.
 #![cfg(feature = "cli")]
@@ -117,6 +125,8 @@ impl Driver {
             "browserName": "chrome",
             "acceptInsecureCerts": true,
             "goog:chromeOptions": { "args": args },
+            // The network log, for the headers of the responses the browser received.
+            "goog:loggingPrefs": { "performance": "ALL" },
         });
         let Value::Object(capabilities) = capabilities else {
             unreachable!("an object")
@@ -185,11 +195,50 @@ async fn body_text(client: &Client) -> String {
         .expect("body text")
 }
 
+/// The browser's cookie `name`, as WebDriver reports it (HttpOnly ones included).
+async fn cookie_named(client: &Client, name: &str) -> Option<fantoccini::cookies::Cookie<'static>> {
+    client
+        .get_all_cookies()
+        .await
+        .expect("the browser's cookies")
+        .into_iter()
+        .find(|c| c.name() == name)
+}
+
+/// Asserts that the browser keeps cookie `name` as `HttpOnly`, `Secure` and
+/// `SameSite=Strict`.
+async fn assert_hardened_cookie(client: &Client, name: &str) {
+    let cookie = cookie_named(client, name)
+        .await
+        .unwrap_or_else(|| panic!("the browser holds no {name} cookie"));
+    assert_eq!(cookie.http_only(), Some(true), "{cookie:?}");
+    assert_eq!(cookie.secure(), Some(true), "{cookie:?}");
+    assert_eq!(
+        format!("{:?}", cookie.same_site()),
+        "Some(Strict)",
+        "{cookie:?}"
+    );
+}
+
+const VISITOR: &str = "__Host-infra_talos_login";
+const SESSION: &str = "infra_talos_session";
+
 /// Signs in on `/login` by typing `token` into the form, as a person would; the
-/// browser lands on the plans page, which lists `p1`.
-async fn sign_in(client: &Client, base: &str, token: &str) {
+/// browser lands on the plans page, which lists `p1`. Returns the sign-in form's
+/// CSRF value; checks the browser held the form's pre-session cookie, hardened, and
+/// then holds the session cookie, hardened, and no pre-session cookie.
+async fn sign_in(client: &Client, base: &str, token: &str) -> String {
     client.goto(&format!("{base}/login")).await.expect("/login");
     assert_eq!(path_of(client).await, "/login");
+    let csrf = client
+        .find(Locator::Css("form[action='/login'] input[name='csrf']"))
+        .await
+        .expect("the sign-in form's CSRF field")
+        .attr("value")
+        .await
+        .expect("its value")
+        .expect("a CSRF value");
+    assert_hardened_cookie(client, VISITOR).await;
     client
         .find(Locator::Css("form[action='/login'] textarea[name='token']"))
         .await
@@ -211,6 +260,80 @@ async fn sign_in(client: &Client, base: &str, token: &str) {
         .expect("the plans page lists p1");
     assert_eq!(path_of(client).await, "/");
     assert!(body_text(client).await.contains("Plans"));
+    assert_hardened_cookie(client, SESSION).await;
+    assert!(cookie_named(client, VISITOR).await.is_none());
+    csrf
+}
+
+/// The headers of every response to `url` the browser received, from Chromium's
+/// network log (read from chromedriver, which keeps it since the session began).
+async fn response_headers(driver: &Driver, client: &Client, url: &str) -> Vec<Value> {
+    let session = client
+        .session_id()
+        .await
+        .expect("the session's id")
+        .expect("a session");
+    let log: Value = reqwest::Client::new()
+        .post(format!("{}/session/{session}/se/log", driver.url))
+        .json(&json!({ "type": "performance" }))
+        .send()
+        .await
+        .expect("chromedriver's log")
+        .json()
+        .await
+        .expect("the log as JSON");
+    let entries = log["value"].as_array().expect("log entries");
+    entries
+        .iter()
+        .filter_map(|e| serde_json::from_str::<Value>(e["message"].as_str()?).ok())
+        .filter(|m| m["message"]["method"] == "Network.responseReceived")
+        .map(|m| m["message"]["params"]["response"].clone())
+        .filter(|r| r["url"] == url)
+        .map(|r| r["headers"].clone())
+        .collect()
+}
+
+/// A response header by name, whatever its case.
+fn header<'a>(headers: &'a Value, name: &str) -> Option<&'a str> {
+    headers
+        .as_object()?
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .and_then(|(_, v)| v.as_str())
+}
+
+/// Asserts that the browser received `url` with a content security policy that
+/// forbids framing and `X-Frame-Options: DENY`, and that the page it shows is styled
+/// (the policy allows its style sheet by digest; a wrong digest leaves it bare).
+async fn assert_unframeable(driver: &Driver, client: &Client, url: &str) {
+    let received = response_headers(driver, client, url).await;
+    assert!(
+        !received.is_empty(),
+        "the browser's log has no response to {url}"
+    );
+    for headers in &received {
+        let policy = header(headers, "content-security-policy")
+            .unwrap_or_else(|| panic!("{url}: no Content-Security-Policy in {headers}"));
+        assert!(
+            policy
+                .split(';')
+                .any(|d| d.trim() == "frame-ancestors 'none'"),
+            "{url}: {policy}"
+        );
+        assert_eq!(header(headers, "x-frame-options"), Some("DENY"), "{url}");
+    }
+    let background = client
+        .execute(
+            "return getComputedStyle(document.querySelector('header')).backgroundColor;",
+            Vec::new(),
+        )
+        .await
+        .expect("the header's style");
+    assert_eq!(
+        background,
+        json!("rgb(36, 41, 47)"),
+        "{url}: the style sheet was not applied"
+    );
 }
 
 /// The actions of every form on the page.
@@ -301,7 +424,8 @@ async fn the_approval_page_works_in_a_real_browser() {
     // the page posts an approval, and the page says why.
     let alice = driver.session(&profiles.path().join("alice")).await;
     let alice_token = token_for(dir, &base, "alice").await;
-    sign_in(&alice, &base, &alice_token).await;
+    let alice_login_csrf = sign_in(&alice, &base, &alice_token).await;
+    assert_unframeable(&driver, &alice, &format!("{base}/login")).await;
     alice
         .goto(&format!("{base}/plans/p1"))
         .await
@@ -332,7 +456,14 @@ async fn the_approval_page_works_in_a_real_browser() {
         "{text}"
     );
     assert!(text.contains("Signed in as alice"), "{text}");
+    // A publisher sees the configuration's digest, not the configuration.
+    assert!(
+        text.contains("The configuration is shown only to a principal who may approve this plan"),
+        "{text}"
+    );
+    assert!(!text.contains("changed line"), "{text}");
     assert_shows_no_secret(&alice, &alice_token).await;
+    assert_unframeable(&driver, &alice, &format!("{base}/plans/p1")).await;
     alice.close().await.expect("alice's session ends");
     assert_eq!(plan_state(dir, &base).await, "proposed");
 
@@ -344,7 +475,9 @@ async fn the_approval_page_works_in_a_real_browser() {
         .await
         .expect("the sign-in page's screenshot");
     let bob_token = token_for(dir, &base, "bob").await;
-    sign_in(&bob, &base, &bob_token).await;
+    let bob_login_csrf = sign_in(&bob, &base, &bob_token).await;
+    // Two fresh browsers were given sign-in forms with different CSRF values.
+    assert_ne!(alice_login_csrf, bob_login_csrf);
     bob.find(Locator::Css("a[href='/plans/p1']"))
         .await
         .unwrap()
@@ -382,7 +515,9 @@ async fn the_approval_page_works_in_a_real_browser() {
     assert!(summary.contains("changed line"), "{summary}");
     let text = body_text(&bob).await;
     assert!(text.contains("Signed in as bob"), "{text}");
+    assert!(!text.contains("shown only to a principal"), "{text}");
     assert_shows_no_secret(&bob, &bob_token).await;
+    assert_unframeable(&driver, &bob, &format!("{base}/plans/p1")).await;
     let approve = bob
         .find(Locator::Css("form[action='/plans/p1/approve']"))
         .await

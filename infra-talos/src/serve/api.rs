@@ -160,6 +160,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
             Arc::clone(&app),
             super::count_status,
         ))
+        .layer(axum::middleware::map_response(super::headers::secure))
         .with_state(app)
 }
 

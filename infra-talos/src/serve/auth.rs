@@ -2,6 +2,10 @@
 //! short-lived token issued by this service names (as a bearer token, or as the
 //! approval page's session cookie). Tokens and the page's CSRF values are signed with
 //! a key made when the service starts and never stored: a restart ends every token.
+//!
+//! Every comparison of a presented value with the one this service would sign goes
+//! through [`Mac::verify_slice`], which compares in constant time, so how long a
+//! refusal takes says nothing about how much of a guess was right.
 
 use std::time::{Duration, SystemTime};
 
@@ -70,14 +74,26 @@ impl Signer {
         Ok(Signer { key })
     }
 
-    fn mac(&self, parts: &[&[u8]]) -> Vec<u8> {
+    fn keyed(&self, parts: &[&[u8]]) -> HmacSha256 {
         let mut mac = <HmacSha256 as KeyInit>::new_from_slice(self.key.as_ref())
             .expect("HMAC takes a key of any length");
         for p in parts {
             mac.update(&(p.len() as u64).to_be_bytes());
             mac.update(p);
         }
-        mac.finalize().into_bytes().to_vec()
+        mac
+    }
+
+    fn mac(&self, parts: &[&[u8]]) -> Vec<u8> {
+        self.keyed(parts).finalize().into_bytes().to_vec()
+    }
+
+    /// Whether `presented` (unpadded URL-safe base64) is this key's MAC of `parts`,
+    /// compared in constant time.
+    fn signed(&self, parts: &[&[u8]], presented: &str) -> bool {
+        URL_SAFE_NO_PAD
+            .decode(presented)
+            .is_ok_and(|tag| self.keyed(parts).verify_slice(&tag).is_ok())
     }
 
     /// A token naming `principal`, valid until `now + lifetime`; returns it and its
@@ -105,9 +121,7 @@ impl Signer {
     /// at `now`.
     pub(crate) fn verify(&self, token: &str, now: SystemTime) -> Option<String> {
         let (body, sig) = token.trim().split_once('.')?;
-        let sig = URL_SAFE_NO_PAD.decode(sig).ok()?;
-        let expected = self.mac(&[b"token", body.as_bytes()]);
-        if !constant_time_eq(&sig, &expected) {
+        if !self.signed(&[b"token", body.as_bytes()], sig) {
             return None;
         }
         let claims: Claims = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(body).ok()?).ok()?;
@@ -120,17 +134,34 @@ impl Signer {
         URL_SAFE_NO_PAD.encode(self.mac(&[b"csrf", principal.as_bytes(), session.as_bytes()]))
     }
 
-    /// Whether `presented` is the CSRF value for `principal` under `session`.
+    /// Whether `presented` is the CSRF value for `principal` under `session`
+    /// (compared in constant time).
     pub(crate) fn csrf_ok(&self, principal: &str, session: &str, presented: &str) -> bool {
-        constant_time_eq(
-            presented.as_bytes(),
-            self.csrf(principal, session).as_bytes(),
+        self.signed(
+            &[b"csrf", principal.as_bytes(), session.as_bytes()],
+            presented,
         )
+    }
+
+    /// The sign-in form's CSRF value for the visitor whose pre-session cookie holds
+    /// `visitor` (see [`visitor`]).
+    pub(crate) fn login_csrf(&self, visitor: &str) -> String {
+        URL_SAFE_NO_PAD.encode(self.mac(&[b"login-csrf", visitor.as_bytes()]))
+    }
+
+    /// Whether `presented` is the sign-in form's CSRF value for `visitor` (compared in
+    /// constant time). An empty `visitor` (no pre-session cookie) has none.
+    pub(crate) fn login_csrf_ok(&self, visitor: &str, presented: &str) -> bool {
+        !visitor.is_empty() && self.signed(&[b"login-csrf", visitor.as_bytes()], presented)
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// A fresh random value naming one visitor of the sign-in page (its pre-session
+/// cookie): 128 bits, unpadded URL-safe base64.
+pub(crate) fn visitor() -> Result<String, getrandom::Error> {
+    let mut value = [0u8; 16];
+    getrandom::fill(&mut value)?;
+    Ok(URL_SAFE_NO_PAD.encode(value))
 }
 
 /// The value of cookie `name` in a `Cookie` header.
@@ -185,6 +216,26 @@ mod tests {
         assert!(!s.csrf_ok("eve", "t1", &v));
         assert!(!s.csrf_ok("bob", "t2", &v));
         assert!(!s.csrf_ok("bob", "t1", ""));
+        assert!(!s.csrf_ok("bob", "t1", "not base64!"));
+        let other = Signer::generate().unwrap();
+        assert!(!other.csrf_ok("bob", "t1", &v));
+    }
+
+    #[test]
+    fn each_visitor_has_a_login_csrf_value_of_its_own() {
+        let s = Signer::generate().unwrap();
+        let (a, b) = (visitor().unwrap(), visitor().unwrap());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 22);
+        let (va, vb) = (s.login_csrf(&a), s.login_csrf(&b));
+        assert_ne!(va, vb);
+        assert!(s.login_csrf_ok(&a, &va));
+        assert!(!s.login_csrf_ok(&a, &vb));
+        assert!(!s.login_csrf_ok(&b, &va));
+        assert!(!s.login_csrf_ok("", &s.login_csrf("")));
+        // Not interchangeable with a session's CSRF value.
+        assert!(!s.csrf_ok("", &a, &va));
+        assert!(!s.login_csrf_ok(&a, &s.csrf("", &a)));
     }
 
     #[test]

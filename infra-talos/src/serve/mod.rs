@@ -11,6 +11,11 @@
 //! unrevoked principal are refused (401), and the store refuses an act in a role the
 //! principal does not hold (403).
 //!
+//! **The page's protections.** Every answer carries the headers of [`headers`] (a
+//! content security policy with `frame-ancestors 'none'`, `X-Frame-Options: DENY`);
+//! the page's cookies, its per-visitor sign-in CSRF value and who sees a plan's
+//! configuration are described in [`pages`].
+//!
 //! **Recovery mode.** While the installation is in recovery mode (§7) the service
 //! answers liveness, metrics and the recovery status only; it runs no plan, and
 //! every other route says why. The recovery commands do the rest.
@@ -23,6 +28,7 @@
 mod api;
 mod auth;
 mod controller;
+mod headers;
 mod metrics;
 mod page;
 mod pages;

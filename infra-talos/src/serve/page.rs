@@ -39,6 +39,14 @@ impl Who {
         self.roles.contains(&role)
     }
 
+    /// Whether it may read the configuration a plan applies (its redacted diff): only
+    /// a principal who may approve a plan, that is one holding the approver role. No
+    /// principal dispatches (the controller does), and every other role sees the
+    /// artifact's digest only.
+    pub(crate) fn reads_configuration(&self) -> bool {
+        self.holds(Role::Approver)
+    }
+
     /// The roles it holds among `allowed`, in `allowed`'s order.
     fn among(&self, allowed: &[Role]) -> Vec<Role> {
         allowed.iter().copied().filter(|r| self.holds(*r)).collect()
@@ -113,7 +121,9 @@ fn span(s: SpanMs) -> String {
     parts.join(" ")
 }
 
-const STYLE: &str = "
+/// The pages' one style sheet, inline; the content security policy allows it by its
+/// digest ([`super::headers`]), so it must be placed in `<style>` exactly as it is.
+pub(crate) const STYLE: &str = "
 body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1b1f24;background:#fafafa}
 header{display:flex;justify-content:space-between;align-items:center;gap:1em;padding:.6em 1.2em;background:#24292f;color:#fff}
 header a{color:#fff;margin-right:1em}
@@ -552,13 +562,14 @@ fn why_not(text: &str) -> String {
     format!("<p class=\"why\">{}</p>\n", escape(text))
 }
 
-/// One plan: what approving it binds, the redacted diff it would apply, the latest
+/// One plan: what approving it binds, the redacted diff it would apply (`None` for a
+/// reader who may not see it: see [`Who::reads_configuration`]), the latest
 /// observations, its timeline, and the acts open to the reader.
 pub(crate) fn plan_page(
     who: &Who,
     plan: &PlanView,
     machine: &MachineView,
-    diff: &ReviewDiff,
+    diff: Option<&ReviewDiff>,
     evidence: &[ObservationView],
     history: &[TimelineEntry],
 ) -> String {
@@ -641,7 +652,19 @@ pub(crate) fn plan_page(
              Applied and the release Applied is to name.</p>\n",
         );
     }
-    body.push_str(&diff_table(diff));
+    match diff {
+        Some(diff) => body.push_str(&diff_table(diff)),
+        None => {
+            let _ = writeln!(
+                body,
+                "<p class=\"withheld\">The configuration is shown only to a principal who may \
+                 approve this plan (the approver role); you hold {}. The artifact's digest \
+                 is <code>{}</code>.</p>",
+                escape(&roles_text(&who.roles)),
+                plan.artifact_digest.to_hex()
+            );
+        }
+    }
 
     body.push_str("<h2>Latest observations</h2>\n");
     body.push_str(&observations_table(plan, machine, evidence));

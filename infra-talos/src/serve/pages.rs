@@ -5,8 +5,22 @@
 //!
 //! Every page needs a proven principal (a client certificate, or the session cookie
 //! `POST /login` sets from a token the service issued); every form carries a CSRF
-//! value bound to the principal and the session, checked before anything is done; the
-//! store checks the role each act is made in.
+//! value bound to the principal and the session, checked (in constant time) before
+//! anything is done; the store checks the role each act is made in.
+//!
+//! **Sign-in.** The sign-in form is the one form posted without a session: each
+//! `GET /login` sets a fresh random pre-session cookie ([`VISITOR`]) and the form's
+//! CSRF value is the service's signature of it, so no two visitors share one and a
+//! form posted from another site, without that cookie, is refused.
+//!
+//! **Cookies.** Both cookies are `HttpOnly`, `Secure` and `SameSite=Strict`. The
+//! service only ever serves TLS (see [`super::tls`]), so `Secure` is always set;
+//! browsers keep such a cookie from `https://127.0.0.1` as from any other origin.
+//!
+//! **Configuration.** A plan's page shows the redacted diff of the configuration it
+//! applies only to a viewer who may approve the plan (the approver role; the
+//! controller, not a principal, dispatches it). Anyone else sees its artifact digest,
+//! and the artifact is not even opened for them.
 
 use std::sync::Arc;
 
@@ -19,7 +33,7 @@ use serde::Deserialize;
 
 use super::App;
 use super::api::{Peer, Problem, SESSION, principal, refuse_in_recovery, session_token};
-use super::auth::Proof;
+use super::auth::{Proof, cookie, visitor};
 use super::page::{self, Who};
 use super::review::review_diff;
 use crate::acts::{Acts, Direct, PlanRequest};
@@ -40,8 +54,22 @@ pub(crate) fn routes() -> Router<Arc<App>> {
         .route("/drift", get(drift))
 }
 
+/// The name of the sign-in page's pre-session cookie. The `__Host-` prefix has a
+/// browser refuse it unless it is `Secure`, set by this origin and for path `/`, so
+/// no other host (a sibling domain) can plant one.
+pub(crate) const VISITOR: &str = "__Host-infra_talos_login";
+
+/// How long a sign-in form stays usable.
+const VISITOR_MAX_AGE_SECS: u64 = 15 * 60;
+
 /// A page's viewer: who, the roles held, and the CSRF value for their forms.
 async fn viewer(app: &App, peer: &Peer, headers: &HeaderMap) -> Result<Who, Response> {
+    signed_in(app, peer, headers).await.map(|(who, _)| who)
+}
+
+/// A viewer, and the session their CSRF value is bound to (the session token when
+/// the session cookie proved them, empty for a client certificate).
+async fn signed_in(app: &App, peer: &Peer, headers: &HeaderMap) -> Result<(Who, String), Response> {
     let principal = match principal(app, peer, headers).await {
         Ok(p) => p,
         Err(problem) if problem.status == StatusCode::UNAUTHORIZED => {
@@ -53,11 +81,27 @@ async fn viewer(app: &App, peer: &Peer, headers: &HeaderMap) -> Result<Who, Resp
         Proof::Session => session_token(headers).unwrap_or_default(),
         _ => "",
     };
-    Ok(Who {
+    let who = Who {
         csrf: app.signer.csrf(&principal.id, session),
         principal: principal.id,
         roles: principal.roles,
-    })
+    };
+    Ok((who, session.to_owned()))
+}
+
+/// The viewer of a posted form, refused (as a page) unless the form carries the CSRF
+/// value of their session, compared in constant time.
+async fn poster(
+    app: &App,
+    peer: &Peer,
+    headers: &HeaderMap,
+    presented: &str,
+) -> Result<Who, Response> {
+    let (who, session) = signed_in(app, peer, headers).await?;
+    if !app.signer.csrf_ok(&who.principal, &session, presented) {
+        return Err(refusal(Some(&who), forged()));
+    }
+    Ok(who)
 }
 
 fn refusal(who: Option<&Who>, problem: Problem) -> Response {
@@ -108,8 +152,36 @@ async fn plans(
     }
 }
 
-async fn login_form(State(app): State<Arc<App>>) -> Html<String> {
-    Html(page::login_page(None, &app.signer.csrf("", "login")))
+async fn login_form(State(app): State<Arc<App>>) -> Response {
+    login_answer(&app, StatusCode::OK, None)
+}
+
+/// The sign-in page with `status` and `error`, for a new visitor: a fresh
+/// pre-session cookie, and the form's CSRF value bound to it.
+fn login_answer(app: &App, status: StatusCode, error: Option<&str>) -> Response {
+    let Ok(visitor) = visitor() else {
+        let problem = Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no randomness for the sign-in form; try again",
+        );
+        return refusal(None, problem);
+    };
+    let csrf = app.signer.login_csrf(&visitor);
+    let mut response = (status, Html(page::login_page(error, &csrf))).into_response();
+    set_cookie(
+        &mut response,
+        &format!(
+            "{VISITOR}={visitor}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age={VISITOR_MAX_AGE_SECS}"
+        ),
+    );
+    response
+}
+
+/// Adds a `Set-Cookie` header to `response` (one per cookie).
+fn set_cookie(response: &mut Response, cookie: &str) {
+    if let Ok(value) = HeaderValue::from_str(cookie) {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
 }
 
 #[derive(Deserialize)]
@@ -118,35 +190,41 @@ struct LoginForm {
     csrf: String,
 }
 
-async fn login(State(app): State<Arc<App>>, Form(form): Form<LoginForm>) -> Response {
-    let csrf = app.signer.csrf("", "login");
-    if !app.signer.csrf_ok("", "login", &form.csrf) {
-        return (
+async fn login(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let visitor = headers
+        .get(header::COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|c| cookie(c, VISITOR))
+        .unwrap_or_default();
+    if !app.signer.login_csrf_ok(visitor, &form.csrf) {
+        return login_answer(
+            &app,
             StatusCode::FORBIDDEN,
-            Html(page::login_page(
-                Some("the form expired; sign in again"),
-                &csrf,
-            )),
-        )
-            .into_response();
+            Some("the form expired; sign in again"),
+        );
     }
     let token = form.token.trim();
     if app.signer.verify(token, app.wall.system_time()).is_none() {
-        return (
+        return login_answer(
+            &app,
             StatusCode::UNAUTHORIZED,
-            Html(page::login_page(
-                Some("that token was not issued by this service, or it has expired"),
-                &csrf,
-            )),
-        )
-            .into_response();
+            Some("that token was not issued by this service, or it has expired"),
+        );
     }
     let mut response = Redirect::to("/").into_response();
-    if let Ok(cookie) = HeaderValue::from_str(&format!(
-        "{SESSION}={token}; HttpOnly; Secure; SameSite=Strict; Path=/"
-    )) {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
-    }
+    set_cookie(
+        &mut response,
+        &format!("{SESSION}={token}; HttpOnly; Secure; SameSite=Strict; Path=/"),
+    );
+    // The sign-in form is used up.
+    set_cookie(
+        &mut response,
+        &format!("{VISITOR}=; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=0"),
+    );
     response
 }
 
@@ -165,12 +243,8 @@ async fn logout(
     headers: HeaderMap,
     Form(form): Form<CsrfForm>,
 ) -> Response {
-    let who = match viewer(&app, &peer, &headers).await {
-        Ok(who) => who,
-        Err(r) => return r,
-    };
-    if form.csrf != who.csrf {
-        return refusal(Some(&who), forged());
+    if let Err(r) = poster(&app, &peer, &headers, &form.csrf).await {
+        return r;
     }
     let mut response = Redirect::to("/login").into_response();
     response.headers_mut().insert(
@@ -217,6 +291,11 @@ async fn plan_page(app: &App, who: &Who, id: &str) -> Result<String, Problem> {
         .into_iter()
         .filter(|e| e.plan.as_deref() == Some(id))
         .collect();
+    if !who.reads_configuration() {
+        return Ok(page::plan_page(
+            who, &plan, &machine, None, &evidence, &history,
+        ));
+    }
     let keys = app.keys.as_ref().ok_or_else(|| {
         Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -245,7 +324,12 @@ async fn plan_page(app: &App, who: &Who, id: &str) -> Result<String, Problem> {
     };
     let diff = review_diff(applied.as_ref().map(|p| p.bytes()), desired.bytes());
     Ok(page::plan_page(
-        who, &plan, &machine, &diff, &evidence, &history,
+        who,
+        &plan,
+        &machine,
+        Some(&diff),
+        &evidence,
+        &history,
     ))
 }
 
@@ -287,10 +371,10 @@ async fn form_acts(
     known: &[&str],
     form: &CsrfForm,
 ) -> Result<(Who, Direct), Response> {
-    let who = viewer_outside_recovery(app, peer, headers).await?;
-    if form.csrf != who.csrf {
-        return Err(refusal(Some(&who), forged()));
-    }
+    let who = poster(app, peer, headers, &form.csrf).await?;
+    refuse_in_recovery(app)
+        .await
+        .map_err(|p| refusal(Some(&who), p))?;
     if !known.contains(&act) {
         let problem = Problem::new(StatusCode::NOT_FOUND, "no such act");
         return Err(refusal(Some(&who), problem));

@@ -150,12 +150,15 @@ fn small_diff() -> ReviewDiff {
     )
 }
 
+/// The plan page as `who` sees it: the diff only for a reader who may see it, as the
+/// page's route decides.
 fn proposed_page(who: &Who) -> String {
+    let diff = small_diff();
     plan_page(
         who,
         &plan("cp-1-rel-42-b7", "cp-1", PlanState::Proposed),
         &machine("cp-1"),
-        &small_diff(),
+        who.reads_configuration().then_some(&diff),
         &observations(),
         &history(),
     )
@@ -297,7 +300,7 @@ fn outside_text_is_escaped() {
     );
     let pages = [
         plans_page(&who, std::slice::from_ref(&p), std::slice::from_ref(&m)),
-        plan_page(&who, &p, &m, &diff, &observations(), &h),
+        plan_page(&who, &p, &m, Some(&diff), &observations(), &h),
         timeline_page(&who, &m, &h),
         drift_page(&who, std::slice::from_ref(&m)),
         message_page(Some(&who), evil, evil, evil),
@@ -308,7 +311,7 @@ fn outside_text_is_escaped() {
         assert!(html.contains("&lt;script&gt;"), "{html}");
     }
     // An identifier in a URL is percent-encoded, then escaped.
-    let html = plan_page(&who, &p, &m, &diff, &[], &h);
+    let html = plan_page(&who, &p, &m, Some(&diff), &[], &h);
     assert!(html.contains("action=\"/plans/%3Cscript%3Ealert%281%29%3C%2Fscript%3E/approve\""));
 }
 
@@ -330,7 +333,7 @@ fn the_approve_form_is_only_for_an_approver_on_a_proposed_plan() {
         &approver(),
         &plan("p", "cp-1", PlanState::Approved),
         &machine("cp-1"),
-        &small_diff(),
+        Some(&small_diff()),
         &[],
         &[],
     );
@@ -352,25 +355,26 @@ fn every_form_posts_with_the_csrf_value() {
 fn no_secret_of_the_review_corpus_reaches_the_plan_page() {
     let diff = review::tests::corpus_diff();
     assert!(diff.withheld > 10);
-    for who in [approver(), publisher()] {
-        let html = plan_page(
-            &who,
-            &plan("cp-1-rel-42-b7", "cp-1", PlanState::Proposed),
-            &machine("cp-1"),
-            &diff,
-            &observations(),
-            &history(),
-        );
-        assert_eq!(review::tests::leaked_secret(&html), None);
-        assert!(html.contains("<code>/dev/nvme0n1</code>"));
-        assert!(html.contains("<code>cp-01</code>"));
-        assert!(html.contains(&format!("{} values are withheld", diff.withheld)));
-    }
+    let html = plan_page(
+        &approver(),
+        &plan("cp-1-rel-42-b7", "cp-1", PlanState::Proposed),
+        &machine("cp-1"),
+        Some(&diff),
+        &observations(),
+        &history(),
+    );
+    assert_eq!(review::tests::leaked_secret(&html), None);
+    assert!(html.contains("<code>/dev/nvme0n1</code>"));
+    assert!(html.contains("<code>cp-01</code>"));
+    assert!(html.contains(&format!("{} values are withheld", diff.withheld)));
     let html = plan_page(
         &approver(),
         &plan("p", "cp-1", PlanState::Proposed),
         &machine("cp-1"),
-        &review::review_diff(None, review::tests::CORPUS_DESIRED.as_bytes()),
+        Some(&review::review_diff(
+            None,
+            review::tests::CORPUS_DESIRED.as_bytes(),
+        )),
         &[],
         &[],
     );
@@ -384,8 +388,39 @@ fn a_revert_warns_that_it_overwrites_an_unseen_configuration() {
     let mut m = machine("cp-1");
     m.open_drift = Some(Revision(10));
     m.baseline_revision = Revision(9);
-    let html = plan_page(&approver(), &p, &m, &ReviewDiff::default(), &[], &[]);
+    let html = plan_page(&approver(), &p, &m, Some(&ReviewDiff::default()), &[], &[]);
     assert!(html.contains("no reviewer has seen"));
     assert!(html.contains("commitment will refuse it"));
     assert!(!html.contains("does not bind"));
+}
+
+#[test]
+fn the_configuration_is_shown_only_to_a_reader_who_may_approve() {
+    assert!(approver().reads_configuration());
+    for roles in [
+        vec![Role::Publisher],
+        vec![Role::Author],
+        vec![Role::RecoveryAdmin],
+        vec![Role::Automation],
+        vec![Role::Author, Role::Publisher, Role::RecoveryAdmin],
+        vec![],
+    ] {
+        let who = Who {
+            roles,
+            ..publisher()
+        };
+        assert!(!who.reads_configuration(), "{:?}", who.roles);
+    }
+    let p = plan("cp-1-rel-42-b7", "cp-1", PlanState::Proposed);
+    let html = plan_page(&publisher(), &p, &machine("cp-1"), None, &[], &[]);
+    assert!(!html.contains("/dev/nvme0n1"), "{html}");
+    assert!(!html.contains("changed line"), "{html}");
+    assert!(
+        html.contains("shown only to a principal who may approve this plan"),
+        "{html}"
+    );
+    assert!(html.contains(&p.artifact_digest.to_hex()), "{html}");
+    let html = proposed_page(&approver());
+    assert!(html.contains("<code>/dev/nvme0n1</code>"), "{html}");
+    assert!(!html.contains("shown only to a principal"), "{html}");
 }
