@@ -30,11 +30,12 @@ mod controller_common;
 mod pg_support;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use controller_common::*;
 use infra_core::engine::Clock;
+use infra_talos::NodeAddress;
 use infra_talos::config_digest;
 use infra_talos::contract::operation::{ControllerId, OperationState};
 use infra_talos::contract::recovery::ScopeState;
@@ -45,7 +46,6 @@ use infra_talos::controller::{
 use infra_talos::keys::{KeyProvider, LocalKeyring};
 use infra_talos::store::postgres::PgStore;
 use infra_talos::store::sqlite::SqliteStore;
-use infra_talos::NodeAddress;
 use infra_talos::store::{
     ContributionKind, DEFAULT_MAX_TRANSPORT_DEADLINE, IdentityKey, MachineSpec, ManualClock,
     PlanSpec, ScopeAccounting, SealedReleaseSpec, Settings, Store, StoreError,
@@ -57,8 +57,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::sync::Notify;
 
 /// Histories per backend.
-const SQLITE_CASES: u32 = 1500;
-const POSTGRES_CASES: u32 = 500;
+const SQLITE_CASES: u32 = 1700;
+const POSTGRES_CASES: u32 = 300;
 /// Rounds of documented acts allowed to leave recovery mode. A history needs at most
 /// four (decision, classification, restoration read and mark, release and leave);
 /// the rest is margin, so a dead end shows as a failure, not a slow test.
@@ -147,7 +147,8 @@ fn history() -> impl Strategy<Value = History> {
 // The site: one node, a keyring and a connector shared by every history of a run,
 // and a fresh database per history.
 
-/// Where a history's database lives, with its backup.
+/// Where the histories' database lives: one per run, brought back to a template (the
+/// machine imported and adopted) before each history, with the history's backup.
 enum Database {
     Sqlite {
         dir: tempfile::TempDir,
@@ -158,6 +159,10 @@ enum Database {
         url: String,
         options: PgConnectOptions,
         schema: pg_support::Schema,
+        /// The store last opened, closed before its tables are copied.
+        open: Mutex<Option<Arc<PgStore>>>,
+        /// Whether the template was saved.
+        templated: AtomicBool,
     },
 }
 
@@ -177,52 +182,88 @@ impl Database {
                 *open.lock().expect("lock") = Some(store.clone());
                 store
             }
-            Self::Postgres { options, .. } => Arc::new(
-                PgStore::connect_for_tests(options.clone(), 2, settings)
-                    .await
-                    .expect("postgres store"),
-            ),
-        }
-    }
-
-    /// Takes the backup. The SQLite store is closed for the copy and opened again.
-    async fn backup(&self, store: Arc<dyn Store>, clock: &ManualClock) -> Arc<dyn Store> {
-        match self {
-            Self::Sqlite { dir, .. } => {
-                drop(store);
-                self.close().await;
-                copy_sqlite(&dir.path().join("store.db"), &dir.path().join("backup.db"));
-                self.open(clock).await
-            }
-            Self::Postgres { url, schema, .. } => {
-                pg_copy(url, schema.name(), PgCopy::Take).await;
+            Self::Postgres { options, open, .. } => {
+                let store = Arc::new(
+                    PgStore::connect_for_tests(options.clone(), 2, settings)
+                        .await
+                        .expect("postgres store"),
+                );
+                *open.lock().expect("lock") = Some(store.clone());
                 store
             }
         }
     }
 
-    /// Restores the backup into the store's database; returns the store opened on it.
-    async fn restore(&self, store: Arc<dyn Store>, clock: &ManualClock) -> Arc<dyn Store> {
+    /// Closes the store last opened, so that its database holds every write and no
+    /// connection of it is left.
+    async fn close(&self) {
+        match self {
+            Self::Sqlite { open, .. } => {
+                let store = open.lock().expect("lock").take();
+                if let Some(store) = store {
+                    store.pool().close().await;
+                }
+            }
+            Self::Postgres { open, .. } => {
+                let store = open.lock().expect("lock").take();
+                if let Some(store) = store {
+                    store.pool().close().await;
+                }
+            }
+        }
+    }
+
+    /// Copies the database to `copy` (`template` or `backup`); the store is closed
+    /// for the copy and opened again.
+    async fn save(&self, store: Arc<dyn Store>, copy: &str, clock: &ManualClock) -> Arc<dyn Store> {
         drop(store);
         self.close().await;
         match self {
-            Self::Sqlite { dir, .. } => {
-                copy_sqlite(&dir.path().join("backup.db"), &dir.path().join("store.db"));
-            }
-            Self::Postgres { url, schema, .. } => {
-                pg_copy(url, schema.name(), PgCopy::Restore).await;
+            Self::Sqlite { dir, .. } => copy_sqlite(
+                &dir.path().join("store.db"),
+                &dir.path().join(format!("{copy}.db")),
+            ),
+            Self::Postgres {
+                url,
+                schema,
+                templated,
+                ..
+            } => {
+                pg_copy(url, schema.name(), copy, PgCopy::Take).await;
+                if copy == "template" {
+                    templated.store(true, Ordering::Relaxed);
+                }
             }
         }
         self.open(clock).await
     }
 
-    /// Closes the SQLite store last opened, so its file holds every write.
-    async fn close(&self) {
-        if let Self::Sqlite { open, .. } = self {
-            let store = open.lock().expect("lock").take();
-            if let Some(store) = store {
-                store.pool().close().await;
+    /// Brings the database back to `copy`; returns the store opened on it.
+    async fn bring_back(
+        &self,
+        store: Option<Arc<dyn Store>>,
+        copy: &str,
+        clock: &ManualClock,
+    ) -> Arc<dyn Store> {
+        drop(store);
+        self.close().await;
+        match self {
+            Self::Sqlite { dir, .. } => copy_sqlite(
+                &dir.path().join(format!("{copy}.db")),
+                &dir.path().join("store.db"),
+            ),
+            Self::Postgres { url, schema, .. } => {
+                pg_copy(url, schema.name(), copy, PgCopy::Restore).await;
             }
+        }
+        self.open(clock).await
+    }
+
+    /// Whether a template was saved.
+    fn has_template(&self) -> bool {
+        match self {
+            Self::Sqlite { dir, .. } => dir.path().join("template.db").exists(),
+            Self::Postgres { templated, .. } => templated.load(Ordering::Relaxed),
         }
     }
 }
@@ -243,14 +284,15 @@ enum PgCopy {
     Restore,
 }
 
-/// A backup of every table of `schema` into `<schema>_backup`, or its restore.
-async fn pg_copy(url: &str, schema: &str, copy: PgCopy) {
+/// A copy of every table of `schema` into schema `<schema>_<name>`, or its restore
+/// (with triggers and foreign keys off while the rows go back).
+async fn pg_copy(url: &str, schema: &str, name: &str, copy: PgCopy) {
     let pool = PgPoolOptions::new()
         .max_connections(1)
         .connect(url)
         .await
         .expect("admin connection");
-    let backup = format!("{schema}_backup");
+    let backup = format!("{schema}_{name}");
     let tables: Vec<(String,)> = sqlx::query_as(
         "SELECT table_name::text FROM information_schema.tables \
          WHERE table_schema = $1 AND table_type = 'BASE TABLE'",
@@ -297,18 +339,68 @@ async fn pg_copy(url: &str, schema: &str, copy: PgCopy) {
                 .await
                 .expect("restore a table");
             }
-            sqlx::query(run(format!("DROP SCHEMA {backup} CASCADE")))
-                .execute(&mut *conn)
-                .await
-                .expect("drop the backup");
         }
     }
     drop(conn);
     pool.close().await;
 }
 
+/// Drops the template and backup schemas of `schema`.
+async fn pg_drop_copies(url: &str, schema: &str) {
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(url)
+        .await
+        .expect("admin connection");
+    for copy in ["template", "backup"] {
+        let sql = sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {schema}_{copy} CASCADE"));
+        sqlx::query(sql).execute(&pool).await.expect("drop a copy");
+    }
+    pool.close().await;
+}
+
+/// What the histories of a run left open at their entries, counted so the run
+/// shows it reached each case.
+#[derive(Default)]
+struct Seen {
+    restored_from_backup: AtomicUsize,
+    with_attempt: AtomicUsize,
+    without_attempt: AtomicUsize,
+    none_open: AtomicUsize,
+}
+
+impl Seen {
+    fn note(&self, from_backup: bool, open: &[infra_talos::store::OperationView]) {
+        if from_backup {
+            self.restored_from_backup.fetch_add(1, Ordering::Relaxed);
+        }
+        let counter = match open.iter().map(|o| o.attempts).max() {
+            None => &self.none_open,
+            Some(0) => &self.without_attempt,
+            Some(_) => &self.with_attempt,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Display for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = |c: &AtomicUsize| c.load(Ordering::Relaxed);
+        write!(
+            f,
+            "{} restored from a backup; at the entry an open operation with an attempt in {}, \
+             one with none in {}, nothing open in {}",
+            n(&self.restored_from_backup),
+            n(&self.with_attempt),
+            n(&self.without_attempt),
+            n(&self.none_open),
+        )
+    }
+}
+
 /// What every history of one run shares.
 struct Site {
+    seen: Seen,
     clock: ManualClock,
     sim: Arc<TalosSim>,
     keyring: Arc<LocalKeyring>,
@@ -340,6 +432,7 @@ impl Site {
             },
         );
         Site {
+            seen: Seen::default(),
             clock,
             sim: Arc::new(sim),
             keyring,
@@ -371,7 +464,11 @@ impl Site {
     /// The node as before any history, and a fresh store that imported and adopted it.
     async fn fresh(&self, db: &Database) -> Arc<dyn Store> {
         self.sim.clear_faults();
+        self.sim.release_held();
         self.sim.set_facts(node_facts());
+        if db.has_template() {
+            return db.bring_back(None, "template", &self.clock).await;
+        }
         let store = db.open(&self.clock).await;
         register_people(store.as_ref()).await;
         let facts = self.sim.facts();
@@ -399,6 +496,7 @@ impl Site {
             expires,
         )
         .await;
+        let store = db.save(store, "template", &self.clock).await;
         store
     }
 
@@ -424,9 +522,11 @@ impl Site {
         release
     }
 
-    /// A new release and an approved plan for it; `None` when the store refused
-    /// the plan or its approval (an open operation holds the scope, say).
+    /// A new release and an approved plan for it, a revert while a drift record is
+    /// open (§6.4); `None` when the store refused the plan or its approval (an open
+    /// operation holds the scope, say).
     async fn approved_plan(&self, store: &dyn Store) -> Option<String> {
+        let revert = store.machine(MACHINE).await.ok()?.open_drift.is_some();
         let release = self.publish(store).await;
         let plan = format!("p-{release}");
         store
@@ -441,7 +541,7 @@ impl Site {
                     transport_deadline: TRANSPORT,
                     verification_deadline: SpanMs::from_secs(60),
                     max_attempts: 3,
-                    revert: false,
+                    revert,
                 },
             )
             .await
@@ -515,17 +615,16 @@ async fn play(
                 // A refusal or unreachable node ends the start; nothing to keep.
                 let _ = site.executor(&store, next_id).start().await;
             }
-            Step::Wait => site
-                .clock
-                .advance(SpanMs(TRANSPORT.0 + FLOOR.0 + 1000)),
-            Step::Drift => site
-                .sim
-                .drift_config(format!("{}# changed by hand {next_id}\n", String::from_utf8_lossy(&base_config()))),
+            Step::Wait => site.clock.advance(SpanMs(TRANSPORT.0 + FLOOR.0 + 1000)),
+            Step::Drift => site.sim.drift_config(format!(
+                "{}# changed by hand {next_id}\n",
+                String::from_utf8_lossy(&base_config())
+            )),
             Step::Backup if !backed_up => {
                 for task in running.drain(..) {
                     task.abort();
                 }
-                store = db.backup(store, &site.clock).await;
+                store = db.save(store, "backup", &site.clock).await;
                 backed_up = true;
             }
             Step::Backup => {}
@@ -545,13 +644,16 @@ async fn recover(site: &Site, store: &Arc<dyn Store>) -> Result<usize, String> {
     let restart = site.executor(store, RESTART);
     let mut seen = Vec::new();
     for round in 0..ROUNDS {
-        let scope = store.machine(MACHINE).await.map_err(|e| e.to_string())?.scope;
+        let scope = store
+            .machine(MACHINE)
+            .await
+            .map_err(|e| e.to_string())?
+            .scope;
         if scope == ScopeState::Normal {
             return Ok(round);
         }
-        site.clock.advance(SpanMs(
-            DEFAULT_MAX_TRANSPORT_DEADLINE.0 + FLOOR.0 + 1000,
-        ));
+        site.clock
+            .advance(SpanMs(DEFAULT_MAX_TRANSPORT_DEADLINE.0 + FLOOR.0 + 1000));
         let pass = restart.recovery_pass().await.map_err(|e| e.to_string())?;
         let mut line = format!(
             "round {round}: scope {scope}; pass {:?}",
@@ -578,7 +680,11 @@ async fn recover(site: &Site, store: &Arc<dyn Store>) -> Result<usize, String> {
                 .map(|o| (o.operation.clone(), o.state))
                 .collect::<Vec<_>>()
         );
-        if store.machine(MACHINE).await.map_err(|e| e.to_string())?.scope
+        if store
+            .machine(MACHINE)
+            .await
+            .map_err(|e| e.to_string())?
+            .scope
             != ScopeState::PreRestoreUnaccounted
         {
             let marked = store.mark_scope(&admin(), MACHINE, None).await;
@@ -590,7 +696,11 @@ async fn recover(site: &Site, store: &Arc<dyn Store>) -> Result<usize, String> {
         }
         seen.push(line);
     }
-    let scope = store.machine(MACHINE).await.map_err(|e| e.to_string())?.scope;
+    let scope = store
+        .machine(MACHINE)
+        .await
+        .map_err(|e| e.to_string())?
+        .scope;
     if scope == ScopeState::Normal {
         return Ok(ROUNDS);
     }
@@ -653,21 +763,25 @@ async fn check_restored(
             .iter()
             .find(|e| e.kind == "classification" && e.detail.starts_with("safe to retry"))
         {
-            return Err(format!("restored operation {op} was found safe to retry: {e:?}"));
+            return Err(format!(
+                "restored operation {op} was found safe to retry: {e:?}"
+            ));
         }
         if mine.iter().any(|e| e.kind == "attempt") {
-            return Err(format!("restored operation {op} made an attempt after the entry"));
+            return Err(format!(
+                "restored operation {op} made an attempt after the entry"
+            ));
         }
     }
     Ok(())
 }
 
 /// One history, end to end.
-async fn run_history(site: &Site, db: Database, h: &History) -> Result<(), String> {
-    let store = site.fresh(&db).await;
-    let (store, backed_up) = play(site, &db, store, &h.steps).await;
+async fn run_history(site: &Site, db: &Database, h: &History) -> Result<(), String> {
+    let store = site.fresh(db).await;
+    let (store, backed_up) = play(site, db, store, &h.steps).await;
     let store = if h.restore && backed_up {
-        db.restore(store, &site.clock).await
+        db.bring_back(Some(store), "backup", &site.clock).await
     } else {
         store
     };
@@ -687,13 +801,9 @@ async fn run_history(site: &Site, db: Database, h: &History) -> Result<(), Strin
         .find(|e| e.kind == "recovery_entry")
         .map(|e| e.revision)
         .ok_or("no entry on the timeline")?;
-    let restored: Vec<String> = store
-        .open_operations()
-        .await
-        .map_err(|e| e.to_string())?
-        .into_iter()
-        .map(|o| o.id)
-        .collect();
+    let open = store.open_operations().await.map_err(|e| e.to_string())?;
+    site.seen.note(h.restore && backed_up, &open);
+    let restored: Vec<String> = open.into_iter().map(|o| o.id).collect();
     let sent_at_entry = site.applies();
     recover(site, &store).await?;
     if site.applies() != sent_at_entry {
@@ -726,6 +836,27 @@ async fn run_history(site: &Site, db: Database, h: &History) -> Result<(), Strin
 // ---------------------------------------------------------------------------------
 // The runs.
 
+/// A directory for a history's SQLite files: in memory-backed `/dev/shm` where there
+/// is one (the property writes thousands of small databases), else the temporary
+/// directory.
+fn scratch_dir() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(dir) = tempfile::tempdir_in(shm)
+    {
+        return dir;
+    }
+    tempfile::tempdir().expect("dir")
+}
+
+/// The histories of one run: `PROPTEST_CASES` when set, else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 fn runner(cases: u32) -> TestRunner {
     TestRunner::new(Config {
         cases,
@@ -738,24 +869,30 @@ fn runner(cases: u32) -> TestRunner {
     })
 }
 
-fn run_property(name: &str, cases: u32, make: impl Fn(&tokio::runtime::Runtime) -> Database) {
+fn run_property(name: &str, cases: u32, make: impl FnOnce(&tokio::runtime::Runtime) -> Database) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
     let site = rt.block_on(Site::new());
+    let db = make(&rt);
     let count = AtomicUsize::new(0);
-    let result = runner(cases).run(&history(), |h| {
+    let result = runner(self::cases(cases)).run(&history(), |h| {
         count.fetch_add(1, Ordering::Relaxed);
-        let db = make(&rt);
-        rt.block_on(run_history(&site, db, &h))
+        rt.block_on(run_history(&site, &db, &h))
             .map_err(TestCaseError::fail)
     });
     println!(
-        "recovery liveness histories: {} ({name})",
-        count.load(Ordering::Relaxed)
+        "recovery liveness histories: {} ({name}; {})",
+        count.load(Ordering::Relaxed),
+        site.seen
     );
+    rt.block_on(db.close());
+    if let Database::Postgres { url, schema, .. } = &db {
+        rt.block_on(pg_drop_copies(url, schema.name()));
+    }
+    drop(db);
     if let Err(e) = result {
         panic!("{name}: {e}");
     }
@@ -767,7 +904,7 @@ fn run_property(name: &str, cases: u32, make: impl Fn(&tokio::runtime::Runtime) 
 #[test]
 fn recovery_mode_always_ends_on_sqlite() {
     run_property("sqlite", SQLITE_CASES, |_| Database::Sqlite {
-        dir: tempfile::tempdir().expect("dir"),
+        dir: scratch_dir(),
         open: Mutex::new(None),
     });
 }
@@ -783,6 +920,8 @@ fn recovery_mode_always_ends_on_postgres() {
             url: url.clone(),
             options,
             schema,
+            open: Mutex::new(None),
+            templated: AtomicBool::new(false),
         }
     });
 }
