@@ -124,7 +124,7 @@ fn answer() -> impl Strategy<Value = Answer> {
 fn stop() -> impl Strategy<Value = Option<Interruption>> {
     prop_oneof![
         1 => Just(None),
-        3 => proptest::sample::select(Interruption::ALL.to_vec()).prop_map(Some),
+        5 => proptest::sample::select(Interruption::ALL.to_vec()).prop_map(Some),
     ]
 }
 
@@ -139,7 +139,7 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 fn history() -> impl Strategy<Value = History> {
-    (proptest::collection::vec(step(), 0..6), any::<bool>())
+    (proptest::collection::vec(step(), 1..6), any::<bool>())
         .prop_map(|(steps, restore)| History { steps, restore })
 }
 
@@ -157,7 +157,7 @@ enum Database {
     },
     Postgres {
         url: String,
-        options: PgConnectOptions,
+        options: Box<PgConnectOptions>,
         schema: pg_support::Schema,
         /// The store last opened, closed before its tables are copied.
         open: Mutex<Option<Arc<PgStore>>>,
@@ -184,7 +184,7 @@ impl Database {
             }
             Self::Postgres { options, open, .. } => {
                 let store = Arc::new(
-                    PgStore::connect_for_tests(options.clone(), 2, settings)
+                    PgStore::connect_for_tests((**options).clone(), 2, settings)
                         .await
                         .expect("postgres store"),
                 );
@@ -496,8 +496,7 @@ impl Site {
             expires,
         )
         .await;
-        let store = db.save(store, "template", &self.clock).await;
-        store
+        db.save(store, "template", &self.clock).await
     }
 
     /// Publishes a new release for the machine; returns its name.
@@ -918,7 +917,7 @@ fn recovery_mode_always_ends_on_postgres() {
         let (schema, options) = rt.block_on(pg_support::schema(&url, "liveness"));
         Database::Postgres {
             url: url.clone(),
-            options,
+            options: Box::new(options),
             schema,
             open: Mutex::new(None),
             templated: AtomicBool::new(false),
