@@ -1,7 +1,9 @@
 //! The controller in recovery mode against the SQLite store and a simulated node over
 //! real gRPC (§7.2, §7.3): the recovery pass paces recovery observations from the
-//! entry, takes the restoration observation the mark relies on, sends nothing, and
-//! `start` leaves a scope alone until it is released.
+//! entry, takes the restoration observation the mark relies on, sends nothing;
+//! `start` leaves a scope alone until its step 1 decision, then classifies its restored
+//! operation from a completion observation, sending nothing, so that the scope can be
+//! marked, released and recovery mode left (§7.3 step 5).
 
 mod controller_common;
 
@@ -10,7 +12,7 @@ use std::sync::Arc;
 use controller_common::*;
 use infra_talos::contract::SpanMs;
 use infra_talos::contract::evidence::ObservationPurpose;
-use infra_talos::contract::operation::ControllerId;
+use infra_talos::contract::operation::{ControllerId, OperationState};
 use infra_talos::contract::recovery::{BlockedOn, ScopeState};
 use infra_talos::controller::{
     Executor, ExecutorSettings, Interruption, InterruptionHook, RecoveryAction, RecoveryPass,
@@ -165,5 +167,103 @@ async fn start_leaves_an_unreleased_scope_alone() {
         "no takeover on an unreleased scope"
     );
     assert_eq!(w.applies(), 0);
+    w.stop().await;
+}
+
+/// §7.3 step 5 with §8.7's operation S: its request landed, its answer was lost with
+/// the controller, and the database came back with it sending. Once the step 1
+/// decision accounts its attempt, the next start takes a completion observation and
+/// classifies it completed, sending nothing; its scope is then marked ready,
+/// released, and recovery mode is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_classifies_a_restored_operation_and_recovery_mode_ends() {
+    let w = World::new().await;
+    w.approved_plan("p1", "rel-1", 3).await;
+    let hook: InterruptionHook = Arc::new(|point| {
+        Box::pin(async move {
+            if point == Interruption::ResponseReceived {
+                std::future::pending::<()>().await;
+            }
+        })
+    });
+    let first = w.executor(A).with_interruptions(hook);
+    let running = tokio::spawn(async move { first.run_plan("p1").await });
+    while w.applies() == 0 {
+        tokio::task::yield_now().await;
+    }
+    running.abort();
+    let op = w
+        .store
+        .plan("p1")
+        .await
+        .expect("plan")
+        .operation
+        .expect("operation");
+    w.store
+        .enter_recovery(&admin(), entry_now(w.store.as_ref(), ControllerId(B)).await)
+        .await
+        .expect("entry");
+    let restart = deployed(&w, 0xc3);
+    // Before the step 1 decision the start leaves the operation alone.
+    assert!(restart.start().await.expect("start").is_empty());
+    w.clock
+        .advance(SpanMs(DEFAULT_MAX_TRANSPORT_DEADLINE.0 + 1000));
+    let mut decided = false;
+    for _ in 0..4 {
+        restart.recovery_pass().await.expect("pass");
+        let decision = w
+            .store
+            .account_scopes(
+                &admin(),
+                ScopeAccounting {
+                    machines: vec![MACHINE.into()],
+                    settle_floor: FLOOR,
+                    explanation: None,
+                },
+            )
+            .await;
+        if decision.is_ok() {
+            decided = true;
+            break;
+        }
+        w.clock.advance(FLOOR);
+    }
+    assert!(decided, "the step 1 decision never passed");
+    let scope = w.store.machine(MACHINE).await.expect("machine").scope;
+    assert_eq!(scope, ScopeState::Unresolved);
+
+    let outcomes = restart.start().await.expect("start");
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    assert_eq!(outcomes[0].operation, op);
+    assert_eq!(outcomes[0].state, OperationState::Completed);
+    assert_eq!(outcomes[0].sends, 0);
+    let machine = w.store.machine(MACHINE).await.expect("machine");
+    assert_eq!(machine.applied_release.as_deref(), Some("rel-1"));
+
+    assert!(matches!(
+        action(&restart.recovery_pass().await.expect("pass")),
+        RecoveryAction::RestorationObserved { .. }
+    ));
+    assert_eq!(
+        w.store
+            .mark_scope(&admin(), MACHINE, None)
+            .await
+            .expect("mark"),
+        ScopeState::Ready
+    );
+    w.store
+        .release_scope(&admin(), MACHINE)
+        .await
+        .expect("release");
+    w.store.leave_recovery(&admin()).await.expect("leave");
+    assert_eq!(
+        w.store.machine(MACHINE).await.expect("machine").scope,
+        ScopeState::Normal
+    );
+    assert_eq!(
+        w.applies(),
+        1,
+        "the restored operation's request was sent once"
+    );
     w.stop().await;
 }

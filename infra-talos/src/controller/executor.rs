@@ -60,7 +60,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    fn new(plan: &PlanView, operation: &str) -> Self {
+    pub(super) fn new(plan: &PlanView, operation: &str) -> Self {
         Self {
             plan: plan.id.clone(),
             operation: operation.to_owned(),
@@ -247,7 +247,10 @@ impl Executor {
     /// instance owns, then resumes each (§3.4, §5.3). Takeovers happen here and at
     /// recovery-admin's request ([`Executor::take_over_at_request`]), never on a
     /// timer. In recovery mode, operations on scopes not released in the current
-    /// epoch are left where they are (§7.3 step 7).
+    /// epoch are never resumed (§7.3 step 7): a restored one with an attempt whose
+    /// scope the step 1 decision has accounted is classified instead, sending
+    /// nothing ([`Executor::classify_restored`], §7.3 step 5); the rest are left
+    /// where they are.
     ///
     /// # Errors
     ///
@@ -256,9 +259,12 @@ impl Executor {
         let mut outcomes = Vec::new();
         let recovery = self.in_recovery().await?;
         for view in self.store.open_operations().await? {
-            // §7.3 step 7: in recovery mode only a released scope's operations move.
-            if recovery && self.store.machine(&view.machine).await?.scope != ScopeState::Released {
-                continue;
+            if recovery {
+                let scope = self.store.machine(&view.machine).await?.scope;
+                if scope != ScopeState::Released {
+                    outcomes.extend(self.classify_restored(&view, scope).await?);
+                    continue;
+                }
             }
             let token = if view.owner.controller == self.id {
                 view.owner
@@ -472,7 +478,7 @@ impl Executor {
     }
 
     /// Clients for `machine`, reached at the endpoint the store records.
-    async fn connect(&self, machine: &str) -> Result<MachineClients, ExecutorError> {
+    pub(super) async fn connect(&self, machine: &str) -> Result<MachineClients, ExecutorError> {
         let view = self.store.machine(machine).await?;
         self.connector.connect(&view).await
     }
@@ -571,7 +577,7 @@ impl Executor {
         Ok(out)
     }
 
-    async fn all_accounted(&self, view: &OperationView) -> Result<bool, ExecutorError> {
+    pub(super) async fn all_accounted(&self, view: &OperationView) -> Result<bool, ExecutorError> {
         Ok(self
             .store
             .attempts(&view.id)
@@ -594,7 +600,7 @@ impl Executor {
             .find(|o| o.basis == basis))
     }
 
-    async fn completion_observation(
+    pub(super) async fn completion_observation(
         &self,
         plan: &PlanView,
         clients: &MachineClients,

@@ -14,16 +14,25 @@
 //!   recovery-admin's mark (`Store::mark_scope`) rests on a read of the machine as it
 //!   is now. The store applies the drift rules to it.
 //!
+//! - the restoration observation of an unresolved scope once no operation holds it
+//!   any more, so that the mark after the classification below rests on one.
+//!
 //! The recovery pass never sends, and never decides: accounting, marking, release and
 //! leaving recovery mode are recovery-admin's acts.
+//!
+//! A start in recovery mode (`Executor::start`) classifies each restored operation
+//! with an attempt once its scope is accounted ([`Executor::classify_restored`],
+//! §7.3 step 5): from a completion observation it takes then, sending nothing. That
+//! is what lets an unresolved scope be marked, released, and recovery mode be left.
 
 use serde::{Deserialize, Serialize};
 
-use super::{Executor, ExecutorError};
+use super::{Executor, ExecutorError, Outcome};
 use crate::contract::evidence::ObservationPurpose;
+use crate::contract::operation::OperationState;
 use crate::contract::recovery::{BlockedOn, ScopeState};
 use crate::contract::{InstantMs, Revision};
-use crate::store::MachineView;
+use crate::store::{MachineView, OperationView, StoreError};
 
 /// What the recovery pass did for one machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,6 +127,12 @@ impl Executor {
                 {
                     self.restoration_read(machine).await?
                 }
+                ScopeState::Unresolved
+                    if !self.operation_holds(machine).await?
+                        && !self.restoration_recorded_since_decision(machine).await? =>
+                {
+                    self.restoration_read(machine).await?
+                }
                 _ => RecoveryAction::Waits,
             };
             pass.steps.push(RecoveryStep {
@@ -127,6 +142,71 @@ impl Executor {
             });
         }
         Ok(pass)
+    }
+
+    /// §7.3 step 5 at a start in recovery mode, for an operation on a scope not
+    /// released: a restored operation with an attempt, on a scope the step 1
+    /// decision has accounted and with every attempt accounted (by its response or
+    /// by that decision), is taken over (§3.4) and classified under §5.1 from a
+    /// completion observation taken now — completed or failed, or left unresolved
+    /// for a later start when the evidence decides neither (a health check still
+    /// converging, say). Nothing is sent: a restored operation never retries, its
+    /// approval being from another epoch, and is never classified rejected (the
+    /// store's classification holds both). `None` when the operation waits: its
+    /// scope is still pre-restore unaccounted, it has no attempt (the step 1
+    /// decision ends it cancelled), an attempt is still unaccounted, or another
+    /// instance took it over first.
+    ///
+    /// # Errors
+    ///
+    /// A store failure; an unreachable machine leaves the operation as it is.
+    pub async fn classify_restored(
+        &self,
+        view: &OperationView,
+        scope: ScopeState,
+    ) -> Result<Option<Outcome>, ExecutorError> {
+        if scope == ScopeState::PreRestoreUnaccounted
+            || view.state != OperationState::Unresolved
+            || view.attempts == 0
+            || !self.all_accounted(view).await?
+        {
+            return Ok(None);
+        }
+        let token = if view.owner.controller == self.id {
+            view.owner
+        } else {
+            match self
+                .store
+                .takeover(&view.id, view.owner.generation, self.id)
+                .await
+            {
+                Ok(token) => token,
+                Err(StoreError::Refused { .. }) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let plan = self.store.plan(&view.plan).await?;
+        let mut out = Outcome::new(&plan, &view.id);
+        out.state = view.state;
+        let clients = match self.connect(&view.machine).await {
+            Ok(clients) => clients,
+            Err(ExecutorError::Store(e)) => return Err(e.into()),
+            Err(_) => return Ok(Some(out)),
+        };
+        self.completion_observation(&plan, &clients).await?;
+        out.classification = Some(self.store.classify(&view.id, token).await?);
+        out.state = self.store.operation(&view.id).await?.state;
+        Ok(Some(out))
+    }
+
+    /// Whether an operation that is not terminal holds the machine's scope.
+    async fn operation_holds(&self, machine: &MachineView) -> Result<bool, ExecutorError> {
+        Ok(self
+            .store
+            .operations_of(&machine.id)
+            .await?
+            .iter()
+            .any(|o| !o.state.is_terminal()))
     }
 
     /// A recovery observation of a pre-restore unaccounted scope, when due.
