@@ -75,7 +75,7 @@ pub enum MachineConfigProblem {
     KeyNotMapping {
         /// Which document, from 1.
         document: usize,
-        /// The key (one of [`V1ALPHA1_KEYS`]).
+        /// The key (`cluster`: `machine` missing or not a mapping is `NoMachine`).
         key: &'static str,
     },
     /// A top-level switch of the `v1alpha1` document is not `true` or `false`.
