@@ -1,8 +1,9 @@
 //! Key custody through the `infra-talos` binary: releases published and plans run
-//! under OpenBao/Vault Transit (the in-process Transit stand-in), the service started
-//! on Transit showing a plan's configuration to its approver, the refusals when
-//! Transit is unreachable or the token is wrong, and the warnings given at start
-//! about where a keyring file sits.
+//! under OpenBao/Vault Transit (the in-process Transit stand-in, also behind a TLS
+//! front verified against the configured authority), the service started on Transit
+//! showing a plan's configuration to its approver, the refusals when Transit is
+//! unreachable, sealed or the token is wrong, and the warnings given at start about
+//! where a keyring file sits.
 //!
 //! Every command here is the binary in a process of its own, configured as an
 //! operator configures it (a configuration file or the environment); the bench's
@@ -351,8 +352,15 @@ async fn transit_refusals_are_clear_and_leak_nothing() {
     bench.ok(BOB, &["approve", "p1"]).await;
     server.seal();
     let ran = binary(&bench, &good, None, &["run", "p1"]).await;
-    assert_ne!(ran.code, 0, "{}", ran.all());
-    assert!(ran.all().contains("the server is sealed"), "{}", ran.all());
+    assert_eq!(ran.code, 1, "{}", ran.all());
+    assert!(
+        ran.err.contains(
+            "refused: key provider transit is unavailable (the server is sealed); key \
+             artifacts was not used"
+        ),
+        "{}",
+        ran.err
+    );
     ran.assert_clean();
     assert!(bench.applies().is_empty(), "{:?}", bench.applies());
     server.shutdown().await;
@@ -658,6 +666,147 @@ async fn a_transit_token_file_others_may_read_is_warned_about() {
         )],
         "{}",
         ran.err
+    );
+    server.shutdown().await;
+    bench.stop().await;
+}
+
+/// A TLS front for the Transit stand-in on a free loopback port, serving `cert_pem`
+/// (its key `key_pem`) and passing each request on to `upstream` in plain HTTP; its
+/// address. Its threads end with the test process.
+fn tls_front(upstream: std::net::SocketAddr, cert_pem: &str, key_pem: &str) -> String {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .expect("certificate");
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key");
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = std::sync::Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .expect("server config"),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = listener.local_addr().expect("address").port();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming().flatten() {
+            let config = std::sync::Arc::clone(&config);
+            std::thread::spawn(move || {
+                let _ = relay(tcp, config, upstream);
+            });
+        }
+    });
+    format!("https://127.0.0.1:{port}")
+}
+
+/// Passes the requests of one TLS connection on, each over a connection of its own
+/// that the stand-in closes after answering.
+fn relay(
+    tcp: std::net::TcpStream,
+    config: std::sync::Arc<rustls::ServerConfig>,
+    upstream: std::net::SocketAddr,
+) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let connection = rustls::ServerConnection::new(config).map_err(std::io::Error::other)?;
+    let mut tls = rustls::StreamOwned::new(connection, tcp);
+    loop {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if tls.read(&mut byte)? == 0 {
+                return Ok(());
+            }
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        let length = head
+            .lines()
+            .filter_map(|line| line.split_once(':'))
+            .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        let mut body = vec![0u8; length];
+        tls.read_exact(&mut body)?;
+        let mut plain = std::net::TcpStream::connect(upstream)?;
+        plain.write_all(
+            head.replacen("\r\n", "\r\nConnection: close\r\n", 1)
+                .as_bytes(),
+        )?;
+        plain.write_all(&body)?;
+        let mut answer = Vec::new();
+        plain.read_to_end(&mut answer)?;
+        tls.write_all(&answer)?;
+        tls.flush()?;
+    }
+}
+
+/// Transit over HTTPS: the engine's certificate is verified against the configured
+/// `ca_certificate`, and against no other root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transit_over_https_trusts_the_configured_authority_only() {
+    let bench = Bench::imported().await;
+    let (server, _) = transit(&bench).await;
+    server_certificate(&bench);
+    let pki = bench.dir.path().join(PKI);
+    let read = |name: &str| std::fs::read_to_string(pki.join(name)).expect("pki file");
+    let address = tls_front(
+        server.socket_addr(),
+        &read("server.crt"),
+        &read("server.key"),
+    );
+    let with_ca = |ca: &Path| {
+        let Keys::TransitFile(config) = transit_config(&bench, &address, TOKEN) else {
+            unreachable!()
+        };
+        let mut value: Value =
+            serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+        value["transit"]["ca_certificate"] = ca.display().to_string().into();
+        std::fs::write(&config, value.to_string()).unwrap();
+        Keys::TransitFile(config)
+    };
+
+    // Another authority: the engine's certificate is refused, nothing is sealed.
+    let stranger = bench.dir.path().join("stranger-ca.crt");
+    let authority =
+        infra_talos::identity::Authority::generate("stranger", cli_support::wall_now()).unwrap();
+    std::fs::write(&stranger, &authority.certificate_pem).unwrap();
+    let ran = publish(
+        &bench,
+        &with_ca(&stranger),
+        HANDOVER_RELEASE,
+        &artifact(HANDOVER_RELEASE),
+    )
+    .await;
+    assert_eq!(ran.code, 2, "{}", ran.all());
+    assert!(
+        ran.err.contains("key provider transit is unavailable"),
+        "{}",
+        ran.err
+    );
+    ran.assert_clean();
+    assert_eq!(desired(&bench).await, Value::Null);
+
+    // The installation's authority, which issued it: sealed over HTTPS.
+    let ran = publish(
+        &bench,
+        &with_ca(&pki.join("ca.crt")),
+        HANDOVER_RELEASE,
+        &artifact(HANDOVER_RELEASE),
+    )
+    .await;
+    assert_eq!(ran.code, 0, "{}", ran.all());
+    assert_eq!(desired(&bench).await, HANDOVER_RELEASE);
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| r.path == "/v1/transit/encrypt/artifacts"),
+        "{:?}",
+        server.requests()
     );
     server.shutdown().await;
     bench.stop().await;
