@@ -34,7 +34,8 @@ pub enum Keys {
     Missing(String),
     /// A local keyring; `publish` makes a key it does not hold yet.
     Keyring(Arc<LocalKeyring>),
-    /// Another provider (the service's own).
+    /// Another provider: Transit, or the service's own. `publish` seals only under
+    /// a key it already holds.
     Provider(Arc<dyn KeyProvider>),
 }
 

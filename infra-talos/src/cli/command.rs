@@ -84,7 +84,13 @@ async fn act(command: Command, config: &Config, acts: &dyn Acts) -> Result<Strin
                 .collect();
             out = inventory_text(&rows, json);
         }
-        Command::Publish(args) => out = publish(acts, args).await?,
+        Command::Publish(args) => {
+            let key = args
+                .key
+                .clone()
+                .unwrap_or_else(|| config.custody.default_key().to_owned());
+            out = publish(acts, args, key).await?;
+        }
         Command::Plan(args) => {
             let request = plan_request(args.machine, args.options, args.revert, args.adopt);
             out = plan(acts, request).await?;
@@ -258,7 +264,7 @@ fn inventory_text(rows: &[crate::acts::InventoryRow], json: bool) -> String {
     out
 }
 
-async fn publish(acts: &dyn Acts, args: PublishArgs) -> Result<String, Failure> {
+async fn publish(acts: &dyn Acts, args: PublishArgs, key: String) -> Result<String, Failure> {
     let actor = acts.actor()?;
     let mut artifacts = Vec::new();
     for (machine, file) in &args.artifacts {
@@ -284,7 +290,7 @@ async fn publish(acts: &dyn Acts, args: PublishArgs) -> Result<String, Failure> 
     let published = acts
         .publish(PublishRequest {
             release: args.release,
-            key: args.key,
+            key,
             authors: args.authors,
             artifacts,
         })

@@ -7,13 +7,16 @@
 //!
 //! **Configuration.** The acting principal's proof (`certificate`, `private_key`) and
 //! role (`role`), the store (`database`: `sqlite:<path>` or a `postgres://` URL), the
-//! local keyring's directory (`keyring`), the talosconfig used to reach nodes
+//! key custody artifacts are sealed and opened under (`transit`, recommended, or for
+//! development the local keyring's directory, `keyring`; see [`custody`]), where the
+//! store's backups are taken from (`backups_dir`), the talosconfig used to reach nodes
 //! (`talosconfig`) and the service to act through instead of the store (`server`,
 //! `server_ca`, `token_file`) come from a JSON file (`--config`, or
 //! `INFRA_TALOS_CONFIG`) and from the environment (`INFRA_TALOS_DATABASE`,
-//! `INFRA_TALOS_KEYRING`, `INFRA_TALOS_TALOSCONFIG`, `INFRA_TALOS_SERVER`), the
-//! environment winning; the flags win over both. No environment variable names who
-//! acts: `INFRA_TALOS_ACTOR` and `INFRA_TALOS_ROLE` are refused.
+//! `INFRA_TALOS_TRANSIT_*`, `INFRA_TALOS_KEYRING`, `INFRA_TALOS_BACKUPS_DIR`,
+//! `INFRA_TALOS_TALOSCONFIG`, `INFRA_TALOS_SERVER`), the environment winning; the
+//! flags win over both. No environment variable names who acts: `INFRA_TALOS_ACTOR`
+//! and `INFRA_TALOS_ROLE` are refused.
 //!
 //! **Through the service.** With `--server`, every act but `init`, `serve` and
 //! `recovery enter` is made through the service's JSON API (see [`crate::acts`]),
@@ -36,6 +39,7 @@
 //! No output, record or error ever holds a configuration's plaintext or a secret.
 
 mod command;
+mod custody;
 mod database;
 mod drift;
 mod identity;
@@ -60,9 +64,9 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 use serde::Deserialize;
 
-use crate::acts::{ActError, Acts, Controller, Grounds, Keys, PlanRequest};
+use crate::acts::{ActError, Acts, Controller, Grounds, PlanRequest};
 use crate::contract::{Role, SpanMs};
-use crate::keys::LocalKeyring;
+use custody::Custody;
 use database::{Db, open_store};
 
 use crate::store::{Actor, StoreError};
@@ -75,7 +79,8 @@ pub struct TalosArgs {
     #[arg(long, global = true)]
     pub database: Option<String>,
     /// A JSON configuration file (`certificate`, `private_key`, `role`, `database`,
-    /// `keyring`, `talosconfig`, `server`, `server_ca`, `token_file`).
+    /// `transit`, `keyring`, `backups_dir`, `talosconfig`, `server`, `server_ca`,
+    /// `token_file`).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
     /// The acting principal's client certificate (PEM), issued by the installation's
@@ -308,9 +313,10 @@ pub struct PublishArgs {
     /// `<machine>=<file>`: the configuration file made for a machine (repeat).
     #[arg(long = "artifact", required = true, value_parser = parse_pair)]
     pub artifacts: Vec<(String, PathBuf)>,
-    /// The key to seal with (created in the keyring if missing).
-    #[arg(long, default_value = "artifacts")]
-    pub key: String,
+    /// The key to seal with (default: the configuration's `transit.key`, else
+    /// `artifacts`). A Transit key must exist; a keyring key is made if missing.
+    #[arg(long)]
+    pub key: Option<String>,
     /// Someone who authored content in the release (repeat).
     #[arg(long = "authored-by")]
     pub authors: Vec<String>,
@@ -512,7 +518,10 @@ struct FileConfig {
     private_key: Option<PathBuf>,
     role: Option<String>,
     database: Option<String>,
+    /// The Transit key custody (see [`custody`]).
+    transit: Option<custody::TransitFile>,
     keyring: Option<PathBuf>,
+    backups_dir: Option<PathBuf>,
     talosconfig: Option<PathBuf>,
     server: Option<String>,
     server_ca: Option<PathBuf>,
@@ -530,7 +539,10 @@ struct Config {
     database: Option<String>,
     /// `--create`: a missing SQLite store file may be made.
     create: bool,
-    keyring: Option<PathBuf>,
+    /// What artifacts are sealed and opened with.
+    custody: Custody,
+    /// Where the store's backups are taken from, when configured.
+    backups_dir: Option<PathBuf>,
     talosconfig: Option<PathBuf>,
     /// `--server`: the service to act through.
     server: Option<String>,
@@ -591,9 +603,16 @@ impl Config {
                 .or_else(|| var("INFRA_TALOS_DATABASE"))
                 .or(file.database),
             create: args.create,
-            keyring: var("INFRA_TALOS_KEYRING")
+            custody: Custody::resolve(
+                file.transit,
+                var("INFRA_TALOS_KEYRING")
+                    .map(PathBuf::from)
+                    .or(file.keyring),
+                env,
+            )?,
+            backups_dir: var("INFRA_TALOS_BACKUPS_DIR")
                 .map(PathBuf::from)
-                .or(file.keyring),
+                .or(file.backups_dir),
             talosconfig: var("INFRA_TALOS_TALOSCONFIG")
                 .map(PathBuf::from)
                 .or(file.talosconfig),
@@ -616,26 +635,26 @@ impl Config {
         }
     }
 
-    /// What acts are made on when made on the store: the keyring and talosconfig
-    /// configured, each refused with why when an act needs it and it is missing.
+    /// What acts are made on when made on the store: the key custody and
+    /// talosconfig configured, each refused with why when an act needs it and it is
+    /// missing.
     fn grounds(&self, db: &Db) -> Grounds {
-        let keys = match self.keyring() {
-            Ok(keyring) => Keys::Keyring(Arc::new(keyring)),
-            Err(why) => Keys::Missing(why),
-        };
         Grounds {
             store: Arc::clone(&db.store),
             inventory: Arc::clone(&db.inventory),
-            keys,
+            keys: self.custody.keys(),
             controller: Controller::Talosconfig(self.talosconfig.clone()),
         }
     }
 
-    fn keyring(&self) -> Result<LocalKeyring, String> {
-        let dir = self.keyring.as_ref().ok_or(
-            "no keyring directory: set `keyring` in the configuration, or INFRA_TALOS_KEYRING",
-        )?;
-        LocalKeyring::open(dir).map_err(|e| e.to_string())
+    /// Logs the key custody's start warnings (see [`custody`]).
+    fn warn_about_custody(&self) {
+        for warning in self
+            .custody
+            .warnings(self.database.as_deref(), self.backups_dir.as_deref())
+        {
+            tracing::warn!("{warning}");
+        }
     }
 }
 
@@ -715,6 +734,9 @@ async fn dispatch(command: Command, mut config: Config) -> Result<String, Failur
     }
     let db = open_store(config.database.as_deref(), config.create).await?;
     config.acting = Some(identity::acting(&config, db.store.as_ref()).await);
+    if uses_keys(&command) {
+        config.warn_about_custody();
+    }
     match command {
         Command::Init(args) => identity::init(&db, args).await,
         Command::Serve(args) => serve::serve(&db, &config, args).await,
@@ -735,6 +757,15 @@ async fn dispatch(command: Command, mut config: Config) -> Result<String, Failur
             command::on_acts(command, &config, &acts).await
         }
     }
+}
+
+/// The commands that seal or open artifacts (or check that they open), and so give
+/// the key custody's start warnings.
+fn uses_keys(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Serve(_) | Command::Publish(_) | Command::Run(_) | Command::Recovery(_)
+    )
 }
 
 /// The commands made on the store only, and why, as a user reads it.

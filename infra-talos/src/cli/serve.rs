@@ -119,8 +119,18 @@ pub(super) async fn serve(db: &Db, config: &Config, args: ServeArgs) -> Result<S
         std::fs::read_to_string(path)
             .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", path.display())))
     };
-    let keys: Arc<dyn crate::keys::KeyProvider> =
-        Arc::new(config.keyring().map_err(Failure::Usage)?);
+    let keys = config.custody.provider().map_err(Failure::Usage)?;
+    config
+        .custody
+        .check_at_start()
+        .await
+        .map_err(Failure::Usage)?;
+    if config.custody.is_keyring() {
+        tracing::warn!(
+            "artifacts are sealed with the local keyring file, which is meant for \
+             development: Transit (`transit` in the configuration) is the recommended custody"
+        );
+    }
     let settings = ServeSettings {
         keys: Some(Arc::clone(&keys)),
         ca_certificate_pem: identity.ca_certificate,

@@ -25,10 +25,13 @@
 //!
 //! Providers:
 //!
-//! - [`LocalKeyring`]: the embedded default, keys in a file under a directory the
-//!   caller gives, XChaCha20-Poly1305.
-//! - `TransitClient` (feature `transit`): an OpenBao or HashiCorp Vault Transit
-//!   secrets engine over HTTP.
+//! - `TransitClient` (feature `transit`, which the `cli` feature enables): an
+//!   OpenBao or HashiCorp Vault Transit secrets engine over HTTP or HTTPS. The
+//!   recommended custody: the key never leaves the engine, so no backup of the store
+//!   holds it.
+//! - [`LocalKeyring`]: keys in a file under a directory the caller gives,
+//!   XChaCha20-Poly1305; for development. The file is the key: it is never backed up
+//!   with the store.
 //!
 //! Plaintext, key material and tokens never appear in an error, a log line or a
 //! `Debug` output: [`Plaintext`] shows its length and digest only.

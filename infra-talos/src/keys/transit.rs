@@ -34,8 +34,10 @@
 //! [`KeyError::Unavailable`]; 404 on a key is [`KeyError::KeyNotFound`]. No response
 //! body, token, plaintext or ciphertext is ever put in an error.
 //!
-//! This build speaks plain HTTP: put the server on loopback or behind a local
-//! TLS-terminating proxy.
+//! **Transport.** An `http://` address is spoken in plain HTTP (a server on loopback
+//! or behind a local TLS-terminating proxy); an `https://` address needs the
+//! certificate authority its server certificate is verified against
+//! ([`TransitConfig::with_ca_certificate_pem`]): no other root is trusted.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -100,6 +102,9 @@ pub struct TransitConfig {
     pub mount: String,
     /// The time limit of each request (default 10 s).
     pub timeout: Duration,
+    /// The certificate authority (PEM) an `https://` server's certificate is verified
+    /// against; required for `https://`, refused for `http://`.
+    pub ca_certificate_pem: Option<String>,
 }
 
 impl TransitConfig {
@@ -112,7 +117,16 @@ impl TransitConfig {
             namespace: None,
             mount: "transit".to_owned(),
             timeout: Duration::from_secs(10),
+            ca_certificate_pem: None,
         }
+    }
+
+    /// With the server's certificate verified against this authority (PEM), for an
+    /// `https://` address.
+    #[must_use]
+    pub fn with_ca_certificate_pem(mut self, pem: impl Into<String>) -> Self {
+        self.ca_certificate_pem = Some(pem.into());
+        self
     }
 
     /// With this namespace.
@@ -190,8 +204,10 @@ impl TransitClient {
     ///
     /// # Errors
     ///
-    /// [`KeyError::Unsupported`] when the address is not plain `http://` or the mount
-    /// path is not made of path segments like key names.
+    /// [`KeyError::Unsupported`] when the address is neither `http://` nor `https://`,
+    /// when an `https://` address comes without a usable authority certificate (or an
+    /// `http://` one with one), or when the mount path is not made of path segments
+    /// like key names.
     pub fn new(config: TransitConfig) -> Result<Self, KeyError> {
         let unsupported = |reason: &str| KeyError::Unsupported {
             provider: PROVIDER.to_owned(),
@@ -200,11 +216,25 @@ impl TransitClient {
             reason: reason.to_owned(),
         };
         let address = config.address.trim_end_matches('/');
-        if !address.starts_with("http://") {
-            return Err(unsupported(
-                "the address must be http:// (this build speaks plain HTTP)",
-            ));
-        }
+        let tls = if address.starts_with("https://") {
+            let pem = config.ca_certificate_pem.as_deref().ok_or_else(|| {
+                unsupported(
+                    "an https:// address needs the authority its certificate is verified \
+                     against (the Transit CA certificate)",
+                )
+            })?;
+            Some(tls_config(pem).map_err(|reason| unsupported(&reason))?)
+        } else if address.starts_with("http://") {
+            if config.ca_certificate_pem.is_some() {
+                return Err(unsupported(
+                    "a CA certificate is given for an http:// address: use https://, or \
+                     give no CA certificate",
+                ));
+            }
+            None
+        } else {
+            return Err(unsupported("the address must be http:// or https://"));
+        };
         let mount = config.mount.trim_matches('/');
         if mount.is_empty()
             || mount
@@ -217,10 +247,14 @@ impl TransitClient {
         // build can ask for that); ring is then installed for the process, once. One the
         // application installed first is kept.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .timeout(config.timeout)
             .connect_timeout(config.timeout)
-            .no_proxy()
+            .no_proxy();
+        if let Some(tls) = tls {
+            builder = builder.tls_backend_preconfigured(tls);
+        }
+        let http = builder
             .build()
             .map_err(|_| unsupported("the HTTP client cannot be built"))?;
         Ok(TransitClient {
@@ -634,6 +668,30 @@ impl KeyProvider for TransitClient {
     }
 }
 
+/// A TLS client configuration trusting only the authority in `pem`.
+fn tls_config(pem: &str) -> Result<rustls::ClientConfig, String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    let mut found = 0usize;
+    for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+        let cert = cert.map_err(|_| "the Transit CA certificate is not valid PEM".to_owned())?;
+        roots
+            .add(cert)
+            .map_err(|_| "the Transit CA certificate cannot be used as a root".to_owned())?;
+        found += 1;
+    }
+    if found == 0 {
+        return Err("the Transit CA certificate file holds no certificate".to_owned());
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|_| "no TLS protocol version is available".to_owned())?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
 /// The version in a `vault:vN:` ciphertext prefix.
 fn ciphertext_version(ciphertext: &str) -> Option<u32> {
     let rest = ciphertext.strip_prefix("vault:v")?;
@@ -758,9 +816,27 @@ mod tests {
             Err(KeyError::Unsupported { reason, .. }) => reason,
             other => panic!("expected an unsupported configuration, got {other:?}"),
         };
+        assert_eq!(
+            reason(TransitConfig::new("ftp://vault", token.clone())),
+            "the address must be http:// or https://"
+        );
         assert!(
             reason(TransitConfig::new("https://vault", token.clone()))
-                .starts_with("the address must be http://")
+                .starts_with("an https:// address needs the authority")
+        );
+        assert_eq!(
+            reason(
+                TransitConfig::new("https://vault", token.clone())
+                    .with_ca_certificate_pem("not a certificate")
+            ),
+            "the Transit CA certificate file holds no certificate"
+        );
+        assert!(
+            reason(
+                TransitConfig::new("http://127.0.0.1:1", token.clone())
+                    .with_ca_certificate_pem("x")
+            )
+            .starts_with("a CA certificate is given for an http:// address")
         );
         assert_eq!(
             reason(TransitConfig::new("http://127.0.0.1:1", token.clone()).with_mount("a/../b")),

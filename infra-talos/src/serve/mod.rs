@@ -68,7 +68,8 @@ pub struct ServeSettings {
     pub server_key_pem: String,
     /// The controller's timers.
     pub passes: PassSettings,
-    /// Opens artifacts for the approval page's diffs (the controller's keyring).
+    /// Opens artifacts for the approval page's diffs: the controller's key custody
+    /// (Transit, or the development keyring).
     pub keys: Option<Arc<dyn KeyProvider>>,
 }
 
