@@ -18,7 +18,7 @@ pub(crate) fn date_of_day(days: i64) -> (i64, i64, i64) {
 
 /// Milliseconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 #[cfg_attr(not(feature = "cli"), allow(dead_code, reason = "the command line's"))]
-pub fn iso(ms: u64) -> String {
+pub(crate) fn iso(ms: u64) -> String {
     let days = i64::try_from(ms / 86_400_000).unwrap_or(0);
     let rem = ms % 86_400_000;
     let (y, m, d) = date_of_day(days);
@@ -37,7 +37,7 @@ pub fn iso(ms: u64) -> String {
     not(feature = "serve"),
     allow(dead_code, reason = "the command line's and the service's")
 )]
-pub fn parse_iso(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_iso(text: &str) -> Result<u64, String> {
     let bad = || format!("{text:?} is not a UTC time like 2026-12-02T15:04:05Z");
     let rest = text.strip_suffix('Z').ok_or_else(bad)?;
     let (date, time) = rest.split_once('T').ok_or_else(bad)?;

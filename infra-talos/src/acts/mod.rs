@@ -30,7 +30,10 @@
 //! service can prove anyone. Entering recovery mode is an act like the others
 //! (recovery-admin's, §7.2), by either road: the entry names a fresh controller
 //! instance as the taker of every open operation, so whichever road made it, the
-//! next controller start takes them over in the new epoch.
+//! next controller start takes them over in the new epoch. A service on a store
+//! just restored is started with the recovery start
+//! ([`crate::serve::start_for_recovery`]), which takes nothing over and answers
+//! nothing but liveness and the entry until the entry commits.
 
 mod direct;
 mod wire;

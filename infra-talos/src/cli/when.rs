@@ -2,7 +2,21 @@
 //! `YYYY-MM-DDTHH:MM:SS.mmmZ`, and read back from that form (UTC, the fraction
 //! optional) where an operator gives a time on the command line.
 
-pub use crate::civil::{iso, parse_iso};
+/// Milliseconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+#[must_use]
+pub fn iso(ms: u64) -> String {
+    crate::civil::iso(ms)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.mmm]Z` as milliseconds since the Unix epoch; `Err` says
+/// what is wrong with the text.
+///
+/// # Errors
+///
+/// Text that is not such a time, saying so.
+pub fn parse_iso(text: &str) -> Result<u64, String> {
+    crate::civil::parse_iso(text)
+}
 
 /// The wall clock now, read through the injected clock (certificate validity).
 pub(super) fn wall_now() -> std::time::SystemTime {

@@ -217,8 +217,8 @@ pub async fn start(
 /// The recovery start (§7.2, `serve --recovery-start`), on a store just restored:
 /// as [`start`], but until recovery-admin's entry commits (the store's epoch moves)
 /// the controller takes nothing over and runs nothing, and the service answers
-/// liveness, `whoami` and `POST /api/v1/recovery/enter` only (see
-/// [`recovery_start`]). It never enters recovery mode by itself.
+/// liveness, `whoami` and `POST /api/v1/recovery/enter` only. It never enters
+/// recovery mode by itself.
 ///
 /// # Errors
 ///
