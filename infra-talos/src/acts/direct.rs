@@ -6,8 +6,9 @@ use std::sync::Arc;
 use infra_core::engine::SystemClock;
 
 use super::wire::{
-    Approval, CreatedPlan, Deadlines, InventoryRow, MachineHistory, Marked, PlanRequest,
-    PublishRequest, Published, RecoveryStatus, RunOutcome, RunReport, ScopeLine, WatchedRead,
+    Approval, CreatedPlan, Deadlines, Entered, EntryRequest, InventoryRow, MachineHistory, Marked,
+    PlanRequest, PublishRequest, Published, RecoveryStatus, RunOutcome, RunReport, ScopeLine,
+    WatchedRead,
 };
 use super::{ActError, ActResult, Acts, in_recovery, refusal_text};
 use crate::backend::{Inventory, WallTime};
@@ -23,8 +24,8 @@ use crate::keys::{
 };
 use crate::store::{
     AccountingRequest, Actor, AdoptPlanSpec, BlanketApproval, ContributionKind, IdentityEvent,
-    MachineSpec, MachineView, PlanSpec, PlanView, PrincipalSpec, PrincipalView, ScopeAccounting,
-    SealedReleaseSpec, Store, StoreError,
+    MachineSpec, MachineView, PlanSpec, PlanView, PrincipalSpec, PrincipalView, RecoveryEntry,
+    ScopeAccounting, SealedReleaseSpec, Store, StoreError,
 };
 
 /// The keys acts seal and open with.
@@ -538,6 +539,20 @@ impl Acts for Direct {
             .store()
             .record_accounting_decision(&self.actor()?, request)
             .await?)
+    }
+
+    async fn enter_recovery(&self, request: EntryRequest) -> ActResult<Entered> {
+        let actor = self.actor()?;
+        let entry = RecoveryEntry {
+            controller: crate::controller::fresh_controller_id().map_err(executor_failure)?,
+            stopped_at: request.stopped_at,
+            backups: request.backups,
+        };
+        let epoch = self.store().enter_recovery(&actor, entry).await?;
+        Ok(Entered {
+            epoch: epoch.to_string(),
+            scopes: self.store().machines().await?.len(),
+        })
     }
 
     async fn recovery_status(&self) -> ActResult<RecoveryStatus> {

@@ -22,21 +22,27 @@
 //! | [`Acts::freeze`], [`Acts::unfreeze`], [`Acts::history`] | `POST /machines/{id}/freeze`, `…/unfreeze`, `GET …/timeline` |
 //! | [`Acts::drift`] | `POST /drift` |
 //! | [`Acts::account`] | `POST /accounting` |
+//! | [`Acts::enter_recovery`] | `POST /recovery/enter` |
 //! | [`Acts::recovery_status`], [`Acts::observe_recovery`], [`Acts::account_scopes`], [`Acts::mark_scope`], [`Acts::release_scope`], [`Acts::leave_recovery`] | `GET /recovery`, `POST /recovery/observe`, `…/account`, `…/{machine}/mark`, `…/{machine}/release`, `…/leave` |
 //! | [`Acts::principals`], [`Acts::register_principal`], [`Acts::change_roles`], [`Acts::revoke_identity`], [`Acts::identity_journal`] | `GET`, `POST /principals`, `POST /principals/{id}/roles`, `…/revoke`, `GET /identity-journal` |
 //!
-//! Entering recovery mode and bootstrapping the installation are made on the store
-//! only: both come before any controller may run against it (§7: a service started
-//! on a restored store would take over operations before the epoch is new).
+//! Bootstrapping the installation is made on the store only: it comes before any
+//! service can prove anyone. Entering recovery mode is an act like the others
+//! (recovery-admin's, §7.2), by either road: the entry names a fresh controller
+//! instance as the taker of every open operation, so whichever road made it, the
+//! next controller start takes them over in the new epoch. A service on a store
+//! just restored is started with the recovery start
+//! ([`crate::serve::start_for_recovery`]), which takes nothing over and answers
+//! nothing but liveness and the entry until the entry commits.
 
 mod direct;
 mod wire;
 
 pub use direct::{Controller, Direct, Grounds, Keys, NoKeys};
 pub use wire::{
-    Approval, ArtifactUpload, CreatedPlan, Deadlines, InventoryRow, MachineHistory, Marked,
-    PlanRequest, PublishRequest, Published, RecoveryStatus, RunOutcome, RunReport, ScopeLine,
-    WatchedRead,
+    Approval, ArtifactUpload, CreatedPlan, Deadlines, Entered, EntryRequest, InventoryRow,
+    MachineHistory, Marked, PlanRequest, PublishRequest, Published, RecoveryStatus, RunOutcome,
+    RunReport, ScopeLine, WatchedRead,
 };
 
 use crate::contract::comparison::Comparison;
@@ -136,8 +142,8 @@ pub fn refusal_text(e: &StoreError) -> String {
 /// The result of an act.
 pub type ActResult<T> = Result<T, ActError>;
 
-/// Every act of the command set but bootstrap, recovery entry and certificate
-/// issuance (which need the authority's key or come before any controller).
+/// Every act of the command set but bootstrap and certificate issuance (which need
+/// the authority's key).
 #[async_trait::async_trait]
 pub trait Acts: Send + Sync {
     /// Who acts: the proven principal in the role asked for.
@@ -189,6 +195,10 @@ pub trait Acts: Send + Sync {
     async fn drift(&self) -> ActResult<DriftPass>;
     /// Records recovery-admin's accounting decision for an attempt (§5.2).
     async fn account(&self, request: AccountingRequest) -> ActResult<()>;
+    /// Enters recovery mode after a restore (recovery-admin, §7.2): a new epoch,
+    /// every scope pre-restore unaccounted, every open operation taken over into it
+    /// by a fresh controller instance, and the entry's record.
+    async fn enter_recovery(&self, request: EntryRequest) -> ActResult<Entered>;
     /// Where recovery mode and each scope stand.
     async fn recovery_status(&self) -> ActResult<RecoveryStatus>;
     /// The controller's recovery pass.

@@ -4,11 +4,11 @@ use serde::{Deserialize, Serialize};
 use zeroize::Zeroizing;
 
 use crate::backend::InventoryRecord;
-use crate::contract::SpanMs;
 use crate::contract::operation::OperationState;
 use crate::contract::recovery::{Dependency, ScopeState};
+use crate::contract::{InstantMs, SpanMs};
 use crate::controller::ExecutorSettings;
-use crate::store::{MachineView, OperationView, PlanView, TimelineEntry};
+use crate::store::{MachineView, OperationView, PlanView, RestoredBackup, TimelineEntry};
 
 /// An inventoried machine: its record and its state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -274,4 +274,69 @@ pub struct Marked {
     pub scope: ScopeState,
     /// The first dependency the check found missing.
     pub missing: Option<Dependency>,
+}
+
+/// `recovery enter`: when every pre-restore controller instance was stopped, and
+/// each backup family restored (§7.2). The controller instance the entry names is
+/// the road's own choice, so it is not asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryRequest {
+    /// When the last pre-restore controller instance was stopped (ms since the Unix
+    /// epoch); not after the entry.
+    pub stopped_at: InstantMs,
+    /// The backups restored: at least one, each family once.
+    pub backups: Vec<RestoredBackup>,
+}
+
+impl EntryRequest {
+    /// An entry from an operator's text: the stop as a UTC time
+    /// (`2026-12-02T15:04:05Z`) and each backup as `FAMILY=ID@TIME`, as the command
+    /// line's `recovery enter` and the page's form take them.
+    ///
+    /// # Errors
+    ///
+    /// A time or a backup that does not parse, saying which and why. What the store
+    /// checks (the stop not after now, at least one backup, each family once) is
+    /// left to it, so that both roads refuse in its words.
+    pub fn parse<S: AsRef<str>>(stopped_at: &str, backups: &[S]) -> Result<EntryRequest, String> {
+        let stopped_at = crate::civil::parse_iso(stopped_at.trim())?;
+        let backups = backups
+            .iter()
+            .map(|b| restored_backup(b.as_ref().trim()))
+            .collect::<Result<_, _>>()?;
+        Ok(EntryRequest {
+            stopped_at: InstantMs(stopped_at),
+            backups,
+        })
+    }
+}
+
+/// `FAMILY=ID@TIME` as a restored backup.
+fn restored_backup(text: &str) -> Result<RestoredBackup, String> {
+    let bad = |why: &str| format!("--backup {text:?}: {why}");
+    let (family, rest) = text
+        .split_once('=')
+        .ok_or_else(|| bad("expected FAMILY=ID@TIME"))?;
+    let (backup, taken) = rest
+        .rsplit_once('@')
+        .ok_or_else(|| bad("expected FAMILY=ID@TIME"))?;
+    if family.trim().is_empty() || backup.trim().is_empty() {
+        return Err(bad(
+            "the family and the backup's identity must not be blank",
+        ));
+    }
+    Ok(RestoredBackup {
+        family: family.to_owned(),
+        backup: backup.to_owned(),
+        taken_at: InstantMs(crate::civil::parse_iso(taken).map_err(|why| bad(&why))?),
+    })
+}
+
+/// Recovery mode entered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entered {
+    /// The new epoch.
+    pub epoch: String,
+    /// The machine scopes now pre-restore unaccounted.
+    pub scopes: usize,
 }

@@ -18,10 +18,9 @@
 //! flags win over both. No environment variable names who acts: `INFRA_TALOS_ACTOR`
 //! and `INFRA_TALOS_ROLE` are refused.
 //!
-//! **Through the service.** With `--server`, every act but `init`, `serve` and
-//! `recovery enter` is made through the service's JSON API (see [`crate::acts`]),
-//! proven by the client certificate or a token; its output and exit code are the
-//! same as on the store.
+//! **Through the service.** With `--server`, every act but `init` and `serve` is made
+//! through the service's JSON API (see [`crate::acts`]), proven by the client
+//! certificate or a token; its output and exit code are the same as on the store.
 //!
 //! **The store** (`database`). A `sqlite:<path>` file must exist unless `--create` is
 //! given; a store in memory (`sqlite:`, `sqlite::memory:`) is refused. A file holding
@@ -626,15 +625,6 @@ impl Config {
         })
     }
 
-    /// The authenticated acting principal (see [`identity`]).
-    fn actor(&self) -> Result<Actor, Failure> {
-        match &self.acting {
-            Some(Ok(actor)) => Ok(actor.clone()),
-            Some(Err(why)) => Err(Failure::Usage(why.clone())),
-            None => Err(Failure::Usage("no acting identity".into())),
-        }
-    }
-
     /// What acts are made on when made on the store: the key custody and
     /// talosconfig configured, each refused with why when an act needs it and it is
     /// missing.
@@ -740,10 +730,6 @@ async fn dispatch(command: Command, mut config: Config) -> Result<String, Failur
     match command {
         Command::Init(args) => identity::init(&db, args).await,
         Command::Serve(args) => serve::serve(&db, &config, args).await,
-        Command::Recovery(RecoveryCommand::Enter {
-            stopped_at,
-            backups,
-        }) => recovery::enter(&db, &config, &stopped_at, &backups).await,
         Command::Token { .. } => Err(Failure::Usage(
             "a token is issued by the service: give --server URL".into(),
         )),
@@ -773,9 +759,6 @@ fn store_only(command: &Command) -> Option<&'static str> {
     match command {
         Command::Init(_) => Some("bootstrapping the installation (`init`)"),
         Command::Serve(_) => Some("`serve`"),
-        Command::Recovery(RecoveryCommand::Enter { .. }) => {
-            Some("entering recovery mode (it comes before any controller runs on a restored store)")
-        }
         _ => None,
     }
 }

@@ -5,7 +5,8 @@
 //!
 //! 1. stop every controller instance that ran against the store before the restore;
 //! 2. `enter`, naming when they were stopped and each backup restored: a new epoch,
-//!    every scope pre-restore unaccounted, every open operation taken over into it;
+//!    every scope pre-restore unaccounted, every open operation taken over into it
+//!    (on the database, or through a service started with `--recovery-start`);
 //! 3. `observe`, repeated as the reads fall due (it says when): the recovery reads
 //!    step 1 needs, then the restoration read a mark needs. It sends nothing;
 //! 4. `account` the scopes (the step 1 decision), then `observe` once more;
@@ -18,13 +19,12 @@ use std::fmt::Write as _;
 
 use clap::Subcommand;
 
-use super::when::{iso, parse_iso};
+use super::when::iso;
 use super::{Config, Failure, pretty, who};
-use crate::acts::{Acts, Deadlines, RecoveryStatus};
-use crate::cli::database::Db;
-use crate::contract::{InstantMs, SpanMs};
+use crate::acts::{Acts, Deadlines, EntryRequest, RecoveryStatus};
+use crate::contract::SpanMs;
 use crate::controller::{RecoveryAction, RecoveryPass};
-use crate::store::{RecoveryEntry, RestoredBackup, ScopeAccounting};
+use crate::store::ScopeAccounting;
 
 /// `recovery` subcommands.
 #[derive(Debug, Subcommand)]
@@ -92,34 +92,8 @@ pub enum RecoveryCommand {
     Leave,
 }
 
-/// `recovery enter`, made on the store only: it comes before any controller runs on
-/// a restored store.
-pub(super) async fn enter(
-    db: &Db,
-    config: &Config,
-    stopped_at: &str,
-    backups: &[String],
-) -> Result<String, Failure> {
-    let actor = config.actor()?;
-    let entry = RecoveryEntry {
-        controller: crate::controller::fresh_controller_id()
-            .map_err(|e| Failure::Usage(e.to_string()))?,
-        stopped_at: InstantMs(parse_iso(stopped_at).map_err(Failure::Usage)?),
-        backups: backups
-            .iter()
-            .map(|b| backup(b))
-            .collect::<Result<_, _>>()?,
-    };
-    let epoch = db.store.enter_recovery(&actor, entry).await?;
-    let scopes = db.store.machines().await?.len();
-    Ok(format!(
-        "recovery mode entered by {}: epoch {epoch}; {scopes} scope(s) pre-restore \
-         unaccounted; nothing is sent to a machine until its scope is released\n",
-        who(&actor)
-    ))
-}
-
-/// Runs one `recovery` subcommand but `enter`; returns what it prints.
+/// Runs one `recovery` subcommand, on the store or through the service; returns what
+/// it prints.
 pub(super) async fn execute(
     acts: &dyn Acts,
     _config: &Config,
@@ -127,10 +101,21 @@ pub(super) async fn execute(
 ) -> Result<String, Failure> {
     let mut out = String::new();
     match command {
-        RecoveryCommand::Enter { .. } => {
-            return Err(Failure::Usage(
-                "entering recovery mode is made on the store (--database)".into(),
-            ));
+        RecoveryCommand::Enter {
+            stopped_at,
+            backups,
+        } => {
+            let request = EntryRequest::parse(&stopped_at, &backups).map_err(Failure::Usage)?;
+            let actor = acts.actor()?;
+            let entered = acts.enter_recovery(request).await?;
+            let _ = writeln!(
+                out,
+                "recovery mode entered by {}: epoch {}; {} scope(s) pre-restore \
+                 unaccounted; nothing is sent to a machine until its scope is released",
+                who(&actor),
+                entered.epoch,
+                entered.scopes
+            );
         }
         RecoveryCommand::Status { json } => out = status(&acts.recovery_status().await?, json),
         RecoveryCommand::Observe {
@@ -207,27 +192,6 @@ pub(super) async fn execute(
         }
     }
     Ok(out)
-}
-
-/// `FAMILY=ID@TIME` as a restored backup.
-fn backup(text: &str) -> Result<RestoredBackup, Failure> {
-    let bad = |why: &str| Failure::Usage(format!("--backup {text:?}: {why}"));
-    let (family, rest) = text
-        .split_once('=')
-        .ok_or_else(|| bad("expected FAMILY=ID@TIME"))?;
-    let (backup, taken) = rest
-        .rsplit_once('@')
-        .ok_or_else(|| bad("expected FAMILY=ID@TIME"))?;
-    if family.trim().is_empty() || backup.trim().is_empty() {
-        return Err(bad(
-            "the family and the backup's identity must not be blank",
-        ));
-    }
-    Ok(RestoredBackup {
-        family: family.to_owned(),
-        backup: backup.to_owned(),
-        taken_at: InstantMs(parse_iso(taken).map_err(|why| bad(&why))?),
-    })
 }
 
 /// Recovery mode and each scope, as text or JSON.

@@ -18,8 +18,9 @@ use serde_json::{Value, json};
 
 use super::{Config, Failure};
 use crate::acts::{
-    ActError, ActResult, Acts, Approval, CreatedPlan, Deadlines, InventoryRow, MachineHistory,
-    Marked, PlanRequest, PublishRequest, Published, RecoveryStatus, RunReport, ScopeLine,
+    ActError, ActResult, Acts, Approval, CreatedPlan, Deadlines, Entered, EntryRequest,
+    InventoryRow, MachineHistory, Marked, PlanRequest, PublishRequest, Published, RecoveryStatus,
+    RunReport, ScopeLine,
 };
 use crate::contract::{Role, SpanMs};
 use crate::controller::{DriftPass, RecoveryPass};
@@ -338,6 +339,11 @@ impl Acts for Remote {
             .act("/accounting", json!({ "request": request }))
             .await?;
         Ok(())
+    }
+
+    async fn enter_recovery(&self, request: EntryRequest) -> ActResult<Entered> {
+        self.act("/recovery/enter", json!({ "entry": request }))
+            .await
     }
 
     async fn recovery_status(&self) -> ActResult<RecoveryStatus> {

@@ -29,16 +29,24 @@ pub struct ServeArgs {
     /// Its private key (PEM).
     #[arg(long, value_name = "FILE")]
     pub server_key: PathBuf,
-    /// How often approved plans are looked for and run: `30s`, `1m`.
+    /// How often approved plans are looked for and run: `30s`, `1m`. In recovery
+    /// mode, how often the recovery pass takes the reads that have fallen due.
     #[arg(long, default_value = "10s", value_parser = parse_period)]
     pub every: Duration,
-    /// How often the drift pass observes every machine with an Applied release.
+    /// How often the drift pass observes every machine with an Applied release (the
+    /// first pass one interval after start, never at start).
     #[arg(long, default_value = "5m", value_parser = parse_period)]
     pub drift_every: Duration,
     /// Answer the API and the page only: run no plan and no drift pass (a replica
     /// beside the controller instance).
     #[arg(long)]
     pub no_controller: bool,
+    /// The recovery start, on a store just restored (§7.2): until recovery-admin
+    /// enters recovery mode (`recovery enter`, through this service or on the
+    /// database) take nothing over, run nothing, and answer liveness and the entry
+    /// only. Then serve as any start in recovery mode.
+    #[arg(long)]
+    pub recovery_start: bool,
     /// The deployment's settle floor for accounting (§5.2), in seconds.
     #[arg(long, default_value_t = 30)]
     pub settle_floor: u64,
@@ -157,9 +165,12 @@ pub(super) async fn serve(db: &Db, config: &Config, args: ServeArgs) -> Result<S
         store: Arc::clone(&db.store),
         inventory: Arc::clone(&db.inventory),
     };
-    let running = crate::serve::start(stores, controller, settings, listener)
-        .await
-        .map_err(|e| Failure::Usage(e.to_string()))?;
+    let running = if args.recovery_start {
+        crate::serve::start_for_recovery(stores, controller, settings, listener).await
+    } else {
+        crate::serve::start(stores, controller, settings, listener).await
+    }
+    .map_err(|e| Failure::Usage(e.to_string()))?;
     tracing::info!(addr = %running.addr, "serving");
     let stop = running.stop_handle();
     tokio::spawn(async move {

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::App;
 use super::auth::{Principal, Proof, cookie};
-use crate::acts::{ActError, Acts, Deadlines, Direct, PlanRequest, PublishRequest};
+use crate::acts::{ActError, Acts, Deadlines, Direct, EntryRequest, PlanRequest, PublishRequest};
 use crate::contract::{Role, SpanMs};
 use crate::store::{
     AccountingRequest, Actor, MachineSpec, PrincipalKind, PrincipalSpec, ScopeAccounting,
@@ -135,6 +135,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/inventory", get(inventory))
         .route("/drift", post(drift))
         .route("/accounting", post(account))
+        .route("/recovery/enter", post(enter_recovery))
         .route("/recovery/observe", post(observe_recovery))
         .route("/recovery/account", post(account_scopes))
         .route("/recovery/{machine}/mark", post(mark_scope))
@@ -156,6 +157,10 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(super::metrics_route))
         .nest("/api/v1", api)
         .merge(super::pages::routes())
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&app),
+            super::recovery_start::gate,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&app),
             super::count_status,
@@ -260,14 +265,20 @@ pub(crate) async fn refuse_in_recovery(app: &App) -> Result<(), Problem> {
     if app.in_recovery().await? {
         return Err(Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "recovery mode is in effect: this service answers liveness, metrics and the \
-             recovery status only; use the recovery commands until every scope is released",
+            "recovery mode is in effect: this service answers liveness, metrics, the \
+             recovery status and acts, and the acts recovery never stops (revoking an \
+             approval, a blanket grant or an identity; cancelling a plan; freezing a \
+             machine); everything else waits until every scope is released and recovery \
+             mode is left",
         ));
     }
     Ok(())
 }
 
-/// An API request's proven principal, in recovery mode too: the recovery routes'.
+/// An API request's proven principal, in recovery mode too: the recovery routes'
+/// (entry included), and those of the acts §7.5 always allows — revoking an
+/// approval, a blanket grant or an identity, cancelling a plan, freezing a scope.
+/// Everything else takes [`Caller`] and is refused in recovery mode.
 pub(crate) struct Recoverer(pub(crate) Principal);
 
 impl axum::extract::FromRequestParts<Arc<App>> for Recoverer {
@@ -310,6 +321,19 @@ async fn healthz() -> &'static str {
 async fn readyz(State(app): State<Arc<App>>) -> Response {
     if app.stopping.load(std::sync::atomic::Ordering::SeqCst) {
         return (StatusCode::SERVICE_UNAVAILABLE, "stopping\n").into_response();
+    }
+    match app.awaiting_entry().await {
+        Ok(false) => {}
+        Ok(true) => {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "awaiting recovery-mode entry\n",
+            )
+                .into_response();
+        }
+        Err(e) => {
+            return (StatusCode::SERVICE_UNAVAILABLE, format!("store: {e}\n")).into_response();
+        }
     }
     match app.in_recovery().await {
         Ok(false) => (StatusCode::OK, "ready\n").into_response(),
@@ -428,7 +452,7 @@ async fn approve(
 
 async fn revoke(
     State(app): State<Arc<App>>,
-    Caller(principal): Caller,
+    Recoverer(principal): Recoverer,
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
@@ -440,7 +464,7 @@ async fn revoke(
 
 async fn cancel(
     State(app): State<Arc<App>>,
-    Caller(principal): Caller,
+    Recoverer(principal): Recoverer,
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
@@ -450,7 +474,7 @@ async fn cancel(
 
 async fn freeze(
     State(app): State<Arc<App>>,
-    Caller(principal): Caller,
+    Recoverer(principal): Recoverer,
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
@@ -496,7 +520,7 @@ async fn grant_blanket(
 
 async fn revoke_blanket(
     State(app): State<Arc<App>>,
-    Caller(principal): Caller,
+    Recoverer(principal): Recoverer,
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
@@ -573,7 +597,7 @@ async fn change_roles(
 
 async fn revoke_identity(
     State(app): State<Arc<App>>,
-    Caller(principal): Caller,
+    Recoverer(principal): Recoverer,
     Path(id): Path<String>,
     Json(body): Json<ActBody>,
 ) -> Answer {
@@ -589,7 +613,13 @@ async fn revoke_identity(
 struct With<T> {
     #[serde(rename = "as")]
     role: String,
-    #[serde(alias = "spec", alias = "release", alias = "plan", alias = "request")]
+    #[serde(
+        alias = "spec",
+        alias = "release",
+        alias = "plan",
+        alias = "request",
+        alias = "entry"
+    )]
     data: T,
 }
 
@@ -675,6 +705,18 @@ async fn account(
         .account(body.data)
         .await?;
     ok(json!({ "accountedBy": principal.id }))
+}
+
+async fn enter_recovery(
+    State(app): State<Arc<App>>,
+    Recoverer(principal): Recoverer,
+    Json(body): Json<With<EntryRequest>>,
+) -> Answer {
+    let entered = acts(&app, &principal, &body.role)?
+        .enter_recovery(body.data)
+        .await?;
+    tracing::warn!(epoch = %entered.epoch, by = %principal.id, "recovery mode entered");
+    answer(entered)
 }
 
 async fn observe_recovery(State(app): State<Arc<App>>, Recoverer(principal): Recoverer) -> Answer {

@@ -1,8 +1,10 @@
 //! The service's controller loop: at start, the takeovers of §3.4 (never on a
 //! timer); then, every interval, each approved plan is run once, and on its own
-//! interval the drift pass observes every machine with an Applied release. Nothing
-//! runs in recovery mode. A plan refused is not run again until its machine's
-//! timeline moves, so a standing refusal is recorded once, not once per interval.
+//! interval — never at start — the drift pass observes every machine with an
+//! Applied release. In recovery mode neither runs: every interval the recovery pass
+//! takes the recovery and restoration reads that have fallen due (§11.20), sending
+//! nothing. A plan refused is not run again until its machine's timeline moves, so a
+//! standing refusal is recorded once, not once per interval.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,15 +14,17 @@ use tokio::sync::watch;
 
 use super::App;
 use crate::contract::plan::PlanState;
-use crate::controller::{Executor, ExecutorError};
+use crate::controller::{Executor, ExecutorError, RecoveryAction};
 use crate::store::StoreError;
 
 /// The controller's timers.
 #[derive(Debug, Clone)]
 pub struct PassSettings {
-    /// How often approved plans are looked for and run.
+    /// How often approved plans are looked for and run (in recovery mode: how often
+    /// the recovery pass looks for the reads that have fallen due).
     pub every: Duration,
-    /// How often the drift pass observes the machines.
+    /// How often the drift pass observes the machines; the first pass comes one
+    /// interval after start, never at start.
     pub drift_every: Duration,
 }
 
@@ -31,36 +35,39 @@ pub(crate) async fn run(
     settings: PassSettings,
     mut stopped: watch::Receiver<bool>,
 ) {
-    if !matches!(app.in_recovery().await, Ok(true))
+    // A recovery start takes nothing over (§7.2); nor does a start in recovery mode.
+    if matches!(app.awaiting_entry().await, Ok(false))
+        && matches!(app.in_recovery().await, Ok(false))
         && let Err(e) = executor.start().await
     {
         tracing::warn!(error = %e, "takeover at start failed");
     }
     let mut refused: BTreeMap<String, usize> = BTreeMap::new();
-    let mut next_drift = app.clock.now();
+    // The drift pass runs on its timer only, never at start (§11.19).
+    let mut next_drift = app.clock.now() + settings.drift_every;
     loop {
-        let ok = match pass(&app, &executor, &mut refused, &stopped).await {
-            Ok(ran) => {
-                if ran > 0 {
-                    tracing::info!(plans = ran, "controller pass");
-                }
-                true
+        let ok = match gates(&app).await {
+            Ok(Gates::Shut) => true,
+            Ok(Gates::Recovery) => recovery(&executor).await,
+            Ok(Gates::Normal) => {
+                let plans_ok = plans(&app, &executor, &mut refused, &stopped).await;
+                let drift_ok = if app.clock.now() >= next_drift && !*stopped.borrow() {
+                    next_drift = app.clock.now() + settings.drift_every;
+                    drift(&app, &executor).await
+                } else {
+                    true
+                };
+                plans_ok && drift_ok
             }
             Err(e) => {
-                tracing::warn!(error = %e, "controller pass failed");
+                tracing::warn!(error = %e, "controller pass: the store could not be read");
                 false
             }
-        };
-        let drift_ok = if app.clock.now() >= next_drift && !*stopped.borrow() {
-            next_drift = app.clock.now() + settings.drift_every;
-            drift(&app, &executor).await
-        } else {
-            true
         };
         {
             let mut stats = app.stats.lock().await;
             stats.controller_passes_total += 1;
-            if !(ok && drift_ok) {
+            if !ok {
                 stats.controller_pass_failures_total += 1;
             }
             stats.last_pass_unix_seconds = Some(app.wall.now().0 as f64 / 1000.0);
@@ -74,6 +81,73 @@ pub(crate) async fn run(
         }
     }
     tracing::info!("controller stopped");
+}
+
+/// What the loop may do this interval.
+enum Gates {
+    /// Nothing: a recovery start whose entry has not committed (§7.2).
+    Shut,
+    /// The recovery pass only: recovery mode is in effect.
+    Recovery,
+    /// The approved plans, and the drift pass when due.
+    Normal,
+}
+
+async fn gates(app: &App) -> crate::store::StoreResult<Gates> {
+    Ok(if app.awaiting_entry().await? {
+        Gates::Shut
+    } else if app.in_recovery().await? {
+        Gates::Recovery
+    } else {
+        Gates::Normal
+    })
+}
+
+/// One pass over the approved plans; whether it went through.
+async fn plans(
+    app: &App,
+    executor: &Executor,
+    refused: &mut BTreeMap<String, usize>,
+    stopped: &watch::Receiver<bool>,
+) -> bool {
+    match pass(app, executor, refused, stopped).await {
+        Ok(ran) => {
+            if ran > 0 {
+                tracing::info!(plans = ran, "controller pass");
+            }
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "controller pass failed");
+            false
+        }
+    }
+}
+
+/// The recovery pass (§11.20): the recovery and restoration reads that are due,
+/// sending nothing and deciding nothing; whether it went through.
+async fn recovery(executor: &Executor) -> bool {
+    match executor.recovery_pass().await {
+        Ok(pass) => {
+            for step in &pass.steps {
+                match &step.action {
+                    RecoveryAction::RecoveryObserved { basis }
+                    | RecoveryAction::RestorationObserved { basis } => {
+                        tracing::info!(machine = %step.machine, scope = %step.scope, basis = basis.0, "recovery read recorded");
+                    }
+                    RecoveryAction::Unreachable { reason } => {
+                        tracing::warn!(machine = %step.machine, scope = %step.scope, %reason, "recovery read: machine not read");
+                    }
+                    RecoveryAction::NotDue { .. } | RecoveryAction::Waits => {}
+                }
+            }
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "recovery pass failed");
+            false
+        }
+    }
 }
 
 /// One pass over the approved plans; how many were run.

@@ -16,9 +16,14 @@
 //! the page's cookies, its per-visitor sign-in CSRF value and who sees a plan's
 //! configuration are described in [`pages`].
 //!
-//! **Recovery mode.** While the installation is in recovery mode (§7) the service
-//! answers liveness, metrics and the recovery status only; it runs no plan, and
-//! every other route says why. The recovery commands do the rest.
+//! **Recovery mode.** recovery-admin enters recovery mode through the API
+//! (`POST /api/v1/recovery/enter`) or the page, as on the store (§7.2). While the
+//! installation is in recovery mode the service runs no plan and no drift pass; its
+//! controller takes the recovery pass on its timer instead (the reads that fall due,
+//! sending nothing). It answers liveness, metrics, the recovery status and acts, and
+//! the acts §7.5 always allows — revoking an approval, a blanket grant or an
+//! identity, cancelling a plan, freezing a machine — through the API and the page;
+//! every other route says why it waits.
 //!
 //! **Shutdown.** On SIGINT or SIGTERM the service stops accepting connections, lets
 //! the controller pass in flight finish the plan it is on (an attempt is never cut
@@ -32,6 +37,7 @@ mod headers;
 mod metrics;
 mod page;
 mod pages;
+mod recovery_start;
 mod review;
 mod tls;
 
@@ -94,6 +100,9 @@ pub enum ServeError {
     /// No randomness for the service's signing key.
     #[error("no randomness for the signing key: {0}")]
     Random(String),
+    /// The store could not be read at start.
+    #[error("the store could not be read: {0}")]
+    Store(String),
 }
 
 /// The store the service works on, with its inventory lookups.
@@ -125,6 +134,8 @@ pub(crate) struct App {
     pub(crate) signer: Signer,
     pub(crate) stats: Mutex<metrics::Snapshot>,
     pub(crate) stopping: AtomicBool,
+    /// Started for recovery (§7.2): the restored epoch the entry must move from.
+    pub(crate) awaiting_entry: Option<recovery_start::AwaitingEntry>,
 }
 
 impl App {
@@ -179,6 +190,16 @@ impl Running {
     }
 }
 
+/// How the service starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StartMode {
+    /// As any start: takeovers, then the controller's timers.
+    Normal,
+    /// The recovery start (§7.2): gates shut, liveness and the entry only, until
+    /// recovery-admin's entry commits.
+    Recovery,
+}
+
 /// Starts the service on `listener`, with `executor` as its controller (`None`
 /// serves without running plans, for a replica that only answers).
 ///
@@ -191,6 +212,44 @@ pub async fn start(
     settings: ServeSettings,
     listener: TcpListener,
 ) -> Result<Running, ServeError> {
+    start_as(StartMode::Normal, stores, executor, settings, listener).await
+}
+
+/// The recovery start (§7.2, `serve --recovery-start`), on a store just restored:
+/// as [`start`], but until recovery-admin's entry commits (the store's epoch moves)
+/// the controller takes nothing over and runs nothing, and the service answers
+/// liveness, `whoami` and `POST /api/v1/recovery/enter` only. It never enters
+/// recovery mode by itself.
+///
+/// # Errors
+///
+/// As [`start`], and a store whose epoch cannot be read.
+pub async fn start_for_recovery(
+    stores: Stores,
+    executor: Option<Executor>,
+    settings: ServeSettings,
+    listener: TcpListener,
+) -> Result<Running, ServeError> {
+    start_as(StartMode::Recovery, stores, executor, settings, listener).await
+}
+
+async fn start_as(
+    mode: StartMode,
+    stores: Stores,
+    executor: Option<Executor>,
+    settings: ServeSettings,
+    listener: TcpListener,
+) -> Result<Running, ServeError> {
+    let awaiting_entry = match mode {
+        StartMode::Normal => None,
+        StartMode::Recovery => Some(recovery_start::AwaitingEntry::new(
+            stores
+                .store
+                .current_epoch()
+                .await
+                .map_err(|e| ServeError::Store(e.to_string()))?,
+        )),
+    };
     let acceptor = tls::acceptor(
         &settings.ca_certificate_pem,
         &settings.server_certificate_pem,
@@ -226,6 +285,7 @@ pub async fn start(
         signer: Signer::generate().map_err(|e| ServeError::Random(e.to_string()))?,
         stats: Mutex::new(metrics::Snapshot::default()),
         stopping: AtomicBool::new(false),
+        awaiting_entry,
     });
     let (stop, stopped) = watch::channel(false);
     let router = api::router(Arc::clone(&app));

@@ -374,7 +374,127 @@ pub(crate) fn plans_page(who: &Who, plans: &[PlanView], machines: &[MachineView]
         body.push_str(&plans_table(&others, machines));
     }
     body.push_str("</details>\n");
+    body.push_str(&entry_form(who));
     document("Plans", Some(who), &body)
+}
+
+/// recovery-admin's form to enter recovery mode after a restore (§7.2); nothing for
+/// anyone else.
+fn entry_form(who: &Who) -> String {
+    if !who.holds(Role::RecoveryAdmin) {
+        return String::new();
+    }
+    let fields = "<p>Only after every controller instance that ran against the store was \
+         stopped and the store restored: a new epoch; every scope becomes pre-restore \
+         unaccounted and nothing is sent to a machine until its scope is released.</p>\n\
+         <p><label>Every pre-restore instance stopped at (UTC) <input type=\"text\" \
+         name=\"stopped_at\" required placeholder=\"2026-12-02T15:04:05Z\"></label></p>\n\
+         <p><label>Backups restored, one FAMILY=ID@TIME a line<textarea name=\"backups\" \
+         required placeholder=\"database=store-0412.dump@2026-12-02T04:12:00Z\"></textarea>\
+         </label></p>\n";
+    format!(
+        "<details><summary>Enter recovery mode</summary>\n{}</details>\n",
+        act_form(
+            who,
+            "/recovery/enter",
+            &[Role::RecoveryAdmin],
+            fields,
+            "Enter recovery mode"
+        )
+    )
+}
+
+/// The page in recovery mode (§7): each scope's state, and the acts §7.5 always
+/// allows — revoking an approval and cancelling a plan still open, freezing a
+/// machine. Everything else waits until recovery mode is left.
+pub(crate) fn recovery_page(
+    who: &Who,
+    epoch: &str,
+    machines: &[MachineView],
+    plans: &[PlanView],
+) -> String {
+    let mut body = String::new();
+    let _ = writeln!(
+        body,
+        "<p class=\"warn\">Recovery mode is in effect (epoch <code>{}</code>): no plan is \
+         run and nothing is sent to a machine until its scope is released. recovery-admin \
+         works the scopes through with the recovery commands; revoking, cancelling and \
+         freezing stay open to everyone whose role allows them.</p>",
+        escape(epoch)
+    );
+    body.push_str("<h2>Scopes</h2>\n<table>\n<tr><th>Machine</th><th>Scope</th><th>Frozen</th><th></th></tr>\n");
+    let freezers = who.among(&[
+        Role::Author,
+        Role::Publisher,
+        Role::Approver,
+        Role::RecoveryAdmin,
+    ]);
+    let reason =
+        "<label>Reason <input type=\"text\" name=\"reason\" required maxlength=\"1024\"></label> ";
+    for m in machines {
+        let freeze = if m.frozen || freezers.is_empty() {
+            String::new()
+        } else {
+            act_form(
+                who,
+                &format!("/machines/{}/freeze", segment(&m.id)),
+                &freezers,
+                reason,
+                "Freeze",
+            )
+        };
+        let _ = writeln!(
+            body,
+            "<tr><td>{}</td><td class=\"state\">{}</td><td>{}</td><td>{freeze}</td></tr>",
+            escape(&m.id),
+            escape(&m.scope.to_string()),
+            if m.frozen { "yes" } else { "no" },
+        );
+    }
+    body.push_str("</table>\n<h2>Open plans</h2>\n");
+    let open: Vec<&PlanView> = plans
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.state,
+                PlanState::Proposed | PlanState::Approved | PlanState::Committed
+            )
+        })
+        .collect();
+    if open.is_empty() {
+        body.push_str("<p>None.</p>\n");
+    }
+    let revokers = who.among(&[Role::Approver, Role::RecoveryAdmin]);
+    for p in open {
+        let _ = writeln!(
+            body,
+            "<h3>{} <span class=\"why\">({} on {}, {})</span></h3>",
+            escape(&p.id),
+            kind_text(p.kind),
+            escape(&p.machine),
+            p.state
+        );
+        let base = plan_href(&p.id);
+        if p.state != PlanState::Proposed && !revokers.is_empty() {
+            body.push_str(&act_form(
+                who,
+                &format!("{base}/revoke"),
+                &revokers,
+                "",
+                "Revoke the approval",
+            ));
+        }
+        if !who.roles.is_empty() {
+            body.push_str(&act_form(
+                who,
+                &format!("{base}/cancel"),
+                &who.roles,
+                "",
+                "Cancel the plan",
+            ));
+        }
+    }
+    document("Recovery mode", Some(who), &body)
 }
 
 fn diff_table(diff: &ReviewDiff) -> String {

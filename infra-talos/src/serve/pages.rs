@@ -17,6 +17,12 @@
 //! service only ever serves TLS (see [`super::tls`]), so `Secure` is always set;
 //! browsers keep such a cookie from `https://127.0.0.1` as from any other origin.
 //!
+//! **Recovery mode.** recovery-admin's front page carries the entry form (§7.2).
+//! In recovery mode the front page shows each scope's state with the forms §7.5
+//! always allows — revoking an approval, cancelling a plan, freezing a machine —
+//! and those acts are made; every other page and form says recovery mode is in
+//! effect.
+//!
 //! **Configuration.** A plan's page shows the redacted diff of the configuration it
 //! applies only to a viewer who may approve the plan (the approver role; the
 //! controller, not a principal, dispatches it). Anyone else sees its artifact digest,
@@ -36,7 +42,7 @@ use super::api::{Peer, Problem, SESSION, principal, refuse_in_recovery, session_
 use super::auth::{Proof, cookie, visitor};
 use super::page::{self, Who};
 use super::review::review_diff;
-use crate::acts::{Acts, Direct, PlanRequest};
+use crate::acts::{Acts, Direct, EntryRequest, PlanRequest};
 use crate::contract::Role;
 use crate::store::Actor;
 
@@ -52,7 +58,13 @@ pub(crate) fn routes() -> Router<Arc<App>> {
         .route("/machines/{id}/timeline", get(timeline))
         .route("/machines/{id}/{act}", post(machine_act))
         .route("/drift", get(drift))
+        .route("/recovery/enter", post(enter_recovery))
 }
+
+/// The page's acts §7.5 always allows, in recovery mode too: revoking an approval,
+/// cancelling a plan, freezing a machine. Every other form waits until recovery mode
+/// is left.
+const ALWAYS_ALLOWED: [&str; 3] = ["revoke", "cancel", "freeze"];
 
 /// The name of the sign-in page's pre-session cookie. The `__Host-` prefix has a
 /// browser refuse it unless it is `Secure`, set by this origin and for path `/`, so
@@ -132,22 +144,37 @@ async fn viewer_outside_recovery(
     Ok(who)
 }
 
+/// The plans; in recovery mode, the scopes and the acts recovery never stops.
 async fn plans(
     State(app): State<Arc<App>>,
     Extension(peer): Extension<Peer>,
     headers: HeaderMap,
 ) -> Response {
-    let who = match viewer_outside_recovery(&app, &peer, &headers).await {
+    let who = match viewer(&app, &peer, &headers).await {
         Ok(who) => who,
         Err(r) => return r,
     };
     let listed = async {
         let plans = app.timed(app.store.plans()).await?;
         let machines = app.timed(app.store.machines()).await?;
-        Ok::<_, crate::store::StoreError>((plans, machines))
+        let epoch = if crate::acts::in_recovery(&machines) {
+            Some(app.timed(app.store.current_epoch()).await?)
+        } else {
+            None
+        };
+        Ok::<_, crate::store::StoreError>((plans, machines, epoch))
     };
     match listed.await {
-        Ok((plans, machines)) => Html(page::plans_page(&who, &plans, &machines)).into_response(),
+        Ok((plans, machines, None)) => {
+            Html(page::plans_page(&who, &plans, &machines)).into_response()
+        }
+        Ok((plans, machines, Some(epoch))) => Html(page::recovery_page(
+            &who,
+            &epoch.to_string(),
+            &machines,
+            &plans,
+        ))
+        .into_response(),
         Err(e) => refusal(Some(&who), e.into()),
     }
 }
@@ -361,7 +388,7 @@ fn role_for(act: &str, who: &Who) -> Option<Role> {
 }
 
 /// The viewer of a posted form and the acts it may make: refused, as a page, without
-/// a session (or in recovery mode), with another session's CSRF value, for an act not
+/// a session (or in recovery mode, but for [`ALWAYS_ALLOWED`]), with another session's CSRF value, for an act not
 /// among `known`, or in a role the viewer does not hold.
 async fn form_acts(
     app: &App,
@@ -372,9 +399,11 @@ async fn form_acts(
     form: &CsrfForm,
 ) -> Result<(Who, Direct), Response> {
     let who = poster(app, peer, headers, &form.csrf).await?;
-    refuse_in_recovery(app)
-        .await
-        .map_err(|p| refusal(Some(&who), p))?;
+    if !ALWAYS_ALLOWED.contains(&act) {
+        refuse_in_recovery(app)
+            .await
+            .map_err(|p| refusal(Some(&who), p))?;
+    }
     if !known.contains(&act) {
         let problem = Problem::new(StatusCode::NOT_FOUND, "no such act");
         return Err(refusal(Some(&who), problem));
@@ -486,6 +515,54 @@ async fn machine_act(
     };
     match done {
         Ok(to) => Redirect::to(&to).into_response(),
+        Err(e) => refusal(Some(&who), e.into()),
+    }
+}
+
+#[derive(Deserialize)]
+struct EntryForm {
+    csrf: String,
+    #[serde(rename = "as")]
+    role: Option<String>,
+    stopped_at: String,
+    /// One `FAMILY=ID@TIME` a line.
+    backups: String,
+}
+
+/// recovery-admin's entry into recovery mode (§7.2), with the same checks and
+/// refusals as the API and the command line.
+async fn enter_recovery(
+    State(app): State<Arc<App>>,
+    Extension(peer): Extension<Peer>,
+    headers: HeaderMap,
+    Form(form): Form<EntryForm>,
+) -> Response {
+    let who = match poster(&app, &peer, &headers, &form.csrf).await {
+        Ok(who) => who,
+        Err(r) => return r,
+    };
+    let role = match form.role.as_deref().map(str::parse::<Role>) {
+        None => Role::RecoveryAdmin,
+        Some(Ok(role)) => role,
+        Some(Err(e)) => return refusal(Some(&who), Problem::new(StatusCode::BAD_REQUEST, e)),
+    };
+    let backups: Vec<&str> = form
+        .backups
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let request = match EntryRequest::parse(&form.stopped_at, &backups) {
+        Ok(request) => request,
+        Err(e) => return refusal(Some(&who), Problem::new(StatusCode::BAD_REQUEST, e)),
+    };
+    let acts = app
+        .grounds
+        .acting(Ok(Actor::new(who.principal.clone(), role)));
+    match acts.enter_recovery(request).await {
+        Ok(entered) => {
+            tracing::warn!(epoch = %entered.epoch, by = %who.principal, "recovery mode entered");
+            Redirect::to("/").into_response()
+        }
         Err(e) => refusal(Some(&who), e.into()),
     }
 }

@@ -286,6 +286,23 @@ impl Bench {
         controller: bool,
         every: std::time::Duration,
     ) -> (infra_talos::serve::Running, String) {
+        let passes = infra_talos::serve::PassSettings {
+            every,
+            drift_every: std::time::Duration::from_secs(3600),
+        };
+        self.serve_with(controller, passes, 60, false).await
+    }
+
+    /// As [`Bench::serve`], with the controller's timers `passes` and its executor's
+    /// maximum transport deadline in seconds (the wait before the first recovery
+    /// read after an entry); with `recovery_start`, the recovery start (§7.2).
+    pub async fn serve_with(
+        &self,
+        controller: bool,
+        passes: infra_talos::serve::PassSettings,
+        max_transport_deadline_secs: u64,
+        recovery_start: bool,
+    ) -> (infra_talos::serve::Running, String) {
         use std::sync::Arc;
 
         use infra_core::engine::SystemClock;
@@ -294,7 +311,7 @@ impl Bench {
             Executor, ExecutorSettings, MachineRoute, TalosconfigConnector, fresh_controller_id,
         };
         use infra_talos::keys::LocalKeyring;
-        use infra_talos::serve::{PassSettings, ServeSettings};
+        use infra_talos::serve::ServeSettings;
         use infra_talos::store::Store;
         use infra_talos::store::sqlite::SqliteStore;
 
@@ -327,10 +344,7 @@ impl Bench {
             ca_certificate_pem: read("ca.crt"),
             server_certificate_pem: read("server.crt"),
             server_key_pem: read("server.key"),
-            passes: PassSettings {
-                every,
-                drift_every: std::time::Duration::from_secs(3600),
-            },
+            passes,
         };
         let executor = controller.then(|| {
             let connector = TalosconfigConnector::load(
@@ -353,7 +367,7 @@ impl Bench {
                 Arc::new(SystemClock::new()),
                 ExecutorSettings {
                     settle_floor: SpanMs::from_secs(30),
-                    max_transport_deadline: SpanMs::from_secs(60),
+                    max_transport_deadline: SpanMs::from_secs(max_transport_deadline_secs),
                 },
             )
             .expect("executor")
@@ -365,9 +379,12 @@ impl Bench {
             store,
             inventory: opened,
         };
-        let running = infra_talos::serve::start(stores, executor, settings, listener)
-            .await
-            .expect("service");
+        let running = if recovery_start {
+            infra_talos::serve::start_for_recovery(stores, executor, settings, listener).await
+        } else {
+            infra_talos::serve::start(stores, executor, settings, listener).await
+        }
+        .expect("service");
         let base = format!("https://127.0.0.1:{}", running.addr.port());
         (running, base)
     }

@@ -3,8 +3,8 @@
 //! secret of the review corpus in a rendered plan page.
 
 use super::{
-    Who, drift_page, escape, login_page, message_page, plan_page, plans_page, segment,
-    timeline_page, utc,
+    Who, drift_page, escape, login_page, message_page, plan_page, plans_page, recovery_page,
+    segment, timeline_page, utc,
 };
 use crate::contract::comparison::Comparison;
 use crate::contract::evidence::ObservationPurpose;
@@ -190,7 +190,92 @@ fn every_page() -> Vec<String> {
             "comparison 1 refused",
             "409 Conflict",
         ),
+        recovery_sample(&approver()),
     ]
+}
+
+fn recovery_admin() -> Who {
+    Who {
+        principal: "root".into(),
+        roles: vec![Role::RecoveryAdmin],
+        csrf: "csrf-9e21".into(),
+    }
+}
+
+/// The page in recovery mode: one scope pre-restore unaccounted, one frozen and
+/// blocked, an approved, a proposed and a revoked plan.
+fn recovery_sample(who: &Who) -> String {
+    let machines = [
+        MachineView {
+            scope: ScopeState::PreRestoreUnaccounted,
+            ..machine("cp-1")
+        },
+        MachineView {
+            scope: ScopeState::Unresolved,
+            frozen: true,
+            ..machine("w-<2>")
+        },
+    ];
+    let plans = [
+        plan("cp-1-rel-42-b7", "cp-1", PlanState::Approved),
+        plan("w-2-rel-42-b7", "w-<2>", PlanState::Proposed),
+        plan("cp-1-rel-40-b3", "cp-1", PlanState::Revoked),
+    ];
+    recovery_page(who, "00112233445566778899aabbccddeeff", &machines, &plans)
+}
+
+#[test]
+fn recovery_page_snapshot() {
+    snapshot("recovery", &recovery_sample(&approver()));
+}
+
+/// In recovery mode the page offers revoking, cancelling and freezing, each only to
+/// the roles that may, and nothing else: no approval, no unfreezing, no plan.
+#[test]
+fn the_recovery_page_offers_only_the_acts_recovery_never_stops() {
+    let html = recovery_sample(&approver());
+    for offered in [
+        "action=\"/plans/cp-1-rel-42-b7/revoke\"",
+        "action=\"/plans/cp-1-rel-42-b7/cancel\"",
+        "action=\"/plans/w-2-rel-42-b7/cancel\"",
+        "action=\"/machines/cp-1/freeze\"",
+    ] {
+        assert!(html.contains(offered), "{offered} missing from {html}");
+    }
+    for absent in [
+        "/approve\"",
+        "/unfreeze\"",
+        "/adopt\"",
+        "/revert\"",
+        "w-2-rel-42-b7/revoke",
+        "cp-1-rel-40-b3",
+        "/machines/w-%3C2%3E/freeze",
+        "/recovery/enter",
+    ] {
+        assert!(!html.contains(absent), "{absent} offered in {html}");
+    }
+    let html = recovery_sample(&Who {
+        roles: vec![Role::Automation],
+        ..approver()
+    });
+    assert!(!html.contains("/revoke\""), "{html}");
+    assert!(!html.contains("/freeze\""), "{html}");
+}
+
+/// recovery-admin's front page carries the entry form; no one else's does.
+#[test]
+fn only_recovery_admin_is_offered_the_entry() {
+    let plans = [plan("cp-1-rel-42-b7", "cp-1", PlanState::Proposed)];
+    let machines = [machine("cp-1")];
+    let html = plans_page(&recovery_admin(), &plans, &machines);
+    assert!(html.contains("action=\"/recovery/enter\""), "{html}");
+    assert!(html.contains("name=\"stopped_at\""), "{html}");
+    assert!(html.contains("name=\"backups\""), "{html}");
+    assert!(html.contains("value=\"csrf-9e21\""), "{html}");
+    for who in [approver(), publisher()] {
+        let html = plans_page(&who, &plans, &machines);
+        assert!(!html.contains("/recovery/enter"), "{html}");
+    }
 }
 
 #[test]

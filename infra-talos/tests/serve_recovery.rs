@@ -1,0 +1,708 @@
+//! `infra-talos serve` and recovery mode (§7), over HTTPS against the command set's
+//! bench: recovery-admin enters recovery mode through the API and the page, with the
+//! store's checks and refusals; in recovery mode the service refuses every act but
+//! the recovery acts and those §7.5 always allows (revoking, cancelling, freezing),
+//! and the page shows the scopes with those forms only; its controller takes the
+//! recovery reads on its timer, sending nothing; the drift pass never runs at
+//! start, only on its interval; and the recovery start (`serve --recovery-start`)
+//! answers liveness and the entry only until the entry commits.
+#![cfg(feature = "cli")]
+
+mod cli_support;
+
+use std::time::Duration;
+
+use cli_support::bench::*;
+use cli_support::{https, https_with};
+use infra_talos::contract::evidence::ObservationPurpose;
+use infra_talos::serve::PassSettings;
+use infra_talos::store::Store;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+async fn status_and_body(response: reqwest::Response) -> (StatusCode, String) {
+    let status = response.status();
+    (status, response.text().await.expect("body"))
+}
+
+/// Now, in milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    infra_talos::backend::WallTime::system(std::sync::Arc::new(
+        infra_core::engine::SystemClock::new(),
+    ))
+    .now()
+    .0
+}
+
+/// An entry's body: every instance stopped a minute ago, the store's backup an hour
+/// old, as `"as"` acting.
+fn entry(role: &str, stopped_at: u64, families: &[&str]) -> Value {
+    let backups: Vec<Value> = families
+        .iter()
+        .map(
+            |f| json!({"family": f, "backup": "store-0412.dump", "taken_at": now_ms() - 3_600_000}),
+        )
+        .collect();
+    json!({"as": role, "entry": {"stopped_at": stopped_at, "backups": backups}})
+}
+
+async fn recovery_mode(client: &reqwest::Client, base: &str) -> Value {
+    client
+        .get(format!("{base}/api/v1/recovery"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// The store the service works on, opened beside it.
+async fn store(bench: &Bench) -> infra_talos::store::sqlite::SqliteStore {
+    infra_talos::store::sqlite::SqliteStore::open(&bench.dir.path().join("store.db"))
+        .await
+        .expect("store")
+}
+
+/// The machine's observations of `purpose` that were recorded.
+async fn recorded(bench: &Bench, purpose: ObservationPurpose) -> usize {
+    store(bench)
+        .await
+        .observations(MACHINE)
+        .await
+        .expect("observations")
+        .iter()
+        .filter(|o| o.purpose == purpose && o.recorded_at.is_some())
+        .count()
+}
+
+fn csrf_of(html: &str) -> String {
+    let at = html
+        .find("name=\"csrf\" value=\"")
+        .expect("a form with a CSRF value")
+        + 19;
+    html[at..at + html[at..].find('"').unwrap()].to_owned()
+}
+
+/// Entering recovery mode is recovery-admin's act through the API, with the store's
+/// checks: another role, a stop after now, no backup or a family named twice is
+/// refused in the store's words and changes nothing; recovery-admin's entry answers
+/// the new epoch and every scope is then pre-restore unaccounted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_admin_enters_recovery_mode_through_the_api() {
+    let bench = Bench::new().await;
+    let (service, base) = bench.serve(false).await;
+    let dir = bench.dir.path();
+    let (bob, root) = (https(dir, Some("bob")), https(dir, Some("root")));
+    let enter = format!("{base}/api/v1/recovery/enter");
+    let stopped = now_ms() - 60_000;
+    for (client, body, says) in [
+        (
+            &bob,
+            entry("approver", stopped, &["database"]),
+            "refused: entering recovery mode: the role approver may not do this",
+        ),
+        (
+            &bob,
+            entry("recovery-admin", stopped, &["database"]),
+            "bob does not hold the role recovery-admin",
+        ),
+        (
+            &root,
+            entry("recovery-admin", now_ms() + 3_600_000, &["database"]),
+            "refused: entering recovery mode: the stop",
+        ),
+        (
+            &root,
+            entry("recovery-admin", stopped, &[]),
+            "refused: entering recovery mode: name at least one restored backup",
+        ),
+        (
+            &root,
+            entry("recovery-admin", stopped, &["database", "database"]),
+            "refused: entering recovery mode: the backup family database is named twice",
+        ),
+    ] {
+        let (status, text) =
+            status_and_body(client.post(&enter).json(&body).send().await.unwrap()).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{text}");
+        assert!(text.contains(says), "{says:?} not in {text}");
+        assert_eq!(recovery_mode(&root, &base).await["recoveryMode"], false);
+    }
+    let (status, text) = status_and_body(
+        root.post(&enter)
+            .json(&entry("recovery-admin", stopped, &["database", "keys"]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let entered: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(entered["scopes"], 1, "{entered}");
+    let status = recovery_mode(&root, &base).await;
+    assert_eq!(status["recoveryMode"], true, "{status}");
+    assert_eq!(status["epoch"], entered["epoch"], "{status}");
+    assert_eq!(
+        status["scopes"][0]["scope"], "pre_restore_unaccounted",
+        "{status}"
+    );
+    let timeline = bench.timeline().await.to_string();
+    assert!(
+        timeline.contains("database from store-0412.dump") && timeline.contains("keys from"),
+        "{timeline}"
+    );
+    service.shutdown().await;
+    bench.stop().await;
+}
+
+/// The page offers recovery-admin, and only recovery-admin, the entry form; posted
+/// without the session's CSRF value or with a time that is not one it enters
+/// nothing; posted whole, the installation is in recovery mode and the page then
+/// shows the scopes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_admin_enters_recovery_mode_on_the_page() {
+    let bench = Bench::new().await;
+    let (service, base) = bench.serve(false).await;
+    let dir = bench.dir.path();
+    let bob = https_with(dir, Some("bob"), false);
+    let root = https_with(dir, Some("root"), false);
+    let page = root.get(format!("{base}/")).send().await.unwrap();
+    let html = page.text().await.unwrap();
+    assert!(html.contains("action=\"/recovery/enter\""), "{html}");
+    let bobs = bob
+        .get(format!("{base}/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!bobs.contains("/recovery/enter"), "{bobs}");
+    let csrf = csrf_of(&html);
+    let stopped = infra_talos::cli::iso(now_ms() - 60_000);
+    let backup = format!(
+        "database=store-0412.dump@{}",
+        infra_talos::cli::iso(now_ms() - 3_600_000)
+    );
+    let post = |csrf: &str, stopped: &str| {
+        root.post(format!("{base}/recovery/enter"))
+            .form(&[
+                ("csrf", csrf),
+                ("as", "recovery-admin"),
+                ("stopped_at", stopped),
+                ("backups", &backup),
+            ])
+            .send()
+    };
+    let (status, text) = status_and_body(post("forged", &stopped).await.unwrap()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{text}");
+    let (status, text) = status_and_body(post(&csrf, "yesterday").await.unwrap()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    assert!(text.contains("is not a UTC time"), "{text}");
+    assert_eq!(recovery_mode(&root, &base).await["recoveryMode"], false);
+    // bob's own session cannot enter it either: the store refuses his role.
+    let bobs_csrf = csrf_of(&bobs);
+    let (status, text) = status_and_body(
+        bob.post(format!("{base}/recovery/enter"))
+            .form(&[
+                ("csrf", bobs_csrf.as_str()),
+                ("as", "recovery-admin"),
+                ("stopped_at", stopped.as_str()),
+                ("backups", backup.as_str()),
+            ])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{text}");
+    assert!(
+        text.contains("bob does not hold the role recovery-admin"),
+        "{text}"
+    );
+    assert_eq!(recovery_mode(&root, &base).await["recoveryMode"], false);
+    let entered = post(&csrf, &stopped).await.unwrap();
+    assert_eq!(entered.status(), StatusCode::SEE_OTHER);
+    assert_eq!(recovery_mode(&root, &base).await["recoveryMode"], true);
+    let html = root
+        .get(format!("{base}/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("Recovery mode is in effect"), "{html}");
+    assert!(html.contains("pre-restore unaccounted"), "{html}");
+    service.shutdown().await;
+    bench.stop().await;
+}
+
+/// In recovery mode the service refuses approving, publishing, planning, running and
+/// the reads of normal operation, saying why; it still revokes approvals, blanket
+/// grants and identities, cancels plans and freezes machines (§7.5), through the API
+/// and the page, and answers the recovery status and acts. The page shows the
+/// scopes and only those forms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_recovery_mode_only_the_always_allowed_acts_are_made() {
+    let bench = Bench::new().await;
+    bench.approved_plan("p1").await;
+    bench.ok(ALICE, &["plan", MACHINE, "--id", "p2"]).await;
+    bench.ok(ALICE, &["plan", MACHINE, "--id", "p3"]).await;
+    let (service, base) = bench.serve(false).await;
+    let dir = bench.dir.path();
+    let (alice, bob, root) = (
+        https(dir, Some("alice")),
+        https(dir, Some("bob")),
+        https(dir, Some("root")),
+    );
+    let page_bob = https_with(dir, Some("bob"), false);
+    let cluster = bench.sim.facts().cluster_id;
+    let granted: Value = bob
+        .post(format!("{base}/api/v1/blankets"))
+        .json(
+            &json!({"as": "approver", "cluster": cluster, "reason": "night", "lasting_secs": 3600}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let blanket = granted["id"].as_str().expect("blanket id").to_owned();
+    let (status, text) = status_and_body(
+        root.post(format!("{base}/api/v1/recovery/enter"))
+            .json(&entry("recovery-admin", now_ms() - 60_000, &["database"]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+
+    // Refused, saying recovery mode is in effect; nothing is recorded.
+    let publish = json!({"as": "publisher", "release": {"release": "rel-2", "key": "k",
+        "authors": [], "artifacts": [{"machine": MACHINE, "configuration": "dmVyc2lvbjogdjFhbHBoYTEK"}]}});
+    for (client, path, body) in [
+        (&bob, "/plans/p2/approve", json!({"as": "approver"})),
+        (&alice, "/releases", publish),
+        (
+            &alice,
+            "/plans",
+            json!({"as": "publisher", "plan": {"machine": MACHINE}}),
+        ),
+        (&bob, "/plans/p1/run", json!({})),
+        (&bob, "/resume", json!({})),
+        (&bob, "/drift", json!({})),
+        (
+            &bob,
+            "/machines/m1/unfreeze",
+            json!({"as": "approver", "reason": "x"}),
+        ),
+    ] {
+        let (status, text) = status_and_body(
+            client
+                .post(format!("{base}/api/v1{path}"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{path}: {text}");
+        assert!(
+            text.contains("recovery mode is in effect"),
+            "{path}: {text}"
+        );
+    }
+    for path in ["/plans", "/machines", "/blankets", "/principals"] {
+        let (status, text) = status_and_body(
+            bob.get(format!("{base}/api/v1{path}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{path}: {text}");
+    }
+    assert!(bench.applies().is_empty());
+
+    // The page: the scopes, and only the forms recovery never stops.
+    let html = page_bob
+        .get(format!("{base}/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("Recovery mode is in effect"), "{html}");
+    assert!(html.contains("pre-restore unaccounted"), "{html}");
+    for form in [
+        "action=\"/plans/p1/revoke\"",
+        "action=\"/plans/p2/cancel\"",
+        "action=\"/machines/m1/freeze\"",
+    ] {
+        assert!(html.contains(form), "{form} missing from {html}");
+    }
+    for absent in ["/approve\"", "/unfreeze\"", "/adopt\"", "/revert\""] {
+        assert!(!html.contains(absent), "{absent} offered in {html}");
+    }
+    let (status, _) = status_and_body(
+        page_bob
+            .get(format!("{base}/plans/p2"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let csrf = csrf_of(&html);
+    let approve = page_bob
+        .post(format!("{base}/plans/p2/approve"))
+        .form(&[("csrf", csrf.as_str()), ("as", "approver")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approve.status(), StatusCode::SERVICE_UNAVAILABLE);
+    // On the page: revoking p1's approval and freezing the machine.
+    let revoked = page_bob
+        .post(format!("{base}/plans/p1/revoke"))
+        .form(&[("csrf", csrf.as_str()), ("as", "approver")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), StatusCode::SEE_OTHER);
+    let frozen = page_bob
+        .post(format!("{base}/machines/m1/freeze"))
+        .form(&[
+            ("csrf", csrf.as_str()),
+            ("as", "approver"),
+            ("reason", "restore"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(frozen.status(), StatusCode::SEE_OTHER);
+
+    // Through the API: cancelling, a blanket grant's and an identity's revocation.
+    for (client, path, body) in [
+        (
+            &alice,
+            "/plans/p2/cancel".to_owned(),
+            json!({"as": "publisher"}),
+        ),
+        (
+            &bob,
+            format!("/blankets/{blanket}/revoke"),
+            json!({"as": "approver"}),
+        ),
+        (
+            &root,
+            "/principals/ann/revoke".to_owned(),
+            json!({"as": "recovery-admin"}),
+        ),
+    ] {
+        let (status, text) = status_and_body(
+            client
+                .post(format!("{base}/api/v1{path}"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{path}: {text}");
+    }
+    // The API's freeze, on a machine already frozen, reaches the store's own rule.
+    let (status, text) = status_and_body(
+        root.post(format!("{base}/api/v1/machines/m1/freeze"))
+            .json(&json!({"as": "recovery-admin", "reason": "again"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_ne!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+    assert!(!text.contains("recovery mode is in effect"), "{text}");
+
+    // The store holds each act.
+    let timeline = bench.timeline().await.to_string();
+    for said in ["p1", "p2"] {
+        assert!(timeline.contains(said), "{said}: {timeline}");
+    }
+    let store = store(&bench).await;
+    assert_eq!(store.plan("p1").await.unwrap().state.to_string(), "revoked");
+    assert_eq!(
+        store.plan("p2").await.unwrap().state.to_string(),
+        "cancelled"
+    );
+    assert_eq!(
+        store.plan("p3").await.unwrap().state.to_string(),
+        "proposed"
+    );
+    assert!(store.machine(MACHINE).await.unwrap().frozen);
+    assert!(
+        store
+            .blanket_approvals()
+            .await
+            .unwrap()
+            .iter()
+            .all(|b| b.revoked.is_some())
+    );
+    assert!(
+        store
+            .principals()
+            .await
+            .unwrap()
+            .iter()
+            .any(|p| p.id == "ann" && p.revoked)
+    );
+
+    // The recovery status and acts still answer, with the store's own refusals.
+    assert_eq!(recovery_mode(&bob, &base).await["recoveryMode"], true);
+    let (status, text) = status_and_body(
+        root.post(format!("{base}/api/v1/recovery/account"))
+            .json(&json!({"as": "recovery-admin", "request": {"machines": [MACHINE], "settle_floor": 30000, "explanation": null}}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{text}");
+    assert!(text.contains("refused: accounting"), "{text}");
+    assert!(bench.applies().is_empty());
+    service.shutdown().await;
+    bench.stop().await;
+}
+
+/// Started in recovery mode, the service's controller takes the recovery reads on
+/// its timer — none before the entry plus the maximum transport deadline, then as
+/// they fall due — without anyone running `recovery observe`, and sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_recovery_mode_the_controller_takes_the_recovery_reads_on_its_timer() {
+    let bench = Bench::new().await;
+    bench.approved_plan("p1").await;
+    let stopped = infra_talos::cli::iso(now_ms() - 60_000);
+    let backup = format!(
+        "database=store-0412.dump@{}",
+        infra_talos::cli::iso(now_ms() - 3_600_000)
+    );
+    bench
+        .ok(
+            ROOT,
+            &[
+                "recovery",
+                "enter",
+                "--stopped-at",
+                &stopped,
+                "--backup",
+                &backup,
+            ],
+        )
+        .await;
+    assert_eq!(recorded(&bench, ObservationPurpose::Recovery).await, 0);
+    let passes = PassSettings {
+        every: Duration::from_millis(100),
+        drift_every: Duration::from_millis(100),
+    };
+    let (service, _) = bench.serve_with(true, passes, 1, false).await;
+    // Up to 30 s, in 100 ms steps.
+    let mut tries = 300;
+    while recorded(&bench, ObservationPurpose::Recovery).await == 0 {
+        tries -= 1;
+        assert!(tries > 0, "no recovery read was taken on the timer");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    service.shutdown().await;
+    // It read and sent nothing; no drift pass ran in recovery mode.
+    assert!(bench.applies().is_empty(), "a request reached the node");
+    assert_eq!(recorded(&bench, ObservationPurpose::Drift).await, 0);
+    let status = bench.ok(None, &["recovery", "status"]).await;
+    assert!(status.contains("pre-restore unaccounted"), "{status}");
+    bench.stop().await;
+}
+
+/// The drift pass runs on its interval, never at the service's start: with an hour's
+/// interval, passes go by and no drift read is taken; with a short one, it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drift_pass_never_runs_at_start() {
+    let bench = Bench::new().await;
+    let hourly = PassSettings {
+        every: Duration::from_millis(50),
+        drift_every: Duration::from_secs(3600),
+    };
+    let (service, base) = bench.serve_with(true, hourly, 60, false).await;
+    let anonymous = https(bench.dir.path(), None);
+    // Up to 30 s, until the controller has made several passes.
+    let mut tries = 300;
+    loop {
+        let metrics = anonymous
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let passes: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("infra_talos_controller_passes_total "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        if passes >= 3 {
+            break;
+        }
+        tries -= 1;
+        assert!(tries > 0, "the controller made no passes: {metrics}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    service.shutdown().await;
+    assert_eq!(
+        recorded(&bench, ObservationPurpose::Drift).await,
+        0,
+        "a drift pass ran at start"
+    );
+    let short = PassSettings {
+        every: Duration::from_millis(50),
+        drift_every: Duration::from_millis(300),
+    };
+    let (service, _) = bench.serve_with(true, short, 60, false).await;
+    let mut tries = 300;
+    while recorded(&bench, ObservationPurpose::Drift).await == 0 {
+        tries -= 1;
+        assert!(tries > 0, "no drift pass ran on its interval");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    service.shutdown().await;
+    bench.stop().await;
+}
+
+/// The recovery start (§7.2) on a restored store: until recovery-admin's entry
+/// commits it takes nothing over, runs no plan and no pass, and answers liveness,
+/// `whoami` and the entry only — not even the acts recovery mode always allows,
+/// since the restored epoch still stands. Once entered, it serves as a start in
+/// recovery mode: the recovery status, the recovery reads on its timer, and still
+/// nothing sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recovery_start_answers_liveness_and_the_entry_only_until_entry() {
+    let bench = Bench::new().await;
+    bench.approved_plan("p1").await;
+    let passes = PassSettings {
+        every: Duration::from_millis(100),
+        drift_every: Duration::from_millis(100),
+    };
+    let (service, base) = bench.serve_with(true, passes, 1, true).await;
+    let dir = bench.dir.path();
+    let (anonymous, bob, root) = (
+        https(dir, None),
+        https(dir, Some("bob")),
+        https(dir, Some("root")),
+    );
+    let (status, text) = status_and_body(
+        anonymous
+            .get(format!("{base}/healthz"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, text.as_str()), (StatusCode::OK, "ok\n"));
+    let (status, text) = status_and_body(
+        anonymous
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, text.as_str()),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "awaiting recovery-mode entry\n"
+        )
+    );
+    let (status, text) = status_and_body(
+        bob.get(format!("{base}/api/v1/whoami"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    for (method, path) in [
+        ("GET", "/metrics"),
+        ("GET", "/"),
+        ("GET", "/login"),
+        ("GET", "/api/v1/recovery"),
+        ("GET", "/api/v1/plans"),
+        ("POST", "/api/v1/plans/p1/revoke"),
+        ("POST", "/api/v1/machines/m1/freeze"),
+        ("POST", "/api/v1/recovery/observe"),
+        ("POST", "/api/v1/tokens"),
+    ] {
+        let request = match method {
+            "GET" => bob.get(format!("{base}{path}")),
+            _ => bob
+                .post(format!("{base}{path}"))
+                .json(&json!({"as": "approver", "reason": "x"})),
+        };
+        let (status, text) = status_and_body(request.send().await.unwrap()).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{path}: {text}");
+        assert!(text.contains("started for recovery"), "{path}: {text}");
+    }
+    // Several controller intervals go by: the approved plan is not run, nothing is
+    // read.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(bench.applies().is_empty(), "a request reached the node");
+    assert_eq!(recorded(&bench, ObservationPurpose::Drift).await, 0);
+    let store = store(&bench).await;
+    assert_eq!(
+        store.plan("p1").await.unwrap().state.to_string(),
+        "approved"
+    );
+
+    let enter = format!("{base}/api/v1/recovery/enter");
+    let (status, text) = status_and_body(
+        bob.post(&enter)
+            .json(&entry("approver", now_ms() - 60_000, &["database"]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{text}");
+    let (status, text) = status_and_body(
+        root.post(&enter)
+            .json(&entry("recovery-admin", now_ms() - 60_000, &["database"]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(recovery_mode(&bob, &base).await["recoveryMode"], true);
+    let (status, text) = status_and_body(
+        anonymous
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, text.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "recovery mode\n")
+    );
+    let mut tries = 300;
+    while recorded(&bench, ObservationPurpose::Recovery).await == 0 {
+        tries -= 1;
+        assert!(tries > 0, "no recovery read was taken after the entry");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    service.shutdown().await;
+    assert!(bench.applies().is_empty(), "a request reached the node");
+    bench.stop().await;
+}
