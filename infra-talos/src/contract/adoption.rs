@@ -18,10 +18,10 @@
 //!   released it). The controller observes again and retries later.
 //! - [`Refusal`]: the approval fails comparison 1 (requirement 2: the plan revoked,
 //!   cancelled or expired, which a plan still proposed is not; an approval or
-//!   identity revoked; another epoch), a bound value
-//!   moved (requirement 3), or the evidence shows another value (requirement 4). The
-//!   refusal is recorded once, in its own transaction, and ends the plan's attempts:
-//!   a new plan is the retry (choice §10.27).
+//!   identity revoked; another epoch), a bound value moved (requirement 3), or the
+//!   evidence shows another value (requirement 4). The refusal is recorded once, in
+//!   its own transaction, and ends the plan's attempts: a new plan is the retry
+//!   (choice §10.27).
 //! - [`Verdict::Record`]: every requirement holds.
 //!
 //! The observed digest is compared with the baseline's digest — the bytes read from
