@@ -236,3 +236,70 @@ async fn a_late_landing_is_linked_to_the_operation_accounted_by_decision() {
     assert_eq!(links(&w.timeline().await), vec![Some(op)]);
     w.stop().await;
 }
+
+/// §4, §6.1, §6.5 through the executor: a request held without an answer is
+/// accounted by decision while the node is changed by hand, and the completion
+/// observation the executor then takes shows neither the artifact nor the
+/// pre-dispatch digest. The operation fails, Applied stays, and the transaction that
+/// records failed opens a drift record resting on that observation, with nothing
+/// sent again. Control: the same run with the node left alone fails on the
+/// pre-dispatch digest and opens no record
+/// (`a_late_landing_is_linked_to_the_operation_accounted_by_decision`, before the
+/// landing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_operation_opens_a_drift_record() {
+    use infra_talos::contract::operation::OperationState;
+    use infra_testkit::talos::{ApplyFault, Landing};
+
+    let w = World::new().await;
+    let before = w.store.machine(MACHINE).await.expect("machine");
+    w.approved_plan("p1", "rel-1", 1).await;
+    w.sim.fail_next_apply(ApplyFault::Hold(Landing::OnRelease));
+    let out = w.executor(A).run_plan("p1").await.expect("run");
+    let op = out.operation.clone();
+    let by_hand = edited(&w.sim.config(), "changed by hand while the request waits");
+    w.sim.drift_config(by_hand.clone());
+    let b = w.executor(B);
+    b.take_over(&op).await.expect("takeover");
+    observe_until_decided(&w, &b, &op).await;
+    let failed = b.after_accounting(&op).await.expect("classified");
+    assert_eq!(failed.state, OperationState::Failed);
+    let after = w.store.machine(MACHINE).await.expect("machine");
+    assert_eq!(
+        (after.applied_release, after.applied_digest),
+        (before.applied_release, before.applied_digest),
+        "failed moved Applied"
+    );
+    let record = after
+        .open_drift
+        .expect("the failure opened no drift record");
+    let timeline = w.timeline().await;
+    let opened = timeline
+        .iter()
+        .find(|e| e.revision == record)
+        .expect("the record's opening entry");
+    assert_eq!(opened.kind, "drift_opened");
+    assert_eq!(opened.operation.as_deref(), Some(op.as_str()), "{opened:?}");
+    let shown = infra_talos::config_digest(&by_hand);
+    assert!(
+        opened.detail.contains(&format!("shows digest {shown}")),
+        "{opened:?}"
+    );
+    let completion = w
+        .store
+        .observations(MACHINE)
+        .await
+        .expect("observations")
+        .into_iter()
+        .rfind(|o| o.purpose == ObservationPurpose::Completion)
+        .expect("the completion observation");
+    assert!(
+        opened.detail.starts_with(&format!(
+            "digest mismatch: observation basis r{} ",
+            completion.basis.0
+        )),
+        "{opened:?}"
+    );
+    assert_eq!(w.sim.apply_requests().len(), 1, "sent again");
+    w.stop().await;
+}

@@ -62,6 +62,7 @@ blanket_suite!(make);
 drift_suite!(make);
 recovery_suite!(make);
 identity_suite!(make);
+evidence_suite!(make);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_url_means_skip_or_failure_in_ci() {

@@ -34,6 +34,7 @@ blanket_suite!(make);
 drift_suite!(make);
 recovery_suite!(make);
 identity_suite!(make);
+evidence_suite!(make);
 
 /// The database file itself never holds the plaintext marker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,10 +16,12 @@
 //!   allows, identity or configuration unread), or the scope does not admit the
 //!   record now (requirement 5: an operation holds it, or recovery mode has not
 //!   released it). The controller observes again and retries later.
-//! - [`Refusal`]: the approval fails comparison 1 (requirement 2), a bound value
-//!   moved (requirement 3), or the evidence shows another value (requirement 4). The
-//!   refusal is recorded once, in its own transaction, and ends the plan's attempts:
-//!   a new plan is the retry (choice §10.27).
+//! - [`Refusal`]: the approval fails comparison 1 (requirement 2: the plan revoked,
+//!   cancelled or expired, which a plan still proposed is not; an approval or
+//!   identity revoked; another epoch), a bound value moved (requirement 3), or the
+//!   evidence shows another value (requirement 4). The refusal is recorded once, in
+//!   its own transaction, and ends the plan's attempts: a new plan is the retry
+//!   (choice §10.27).
 //! - [`Verdict::Record`]: every requirement holds.
 //!
 //! The observed digest is compared with the baseline's digest — the bytes read from
@@ -33,7 +35,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::gate::{self, GateFacts, GateRefusal, Mutation};
-use super::plan::AuthorityRefusal;
+use super::plan::{AuthorityRefusal, PlanState};
 use super::{InstantMs, Revision, SpanMs};
 use crate::digest::Digest;
 
@@ -224,9 +226,11 @@ pub fn judge(facts: &Facts<'_>) -> Verdict {
     }
     if let Err(refusal) = facts.authority {
         return match refusal {
-            AuthorityRefusal::PlanState { .. } | AuthorityRefusal::NoApproval => {
-                Verdict::Hold(Hold::NotApproved)
+            AuthorityRefusal::PlanState {
+                state: PlanState::Proposed,
+                ..
             }
+            | AuthorityRefusal::NoApproval => Verdict::Hold(Hold::NotApproved),
             other => Verdict::Refuse(Refusal::Authority {
                 reason: other.to_string(),
             }),

@@ -308,3 +308,24 @@ fn evidence_begun_before_the_approval_holds() {
         Verdict::Hold(Hold::MissingEvidence { reason }) if reason.contains("before the approval")
     ));
 }
+
+#[test]
+fn a_plan_revoked_or_cancelled_refuses_one_still_proposed_holds() {
+    for state in [PlanState::Revoked, PlanState::Cancelled, PlanState::Expired] {
+        let mut w = record_ready();
+        w.authority = Some(AuthorityRefusal::PlanState {
+            stage: Stage::Commitment,
+            state,
+        });
+        let Verdict::Refuse(refusal) = judge(&w.facts()) else {
+            panic!("a plan {state} must refuse");
+        };
+        assert_eq!(refusal.requirement(), 2, "{state}");
+    }
+    let mut w = record_ready();
+    w.authority = Some(AuthorityRefusal::PlanState {
+        stage: Stage::Commitment,
+        state: PlanState::Proposed,
+    });
+    assert_eq!(judge(&w.facts()), Verdict::Hold(Hold::NotApproved));
+}

@@ -445,6 +445,17 @@ pub(super) fn contradicts(earlier: &ObsRow, later: &ObsRow) -> bool {
         || disagree(earlier.cluster_id.as_ref(), later.cluster_id.as_ref())
 }
 
+/// Whether a later observation disagrees with an earlier one on a postcondition
+/// `plan` binds (§4): a value both read differs, or the later read shows an SMBIOS
+/// UUID on a machine recorded by node ID where the earlier one showed none, which
+/// makes it another machine (choice §10.26) although no value both read differs.
+pub(super) fn disagrees_on_postcondition(plan: &PlanRow, earlier: &ObsRow, later: &ObsRow) -> bool {
+    let uuid_appeared = plan.identity_kind == "node_id"
+        && earlier.smbios_uuid.is_none()
+        && later.smbios_uuid.is_some();
+    contradicts(earlier, later) || uuid_appeared
+}
+
 /// Whether the observation read the bound identity (choice §10.26).
 pub(super) fn identity_matches(plan: &PlanRow, obs: &ObsRow) -> Result<(), String> {
     match plan.identity_kind.as_str() {

@@ -11,6 +11,7 @@
 use std::future::Future;
 pub mod blanket;
 pub mod drift;
+pub mod evidence;
 pub mod identities;
 pub mod recovery;
 pub mod verification;

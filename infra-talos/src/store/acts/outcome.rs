@@ -56,7 +56,7 @@ impl SqlStore {
                 let now = self.store_time(tx).await?;
                 let attempts = read_attempts(tx, op_id).await?;
                 let recs = records(&attempts);
-                let counting = counting_observation(tx, &op, &attempts).await?;
+                let counting = counting_observation(tx, &op, &plan, &attempts).await?;
                 let recorded = Recorded {
                     machine: &machine,
                     inst: &inst,
@@ -376,10 +376,15 @@ struct Recorded<'a> {
 
 /// The observation that counts: begun after the commitment, the last attempt and the
 /// last accounting entry, with no later-based recorded observation disagreeing with
-/// it.
+/// it on a postcondition the plan binds (§4). It is the latest completion or
+/// recovery read; when that is a recovery read that agrees with an earlier
+/// completion read, which read the digest and the identity and which no later read
+/// disagrees with, the completion read counts: a read confirmed by agreeing reads
+/// still decides.
 async fn counting_observation(
     tx: &mut Tx,
     op: &OperationRow,
+    plan: &PlanRow,
     attempts: &[AttemptRow],
 ) -> R<Option<ObsRow>> {
     let threshold = attempts
@@ -396,16 +401,35 @@ async fn counting_observation(
         .max()
         .unwrap_or(op.commit_revision);
     let later = observations_after(tx, &op.machine_id, threshold).await?;
-    Ok(later
-        .iter()
-        .rposition(|o| {
-            matches!(
-                o.purpose,
-                ObservationPurpose::Completion | ObservationPurpose::Recovery
-            )
-        })
-        .filter(|&k| !later[k + 1..].iter().any(|o| contradicts(&later[k], o)))
-        .map(|k| later[k].clone()))
+    let stands = |k: usize| {
+        !later[k + 1..]
+            .iter()
+            .any(|o| disagrees_on_postcondition(plan, &later[k], o))
+    };
+    let latest = later.iter().rposition(|o| {
+        matches!(
+            o.purpose,
+            ObservationPurpose::Completion | ObservationPurpose::Recovery
+        )
+    });
+    let confirmed_completion = || {
+        later
+            .iter()
+            .rposition(|o| o.purpose == ObservationPurpose::Completion)
+            .filter(|&k| {
+                let read = &later[k];
+                read.digest.is_some()
+                    && (read.smbios_uuid.is_some() || read.node_id.is_some())
+                    && stands(k)
+            })
+    };
+    let counting = match latest {
+        Some(k) if later[k].purpose == ObservationPurpose::Recovery => {
+            confirmed_completion().or(Some(k))
+        }
+        other => other,
+    };
+    Ok(counting.filter(|&k| stands(k)).map(|k| later[k].clone()))
 }
 
 /// The classification (§5) of the recorded facts, and the facts the §4 table reads
