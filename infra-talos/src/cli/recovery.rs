@@ -77,8 +77,8 @@ pub enum RecoveryCommand {
     },
     /// Mark a scope (recovery-admin) from its latest restoration read and a
     /// dependency check made now: the Desired release's sealed artifact, its key
-    /// usable through the key custody (Transit or the keyring), and the talosconfig the controller reaches the
-    /// machine with.
+    /// usable through the key custody (Transit or the keyring), and the talosconfig
+    /// the controller reaches the machine with.
     Mark {
         /// The machine.
         machine: String,
