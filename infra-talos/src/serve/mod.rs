@@ -11,6 +11,13 @@
 //! unrevoked principal are refused (401), and the store refuses an act in a role the
 //! principal does not hold (403).
 //!
+//! **Which certificates.** A client certificate is accepted only when the store binds
+//! its fingerprint to the principal it names (every certificate issued is bound in a
+//! journaled act) and the binding has not ended; a certificate the authority's key
+//! signed but no act journaled is refused (401), saying so. A principal the
+//! denied-subject list names is refused by every proof, whatever the database says;
+//! while a configured list cannot be read, no one is authenticated (503).
+//!
 //! **The page's protections.** Every answer carries the headers of [`headers`] (a
 //! content security policy with `frame-ancestors 'none'`, `X-Frame-Options: DENY`);
 //! the page's cookies, its per-visitor sign-in CSRF value and who sees a plan's
@@ -53,6 +60,7 @@ use crate::acts::{Controller, Grounds, Keys};
 use crate::backend::Inventory;
 use crate::contract::recovery::ScopeState;
 use crate::controller::Executor;
+use crate::identity::{DeniedList, DeniedListError};
 use crate::keys::KeyProvider;
 use crate::store::{Store, StoreResult};
 use auth::Signer;
@@ -70,6 +78,12 @@ pub struct ServeSettings {
     pub passes: PassSettings,
     /// Opens artifacts for the approval page's diffs (the controller's keyring).
     pub keys: Option<Arc<dyn KeyProvider>>,
+    /// The denied-subject list kept outside the database: read at start (the
+    /// service does not start if it is missing, unreadable or corrupt) and at every
+    /// authentication, and appended to on every revocation made through the service.
+    /// `None`: none configured (a restore of the database can then undo a
+    /// revocation).
+    pub denied: Option<DeniedList>,
 }
 
 impl std::fmt::Debug for ServeSettings {
@@ -93,6 +107,9 @@ pub enum ServeError {
     /// No randomness for the service's signing key.
     #[error("no randomness for the signing key: {0}")]
     Random(String),
+    /// The configured denied-subject list cannot be used.
+    #[error("cannot start: {0}")]
+    DeniedList(#[from] DeniedListError),
 }
 
 /// The store the service works on, with its inventory lookups.
@@ -121,6 +138,8 @@ pub(crate) struct App {
     /// Opens artifacts for the page's diffs; `None` shows no diff.
     pub(crate) keys: Option<Arc<dyn KeyProvider>>,
     pub(crate) ca_pem: String,
+    /// The denied-subject list, read at every authentication.
+    pub(crate) denied: Option<DeniedList>,
     pub(crate) signer: Signer,
     pub(crate) stats: Mutex<metrics::Snapshot>,
     pub(crate) stopping: AtomicBool,
@@ -190,6 +209,9 @@ pub async fn start(
     settings: ServeSettings,
     listener: TcpListener,
 ) -> Result<Running, ServeError> {
+    if let Some(list) = &settings.denied {
+        list.read()?;
+    }
     let acceptor = tls::acceptor(
         &settings.ca_certificate_pem,
         &settings.server_certificate_pem,
@@ -214,6 +236,7 @@ pub async fn start(
             },
             |e| Controller::Running(Arc::clone(e)),
         ),
+        denied: settings.denied.clone(),
     };
     let app = Arc::new(App {
         store: stores.store,
@@ -222,6 +245,7 @@ pub async fn start(
         clock,
         keys: settings.keys.clone(),
         ca_pem: settings.ca_certificate_pem.clone(),
+        denied: settings.denied.clone(),
         signer: Signer::generate().map_err(|e| ServeError::Random(e.to_string()))?,
         stats: Mutex::new(metrics::Snapshot::default()),
         stopping: AtomicBool::new(false),

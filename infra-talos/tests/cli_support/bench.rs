@@ -147,7 +147,32 @@ impl Bench {
         args: &[&str],
         keyring: bool,
     ) -> Ran {
+        self.cli_env(actor, args, keyring, &[]).await
+    }
+
+    /// The bench's denied-subject list: `denied-subjects` in its directory, given to
+    /// the commands (`INFRA_TALOS_DENIED_SUBJECTS`) and the service whenever the file
+    /// exists.
+    pub fn denied_list(&self) -> PathBuf {
+        self.dir.path().join("denied-subjects")
+    }
+
+    /// As [`Bench::cli_keyring`], with `extra` variables in the environment (set
+    /// last, so they win).
+    pub async fn cli_env(
+        &self,
+        actor: Option<(&str, &str)>,
+        args: &[&str],
+        keyring: bool,
+        extra: &[(&str, &str)],
+    ) -> Ran {
         let mut env = BTreeMap::new();
+        if self.denied_list().exists() {
+            env.insert(
+                "INFRA_TALOS_DENIED_SUBJECTS".to_owned(),
+                self.denied_list().display().to_string(),
+            );
+        }
         env.insert(
             "INFRA_TALOS_DATABASE".to_owned(),
             format!("sqlite:{}", self.dir.path().join("store.db").display()),
@@ -162,6 +187,9 @@ impl Bench {
             "INFRA_TALOS_TALOSCONFIG".to_owned(),
             self.talosconfig.display().to_string(),
         );
+        for (name, value) in extra {
+            env.insert((*name).to_owned(), (*value).to_owned());
+        }
         let acting = acting(self.dir.path(), actor);
         let mut out = Vec::new();
         let mut err = Vec::new();
@@ -286,6 +314,23 @@ impl Bench {
         controller: bool,
         every: std::time::Duration,
     ) -> (infra_talos::serve::Running, String) {
+        let denied = self
+            .denied_list()
+            .exists()
+            .then(|| infra_talos::identity::DeniedList::new(self.denied_list()));
+        self.start_service(controller, every, denied)
+            .await
+            .expect("service")
+    }
+
+    /// Starts the service (see [`Bench::serve_every`]) with the denied-subject list
+    /// `denied`; the service's own refusal to start, if it refuses.
+    pub async fn start_service(
+        &self,
+        controller: bool,
+        every: std::time::Duration,
+        denied: Option<infra_talos::identity::DeniedList>,
+    ) -> Result<(infra_talos::serve::Running, String), infra_talos::serve::ServeError> {
         use std::sync::Arc;
 
         use infra_core::engine::SystemClock;
@@ -331,6 +376,7 @@ impl Bench {
                 every,
                 drift_every: std::time::Duration::from_secs(3600),
             },
+            denied,
         };
         let executor = controller.then(|| {
             let connector = TalosconfigConnector::load(
@@ -365,10 +411,8 @@ impl Bench {
             store,
             inventory: opened,
         };
-        let running = infra_talos::serve::start(stores, executor, settings, listener)
-            .await
-            .expect("service");
+        let running = infra_talos::serve::start(stores, executor, settings, listener).await?;
         let base = format!("https://127.0.0.1:{}", running.addr.port());
-        (running, base)
+        Ok((running, base))
     }
 }
