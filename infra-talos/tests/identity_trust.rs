@@ -666,3 +666,87 @@ async fn a_missing_unreadable_or_corrupt_list_is_refused_clearly() {
 
     bench.stop().await;
 }
+
+/// Through the service (`--server`): `principal certificate` issues from the local
+/// authority and binds through `POST /api/v1/principals/{id}/certificates`, and
+/// the service accepts the new certificate; an existing certificate is bound by the
+/// same road.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_are_bound_through_the_service() {
+    let bench = Bench::imported().await;
+    let (service, base) = bench.serve(false).await;
+    let ca = bench
+        .dir
+        .path()
+        .join(PKI)
+        .join("ca.crt")
+        .display()
+        .to_string();
+    let through = |args: &[&str]| -> Vec<String> {
+        ["--server", base.as_str(), "--server-ca", ca.as_str()]
+            .iter()
+            .chain(args)
+            .map(|a| (*a).to_owned())
+            .collect()
+    };
+    let fresh = bench.dir.path().join("fresh");
+    std::fs::create_dir(&fresh).unwrap();
+    for file in ["ca.crt", "ca.key"] {
+        std::fs::copy(bench.dir.path().join(PKI).join(file), fresh.join(file)).unwrap();
+    }
+    let fresh_arg = fresh.display().to_string();
+    let line = through(&["principal", "certificate", "ann", "--pki", &fresh_arg]);
+    let args: Vec<&str> = line.iter().map(String::as_str).collect();
+    let out = bench.ok(ROOT, &args).await;
+    let fp = fingerprint_of(&fresh.join("ann.crt"));
+    assert!(out.contains(&format!("{fp}, journaled")), "{out}");
+    // The new certificate proves ann to the service.
+    let ann_dir = bench.dir.path().join("ann-only");
+    std::fs::create_dir_all(ann_dir.join(PKI)).unwrap();
+    for file in ["ca.crt", "ann.crt", "ann.key"] {
+        std::fs::copy(fresh.join(file), ann_dir.join(PKI).join(file)).unwrap();
+    }
+    let ann = https(&ann_dir, Some("ann"));
+    let (status, body) = status_and_body(
+        ann.get(format!("{base}/api/v1/whoami"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // A publisher may not issue: refused before anything is written.
+    let line = through(&["principal", "certificate", "ann", "--pki", &fresh_arg]);
+    std::fs::remove_file(fresh.join("ann.crt")).unwrap();
+    std::fs::remove_file(fresh.join("ann.key")).unwrap();
+    let args: Vec<&str> = line.iter().map(String::as_str).collect();
+    let ran = bench.cli(ALICE, &args).await;
+    assert_eq!(ran.code, ExitCode::from(1), "{}{}", ran.out, ran.err);
+    assert!(
+        ran.err.contains("recovery-admin issues certificates"),
+        "{}",
+        ran.err
+    );
+    assert!(!fresh.join("ann.crt").exists());
+    // An existing certificate, bound through the service.
+    let minted = mint_offline(&bench, "minted", "bob");
+    let file = minted.join(PKI).join("bob.crt").display().to_string();
+    let line = through(&["principal", "bind-certificate", "bob", &file]);
+    let args: Vec<&str> = line.iter().map(String::as_str).collect();
+    let out = bench.ok(ROOT, &args).await;
+    assert!(
+        out.contains("bound to bob by root (recovery-admin)"),
+        "{out}"
+    );
+    let bob = https(&minted, Some("bob"));
+    let (status, body) = status_and_body(
+        bob.get(format!("{base}/api/v1/whoami"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    service.shutdown().await;
+    bench.stop().await;
+}
