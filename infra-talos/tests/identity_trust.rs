@@ -480,7 +480,14 @@ async fn a_revocation_survives_a_database_restore_through_the_denied_list() {
 
     let bob_fp = fingerprint_of(&bench.dir.path().join(PKI).join("bob.crt"));
     let out = bench.ok(ROOT, &["revoke", "--identity", "bob"]).await;
-    assert_eq!(out, "identity bob revoked by root (recovery-admin)\n");
+    assert_eq!(
+        out,
+        format!(
+            "identity bob revoked by root (recovery-admin)\n\
+             bob added to the denied-subject list {}\n",
+            list.path().display()
+        )
+    );
     let text = std::fs::read_to_string(list.path()).unwrap();
     assert!(
         text.ends_with(&format!(
