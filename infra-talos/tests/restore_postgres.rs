@@ -12,10 +12,16 @@
 //! - nothing reaches either node from the entry until its scope is released, and a
 //!   revert plan runs only after the release.
 //!
+//! With the command line (feature `cli`), the trust root across the same kind of
+//! restore: a revoked subject stays refused by the command line and the service,
+//! through the denied-subject list the restore does not touch.
+//!
 //! Set `INFRA_TEST_DATABASE_URL` to run it; without it it prints a skip line, and
 //! fails when `CI=true`. `pg_dump` and `pg_restore` are the newest installed
 //! PostgreSQL's, else those on `PATH`.
 
+#[cfg(feature = "cli")]
+mod cli_support;
 mod controller_common;
 mod pg_support;
 
@@ -557,7 +563,8 @@ async fn cli(env: &[(&str, &str)], args: &[&str]) -> (std::process::ExitCode, St
 /// revocation. The restored database trusts bob again (without the list, bob acts:
 /// the control), yet with the list bob is refused, naming it, and nothing is
 /// recorded. A certificate minted with the authority's key and never journaled is
-/// refused on the restored database too.
+/// refused on the restored database too. The service, started on the restored
+/// schema with the list, refuses bob and serves root.
 #[cfg(feature = "cli")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_subject_stays_refused_after_a_postgres_restore() {
@@ -565,7 +572,7 @@ async fn a_revoked_subject_stays_refused_after_a_postgres_restore() {
     let Some(url) = pg_support::database_url("restore test") else {
         return;
     };
-    let (schema, _options) = pg_support::schema(&url, "deny").await;
+    let (schema, options) = pg_support::schema(&url, "deny").await;
     let dir = tempfile::tempdir().expect("dir");
     let separator = if url.contains('?') { '&' } else { '?' };
     let database = format!("{url}{separator}options[search_path]={}", schema.name());
@@ -686,5 +693,74 @@ async fn a_revoked_subject_stays_refused_after_a_postgres_restore() {
     .await;
     assert_eq!(code, ExitCode::from(2), "{out}{err}");
     assert!(err.contains("was never journaled"), "{err}");
+
+    // The service on the restored schema refuses bob too, and still serves root.
+    ok(cli(
+        &[],
+        &[
+            "server-certificate",
+            "--pki",
+            &pki_arg,
+            "--name",
+            "127.0.0.1",
+        ],
+    )
+    .await);
+    let (running, base) = serve_on_restored(&options, &pki, &list).await;
+    for (who, status, says) in [
+        ("bob", 401, "bob is on the denied-subject list"),
+        ("root", 200, "\"root\""),
+    ] {
+        let answer = cli_support::https(dir.path(), Some(who))
+            .get(format!("{base}/api/v1/whoami"))
+            .send()
+            .await
+            .expect("answer");
+        let code = answer.status().as_u16();
+        let body = answer.text().await.expect("body");
+        assert_eq!(code, status, "{who}: {body}");
+        assert!(body.contains(says), "{who}: {body}");
+    }
+    running.shutdown().await;
     drop(schema);
+}
+
+/// `serve` on the schema, with the installation's authority and server certificate
+/// in `pki` and the denied-subject list `list`; the service and its base URL.
+#[cfg(feature = "cli")]
+async fn serve_on_restored(
+    options: &PgConnectOptions,
+    pki: &Path,
+    list: &Path,
+) -> (infra_talos::serve::Running, String) {
+    use infra_talos::serve::{PassSettings, ServeSettings, Stores};
+    let store = Arc::new(
+        PgStore::connect_for_tests(options.clone(), 2, Settings::default())
+            .await
+            .expect("store"),
+    );
+    let read = |name: &str| std::fs::read_to_string(pki.join(name)).expect("pki file");
+    let settings = ServeSettings {
+        ca_certificate_pem: read("ca.crt"),
+        server_certificate_pem: read("server.crt"),
+        server_key_pem: read("server.key"),
+        passes: PassSettings {
+            every: std::time::Duration::from_secs(3600),
+            drift_every: std::time::Duration::from_secs(3600),
+        },
+        keys: None,
+        denied: Some(infra_talos::identity::DeniedList::new(list)),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("listener");
+    let stores = Stores {
+        store: store.clone(),
+        inventory: store,
+    };
+    let running = infra_talos::serve::start(stores, None, settings, listener)
+        .await
+        .expect("service");
+    let base = format!("https://127.0.0.1:{}", running.addr.port());
+    (running, base)
 }
