@@ -127,6 +127,7 @@ async fn inventory(store: &PgStore, ids: &[String]) -> Result<(), Error> {
                 roles: vec![Role::RecoveryAdmin],
             },
             approval_policy: infra_talos::store::ApprovalPolicy::default(),
+            administrator_certificate: None,
         })
         .await?;
     let admin = Actor::new("admin", Role::RecoveryAdmin);

@@ -127,6 +127,7 @@ impl World {
                     roles: vec![Role::RecoveryAdmin],
                 },
                 approval_policy: infra_talos::store::ApprovalPolicy::default(),
+                administrator_certificate: None,
             })
             .await
             .unwrap();

@@ -419,7 +419,7 @@ async fn init_records_whether_approvals_need_a_second_person() {
     assert!(bad.err.contains("is neither yes nor no"), "{}", bad.err);
     let out = cli.ok(None, &[&init[..], &[flag, "yes"]].concat()).await;
     assert!(
-        out.ends_with("approvals need a second person: yes (a self-approval is refused)\n"),
+        out.contains("\napprovals need a second person: yes (a self-approval is refused)\n"),
         "{out}"
     );
     let journal = cli.ok(None, &["principal", "journal"]).await;
@@ -437,8 +437,8 @@ async fn init_records_whether_approvals_need_a_second_person() {
         )
         .await;
     assert!(
-        out.ends_with(
-            "approvals need a second person: no (a self-approval is recorded with its mark)\n"
+        out.contains(
+            "\napprovals need a second person: no (a self-approval is recorded with its mark)\n"
         ),
         "{out}"
     );
@@ -477,7 +477,7 @@ async fn init_records_whether_approvals_need_a_second_person() {
         "{err}"
     );
     assert!(
-        out.ends_with("approvals need a second person: yes (a self-approval is refused)\n"),
+        out.contains("\napprovals need a second person: yes (a self-approval is refused)\n"),
         "{out}"
     );
 }
@@ -655,11 +655,12 @@ async fn identities_are_proven_not_named() {
         .await,
     );
     assert_eq!(std::fs::read(pki.join("ca.key")).unwrap(), ca_before);
-    // A revoked identity's certificate no longer acts, and none is issued for it.
+    // A revoked identity's certificate no longer proves it (its binding ended), and
+    // none is issued for it.
     transcript += &cli.ok(ROOT, &["revoke", "--identity", "bob"]).await;
     exit(
         &mut transcript,
-        1,
+        2,
         cli.as_(BOB, &["freeze", "w1", "--reason", "late"]).await,
     );
     let reissue = dir.join("reissue");
@@ -696,6 +697,6 @@ async fn identities_are_proven_not_named() {
     transcript += &cli.ok(None, &["principal", "journal"]).await;
     let journal: serde_json::Value =
         serde_json::from_str(&cli.ok(None, &["principal", "journal", "--json"]).await).unwrap();
-    assert_eq!(journal.as_array().unwrap().len(), 7, "{journal}");
+    assert_eq!(journal.as_array().unwrap().len(), 13, "{journal}");
     insta::assert_snapshot!("identities", redact_dir(&redact(&transcript), dir));
 }

@@ -12,10 +12,16 @@
 //! - nothing reaches either node from the entry until its scope is released, and a
 //!   revert plan runs only after the release.
 //!
+//! With the command line (feature `cli`), the trust root across the same kind of
+//! restore: a revoked subject stays refused by the command line and the service,
+//! through the denied-subject list the restore does not touch.
+//!
 //! Set `INFRA_TEST_DATABASE_URL` to run it; without it it prints a skip line, and
 //! fails when `CI=true`. `pg_dump` and `pg_restore` are the newest installed
 //! PostgreSQL's, else those on `PATH`.
 
+#[cfg(feature = "cli")]
+mod cli_support;
 mod controller_common;
 mod pg_support;
 
@@ -523,4 +529,238 @@ async fn a_restored_store_accounts_every_scope_before_anything_is_sent() {
     store.pool().close().await;
     stale.pool().close().await;
     drop(schema);
+}
+
+/// Runs the command line `args` with the environment `env`; exit code, stdout and
+/// stderr.
+#[cfg(feature = "cli")]
+async fn cli(env: &[(&str, &str)], args: &[&str]) -> (std::process::ExitCode, String, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut io = infra_talos::cli::Io {
+        out: &mut out,
+        err: &mut err,
+        input: None,
+        env: env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    };
+    let code = infra_talos::cli::run(
+        std::iter::once("infra-talos").chain(args.iter().copied()),
+        &mut io,
+    )
+    .await;
+    (
+        code,
+        String::from_utf8(out).expect("stdout"),
+        String::from_utf8(err).expect("stderr"),
+    )
+}
+
+/// The trust root survives a real restore on PostgreSQL: bob (an approver and
+/// recovery-admin) is revoked on the command line, which writes the denied-subject
+/// list; the schema is restored with `pg_restore` from a `pg_dump` taken before the
+/// revocation. The restored database trusts bob again (without the list, bob acts:
+/// the control), yet with the list bob is refused, naming it, and nothing is
+/// recorded. A certificate minted with the authority's key and never journaled is
+/// refused on the restored database too. The service, started on the restored
+/// schema with the list, refuses bob and serves root.
+#[cfg(feature = "cli")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_subject_stays_refused_after_a_postgres_restore() {
+    use std::process::ExitCode;
+    let Some(url) = pg_support::database_url("restore test") else {
+        return;
+    };
+    let (schema, options) = pg_support::schema(&url, "deny").await;
+    let dir = tempfile::tempdir().expect("dir");
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let database = format!("{url}{separator}options[search_path]={}", schema.name());
+    let pki = dir.path().join("pki");
+    let pki_arg = pki.display().to_string();
+    let list = dir.path().join("denied-subjects");
+    let list_arg = list.display().to_string();
+    let with_list = [
+        ("INFRA_TALOS_DATABASE", database.as_str()),
+        ("INFRA_TALOS_DENIED_SUBJECTS", list_arg.as_str()),
+    ];
+    let without_list = [("INFRA_TALOS_DATABASE", database.as_str())];
+    let as_ = |who: &str, role: &str| -> Vec<String> {
+        vec![
+            "--certificate".into(),
+            pki.join(format!("{who}.crt")).display().to_string(),
+            "--private-key".into(),
+            pki.join(format!("{who}.key")).display().to_string(),
+            "--as".into(),
+            role.into(),
+        ]
+    };
+    let line = |actor: &[String], args: &[&str]| -> Vec<String> {
+        actor
+            .iter()
+            .cloned()
+            .chain(args.iter().map(|a| (*a).to_owned()))
+            .collect()
+    };
+    let ok = |(code, out, err): (ExitCode, String, String)| {
+        assert_eq!(code, ExitCode::SUCCESS, "{out}{err}");
+        out
+    };
+
+    let out = ok(cli(&with_list, &["init", "--admin", "root", "--pki", &pki_arg]).await);
+    assert!(out.contains("denied-subject list: "), "{out}");
+    let root = as_("root", "recovery-admin");
+    let add_bob = line(
+        &root,
+        &[
+            "principal",
+            "add",
+            "bob",
+            "--role",
+            "approver",
+            "--role",
+            "recovery-admin",
+            "--pki",
+            &pki_arg,
+        ],
+    );
+    let add_bob: Vec<&str> = add_bob.iter().map(String::as_str).collect();
+    ok(cli(&with_list, &add_bob).await);
+    let backup = dir.path().join("before-revocation.dump");
+    dump(&url, schema.name(), &backup);
+
+    let revoke = line(&root, &["revoke", "--identity", "bob"]);
+    let revoke: Vec<&str> = revoke.iter().map(String::as_str).collect();
+    ok(cli(&with_list, &revoke).await);
+    let text = std::fs::read_to_string(&list).expect("list");
+    assert!(text.contains("\ndeny bob sha256:"), "{text}");
+
+    restore(&url, schema.name(), &backup).await;
+    let journal = ok(cli(&without_list, &["principal", "journal"]).await);
+    assert!(
+        !journal.contains("revoked"),
+        "the dump predates the revocation: {journal}"
+    );
+
+    let bob = as_("bob", "recovery-admin");
+    let add = |id: &str| line(&bob, &["principal", "add", id, "--role", "author"]);
+    let refused = add("carol");
+    let refused: Vec<&str> = refused.iter().map(String::as_str).collect();
+    let (code, out, err) = cli(&with_list, &refused).await;
+    assert_eq!(code, ExitCode::from(2), "{out}{err}");
+    assert!(err.contains("bob is on the denied-subject list"), "{err}");
+    let journal = ok(cli(&without_list, &["principal", "journal"]).await);
+    assert!(!journal.contains("carol"), "{journal}");
+    // The control: the restored database alone trusts bob.
+    let control = add("dave");
+    let control: Vec<&str> = control.iter().map(String::as_str).collect();
+    ok(cli(&without_list, &control).await);
+
+    // A certificate minted offline with the authority's key proves no one.
+    let ca_cert = std::fs::read_to_string(pki.join("ca.crt")).expect("ca");
+    let ca_key = std::fs::read_to_string(pki.join("ca.key")).expect("ca key");
+    let minted = infra_talos::identity::issue_client(
+        &ca_cert,
+        &ca_key,
+        "root",
+        infra_talos::backend::WallTime::system(Arc::new(infra_core::engine::SystemClock::new()))
+            .system_time(),
+        std::time::Duration::from_secs(3600),
+    )
+    .expect("minted");
+    let minted_dir = dir.path().join("minted");
+    std::fs::create_dir(&minted_dir).expect("dir");
+    std::fs::write(minted_dir.join("root.crt"), &minted.certificate_pem).expect("crt");
+    std::fs::write(minted_dir.join("root.key"), minted.key_pem.as_str()).expect("key");
+    let crt = minted_dir.join("root.crt").display().to_string();
+    let key = minted_dir.join("root.key").display().to_string();
+    let (code, out, err) = cli(
+        &with_list,
+        &[
+            "--certificate",
+            &crt,
+            "--private-key",
+            &key,
+            "--as",
+            "recovery-admin",
+            "principal",
+            "add",
+            "mallory",
+            "--role",
+            "approver",
+        ],
+    )
+    .await;
+    assert_eq!(code, ExitCode::from(2), "{out}{err}");
+    assert!(err.contains("was never journaled"), "{err}");
+
+    // The service on the restored schema refuses bob too, and still serves root.
+    ok(cli(
+        &[],
+        &[
+            "server-certificate",
+            "--pki",
+            &pki_arg,
+            "--name",
+            "127.0.0.1",
+        ],
+    )
+    .await);
+    let (running, base) = serve_on_restored(&options, &pki, &list).await;
+    for (who, status, says) in [
+        ("bob", 401, "bob is on the denied-subject list"),
+        ("root", 200, "\"root\""),
+    ] {
+        let answer = cli_support::https(dir.path(), Some(who))
+            .get(format!("{base}/api/v1/whoami"))
+            .send()
+            .await
+            .expect("answer");
+        let code = answer.status().as_u16();
+        let body = answer.text().await.expect("body");
+        assert_eq!(code, status, "{who}: {body}");
+        assert!(body.contains(says), "{who}: {body}");
+    }
+    running.shutdown().await;
+    drop(schema);
+}
+
+/// `serve` on the schema, with the installation's authority and server certificate
+/// in `pki` and the denied-subject list `list`; the service and its base URL.
+#[cfg(feature = "cli")]
+async fn serve_on_restored(
+    options: &PgConnectOptions,
+    pki: &Path,
+    list: &Path,
+) -> (infra_talos::serve::Running, String) {
+    use infra_talos::serve::{PassSettings, ServeSettings, Stores};
+    let store = Arc::new(
+        PgStore::connect_for_tests(options.clone(), 2, Settings::default())
+            .await
+            .expect("store"),
+    );
+    let read = |name: &str| std::fs::read_to_string(pki.join(name)).expect("pki file");
+    let settings = ServeSettings {
+        ca_certificate_pem: read("ca.crt"),
+        server_certificate_pem: read("server.crt"),
+        server_key_pem: read("server.key"),
+        passes: PassSettings {
+            every: std::time::Duration::from_secs(3600),
+            drift_every: std::time::Duration::from_secs(3600),
+        },
+        keys: None,
+        denied: Some(infra_talos::identity::DeniedList::new(list)),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("listener");
+    let stores = Stores {
+        store: store.clone(),
+        inventory: store,
+    };
+    let running = infra_talos::serve::start(stores, None, settings, listener)
+        .await
+        .expect("service");
+    let base = format!("https://127.0.0.1:{}", running.addr.port());
+    (running, base)
 }

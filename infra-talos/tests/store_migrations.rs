@@ -24,7 +24,7 @@ use sqlx::Connection as _;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 
 /// This build's migrations, by version, on each backend.
-const SQLITE: [(&str, &str); 9] = [
+const SQLITE: [(&str, &str); 10] = [
     (
         "contract_store",
         include_str!("../migrations/sqlite/0001_contract_store.sql"),
@@ -61,8 +61,12 @@ const SQLITE: [(&str, &str); 9] = [
         "installation_approval_policy",
         include_str!("../migrations/sqlite/0009_installation_approval_policy.sql"),
     ),
+    (
+        "certificate_bindings",
+        include_str!("../migrations/sqlite/0010_certificate_bindings.sql"),
+    ),
 ];
-const POSTGRES: [(&str, &str); 9] = [
+const POSTGRES: [(&str, &str); 10] = [
     (
         "contract_store",
         include_str!("../migrations/postgres/0001_contract_store.sql"),
@@ -98,6 +102,10 @@ const POSTGRES: [(&str, &str); 9] = [
     (
         "installation_approval_policy",
         include_str!("../migrations/postgres/0009_installation_approval_policy.sql"),
+    ),
+    (
+        "certificate_bindings",
+        include_str!("../migrations/postgres/0010_certificate_bindings.sql"),
     ),
 ];
 
@@ -183,7 +191,7 @@ async fn sqlite_records_each_migration_with_its_checksum() {
     assert_eq!(sqlite_rows(&path).await, expected_rows(&SQLITE));
 }
 
-/// A store file a newer build migrated (version 10, and a table this build does not
+/// A store file a newer build migrated (version 11, and a table this build does not
 /// know) is refused by the library and the command, naming the file and both
 /// versions, and its bytes and modification time do not change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,7 +199,7 @@ async fn sqlite_newer_schema_is_refused_and_left_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = sqlite_store(dir.path()).await;
     let insert = format!(
-        "INSERT INTO store_migrations (version, name, checksum) VALUES (10, 'from_a_newer_build', '{FORGED}')"
+        "INSERT INTO store_migrations (version, name, checksum) VALUES (11, 'from_a_newer_build', '{FORGED}')"
     );
     sqlite_exec(&path, &[&insert, "CREATE TABLE future_things (x TEXT)"]).await;
     let before = bytes_and_mtime(&path);
@@ -199,8 +207,8 @@ async fn sqlite_newer_schema_is_refused_and_left_untouched() {
     assert_eq!(
         err.open_problem(),
         Some(&OpenProblem::NewerSchema {
-            found: 10,
-            known: 9
+            found: 11,
+            known: 10
         })
     );
     let (code, message) = cli_list(&format!("sqlite:{}", path.display())).await;
@@ -322,7 +330,7 @@ async fn postgres_newer_schema_is_refused_and_left_untouched() {
     let Some(url) = database_url() else { return };
     let (_schema, options, name) = pg_store(&url).await;
     let insert = format!(
-        "INSERT INTO store_migrations (version, name, checksum) VALUES (10, 'from_a_newer_build', '{FORGED}')"
+        "INSERT INTO store_migrations (version, name, checksum) VALUES (11, 'from_a_newer_build', '{FORGED}')"
     );
     pg_exec(&options, &[&insert, "CREATE TABLE future_things (x TEXT)"]).await;
     let before = pg_state(&options).await;
@@ -330,8 +338,8 @@ async fn postgres_newer_schema_is_refused_and_left_untouched() {
     assert_eq!(
         err.open_problem(),
         Some(&OpenProblem::NewerSchema {
-            found: 10,
-            known: 9
+            found: 11,
+            known: 10
         })
     );
     let separator = if url.contains('?') { '&' } else { '?' };
@@ -339,7 +347,7 @@ async fn postgres_newer_schema_is_refused_and_left_untouched() {
     let (code, message) = cli_list(&in_schema).await;
     assert_eq!(code, ExitCode::from(2), "{message}");
     let expected = format!(
-        "error: store {}: the database is at schema version 10, newer than this build knows (up to 9)",
+        "error: store {}: the database is at schema version 11, newer than this build knows (up to 10)",
         infra_talos::store::postgres_url_without_password(&in_schema)
     );
     assert!(message.starts_with(&expected), "{message}");

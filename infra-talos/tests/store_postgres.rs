@@ -766,8 +766,30 @@ async fn migrates_version_one_to_current() {
             .fetch_all(store.pool())
             .await
             .unwrap();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     check_current_version(&store, &clock, before).await;
+    store.pool().close().await;
+    drop(schema);
+}
+
+/// A schema at version 9 (identities, no certificate bindings) migrates to version
+/// 10: its identity journal is kept entry for entry, no certificate is bound, and
+/// bindings are journaled under their new kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrates_version_nine_to_certificate_bindings() {
+    let Some(url) = database_url() else { return };
+    let (schema, options) = pg_support::schema(&url, "t").await;
+    let (settings, _clock) = settings(Guards::default());
+    let old = PgStore::connect_at_version_for_tests(options.clone(), 2, settings.clone(), 9)
+        .await
+        .unwrap();
+    store_suite::identities::identities_before_bindings(&old).await;
+    old.pool().close().await;
+    drop(old);
+    let store = PgStore::connect_for_tests(options, 2, settings)
+        .await
+        .unwrap();
+    store_suite::identities::bindings_after_migration(&store).await;
     store.pool().close().await;
     drop(schema);
 }

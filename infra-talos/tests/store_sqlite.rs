@@ -92,6 +92,27 @@ async fn migrated_in_recovery_mode() {
     store_suite::recovery::recovery_carried_over_by_migration(&env).await;
 }
 
+/// A store file at schema version 9 (identities, no certificate bindings) migrates
+/// to version 10: its identity journal is kept entry for entry, no certificate is
+/// bound, and bindings are journaled under their new kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrates_version_nine_to_certificate_bindings() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let (settings, clock) = settings(Guards::default());
+    let old = SqliteStore::open_at_version_for_tests(Some(&path), settings.clone(), 9)
+        .await
+        .unwrap();
+    store_suite::identities::identities_before_bindings(&old).await;
+    old.pool().close().await;
+    drop(old);
+    let store = SqliteStore::open_for_tests(Some(&path), settings)
+        .await
+        .unwrap();
+    let _ = clock;
+    store_suite::identities::bindings_after_migration(&store).await;
+}
+
 /// A database file at schema version 1 migrates to the current version with its data intact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrates_version_one_to_current() {
@@ -122,7 +143,7 @@ async fn migrates_version_one_to_current() {
             .fetch_all(store.pool())
             .await
             .unwrap();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     check_current_version(&store, &clock, before).await;
 }
 

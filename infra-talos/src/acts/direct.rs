@@ -18,14 +18,15 @@ use crate::contract::plan::PlanState;
 use crate::contract::recovery::Dependency;
 use crate::contract::{Role, SpanMs};
 use crate::controller::{DriftPass, Executor, ExecutorError, RecoveryPass};
+use crate::identity::{Fingerprint, issued_certificate};
 use crate::keys::{
     KeyBinding, KeyError, KeyOperation, KeyProvider, LocalKeyring, Plaintext, SealedArtifact,
     UseCheck,
 };
 use crate::store::{
-    AccountingRequest, Actor, AdoptPlanSpec, BlanketApproval, ContributionKind, IdentityEvent,
-    MachineSpec, MachineView, PlanSpec, PlanView, PrincipalSpec, PrincipalView, RecoveryEntry,
-    ScopeAccounting, SealedReleaseSpec, Store, StoreError,
+    AccountingRequest, Actor, AdoptPlanSpec, BlanketApproval, CertificateOrigin, CertificateSpec,
+    ContributionKind, IdentityEvent, MachineSpec, MachineView, PlanSpec, PlanView, PrincipalSpec,
+    PrincipalView, RecoveryEntry, ScopeAccounting, SealedReleaseSpec, Store, StoreError,
 };
 
 /// The keys acts seal and open with.
@@ -73,6 +74,9 @@ pub struct Grounds {
     pub keys: Keys,
     /// How machines are reached.
     pub controller: Controller,
+    /// The denied-subject list every revocation is appended to (`None`: none
+    /// configured, and a revocation is kept in the database only).
+    pub denied: Option<crate::identity::DeniedList>,
 }
 
 impl Grounds {
@@ -629,10 +633,67 @@ impl Acts for Direct {
     }
 
     async fn revoke_identity(&self, principal: &str) -> ActResult<()> {
-        Ok(self
+        let actor = self.actor()?;
+        // The list is checked and locked before the store revokes, so a list that
+        // cannot be written refuses the act instead of losing its line.
+        let appending = match &self.grounds.denied {
+            Some(list) => Some(list.prepare().map_err(|e| {
+                ActError::Unavailable(format!("refused: revoking an identity: {e}"))
+            })?),
+            None => None,
+        };
+        let fingerprints: Vec<Fingerprint> = self
             .store()
-            .revoke_identity(&self.actor()?, principal)
-            .await?)
+            .certificates()
+            .await?
+            .iter()
+            .filter(|b| b.principal == principal)
+            .filter_map(|b| Fingerprint::parse(&b.fingerprint))
+            .collect();
+        self.store().revoke_identity(&actor, principal).await?;
+        if let Some(appending) = appending {
+            let note = format!("revoked by {} ({})", actor.id, actor.role);
+            appending
+                .append(principal, &fingerprints, &note)
+                .map_err(|e| {
+                    ActError::Unavailable(format!(
+                        "{principal} is revoked in the store, but {e}: append the line \
+                         `deny {principal}` to the list by hand"
+                    ))
+                })?;
+        }
+        Ok(())
+    }
+
+    async fn bind_certificate(
+        &self,
+        principal: &str,
+        certificate_pem: &str,
+        origin: CertificateOrigin,
+    ) -> ActResult<String> {
+        const ACT: &str = "refused: binding a certificate";
+        let actor = self.actor()?;
+        let identity = self.store().installation_identity().await?.ok_or_else(|| {
+            ActError::Refused(format!(
+                "{ACT}: the installation has no identity root yet: bootstrap it first \
+                 (`infra-talos init`)"
+            ))
+        })?;
+        let issued = issued_certificate(&identity.ca_certificate, certificate_pem)
+            .map_err(|e| ActError::Refused(format!("{ACT}: {e}")))?;
+        if issued.principal != principal {
+            return Err(ActError::Refused(format!(
+                "{ACT}: the certificate names {}, not {principal}",
+                issued.principal
+            )));
+        }
+        let spec = CertificateSpec {
+            principal: principal.to_owned(),
+            fingerprint: issued.fingerprint.hex(),
+            origin,
+        };
+        self.store().bind_certificate(&actor, spec).await?;
+        Ok(issued.fingerprint.to_string())
     }
 
     async fn identity_journal(&self) -> ActResult<Vec<IdentityEvent>> {

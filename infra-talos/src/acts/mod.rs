@@ -25,6 +25,7 @@
 //! | [`Acts::enter_recovery`] | `POST /recovery/enter` |
 //! | [`Acts::recovery_status`], [`Acts::observe_recovery`], [`Acts::account_scopes`], [`Acts::mark_scope`], [`Acts::release_scope`], [`Acts::leave_recovery`] | `GET /recovery`, `POST /recovery/observe`, `…/account`, `…/{machine}/mark`, `…/{machine}/release`, `…/leave` |
 //! | [`Acts::principals`], [`Acts::register_principal`], [`Acts::change_roles`], [`Acts::revoke_identity`], [`Acts::identity_journal`] | `GET`, `POST /principals`, `POST /principals/{id}/roles`, `…/revoke`, `GET /identity-journal` |
+//! | [`Acts::bind_certificate`] | `POST /principals/{id}/certificates` |
 //!
 //! Bootstrapping the installation is made on the store only: it comes before any
 //! service can prove anyone. Entering recovery mode is an act like the others
@@ -50,8 +51,8 @@ use crate::contract::recovery::ScopeState;
 use crate::contract::{Role, SpanMs};
 use crate::controller::{DriftPass, RecoveryPass};
 use crate::store::{
-    AccountingRequest, Actor, BlanketApproval, IdentityEvent, MachineSpec, MachineView, PlanView,
-    PrincipalSpec, PrincipalView, ScopeAccounting, StoreError,
+    AccountingRequest, Actor, BlanketApproval, CertificateOrigin, IdentityEvent, MachineSpec,
+    MachineView, PlanView, PrincipalSpec, PrincipalView, ScopeAccounting, StoreError,
 };
 
 /// Why an act was not made. The service sends it as it is, so the command line
@@ -218,8 +219,18 @@ pub trait Acts: Send + Sync {
     async fn register_principal(&self, spec: PrincipalSpec) -> ActResult<()>;
     /// Replaces a principal's roles.
     async fn change_roles(&self, principal: &str, roles: Vec<Role>) -> ActResult<()>;
-    /// Revokes an identity.
+    /// Revokes an identity: its certificate bindings end, and (on the store's road,
+    /// the service's included) it is appended to the configured denied-subject list.
     async fn revoke_identity(&self, principal: &str) -> ActResult<()>;
+    /// Binds a client certificate (PEM; it must chain to the installation's
+    /// authority and name `principal`) to `principal`, journaled (recovery-admin);
+    /// returns its fingerprint, `sha256:<hex>`.
+    async fn bind_certificate(
+        &self,
+        principal: &str,
+        certificate_pem: &str,
+        origin: CertificateOrigin,
+    ) -> ActResult<String>;
     /// The identity journal.
     async fn identity_journal(&self) -> ActResult<Vec<IdentityEvent>>;
 }

@@ -128,6 +128,21 @@ async fn act(command: Command, config: &Config, acts: &dyn Acts) -> Result<Strin
             if let Some(principal) = identity {
                 acts.revoke_identity(&principal).await?;
                 let _ = writeln!(out, "identity {principal} revoked by {}", who(&actor));
+                // Through the service, the service keeps its own list.
+                if config.server.is_none() {
+                    let _ = match config.denied_list() {
+                        Some(list) => writeln!(
+                            out,
+                            "{principal} added to the denied-subject list {}",
+                            list.path().display()
+                        ),
+                        None => writeln!(
+                            out,
+                            "no denied-subject list is configured: a database restore would \
+                             undo this revocation"
+                        ),
+                    };
+                }
             } else if let Some(plan) = plan {
                 acts.revoke_approval(&plan).await?;
                 let _ = writeln!(out, "approval of plan {plan} revoked by {}", who(&actor));

@@ -30,8 +30,13 @@ use super::{Config, Failure, parse_role, pretty, who};
 use crate::acts::Acts;
 use crate::cli::database::Db;
 use crate::contract::Role;
-use crate::identity::{Authority, authenticate, check_authority, issue_client, valid_identifier};
-use crate::store::{Actor, ApprovalPolicy, BootstrapSpec, PrincipalKind, PrincipalSpec, Store};
+use crate::identity::{
+    Authority, DeniedList, Fingerprint, Refusal, admit, authenticate, check_authority,
+    issue_client, issued_certificate, valid_identifier,
+};
+use crate::store::{
+    Actor, ApprovalPolicy, BootstrapSpec, CertificateOrigin, PrincipalKind, PrincipalSpec, Store,
+};
 
 /// How long an issued client certificate is valid by default, in days.
 const DEFAULT_DAYS: u64 = 90;
@@ -53,6 +58,12 @@ pub struct InitArgs {
     /// Record an existing authority (PEM) instead; it issues every certificate.
     #[arg(long)]
     pub ca_certificate: Option<PathBuf>,
+    /// With `--ca-certificate`: the administrator's certificate (PEM) that authority
+    /// issued, bound to it by the bootstrap. Without it, the administrator binds its
+    /// own afterwards (`principal bind-certificate`, on the store, while no
+    /// certificate is bound).
+    #[arg(long, requires = "ca_certificate", value_name = "FILE")]
+    pub admin_certificate: Option<PathBuf>,
     /// How long the administrator's certificate is valid, in days.
     #[arg(long, default_value_t = DEFAULT_DAYS)]
     pub days: u64,
@@ -167,6 +178,18 @@ pub enum PrincipalCommand {
         #[arg(long, default_value_t = DEFAULT_DAYS)]
         days: u64,
     },
+    /// Bind an existing certificate file to its principal (recovery-admin),
+    /// journaled: a certificate issued before certificates were bound (schema
+    /// version 9 and older) is refused until it is bound. On an installation where
+    /// no certificate is bound yet, an administrator may bind the certificate it
+    /// presents, on the store (`--database`), to take the first step.
+    BindCertificate {
+        /// The principal its subject names.
+        id: String,
+        /// The certificate file (PEM); no key is read.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
     /// The identity journal: the bootstrap and every act on principals since.
     Journal {
         /// Print JSON.
@@ -177,7 +200,7 @@ pub enum PrincipalCommand {
 
 /// The acting principal the configuration's certificate proves, in the role it
 /// asks for; `Err` with why not.
-pub(super) async fn acting(config: &Config, store: &dyn Store) -> Result<Actor, String> {
+pub(super) async fn acting(config: &Config, store: &dyn Store) -> Result<Proven, String> {
     let (Some(cert), Some(key)) = (&config.certificate, &config.private_key) else {
         return Err("no acting identity: give a client certificate and its key \
                     (--certificate and --private-key, or `certificate` and `private_key` \
@@ -202,7 +225,41 @@ pub(super) async fn acting(config: &Config, store: &dyn Store) -> Result<Actor, 
         super::when::wall_now(),
     )
     .map_err(|e| format!("{}: {e}", cert.display()))?;
-    Ok(Actor::new(principal, role))
+    let fingerprint = Fingerprint::of_pem(&cert_pem).map_err(|e| e.to_string())?;
+    let denied = match config.denied_list() {
+        Some(list) => Some(list.read().map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let bindings = store.certificates().await.map_err(|e| e.to_string())?;
+    let actor = Actor::new(principal, role);
+    match admit(&actor.id, &fingerprint, &bindings, denied.as_ref()) {
+        Ok(()) => Ok(Proven::Admitted(actor)),
+        Err(e @ Refusal::Unbound { .. }) if bindings.is_empty() => Ok(Proven::FirstBinding {
+            refusal: format!("{}: {e}", cert.display()),
+            actor,
+            fingerprint,
+        }),
+        Err(e) => Err(format!("{}: {e}", cert.display())),
+    }
+}
+
+/// A principal a certificate and key prove, as the command line admits it.
+#[derive(Debug, Clone)]
+pub(super) enum Proven {
+    /// Its certificate is bound to it: it acts.
+    Admitted(Actor),
+    /// Its certificate is bound to no one, on an installation where no certificate
+    /// is bound at all (one upgraded from schema version 9): it may only bind the
+    /// certificate it presents, on the store; every other act is refused, saying
+    /// why.
+    FirstBinding {
+        /// Who it would be.
+        actor: Actor,
+        /// The certificate it presented.
+        fingerprint: Fingerprint,
+        /// The refusal of every other act.
+        refusal: String,
+    },
 }
 
 fn read(path: &Path) -> Result<String, String> {
@@ -214,7 +271,11 @@ fn days(n: u64) -> Duration {
 }
 
 /// `init`.
-pub(super) async fn init(db: &Db, args: InitArgs) -> Result<String, Failure> {
+pub(super) async fn init(
+    db: &Db,
+    args: InitArgs,
+    denied: Option<&DeniedList>,
+) -> Result<String, Failure> {
     if !valid_identifier(&args.admin) {
         return Err(Failure::Usage(format!(
             "{:?} is not a principal identifier (1 to 128 of A-Z a-z 0-9 . _ @ -)",
@@ -265,10 +326,13 @@ pub(super) async fn init(db: &Db, args: InitArgs) -> Result<String, Failure> {
             // The files first, so an authority the store records always has its key on
             // disk; if the store refuses, the files this run wrote are removed.
             let written = write_all_new(dir, &files)?;
+            let admin_fingerprint = Fingerprint::of_pem(&admin.certificate_pem)
+                .map_err(|e| Failure::Usage(e.to_string()))?;
             let spec = BootstrapSpec {
                 ca_certificate: authority.certificate_pem.clone(),
                 administrator,
                 approval_policy,
+                administrator_certificate: Some(admin_fingerprint.hex()),
             };
             if let Err(e) = db.store.bootstrap(spec).await {
                 for path in &written {
@@ -292,11 +356,16 @@ pub(super) async fn init(db: &Db, args: InitArgs) -> Result<String, Failure> {
         (None, Some(file)) => {
             let pem = read(file).map_err(Failure::Usage)?;
             check_authority(&pem).map_err(|e| Failure::Usage(e.to_string()))?;
+            let administrator_certificate = match &args.admin_certificate {
+                Some(path) => Some(admin_certificate(&pem, path, &args.admin)?),
+                None => None,
+            };
             db.store
                 .bootstrap(BootstrapSpec {
                     ca_certificate: pem,
                     administrator,
                     approval_policy,
+                    administrator_certificate: administrator_certificate.map(|f| f.hex()),
                 })
                 .await?;
             let _ = writeln!(
@@ -310,6 +379,7 @@ pub(super) async fn init(db: &Db, args: InitArgs) -> Result<String, Failure> {
         (None, None) => return Err(Failure::Usage("give --pki or --ca-certificate".into())),
     }
     let _ = writeln!(out, "{approval_policy}");
+    out += &make_denied_list(denied)?;
     Ok(out)
 }
 
@@ -348,7 +418,7 @@ pub(super) async fn principal(
                 names.join(", ")
             );
             if let Some(dir) = pki {
-                out += &issue_into(&dir, &id, valid)?;
+                out += &issue_into(acts, &dir, &id, valid).await?;
             }
         }
         PrincipalCommand::Roles { id, roles } => {
@@ -381,7 +451,23 @@ pub(super) async fn principal(
                     "refused: issuing a certificate: {id} is not a registered, unrevoked principal"
                 )));
             }
-            out += &issue_into(&pki, &id, valid)?;
+            out += &issue_into(acts, &pki, &id, valid).await?;
+        }
+        PrincipalCommand::BindCertificate {
+            id,
+            file: certificate,
+        } => {
+            let actor = acts.actor()?;
+            let pem = read(&certificate).map_err(Failure::Usage)?;
+            let fingerprint = acts
+                .bind_certificate(&id, &pem, CertificateOrigin::Existing)
+                .await?;
+            let _ = writeln!(
+                out,
+                "certificate {fingerprint} ({}) bound to {id} by {}",
+                certificate.display(),
+                who(&actor)
+            );
         }
         PrincipalCommand::Journal { json } => {
             let journal = acts.identity_journal().await?;
@@ -401,7 +487,7 @@ pub(super) async fn principal(
                 };
                 let _ = writeln!(
                     out,
-                    "{:>4}  {}  {:<13}  {} by {} ({}){detail}",
+                    "{:>4}  {}  {:<17}  {} by {} ({}){detail}",
                     e.seq,
                     super::iso(e.at.0),
                     e.kind.name(),
@@ -415,25 +501,108 @@ pub(super) async fn principal(
     Ok(out)
 }
 
-/// Issues `id` a certificate from the authority in `dir`, written there.
-fn issue_into(dir: &Path, id: &str, valid: u64) -> Result<String, Failure> {
+/// Issues `id` a certificate from the authority in `dir`, written there, and binds
+/// it to `id` in a journaled act; if the act is refused, the files written are
+/// removed, so no certificate the store does not bind is left behind.
+async fn issue_into(acts: &dyn Acts, dir: &Path, id: &str, valid: u64) -> Result<String, Failure> {
     let ca_cert = read(&dir.join("ca.crt")).map_err(Failure::Usage)?;
     let ca_key = zeroize::Zeroizing::new(read(&dir.join("ca.key")).map_err(Failure::Usage)?);
     let issued = issue_client(&ca_cert, &ca_key, id, super::when::wall_now(), days(valid))
         .map_err(|e| Failure::Usage(e.to_string()))?;
     let cert = dir.join(format!("{id}.crt"));
     let key = dir.join(format!("{id}.key"));
-    write_all_new(
+    let written = write_all_new(
         dir,
         &[
             (cert.clone(), issued.certificate_pem.as_str(), false),
             (key.clone(), issued.key_pem.as_str(), true),
         ],
     )?;
+    let fingerprint = match acts
+        .bind_certificate(id, &issued.certificate_pem, CertificateOrigin::Issued)
+        .await
+    {
+        Ok(fingerprint) => fingerprint,
+        Err(e) => {
+            for path in &written {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(e.into());
+        }
+    };
     Ok(format!(
-        "{id}'s certificate: {} and {} (valid {valid} days)\n",
+        "{id}'s certificate: {} and {} (valid {valid} days; {fingerprint}, journaled)\n",
         cert.display(),
         key.display()
+    ))
+}
+
+/// The fingerprint of the administrator's certificate in `path`, once it is read
+/// as one the authority `ca_pem` issued to `admin`.
+fn admin_certificate(ca_pem: &str, path: &Path, admin: &str) -> Result<Fingerprint, Failure> {
+    let pem = read(path).map_err(Failure::Usage)?;
+    let issued = issued_certificate(ca_pem, &pem)
+        .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
+    if issued.principal != admin {
+        return Err(Failure::Usage(format!(
+            "{}: the certificate names {}, not the administrator {admin}",
+            path.display(),
+            issued.principal
+        )));
+    }
+    Ok(issued.fingerprint)
+}
+
+/// Makes the configured denied-subject list if it does not exist yet, and says so.
+fn make_denied_list(denied: Option<&DeniedList>) -> Result<String, Failure> {
+    let Some(list) = denied else {
+        return Ok(
+            "no denied-subject list is configured (`denied_subjects`): a database \
+                   restore could undo a revocation\n"
+                .into(),
+        );
+    };
+    let made = list
+        .create_if_missing()
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    Ok(format!(
+        "denied-subject list: {} ({}; keep it, and back it up, apart from the database)\n",
+        list.path().display(),
+        if made {
+            "made, empty"
+        } else {
+            "exists already"
+        }
+    ))
+}
+
+/// `principal bind-certificate` by an administrator whose own certificate is not
+/// bound, on an installation where none is (one upgraded from schema version 9):
+/// only the certificate it presents, to itself.
+pub(super) async fn bind_first(
+    acts: &dyn Acts,
+    presented: &Fingerprint,
+    id: &str,
+    certificate: &Path,
+) -> Result<String, Failure> {
+    let actor = acts.actor()?;
+    let pem = read(certificate).map_err(Failure::Usage)?;
+    let file = Fingerprint::of_pem(&pem).map_err(|e| Failure::Usage(e.to_string()))?;
+    if id != actor.id || file != *presented {
+        return Err(Failure::Refused(format!(
+            "refused: binding a certificate: no certificate is bound on this installation \
+             yet, so the first binding is of the certificate you present ({presented}), to \
+             yourself ({}); bind it first, then the others'",
+            actor.id
+        )));
+    }
+    let fingerprint = acts
+        .bind_certificate(id, &pem, CertificateOrigin::Existing)
+        .await?;
+    Ok(format!(
+        "certificate {fingerprint} ({}) bound to {id} by {} (the installation's first binding)\n",
+        certificate.display(),
+        who(&actor)
     ))
 }
 

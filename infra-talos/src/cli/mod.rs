@@ -11,12 +11,13 @@
 //! development the local keyring's directory, `keyring`; see [`custody`]), where the
 //! store's backups are taken from (`backups_dir`), the talosconfig used to reach nodes
 //! (`talosconfig`) and the service to act through instead of the store (`server`,
-//! `server_ca`, `token_file`) come from a JSON file (`--config`, or
+//! `server_ca`, `token_file`) and the denied-subject list (`denied_subjects`, see
+//! [`crate::identity::denied`]) come from a JSON file (`--config`, or
 //! `INFRA_TALOS_CONFIG`) and from the environment (`INFRA_TALOS_DATABASE`,
 //! `INFRA_TALOS_TRANSIT_*`, `INFRA_TALOS_KEYRING`, `INFRA_TALOS_BACKUPS_DIR`,
-//! `INFRA_TALOS_TALOSCONFIG`, `INFRA_TALOS_SERVER`), the environment winning; the
-//! flags win over both. No environment variable names who acts: `INFRA_TALOS_ACTOR`
-//! and `INFRA_TALOS_ROLE` are refused.
+//! `INFRA_TALOS_TALOSCONFIG`, `INFRA_TALOS_SERVER`, `INFRA_TALOS_DENIED_SUBJECTS`), the
+//! environment winning; the flags win over both. No environment variable names who
+//! acts: `INFRA_TALOS_ACTOR` and `INFRA_TALOS_ROLE` are refused.
 //!
 //! **Through the service.** With `--server`, every act but `init` and `serve` is made
 //! through the service's JSON API (see [`crate::acts`]), proven by the client
@@ -79,7 +80,7 @@ pub struct TalosArgs {
     pub database: Option<String>,
     /// A JSON configuration file (`certificate`, `private_key`, `role`, `database`,
     /// `transit`, `keyring`, `backups_dir`, `talosconfig`, `server`, `server_ca`,
-    /// `token_file`).
+    /// `token_file`, `denied_subjects`).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
     /// The acting principal's client certificate (PEM), issued by the installation's
@@ -525,6 +526,7 @@ struct FileConfig {
     server: Option<String>,
     server_ca: Option<PathBuf>,
     token_file: Option<PathBuf>,
+    denied_subjects: Option<PathBuf>,
 }
 
 /// The resolved configuration.
@@ -547,6 +549,12 @@ struct Config {
     server: Option<String>,
     server_ca: Option<PathBuf>,
     token_file: Option<PathBuf>,
+    /// The denied-subject list, kept outside the database.
+    denied_subjects: Option<PathBuf>,
+    /// On an installation where no certificate is bound yet: the administrator the
+    /// presented, unbound certificate would prove, and that certificate, for the
+    /// first `principal bind-certificate`.
+    first_binding: Option<(Actor, crate::identity::Fingerprint)>,
 }
 
 impl Config {
@@ -622,6 +630,12 @@ impl Config {
                 .or(file.server),
             server_ca: args.server_ca.clone().or(file.server_ca),
             token_file: args.token_file.clone().or(file.token_file),
+            // Set and empty: no list (as unset).
+            denied_subjects: var("INFRA_TALOS_DENIED_SUBJECTS")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or(file.denied_subjects),
+            first_binding: None,
         })
     }
 
@@ -634,6 +648,7 @@ impl Config {
             inventory: Arc::clone(&db.inventory),
             keys: self.custody.keys(),
             controller: Controller::Talosconfig(self.talosconfig.clone()),
+            denied: self.denied_list(),
         }
     }
 
@@ -645,6 +660,13 @@ impl Config {
         {
             tracing::warn!("{warning}");
         }
+    }
+
+    /// The configured denied-subject list.
+    fn denied_list(&self) -> Option<crate::identity::DeniedList> {
+        self.denied_subjects
+            .as_ref()
+            .map(crate::identity::DeniedList::new)
     }
 }
 
@@ -723,12 +745,30 @@ async fn dispatch(command: Command, mut config: Config) -> Result<String, Failur
         };
     }
     let db = open_store(config.database.as_deref(), config.create).await?;
-    config.acting = Some(identity::acting(&config, db.store.as_ref()).await);
+    config.acting = Some(match identity::acting(&config, db.store.as_ref()).await {
+        Ok(identity::Proven::Admitted(actor)) => Ok(actor),
+        Ok(identity::Proven::FirstBinding {
+            actor,
+            fingerprint,
+            refusal,
+        }) => {
+            config.first_binding = Some((actor, fingerprint));
+            Err(refusal)
+        }
+        Err(why) => Err(why),
+    });
     if uses_keys(&command) {
         config.warn_about_custody();
     }
     match command {
-        Command::Init(args) => identity::init(&db, args).await,
+        Command::Init(args) => identity::init(&db, args, config.denied_list().as_ref()).await,
+        Command::Principal(PrincipalCommand::BindCertificate { id, file })
+            if config.first_binding.is_some() =>
+        {
+            let (actor, presented) = config.first_binding.clone().expect("checked");
+            let acts = config.grounds(&db).acting(Ok(actor));
+            identity::bind_first(&acts, &presented, &id, &file).await
+        }
         Command::Serve(args) => serve::serve(&db, &config, args).await,
         Command::Token { .. } => Err(Failure::Usage(
             "a token is issued by the service: give --server URL".into(),

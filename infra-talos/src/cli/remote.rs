@@ -26,8 +26,8 @@ use crate::contract::{Role, SpanMs};
 use crate::controller::{DriftPass, RecoveryPass};
 use crate::serve::segment as seg;
 use crate::store::{
-    AccountingRequest, Actor, BlanketApproval, IdentityEvent, MachineSpec, MachineView, PlanView,
-    PrincipalKind, PrincipalSpec, PrincipalView, ScopeAccounting,
+    AccountingRequest, Actor, BlanketApproval, CertificateOrigin, IdentityEvent, MachineSpec,
+    MachineView, PlanView, PrincipalKind, PrincipalSpec, PrincipalView, ScopeAccounting,
 };
 
 /// How long one request may take; a run or a pass waits on machines.
@@ -235,6 +235,12 @@ fn problem(status: StatusCode, text: &str) -> ActError {
 
 type Nothing = Value;
 
+/// The service's answer to a binding.
+#[derive(serde::Deserialize)]
+struct Bound {
+    fingerprint: String,
+}
+
 #[async_trait::async_trait]
 impl Acts for Remote {
     fn actor(&self) -> ActResult<Actor> {
@@ -407,5 +413,17 @@ impl Acts for Remote {
 
     async fn identity_journal(&self) -> ActResult<Vec<IdentityEvent>> {
         self.get("/identity-journal").await
+    }
+
+    async fn bind_certificate(
+        &self,
+        principal: &str,
+        certificate_pem: &str,
+        origin: CertificateOrigin,
+    ) -> ActResult<String> {
+        let path = format!("/principals/{}/certificates", seg(principal));
+        let body = json!({ "certificate": certificate_pem, "origin": origin });
+        let bound: Bound = self.act(&path, body).await?;
+        Ok(bound.fingerprint)
     }
 }

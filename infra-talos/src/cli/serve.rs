@@ -148,7 +148,15 @@ pub(super) async fn serve(db: &Db, config: &Config, args: ServeArgs) -> Result<S
             every: args.every,
             drift_every: args.drift_every,
         },
+        denied: config.denied_list(),
     };
+    if settings.denied.is_none() {
+        tracing::warn!(
+            "no denied-subject list is configured (`denied_subjects`, \
+             INFRA_TALOS_DENIED_SUBJECTS): a database restore could make a revoked \
+             identity trusted again"
+        );
+    }
     let controller = if args.no_controller {
         None
     } else {

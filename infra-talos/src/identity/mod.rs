@@ -12,11 +12,25 @@
 //! [`authority`] makes an authority and issues client certificates (the
 //! installation's own CA); an existing authority works as well, its certificate given
 //! to the bootstrap. [`authenticate`] checks a presented certificate and key.
+//!
+//! **The trust root is the store's journal, not the authority's key alone.** Every
+//! certificate issued is bound to its principal by its [`Fingerprint`] in the same
+//! journaled act, and [`admit`] accepts a proven certificate only when that binding
+//! stands: a certificate minted with the authority's key but never journaled is
+//! refused. Every revocation is also appended to the [`denied`] list, a file kept
+//! outside the database, so a database restore cannot make a revoked subject
+//! trusted again.
 
+mod admission;
 mod authority;
+pub mod denied;
+mod fingerprint;
 mod verify;
 
+pub use admission::{Refusal, admit};
 pub use authority::{Authority, ClientCertificate, issue_client, issue_server};
+pub use denied::{Denied, DeniedList, DeniedListError};
+pub use fingerprint::{Fingerprint, IssuedCertificate, issued_certificate};
 pub use verify::{authenticate, check_authority, principal_of_verified};
 
 /// Why an identity could not be made or proven.

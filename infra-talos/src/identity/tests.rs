@@ -120,3 +120,65 @@ fn keys_never_print() {
         assert!(!shown.contains("PRIVATE KEY"), "{shown}");
     }
 }
+
+#[test]
+fn a_binding_reads_the_principal_and_fingerprint_of_the_authoritys_certificate() {
+    let ca = authority();
+    let bob = issue(&ca, "bob");
+    let read = issued_certificate(&ca.certificate_pem, &bob.certificate_pem).unwrap();
+    assert_eq!(read.principal, "bob");
+    assert_eq!(
+        read.fingerprint,
+        Fingerprint::of_pem(&bob.certificate_pem).unwrap()
+    );
+    let shown = read.fingerprint.to_string();
+    assert!(
+        shown.starts_with("sha256:") && shown.len() == 7 + 64,
+        "{shown}"
+    );
+    assert_eq!(Fingerprint::parse(&shown), Some(read.fingerprint));
+    assert_eq!(
+        Fingerprint::parse(&read.fingerprint.hex()),
+        Some(read.fingerprint)
+    );
+    assert_eq!(Fingerprint::parse("sha256:12"), None);
+    // Another authority's certificate is not bound to anyone here.
+    let other = authority();
+    let eve = issue(&other, "bob");
+    assert!(matches!(
+        issued_certificate(&ca.certificate_pem, &eve.certificate_pem),
+        Err(IdentityError::NotTrusted(_))
+    ));
+    assert_ne!(
+        Fingerprint::of_pem(&eve.certificate_pem).unwrap(),
+        read.fingerprint
+    );
+}
+
+#[test]
+fn only_a_standing_binding_of_the_presented_certificate_admits() {
+    use crate::contract::InstantMs;
+    use crate::store::CertificateBinding;
+    let ca = authority();
+    let bob = Fingerprint::of_pem(&issue(&ca, "bob").certificate_pem).unwrap();
+    let binding = |ended: Option<u64>| CertificateBinding {
+        fingerprint: bob.hex(),
+        principal: "bob".into(),
+        bound_at: InstantMs(1),
+        bound_by: "root".into(),
+        ended_at: ended.map(InstantMs),
+    };
+    assert_eq!(admit("bob", &bob, &[binding(None)], None), Ok(()));
+    assert!(matches!(
+        admit("bob", &bob, &[], None),
+        Err(Refusal::Unbound { .. })
+    ));
+    assert!(matches!(
+        admit("alice", &bob, &[binding(None)], None),
+        Err(Refusal::Unbound { .. })
+    ));
+    assert!(matches!(
+        admit("bob", &bob, &[binding(Some(2))], None),
+        Err(Refusal::Ended { .. })
+    ));
+}

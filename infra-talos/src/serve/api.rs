@@ -19,17 +19,18 @@ use super::auth::{Principal, Proof, cookie};
 use crate::acts::{ActError, Acts, Deadlines, Direct, EntryRequest, PlanRequest, PublishRequest};
 use crate::contract::{Role, SpanMs};
 use crate::store::{
-    AccountingRequest, Actor, MachineSpec, PrincipalKind, PrincipalSpec, ScopeAccounting,
-    StoreError,
+    AccountingRequest, Actor, CertificateOrigin, MachineSpec, PrincipalKind, PrincipalSpec,
+    ScopeAccounting, StoreError,
 };
 
 /// The largest release a publisher may upload in one request (its configurations,
 /// base64-encoded).
 const RELEASE_LIMIT: usize = 64 * 1024 * 1024;
 
-/// The principal a connection's verified client certificate names, if any.
+/// The principal a connection's verified client certificate names, with the
+/// certificate's fingerprint, if any.
 #[derive(Debug, Clone)]
-pub(crate) struct Peer(pub(crate) Option<String>);
+pub(crate) struct Peer(pub(crate) Option<super::tls::PeerCertificate>);
 
 /// The name of the approval page's session cookie.
 pub(crate) const SESSION: &str = "infra_talos_session";
@@ -150,7 +151,8 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/principals", get(principals).post(register))
         .route("/principals/{id}/roles", post(change_roles))
         .route("/principals/{id}/revoke", post(revoke_identity))
-        .route("/identity-journal", get(journal));
+        .route("/identity-journal", get(journal))
+        .route("/principals/{id}/certificates", post(bind_certificate));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -176,9 +178,9 @@ pub(crate) async fn principal(
     peer: &Peer,
     headers: &HeaderMap,
 ) -> Result<Principal, Problem> {
-    let found = if let Some(id) = &peer.0 {
+    let found = if let Some(certificate) = &peer.0 {
         Some(Principal {
-            id: id.clone(),
+            id: certificate.id.clone(),
             proof: Proof::Certificate,
             roles: Vec::new(),
         })
@@ -206,6 +208,7 @@ pub(crate) async fn principal(
         })
     };
     let mut principal = found.ok_or_else(Problem::unauthenticated)?;
+    admitted(app, &principal, peer).await?;
     let known = app.timed(app.store.principals()).await?;
     let Some(held) = known
         .into_iter()
@@ -218,6 +221,38 @@ pub(crate) async fn principal(
     };
     principal.roles = held.roles;
     Ok(principal)
+}
+
+/// Refuses a principal the denied-subject list names (by any proof), and a
+/// certificate the store does not bind to it (see [`crate::identity::admit`]).
+async fn admitted(app: &App, principal: &Principal, peer: &Peer) -> Result<(), Problem> {
+    let denied = match &app.denied {
+        Some(list) => Some(list.read().map_err(|e| {
+            Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("cannot authenticate: {e}"),
+            )
+        })?),
+        None => None,
+    };
+    let refused =
+        |e: crate::identity::Refusal| Problem::new(StatusCode::UNAUTHORIZED, e.to_string());
+    match (&peer.0, principal.proof) {
+        (Some(certificate), Proof::Certificate) => {
+            let bindings = app.timed(app.store.certificates()).await?;
+            crate::identity::admit(
+                &principal.id,
+                &certificate.fingerprint,
+                &bindings,
+                denied.as_ref(),
+            )
+            .map_err(refused)
+        }
+        _ => match denied.and_then(|d| d.refusal(&principal.id, None)) {
+            Some(why) => Err(refused(crate::identity::Refusal::Denied(why))),
+            None => Ok(()),
+        },
+    }
 }
 
 /// The session token the page's cookie carries.
@@ -605,6 +640,28 @@ async fn revoke_identity(
         .revoke_identity(&id)
         .await?;
     ok(json!({ "principal": id, "revokedBy": principal.id }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CertificateBody {
+    #[serde(rename = "as")]
+    role: String,
+    /// The certificate, PEM (no key: a certificate is public).
+    certificate: String,
+    origin: CertificateOrigin,
+}
+
+async fn bind_certificate(
+    State(app): State<Arc<App>>,
+    Caller(principal): Caller,
+    Path(id): Path<String>,
+    Json(body): Json<CertificateBody>,
+) -> Answer {
+    let fingerprint = acts(&app, &principal, &body.role)?
+        .bind_certificate(&id, &body.certificate, body.origin)
+        .await?;
+    ok(json!({ "principal": id, "fingerprint": fingerprint, "boundBy": principal.id }))
 }
 
 /// The body of an act carrying one piece of data besides its role.

@@ -11,6 +11,13 @@
 //! unrevoked principal are refused (401), and the store refuses an act in a role the
 //! principal does not hold (403).
 //!
+//! **Which certificates.** A client certificate is accepted only when the store binds
+//! its fingerprint to the principal it names (every certificate issued is bound in a
+//! journaled act) and the binding has not ended; a certificate the authority's key
+//! signed but no act journaled is refused (401), saying so. A principal the
+//! denied-subject list names is refused by every proof, whatever the database says;
+//! while a configured list cannot be read, no one is authenticated (503).
+//!
 //! **The page's protections.** Every answer carries the headers of [`headers`] (a
 //! content security policy with `frame-ancestors 'none'`, `X-Frame-Options: DENY`);
 //! the page's cookies, its per-visitor sign-in CSRF value and who sees a plan's
@@ -59,6 +66,7 @@ use crate::acts::{Controller, Grounds, Keys};
 use crate::backend::Inventory;
 use crate::contract::recovery::ScopeState;
 use crate::controller::Executor;
+use crate::identity::{DeniedList, DeniedListError};
 use crate::keys::KeyProvider;
 use crate::store::{Store, StoreResult};
 use auth::Signer;
@@ -77,6 +85,12 @@ pub struct ServeSettings {
     /// Opens artifacts for the approval page's diffs: the controller's key custody
     /// (Transit, or the development keyring).
     pub keys: Option<Arc<dyn KeyProvider>>,
+    /// The denied-subject list kept outside the database: read at start (the
+    /// service does not start if it is missing, unreadable or corrupt) and at every
+    /// authentication, and appended to on every revocation made through the service.
+    /// `None`: none configured (a restore of the database can then undo a
+    /// revocation).
+    pub denied: Option<DeniedList>,
 }
 
 impl std::fmt::Debug for ServeSettings {
@@ -103,6 +117,9 @@ pub enum ServeError {
     /// The store could not be read at start.
     #[error("the store could not be read: {0}")]
     Store(String),
+    /// The configured denied-subject list cannot be used.
+    #[error("cannot start: {0}")]
+    DeniedList(#[from] DeniedListError),
 }
 
 /// The store the service works on, with its inventory lookups.
@@ -131,6 +148,8 @@ pub(crate) struct App {
     /// Opens artifacts for the page's diffs; `None` shows no diff.
     pub(crate) keys: Option<Arc<dyn KeyProvider>>,
     pub(crate) ca_pem: String,
+    /// The denied-subject list, read at every authentication.
+    pub(crate) denied: Option<DeniedList>,
     pub(crate) signer: Signer,
     pub(crate) stats: Mutex<metrics::Snapshot>,
     pub(crate) stopping: AtomicBool,
@@ -240,6 +259,9 @@ async fn start_as(
     settings: ServeSettings,
     listener: TcpListener,
 ) -> Result<Running, ServeError> {
+    if let Some(list) = &settings.denied {
+        list.read()?;
+    }
     let awaiting_entry = match mode {
         StartMode::Normal => None,
         StartMode::Recovery => Some(recovery_start::AwaitingEntry::new(
@@ -274,6 +296,7 @@ async fn start_as(
             },
             |e| Controller::Running(Arc::clone(e)),
         ),
+        denied: settings.denied.clone(),
     };
     let app = Arc::new(App {
         store: stores.store,
@@ -282,6 +305,7 @@ async fn start_as(
         clock,
         keys: settings.keys.clone(),
         ca_pem: settings.ca_certificate_pem.clone(),
+        denied: settings.denied.clone(),
         signer: Signer::generate().map_err(|e| ServeError::Random(e.to_string()))?,
         stats: Mutex::new(metrics::Snapshot::default()),
         stopping: AtomicBool::new(false),

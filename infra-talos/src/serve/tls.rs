@@ -13,7 +13,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::TlsAcceptor;
 
-use crate::identity::principal_of_verified;
+use crate::identity::{Fingerprint, principal_of_verified};
 
 /// Why the TLS configuration could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -59,13 +59,27 @@ pub(crate) fn acceptor(
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-/// The principal the verified client certificate of a connection names, if it
-/// presented one.
+/// A connection's verified client certificate: the principal it names and its
+/// fingerprint, which the routes look up among the store's bindings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PeerCertificate {
+    /// The principal its subject names.
+    pub(crate) id: String,
+    /// Its fingerprint.
+    pub(crate) fingerprint: Fingerprint,
+}
+
+/// The principal the verified client certificate of a connection names, and the
+/// certificate's fingerprint, if it presented one.
 pub(crate) fn peer_principal(
     ca_certificate_pem: &str,
     peer: Option<&[CertificateDer<'static>]>,
     now: SystemTime,
-) -> Option<String> {
+) -> Option<PeerCertificate> {
     let cert = peer?.first()?;
-    principal_of_verified(ca_certificate_pem, cert, now).ok()
+    let id = principal_of_verified(ca_certificate_pem, cert, now).ok()?;
+    Some(PeerCertificate {
+        id,
+        fingerprint: Fingerprint::of_der(cert.as_ref()),
+    })
 }

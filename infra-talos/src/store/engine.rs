@@ -20,11 +20,11 @@ use crate::store::sql::{Pool, Tx, query};
 use crate::store::transaction::R;
 use crate::store::{
     AccountingRequest, Actor, AdoptPlanSpec, AdoptionOutcome, AttemptView, BlanketApproval,
-    BootstrapSpec, Committed, DependencyCheck, HookPoint, IdentityEvent, InstallationIdentity,
-    MachineSpec, MachineView, ObservationRequest, ObservationTicket, ObservationView,
-    ObservedFacts, OperationView, PlanSpec, PlanView, PrincipalSpec, PrincipalView, RecoveryEntry,
-    ReleaseSpec, ScopeAccounting, SealedReleaseSpec, Settings, Store, StoreError, StoreResult,
-    TimelineEntry,
+    BootstrapSpec, CertificateBinding, CertificateSpec, Committed, DependencyCheck, HookPoint,
+    IdentityEvent, InstallationIdentity, MachineSpec, MachineView, ObservationRequest,
+    ObservationTicket, ObservationView, ObservedFacts, OperationView, PlanSpec, PlanView,
+    PrincipalSpec, PrincipalView, RecoveryEntry, ReleaseSpec, ScopeAccounting, SealedReleaseSpec,
+    Settings, Store, StoreError, StoreResult, TimelineEntry,
 };
 
 /// One store over either database: the pool and the settings every act runs with.
@@ -140,6 +140,14 @@ impl<S: OnEngine> Store for S {
 
     async fn revoke_identity(&self, actor: &Actor, principal: &str) -> StoreResult<()> {
         self.engine().revoke_identity(actor, principal).await
+    }
+
+    async fn bind_certificate(&self, actor: &Actor, spec: CertificateSpec) -> StoreResult<()> {
+        self.engine().bind_certificate(actor, spec).await
+    }
+
+    async fn certificates(&self) -> StoreResult<Vec<CertificateBinding>> {
+        self.engine().certificates().await
     }
 
     async fn cancel_plan(&self, actor: &Actor, plan: &str) -> StoreResult<()> {

@@ -72,6 +72,11 @@ pub(super) const POSTGRES: &[Migration] = &[
         name: "installation_approval_policy",
         sql: include_str!("../../migrations/postgres/0009_installation_approval_policy.sql"),
     },
+    Migration {
+        version: 10,
+        name: "certificate_bindings",
+        sql: include_str!("../../migrations/postgres/0010_certificate_bindings.sql"),
+    },
 ];
 
 /// SQLite's migrations (`migrations/sqlite/`), numbered as PostgreSQL's.
@@ -121,6 +126,11 @@ pub(super) const SQLITE: &[Migration] = &[
         version: 9,
         name: "installation_approval_policy",
         sql: include_str!("../../migrations/sqlite/0009_installation_approval_policy.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "certificate_bindings",
+        sql: include_str!("../../migrations/sqlite/0010_certificate_bindings.sql"),
     },
 ];
 

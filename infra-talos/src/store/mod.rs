@@ -163,6 +163,12 @@ pub struct BootstrapSpec {
     /// Whether approvals need a second person; the contract's reading unless the
     /// installation chooses otherwise.
     pub approval_policy: ApprovalPolicy,
+    /// The fingerprint (64 lowercase hex digits of the SHA-256 of its DER) of the
+    /// administrator's certificate, bound to it by the bootstrap and journaled with
+    /// it. `None` binds none: the administrator then authenticates with no
+    /// certificate until one is bound.
+    #[serde(default)]
+    pub administrator_certificate: Option<String>,
 }
 
 /// Who may approve a plan: the installation's choice, made at its bootstrap and kept
@@ -230,6 +236,9 @@ pub enum IdentityEventKind {
     RolesChanged,
     /// A principal's identity revoked.
     Revoked,
+    /// A client certificate bound to a principal by its fingerprint: one issued by
+    /// the command line, or an existing one bound by recovery-admin.
+    CertificateBound,
 }
 
 impl IdentityEventKind {
@@ -241,8 +250,58 @@ impl IdentityEventKind {
             Self::Registered => "registered",
             Self::RolesChanged => "roles_changed",
             Self::Revoked => "revoked",
+            Self::CertificateBound => "certificate_bound",
         }
     }
+}
+
+/// Where a bound certificate came from, as the journal says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CertificateOrigin {
+    /// Issued by the command line from the installation's authority, in this act.
+    Issued,
+    /// An existing certificate (one issued before certificates were bound, or by an
+    /// existing authority) bound by recovery-admin.
+    Existing,
+}
+
+impl CertificateOrigin {
+    /// How the journal's detail names it.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Issued => "issued",
+            Self::Existing => "existing certificate bound",
+        }
+    }
+}
+
+/// A certificate to bind to its principal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CertificateSpec {
+    /// The principal its subject names.
+    pub principal: String,
+    /// Its fingerprint: the SHA-256 of its DER, 64 lowercase hex digits.
+    pub fingerprint: String,
+    /// Where it came from.
+    pub origin: CertificateOrigin,
+}
+
+/// A certificate bound to a principal (`Store::bind_certificate`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CertificateBinding {
+    /// Its fingerprint: 64 lowercase hex digits.
+    pub fingerprint: String,
+    /// The principal it is bound to.
+    pub principal: String,
+    /// Store time of the binding.
+    pub bound_at: InstantMs,
+    /// Who bound it (the bootstrap's administrator for its own).
+    pub bound_by: String,
+    /// Store time the binding ended (its identity was revoked); `None` while it
+    /// stands.
+    pub ended_at: Option<InstantMs>,
 }
 
 /// A registered principal.
@@ -913,8 +972,15 @@ pub trait Store: Send + Sync {
     async fn approve(&self, actor: &Actor, plan: &str) -> StoreResult<SelfApproval>;
     /// Revoke a plan's approval; locks the machine row, then the approval.
     async fn revoke_approval(&self, actor: &Actor, plan: &str) -> StoreResult<()>;
-    /// Revoke an identity (recovery-admin); locks the principal row.
+    /// Revoke an identity (recovery-admin); locks the principal row. Its
+    /// certificate bindings end with it.
     async fn revoke_identity(&self, actor: &Actor, principal: &str) -> StoreResult<()>;
+    /// Bind a certificate to its principal by its fingerprint (recovery-admin, the
+    /// principal registered and unrevoked, the fingerprint bound to no one yet);
+    /// recorded in the identity journal in the same transaction.
+    async fn bind_certificate(&self, actor: &Actor, spec: CertificateSpec) -> StoreResult<()>;
+    /// Every certificate binding, ended ones included, by principal and time.
+    async fn certificates(&self) -> StoreResult<Vec<CertificateBinding>>;
     /// Cancel a plan (its creator, an approver or recovery-admin).
     async fn cancel_plan(&self, actor: &Actor, plan: &str) -> StoreResult<()>;
     /// Record a blanket approval for cluster `cluster_id` (an approver, a person):

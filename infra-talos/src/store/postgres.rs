@@ -17,7 +17,7 @@ use super::sql::Pool;
 use super::{Settings, StoreError, StoreResult, postgres_url_without_password};
 
 /// The schema version this build migrates to.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// The controller's store on PostgreSQL. Its acts are the shared engine's
 /// ([`Store`](super::Store)).

@@ -16,7 +16,7 @@ use super::sqlite_file;
 use super::{OpenProblem, Settings, StoreError, StoreResult};
 
 /// The schema version this build migrates to.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// The embedded controller store on SQLite. Its acts are the shared engine's
 /// ([`Store`](super::Store)).

@@ -147,7 +147,32 @@ impl Bench {
         args: &[&str],
         keyring: bool,
     ) -> Ran {
+        self.cli_env(actor, args, keyring, &[]).await
+    }
+
+    /// The bench's denied-subject list: `denied-subjects` in its directory, given to
+    /// the commands (`INFRA_TALOS_DENIED_SUBJECTS`) and the service whenever the file
+    /// exists.
+    pub fn denied_list(&self) -> PathBuf {
+        self.dir.path().join("denied-subjects")
+    }
+
+    /// As [`Bench::cli_keyring`], with `extra` variables in the environment (set
+    /// last, so they win).
+    pub async fn cli_env(
+        &self,
+        actor: Option<(&str, &str)>,
+        args: &[&str],
+        keyring: bool,
+        extra: &[(&str, &str)],
+    ) -> Ran {
         let mut env = BTreeMap::new();
+        if self.denied_list().exists() {
+            env.insert(
+                "INFRA_TALOS_DENIED_SUBJECTS".to_owned(),
+                self.denied_list().display().to_string(),
+            );
+        }
         env.insert(
             "INFRA_TALOS_DATABASE".to_owned(),
             format!("sqlite:{}", self.dir.path().join("store.db").display()),
@@ -162,6 +187,9 @@ impl Bench {
             "INFRA_TALOS_TALOSCONFIG".to_owned(),
             self.talosconfig.display().to_string(),
         );
+        for (name, value) in extra {
+            env.insert((*name).to_owned(), (*value).to_owned());
+        }
         let acting = acting(self.dir.path(), actor);
         let mut out = Vec::new();
         let mut err = Vec::new();
@@ -295,7 +323,8 @@ impl Bench {
 
     /// As [`Bench::serve`], with the controller's timers `passes` and its executor's
     /// maximum transport deadline in seconds (the wait before the first recovery
-    /// read after an entry); with `recovery_start`, the recovery start (§7.2).
+    /// read after an entry); with `recovery_start`, the recovery start (§7.2). The
+    /// bench's denied-subject list is the service's when the file exists.
     pub async fn serve_with(
         &self,
         controller: bool,
@@ -303,6 +332,47 @@ impl Bench {
         max_transport_deadline_secs: u64,
         recovery_start: bool,
     ) -> (infra_talos::serve::Running, String) {
+        let denied = self
+            .denied_list()
+            .exists()
+            .then(|| infra_talos::identity::DeniedList::new(self.denied_list()));
+        self.start_service_with(
+            controller,
+            passes,
+            max_transport_deadline_secs,
+            recovery_start,
+            denied,
+        )
+        .await
+        .expect("service")
+    }
+
+    /// Starts the service (see [`Bench::serve_every`]) with the denied-subject list
+    /// `denied`; the service's own refusal to start, if it refuses.
+    pub async fn start_service(
+        &self,
+        controller: bool,
+        every: std::time::Duration,
+        denied: Option<infra_talos::identity::DeniedList>,
+    ) -> Result<(infra_talos::serve::Running, String), infra_talos::serve::ServeError> {
+        let passes = infra_talos::serve::PassSettings {
+            every,
+            drift_every: std::time::Duration::from_secs(3600),
+        };
+        self.start_service_with(controller, passes, 60, false, denied)
+            .await
+    }
+
+    /// The service as [`Bench::serve_with`] starts it, with the denied-subject list
+    /// `denied`; the service's own refusal to start, if it refuses.
+    pub async fn start_service_with(
+        &self,
+        controller: bool,
+        passes: infra_talos::serve::PassSettings,
+        max_transport_deadline_secs: u64,
+        recovery_start: bool,
+        denied: Option<infra_talos::identity::DeniedList>,
+    ) -> Result<(infra_talos::serve::Running, String), infra_talos::serve::ServeError> {
         use std::sync::Arc;
 
         use infra_core::engine::SystemClock;
@@ -345,6 +415,7 @@ impl Bench {
             server_certificate_pem: read("server.crt"),
             server_key_pem: read("server.key"),
             passes,
+            denied,
         };
         let executor = controller.then(|| {
             let connector = TalosconfigConnector::load(
@@ -383,9 +454,8 @@ impl Bench {
             infra_talos::serve::start_for_recovery(stores, executor, settings, listener).await
         } else {
             infra_talos::serve::start(stores, executor, settings, listener).await
-        }
-        .expect("service");
+        }?;
         let base = format!("https://127.0.0.1:{}", running.addr.port());
-        (running, base)
+        Ok((running, base))
     }
 }

@@ -103,7 +103,26 @@ pub fn redact(text: &str) -> String {
         }
     }
     done.push_str(rest);
-    store_instants(&done)
+    fingerprints(&store_instants(&done))
+}
+
+/// Certificate fingerprints (`sha256:<64 hex>`, of keys made afresh each run)
+/// become `sha256:[fingerprint]`.
+pub fn fingerprints(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("sha256:") {
+        let tail = &rest[at + 7..];
+        out.push_str(&rest[..at + 7]);
+        if tail.len() >= 64 && tail[..64].bytes().all(|b| b.is_ascii_hexdigit()) {
+            out.push_str("[fingerprint]");
+            rest = &tail[64..];
+        } else {
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Store instants in refusals (`t=<ms>ms`) become `t=[ms]`.

@@ -413,6 +413,7 @@ pub async fn register_people<S: Store + ?Sized>(s: &S) {
             roles: vec![Role::RecoveryAdmin],
         },
         approval_policy: infra_talos::store::ApprovalPolicy::default(),
+        administrator_certificate: None,
     })
     .await
     .expect("bootstrap");

@@ -8,8 +8,8 @@ use infra_talos::contract::Role;
 use infra_talos::contract::evidence::ResponseClass;
 use infra_talos::contract::operation::OwnerToken;
 use infra_talos::store::{
-    Actor, ApprovalPolicy, Guards, IdentityEventKind, PrincipalKind, PrincipalSpec, Store,
-    StoreError,
+    Actor, ApprovalPolicy, BootstrapSpec, CertificateOrigin, CertificateSpec, Guards,
+    IdentityEventKind, PrincipalKind, PrincipalSpec, Store, StoreError,
 };
 
 use super::*;
@@ -301,6 +301,162 @@ pub async fn response_only_from_the_attempts_owner<S: Store>(env: Env<S>) {
     );
 }
 
+/// A fingerprint made of one repeated hex digit.
+fn fingerprint(digit: char) -> String {
+    std::iter::repeat_n(digit, 64).collect()
+}
+
+fn certificate(principal: &str, digit: char) -> CertificateSpec {
+    CertificateSpec {
+        principal: principal.into(),
+        fingerprint: fingerprint(digit),
+        origin: CertificateOrigin::Issued,
+    }
+}
+
+/// Every certificate is bound to its principal in a journaled act: the bootstrap
+/// binds the administrator's own; after it only an unrevoked recovery-admin binds, a
+/// registered and unrevoked principal's certificate, a fingerprint once; revoking
+/// an identity ends its bindings and no new one is made for it.
+pub async fn certificates_are_bound_in_journaled_acts<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    let mut malformed = bootstrap_spec();
+    malformed.administrator_certificate = Some("sha256:beef".into());
+    refused_as(
+        &s.bootstrap(malformed).await.unwrap_err(),
+        "bootstrapping the installation",
+        "64 lowercase hex digits",
+    );
+    assert_eq!(s.installation_identity().await.unwrap(), None);
+    let spec = BootstrapSpec {
+        administrator_certificate: Some(fingerprint('a')),
+        ..bootstrap_spec()
+    };
+    s.bootstrap(spec).await.unwrap();
+    s.register_principal(&root(), person("bob", &[Role::Approver]))
+        .await
+        .unwrap();
+    let bound = s.certificates().await.unwrap();
+    assert_eq!(bound.len(), 1, "{bound:?}");
+    assert_eq!(
+        (bound[0].principal.as_str(), bound[0].bound_by.as_str()),
+        ("root", "root")
+    );
+    assert_eq!(bound[0].fingerprint, fingerprint('a'));
+    assert_eq!(bound[0].ended_at, None);
+
+    // Who may bind, what, and to whom.
+    let err = s
+        .bind_certificate(&bob(), certificate("bob", 'b'))
+        .await
+        .unwrap_err();
+    refused_as(
+        &err,
+        "binding a certificate",
+        "the role approver may not do this",
+    );
+    let err = s
+        .bind_certificate(
+            &Actor::new("bob", Role::RecoveryAdmin),
+            certificate("bob", 'b'),
+        )
+        .await
+        .unwrap_err();
+    refused_as(
+        &err,
+        "binding a certificate",
+        "bob does not hold the role recovery-admin",
+    );
+    let err = s
+        .bind_certificate(&root(), certificate("nobody", 'b'))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    let mut upper = certificate("bob", 'b');
+    upper.fingerprint = fingerprint('B');
+    refused_as(
+        &s.bind_certificate(&root(), upper).await.unwrap_err(),
+        "binding a certificate",
+        "64 lowercase hex digits",
+    );
+    assert_eq!(s.certificates().await.unwrap().len(), 1);
+    s.bind_certificate(&root(), certificate("bob", 'b'))
+        .await
+        .unwrap();
+    let err = s
+        .bind_certificate(&root(), certificate("bob", 'b'))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Exists { .. }), "{err:?}");
+
+    let journal = s.identity_journal().await.unwrap();
+    let kinds: Vec<_> = journal.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            IdentityEventKind::Bootstrap,
+            IdentityEventKind::CertificateBound,
+            IdentityEventKind::Registered,
+            IdentityEventKind::CertificateBound,
+        ]
+    );
+    assert_eq!(
+        journal[1].detail,
+        format!("certificate sha256:{} (issued)", fingerprint('a'))
+    );
+    assert_eq!(
+        (journal[3].principal.as_str(), journal[3].actor.as_str()),
+        ("bob", "root")
+    );
+    assert!(journal[3].detail.contains(&fingerprint('b')), "{journal:?}");
+
+    // Revoking bob ends its binding, not root's; none is made for it again.
+    env.clock.advance(SpanMs(1000));
+    s.revoke_identity(&root(), "bob").await.unwrap();
+    let bound = s.certificates().await.unwrap();
+    let of = |who: &str| bound.iter().find(|b| b.principal == who).unwrap().clone();
+    assert_eq!(of("bob").ended_at, Some(env.clock.now()));
+    assert_eq!(of("root").ended_at, None);
+    refused_as(
+        &s.bind_certificate(&root(), certificate("bob", 'c'))
+            .await
+            .unwrap_err(),
+        "binding a certificate",
+        "bob is revoked",
+    );
+    assert_eq!(s.certificates().await.unwrap().len(), 2);
+}
+
+/// What a store at schema version 9 holds before it is migrated: the bootstrap and a
+/// registration, no binding (version 9 has none).
+pub async fn identities_before_bindings<S: Store>(s: &S) {
+    s.bootstrap(bootstrap_spec()).await.unwrap();
+    s.register_principal(&root(), person("bob", &[Role::Approver]))
+        .await
+        .unwrap();
+}
+
+/// After the migration to version 10: the journal is kept entry for entry, no
+/// certificate is bound (each must be bound before it is accepted), and a binding
+/// is journaled under the new kind.
+pub async fn bindings_after_migration<S: Store>(s: &S) {
+    assert_eq!(s.certificates().await.unwrap(), Vec::new());
+    let before = s.identity_journal().await.unwrap();
+    let kinds: Vec<_> = before.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [IdentityEventKind::Bootstrap, IdentityEventKind::Registered]
+    );
+    s.bind_certificate(&root(), certificate("bob", 'b'))
+        .await
+        .unwrap();
+    let after = s.identity_journal().await.unwrap();
+    assert_eq!(after[..2], before[..]);
+    assert_eq!(after[2].kind, IdentityEventKind::CertificateBound);
+    assert_eq!(after[2].seq, 3);
+    assert_eq!(s.certificates().await.unwrap().len(), 1);
+}
+
 /// Run the named identity case on a fresh store.
 pub async fn run<S, F, Fut>(name: &str, make: F)
 where
@@ -311,6 +467,9 @@ where
     let env = make(Guards::default()).await;
     match name {
         "identity_bootstrap_once" => identity_bootstrap_once(env).await,
+        "certificates_are_bound_in_journaled_acts" => {
+            certificates_are_bound_in_journaled_acts(env).await;
+        }
         "principal_acts_need_an_administrator" => principal_acts_need_an_administrator(env).await,
         "second_person_approvals" => second_person_approvals(env).await,
         "response_only_from_the_attempts_owner" => {
@@ -328,7 +487,8 @@ macro_rules! identity_suite {
         mod identities {
             $crate::identity_suite!(@each $make;
                 identity_bootstrap_once, principal_acts_need_an_administrator,
-                response_only_from_the_attempts_owner, second_person_approvals);
+                response_only_from_the_attempts_owner, second_person_approvals,
+                certificates_are_bound_in_journaled_acts);
         }
     };
     (@each $make:ident; $($name:ident),* $(,)?) => {

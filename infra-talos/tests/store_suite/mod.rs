@@ -202,6 +202,7 @@ pub fn bootstrap_spec() -> BootstrapSpec {
             roles: vec![Role::RecoveryAdmin],
         },
         approval_policy: infra_talos::store::ApprovalPolicy::default(),
+        administrator_certificate: None,
     }
 }
 

@@ -8,14 +8,15 @@
 use crate::contract::plan::PlanEvent;
 use crate::contract::{InstantMs, Role};
 use crate::store::acts::approvals::Withdrawal;
+use crate::store::acts::certificates::{bind, check_fingerprint};
 use crate::store::common::*;
 use crate::store::engine::SqlStore;
 use crate::store::lookups::{lock_machine, require_role};
 use crate::store::sql::{Tx, query};
 use crate::store::transaction::R;
 use crate::store::{
-    Actor, BootstrapSpec, IdentityEvent, IdentityEventKind, InstallationIdentity, PrincipalKind,
-    PrincipalSpec, PrincipalView, StoreError, StoreResult,
+    Actor, BootstrapSpec, CertificateOrigin, CertificateSpec, IdentityEvent, IdentityEventKind,
+    InstallationIdentity, PrincipalKind, PrincipalSpec, PrincipalView, StoreError, StoreResult,
 };
 
 /// The act every principal change is refused under before the bootstrap.
@@ -35,6 +36,9 @@ impl SqlStore {
             ));
         }
         check_roles(ACT, &admin.kind, &admin.roles)?;
+        if let Some(fingerprint) = &spec.administrator_certificate {
+            check_fingerprint(ACT, fingerprint)?;
+        }
         if !spec.ca_certificate.contains("-----BEGIN CERTIFICATE-----") {
             return Err(refused(
                 ACT,
@@ -95,7 +99,16 @@ impl SqlStore {
                     roles_detail(&admin.roles),
                     spec.approval_policy
                 );
-                journal(tx, now, IdentityEventKind::Bootstrap, &actor, &admin.id, &detail).await
+                journal(tx, now, IdentityEventKind::Bootstrap, &actor, &admin.id, &detail).await?;
+                if let Some(fingerprint) = &spec.administrator_certificate {
+                    let certificate = CertificateSpec {
+                        principal: admin.id.clone(),
+                        fingerprint: fingerprint.clone(),
+                        origin: CertificateOrigin::Issued,
+                    };
+                    bind(tx, now, &actor, &certificate).await?;
+                }
+                Ok(())
             })
         })
         .await
@@ -263,6 +276,7 @@ impl SqlStore {
                         IdentityEventKind::Registered,
                         IdentityEventKind::RolesChanged,
                         IdentityEventKind::Revoked,
+                        IdentityEventKind::CertificateBound,
                     ]
                     .into_iter()
                     .find(|k| k.name() == kind)
@@ -324,6 +338,15 @@ impl SqlStore {
                     .await?;
                 let now = self.store_time(tx).await?;
                 journal(tx, now, IdentityEventKind::Revoked, actor, principal, "").await?;
+                // Its certificates are accepted no more.
+                query(
+                    "UPDATE principal_certificates SET ended_ms = $2 \
+                     WHERE principal_id = $1 AND ended_ms IS NULL",
+                )
+                .bind(principal)
+                .bind(now)
+                .execute(tx)
+                .await?;
                 // Its blanket approvals end with it (their approvals are among the
                 // approvals revoked below).
                 query(
@@ -375,7 +398,7 @@ fn check_roles(act: &'static str, kind: &PrincipalKind, roles: &[Role]) -> Store
 }
 
 /// The actor is an unrevoked recovery-admin of a bootstrapped installation.
-async fn authorise(tx: &mut Tx, actor: &Actor, act: &'static str) -> R<()> {
+pub(super) async fn authorise(tx: &mut Tx, actor: &Actor, act: &'static str) -> R<()> {
     if read_identity(tx).await?.is_none() {
         return Err(refused(act, NOT_BOOTSTRAPPED).into());
     }
@@ -443,7 +466,7 @@ fn roles_detail(roles: &[Role]) -> String {
 
 /// Appends to the identity journal. The journal's order is its sequence; the
 /// installation's identity row, locked first, serialises writers on PostgreSQL.
-async fn journal(
+pub(super) async fn journal(
     tx: &mut Tx,
     now: i64,
     kind: IdentityEventKind,

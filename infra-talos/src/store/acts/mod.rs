@@ -17,6 +17,7 @@
 //! | `machines` | add a machine, change its assignment, freeze and unfreeze | §6.2, §7.4, §8 invariant 9 |
 //! | `recovery` | enter and leave recovery mode, account, mark and release scopes | §7 |
 //! | `identities` | register and revoke principals | §2 |
+//! | `certificates` | bind a client certificate to its principal, list the bindings | §2, §7.3 |
 //! | `publishing` | publish releases, read a plan's sealed artifact | §4.1, §8 invariant 7 |
 //!
 //! What every act shares is outside this module: the transaction runner and the
@@ -28,6 +29,7 @@ mod adoption;
 mod approvals;
 mod attempt;
 mod blankets;
+mod certificates;
 mod commitment;
 mod identities;
 mod machines;
