@@ -173,12 +173,12 @@ impl Executor {
         Ok(outcomes)
     }
 
-    /// §7.3 step 5 at a start in recovery mode, for an operation on a scope not
+    /// §7.3 step 5 in recovery mode, for one operation on a scope not
     /// released: a restored operation with an attempt, on a scope the step 1
     /// decision has accounted and with every attempt accounted (by its response or
     /// by that decision), is taken over (§3.4) and classified under §5.1 from a
     /// completion observation taken now — completed or failed, or left unresolved
-    /// for a later start when the evidence decides neither (a health check still
+    /// for a later pass when the evidence decides neither (a health check still
     /// converging, say). Nothing is sent: a restored operation never retries, its
     /// approval being from another epoch, and is never classified rejected (the
     /// store's classification holds both). `None` when the operation waits: its

@@ -4,8 +4,9 @@
 //! Applied release. In recovery mode neither runs: every interval the restored
 //! operations whose scopes recovery-admin has accounted are classified (§7.3 step
 //! 5), then the recovery pass takes the recovery and restoration reads that have
-//! fallen due (§11.20), both sending nothing. A plan refused is not run again until its machine's timeline moves, so a
-//! standing refusal is recorded once, not once per interval.
+//! fallen due (§11.20), both sending nothing. A plan refused is not run again until
+//! its machine's timeline moves, so a standing refusal is recorded once, not once
+//! per interval.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
