@@ -706,3 +706,204 @@ async fn a_recovery_start_answers_liveness_and_the_entry_only_until_entry() {
     assert!(bench.applies().is_empty(), "a request reached the node");
     bench.stop().await;
 }
+
+/// A controller instance over the bench's store ran plan `p1` until the node
+/// answered its request, and stopped there for good: the store holds the operation
+/// with its attempt recorded and no response, as a backup taken then would. Returns
+/// the operation.
+async fn operation_with_an_attempt(bench: &Bench) -> String {
+    use std::sync::Arc;
+
+    use infra_talos::controller::{Interruption, InterruptionHook};
+
+    bench.approved_plan("p1").await;
+    let store: Arc<dyn Store> = Arc::new(store(bench).await);
+    let keyring = Arc::new(
+        infra_talos::keys::LocalKeyring::open(bench.dir.path().join("keys")).expect("keyring"),
+    );
+    let hook: InterruptionHook = Arc::new(|point| {
+        Box::pin(async move {
+            if point == Interruption::ResponseReceived {
+                std::future::pending::<()>().await;
+            }
+        })
+    });
+    let executor = bench
+        .executor(
+            Arc::clone(&store),
+            keyring,
+            Arc::new(infra_core::engine::SystemClock::new()),
+            infra_talos::contract::SpanMs::from_secs(60),
+        )
+        .with_interruptions(hook);
+    let running = tokio::spawn(async move { executor.run_plan("p1").await });
+    // Up to 30 s, until the node holds the request.
+    let mut tries = 3000;
+    while bench.applies().is_empty() {
+        tries -= 1;
+        assert!(tries > 0, "the plan's request never reached the node");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    running.abort();
+    assert!(running.await.is_err_and(|e| e.is_cancelled()));
+    let op = store
+        .plan("p1")
+        .await
+        .unwrap()
+        .operation
+        .expect("an operation");
+    let view = store.operation(&op).await.unwrap();
+    assert_eq!(
+        (view.state.to_string(), view.attempts),
+        ("sending".into(), 1)
+    );
+    op
+}
+
+/// Polls `probe` every 100 ms for up to 30 s until it answers `true`.
+async fn until<F: std::future::Future<Output = bool>>(what: &str, mut probe: impl FnMut() -> F) {
+    let mut tries = 300;
+    while !probe().await {
+        tries -= 1;
+        assert!(tries > 0, "{what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// §8.7's walk-through through the service alone (§7.3 step 5): a store restored
+/// with an operation whose request was sent; the service started in recovery mode on
+/// a store clock moved by hand; recovery-admin enters and, once the controller's
+/// recovery reads span the settle floor, accounts the scope through the API. The
+/// service's own loop then classifies the operation from a completion observation —
+/// completed when the node runs the plan's configuration, failed when it does not —
+/// takes the restoration read, and recovery-admin marks, releases and leaves
+/// recovery mode through the API. The node receives no request after the restore.
+async fn the_service_classifies_a_restored_operation(node_runs_the_plan: bool) {
+    use infra_talos::contract::{InstantMs, SpanMs};
+    use infra_talos::store::{DEFAULT_MAX_TRANSPORT_DEADLINE, ManualClock};
+
+    let bench = Bench::new().await;
+    let op = operation_with_an_attempt(&bench).await;
+    if !node_runs_the_plan {
+        // The configuration did not take: the node runs what it ran before.
+        bench.sim.drift_config(base_config());
+    }
+    let stopped = now_ms();
+    let clock = ManualClock::starting_at(InstantMs(stopped + 1000));
+    let passes = PassSettings {
+        every: Duration::from_millis(100),
+        drift_every: Duration::from_secs(3600),
+    };
+    let (service, base) = bench.serve_on_clock(passes, &clock).await;
+    let root = https(bench.dir.path(), Some("root"));
+    let post = |path: &str, body: Value| {
+        root.post(format!("{base}/api/v1/recovery{path}"))
+            .json(&body)
+            .send()
+    };
+    let (status, text) = status_and_body(
+        post("/enter", entry("recovery-admin", stopped, &["database"]))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+
+    // The first recovery read falls due after the maximum transport deadline, the
+    // next ones a settle floor apart; the step 1 decision passes once they span it.
+    let floor = SpanMs::from_secs(30);
+    // Each count is read before the clock moves, so that no read is missed.
+    let mut reads = recorded(&bench, ObservationPurpose::Recovery).await;
+    clock.advance(SpanMs(DEFAULT_MAX_TRANSPORT_DEADLINE.0 + 1000));
+    let mut decided = None;
+    for _ in 0..4 {
+        until("no recovery read was taken on the timer", || async {
+            recorded(&bench, ObservationPurpose::Recovery).await > reads
+        })
+        .await;
+        reads = recorded(&bench, ObservationPurpose::Recovery).await;
+        let account = json!({"as": "recovery-admin", "request":
+            {"machines": [MACHINE], "settle_floor": floor.0, "explanation": null}});
+        let (status, text) = status_and_body(post("/account", account).await.unwrap()).await;
+        if status == StatusCode::OK {
+            decided = Some(text);
+            break;
+        }
+        clock.advance(floor);
+    }
+    assert!(decided.is_some(), "the step 1 decision never passed");
+    let status = recovery_mode(&root, &base).await;
+    assert_eq!(status["scopes"][0]["scope"], "unresolved", "{status}");
+
+    // The service's loop classifies the operation, sending nothing.
+    let expected = if node_runs_the_plan {
+        "completed"
+    } else {
+        "failed"
+    };
+    until(
+        "the service never classified the restored operation",
+        || async {
+            !matches!(
+                store(&bench)
+                    .await
+                    .operation(&op)
+                    .await
+                    .unwrap()
+                    .state
+                    .to_string()
+                    .as_str(),
+                "sending" | "verifying" | "unresolved"
+            )
+        },
+    )
+    .await;
+    let store = store(&bench).await;
+    let state = store.operation(&op).await.unwrap().state.to_string();
+    assert_eq!(state, expected);
+    let applied = store.machine(MACHINE).await.unwrap().applied_release;
+    let applied_expected = if node_runs_the_plan {
+        RELEASE
+    } else {
+        HANDOVER_RELEASE
+    };
+    assert_eq!(applied.as_deref(), Some(applied_expected));
+
+    // The recovery pass takes the restoration read the mark rests on.
+    until("no restoration read was taken", || async {
+        recorded(&bench, ObservationPurpose::Restoration).await > 0
+    })
+    .await;
+    let (status, text) = status_and_body(
+        post(&format!("/{MACHINE}/mark"), json!({"as": "recovery-admin"}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert!(text.contains("ready"), "{text}");
+    for path in [format!("/{MACHINE}/release"), "/leave".to_owned()] {
+        let (status, text) =
+            status_and_body(post(&path, json!({"as": "recovery-admin"})).await.unwrap()).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {text}");
+    }
+    let status = recovery_mode(&root, &base).await;
+    assert_eq!(status["recoveryMode"], false, "{status}");
+    service.shutdown().await;
+    assert_eq!(
+        bench.applies().len(),
+        1,
+        "the node received a request after the restore"
+    );
+    bench.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_classifies_a_restored_operation_completed_and_recovery_ends() {
+    the_service_classifies_a_restored_operation(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_classifies_a_restored_operation_failed_and_recovery_ends() {
+    the_service_classifies_a_restored_operation(false).await;
+}

@@ -249,22 +249,19 @@ impl Executor {
     /// timer. In recovery mode, operations on scopes not released in the current
     /// epoch are never resumed (§7.3 step 7): a restored one with an attempt whose
     /// scope the step 1 decision has accounted is classified instead, sending
-    /// nothing ([`Executor::classify_restored`], §7.3 step 5); the rest are left
-    /// where they are.
+    /// nothing ([`Executor::classify_restored_operations`], §7.3 step 5); the rest
+    /// are left where they are.
     ///
     /// # Errors
     ///
     /// A store or access failure.
     pub async fn start(&self) -> Result<Vec<Outcome>, ExecutorError> {
-        let mut outcomes = Vec::new();
+        // In recovery mode, those on scopes not released are classified or left.
+        let mut outcomes = self.classify_restored_operations().await?;
         let recovery = self.in_recovery().await?;
         for view in self.store.open_operations().await? {
-            if recovery {
-                let scope = self.store.machine(&view.machine).await?.scope;
-                if scope != ScopeState::Released {
-                    outcomes.extend(self.classify_restored(&view, scope).await?);
-                    continue;
-                }
+            if recovery && self.store.machine(&view.machine).await?.scope != ScopeState::Released {
+                continue;
             }
             let token = if view.owner.controller == self.id {
                 view.owner

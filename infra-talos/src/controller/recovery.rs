@@ -20,10 +20,12 @@
 //! The recovery pass never sends, and never decides: accounting, marking, release and
 //! leaving recovery mode are recovery-admin's acts.
 //!
-//! A start in recovery mode (`Executor::start`) classifies each restored operation
-//! with an attempt once its scope is accounted ([`Executor::classify_restored`],
-//! §7.3 step 5): from a completion observation it takes then, sending nothing. That
-//! is what lets an unresolved scope be marked, released, and recovery mode be left.
+//! Each restored operation with an attempt is classified once its scope is
+//! accounted ([`Executor::classify_restored_operations`], §7.3 step 5): from a
+//! completion observation taken then, sending nothing. A start in recovery mode
+//! (`Executor::start`) does so once, and the service's controller every interval in
+//! recovery mode, since the step 1 decision comes while it runs. That is what lets
+//! an unresolved scope be marked, released, and recovery mode be left.
 
 use serde::{Deserialize, Serialize};
 
@@ -144,12 +146,39 @@ impl Executor {
         Ok(pass)
     }
 
-    /// §7.3 step 5 at a start in recovery mode, for an operation on a scope not
+    /// §7.3 step 5 over every restored open operation whose scope is not released:
+    /// each is classified by [`Executor::classify_restored`], in the store's order,
+    /// and the outcomes of those it classified (or found unreachable) are returned.
+    /// An operation on a released scope is left for a start to resume: this never
+    /// resumes, retries or sends. Outside recovery mode there is nothing to classify.
+    ///
+    /// A start in recovery mode calls it once; the service's controller calls it
+    /// every interval in recovery mode, since the step 1 decision that lets an
+    /// operation be classified is recovery-admin's, made while the service runs.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    pub async fn classify_restored_operations(&self) -> Result<Vec<Outcome>, ExecutorError> {
+        let mut outcomes = Vec::new();
+        if !self.in_recovery().await? {
+            return Ok(outcomes);
+        }
+        for view in self.store.open_operations().await? {
+            let scope = self.store.machine(&view.machine).await?.scope;
+            if scope != ScopeState::Released {
+                outcomes.extend(self.classify_restored(&view, scope).await?);
+            }
+        }
+        Ok(outcomes)
+    }
+
+    /// §7.3 step 5 in recovery mode, for one operation on a scope not
     /// released: a restored operation with an attempt, on a scope the step 1
     /// decision has accounted and with every attempt accounted (by its response or
     /// by that decision), is taken over (§3.4) and classified under §5.1 from a
     /// completion observation taken now — completed or failed, or left unresolved
-    /// for a later start when the evidence decides neither (a health check still
+    /// for a later pass when the evidence decides neither (a health check still
     /// converging, say). Nothing is sent: a restored operation never retries, its
     /// approval being from another epoch, and is never classified rejected (the
     /// store's classification holds both). `None` when the operation waits: its

@@ -1,10 +1,12 @@
 //! The service's controller loop: at start, the takeovers of §3.4 (never on a
 //! timer); then, every interval, each approved plan is run once, and on its own
 //! interval — never at start — the drift pass observes every machine with an
-//! Applied release. In recovery mode neither runs: every interval the recovery pass
-//! takes the recovery and restoration reads that have fallen due (§11.20), sending
-//! nothing. A plan refused is not run again until its machine's timeline moves, so a
-//! standing refusal is recorded once, not once per interval.
+//! Applied release. In recovery mode neither runs: every interval the restored
+//! operations whose scopes recovery-admin has accounted are classified (§7.3 step
+//! 5), then the recovery pass takes the recovery and restoration reads that have
+//! fallen due (§11.20), both sending nothing. A plan refused is not run again until
+//! its machine's timeline moves, so a standing refusal is recorded once, not once
+//! per interval.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -48,7 +50,12 @@ pub(crate) async fn run(
     loop {
         let ok = match gates(&app).await {
             Ok(Gates::Shut) => true,
-            Ok(Gates::Recovery) => recovery(&executor).await,
+            Ok(Gates::Recovery) => {
+                // The classification first, so that the restoration read the mark
+                // needs can follow in the same interval.
+                let classified = classify(&executor).await;
+                recovery(&executor).await && classified
+            }
             Ok(Gates::Normal) => {
                 let plans_ok = plans(&app, &executor, &mut refused, &stopped).await;
                 let drift_ok = if app.clock.now() >= next_drift && !*stopped.borrow() {
@@ -119,6 +126,37 @@ async fn plans(
         }
         Err(e) => {
             tracing::warn!(error = %e, "controller pass failed");
+            false
+        }
+    }
+}
+
+/// The classification of restored operations (§7.3 step 5): each one with an
+/// attempt whose scope recovery-admin's step 1 decision has accounted is classified
+/// from a completion observation, sending nothing; whether it went through.
+async fn classify(executor: &Executor) -> bool {
+    match executor.classify_restored_operations().await {
+        Ok(outcomes) => {
+            for outcome in &outcomes {
+                if outcome.classification.is_some() {
+                    tracing::info!(
+                        operation = %outcome.operation,
+                        plan = %outcome.plan,
+                        state = %outcome.state,
+                        "restored operation classified"
+                    );
+                } else {
+                    tracing::warn!(
+                        operation = %outcome.operation,
+                        plan = %outcome.plan,
+                        "restored operation not classified: its machine was not reached"
+                    );
+                }
+            }
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "classifying restored operations failed");
             false
         }
     }

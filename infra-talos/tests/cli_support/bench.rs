@@ -332,19 +332,24 @@ impl Bench {
         max_transport_deadline_secs: u64,
         recovery_start: bool,
     ) -> (infra_talos::serve::Running, String) {
-        let denied = self
-            .denied_list()
-            .exists()
-            .then(|| infra_talos::identity::DeniedList::new(self.denied_list()));
-        self.start_service_with(
+        let deadline = infra_talos::contract::SpanMs::from_secs(max_transport_deadline_secs);
+        self.serve_clocked(
             controller,
             passes,
-            max_transport_deadline_secs,
+            deadline,
             recovery_start,
-            denied,
+            None,
+            self.bench_denied_list(),
         )
         .await
         .expect("service")
+    }
+
+    /// The bench's denied-subject list, when its file exists.
+    fn bench_denied_list(&self) -> Option<infra_talos::identity::DeniedList> {
+        self.denied_list()
+            .exists()
+            .then(|| infra_talos::identity::DeniedList::new(self.denied_list()))
     }
 
     /// Starts the service (see [`Bench::serve_every`]) with the denied-subject list
@@ -359,27 +364,82 @@ impl Bench {
             every,
             drift_every: std::time::Duration::from_secs(3600),
         };
-        self.start_service_with(controller, passes, 60, false, denied)
+        let deadline = infra_talos::contract::SpanMs::from_secs(60);
+        self.serve_clocked(controller, passes, deadline, false, None, denied)
             .await
     }
 
-    /// The service as [`Bench::serve_with`] starts it, with the denied-subject list
-    /// `denied`; the service's own refusal to start, if it refuses.
-    pub async fn start_service_with(
+    /// As [`Bench::serve`] with the controller's timers `passes`, over a store whose
+    /// time is `clock`, moved by hand: the store's times and its executor's pacing
+    /// follow it (its maximum transport deadline the store's default, as one
+    /// deployment setting is both), while the controller's intervals stay real.
+    pub async fn serve_on_clock(
+        &self,
+        passes: infra_talos::serve::PassSettings,
+        clock: &infra_talos::store::ManualClock,
+    ) -> (infra_talos::serve::Running, String) {
+        let deadline = infra_talos::store::DEFAULT_MAX_TRANSPORT_DEADLINE;
+        self.serve_clocked(
+            true,
+            passes,
+            deadline,
+            false,
+            Some(clock),
+            self.bench_denied_list(),
+        )
+        .await
+        .expect("service")
+    }
+
+    /// A fresh controller instance over `store` reaching the simulated node, on
+    /// `clock`, with a 30 s settle floor.
+    pub fn executor(
+        &self,
+        store: std::sync::Arc<dyn infra_talos::store::Store>,
+        keyring: std::sync::Arc<dyn infra_talos::keys::KeyProvider>,
+        clock: std::sync::Arc<dyn infra_core::engine::Clock>,
+        max_transport_deadline: infra_talos::contract::SpanMs,
+    ) -> infra_talos::controller::Executor {
+        use infra_talos::controller::{
+            Executor, ExecutorSettings, MachineRoute, TalosconfigConnector, fresh_controller_id,
+        };
+
+        let connector =
+            TalosconfigConnector::load(&self.talosconfig, infra_talos::ConnectOptions::default())
+                .expect("talosconfig");
+        connector.add_machine(
+            MACHINE,
+            MachineRoute {
+                endpoint: infra_talos::NodeAddress::parse(&self.sim.node_address())
+                    .expect("endpoint"),
+            },
+        );
+        Executor::new(
+            fresh_controller_id().expect("id"),
+            store,
+            std::sync::Arc::new(connector),
+            keyring,
+            clock,
+            ExecutorSettings {
+                settle_floor: infra_talos::contract::SpanMs::from_secs(30),
+                max_transport_deadline,
+            },
+        )
+        .expect("executor")
+    }
+
+    async fn serve_clocked(
         &self,
         controller: bool,
         passes: infra_talos::serve::PassSettings,
-        max_transport_deadline_secs: u64,
+        max_transport_deadline: infra_talos::contract::SpanMs,
         recovery_start: bool,
+        clock: Option<&infra_talos::store::ManualClock>,
         denied: Option<infra_talos::identity::DeniedList>,
     ) -> Result<(infra_talos::serve::Running, String), infra_talos::serve::ServeError> {
         use std::sync::Arc;
 
         use infra_core::engine::SystemClock;
-        use infra_talos::contract::SpanMs;
-        use infra_talos::controller::{
-            Executor, ExecutorSettings, MachineRoute, TalosconfigConnector, fresh_controller_id,
-        };
         use infra_talos::keys::LocalKeyring;
         use infra_talos::serve::ServeSettings;
         use infra_talos::store::Store;
@@ -400,11 +460,23 @@ impl Bench {
             )
             .await;
         }
-        let opened = Arc::new(
-            SqliteStore::open(&self.dir.path().join("store.db"))
-                .await
-                .expect("store"),
-        );
+        let path = self.dir.path().join("store.db");
+        let opened = Arc::new(match clock {
+            None => SqliteStore::open(&path).await.expect("store"),
+            Some(clock) => SqliteStore::open_for_tests(
+                Some(&path),
+                infra_talos::store::Settings {
+                    clock: Some(clock.clone()),
+                    ..infra_talos::store::Settings::default()
+                },
+            )
+            .await
+            .expect("store"),
+        });
+        let executor_clock: Arc<dyn infra_core::engine::Clock> = match clock {
+            None => Arc::new(SystemClock::new()),
+            Some(clock) => Arc::new(HandClock(clock.clone())),
+        };
         let store: Arc<dyn Store> = opened.clone();
         let read = |name: &str| std::fs::read_to_string(pki.join(name)).expect("pki file");
         let keyring: Arc<dyn infra_talos::keys::KeyProvider> =
@@ -418,30 +490,12 @@ impl Bench {
             denied,
         };
         let executor = controller.then(|| {
-            let connector = TalosconfigConnector::load(
-                &self.talosconfig,
-                infra_talos::ConnectOptions::default(),
-            )
-            .expect("talosconfig");
-            connector.add_machine(
-                MACHINE,
-                MachineRoute {
-                    endpoint: infra_talos::NodeAddress::parse(&self.sim.node_address())
-                        .expect("endpoint"),
-                },
-            );
-            Executor::new(
-                fresh_controller_id().expect("id"),
+            self.executor(
                 Arc::clone(&store),
-                Arc::new(connector),
                 Arc::clone(&keyring),
-                Arc::new(SystemClock::new()),
-                ExecutorSettings {
-                    settle_floor: SpanMs::from_secs(30),
-                    max_transport_deadline: SpanMs::from_secs(max_transport_deadline_secs),
-                },
+                executor_clock,
+                max_transport_deadline,
             )
-            .expect("executor")
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -457,5 +511,22 @@ impl Bench {
         }?;
         let base = format!("https://127.0.0.1:{}", running.addr.port());
         Ok((running, base))
+    }
+}
+
+/// An executor's clock reading a store's hand-moved clock; its sleeps move it.
+struct HandClock(infra_talos::store::ManualClock);
+
+#[async_trait::async_trait]
+impl infra_core::engine::Clock for HandClock {
+    fn now(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.0.now().0)
+    }
+
+    async fn sleep(&self, duration: std::time::Duration) {
+        self.0.advance(infra_talos::contract::SpanMs(
+            u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+        ));
+        tokio::task::yield_now().await;
     }
 }
