@@ -4,8 +4,9 @@
 //! the recovery acts and those §7.5 always allows (revoking, cancelling, freezing),
 //! and the page shows the scopes with those forms only; its controller takes the
 //! recovery reads on its timer, sending nothing; the drift pass never runs at
-//! start, only on its interval; and the recovery start (`serve --recovery-start`)
-//! answers liveness and the entry only until the entry commits.
+//! start, only on its interval; the recovery start (`serve --recovery-start`)
+//! answers liveness and the entry only until the entry commits; and a scope blocked
+//! on a missing dependency is cleared by a new release and a new mark (§7.4).
 #![cfg(feature = "cli")]
 
 mod cli_support;
@@ -770,6 +771,67 @@ async fn until<F: std::future::Future<Output = bool>>(what: &str, mut probe: imp
     }
 }
 
+/// recovery-admin's act at `path` under `/api/v1/recovery` with `body`: its status
+/// and body.
+async fn recovery_act(
+    root: &reqwest::Client,
+    base: &str,
+    path: &str,
+    body: Value,
+) -> (StatusCode, String) {
+    status_and_body(
+        root.post(format!("{base}/api/v1/recovery{path}"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+/// recovery-admin enters recovery mode through the API (the instances stopped at
+/// `stopped`), and accounts the machine's scope (§7.3 step 1) once the service's
+/// recovery reads span the settle floor, `clock` (the store's) moved by hand: the
+/// first read falls due after the maximum transport deadline, the next ones a
+/// settle floor apart.
+async fn enter_and_account(
+    bench: &Bench,
+    clock: &infra_talos::store::ManualClock,
+    root: &reqwest::Client,
+    base: &str,
+    stopped: u64,
+) {
+    use infra_talos::contract::SpanMs;
+    use infra_talos::store::DEFAULT_MAX_TRANSPORT_DEADLINE;
+
+    let (status, text) = recovery_act(
+        root,
+        base,
+        "/enter",
+        entry("recovery-admin", stopped, &["database"]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let floor = SpanMs::from_secs(30);
+    // Each count is read before the clock moves, so that no read is missed.
+    let mut reads = recorded(bench, ObservationPurpose::Recovery).await;
+    clock.advance(SpanMs(DEFAULT_MAX_TRANSPORT_DEADLINE.0 + 1000));
+    for _ in 0..4 {
+        until("no recovery read was taken on the timer", || async {
+            recorded(bench, ObservationPurpose::Recovery).await > reads
+        })
+        .await;
+        reads = recorded(bench, ObservationPurpose::Recovery).await;
+        let account = json!({"as": "recovery-admin", "request":
+            {"machines": [MACHINE], "settle_floor": floor.0, "explanation": null}});
+        if recovery_act(root, base, "/account", account).await.0 == StatusCode::OK {
+            return;
+        }
+        clock.advance(floor);
+    }
+    panic!("the step 1 decision never passed");
+}
+
 /// §8.7's walk-through through the service alone (§7.3 step 5): a store restored
 /// with an operation whose request was sent; the service started in recovery mode on
 /// a store clock moved by hand; recovery-admin enters and, once the controller's
@@ -779,8 +841,8 @@ async fn until<F: std::future::Future<Output = bool>>(what: &str, mut probe: imp
 /// takes the restoration read, and recovery-admin marks, releases and leaves
 /// recovery mode through the API. The node receives no request after the restore.
 async fn the_service_classifies_a_restored_operation(node_runs_the_plan: bool) {
-    use infra_talos::contract::{InstantMs, SpanMs};
-    use infra_talos::store::{DEFAULT_MAX_TRANSPORT_DEADLINE, ManualClock};
+    use infra_talos::contract::InstantMs;
+    use infra_talos::store::ManualClock;
 
     let bench = Bench::new().await;
     let op = operation_with_an_attempt(&bench).await;
@@ -801,37 +863,7 @@ async fn the_service_classifies_a_restored_operation(node_runs_the_plan: bool) {
             .json(&body)
             .send()
     };
-    let (status, text) = status_and_body(
-        post("/enter", entry("recovery-admin", stopped, &["database"]))
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{text}");
-
-    // The first recovery read falls due after the maximum transport deadline, the
-    // next ones a settle floor apart; the step 1 decision passes once they span it.
-    let floor = SpanMs::from_secs(30);
-    // Each count is read before the clock moves, so that no read is missed.
-    let mut reads = recorded(&bench, ObservationPurpose::Recovery).await;
-    clock.advance(SpanMs(DEFAULT_MAX_TRANSPORT_DEADLINE.0 + 1000));
-    let mut decided = None;
-    for _ in 0..4 {
-        until("no recovery read was taken on the timer", || async {
-            recorded(&bench, ObservationPurpose::Recovery).await > reads
-        })
-        .await;
-        reads = recorded(&bench, ObservationPurpose::Recovery).await;
-        let account = json!({"as": "recovery-admin", "request":
-            {"machines": [MACHINE], "settle_floor": floor.0, "explanation": null}});
-        let (status, text) = status_and_body(post("/account", account).await.unwrap()).await;
-        if status == StatusCode::OK {
-            decided = Some(text);
-            break;
-        }
-        clock.advance(floor);
-    }
-    assert!(decided.is_some(), "the step 1 decision never passed");
+    enter_and_account(&bench, &clock, &root, &base, stopped).await;
     let status = recovery_mode(&root, &base).await;
     assert_eq!(status["scopes"][0]["scope"], "unresolved", "{status}");
 
@@ -906,4 +938,139 @@ async fn the_service_classifies_a_restored_operation_completed_and_recovery_ends
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_service_classifies_a_restored_operation_failed_and_recovery_ends() {
     the_service_classifies_a_restored_operation(false).await;
+}
+
+/// Recovery-admin's mark through the API: its status and the answer's JSON.
+async fn mark(root: &reqwest::Client, base: &str) -> (StatusCode, Value) {
+    let (status, text) = recovery_act(
+        root,
+        base,
+        &format!("/{MACHINE}/mark"),
+        json!({"as": "recovery-admin"}),
+    )
+    .await;
+    (status, serde_json::from_str(&text).expect("JSON"))
+}
+
+/// §7.4 and choice §10.20 through the service alone: a handed-over machine whose
+/// Desired release was sealed under a key version the keyring no longer opens.
+/// Recovery-admin enters and accounts through the API; the mark answers blocked on
+/// the missing key version, and the release is refused. A new release, published on
+/// the database (reading §11.29) under the key's current version, moves Desired
+/// without unblocking anything by itself: the release is still refused. The next
+/// mark answers ready, and the release and leaving succeed. The node receives no
+/// request throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_scope_is_cleared_by_a_new_release_through_the_service() {
+    use infra_talos::contract::InstantMs;
+    use infra_talos::keys::LocalKeyring;
+    use infra_talos::store::ManualClock;
+
+    let bench = Bench::new().await;
+    // Desired is rel-1, sealed under version 1 of key `retired`; the keyring then
+    // takes version 2 and stops decrypting below it, so rel-1's artifact is lost.
+    bench.publish_under(RELEASE, "retired").await;
+    let keyring = LocalKeyring::open(bench.dir.path().join("keys")).expect("keyring");
+    assert_eq!(keyring.rotate_key("retired").expect("rotated"), 2);
+    keyring
+        .set_min_decryption_version("retired", 2)
+        .expect("floor moved");
+
+    let stopped = now_ms();
+    let clock = ManualClock::starting_at(InstantMs(stopped + 1000));
+    let passes = PassSettings {
+        every: Duration::from_millis(100),
+        drift_every: Duration::from_secs(3600),
+    };
+    let (service, base) = bench.serve_on_clock(passes, &clock).await;
+    let root = https(bench.dir.path(), Some("root"));
+    enter_and_account(&bench, &clock, &root, &base, stopped).await;
+    until("no restoration read was taken", || async {
+        recorded(&bench, ObservationPurpose::Restoration).await > 0
+    })
+    .await;
+
+    // The mark: blocked, the key version missing; the release is refused.
+    let missing = json!({"blocked": {"missing_dependency": "key_version"}});
+    let (status, marked) = mark(&root, &base).await;
+    assert_eq!(status, StatusCode::OK, "{marked}");
+    assert_eq!(marked["scope"], missing, "{marked}");
+    assert_eq!(marked["missing"], "key_version", "{marked}");
+    let release = format!("/{MACHINE}/release");
+    let refused_release = |says: &'static str| {
+        let (root, base, release) = (&root, &base, &release);
+        async move {
+            let (status, text) =
+                recovery_act(root, base, release, json!({"as": "recovery-admin"})).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{text}");
+            assert!(text.contains("refused: releasing a scope"), "{text}");
+            assert!(text.contains(says), "{says:?} not in {text}");
+        }
+    };
+    refused_release(
+        "only a ready scope is released; this one is blocked (missing artifact key version)",
+    )
+    .await;
+
+    // A new release under the key's current version, published on the database:
+    // Desired moves, the scope stays blocked until it is marked again.
+    let published = bench.publish_under("rel-2", "retired").await;
+    assert!(
+        published.contains("release rel-2 published by alice (publisher), sealed with key retired"),
+        "{published}"
+    );
+    let status = recovery_mode(&root, &base).await;
+    assert_eq!(status["recoveryMode"], true, "{status}");
+    assert_eq!(status["scopes"][0]["scope"], missing, "{status}");
+    refused_release(
+        "only a ready scope is released; this one is blocked (missing artifact key version)",
+    )
+    .await;
+
+    // The mark on the new Desired, whose dependencies all exist: ready.
+    let (status, marked) = mark(&root, &base).await;
+    assert_eq!(status, StatusCode::OK, "{marked}");
+    assert_eq!(marked["scope"], "ready", "{marked}");
+    assert_eq!(marked["missing"], Value::Null, "{marked}");
+    // The timeline holds both marks, each on the Desired it checked.
+    let timeline = bench.timeline().await;
+    let marks: Vec<&str> = timeline["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["kind"] == "scope_marked")
+        .map(|e| e["detail"].as_str().expect("detail"))
+        .collect();
+    assert_eq!(marks.len(), 2, "{marks:?}");
+    assert!(
+        marks[0].starts_with("marked blocked (missing artifact key version)")
+            && marks[0].ends_with("Desired rel-1"),
+        "{marks:?}"
+    );
+    assert!(
+        marks[1].starts_with("marked ready") && marks[1].ends_with("Desired rel-2"),
+        "{marks:?}"
+    );
+    let (status, text) =
+        recovery_act(&root, &base, &release, json!({"as": "recovery-admin"})).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let released: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(released["machine"], MACHINE, "{released}");
+    let (status, text) =
+        recovery_act(&root, &base, "/leave", json!({"as": "recovery-admin"})).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let status = recovery_mode(&root, &base).await;
+    assert_eq!(status["recoveryMode"], false, "{status}");
+    assert_eq!(status["scopes"][0]["scope"], "normal", "{status}");
+    service.shutdown().await;
+    assert!(bench.applies().is_empty(), "a request reached the node");
+    let machine = store(&bench).await.machine(MACHINE).await.unwrap();
+    assert_eq!(
+        (
+            machine.desired_release.as_deref(),
+            machine.applied_release.as_deref()
+        ),
+        (Some("rel-2"), Some(HANDOVER_RELEASE))
+    );
+    bench.stop().await;
 }

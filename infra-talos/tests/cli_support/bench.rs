@@ -228,9 +228,7 @@ impl Bench {
 
     /// Publishes `release` for the machine, making it Desired.
     pub async fn publish(&self, release: &str) {
-        let file = self.dir.path().join(format!("{MACHINE}-{release}.yaml"));
-        std::fs::write(&file, artifact(release)).expect("artifact file");
-        let pair = format!("{MACHINE}={}", file.display());
+        let pair = self.artifact_pair(release);
         self.ok(
             ALICE,
             &[
@@ -243,6 +241,34 @@ impl Bench {
             ],
         )
         .await;
+    }
+
+    /// Publishes `release` for the machine sealed under the keyring's key `key`,
+    /// making it Desired; returns what `publish` printed.
+    pub async fn publish_under(&self, release: &str, key: &str) -> String {
+        let pair = self.artifact_pair(release);
+        self.ok(
+            ALICE,
+            &[
+                "publish",
+                release,
+                "--artifact",
+                &pair,
+                "--authored-by",
+                "ann",
+                "--key",
+                key,
+            ],
+        )
+        .await
+    }
+
+    /// Writes the machine's artifact file for `release`; returns `publish`'s
+    /// `--artifact` value for it.
+    fn artifact_pair(&self, release: &str) -> String {
+        let file = self.dir.path().join(format!("{MACHINE}-{release}.yaml"));
+        std::fs::write(&file, artifact(release)).expect("artifact file");
+        format!("{MACHINE}={}", file.display())
     }
 
     /// Hands the imported machine over through the command set (§6.3): publishes
