@@ -8,7 +8,7 @@
 //! **Configuration.** The acting principal's proof (`certificate`, `private_key`) and
 //! role (`role`), the store (`database`: `sqlite:<path>` or a `postgres://` URL), the
 //! key custody artifacts are sealed and opened under (`transit`, recommended, or for
-//! development the local keyring's directory, `keyring`; see [`custody`]), where the
+//! development the local keyring's directory, `keyring`; see the `custody` module), where the
 //! store's backups are taken from (`backups_dir`), the talosconfig used to reach nodes
 //! (`talosconfig`) and the service to act through instead of the store (`server`,
 //! `server_ca`, `token_file`) and the denied-subject list (`denied_subjects`, see

@@ -9,7 +9,7 @@
 //! acts in is chosen per act; the store checks the principal holds it and is not
 //! revoked, so revoking an identity in the store disables its certificates too.
 //!
-//! [`authority`] makes an authority and issues client certificates (the
+//! [`Authority`] and [`issue_client`] make an authority and issue client certificates (the
 //! installation's own CA); an existing authority works as well, its certificate given
 //! to the bootstrap. [`authenticate`] checks a presented certificate and key.
 //!

@@ -18,10 +18,10 @@
 //! denied-subject list names is refused by every proof, whatever the database says;
 //! while a configured list cannot be read, no one is authenticated (503).
 //!
-//! **The page's protections.** Every answer carries the headers of [`headers`] (a
+//! **The page's protections.** Every answer carries the headers of the `headers` module (a
 //! content security policy with `frame-ancestors 'none'`, `X-Frame-Options: DENY`);
 //! the page's cookies, its per-visitor sign-in CSRF value and who sees a plan's
-//! configuration are described in [`pages`].
+//! configuration are described in the `pages` module.
 //!
 //! **Recovery mode.** recovery-admin enters recovery mode through the API
 //! (`POST /api/v1/recovery/enter`) or the page, as on the store (§7.2). While the
