@@ -438,7 +438,7 @@ fn disagree<T: PartialEq>(a: Option<&T>, b: Option<&T>) -> bool {
 }
 
 /// Whether a later observation contradicts a value the earlier one read.
-pub(super) fn contradicts(earlier: &ObsRow, later: &ObsRow) -> bool {
+fn contradicts(earlier: &ObsRow, later: &ObsRow) -> bool {
     disagree(earlier.digest.as_ref(), later.digest.as_ref())
         || disagree(earlier.smbios_uuid.as_ref(), later.smbios_uuid.as_ref())
         || disagree(earlier.node_id.as_ref(), later.node_id.as_ref())
@@ -484,7 +484,9 @@ pub(super) fn identity_matches(plan: &PlanRow, obs: &ObsRow) -> Result<(), Strin
 
 /// Comparison 3 over the rows read under lock: `evidence` is the newest recorded
 /// evidence observation for this plan by this controller, `newer` every recorded
-/// observation of the machine with a higher basis, `check` the controller's latest
+/// observation of the machine with a higher basis (one that disagrees with the
+/// evidence by `disagrees_on_postcondition` refuses: a value both read differs, or
+/// an SMBIOS UUID appeared on a machine recorded by node ID), `check` the controller's latest
 /// dependency check for the plan, `approved_at` the revision of the standing
 /// approval.
 ///
@@ -566,7 +568,10 @@ pub(super) fn evidence_refusal(
             missing: false,
         });
     }
-    if let Some(later) = newer.iter().find(|o| contradicts(ev, o)) {
+    if let Some(later) = newer
+        .iter()
+        .find(|o| disagrees_on_postcondition(plan, ev, o))
+    {
         return refused(format!(
             "a newer observation (basis r{}) contradicts the evidence",
             later.basis

@@ -152,6 +152,93 @@ pub async fn commitment_identity_cases<S: Store>(env: Env<S>) {
     s.commit("p-node", A).await.unwrap();
 }
 
+/// A newer recorded read showing an SMBIOS UUID on a machine recorded by node ID,
+/// where the evidence read none, is another machine answering (choice §10.26): it
+/// refuses the commitment by comparison 3, with the same entry and wording as a
+/// newer read contradicting a value, and no operation exists. Control: the same
+/// newer read without a UUID lets the plan commit.
+pub async fn newer_read_showing_a_uuid_refuses_commitment<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    // m3 is recorded by Talos node ID; its evidence reads no SMBIOS UUID.
+    ready(&env, "p-uuid", "m3", A).await;
+    let mut with_uuid = facts("m3", base_digest("m3"));
+    with_uuid.smbios_uuid = Some("uuid-appeared".into());
+    observe(s, "m3", ObservationPurpose::Drift, None, B, with_uuid).await;
+    let before = s.timeline("m3").await.unwrap().len();
+    let err = s.commit("p-uuid", A).await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            StoreError::CommitmentRefused { comparison: Comparison::Evidence, reason }
+                if reason.contains("a newer observation") && reason.contains("contradicts the evidence")
+        ),
+        "{err}"
+    );
+    let timeline = s.timeline("m3").await.unwrap();
+    let written: Vec<_> = timeline[before..].iter().collect();
+    assert!(
+        matches!(
+            written.as_slice(),
+            [e] if e.kind == "commitment_refused"
+                && e.comparison == Some(Comparison::Evidence)
+                && e.plan.as_deref() == Some("p-uuid")
+                && e.detail.contains("a newer observation")
+        ),
+        "{written:#?}"
+    );
+    assert_eq!(s.plan("p-uuid").await.unwrap().operation, None);
+    assert!(
+        s.operations_of("m3")
+            .await
+            .unwrap()
+            .iter()
+            .all(|o| o.plan != "p-uuid"),
+        "a refused commitment created an operation"
+    );
+
+    // Control: the same newer read showing no UUID commits.
+    ready(&env, "p-none", "m3", A).await;
+    observe(
+        s,
+        "m3",
+        ObservationPurpose::Drift,
+        None,
+        B,
+        facts("m3", base_digest("m3")),
+    )
+    .await;
+    s.commit("p-none", A).await.unwrap();
+}
+
+/// The same rule at a retry's attempt: the fresh evidence reads no SMBIOS UUID on
+/// the node-ID machine, a newer recorded read shows one, and the attempt is refused
+/// by comparison 3 with the operation keeping its one attempt. Control: fresh
+/// evidence after that read is admitted.
+pub async fn newer_read_showing_a_uuid_refuses_retry<S: Store>(env: Env<S>) {
+    let s = &env.store;
+    world(s).await;
+    let c = safe_to_retry(&env, "p3", "m3").await;
+    evidence(s, "p3", "m3", A, facts("m3", base_digest("m3"))).await;
+    let mut with_uuid = facts("m3", base_digest("m3"));
+    with_uuid.smbios_uuid = Some("uuid-appeared".into());
+    observe(s, "m3", ObservationPurpose::Drift, None, B, with_uuid).await;
+    let err = s.attempt(&c.operation, c.owner).await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            StoreError::AttemptRefused { comparison: Comparison::Evidence, reason }
+                if reason.contains("a newer observation")
+        ),
+        "{err}"
+    );
+    assert_eq!(s.operation(&c.operation).await.unwrap().attempts, 1);
+    refusal_on_timeline(s, "m3", "attempt_refused", Comparison::Evidence).await;
+    // Control: fresh evidence after that read.
+    evidence(s, "p3", "m3", A, facts("m3", base_digest("m3"))).await;
+    assert_eq!(s.attempt(&c.operation, c.owner).await.unwrap().attempt(), 2);
+}
+
 /// After commitment, with no attempt, what ends the plan's authority refuses the
 /// attempt by comparison 1 and ends the operation cancelled, nothing recorded as
 /// sent.
@@ -324,6 +411,12 @@ where
     match name {
         "retry_refused_on_another_identity" => retry_refused_on_another_identity(env).await,
         "commitment_identity_cases" => commitment_identity_cases(env).await,
+        "newer_read_showing_a_uuid_refuses_commitment" => {
+            newer_read_showing_a_uuid_refuses_commitment(env).await
+        }
+        "newer_read_showing_a_uuid_refuses_retry" => {
+            newer_read_showing_a_uuid_refuses_retry(env).await
+        }
         "cancellation_after_commitment" => cancellation_after_commitment(env).await,
         "expiry_after_commitment" => expiry_after_commitment(env).await,
         "identity_revoked_after_commitment" => identity_revoked_after_commitment(env).await,
@@ -342,6 +435,8 @@ macro_rules! verification_suite {
         mod verification {
             $crate::verification_suite!(@each $make;
                 retry_refused_on_another_identity, commitment_identity_cases,
+                newer_read_showing_a_uuid_refuses_commitment,
+                newer_read_showing_a_uuid_refuses_retry,
                 cancellation_after_commitment, expiry_after_commitment,
                 identity_revoked_after_commitment, publication_after_commitment,
                 assignment_held_in_every_state, retry_evidence_may_show_the_artifact);
