@@ -29,6 +29,7 @@
 mod controller_common;
 mod pg_support;
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -882,7 +883,9 @@ fn run_property(name: &str, cases: u32, make: impl FnOnce(&tokio::runtime::Runti
         rt.block_on(run_history(&site, &db, &h))
             .map_err(TestCaseError::fail)
     });
-    println!(
+    // Written past the test harness's capture, so that CI's log shows the count.
+    let _ = writeln!(
+        std::io::stderr(),
         "recovery liveness histories: {} ({name}; {})",
         count.load(Ordering::Relaxed),
         site.seen
