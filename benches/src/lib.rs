@@ -328,10 +328,7 @@ impl KindBackend<Node> for BenchCloud {
             .lock()
             .expect("lock")
             .keys()
-            .map(|n| Listed {
-                name: n.clone(),
-                handle: n.clone(),
-            })
+            .map(|n| Listed::new(n.clone(), n.clone()))
             .collect())
     }
     async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<Node>, BackendError> {

@@ -445,10 +445,7 @@ impl KindBackend<SecurityGroup> for Ec2SecurityGroups {
                 if name == "default" {
                     continue;
                 }
-                listed.push(Listed {
-                    name: name.to_owned(),
-                    handle: id.to_owned(),
-                });
+                listed.push(Listed::new(name.to_owned(), id.to_owned()));
             }
         }
         Ok(listed)
@@ -768,10 +765,7 @@ impl KindBackend<AwsInstance> for Ec2Instances {
                 else {
                     continue;
                 };
-                listed.push(Listed {
-                    name: name.to_owned(),
-                    handle: id.to_owned(),
-                });
+                listed.push(Listed::new(name.to_owned(), id.to_owned()));
             }
         }
         Ok(listed)

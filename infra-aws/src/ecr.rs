@@ -172,10 +172,7 @@ impl KindBackend<ImageRegistry> for EcrRepositories {
                 .map_err(|e| classify("ecr:DescribeRepositories", e, &[]))?;
             for repo in out.repositories() {
                 if let Some(name) = repo.repository_name() {
-                    listed.push(Listed {
-                        name: name.to_owned(),
-                        handle: name.to_owned(),
-                    });
+                    listed.push(Listed::new(name.to_owned(), name.to_owned()));
                 }
             }
             match out.next_token() {

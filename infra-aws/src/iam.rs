@@ -468,10 +468,7 @@ impl KindBackend<Iam> for IamRoles {
                 raw_tags(role.tags())
             };
             if tags.get(REGION_TAG) == Some(&c.region) {
-                listed.push(Listed {
-                    name: name.to_owned(),
-                    handle: name.to_owned(),
-                });
+                listed.push(Listed::new(name.to_owned(), name.to_owned()));
             }
         }
         Ok(listed)

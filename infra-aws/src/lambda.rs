@@ -453,10 +453,7 @@ impl KindBackend<Compute> for LambdaFunctions {
         Ok(functions
             .iter()
             .filter_map(|f| f.function_name())
-            .map(|name| Listed {
-                name: name.to_owned(),
-                handle: name.to_owned(),
-            })
+            .map(|name| Listed::new(name.to_owned(), name.to_owned()))
             .collect())
     }
 

@@ -753,10 +753,7 @@ impl KindBackend<Postgres> for RdsDatabases {
                     .filter(|cl| cl.engine() == Some(ENGINE_AURORA))
                     .filter_map(|cl| cl.db_cluster_identifier()),
             )
-            .map(|id| Listed {
-                name: id.to_owned(),
-                handle: id.to_owned(),
-            })
+            .map(|id| Listed::new(id.to_owned(), id.to_owned()))
             .collect();
         listed.sort();
         listed.dedup();

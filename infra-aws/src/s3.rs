@@ -78,10 +78,7 @@ async fn list_region(c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
             },
         };
         if region == c.region {
-            listed.push(Listed {
-                name: name.to_owned(),
-                handle: name.to_owned(),
-            });
+            listed.push(Listed::new(name.to_owned(), name.to_owned()));
         }
     }
     Ok(listed)

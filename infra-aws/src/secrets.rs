@@ -237,10 +237,7 @@ impl KindBackend<Secrets> for SecretsManagerSecrets {
                 .map_err(|e| classify("secretsmanager:ListSecrets", e, &[]))?;
             for entry in out.secret_list() {
                 if let (Some(name), Some(arn)) = (entry.name(), entry.arn()) {
-                    listed.push(Listed {
-                        name: name.to_owned(),
-                        handle: arn.to_owned(),
-                    });
+                    listed.push(Listed::new(name.to_owned(), arn.to_owned()));
                 }
             }
             match out.next_token() {

@@ -281,10 +281,7 @@ impl KindBackend<Queues> for SqsQueues {
             .map_err(|e| classify("sqs:ListQueues", e, &[]))?;
         Ok(urls
             .into_iter()
-            .map(|url| Listed {
-                name: declared_name(&url).to_owned(),
-                handle: url,
-            })
+            .map(|url| Listed::new(declared_name(&url).to_owned(), url))
             .collect())
     }
 

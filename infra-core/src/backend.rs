@@ -124,12 +124,71 @@ pub fn strip_marker(reported: &mut serde_json::Map<String, serde_json::Value>) {
 }
 
 /// One resource a `list` found.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+///
+/// A list whose API answers whole objects may hand over the resource's complete read
+/// with it ([`Listed::with_reading`]): the engine then makes no `read` for it. Two
+/// `Listed` are equal when their name and handle are; the reading is not compared.
+#[derive(Clone, Debug)]
 pub struct Listed {
     /// The name it is known by (the name a fleet declares).
     pub name: String,
     /// The handle to read, update and delete it by.
     pub handle: String,
+    /// The resource's complete read, when the list answered it whole.
+    reading: Option<Box<Sighting>>,
+}
+
+impl Listed {
+    /// A resource a list found under `name`, to be read by `handle`.
+    pub fn new(name: impl Into<String>, handle: impl Into<String>) -> Self {
+        Listed {
+            name: name.into(),
+            handle: handle.into(),
+            reading: None,
+        }
+    }
+
+    /// The same resource with its complete read, taken from the list's own answer.
+    ///
+    /// Hand one over only when the listed object carries everything a `read` of the
+    /// resource would answer: the observed state, every reported field and, for a kind
+    /// whose tags are readable, the raw tags ([`Sighting::with_raw_tags`]) — a reading
+    /// without them costs an `ownership` call instead. The conformance suite compares
+    /// each such reading with a `read` of the same resource.
+    pub fn with_reading(mut self, reading: impl Into<Sighting>) -> Self {
+        self.reading = Some(Box::new(reading.into()));
+        self
+    }
+
+    /// The complete read the list handed over, if any.
+    pub fn reading(&self) -> Option<&Sighting> {
+        self.reading.as_deref()
+    }
+
+    /// Takes the complete read out, leaving the name and handle.
+    pub fn take_reading(&mut self) -> Option<Sighting> {
+        self.reading.take().map(|b| *b)
+    }
+}
+
+impl PartialEq for Listed {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.name, &self.handle) == (&other.name, &other.handle)
+    }
+}
+
+impl Eq for Listed {}
+
+impl PartialOrd for Listed {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Listed {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (&self.name, &self.handle).cmp(&(&other.name, &other.handle))
+    }
 }
 
 /// One read of one resource: its handle, what the cloud computed (the kind's
@@ -367,6 +426,10 @@ pub struct Capabilities {
     /// Kinds whose names need not be unique in a region, so that a replace may create
     /// the new resource before deleting the old one.
     pub duplicate_names: BTreeSet<&'static str>,
+    /// Kinds whose `list` answers each resource with its complete read
+    /// ([`Listed::with_reading`]), so that observing them costs a list per page and no
+    /// read per resource.
+    pub complete_lists: BTreeSet<&'static str>,
 }
 
 impl Capabilities {
@@ -378,6 +441,7 @@ impl Capabilities {
             ownership: kinds.clone(),
             kinds,
             duplicate_names: BTreeSet::new(),
+            complete_lists: BTreeSet::new(),
         }
     }
 }

@@ -291,10 +291,10 @@ impl KindBackend<ImageRegistry> for DockerRepositories {
             if let Ok((_, location, id)) = parts(&repo.name)
                 && location == region
             {
-                listed.push(Listed {
-                    name: id.to_owned(),
-                    handle: format!("{parent}/repositories/{id}"),
-                });
+                listed.push(Listed::new(
+                    id.to_owned(),
+                    format!("{parent}/repositories/{id}"),
+                ));
             }
         }
         Ok(listed)

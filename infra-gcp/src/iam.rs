@@ -670,10 +670,10 @@ impl KindBackend<Iam> for ServiceAccounts {
             let account = account.map_err(|e| classify("iam:ListServiceAccounts", e, &[]))?;
             let (_, pairs) = split(&account.description);
             if pairs.get(REGION_LABEL).map(String::as_str) == Some(region) {
-                listed.push(Listed {
-                    name: account_id(&account.email).to_owned(),
-                    handle: account.email.clone(),
-                });
+                listed.push(Listed::new(
+                    account_id(&account.email).to_owned(),
+                    account.email.clone(),
+                ));
             }
         }
         Ok(listed)

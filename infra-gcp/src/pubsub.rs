@@ -672,10 +672,7 @@ impl KindBackend<Queues> for Topics {
             let page = page.map_err(|e| classify("pubsub:ListTopics", e, &[]))?;
             for topic in page.topics {
                 if topic.labels.get(REGION_LABEL).map(String::as_str) == Some(region) {
-                    listed.push(Listed {
-                        name: short_name(&topic.name).to_owned(),
-                        handle: topic.name,
-                    });
+                    listed.push(Listed::new(short_name(&topic.name).to_owned(), topic.name));
                 }
             }
         }

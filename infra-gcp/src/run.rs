@@ -782,10 +782,7 @@ impl KindBackend<Compute> for RunServices {
                     region: region.to_owned(),
                     id: name.id.clone(),
                 };
-                listed.push(Listed {
-                    name: name.id,
-                    handle: handle.full(),
-                });
+                listed.push(Listed::new(name.id, handle.full()));
             }
         }
         Ok(listed)

@@ -389,10 +389,7 @@ impl KindBackend<Secrets> for SecretManagerSecrets {
             // The service names secrets by project number; the handle is always the
             // project id's form, the one a create answers.
             if let Ok(id) = id_of(&secret.name) {
-                listed.push(Listed {
-                    name: id.to_owned(),
-                    handle: self.handle(id),
-                });
+                listed.push(Listed::new(id.to_owned(), self.handle(id)));
             }
         }
         Ok(listed)

@@ -929,10 +929,7 @@ impl KindBackend<Postgres> for SqlInstances {
         while let Some(instance) = instances.next().await {
             let instance = instance.map_err(|e| classify("sql:instances.list", e, &[]))?;
             if instance.region == region && is_postgres(&instance) {
-                listed.push(Listed {
-                    name: instance.name.clone(),
-                    handle: instance.name,
-                });
+                listed.push(Listed::new(instance.name.clone(), instance.name));
             }
         }
         listed.sort();

@@ -611,10 +611,7 @@ impl KindBackend<ObjectStore> for Buckets {
                 page.items
                     .into_iter()
                     .filter(|b| in_region(b, region))
-                    .map(|b| Listed {
-                        name: b.name.clone(),
-                        handle: b.name,
-                    }),
+                    .map(|b| Listed::new(b.name.clone(), b.name)),
             );
             match page.next_page_token.filter(|t| !t.is_empty()) {
                 Some(next) if token.as_deref() != Some(next.as_str()) => token = Some(next),

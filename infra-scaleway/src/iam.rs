@@ -641,10 +641,7 @@ impl KindBackend<Iam> for Applications {
         Ok(all
             .into_iter()
             .filter(|a| region_of(&a.tags) == Some(region))
-            .map(|a| Listed {
-                name: a.name,
-                handle: a.id,
-            })
+            .map(|a| Listed::new(a.name, a.id))
             .collect())
     }
 

@@ -140,10 +140,7 @@ async fn list_region(s3: &Client, region: &str) -> Result<Vec<Listed>, BackendEr
                 },
             };
             if at == region {
-                listed.push(Listed {
-                    name: name.to_owned(),
-                    handle: name.to_owned(),
-                });
+                listed.push(Listed::new(name.to_owned(), name.to_owned()));
             }
         }
         match out.continuation_token() {

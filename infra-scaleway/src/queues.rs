@@ -530,10 +530,7 @@ impl KindBackend<Queues> for QueuesOfScaleway {
         Ok(out
             .queue_urls()
             .iter()
-            .map(|url| Listed {
-                name: declared_name(url).to_owned(),
-                handle: url.clone(),
-            })
+            .map(|url| Listed::new(declared_name(url).to_owned(), url.clone()))
             .collect())
     }
 

@@ -877,10 +877,7 @@ impl KindBackend<Postgres> for RdbInstances {
         Ok(all
             .into_iter()
             .filter(|i| i.engine.starts_with(ENGINE_PREFIX))
-            .map(|i| Listed {
-                name: i.name,
-                handle: i.id,
-            })
+            .map(|i| Listed::new(i.name, i.id))
             .collect())
     }
 

@@ -430,10 +430,7 @@ impl KindBackend<ImageRegistry> for RegistryNamespaces {
             .all(region, None)
             .await?
             .into_iter()
-            .map(|n| Listed {
-                name: n.name,
-                handle: n.id,
-            })
+            .map(|n| Listed::new(n.name, n.id))
             .collect())
     }
 

@@ -452,10 +452,7 @@ impl KindBackend<Secrets> for SecretManagerSecrets {
         Ok(all
             .into_iter()
             .filter(|s| s.deletion_requested_at.is_none())
-            .map(|s| Listed {
-                name: s.full_name(),
-                handle: s.id,
-            })
+            .map(|s| Listed::new(s.full_name(), s.id))
             .collect())
     }
 

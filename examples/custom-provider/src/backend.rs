@@ -154,10 +154,7 @@ impl KindBackend<DnsRecord> for DnsBackend {
         let records = self.service.list_records(args.region).map_err(map_error)?;
         Ok(records
             .into_iter()
-            .map(|r| Listed {
-                name: r.name,
-                handle: r.id,
-            })
+            .map(|r| Listed::new(r.name, r.id))
             .collect())
     }
 

@@ -9,14 +9,14 @@ use super::model::{
     Decision, Observation, Owner, Seen, Slot, Target, Unobserved, row_of, static_kind, subject,
 };
 use super::{ApplyError, Engine, Options};
-use crate::backend::Capabilities;
+use crate::backend::{Capabilities, Sighting};
 use crate::{
     Backend, BackendError, ErrorKind, Marker, NotAttemptedReason, Ownership, Plan, Status,
 };
 
 /// The waits before a scope is listed again because a resource the ledger holds was
 /// missing from its list (lists lag creates); a resource still missing after the last is
-/// read by its handle.
+/// read by the handle the cache holds for it before it is called absent.
 const RELIST_WAITS: [std::time::Duration; 3] = [
     std::time::Duration::from_millis(200),
     std::time::Duration::from_millis(400),
@@ -44,6 +44,8 @@ struct Read {
     /// Every handle listed under the resource's name (more than one where a kind lets
     /// names repeat).
     handles: Vec<String>,
+    /// The resource's complete read, when its list handed it over: no `read` is made.
+    listed: Option<Sighting>,
     readable: bool,
     in_ledger: bool,
     marker: Marker,
@@ -148,8 +150,15 @@ impl Engine {
         let replacing = self.requested_replaces(&slots, options)?;
         // With no records, what carries the fleet's marker and is not declared is
         // looked for among what observation lists anyway: lost records.
+        let cached = Self::cached_handles(&caches, &slots);
         let listings = self
-            .observe(fleet.name(), &mut slots, &included, ledger.is_empty())
+            .observe(
+                fleet.name(),
+                &mut slots,
+                &included,
+                &cached,
+                ledger.is_empty(),
+            )
             .await;
         Self::recall(&caches, &mut slots);
         self.compare_composed_secrets(plan, &mut slots).await;
@@ -167,7 +176,10 @@ impl Engine {
     }
 
     /// Lists each (provider, kind, region) in play once, matches names, and reads every
-    /// match (and its ownership), with reads in flight bounded.
+    /// match (and its ownership), with reads in flight bounded. A match its list handed
+    /// over whole ([`Listed::with_reading`](crate::Listed::with_reading)) is not read
+    /// again. A recorded resource its list does not show is read by the handle `cached`
+    /// holds for it (by slot) before it is called absent: a list may be incomplete.
     /// Returns what each list answered when `keep_listings` asks for it (to look for
     /// strays among them), and nothing otherwise.
     pub(super) async fn observe(
@@ -175,6 +187,7 @@ impl Engine {
         fleet: &str,
         slots: &mut [Slot],
         included: &[bool],
+        cached: &[Option<String>],
         keep_listings: bool,
     ) -> Vec<Listing> {
         let marker = Marker::new(fleet);
@@ -221,33 +234,49 @@ impl Engine {
         let mut listings = Vec::new();
         for (scope, result) in lists {
             let members = &scopes[&scope];
-            if keep_listings && let Ok(listed) = &result {
-                listings.push(Listing {
-                    provider: scope.0,
-                    kind: scope.1,
-                    region: scope.2.clone(),
-                    listed: listed.clone(),
-                });
-            }
             match result {
                 Err(e) => {
                     for &i in members {
                         slots[i].seen = Seen::Unobserved(Unobserved::Error(e.clone()));
                     }
                 }
-                Ok(listed) => {
-                    let mut by_name: HashMap<&str, Vec<String>> = HashMap::new();
-                    for l in &listed {
-                        by_name
-                            .entry(l.name.as_str())
-                            .or_default()
-                            .push(l.handle.clone());
+                Ok(mut listed) => {
+                    let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+                    for (at, l) in listed.iter().enumerate() {
+                        by_name.entry(l.name.clone()).or_default().push(at);
                     }
                     for &i in members {
-                        match by_name.get(slots[i].subject.name.as_str()) {
-                            None => slots[i].seen = Seen::Absent,
-                            Some(handles) => reads.push((i, handles.clone())),
+                        let slot = &slots[i];
+                        match by_name.get(slot.subject.name.as_str()) {
+                            // Missing from a list that may be incomplete: a recorded
+                            // resource whose handle is known is read before it is
+                            // called absent.
+                            None => match (&cached[i], slot.recorded) {
+                                (Some(handle), true) => reads.push((i, vec![handle.clone()], None)),
+                                _ => slots[i].seen = Seen::Absent,
+                            },
+                            Some(at) => {
+                                let handles: Vec<String> =
+                                    at.iter().map(|&a| listed[a].handle.clone()).collect();
+                                let whole = match at.as_slice() {
+                                    [one] => listed[*one].reading().cloned(),
+                                    _ => None,
+                                };
+                                reads.push((i, handles, whole));
+                            }
                         }
+                    }
+                    if keep_listings {
+                        // Strays are looked for by name and handle alone.
+                        for l in &mut listed {
+                            l.take_reading();
+                        }
+                        listings.push(Listing {
+                            provider: scope.0,
+                            kind: scope.1,
+                            region: scope.2.clone(),
+                            listed,
+                        });
                     }
                 }
             }
@@ -259,10 +288,11 @@ impl Engine {
             .collect();
         let reads: Vec<Read> = reads
             .into_iter()
-            .map(|(i, handles)| {
+            .map(|(i, handles, listed)| {
                 let slot = &slots[i];
                 Read {
                     slot: i,
+                    listed,
                     name: slot.subject.name.clone(),
                     backend: Arc::clone(self.backends.get(slot.provider).expect("checked above")),
                     kind: slot.kind,
@@ -356,9 +386,8 @@ impl Engine {
         let seen = self
             .read_one(
                 &*read.backend,
-                read.kind,
-                &read.region,
-                &handle,
+                (read.kind, &read.region, &handle),
+                read.listed,
                 read.readable,
                 read.in_ledger,
                 &read.marker,
@@ -430,18 +459,23 @@ impl Engine {
         Ok(listed)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// One resource's sighting and owner: the complete read its list handed over
+    /// (`listed`), or a `read`; ownership from the tags that came with it, or an
+    /// `ownership` call.
     async fn read_one(
         &self,
         backend: &dyn Backend,
-        kind: &'static str,
-        region: &str,
-        handle: &str,
+        (kind, region, handle): (&'static str, &str, &str),
+        listed: Option<Sighting>,
         readable: bool,
         in_ledger: bool,
         marker: &Marker,
     ) -> Seen {
-        let sighting = match backend.read(kind, region, handle).await {
+        let read = match listed {
+            Some(whole) => Ok(whole),
+            None => backend.read(kind, region, handle).await,
+        };
+        let sighting = match read {
             Ok(s) => s.without_marker(),
             Err(e) if e.kind == ErrorKind::NotFound => return Seen::Absent,
             Err(e) => return Seen::Unobserved(Unobserved::Error(e)),

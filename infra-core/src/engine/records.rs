@@ -125,6 +125,44 @@ impl Engine {
         }
     }
 
+    /// The handle the cache holds for each slot's resource (by slot), for a recorded
+    /// resource its list does not show: it is read by that handle before it is called
+    /// absent.
+    pub(super) fn cached_handles(
+        caches: &BTreeMap<(String, String), Vec<CacheEntry>>,
+        slots: &[Slot],
+    ) -> Vec<Option<String>> {
+        let mut by_resource: HashMap<(&str, &str, &str, &str), &str> = HashMap::new();
+        for ((provider, kind), entries) in caches {
+            for e in entries {
+                by_resource.insert(
+                    (
+                        provider.as_str(),
+                        kind.as_str(),
+                        e.name.as_str(),
+                        e.region.as_str(),
+                    ),
+                    e.handle.as_str(),
+                );
+            }
+        }
+        slots
+            .iter()
+            .map(|slot| {
+                if !slot.recorded {
+                    return None;
+                }
+                let key = (
+                    slot.provider,
+                    slot.kind,
+                    slot.subject.name.as_str(),
+                    slot.subject.region.as_str(),
+                );
+                by_resource.get(&key).map(|h| (*h).to_owned())
+            })
+            .collect()
+    }
+
     /// Writes the observation cache: one entry per resource that exists and is ours, by
     /// provider and kind; a resource this run did not look at (left out by the caller,
     /// or not observed) keeps the entry it had; pairs left empty (and pairs no longer in

@@ -35,6 +35,14 @@ pub trait KindBackend<K: Kind>: Send + Sync + 'static {
         true
     }
 
+    /// Whether this kind's `list` hands over each resource's complete read
+    /// ([`Listed::with_reading`]): observation then makes no per-resource `read`. Say so
+    /// only when every listed item carries the whole observation and, where tags are
+    /// readable, the raw tags; the conformance suite holds a kind that says so to it.
+    fn lists_complete(&self) -> bool {
+        false
+    }
+
     /// Everything of the kind in the region, whatever its owner.
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError>;
 

@@ -167,6 +167,9 @@ impl Backend for Router {
             if kind.duplicate_names() {
                 caps.duplicate_names.insert(id);
             }
+            if kind.lists_complete() {
+                caps.complete_lists.insert(id);
+            }
         }
         caps
     }
@@ -261,6 +264,7 @@ impl Backend for Router {
 trait ErasedKind: Send + Sync {
     fn duplicate_names(&self) -> bool;
     fn tags_readable(&self) -> bool;
+    fn lists_complete(&self) -> bool;
     async fn list(&self, region: &str) -> Result<Vec<Listed>, BackendError>;
     async fn read(&self, region: &str, handle: &str) -> Result<Sighting, BackendError>;
     async fn create(
@@ -294,6 +298,9 @@ impl<K: Kind, B: KindBackend<K>> ErasedKind for Typed<K, B> {
     }
     fn tags_readable(&self) -> bool {
         self.backend.tags_readable()
+    }
+    fn lists_complete(&self) -> bool {
+        self.backend.lists_complete()
     }
     async fn list(&self, region: &str) -> Result<Vec<Listed>, BackendError> {
         self.backend.list(ListArgs::new(region)).await
@@ -351,6 +358,9 @@ impl<K: Kind, B: KindBackend<K>> KindBackend<K> for Arc<B> {
     }
     fn tags_readable(&self) -> bool {
         (**self).tags_readable()
+    }
+    fn lists_complete(&self) -> bool {
+        (**self).lists_complete()
     }
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         (**self).list(args).await

@@ -197,10 +197,7 @@ impl KindBackend<Container> for Containers {
         let mut listed = Vec::new();
         for ns in scope.namespaces(None).await? {
             for c in scope.in_namespace(&ns.id, None).await? {
-                listed.push(Listed {
-                    name: c.name,
-                    handle: c.id,
-                });
+                listed.push(Listed::new(c.name, c.id));
             }
         }
         Ok(listed)

@@ -94,10 +94,7 @@ impl KindBackend<ContainerNamespace> for ContainerNamespaces {
         Ok(all
             .into_iter()
             .filter(|ns| ns.project_id.is_empty() || ns.project_id == self.clients.project_id())
-            .map(|ns| Listed {
-                name: ns.name,
-                handle: ns.id,
-            })
+            .map(|ns| Listed::new(ns.name, ns.id))
             .collect())
     }
 

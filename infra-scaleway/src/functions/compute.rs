@@ -392,10 +392,7 @@ impl KindBackend<Compute> for Computes {
             .filter(|ns| ns.is_compute())
         {
             for f in scope.in_namespace(&ns.id, None).await? {
-                listed.push(Listed {
-                    handle: handle_of(&ns.id, &f.id),
-                    name: f.name,
-                });
+                listed.push(Listed::new(f.name, handle_of(&ns.id, &f.id)));
             }
         }
         Ok(listed)

@@ -207,10 +207,7 @@ impl KindBackend<Function> for Functions {
             .filter(|ns| !ns.is_compute())
         {
             for f in scope.in_namespace(&ns.id, None).await? {
-                listed.push(Listed {
-                    name: f.name,
-                    handle: f.id,
-                });
+                listed.push(Listed::new(f.name, f.id));
             }
         }
         Ok(listed)

@@ -140,10 +140,7 @@ impl KindBackend<FunctionNamespace> for FunctionNamespaces {
         Ok(all
             .into_iter()
             .filter(|ns| !ns.is_compute())
-            .map(|ns| Listed {
-                name: ns.name,
-                handle: ns.id,
-            })
+            .map(|ns| Listed::new(ns.name, ns.id))
             .collect())
     }
 

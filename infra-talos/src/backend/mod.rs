@@ -767,10 +767,7 @@ impl KindBackend<TalosMachine> for TalosBackend {
             .map_err(store_error)?
             .into_iter()
             .filter(|m| m.cluster_id == cluster)
-            .map(|m| Listed {
-                name: m.id.clone(),
-                handle: m.id,
-            })
+            .map(|m| Listed::new(m.id.clone(), m.id))
             .collect())
     }
 

@@ -705,10 +705,7 @@ impl World {
                 stored.list_lag -= 1;
                 continue;
             }
-            listed.push(Listed {
-                name: stored.name.clone(),
-                handle: stored.handle.clone(),
-            });
+            listed.push(Listed::new(stored.name.clone(), stored.handle.clone()));
         }
         Ok(listed)
     }

@@ -50,10 +50,7 @@ impl KindBackend<ObjectStore> for Buckets {
             .lock()
             .unwrap()
             .keys()
-            .map(|n| Listed {
-                name: n.clone(),
-                handle: n.clone(),
-            })
+            .map(|n| Listed::new(n.clone(), n.clone()))
             .collect())
     }
     async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<ObjectStore>, BackendError> {
