@@ -136,6 +136,8 @@ pub struct Listed {
     pub handle: String,
     /// The resource's complete read, when the list answered it whole.
     reading: Option<Box<Sighting>>,
+    /// The resource's raw tags, when the list (or a tag index beside it) answered them.
+    raw_tags: Option<RawTags>,
 }
 
 impl Listed {
@@ -145,6 +147,7 @@ impl Listed {
             name: name.into(),
             handle: handle.into(),
             reading: None,
+            raw_tags: None,
         }
     }
 
@@ -158,6 +161,21 @@ impl Listed {
     pub fn with_reading(mut self, reading: impl Into<Sighting>) -> Self {
         self.reading = Some(Box::new(reading.into()));
         self
+    }
+
+    /// The same resource with its raw tags (marker included), for a list that learns
+    /// them without a call per resource (a tag index queried once per region): a read
+    /// that carries no tags of its own is then judged on these, and no `ownership` call
+    /// is made. Hand over the resource's *whole* tag set, or an empty one for a
+    /// resource known to carry no tag the index was asked for — never a guess.
+    pub fn with_raw_tags(mut self, tags: RawTags) -> Self {
+        self.raw_tags = Some(tags);
+        self
+    }
+
+    /// The raw tags the list handed over, if any.
+    pub fn raw_tags(&self) -> Option<&RawTags> {
+        self.raw_tags.as_ref()
     }
 
     /// The complete read the list handed over, if any.

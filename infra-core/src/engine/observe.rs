@@ -34,6 +34,13 @@ pub(super) struct Listing {
     pub(super) listed: Vec<crate::Listed>,
 }
 
+/// What a list handed over of one resource besides its name and handle.
+#[derive(Default)]
+struct Handed {
+    reading: Option<Sighting>,
+    raw_tags: Option<crate::backend::RawTags>,
+}
+
 /// One read to make, with everything it needs owned.
 struct Read {
     slot: usize,
@@ -44,8 +51,9 @@ struct Read {
     /// Every handle listed under the resource's name (more than one where a kind lets
     /// names repeat).
     handles: Vec<String>,
-    /// The resource's complete read, when its list handed it over: no `read` is made.
-    listed: Option<Sighting>,
+    /// What its list handed over: the complete read (no `read` is made) and the raw
+    /// tags (no `ownership` call is made).
+    listed: Handed,
     readable: bool,
     in_ledger: bool,
     marker: Marker,
@@ -252,17 +260,22 @@ impl Engine {
                             // resource whose handle is known is read before it is
                             // called absent.
                             None => match (&cached[i], slot.recorded) {
-                                (Some(handle), true) => reads.push((i, vec![handle.clone()], None)),
+                                (Some(handle), true) => {
+                                    reads.push((i, vec![handle.clone()], Handed::default()))
+                                }
                                 _ => slots[i].seen = Seen::Absent,
                             },
                             Some(at) => {
                                 let handles: Vec<String> =
                                     at.iter().map(|&a| listed[a].handle.clone()).collect();
-                                let whole = match at.as_slice() {
-                                    [one] => listed[*one].reading().cloned(),
-                                    _ => None,
+                                let handed = match at.as_slice() {
+                                    [one] => Handed {
+                                        reading: listed[*one].reading().cloned(),
+                                        raw_tags: listed[*one].raw_tags().cloned(),
+                                    },
+                                    _ => Handed::default(),
                                 };
-                                reads.push((i, handles, whole));
+                                reads.push((i, handles, handed));
                             }
                         }
                     }
@@ -466,20 +479,22 @@ impl Engine {
         &self,
         backend: &dyn Backend,
         (kind, region, handle): (&'static str, &str, &str),
-        listed: Option<Sighting>,
+        listed: Handed,
         readable: bool,
         in_ledger: bool,
         marker: &Marker,
     ) -> Seen {
-        let read = match listed {
+        let read = match listed.reading {
             Some(whole) => Ok(whole),
             None => backend.read(kind, region, handle).await,
         };
-        let sighting = match read {
-            Ok(s) => s.without_marker(),
-            Err(e) if e.kind == ErrorKind::NotFound => return Seen::Absent,
-            Err(e) => return Seen::Unobserved(Unobserved::Error(e)),
-        };
+        let sighting = match (read, listed.raw_tags) {
+            (Ok(s), Some(tags)) if s.raw_tags().is_none() => s.with_raw_tags(tags),
+            (Ok(s), _) => s,
+            (Err(e), _) if e.kind == ErrorKind::NotFound => return Seen::Absent,
+            (Err(e), _) => return Seen::Unobserved(Unobserved::Error(e)),
+        }
+        .without_marker();
         let owner = if let (true, Some(tags)) = (readable, sighting.raw_tags()) {
             // The read brought the tags: no second call.
             match marker.verdict(tags) {
