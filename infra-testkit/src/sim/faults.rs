@@ -6,6 +6,7 @@
 //! counted).
 
 use std::fmt;
+use std::time::Duration;
 
 use infra_core::sdk::ErrorKind;
 
@@ -327,6 +328,8 @@ pub(crate) enum Verdict {
     Crashed,
     /// Hit by a fault.
     Hit(Fault),
+    /// Refused by the rate limit: its API's bucket holds a call again after this wait.
+    OverRate(Duration),
     /// Go ahead.
     Pass,
 }
@@ -402,8 +405,14 @@ impl Faults {
         self.crashed
     }
 
-    /// Decides the fate of one call, counting it against every armed rule.
-    pub(crate) fn judge(&mut self, call: &CallRecord) -> Verdict {
+    /// Decides the fate of one call, counting it against every armed rule. A call the
+    /// crash point lets through is then offered to `admit` (the rate limit): one it
+    /// refuses, with the wait it asks for, is throttled before any rule counts it.
+    pub(crate) fn judge(
+        &mut self,
+        call: &CallRecord,
+        admit: impl FnOnce() -> Result<(), Duration>,
+    ) -> Verdict {
         if self.crashed {
             return Verdict::Crashed;
         }
@@ -414,6 +423,9 @@ impl Faults {
                 return Verdict::Crashed;
             }
             self.crash_in = Some(left - 1);
+        }
+        if let Err(wait) = admit() {
+            return Verdict::OverRate(wait);
         }
         let mut hit = None;
         self.armed.retain_mut(|rule| {

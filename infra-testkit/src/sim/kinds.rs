@@ -14,6 +14,7 @@ use infra_core::{
     sdk::{BackendError, ErrorKind, FieldInfo},
 };
 use serde_json::{Map, Value, json};
+use std::time::Duration;
 
 use super::SimProvider;
 use super::rng::Rng;
@@ -133,6 +134,81 @@ pub(crate) fn read_carries_tags(provider: &str, kind: &str) -> bool {
                 "secrets" | "functionNamespace" | "containerNamespace"
             )
     )
+}
+
+/// Whether the cloud's list of the kind answers whole objects, tags included, so that
+/// a list hands over each resource's complete read: EC2's `DescribeInstances` and
+/// `DescribeSecurityGroups`, RDS's `DescribeDBInstances`/`DescribeDBClusters` (with
+/// `TagList`), Secrets Manager's `ListSecrets`; every GCP kind's `list` (each answers the
+/// resources as `get` does, labels included); every kind of Scaleway's REST APIs (each
+/// `GET` of a collection answers the objects as the `GET` of one does). Not S3's
+/// `ListBuckets`, SQS's `ListQueues`, IAM's `ListRoles` (no tags), Lambda's
+/// `ListFunctions` (no tags) nor ECR's `DescribeRepositories` (no tags), nor Scaleway's
+/// S3 and SQS APIs (Object Storage and Queues): those answer names, and a resource's
+/// settings and tags take calls of their own.
+pub(crate) fn lists_complete(provider: &str, kind: &str) -> bool {
+    match provider {
+        "aws" => matches!(
+            kind,
+            "securityGroup" | "awsInstance" | "postgres" | "secrets"
+        ),
+        "gcp" => true,
+        "scaleway" => !matches!(kind, "objectStore" | "queues"),
+        _ => false,
+    }
+}
+
+/// How many resources one page of the kind's list answers: the real API's largest page
+/// (or its default, where the provider's client sets none and the API documents one).
+///
+/// - AWS: `DescribeInstances` and `DescribeSecurityGroups` 1,000 (`MaxResults`);
+///   `DescribeDBInstances` 100 (`MaxRecords`); `ListSecrets` 100; `ListBuckets` 10,000
+///   (`MaxBuckets`); `ListQueues` 1,000; `ListRoles` 1,000 (`MaxItems`); `ListFunctions`
+///   50; `DescribeRepositories` 100 (its default).
+/// - GCP: `buckets.list` 1,000; `instances.list` (Cloud SQL) 500 (its default);
+///   `repositories.list` (Artifact Registry) 1,000; `serviceAccounts.list`, `topics.list`
+///   100 (what the provider asks for); `secrets.list` and `services.list` (Cloud Run),
+///   which document no default, 100.
+/// - Scaleway: 100 (`page_size`, its largest), S3 `ListBuckets` 1,000, SQS `ListQueues`
+///   1,000.
+pub(crate) fn page_size(provider: &str, kind: &str) -> usize {
+    match (provider, kind) {
+        ("aws", "securityGroup" | "awsInstance" | "queues" | "iam") => 1000,
+        ("aws", "objectStore" | "s3Bucket") => 10_000,
+        ("aws", "compute") => 50,
+        ("gcp", "objectStore" | "imageRegistry") => 1000,
+        ("gcp", "postgres") => 500,
+        ("scaleway", "objectStore" | "queues") => 1000,
+        _ => 100,
+    }
+}
+
+/// A call refused for its API's rate: throttled, not applied, with the wait the
+/// bucket needs as its `Retry-After`, in the provider's words and codes (EC2's
+/// `RequestLimitExceeded`, S3's `SlowDown`, GCP's `RESOURCE_EXHAUSTED`, Scaleway's 429).
+pub(crate) fn over_rate(provider: &str, kind: Option<&str>, wait: Duration) -> BackendError {
+    let (code, message) = match (provider, kind) {
+        ("aws", Some("securityGroup" | "awsInstance")) => (
+            "RequestLimitExceeded",
+            "Request limit exceeded.".to_string(),
+        ),
+        ("aws", Some("objectStore" | "s3Bucket")) => {
+            ("SlowDown", "Please reduce your request rate.".to_string())
+        }
+        ("aws", _) => ("ThrottlingException", "Rate exceeded".to_string()),
+        ("gcp", _) => (
+            "RESOURCE_EXHAUSTED",
+            "Quota exceeded for quota metric 'Requests' and limit 'Requests per second'"
+                .to_string(),
+        ),
+        _ => (
+            "too_many_requests",
+            format!("too many requests, retry in {} ms", wait.as_millis().max(1)),
+        ),
+    };
+    BackendError::new(ErrorKind::Throttled, message)
+        .with_code(code)
+        .with_retry_after(wait)
 }
 
 /// The refusal of a tag call on a kind that keeps no tags.

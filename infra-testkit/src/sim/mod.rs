@@ -112,8 +112,10 @@
 //! ```
 
 pub mod clouds;
+mod env;
 mod faults;
 mod kinds;
+mod rate;
 pub mod readme_tables;
 mod rng;
 mod world;
@@ -142,6 +144,7 @@ use infra_core::{
 };
 use serde_json::{Map, Value};
 
+pub use env::{BARE_LISTS_VAR, LATENCY_VAR, RATE_VAR};
 pub use faults::{CallFilter, CallRecord, Fault, FaultPlan, FaultRule, Op, Outcome};
 pub use world_file::WorldFileError;
 
@@ -382,19 +385,42 @@ impl SimCloud {
     /// a binary's runner: when the world cannot be opened (a corrupt file, a newer
     /// schema, no permission), a backend for each provider that is unreachable and says
     /// why, so that nothing is planned or applied against a world that was not read.
+    ///
+    /// The environment sets the cloud up: [`LATENCY_VAR`] (`INFRA_SIM_LATENCY_MS=50`,
+    /// every call's latency), [`RATE_VAR`] (`INFRA_SIM_RATE=50`, calls admitted per
+    /// second per API) and [`BARE_LISTS_VAR`] (`INFRA_SIM_BARE_LISTS=1`, no complete
+    /// lists). With a latency or a rate, the cloud keeps real time (the system's clock):
+    /// its calls wait for real, and so do its client's retries. A value that does not
+    /// parse makes every backend unreachable, naming the variable.
     pub fn backends_at(world: impl AsRef<Path>) -> Backends {
         let world = world.as_ref();
-        match SimCloud::open(world) {
-            Ok(cloud) => cloud.backends(),
-            Err(e) => {
-                let why = format!(
-                    "the simulated cloud could not open its world {}: {e}",
-                    world.display()
-                );
-                kinds::PROVIDERS.iter().fold(Backends::new(), |b, p| {
-                    b.with(Arc::new(infra_core::sdk::Unreachable::new(p, why.clone())))
-                })
+        let unreachable = |why: String| {
+            kinds::PROVIDERS.iter().fold(Backends::new(), |b, p| {
+                b.with(Arc::new(infra_core::sdk::Unreachable::new(p, why.clone())))
+            })
+        };
+        let settings = match env::Settings::from_vars(|name| std::env::var(name).ok()) {
+            Ok(settings) => settings,
+            Err(e) => return unreachable(format!("the simulated cloud's setting {e}")),
+        };
+        let clock: Arc<dyn Clock> = if settings.real_time() {
+            Arc::new(infra_core::engine::SystemClock::new())
+        } else {
+            Arc::new(ManualClock::new())
+        };
+        match SimCloud::open_with_clock(world, clock) {
+            Ok(cloud) => {
+                if let Some(latency) = settings.latency {
+                    cloud.set_latency(latency);
+                }
+                cloud.set_rate_limit(settings.rate);
+                cloud.set_bare_lists(settings.bare_lists);
+                cloud.backends()
             }
+            Err(e) => unreachable(format!(
+                "the simulated cloud could not open its world {}: {e}",
+                world.display()
+            )),
         }
     }
 
@@ -439,6 +465,29 @@ impl SimCloud {
     /// Calls of `op` sleep this long (overriding [`SimCloud::set_latency`] for them).
     pub fn set_latency_for(&self, op: Op, latency: Duration) {
         self.world().latency_by_op.insert(op, latency);
+    }
+
+    /// Throttling by rate: from now on each API — a (provider, kind, region), and each
+    /// provider's `account` — admits at most `per_second` calls a second, in bursts of
+    /// at most one second's worth (a token bucket, full to begin with, on the cloud's
+    /// clock). A call beyond it is throttled and not applied (a throttled create creates
+    /// nothing), its `retry_after` the wait until its bucket holds a call again. `None`
+    /// (the default) admits every call.
+    pub fn set_rate_limit(&self, per_second: Option<u32>) {
+        self.world().rates.set(per_second);
+    }
+
+    /// The rate limit in force, in calls per second per API.
+    pub fn rate_limit(&self) -> Option<u32> {
+        self.world().rates.per_second()
+    }
+
+    /// With `true`, every list answers names and handles only, as if no kind's list
+    /// were complete (the backends say so in their capabilities): observation then
+    /// reads each resource, as a client without complete lists does. `false` (the
+    /// default) lists as each cloud does.
+    pub fn set_bare_lists(&self, bare: bool) {
+        self.world().bare_lists = bare;
     }
 
     // ---- faults ----
@@ -738,9 +787,10 @@ impl SimCloud {
         if !latency.is_zero() {
             self.inner.clock.sleep(latency).await;
         }
+        let now = self.inner.clock.now();
         let (result, unflushed) = {
             let mut world = self.world();
-            let result = world.serve(call, act);
+            let result = world.serve(call, now, act);
             (result, world.unflushed.take())
         };
         // The change is answered once its journal line is on disk.
@@ -804,6 +854,35 @@ fn prepare<K: Kind>(spec: &K::Settled) -> Result<Prepared, BackendError> {
     Ok(Prepared { config, secret })
 }
 
+/// What `read` answers for a resource: its reading, with its raw tags where the cloud's
+/// read carries them. A complete list hands over this very reading.
+fn reading_of<K: Kind>(stored: &world::Stored) -> Result<Reading<K>, BackendError> {
+    let reading = stored.reading()?;
+    Ok(if kinds::read_carries_tags(&stored.provider, K::ID) {
+        reading.with_raw_tags(stored.tags.clone())
+    } else {
+        reading
+    })
+}
+
+/// One item of a list: the name and handle; for a complete list, the read `read` would
+/// answer and, when that read carries no tags and the kind's tags are readable, the raw
+/// tags the listed object carries.
+fn listed_of<K: Kind>(stored: &world::Stored, complete: bool) -> Result<Listed, BackendError> {
+    let listed = Listed::new(stored.name.clone(), stored.handle.clone());
+    if !complete {
+        return Ok(listed);
+    }
+    let reading = reading_of::<K>(stored)?;
+    let tags = (reading.raw_tags().is_none() && kinds::tags_readable(&stored.provider, K::ID))
+        .then(|| stored.tags.clone());
+    let listed = listed.with_reading(reading);
+    Ok(match tags {
+        Some(tags) => listed.with_raw_tags(tags),
+        None => listed,
+    })
+}
+
 /// One provider of a [`SimCloud`], as the provider SDK takes it: every kind the provider
 /// has ([`KindBackend`], one implementation generic over the kind), its account
 /// ([`Account`]) and its secrets' values ([`SecretValues`]).
@@ -822,6 +901,12 @@ pub struct SimProvider {
 }
 
 impl SimProvider {
+    /// Whether lists of `kind` hand over complete reads: where the cloud's list answers
+    /// whole objects, unless the world was told to answer bare lists.
+    fn complete_lists(&self, kind: &str) -> bool {
+        kinds::lists_complete(self.provider, kind) && !self.cloud.world().bare_lists
+    }
+
     /// The provider's id (`aws`).
     pub fn provider(&self) -> &'static str {
         self.provider
@@ -897,13 +982,40 @@ impl<K: Kind> KindBackend<K> for SimProvider {
         kinds::tags_readable(self.provider, K::ID)
     }
 
+    /// Where the cloud's list answers whole objects ([`SimCloud::set_bare_lists`]
+    /// aside).
+    fn lists_complete(&self) -> bool {
+        self.complete_lists(K::ID)
+    }
+
+    /// Page by page, as the cloud's API answers it: each page is one call (it waits its
+    /// latency, is metered, counted by the faults and logged), and a page that fails
+    /// fails the list. Where the kind's list is complete, each item carries the
+    /// resource's read (the very one `read` answers) and, when that read carries no
+    /// tags, the raw tags.
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
-        let call = self.record(Op::List, Some(K::ID), Some(region), None, None);
         let provider = self.provider;
-        self.cloud
-            .serve(call, move |w, _| w.list(provider, K::ID, region))
-            .await
+        let complete = self.complete_lists(K::ID);
+        let size = kinds::page_size(provider, K::ID);
+        let mut listed = Vec::new();
+        let mut token = None;
+        loop {
+            let call = self.record(Op::List, Some(K::ID), Some(region), None, None);
+            let (page, next) = self
+                .cloud
+                .serve(call, move |w, _| {
+                    w.list_page((provider, K::ID, region), token, size, |stored| {
+                        listed_of::<K>(stored, complete)
+                    })
+                })
+                .await?;
+            listed.extend(page);
+            match next {
+                Some(after) => token = Some(after),
+                None => return Ok(listed),
+            }
+        }
     }
 
     async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<K>, BackendError> {
@@ -911,13 +1023,7 @@ impl<K: Kind> KindBackend<K> for SimProvider {
         let call = self.record(Op::Read, Some(K::ID), Some(region), None, Some(handle));
         self.cloud
             .serve(call, move |w, c| {
-                let stored = w.read(c, K::ID, region, handle)?;
-                let reading = stored.reading()?;
-                Ok(if kinds::read_carries_tags(c.provider, K::ID) {
-                    reading.with_raw_tags(stored.tags.clone())
-                } else {
-                    reading
-                })
+                reading_of::<K>(w.read(c, K::ID, region, handle)?)
             })
             .await
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use infra_core::sdk::Reading;
 use infra_core::{
     prelude::{Kind, SecretString},
-    sdk::{BackendError, ErrorKind, Listed, MARKER_KEY, Marker, RawTags},
+    sdk::{BackendError, ErrorKind, MARKER_KEY, Marker, RawTags},
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 use super::clouds;
 use super::faults::{CallRecord, Fault, Faults, Op, Outcome, Verdict};
 use super::kinds::{self, Site, TagShape};
+use super::rate::RateLimits;
 use super::rng::Rng;
 use super::world_file::{WorldFile, WorldFileError};
 use super::world_flush::Unflushed;
@@ -183,6 +184,10 @@ pub(crate) struct World {
     pub(crate) list_lag: u32,
     pub(crate) latency: Duration,
     pub(crate) latency_by_op: BTreeMap<Op, Duration>,
+    /// Throttling by rate: a token bucket per API.
+    pub(crate) rates: RateLimits,
+    /// Every list answers names and handles only, as if no kind's list were complete.
+    pub(crate) bare_lists: bool,
     denials: Vec<(String, Option<String>, Option<String>)>,
     log: Vec<CallRecord>,
     seq: u64,
@@ -267,6 +272,8 @@ impl World {
             list_lag: 0,
             latency: Duration::ZERO,
             latency_by_op: BTreeMap::new(),
+            rates: RateLimits::default(),
+            bare_lists: false,
             denials: Vec::new(),
             log: Vec::new(),
             seq: 0,
@@ -567,16 +574,18 @@ impl World {
 
     // ---- serving calls ----
 
-    /// Serves one call: counts it, lets the fault stage and the denials decide, runs
-    /// `act` if they let it through, saves the world after a write, and logs the call.
+    /// Serves one call arriving at `now` (on the cloud's clock): counts it, lets the
+    /// rate limit, the fault stage and the denials decide, runs `act` if they let it
+    /// through, saves the world after a write, and logs the call.
     pub(crate) fn serve<T>(
         &mut self,
         mut call: CallRecord,
+        now: Duration,
         act: impl FnOnce(&mut World, &mut CallRecord) -> Result<T, BackendError>,
     ) -> Result<T, BackendError> {
         self.seq += 1;
         call.seq = self.seq;
-        let result = self.gate(&mut call, act);
+        let result = self.gate(&mut call, now, act);
         call.outcome = match &result {
             Ok(_) => Outcome::Ok,
             Err(e) => Outcome::Failed(e.kind),
@@ -588,10 +597,13 @@ impl World {
     fn gate<T>(
         &mut self,
         call: &mut CallRecord,
+        now: Duration,
         act: impl FnOnce(&mut World, &mut CallRecord) -> Result<T, BackendError>,
     ) -> Result<T, BackendError> {
         let provider = call.provider;
-        let lose = match self.faults.judge(call) {
+        let api = (provider, call.kind, call.region.clone());
+        let rates = &mut self.rates;
+        let lose = match self.faults.judge(call, || rates.admit(api, now)) {
             Verdict::Crashed => {
                 return Err(BackendError::new(
                     ErrorKind::Other,
@@ -620,6 +632,7 @@ impl World {
                 )
                 .with_code(kinds::fault_code(provider, ErrorKind::Throttled)));
             }
+            Verdict::OverRate(wait) => return Err(kinds::over_rate(provider, call.kind, wait)),
             Verdict::Hit(Fault::LoseResponse) => true,
             Verdict::Pass => false,
         };
@@ -685,29 +698,42 @@ impl World {
             .ok_or_else(|| kinds::not_found(provider, kind, handle))
     }
 
-    pub(crate) fn list(
+    /// One page of a list of `provider`'s `kind` in `region`: at most `size`
+    /// resources, in the order they were created, from the one after `after` (the
+    /// page token: the id of the last resource the previous page answered; `None` for
+    /// the first page). Returns the page, each item made by `item`, and the next
+    /// page's token when there may be more. A resource still lagging behind its create
+    /// is left out (and lags one list less).
+    pub(crate) fn list_page<T>(
         &mut self,
-        provider: &str,
-        kind: &str,
-        region: &str,
-    ) -> Result<Vec<Listed>, BackendError> {
+        (provider, kind, region): (&str, &str, &str),
+        after: Option<u64>,
+        size: usize,
+        mut item: impl FnMut(&Stored) -> Result<T, BackendError>,
+    ) -> Result<(Vec<T>, Option<u64>), BackendError> {
         kinds::check_scope(provider, kind, region)?;
         let scope = (provider.to_string(), kind.to_string(), region.to_string());
         let Some(ids) = self.scopes.get(&scope) else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         };
-        let mut listed = Vec::with_capacity(ids.len());
-        for id in ids {
+        let from = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        let mut page = Vec::new();
+        let mut last = None;
+        for id in ids.range((from, std::ops::Bound::Unbounded)) {
+            if page.len() == size.max(1) {
+                return Ok((page, last));
+            }
             let Some(stored) = self.resources.get_mut(id) else {
                 continue;
             };
+            last = Some(*id);
             if stored.list_lag > 0 {
                 stored.list_lag -= 1;
                 continue;
             }
-            listed.push(Listed::new(stored.name.clone(), stored.handle.clone()));
+            page.push(item(stored)?);
         }
-        Ok(listed)
+        Ok((page, None))
     }
 
     pub(crate) fn read(
