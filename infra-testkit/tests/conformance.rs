@@ -12,8 +12,8 @@ use infra_core::sdk::layer::{Answer, Call, Layer, Layered, Next};
 use infra_core::{
     prelude::{Kind, Spec},
     sdk::{
-        Backend, BackendError, Capabilities, ErrorKind, FieldInfo, LEGACY_MARKER_VALUE, MARKER_KEY,
-        Mutability, Sighting,
+        Backend, BackendError, Capabilities, ErrorKind, FieldInfo, LEGACY_MARKER_VALUE, Listed,
+        MARKER_KEY, Mutability, RawTags, Sighting,
     },
 };
 use infra_testkit::conformance::{
@@ -298,9 +298,46 @@ impl Layer for Broken {
                 self.cloud.set_raw_tags(handle, tags);
                 Ok(Answer::Marked)
             }
+            // A complete list hands over reads and tags: the same flaw, told there.
+            (flaw, Call::List { kind, .. }) => match next.run(call).await? {
+                Answer::List(listed) => Ok(Answer::List(
+                    listed
+                        .into_iter()
+                        .map(|l| flawed_item(flaw, kind, l))
+                        .collect::<Result<_, _>>()?,
+                )),
+                other => Ok(other),
+            },
             _ => next.run(call).await,
         }
     }
+}
+
+/// One item of a complete list, with the flaw the read and `ownership` have.
+fn flawed_item(flaw: Flaw, kind: &str, mut item: Listed) -> Result<Listed, BackendError> {
+    let claim = |tags: &mut RawTags| {
+        tags.insert(MARKER_KEY.into(), LEGACY_MARKER_VALUE.into());
+    };
+    if let Some(reading) = item.take_reading() {
+        let reading = match (flaw, reading.raw_tags().cloned()) {
+            (Flaw::SentinelForUnsaid, _) => blank_description(kind, reading)?,
+            (Flaw::ReadCarriesOtherTags, Some(mut tags)) => {
+                tags.remove(MARKER_KEY);
+                reading.with_raw_tags(tags)
+            }
+            (Flaw::ClaimsEverything, Some(mut tags)) => {
+                claim(&mut tags);
+                reading.with_raw_tags(tags)
+            }
+            _ => reading,
+        };
+        item = item.with_reading(reading);
+    }
+    if let (Flaw::ClaimsEverything, Some(mut tags)) = (flaw, item.raw_tags().cloned()) {
+        claim(&mut tags);
+        item = item.with_raw_tags(tags);
+    }
+    Ok(item)
 }
 
 /// Runs the suite on a broken AWS backend and asserts that `check` fails on `kind`.

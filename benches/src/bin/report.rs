@@ -15,6 +15,10 @@
 //!   resources, with the records in files and the simulated world in a file; Gr the
 //!   same with each stage a whole runner process (this program, as the fleet's runner
 //!   when `INFRA_BENCH_AS_FLEET` is set).
+//! - L: a no-change plan with every call taking 50 ms, observed by the page against
+//!   one read per resource at parallelism 10, each a whole runner process on the
+//!   simulated cloud (this program, as the paced fleet's runner when
+//!   `INFRA_BENCH_AS_PACED_FLEET` is set); `--latency N` for the L line alone.
 //! - T: this engine against Terraform on the same graph, as whole processes, read from
 //!   the last run of `benches/side-by-side/run.py` (this program is its fleet's runner
 //!   when `INFRA_BENCH_AS_GRAPH` is set, writes its Terraform configuration with
@@ -41,11 +45,17 @@ use infra_core::{
 mod aws;
 #[path = "report/growth.rs"]
 mod growth;
+#[path = "report/latency.rs"]
+mod latency;
+#[path = "report/paced.rs"]
+mod paced;
 #[cfg(feature = "postgres")]
 #[path = "report/records.rs"]
 mod records;
 #[path = "report/side_by_side.rs"]
 mod side_by_side;
+#[path = "report/throttled.rs"]
+mod throttled;
 
 fn bench_engine(latency: Duration, real: bool) -> (Engine, Arc<BenchCloud>) {
     let clock: Arc<dyn infra_core::engine::Clock> = if real {
@@ -205,6 +215,9 @@ fn main() -> std::process::ExitCode {
     if let Some(code) = growth::as_fleet() {
         return code;
     }
+    if let Some(code) = paced::as_fleet() {
+        return code;
+    }
     if let Some(code) = side_by_side::as_graph() {
         return code;
     }
@@ -244,6 +257,14 @@ fn report() {
         let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1000);
         growth::growth(&runtime(), n);
         growth::runner_growth(n);
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--latency") {
+        let n = args
+            .get(i + 1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(10_000);
+        latency::at_latency(n);
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--runner-plan") {
@@ -324,6 +345,7 @@ fn report() {
 
     growth::growth(&rt, if quick { 200 } else { 1000 });
     growth::runner_growth(if quick { 200 } else { 1000 });
+    latency::at_latency(if quick { 1000 } else { 10_000 });
 
     side_by_side::print();
 

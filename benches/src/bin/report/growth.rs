@@ -127,55 +127,89 @@ fn runner_stages(n: usize) -> Stages {
     }
 }
 
-/// This program run as the runner of a fleet of `n` (`AS_FLEET`) in a scratch directory
-/// of its own, with its records in files or at a database address. The directory is
-/// removed on drop.
-struct Runner {
+/// This program run as the runner of a fleet of `n` (the mixed fleet of [`AS_FLEET`],
+/// or another, [`Runner::of_fleet`]) in a scratch directory of its own, with its records
+/// in files or at a database address. The directory is removed on drop.
+pub(crate) struct Runner {
     dir: PathBuf,
     n: usize,
     records: Option<String>,
+    fleet: &'static str,
+}
+
+/// How one runner process ended.
+pub(crate) struct Ran {
+    /// Its wall time, start to exit.
+    pub(crate) took: Duration,
+    /// Its exit code.
+    pub(crate) code: Option<i32>,
+    /// What it wrote on standard error.
+    pub(crate) stderr: String,
 }
 
 impl Runner {
-    fn new(purpose: &str, n: usize, records: Option<String>) -> Runner {
+    pub(crate) fn new(purpose: &str, n: usize, records: Option<String>) -> Runner {
         let dir =
             std::env::temp_dir().join(format!("infra-bench-{purpose}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a scratch directory");
-        Runner { dir, n, records }
+        Runner {
+            dir,
+            n,
+            records,
+            fleet: AS_FLEET,
+        }
     }
 
-    fn world(&self) -> PathBuf {
+    /// The same runner, of the fleet the environment variable `var` makes this program
+    /// the runner of.
+    pub(crate) fn of_fleet(mut self, var: &'static str) -> Runner {
+        self.fleet = var;
+        self
+    }
+
+    pub(crate) fn world(&self) -> PathBuf {
         self.dir.join("world.json")
     }
 
-    fn world_len(&self) -> usize {
+    pub(crate) fn world_len(&self) -> usize {
         SimCloud::open(self.world()).expect("the world").len()
     }
 
     /// Runs one verb as a whole process and times it; it must exit 0.
-    fn time(&self, args: &[&str]) -> Duration {
+    pub(crate) fn time(&self, args: &[&str]) -> Duration {
+        self.time_with(args, &[])
+    }
+
+    /// [`Runner::time`], with these environment variables set.
+    pub(crate) fn time_with(&self, args: &[&str], env: &[(&str, &str)]) -> Duration {
+        let ran = self.run(args, env);
+        assert_eq!(ran.code, Some(0), "{args:?}: {}", ran.stderr);
+        ran.took
+    }
+
+    /// Runs one verb as a whole process, with these environment variables set, and
+    /// says how it ended.
+    pub(crate) fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Ran {
         let exe = std::env::current_exe().expect("this program");
         let mut command = std::process::Command::new(exe);
         command
             .args(args)
             .arg("--state-dir")
             .arg(self.dir.join("state"))
-            .env(AS_FLEET, self.n.to_string())
-            .env("INFRA_SIM_WORLD", self.world());
+            .env(self.fleet, self.n.to_string())
+            .env("INFRA_SIM_WORLD", self.world())
+            .envs(env.iter().copied());
         if let Some(url) = &self.records {
             command.arg("--records").arg(url);
         }
         let start = now();
         let out = command.output().expect("the runner starts");
-        let took = start.elapsed();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        took
+        Ran {
+            took: start.elapsed(),
+            code: out.status.code(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
     }
 }
 
