@@ -46,8 +46,23 @@
 //! - **Errors.** A missing handle is `NotFound` with the provider's code
 //!   (`InvalidGroup.NotFound`, `NOT_FOUND`, `not_found`, …); a denied scope
 //!   ([`SimCloud::deny`]) is `Denied`, for `list` too.
+//! - **Lists by the page.** A `list` is as many calls as the real API's pages (each
+//!   kind's page size is the real API's largest or default: 1,000 for EC2, 100 for
+//!   RDS, Secrets Manager and Scaleway, …); each page waits its latency, is metered and
+//!   faulted, and a page that fails fails the list. Where the real list answers whole
+//!   objects with their tags (EC2 instances and security groups, RDS, Secrets
+//!   Manager's `ListSecrets`, every GCP kind, Scaleway's REST kinds), each item hands
+//!   over the very read `read` answers (and the raw tags, when that read carries
+//!   none), and the kind says its lists are complete; S3, SQS, IAM roles, Lambda, ECR
+//!   and Scaleway's S3 and SQS APIs list names only. [`SimCloud::set_bare_lists`] makes
+//!   every list bare, as a client without complete lists sees them.
 //! - **Time.** Every call first sleeps its latency on the injected [`Clock`] (zero unless
 //!   configured); with a [`ManualClock`] nothing waits for real.
+//! - **Throttling by rate** ([`SimCloud::set_rate_limit`]): each API — a (provider,
+//!   kind, region) — admits so many calls a second, from a token bucket on the cloud's
+//!   clock; a call beyond it is throttled in the provider's words
+//!   (`RequestLimitExceeded`, `SlowDown`, `ThrottlingException`, `RESOURCE_EXHAUSTED`,
+//!   429), not applied, with the wait its bucket needs as `retry_after`.
 //! - **Retries.** [`SimCloud::backend`] retries as a real provider's client does, under
 //!   the one [`RetryPolicy`] ([`SimCloud::set_retry_policy`]), on the same clock: a
 //!   throttled call is waited out, a create that may have been sent is not repeated. The
@@ -89,8 +104,10 @@
 //!   the world, so the same world keeps its behaviour and two worlds generate different
 //!   secrets; [`SimCloud::new`] takes the seed, for tests that need determinism.
 //!
-//! Faults, denials, latency, eventual-consistency lag and the call log belong to the
-//! test run and are not saved. A direct edit of the world (`insert_foreign`,
+//! Faults, denials, latency, the rate limit, bare lists, eventual-consistency lag and
+//! the call log belong to the test run and are not saved; a runner's
+//! [`SimCloud::backends_at`] takes latency, rate and bare lists from the environment
+//! ([`LATENCY_VAR`], [`RATE_VAR`], [`BARE_LISTS_VAR`]). A direct edit of the world (`insert_foreign`,
 //! `set_field`, …) that cannot be saved is undone and panics, and so does a look at the
 //! world (`resources`, `find`, …) whose file cannot be read: it is test set-up, and a
 //! test should not carry on with a world its file does not hold.

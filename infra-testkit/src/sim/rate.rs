@@ -56,7 +56,8 @@ impl RateLimits {
         let elapsed = now.saturating_sub(bucket.at).as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * rate).min(rate);
         bucket.at = bucket.at.max(now);
-        if bucket.tokens >= 1.0 {
+        // Durations are whole nanoseconds: a call on time is not refused for rounding.
+        if bucket.tokens >= 1.0 - 1e-6 {
             bucket.tokens -= 1.0;
             Ok(())
         } else {
@@ -109,6 +110,37 @@ mod tests {
         let mut limits = RateLimits::default();
         for _ in 0..10_000 {
             assert_eq!(limits.admit(api(), Duration::ZERO), Ok(()));
+        }
+    }
+
+    proptest::proptest! {
+        /// However calls arrive, an API admits no more than its burst and what refills
+        /// in the time they span; and calls spaced one interval apart are all admitted.
+        #[test]
+        fn a_bucket_admits_no_more_than_the_rate_allows(
+            rate in 1u32..50,
+            gaps in proptest::collection::vec(0u64..400, 1..300),
+        ) {
+            let mut limits = RateLimits::default();
+            limits.set(Some(rate));
+            let mut now = Duration::ZERO;
+            let mut admitted = 0u64;
+            for gap in &gaps {
+                now += Duration::from_millis(*gap);
+                if limits.admit(api(), now).is_ok() {
+                    admitted += 1;
+                }
+            }
+            let allowed = f64::from(rate) * (1.0 + now.as_secs_f64());
+            proptest::prop_assert!(admitted as f64 <= allowed + 1e-3, "{admitted} > {allowed}");
+
+            let mut limits = RateLimits::default();
+            limits.set(Some(rate));
+            let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
+            for i in 0..gaps.len() {
+                let at = interval * u32::try_from(i).expect("few calls");
+                proptest::prop_assert!(limits.admit(api(), at).is_ok(), "call {i} at {at:?}");
+            }
         }
     }
 }

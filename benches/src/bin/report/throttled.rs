@@ -5,35 +5,39 @@
 use std::collections::BTreeMap;
 
 use infra_core::sdk::MARKER_KEY;
-use infra_testkit::sim::{RATE_VAR, SimCloud};
+use infra_testkit::sim::{LATENCY_VAR, RATE_VAR, SimCloud};
 
 use super::growth::Runner;
 use super::paced::{AS_PACED, FLEET};
 
+/// Every call's latency in the throttled apply, in milliseconds, as on the L line: with
+/// calls that cost nothing, one call at a time would meet any rate as well as many.
+pub(crate) const LATENCY_MS: &str = "50";
+
 /// What one throttled apply did.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ThrottledRun {
+pub(crate) struct ThrottledRun {
     /// The apply's wall time, in seconds (the runner process, start to exit).
-    pub wall_s: f64,
+    pub(crate) wall_s: f64,
     /// Declared resources the world does not hold afterwards.
-    pub failures: usize,
+    pub(crate) failures: usize,
     /// Resources beyond the first of the same name (provider, kind, region and name).
-    pub duplicates: usize,
+    pub(crate) duplicates: usize,
     /// Declared resources the world holds, each carrying the fleet's marker.
-    pub created: usize,
+    pub(crate) created: usize,
 }
 
 /// Applies the paced fleet of `n` resources, from nothing, with `--parallelism
 /// parallelism`, on a simulated cloud admitting `rate_per_api` calls a second per API
 /// (a token bucket per provider, kind and region; a throttled call carries the wait it
 /// needs, and the cloud's client retries it under the one retry policy, waiting for
-/// real), then counts what the world holds. The runner's exit code is not judged: the
+/// real), every call taking [`LATENCY_MS`], then counts what the world holds. The runner's exit code is not judged: the
 /// world is.
 ///
 /// `adaptive` is not passed on: the runner has no switch for its concurrency's
 /// adaptation yet, so both values run the runner as it is.
 #[allow(dead_code, reason = "called by the Q line")]
-pub fn throttled_apply(
+pub(crate) fn throttled_apply(
     n: usize,
     rate_per_api: u32,
     parallelism: usize,
@@ -45,7 +49,7 @@ pub fn throttled_apply(
     let rate = rate_per_api.to_string();
     let ran = runner.run(
         &["apply", "--yes", "--parallelism", &parallelism],
-        &[(RATE_VAR, &rate)],
+        &[(RATE_VAR, &rate), (LATENCY_VAR, LATENCY_MS)],
     );
     let cloud = SimCloud::open(runner.world()).expect("the simulated world opens");
     let mut per_name: BTreeMap<(String, String, String, String), (usize, bool)> = BTreeMap::new();
