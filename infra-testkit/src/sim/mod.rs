@@ -407,8 +407,9 @@ impl SimCloud {
     /// every call's latency), [`RATE_VAR`] (`INFRA_SIM_RATE=50`, calls admitted per
     /// second per API) and [`BARE_LISTS_VAR`] (`INFRA_SIM_BARE_LISTS=1`, no complete
     /// lists). With a latency or a rate, the cloud keeps real time (the system's clock):
-    /// its calls wait for real, and so do its client's retries. A value that does not
-    /// parse makes every backend unreachable, naming the variable.
+    /// its calls wait for real, and so do its client's retries. Its client retries as a
+    /// real provider's does, by [`RetryPolicy::from_env`]. A value that does not parse
+    /// makes every backend unreachable, naming the variable.
     pub fn backends_at(world: impl AsRef<Path>) -> Backends {
         let world = world.as_ref();
         let unreachable = |why: String| {
@@ -419,6 +420,10 @@ impl SimCloud {
         let settings = match env::Settings::from_vars(|name| std::env::var(name).ok()) {
             Ok(settings) => settings,
             Err(e) => return unreachable(format!("the simulated cloud's setting {e}")),
+        };
+        let policy = match RetryPolicy::from_env() {
+            Ok(policy) => policy,
+            Err(e) => return unreachable(format!("the simulated cloud's retry policy: {e}")),
         };
         let clock: Arc<dyn Clock> = if settings.real_time() {
             Arc::new(infra_core::engine::SystemClock::new())
@@ -432,6 +437,7 @@ impl SimCloud {
                 }
                 cloud.set_rate_limit(settings.rate);
                 cloud.set_bare_lists(settings.bare_lists);
+                cloud.set_retry_policy(policy);
                 cloud.backends()
             }
             Err(e) => unreachable(format!(
