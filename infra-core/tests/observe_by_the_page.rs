@@ -199,7 +199,11 @@ async fn a_recorded_resource_its_list_omits_is_read_before_it_is_called_absent()
         let reads = ops(&s.recorder, Op::Read);
         assert!(reads.contains(&b), "whole={whole}: {reads:?}");
         if whole {
-            assert_eq!(reads, [b.clone()], "the others came whole with their list");
+            assert_eq!(
+                reads,
+                std::slice::from_ref(&b),
+                "the others came whole with their list"
+            );
         }
     }
 }
