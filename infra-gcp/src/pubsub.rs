@@ -718,7 +718,9 @@ impl KindBackend<Queues> for Topics {
             .all_topics()
             .await?
             .into_iter()
-            .filter(|t| in_region(&t.labels, region))
+            // Listed only where its label says: one without it (made outside this
+            // tool) is read wherever asked, but listed nowhere.
+            .filter(|t| t.labels.get(REGION_LABEL).map(String::as_str) == Some(region))
             .collect();
         if topics.is_empty() {
             return Ok(Vec::new());

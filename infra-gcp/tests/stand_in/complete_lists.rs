@@ -197,7 +197,12 @@ async fn each_listed_reading_is_what_a_read_answers() {
                 .await
                 .expect("the read answers");
             assert_eq!(whole.handle, read.handle, "{kind} {}", l.name);
-            assert_eq!(whole.observed_json(), read.observed_json(), "{kind} {}", l.name);
+            assert_eq!(
+                whole.observed_json(),
+                read.observed_json(),
+                "{kind} {}",
+                l.name
+            );
             assert_eq!(whole.reported(), read.reported(), "{kind} {}", l.name);
             assert_eq!(whole.raw_tags(), read.raw_tags(), "{kind} {}", l.name);
             assert!(whole.raw_tags().is_some(), "{kind} {}: its labels", l.name);

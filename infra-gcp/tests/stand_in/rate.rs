@@ -28,10 +28,10 @@ async fn a_create_throttled_by_rate_is_retried_and_creates_exactly_one_resource(
         .clock(Arc::new(SystemClock::new()))
         .polling(TEST_POLLING)
         // The default budget: the waits asked for are whole seconds.
-        .retry_policy(RetryPolicy::default().with_backoff(
-            Duration::from_millis(1),
-            Duration::from_millis(20),
-        ));
+        .retry_policy(
+            RetryPolicy::default()
+                .with_backoff(Duration::from_millis(1), Duration::from_millis(20)),
+        );
     let backend: Arc<dyn Backend> = Arc::new(GcpBackend::new(config));
     let mut f = Fleet::builder("rated");
     f.declare(

@@ -67,7 +67,7 @@
 //! | IAM and Resource Manager | which predefined roles exist; whether a `user:` or `group:` member is a real account; conditions evaluated; service account keys; undeleting an account; IAM's eventual consistency (the shared `lag` fault stands in) |
 //!
 //! Faults, on cue: [`deny`](GcpServer::deny) a service (403), [`fail_reads`](GcpServer::fail_reads)
-//! of one resource (500), [`throttle`](GcpServer::throttle) the next calls (429
+//! of one resource (500, and its service's lists with it, since they answer it whole), [`throttle`](GcpServer::throttle) the next calls (429
 //! `RESOURCE_EXHAUSTED`), [`lag`](GcpServer::lag) reads after a create (404 for a while:
 //! eventual consistency), [`lose_answers`](GcpServer::lose_answers): the next
 //! writes are carried out but answered 504, so that the client cannot tell,
@@ -202,6 +202,18 @@ impl GcpService {
         }
     }
 }
+
+/// The last path segment of every list the stand-in serves.
+const LISTED_COLLECTIONS: &[&str] = &[
+    "b",
+    "secrets",
+    "repositories",
+    "services",
+    "instances",
+    "serviceAccounts",
+    "topics",
+    "subscriptions",
+];
 
 /// Faults armed on the stand-in.
 #[derive(Debug, Default)]
@@ -447,8 +459,11 @@ impl State {
         }
         if req.method == "GET" {
             let last = req.path.rsplit('/').next().unwrap_or("");
+            // A list answers its resources whole, as their reads do: while one
+            // resource's reads fail, so do the lists of its service.
+            let listing = LISTED_COLLECTIONS.contains(&last);
             let failing = faults.failing_reads.iter().any(|(s, id)| {
-                *s == service && (last == id || req.path.contains(&format!("/{id}/")))
+                *s == service && (listing || last == id || req.path.contains(&format!("/{id}/")))
             });
             if failing {
                 return Some(Reply::error(
@@ -559,7 +574,8 @@ impl GcpServer {
     }
 
     /// Reads (GETs) of the resource whose last name segment is `id` answer 500
-    /// `INTERNAL` until restored.
+    /// `INTERNAL` until restored, and so do the lists of `service` (a list answers
+    /// each resource whole: it is a read of it too).
     pub fn fail_reads(&self, service: GcpService, id: &str) {
         self.state()
             .faults
@@ -668,7 +684,8 @@ impl GcpServer {
 }
 
 /// [`ConformanceHooks`] over a [`GcpServer`]: `deny` denies the kind's whole service,
-/// `fail_reads` fails the reads of the one resource. Kinds the stand-in does not serve
+/// `fail_reads` fails the reads of the one resource (and its service's lists, which
+/// answer it whole; the hooks may fail every read of the kind). Kinds the stand-in does not serve
 /// (`queues`, on the Pub/Sub emulator) answer `false`, and their checks are skipped.
 #[derive(Debug, Clone)]
 pub struct GcpHooks {
