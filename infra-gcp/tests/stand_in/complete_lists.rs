@@ -22,10 +22,13 @@ use serde_json::Value;
 
 use super::{backend, pubsub_emulator, schema, stand_in};
 
-/// For each kind whose list is complete: its API, its list method and the field of the
-/// list's answer holding the items, and its get method (a queue's read is a topic and
-/// a subscription: both).
-const COMPLETE: &[(&str, &str, &[(&str, &str, &str)])] = &[
+/// A list method, the field of its answer holding the items, and the get method whose
+/// answer each item must be.
+type ListAndGet = (&'static str, &'static str, &'static str);
+
+/// For each kind whose list is complete: its API, and its lists with their gets (a
+/// queue's read is a topic and a subscription: both).
+const COMPLETE: &[(&str, &str, &[ListAndGet])] = &[
     (
         "objectStore",
         "storage.v1",
