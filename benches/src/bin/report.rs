@@ -22,6 +22,10 @@
 //! - P6 (feature `aws`, with `AWS_ENDPOINT_URL` naming a moto server): an apply of 200
 //!   SQS queues through `infra-aws` against the same `CreateQueue` calls made directly
 //!   with the SDK, at the same parallelism.
+//! - O (feature `gcp`): the backend calls per resource of a no-change plan of 1,000
+//!   resources (100 with `--quick`) of the GCP kinds whose lists are complete, on the
+//!   GCP stand-in started in the process, with complete lists and with one read per
+//!   resource (the baseline); `--observe-gcp N` prints it alone.
 //! - P5 (feature `postgres`, with `INFRA_BENCH_DATABASE_URL` or
 //!   `INFRA_TEST_DATABASE_URL` set): an apply with its records on PostgreSQL against the
 //!   same apply with them in files.
@@ -41,6 +45,9 @@ use infra_core::{
 mod aws;
 #[path = "report/growth.rs"]
 mod growth;
+#[cfg(feature = "gcp")]
+#[path = "report/observe_gcp.rs"]
+mod observe_gcp;
 #[cfg(feature = "postgres")]
 #[path = "report/records.rs"]
 mod records;
@@ -254,6 +261,12 @@ fn report() {
         growth::runner_plan(n);
         return;
     }
+    #[cfg(feature = "gcp")]
+    if let Some(i) = args.iter().position(|a| a == "--observe-gcp") {
+        let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1000);
+        observe_gcp::o_gcp(&runtime(), n);
+        return;
+    }
     #[cfg(feature = "aws")]
     if let Some(i) = args.iter().position(|a| a == "--aws") {
         let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(200);
@@ -326,6 +339,11 @@ fn report() {
     growth::runner_growth(if quick { 200 } else { 1000 });
 
     side_by_side::print();
+
+    #[cfg(feature = "gcp")]
+    observe_gcp::o_gcp(&rt, if quick { 100 } else { 1000 });
+    #[cfg(not(feature = "gcp"))]
+    eprintln!("O calls_per_resource cloud=gcp skipped: build with --features gcp");
 
     #[cfg(feature = "aws")]
     aws::p6(&rt, 200);
