@@ -3,7 +3,9 @@
 //! - A no-change plan of a fleet of the kinds whose lists are complete (security
 //!   groups, secrets, databases) makes no `read` and no `ownership` call for them; the
 //!   buckets and queues of the same fleet make no `ownership` call (the tag index, or
-//!   the read itself, carries their tags).
+//!   the read itself, carries their tags). A repository, which moto's tag index does
+//!   not serve, is asked for its owner and found this fleet's: absence from the index
+//!   is not taken for "unmarked".
 //! - The tags the tag index (`tag:GetResources`) hands over with a listed bucket are
 //!   what `ownership` answers for it.
 //! - With `tag:GetResources` refused (a relay in front of moto answers
@@ -76,8 +78,8 @@ async fn backend(endpoint: &str) -> Arc<Router> {
     )
 }
 
-/// A fleet of `n` of each of security groups, secrets, object stores and queues, and
-/// one database (its password one of the secrets); empty without `n`.
+/// A fleet of `n` of each of security groups, secrets, object stores and queues, one
+/// repository and one database (its password one of the secrets); empty without `n`.
 fn fleet(prefix: &str, n: Option<usize>) -> Fleet {
     let here = AwsRegion::EuWest3;
     let mut f = Fleet::builder(format!("{prefix}pages"));
@@ -113,6 +115,17 @@ fn fleet(prefix: &str, n: Option<usize>) -> Fleet {
             },
         );
     }
+    // A repository: moto's tag index serves no ECR repository, so its owner is asked
+    // by the usual call, and it must not pass for unowned.
+    f.declare(
+        here,
+        format!("{prefix}repo"),
+        ImageRegistry {
+            scan_on_push: Partial::Known(Expr::lit(false)),
+            immutable_tags: Partial::Known(Expr::lit(true)),
+            tags: Partial::Unknown,
+        },
+    );
     if let Some(password) = first_secret {
         f.declare(
             here,
@@ -210,6 +223,9 @@ async fn a_no_change_plan_reads_nothing_a_complete_list_carried() {
             "ownership of {kind}"
         );
     }
+    // The repository the index did not name was asked for its owner, and found ours
+    // (the plan above has no change).
+    assert_eq!(count(&recorder, Op::Ownership, "imageRegistry"), 1);
 
     let emptied = engine
         .apply(&fleet(&prefix, None).plan(), &options.force(true))
