@@ -26,6 +26,9 @@
 //!   resources (100 with `--quick`) of the GCP kinds whose lists are complete, on the
 //!   GCP stand-in started in the process, with complete lists and with one read per
 //!   resource (the baseline); `--observe-gcp N` prints it alone.
+//! - O cloud=aws (feature `aws`, on moto likewise; `--observe-aws N` alone): calls per
+//!   resource of a no-change plan of 1,000 resources (100 with `--quick`), with lists
+//!   handing over reads and tags, against one read per resource (`one_read_each`).
 //! - P5 (feature `postgres`, with `INFRA_BENCH_DATABASE_URL` or
 //!   `INFRA_TEST_DATABASE_URL` set): an apply with its records on PostgreSQL against the
 //!   same apply with them in files.
@@ -48,6 +51,9 @@ mod growth;
 #[cfg(feature = "gcp")]
 #[path = "report/observe_gcp.rs"]
 mod observe_gcp;
+#[cfg(feature = "aws")]
+#[path = "report/observe_aws.rs"]
+mod observe_aws;
 #[cfg(feature = "postgres")]
 #[path = "report/records.rs"]
 mod records;
@@ -273,6 +279,12 @@ fn report() {
         aws::p6(&runtime(), n);
         return;
     }
+    #[cfg(feature = "aws")]
+    if let Some(i) = args.iter().position(|a| a == "--observe-aws") {
+        let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1000);
+        observe_aws::o(&runtime(), n);
+        return;
+    }
     if args.iter().any(|a| a == "--scale") {
         scale();
         return;
@@ -349,6 +361,10 @@ fn report() {
     aws::p6(&rt, 200);
     #[cfg(not(feature = "aws"))]
     eprintln!("P6 apply_vs_sdk_on_moto skipped: build with --features aws");
+    #[cfg(feature = "aws")]
+    observe_aws::o(&rt, if quick { 100 } else { 1000 });
+    #[cfg(not(feature = "aws"))]
+    eprintln!("O calls_per_resource cloud=aws skipped: build with --features aws");
 
     #[cfg(feature = "postgres")]
     records::p5(&rt, 1000);
