@@ -7,9 +7,9 @@
 //! module holds what they share: the fixtures, read from the crate's directory, and the
 //! count of the (kind, act) pairs they checked.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use infra_core::sdk::{BackendError, ErrorKind};
+use infra_core::sdk::{BackendError, ErrorKind, Sighting};
 use infra_testkit::evidence::{Evidence, Record};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -170,4 +170,86 @@ pub(crate) fn evidence(suite: &str) -> Evidence {
 pub(crate) fn assert_classified(exchange: &Exchange, not_found: &[&str], kind: ErrorKind) {
     let err = exchange.error(not_found);
     assert_eq!(err.kind, kind, "{}: {err}", exchange.source);
+}
+
+/// Every field of `value` a reader can name, nested objects spelled `a.b` (arrays are
+/// not entered: their items are other objects).
+pub(crate) fn field_paths(value: &Value) -> BTreeSet<String> {
+    fn walk(value: &Value, prefix: &str, into: &mut BTreeSet<String>) {
+        if let Value::Object(map) = value {
+            for (key, inner) in map {
+                let path = format!("{prefix}{key}");
+                walk(inner, &format!("{path}."), into);
+                into.insert(path);
+            }
+        }
+    }
+    let mut paths = BTreeSet::new();
+    walk(value, "", &mut paths);
+    paths
+}
+
+/// Holds a kind's list to being complete, on the recordings: every item of every
+/// recorded `list_act` answer (the array `field`) carries every field that every
+/// recorded successful `get_act` answer carries. Answers the listed items with their
+/// sources, and the successful `get_act` exchanges, for the tests to convert.
+pub(crate) fn listed_items_carry_what_get_answers(
+    product: &str,
+    list_act: &str,
+    field: &str,
+    get_act: &str,
+) -> (Vec<(Value, String)>, Vec<Exchange>) {
+    let gets: Vec<Exchange> = exchanges(product, get_act)
+        .into_iter()
+        .filter(Exchange::ok)
+        .collect();
+    assert!(!gets.is_empty(), "{product}: no successful `{get_act}`");
+    let mut items = Vec::new();
+    for list in exchanges(product, list_act)
+        .into_iter()
+        .filter(Exchange::ok)
+    {
+        let listed = list.response[field]
+            .as_array()
+            .unwrap_or_else(|| panic!("{}: no `{field}` list", list.source));
+        for item in listed {
+            let carried = field_paths(item);
+            for get in &gets {
+                let missing: Vec<String> = field_paths(&get.response)
+                    .difference(&carried)
+                    .cloned()
+                    .collect();
+                assert!(
+                    missing.is_empty(),
+                    "{}: a listed item lacks {missing:?}, which {} answers: the list is not \
+                     complete",
+                    list.source,
+                    get.source
+                );
+            }
+            items.push((item.clone(), list.source.clone()));
+        }
+    }
+    assert!(
+        !items.is_empty(),
+        "{product}: no item recorded in `{list_act}`"
+    );
+    (items, gets)
+}
+
+/// Asserts that the reading a list makes of an item is the one `read` makes of the
+/// recorded `GET` answer of the same resource: observed, reported and raw tags.
+pub(crate) fn assert_same_reading(listed: &Sighting, read: &Sighting, source: &str) {
+    assert_eq!(listed.handle, read.handle, "{source}: the handle");
+    assert_eq!(
+        listed.observed_json(),
+        read.observed_json(),
+        "{source}: the observed state"
+    );
+    assert_eq!(
+        listed.reported(),
+        read.reported(),
+        "{source}: the reported configuration"
+    );
+    assert_eq!(listed.raw_tags(), read.raw_tags(), "{source}: the raw tags");
 }
