@@ -17,6 +17,7 @@ mod containers;
 mod functions;
 mod iam;
 mod object_storage;
+mod observe;
 mod queues;
 mod queues_access;
 mod rdb;

@@ -91,6 +91,7 @@
 
 mod auth;
 mod containers;
+mod fleet;
 mod functions;
 mod iam;
 mod mnq;
@@ -115,6 +116,7 @@ pub use auth::{ApiKey, STAND_IN_ACCESS_KEY, STAND_IN_SECRET_KEY, is_access_key, 
 
 use crate::conformance::ConformanceHooks;
 pub use crate::http::RecordedRequest;
+pub use fleet::complete_list_fleet;
 use crate::http::{Running, decode, parse_query, storm_call};
 use crate::storm::{Storm, StormCall, StormState};
 use wire::{Reply, Req};
