@@ -20,6 +20,7 @@ mod object_storage;
 mod observe;
 mod queues;
 mod queues_access;
+mod rate;
 mod rdb;
 mod recorded;
 mod registry;

@@ -30,7 +30,10 @@ async fn a_no_change_plan_of_complete_list_kinds_reads_nothing_and_a_vanished_re
         "function",
         "compute",
     ] {
-        assert!(complete.contains(kind), "{kind} lists complete: {complete:?}");
+        assert!(
+            complete.contains(kind),
+            "{kind} lists complete: {complete:?}"
+        );
     }
     let recorder = Recorder::new();
     let layered = Layered::wrap(backend.clone() as Arc<dyn Backend>, recorder.clone());
@@ -56,7 +59,11 @@ async fn a_no_change_plan_of_complete_list_kinds_reads_nothing_and_a_vanished_re
     assert_eq!(recorder.count(Op::Ownership), 0, "{:#?}", recorder.calls());
     // One list per kind (and none per resource): 5 kinds of 30 resources.
     let lists = recorder.count(Op::List);
-    assert!((1..=6).contains(&lists), "{lists} lists: {:#?}", recorder.calls());
+    assert!(
+        (1..=6).contains(&lists),
+        "{lists} lists: {:#?}",
+        recorder.calls()
+    );
 
     // A function deleted out of band: the list no longer shows it, the records do.
     let gone = backend
@@ -66,11 +73,17 @@ async fn a_no_change_plan_of_complete_list_kinds_reads_nothing_and_a_vanished_re
         .into_iter()
         .find(|l| l.name == "ob-f4")
         .expect("ob-f4 is listed");
-    let path = format!("/functions/v1beta1/regions/{REGION}/functions/{}", gone.handle);
+    let path = format!(
+        "/functions/v1beta1/regions/{REGION}/functions/{}",
+        gone.handle
+    );
     let (status, _) = raw(&server, "DELETE", &path, None).await;
     assert_eq!(status, 200, "the out-of-band delete is accepted");
     clock.advance(std::time::Duration::from_secs(60));
-    let listed = backend.list("function", REGION).await.expect("functions list");
+    let listed = backend
+        .list("function", REGION)
+        .await
+        .expect("functions list");
     assert!(listed.iter().all(|l| l.name != "ob-f4"), "{listed:?}");
 
     recorder.clear();
@@ -78,7 +91,11 @@ async fn a_no_change_plan_of_complete_list_kinds_reads_nothing_and_a_vanished_re
         .plan(&fleet.plan(), &Options::default())
         .await
         .expect("the plan runs");
-    let missing: Vec<_> = plan.changes.iter().filter(|c| c.action != "unchanged").collect();
+    let missing: Vec<_> = plan
+        .changes
+        .iter()
+        .filter(|c| c.action != "unchanged")
+        .collect();
     assert_eq!(missing.len(), 1, "{missing:#?}");
     assert_eq!(missing[0].resource.name, "ob-f4");
     assert_eq!(missing[0].action, "create", "{:#?}", missing[0]);

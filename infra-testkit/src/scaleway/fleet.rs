@@ -32,7 +32,12 @@ pub fn complete_list_fleet(prefix: &str, n: usize) -> Fleet {
     assert!(n <= 100 * GROUP, "at most 100 groups of {GROUP}");
     let here = ScalewayRegion::FrPar;
     let mut f = Fleet::builder(format!("{prefix}observed"));
-    let env = || known(BTreeMap::from([("STAGE".to_owned(), "observed".to_owned())]));
+    let env = || {
+        known(BTreeMap::from([(
+            "STAGE".to_owned(),
+            "observed".to_owned(),
+        )]))
+    };
     let tags = || known(BTreeSet::from(["scenario=observed".to_owned()]));
     let mut containers: Option<Key<ContainerNamespace>> = None;
     let mut functions: Option<Key<FunctionNamespace>> = None;
@@ -119,7 +124,10 @@ mod tests {
         let count = |k: &str| kinds.iter().filter(|x| **x == k).count();
         assert_eq!(count("containerNamespace"), 3);
         assert_eq!(count("functionNamespace"), 3);
-        assert_eq!(count("container") + count("function") + count("imageRegistry"), 244);
+        assert_eq!(
+            count("container") + count("function") + count("imageRegistry"),
+            244
+        );
         assert!(count("imageRegistry") > 0 && count("container") > 0 && count("function") > 0);
     }
 }

@@ -116,9 +116,9 @@ pub use auth::{ApiKey, STAND_IN_ACCESS_KEY, STAND_IN_SECRET_KEY, is_access_key, 
 
 use crate::conformance::ConformanceHooks;
 pub use crate::http::RecordedRequest;
-pub use fleet::complete_list_fleet;
 use crate::http::{Running, decode, parse_query, storm_call};
 use crate::storm::{Storm, StormCall, StormState};
+pub use fleet::complete_list_fleet;
 use wire::{Reply, Req};
 
 /// The largest request body served (64 MiB: function archives are uploaded elsewhere,
