@@ -22,6 +22,9 @@
 //! - P6 (feature `aws`, with `AWS_ENDPOINT_URL` naming a moto server): an apply of 200
 //!   SQS queues through `infra-aws` against the same `CreateQueue` calls made directly
 //!   with the SDK, at the same parallelism.
+//! - O (feature `scaleway`): backend calls per resource of a no-change plan of kinds
+//!   whose lists are complete, on the Scaleway stand-in, against one read per resource
+//!   in the same run (`--observe-scaleway N` for that line alone).
 //! - P5 (feature `postgres`, with `INFRA_BENCH_DATABASE_URL` or
 //!   `INFRA_TEST_DATABASE_URL` set): an apply with its records on PostgreSQL against the
 //!   same apply with them in files.
@@ -41,6 +44,9 @@ use infra_core::{
 mod aws;
 #[path = "report/growth.rs"]
 mod growth;
+#[cfg(feature = "scaleway")]
+#[path = "report/observe_scaleway.rs"]
+mod observe_scaleway;
 #[cfg(feature = "postgres")]
 #[path = "report/records.rs"]
 mod records;
@@ -260,6 +266,12 @@ fn report() {
         aws::p6(&runtime(), n);
         return;
     }
+    #[cfg(feature = "scaleway")]
+    if let Some(i) = args.iter().position(|a| a == "--observe-scaleway") {
+        let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1000);
+        observe_scaleway::o_line(&runtime(), n);
+        return;
+    }
     if args.iter().any(|a| a == "--scale") {
         scale();
         return;
@@ -331,6 +343,11 @@ fn report() {
     aws::p6(&rt, 200);
     #[cfg(not(feature = "aws"))]
     eprintln!("P6 apply_vs_sdk_on_moto skipped: build with --features aws");
+
+    #[cfg(feature = "scaleway")]
+    observe_scaleway::o_line(&rt, if quick { 100 } else { 1000 });
+    #[cfg(not(feature = "scaleway"))]
+    eprintln!("O calls_per_resource cloud=scaleway skipped: build with --features scaleway");
 
     #[cfg(feature = "postgres")]
     records::p5(&rt, 1000);
