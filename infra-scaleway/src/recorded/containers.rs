@@ -176,3 +176,31 @@ fn recorded_listings_are_complete() {
         assert!(read.raw_tags().is_some(), "{source}: the tags are listed");
     }
 }
+
+/// The same namespace and container, listed and fetched in the same state, read alike.
+#[test]
+fn a_listed_namespace_or_container_reads_as_its_get_does() {
+    use super::container::container_reading;
+    use super::namespace::namespace_reading;
+    use crate::recorded::{assert_same_reading, listed_and_fetched};
+    use infra_core::sdk::Sighting;
+    fn decode<T: serde::de::DeserializeOwned>(v: &Value) -> T {
+        serde_json::from_value(v.clone()).expect("decodes")
+    }
+    for (listed, fetched, source) in listed_and_fetched(PRODUCT, "namespace") {
+        let (listed, fetched): (NamespaceWire, NamespaceWire) = (decode(&listed), decode(&fetched));
+        assert_same_reading(
+            &Sighting::from(namespace_reading(&listed)),
+            &Sighting::from(namespace_reading(&fetched)),
+            &source,
+        );
+    }
+    for (listed, fetched, source) in listed_and_fetched(PRODUCT, "container") {
+        let (listed, fetched): (ContainerWire, ContainerWire) = (decode(&listed), decode(&fetched));
+        assert_same_reading(
+            &Sighting::from(container_reading(&listed)),
+            &Sighting::from(container_reading(&fetched)),
+            &source,
+        );
+    }
+}

@@ -204,3 +204,37 @@ fn recorded_listings_are_complete_and_read_as_get_does() {
     }
     assert!(compared > 0, "no recorded GET of a listed function");
 }
+
+/// The same namespace and function, listed and fetched in the same state, read alike
+/// (a function as `function` and as `compute`).
+#[test]
+fn a_listed_namespace_or_function_reads_as_its_get_does() {
+    use super::{compute, function, namespace};
+    use crate::recorded::{assert_same_reading, listed_and_fetched};
+    use infra_core::sdk::Sighting;
+    fn decode<T: serde::de::DeserializeOwned>(v: &Value) -> T {
+        serde_json::from_value(v.clone()).expect("decodes")
+    }
+    for (listed, fetched, source) in listed_and_fetched(PRODUCT, "namespace") {
+        let (listed, fetched): (NamespaceWire, NamespaceWire) = (decode(&listed), decode(&fetched));
+        assert_same_reading(
+            &Sighting::from(namespace::reading(&listed)),
+            &Sighting::from(namespace::reading(&fetched)),
+            &source,
+        );
+    }
+    for (listed, fetched, source) in listed_and_fetched(PRODUCT, "function") {
+        let (listed, fetched): (FunctionWire, FunctionWire) = (decode(&listed), decode(&fetched));
+        assert_same_reading(
+            &Sighting::from(function::reading(&listed)),
+            &Sighting::from(function::reading(&fetched)),
+            &source,
+        );
+        let handle = compute::handle_of(&listed.namespace_id, &listed.id);
+        assert_same_reading(
+            &Sighting::from(compute::reading(&handle, &listed)),
+            &Sighting::from(compute::reading(&handle, &fetched)),
+            &source,
+        );
+    }
+}

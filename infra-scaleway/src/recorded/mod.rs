@@ -253,3 +253,42 @@ pub(crate) fn assert_same_reading(listed: &Sighting, read: &Sighting, source: &s
     );
     assert_eq!(listed.raw_tags(), read.raw_tags(), "{source}: the raw tags");
 }
+
+/// The pairs of `listed-and-fetched.json` of `product` (`container`) and `resource`
+/// (`namespace`): one resource as a recorded listing answered it and as a recorded
+/// `GET` of it answered it in the same state (the same `updated_at` and `status`), with
+/// the source of each pair. At least one; every field the `GET` answered is in the
+/// listed item.
+pub(crate) fn listed_and_fetched(product: &str, resource: &str) -> Vec<(Value, Value, String)> {
+    let path = format!(
+        "{}/tests/recorded/listed-and-fetched.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let all: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let pairs = all["products"][product]["pairs"][resource]
+        .as_array()
+        .unwrap_or_else(|| panic!("{path}: no {product} {resource} pairs"));
+    assert!(!pairs.is_empty(), "{path}: no {product} {resource} pairs");
+    pairs
+        .iter()
+        .map(|pair| {
+            let source = format!(
+                "{product} {resource} ({} #{} and #{})",
+                pair["cassette"].as_str().unwrap_or("?"),
+                pair["list_interaction"],
+                pair["get_interaction"]
+            );
+            let (listed, fetched) = (pair["listed"].clone(), pair["fetched"].clone());
+            let missing: Vec<String> = field_paths(&fetched)
+                .difference(&field_paths(&listed))
+                .cloned()
+                .collect();
+            assert!(
+                missing.is_empty(),
+                "{source}: the listed item lacks {missing:?}"
+            );
+            (listed, fetched, source)
+        })
+        .collect()
+}

@@ -81,3 +81,19 @@ fn recorded_namespace_listings_are_complete_and_read_as_get_does() {
     }
     assert!(compared > 0, "no recorded GET of a listed namespace");
 }
+
+/// The same namespace, listed and fetched in the same state, read alike.
+#[test]
+fn a_listed_namespace_reads_as_its_get_does() {
+    use crate::recorded::{assert_same_reading, listed_and_fetched};
+    use infra_core::sdk::Sighting;
+    for (listed, fetched, source) in listed_and_fetched(PRODUCT, "namespace") {
+        let listed: Namespace = serde_json::from_value(listed).expect("decodes");
+        let fetched: Namespace = serde_json::from_value(fetched).expect("decodes");
+        assert_same_reading(
+            &Sighting::from(reading(&listed)),
+            &Sighting::from(reading(&fetched)),
+            &source,
+        );
+    }
+}
