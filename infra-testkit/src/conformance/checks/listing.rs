@@ -31,7 +31,36 @@ async fn readings(ctx: &Context, sample: &KindSample) -> Result<(), String> {
             outcome.result.failed
         ));
     }
-    let listed = listed_as(ctx, kind, region, &name).await?;
+    // A resource still settling may change between the list and the read: a
+    // difference must hold over a few attempts, a little apart, to count.
+    let mut last = Ok(());
+    for attempt in 0..ATTEMPTS {
+        if attempt > 0 {
+            ctx.clock.sleep(APART).await;
+        }
+        last = compared(ctx, kind, region, &name, claims).await;
+        if last.is_ok() {
+            break;
+        }
+    }
+    last
+}
+
+/// How many times a list and a read are compared before a difference counts.
+const ATTEMPTS: u32 = 3;
+
+/// How long apart, on the run's clock.
+const APART: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// One comparison of what the list hands over for `name` with `read` and `ownership`.
+async fn compared(
+    ctx: &Context,
+    kind: &'static str,
+    region: &str,
+    name: &str,
+    claims: bool,
+) -> Result<(), String> {
+    let listed = listed_as(ctx, kind, region, name).await?;
     if claims && listed.reading().is_none() {
         return Err(format!(
             "the kind is in `capabilities().complete_lists`, but its list handed `{name}` \
