@@ -29,6 +29,9 @@
 //! - O cloud=aws (feature `aws`, on moto likewise; `--observe-aws N` alone): calls per
 //!   resource of a no-change plan of 1,000 resources (100 with `--quick`), with lists
 //!   handing over reads and tags, against one read per resource (`one_read_each`).
+//! - O (feature `scaleway`): backend calls per resource of a no-change plan of kinds
+//!   whose lists are complete, on the Scaleway stand-in, against one read per resource
+//!   in the same run (`--observe-scaleway N` for that line alone).
 //! - P5 (feature `postgres`, with `INFRA_BENCH_DATABASE_URL` or
 //!   `INFRA_TEST_DATABASE_URL` set): an apply with its records on PostgreSQL against the
 //!   same apply with them in files.
@@ -54,6 +57,9 @@ mod observe_gcp;
 #[cfg(feature = "aws")]
 #[path = "report/observe_aws.rs"]
 mod observe_aws;
+#[cfg(feature = "scaleway")]
+#[path = "report/observe_scaleway.rs"]
+mod observe_scaleway;
 #[cfg(feature = "postgres")]
 #[path = "report/records.rs"]
 mod records;
@@ -285,6 +291,12 @@ fn report() {
         observe_aws::o(&runtime(), n);
         return;
     }
+    #[cfg(feature = "scaleway")]
+    if let Some(i) = args.iter().position(|a| a == "--observe-scaleway") {
+        let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1000);
+        observe_scaleway::o_line(&runtime(), n);
+        return;
+    }
     if args.iter().any(|a| a == "--scale") {
         scale();
         return;
@@ -365,6 +377,11 @@ fn report() {
     observe_aws::o(&rt, if quick { 100 } else { 1000 });
     #[cfg(not(feature = "aws"))]
     eprintln!("O calls_per_resource cloud=aws skipped: build with --features aws");
+
+    #[cfg(feature = "scaleway")]
+    observe_scaleway::o_line(&rt, if quick { 100 } else { 1000 });
+    #[cfg(not(feature = "scaleway"))]
+    eprintln!("O calls_per_resource cloud=scaleway skipped: build with --features scaleway");
 
     #[cfg(feature = "postgres")]
     records::p5(&rt, 1000);
