@@ -35,6 +35,8 @@ pub(crate) struct RegionClients {
     rds: OnceLock<aws_sdk_rds::Client>,
     #[cfg(feature = "lambda")]
     lambda: OnceLock<aws_sdk_lambda::Client>,
+    #[cfg(feature = "tagging")]
+    tagging: OnceLock<aws_sdk_resourcegroupstagging::Client>,
     sts: OnceLock<aws_sdk_sts::Client>,
 }
 
@@ -80,6 +82,8 @@ impl RegionClients {
             rds: OnceLock::new(),
             #[cfg(feature = "lambda")]
             lambda: OnceLock::new(),
+            #[cfg(feature = "tagging")]
+            tagging: OnceLock::new(),
             sts: OnceLock::new(),
         }
     }
@@ -104,6 +108,7 @@ impl RegionClients {
     client!("ecr", ecr, aws_sdk_ecr);
     client!("rds", rds, aws_sdk_rds);
     client!("lambda", lambda, aws_sdk_lambda);
+    client!("tagging", tagging, aws_sdk_resourcegroupstagging);
 
     pub(crate) fn sts(&self) -> &aws_sdk_sts::Client {
         self.sts.get_or_init(|| {
@@ -182,6 +187,9 @@ pub(crate) struct Clients {
     base: SdkConfig,
     setup: Arc<ClientSetup>,
     regions: Mutex<HashMap<String, Arc<RegionClients>>>,
+    /// Whether the tag index has been found refused or unavailable, and said so.
+    #[cfg(feature = "tagging")]
+    pub(crate) tag_index: crate::tag_index::Fallback,
 }
 
 impl Clients {
@@ -190,6 +198,8 @@ impl Clients {
             base,
             setup: Arc::new(setup),
             regions: Mutex::new(HashMap::new()),
+            #[cfg(feature = "tagging")]
+            tag_index: crate::tag_index::Fallback::default(),
         }
     }
 

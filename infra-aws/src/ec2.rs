@@ -355,6 +355,8 @@ async fn describe_group(c: &RegionClients, group_id: &str) -> Result<Ec2Group, B
         })
 }
 
+/// The group's read, raw tags included: the one conversion a `read` and a `list` share
+/// (`DescribeSecurityGroups` answers the same object to both).
 fn group_reading(group_id: &str, g: &Ec2Group) -> Result<Reading<SecurityGroup>, BackendError> {
     let vpc_id = g.vpc_id().ok_or_else(|| {
         BackendError::new(
@@ -377,7 +379,8 @@ fn group_reading(group_id: &str, g: &Ec2Group) -> Result<Reading<SecurityGroup>,
             egress: typed_rules(&raw_rules(g.ip_permissions_egress())),
             tags: Partial::Known(tags_of(g.tags())),
         },
-    ))
+    )
+    .with_raw_tags(tags_of(g.tags())))
 }
 
 /// Applies the declared rules of a group whose current rules are `g`'s.
@@ -430,6 +433,11 @@ impl Ec2SecurityGroups {
 
 #[async_trait]
 impl KindBackend<SecurityGroup> for Ec2SecurityGroups {
+    /// `DescribeSecurityGroups` answers each group whole, rules and tags included.
+    fn lists_complete(&self) -> bool {
+        true
+    }
+
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         let c = &self.clients.region(region);
@@ -445,7 +453,12 @@ impl KindBackend<SecurityGroup> for Ec2SecurityGroups {
                 if name == "default" {
                     continue;
                 }
-                listed.push(Listed::new(name.to_owned(), id.to_owned()));
+                let found = Listed::new(name.to_owned(), id.to_owned());
+                // A group the conversion refuses is handed over bare: its read says why.
+                listed.push(match group_reading(id, g) {
+                    Ok(reading) => found.with_reading(reading),
+                    Err(_) => found,
+                });
             }
         }
         Ok(listed)
@@ -684,7 +697,8 @@ async fn instance_reading(
         .and_then(|t| t.as_str().parse::<InstanceType>().ok())
         .map_or(Partial::Unknown, Partial::Known);
     let known = |v: Option<&str>| v.map_or(Partial::Unknown, |v| Partial::Known(v.to_owned()));
-    let mut tags = tags_of(i.tags());
+    let raw = tags_of(i.tags());
+    let mut tags = raw.clone();
     tags.remove(NAME_TAG);
     Ok(Reading::new(
         id,
@@ -703,7 +717,8 @@ async fn instance_reading(
             user_data: user_data(c, id).await?,
             tags: Partial::Known(tags),
         },
-    ))
+    )
+    .with_raw_tags(raw))
 }
 
 fn check_instance_tags(spec: &AwsInstanceSettled) -> Result<(), BackendError> {
@@ -765,7 +780,12 @@ impl KindBackend<AwsInstance> for Ec2Instances {
                 else {
                     continue;
                 };
-                listed.push(Listed::new(name.to_owned(), id.to_owned()));
+                // Raw tags only: the boot script (`userData`) is answered by
+                // `DescribeInstanceAttribute` alone, one call per instance, so the list
+                // is not a complete read.
+                listed.push(
+                    Listed::new(name.to_owned(), id.to_owned()).with_raw_tags(tags_of(i.tags())),
+                );
             }
         }
         Ok(listed)

@@ -31,6 +31,7 @@ use infra_core::{
 
 use crate::clients::{Clients, RegionClients};
 use crate::error::classify;
+use crate::tag_index::{self, Indexed};
 use crate::tags::{TagChanges, marking, tag_changes, wanted_tags, with_marker};
 
 /// Codes that mean the repository does not exist.
@@ -180,7 +181,8 @@ impl KindBackend<ImageRegistry> for EcrRepositories {
                 _ => break,
             }
         }
-        Ok(listed)
+        // DescribeRepositories carries no tags: the marker is learnt from the tag index.
+        Ok(tag_index::with_tags(&self.clients, c, Indexed::Repository, listed).await)
     }
 
     async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<ImageRegistry>, BackendError> {

@@ -66,6 +66,7 @@ use infra_core::{
 
 use crate::clients::{Clients, RegionClients};
 use crate::error::classify;
+use crate::tag_index::{self, Indexed};
 use crate::tags::{TagChanges, keep_marker, marking, tag_changes, with_marker};
 
 /// Codes that mean the function does not exist.
@@ -450,11 +451,13 @@ impl KindBackend<Compute> for LambdaFunctions {
             .try_collect()
             .await
             .map_err(|e| classify("lambda:ListFunctions", e, &[]))?;
-        Ok(functions
+        let listed = functions
             .iter()
             .filter_map(|f| f.function_name())
             .map(|name| Listed::new(name.to_owned(), name.to_owned()))
-            .collect())
+            .collect();
+        // ListFunctions carries no tags: the marker is learnt from the tag index.
+        Ok(tag_index::with_tags(&self.clients, c, Indexed::Function, listed).await)
     }
 
     async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<Compute>, BackendError> {

@@ -20,6 +20,8 @@ mod s3;
 mod secrets;
 #[cfg(feature = "sqs")]
 mod sqs;
+#[cfg(feature = "tagging")]
+mod tag_index;
 mod tags;
 
 use std::fmt;

@@ -223,7 +223,14 @@ async fn describe(c: &RegionClients, handle: &str) -> Result<Db, BackendError> {
     .with_code("DBInstanceNotFound"))
 }
 
+/// The database's read, raw tags included: the one conversion a `read` and a `list`
+/// share (`DescribeDBInstances` and `DescribeDBClusters` answer the same objects to
+/// both, `TagList` included).
 fn reading(handle: &str, db: &Db) -> Result<Reading<Postgres>, BackendError> {
+    Ok(shaped_reading(handle, db)?.with_raw_tags(db.tags()))
+}
+
+fn shaped_reading(handle: &str, db: &Db) -> Result<Reading<Postgres>, BackendError> {
     let raw = db.tags();
     let master_password = password_source(&raw);
     let mut declared = raw.clone();
@@ -722,6 +729,12 @@ impl RdsDatabases {
 
 #[async_trait]
 impl KindBackend<Postgres> for RdsDatabases {
+    /// `DescribeDBInstances` and `DescribeDBClusters` answer each database whole, its
+    /// `TagList` included.
+    fn lists_complete(&self) -> bool {
+        true
+    }
+
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         let c = &self.clients.region(region);
@@ -743,18 +756,38 @@ impl KindBackend<Postgres> for RdsDatabases {
             .try_collect()
             .await
             .map_err(|e| classify("rds:DescribeDBClusters", e, &[]))?;
-        let mut listed: Vec<Listed> = instances
-            .iter()
+        let classic = instances
+            .into_iter()
             .filter(|i| i.engine() == Some(ENGINE_CLASSIC) && i.db_cluster_identifier().is_none())
-            .filter_map(|i| i.db_instance_identifier())
-            .chain(
-                clusters
-                    .iter()
-                    .filter(|cl| cl.engine() == Some(ENGINE_AURORA))
-                    .filter_map(|cl| cl.db_cluster_identifier()),
-            )
-            .map(|id| Listed::new(id.to_owned(), id.to_owned()))
+            .filter_map(|i| {
+                Some((
+                    i.db_instance_identifier()?.to_owned(),
+                    Db::Instance(i.into()),
+                ))
+            });
+        let serverless = clusters
+            .into_iter()
+            .filter(|cl| cl.engine() == Some(ENGINE_AURORA))
+            .filter_map(|cl| {
+                Some((
+                    cl.db_cluster_identifier()?.to_owned(),
+                    Db::Cluster(cl.into()),
+                ))
+            });
+        let mut listed: Vec<Listed> = classic
+            .chain(serverless)
+            .map(|(id, db)| {
+                let found = Listed::new(id.clone(), id.clone());
+                // One still being made has no endpoint yet: handed over bare, its read
+                // says so.
+                match reading(&id, &db) {
+                    Ok(reading) => found.with_reading(reading),
+                    Err(_) => found,
+                }
+            })
             .collect();
+        // An instance and a cluster of one identifier: the instance, as `read` finds it
+        // first (the sort is stable, and instances come first).
         listed.sort();
         listed.dedup();
         Ok(listed)

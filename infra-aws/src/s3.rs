@@ -40,6 +40,7 @@ use infra_core::{
 
 use crate::clients::{Clients, RegionClients};
 use crate::error::classify;
+use crate::tag_index::{self, Indexed};
 use crate::tags::{marking, wanted_tags, with_marker};
 
 /// Codes that mean the bucket does not exist.
@@ -55,16 +56,21 @@ fn region_of(constraint: Option<&BucketLocationConstraint>) -> String {
     }
 }
 
-/// Buckets are global: listing a region asks each bucket where it lives.
-async fn list_region(c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
+/// Buckets are global: listing a region asks each bucket where it lives (S3 answers it
+/// in the list; a stand-in that does not is asked per bucket). Each bucket carrying the
+/// marker key is handed over with its tags, from the tag index.
+async fn list_region(clients: &Clients, c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
     let s3 = c.s3();
-    let out = s3
+    let buckets = s3
         .list_buckets()
+        .into_paginator()
+        .items()
         .send()
+        .try_collect()
         .await
         .map_err(|e| classify("s3:ListBuckets", e, &[]))?;
     let mut listed = Vec::new();
-    for bucket in out.buckets() {
+    for bucket in &buckets {
         let Some(name) = bucket.name() else { continue };
         let region = match bucket.bucket_region() {
             Some(r) => r.to_owned(),
@@ -81,7 +87,7 @@ async fn list_region(c: &RegionClients) -> Result<Vec<Listed>, BackendError> {
             listed.push(Listed::new(name.to_owned(), name.to_owned()));
         }
     }
-    Ok(listed)
+    Ok(tag_index::with_tags(clients, c, Indexed::Bucket, listed).await)
 }
 
 async fn tags(c: &RegionClients, bucket: &str) -> Result<RawTags, BackendError> {
@@ -423,7 +429,7 @@ impl KindBackend<S3Bucket> for S3Buckets {
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         let c = &self.clients.region(region);
-        list_region(c).await
+        list_region(&self.clients, c).await
     }
 
     async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<S3Bucket>, BackendError> {
@@ -540,7 +546,7 @@ impl KindBackend<ObjectStore> for S3ObjectStores {
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         let c = &self.clients.region(region);
-        list_region(c).await
+        list_region(&self.clients, c).await
     }
 
     async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<ObjectStore>, BackendError> {

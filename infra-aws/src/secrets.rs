@@ -26,11 +26,12 @@
 //! that writes it, held in a [`SecretString`] for that one call, and never stored,
 //! logged or put in an error message.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_secretsmanager::operation::describe_secret::DescribeSecretOutput;
-use aws_sdk_secretsmanager::types::Tag;
+use aws_sdk_secretsmanager::types::{SecretListEntry, Tag};
 use infra_core::kinds::{Secrets, SecretsObserved, SecretsReported, SecretsSettled};
 use infra_core::sdk::{
     CreateArgs, DeleteArgs, KindBackend, ListArgs, MarkArgs, OwnershipArgs, ReadArgs, Reading,
@@ -75,9 +76,8 @@ async fn describe(c: &RegionClients, handle: &str) -> Result<DescribeSecretOutpu
     Ok(out)
 }
 
-fn tags_of(out: &DescribeSecretOutput) -> RawTags {
-    out.tags()
-        .iter()
+fn tags_of(tags: &[Tag]) -> RawTags {
+    tags.iter()
         .filter_map(|t| {
             Some((
                 t.key()?.to_owned(),
@@ -93,9 +93,42 @@ fn tag_list(tags: &RawTags) -> Vec<Tag> {
         .collect()
 }
 
-fn reading(handle: &str, out: &DescribeSecretOutput) -> Reading<Secrets> {
+/// What `DescribeSecret` and a `ListSecrets` entry both answer of a secret: its
+/// ARN, description, tags and versions with their staging labels.
+struct Described<'a> {
+    arn: Option<&'a str>,
+    description: Option<&'a str>,
+    tags: &'a [Tag],
+    versions: Option<&'a HashMap<String, Vec<String>>>,
+}
+
+impl<'a> From<&'a DescribeSecretOutput> for Described<'a> {
+    fn from(out: &'a DescribeSecretOutput) -> Self {
+        Described {
+            arn: out.arn(),
+            description: out.description(),
+            tags: out.tags(),
+            versions: out.version_ids_to_stages(),
+        }
+    }
+}
+
+impl<'a> From<&'a SecretListEntry> for Described<'a> {
+    fn from(entry: &'a SecretListEntry) -> Self {
+        Described {
+            arn: entry.arn(),
+            description: entry.description(),
+            tags: entry.tags(),
+            versions: entry.secret_versions_to_stages(),
+        }
+    }
+}
+
+/// The secret's read, raw tags included: the one conversion a `read` and a `list`
+/// share.
+fn reading(handle: &str, out: Described<'_>) -> Reading<Secrets> {
     let version = out
-        .version_ids_to_stages()
+        .versions
         .and_then(|versions| {
             versions
                 .iter()
@@ -103,18 +136,20 @@ fn reading(handle: &str, out: &DescribeSecretOutput) -> Reading<Secrets> {
                 .map(|(id, _)| id.clone())
         })
         .map_or(Partial::Unknown, Partial::Known);
+    let tags = tags_of(out.tags);
     Reading::new(
         handle,
         SecretsObserved {
-            id: out.arn().unwrap_or(handle).to_owned(),
+            id: out.arn.unwrap_or(handle).to_owned(),
             version,
         },
         SecretsReported {
             value_from: Partial::Unknown,
-            description: Partial::Known(out.description().unwrap_or_default().to_owned()),
-            tags: Partial::Known(tags_of(out)),
+            description: Partial::Known(out.description.unwrap_or_default().to_owned()),
+            tags: Partial::Known(tags.clone()),
         },
     )
+    .with_raw_tags(tags)
 }
 
 /// The same error without the value, should the service have quoted it.
@@ -222,6 +257,12 @@ impl SecretValues for SecretsManagerSecrets {
 
 #[async_trait]
 impl KindBackend<Secrets> for SecretsManagerSecrets {
+    /// A `ListSecrets` entry carries all a read reports: ARN, description, tags and the
+    /// versions with their staging labels (`SecretVersionsToStages`).
+    fn lists_complete(&self) -> bool {
+        true
+    }
+
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         let c = &self.clients.region(region);
@@ -237,7 +278,13 @@ impl KindBackend<Secrets> for SecretsManagerSecrets {
                 .map_err(|e| classify("secretsmanager:ListSecrets", e, &[]))?;
             for entry in out.secret_list() {
                 if let (Some(name), Some(arn)) = (entry.name(), entry.arn()) {
-                    listed.push(Listed::new(name.to_owned(), arn.to_owned()));
+                    let found = Listed::new(name.to_owned(), arn.to_owned());
+                    // One scheduled for deletion is absent: handed over bare, its read
+                    // says so.
+                    listed.push(match entry.deleted_date() {
+                        None => found.with_reading(reading(arn, entry.into())),
+                        Some(_) => found,
+                    });
                 }
             }
             match out.next_token() {
@@ -251,7 +298,7 @@ impl KindBackend<Secrets> for SecretsManagerSecrets {
     async fn read(&self, args: ReadArgs<'_>) -> Result<Reading<Secrets>, BackendError> {
         let ReadArgs { region, handle, .. } = args;
         let c = &self.clients.region(region);
-        Ok(reading(handle, &describe(c, handle).await?))
+        Ok(reading(handle, (&describe(c, handle).await?).into()))
     }
 
     async fn create(
@@ -341,7 +388,7 @@ impl KindBackend<Secrets> for SecretsManagerSecrets {
         }
         drop(value);
         if let Some(declared) = spec.tags.known() {
-            set_tags(c, handle, declared, &tags_of(&current)).await?;
+            set_tags(c, handle, declared, &tags_of(current.tags())).await?;
         }
         let read = self.read(ReadArgs::new(region, handle)).await?;
         Ok(Written::Done(read))
@@ -370,7 +417,7 @@ impl KindBackend<Secrets> for SecretsManagerSecrets {
     async fn ownership(&self, args: OwnershipArgs<'_>) -> Result<RawTags, BackendError> {
         let OwnershipArgs { region, handle, .. } = args;
         let c = &self.clients.region(region);
-        Ok(tags_of(&describe(c, handle).await?))
+        Ok(tags_of(describe(c, handle).await?.tags()))
     }
 
     /// A secret scheduled for deletion is absent here too (`NotFound`), as for `read`.
@@ -382,7 +429,7 @@ impl KindBackend<Secrets> for SecretsManagerSecrets {
             ..
         } = args;
         let c = &self.clients.region(region);
-        let current = tags_of(&describe(c, handle).await?);
+        let current = tags_of(describe(c, handle).await?.tags());
         if let Some(pair) = marking(&current, marker, &format!("secret {handle}"))? {
             // TagResource adds to the secret's tags; the others stay as they are.
             c.secrets()

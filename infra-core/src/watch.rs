@@ -111,6 +111,8 @@ pub struct Counters {
     applies: AtomicU64,
     failed_rounds: AtomicU64,
     last: Mutex<Last>,
+    /// The engine's concurrency windows, exposed with the counts when given.
+    concurrency: Option<std::sync::Arc<crate::sdk::adaptive::Concurrency>>,
 }
 
 /// What the last rounds left for the gauges.
@@ -126,6 +128,18 @@ struct Last {
 const STATES: [&str; 4] = ["in_sync", "drifted", "not_observable", "skipped"];
 
 impl Counters {
+    /// The same counts, exposing beside them each window of `concurrency` (the
+    /// engine's, [`Engine::concurrency`](crate::Engine::concurrency)): the calls in
+    /// flight it allows now, and the throttles it has seen.
+    #[must_use]
+    pub fn with_concurrency(
+        mut self,
+        concurrency: std::sync::Arc<crate::sdk::adaptive::Concurrency>,
+    ) -> Self {
+        self.concurrency = Some(concurrency);
+        self
+    }
+
     fn add(&self, round: &Round, at: Duration) {
         {
             let mut last = self
@@ -158,7 +172,10 @@ impl Counters {
     /// the counters `infra_watch_rounds_total`, `infra_watch_drifted_resources_total`,
     /// `infra_watch_unreachable_resources_total`, `infra_watch_applies_total`,
     /// `infra_watch_failed_applies_total`; the gauges `infra_watch_resources` (by
-    /// `state`) and `infra_watch_last_successful_observation_timestamp_seconds`.
+    /// `state`) and `infra_watch_last_successful_observation_timestamp_seconds`; and,
+    /// with [`Counters::with_concurrency`], by `provider`, `region` and `api`, the gauge
+    /// `infra_concurrency_limit` (calls in flight allowed now) and the counter
+    /// `infra_throttled_calls_total`.
     #[cfg(feature = "metrics")]
     pub fn render(&self, fleet: &str, wall_at_origin: f64) -> String {
         exposition::render(self.snapshot(wall_at_origin), fleet)
@@ -181,6 +198,11 @@ impl Counters {
             observed_everything_at: last
                 .observed_everything_at
                 .map_or(0.0, |at| wall_at_origin + at.as_secs_f64()),
+            windows: self
+                .concurrency
+                .as_ref()
+                .map(|c| c.windows())
+                .unwrap_or_default(),
         }
     }
 }
@@ -209,6 +231,8 @@ mod exposition {
         pub(super) states: [(&'static str, u64); STATES.len()],
         /// Seconds since the Unix epoch (0: not yet).
         pub(super) observed_everything_at: f64,
+        /// The engine's concurrency windows.
+        pub(super) windows: Vec<crate::sdk::adaptive::WindowState>,
     }
 
     /// The counters, by the name they are registered under: the encoder adds `_total`.
@@ -264,7 +288,43 @@ mod exposition {
                 "When a round last looked at every resource (0: not yet).",
                 None,
                 at.metric_type(),
-            )?)
+            )?)?;
+            self.encode_windows(encoder)
+        }
+    }
+
+    impl Snapshot {
+        /// Each concurrency window: the calls in flight it allows, the throttles seen.
+        fn encode_windows(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+            if self.windows.is_empty() {
+                return Ok(());
+            }
+            let labels = |w: &crate::sdk::adaptive::WindowState| {
+                [
+                    ("provider", w.key.provider.to_owned()),
+                    ("region", w.key.region.clone()),
+                    ("api", w.key.api.to_owned()),
+                ]
+            };
+            let mut family = encoder.encode_descriptor(
+                "infra_concurrency_limit",
+                "Calls in flight allowed now, per provider, region and API (halved on a throttle, grown back by answers, at most --parallelism).",
+                None,
+                ConstGauge::new(0u64).metric_type(),
+            )?;
+            for w in &self.windows {
+                ConstGauge::new(w.limit as u64).encode(family.encode_family(&labels(w))?)?;
+            }
+            let mut family = encoder.encode_descriptor(
+                "infra_throttled_calls",
+                "Calls answered with a throttle (or retried after one), per provider, region and API.",
+                None,
+                ConstCounter::new(0u64).metric_type(),
+            )?;
+            for w in &self.windows {
+                ConstCounter::new(w.throttled).encode(family.encode_family(&labels(w))?)?;
+            }
+            Ok(())
         }
     }
 

@@ -509,6 +509,17 @@ async fn the_metrics_address_serves_the_counts_while_watching() {
         body.contains("infra_watch_resources{fleet=\"watch\",state=\"in_sync\"} 1\n"),
         "{body}"
     );
+    // The concurrency window of the one API called: at the ceiling, nothing throttled.
+    let window = "{fleet=\"watch\",provider=\"aws\",region=\"eu-west-3\",api=\"securityGroup\"}";
+    assert!(
+        body.contains("\n# TYPE infra_concurrency_limit gauge\n")
+            && body.contains(&format!("\ninfra_concurrency_limit{window} 16\n")),
+        "{body}"
+    );
+    assert!(
+        body.contains(&format!("\ninfra_throttled_calls_total{window} 0\n")),
+        "{body}"
+    );
     // The first round saw everything: its time is a wall-clock time, this century's.
     let at: f64 = body
         .lines()

@@ -272,6 +272,13 @@ impl DockerRepositories {
 
 #[async_trait]
 impl KindBackend<ImageRegistry> for DockerRepositories {
+    /// `ListRepositories` answers whole `Repository` resources, as `GetRepository`
+    /// does (the same schema in Google's discovery document): each listed repository is
+    /// handed over with its read.
+    fn lists_complete(&self) -> bool {
+        true
+    }
+
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         let parent = format!("projects/{}/locations/{region}", self.clients.project());
@@ -291,10 +298,14 @@ impl KindBackend<ImageRegistry> for DockerRepositories {
             if let Ok((_, location, id)) = parts(&repo.name)
                 && location == region
             {
-                listed.push(Listed::new(
-                    id.to_owned(),
-                    format!("{parent}/repositories/{id}"),
-                ));
+                let handle = format!("{parent}/repositories/{id}");
+                let found = Listed::new(id.to_owned(), handle.clone());
+                // A repository whose read would be refused is left to `read`, which
+                // refuses it the same way.
+                listed.push(match reading(&handle, &repo) {
+                    Ok(read) => found.with_reading(read),
+                    Err(_) => found,
+                });
             }
         }
         Ok(listed)

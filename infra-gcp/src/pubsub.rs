@@ -363,6 +363,12 @@ fn reading(handle: &str, topic: &Topic, sub: Option<&Subscription>) -> Reading<Q
     .with_raw_tags(labels::from_map(&topic.labels))
 }
 
+/// `sub`, when it is the subscription of the queue `handle`: attached to its topic. One
+/// of another topic, or detached (`_deleted-topic_`), is not this queue's.
+fn own_subscription(handle: &str, sub: Subscription) -> Option<Subscription> {
+    (sub.topic == handle).then_some(sub)
+}
+
 /// The subscription a create (or an update that newly asks for one) makes.
 fn new_subscription(handle: &str, spec: &QueuesSettled, labels: &RawTags) -> Subscription {
     let name = subscription_of(handle).unwrap_or_default();
@@ -503,9 +509,7 @@ impl Topics {
             .send()
             .await
         {
-            Ok(sub) if sub.topic == handle => Ok(Some(sub)),
-            // Of another topic, or detached (`_deleted-topic_`): not this queue's.
-            Ok(_) => Ok(None),
+            Ok(sub) => Ok(own_subscription(handle, sub)),
             Err(e) => match classify("pubsub:GetSubscription", e, NOT_FOUND) {
                 e if e.kind == ErrorKind::NotFound => Ok(None),
                 e => Err(e),
@@ -655,10 +659,10 @@ impl Topics {
     }
 }
 
-#[async_trait]
-impl KindBackend<Queues> for Topics {
-    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
-        let ListArgs { region, .. } = args;
+/// Pub/Sub's listings, each read page by page.
+impl Topics {
+    /// Every topic of the project (`ListTopics`).
+    async fn all_topics(&self) -> Result<Vec<Topic>, BackendError> {
         let mut pages = self
             .clients
             .topics()
@@ -667,14 +671,72 @@ impl KindBackend<Queues> for Topics {
             .set_project(format!("projects/{}", self.clients.project()))
             .set_page_size(LIST_PAGE)
             .by_page();
-        let mut listed = Vec::new();
+        let mut topics = Vec::new();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| classify("pubsub:ListTopics", e, &[]))?;
-            for topic in page.topics {
-                if topic.labels.get(REGION_LABEL).map(String::as_str) == Some(region) {
-                    listed.push(Listed::new(short_name(&topic.name).to_owned(), topic.name));
-                }
+            topics.extend(page.topics);
+        }
+        Ok(topics)
+    }
+
+    /// Every subscription of the project (`ListSubscriptions`), by resource name.
+    async fn all_subscriptions(&self) -> Result<HashMap<String, Subscription>, BackendError> {
+        let mut pages = self
+            .clients
+            .subscriptions()
+            .await?
+            .list_subscriptions()
+            .set_project(format!("projects/{}", self.clients.project()))
+            .set_page_size(LIST_PAGE)
+            .by_page();
+        let mut subscriptions = HashMap::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| classify("pubsub:ListSubscriptions", e, &[]))?;
+            for sub in page.subscriptions {
+                subscriptions.insert(sub.name.clone(), sub);
             }
+        }
+        Ok(subscriptions)
+    }
+}
+
+#[async_trait]
+impl KindBackend<Queues> for Topics {
+    /// A queue's read is its topic and the subscription of the same name, and
+    /// `ListTopics` and `ListSubscriptions` answer whole `Topic` and `Subscription`
+    /// resources, as `GetTopic` and `GetSubscription` do (the same schemas in Google's
+    /// discovery document): the two listings, joined as a read joins the two gets,
+    /// hand each queue over with its read, for two listings in all instead of two
+    /// gets a queue.
+    fn lists_complete(&self) -> bool {
+        true
+    }
+
+    async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
+        let ListArgs { region, .. } = args;
+        let topics: Vec<Topic> = self
+            .all_topics()
+            .await?
+            .into_iter()
+            // Listed only where its label says: one without it (made outside this
+            // tool) is read wherever asked, but listed nowhere.
+            .filter(|t| t.labels.get(REGION_LABEL).map(String::as_str) == Some(region))
+            .collect();
+        if topics.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut subscriptions = self.all_subscriptions().await?;
+        let mut listed = Vec::with_capacity(topics.len());
+        for topic in topics {
+            let sub = subscription_of(&topic.name)
+                .ok()
+                .and_then(|name| subscriptions.remove(&name))
+                .and_then(|sub| own_subscription(&topic.name, sub));
+            let read = reading(&topic.name, &topic, sub.as_ref());
+            listed.push(
+                Listed::new(short_name(&topic.name).to_owned(), topic.name.clone())
+                    .with_reading(read),
+            );
         }
         Ok(listed)
     }

@@ -587,6 +587,13 @@ impl Buckets {
 
 #[async_trait]
 impl KindBackend<ObjectStore> for Buckets {
+    /// `buckets.list` answers whole `Bucket` resources, as `buckets.get` does (the same
+    /// schema in Google's discovery document, with the same default projection): each
+    /// listed bucket is handed over with its read.
+    fn lists_complete(&self) -> bool {
+        true
+    }
+
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         const WHAT: &str = "storage:buckets.list";
         let ListArgs { region, .. } = args;
@@ -611,7 +618,9 @@ impl KindBackend<ObjectStore> for Buckets {
                 page.items
                     .into_iter()
                     .filter(|b| in_region(b, region))
-                    .map(|b| Listed::new(b.name.clone(), b.name)),
+                    .map(|b| {
+                        Listed::new(b.name.clone(), b.name.clone()).with_reading(reading_of(&b))
+                    }),
             );
             match page.next_page_token.filter(|t| !t.is_empty()) {
                 Some(next) if token.as_deref() != Some(next.as_str()) => token = Some(next),

@@ -424,13 +424,21 @@ impl KindBackend<ImageRegistry> for RegistryNamespaces {
         false
     }
 
+    /// `ListNamespaces` answers each namespace whole, as `GetNamespace` does.
+    fn lists_complete(&self) -> bool {
+        true
+    }
+
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         Ok(self
             .all(region, None)
             .await?
             .into_iter()
-            .map(|n| Listed::new(n.name, n.id))
+            .map(|n| {
+                let read = reading(&n);
+                Listed::new(n.name, n.id).with_reading(read)
+            })
             .collect())
     }
 

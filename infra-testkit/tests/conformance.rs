@@ -195,6 +195,11 @@ enum Flaw {
     TakesAnothersResource,
     /// `read` carries raw tags without the marker `ownership` reads.
     ReadCarriesOtherTags,
+    /// `list` hands each resource over with a reading whose raw tags lack the marker
+    /// `read` answers.
+    ListReadingDiffers,
+    /// The backend says every kind's list is complete, and hands no reading over.
+    ClaimsCompleteLists,
 }
 
 /// The layer that gives a simulator backend one flaw.
@@ -236,6 +241,13 @@ fn blank_description(kind: &str, s: Sighting) -> Result<Sighting, BackendError> 
 
 #[async_trait]
 impl Layer for Broken {
+    fn capabilities(&self, mut inner: Capabilities) -> Capabilities {
+        if self.flaw == Flaw::ClaimsCompleteLists {
+            inner.complete_lists = inner.kinds.iter().copied().collect();
+        }
+        inner
+    }
+
     async fn call(&self, call: Call<'_>, next: Next<'_>) -> Result<Answer, BackendError> {
         let inner = next.backend();
         match (self.flaw, call) {
@@ -284,6 +296,16 @@ impl Layer for Broken {
                 },
                 other => Ok(other),
             },
+            (Flaw::ListReadingDiffers, Call::List { kind, region }) => {
+                let mut handed = Vec::new();
+                for listed in inner.list(kind, region).await? {
+                    let read = inner.read(kind, region, &listed.handle).await?;
+                    let mut tags = read.raw_tags().cloned().unwrap_or_default();
+                    tags.remove(MARKER_KEY);
+                    handed.push(listed.with_reading(read.with_raw_tags(tags)));
+                }
+                Ok(Answer::List(handed))
+            }
             (
                 Flaw::TakesAnothersResource,
                 Call::Mark {
@@ -693,4 +715,26 @@ mod applier_judgements {
             "{verdict:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_backend_whose_list_readings_differ_from_its_reads_fails_the_list_readings_check() {
+    caught(
+        Flaw::ListReadingDiffers,
+        "list_readings_equal_reads",
+        "objectStore",
+        31,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_backend_that_claims_complete_lists_without_readings_fails_the_list_readings_check() {
+    caught(
+        Flaw::ClaimsCompleteLists,
+        "list_readings_equal_reads",
+        "objectStore",
+        32,
+    )
+    .await;
 }

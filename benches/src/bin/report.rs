@@ -26,6 +26,16 @@
 //! - P6 (feature `aws`, with `AWS_ENDPOINT_URL` naming a moto server): an apply of 200
 //!   SQS queues through `infra-aws` against the same `CreateQueue` calls made directly
 //!   with the SDK, at the same parallelism.
+//! - O (feature `gcp`): the backend calls per resource of a no-change plan of 1,000
+//!   resources (100 with `--quick`) of the GCP kinds whose lists are complete, on the
+//!   GCP stand-in started in the process, with complete lists and with one read per
+//!   resource (the baseline); `--observe-gcp N` prints it alone.
+//! - O cloud=aws (feature `aws`, on moto likewise; `--observe-aws N` alone): calls per
+//!   resource of a no-change plan of 1,000 resources (100 with `--quick`), with lists
+//!   handing over reads and tags, against one read per resource (`one_read_each`).
+//! - O (feature `scaleway`): backend calls per resource of a no-change plan of kinds
+//!   whose lists are complete, on the Scaleway stand-in, against one read per resource
+//!   in the same run (`--observe-scaleway N` for that line alone).
 //! - P5 (feature `postgres`, with `INFRA_BENCH_DATABASE_URL` or
 //!   `INFRA_TEST_DATABASE_URL` set): an apply with its records on PostgreSQL against the
 //!   same apply with them in files.
@@ -49,6 +59,15 @@ mod growth;
 mod latency;
 #[path = "report/paced.rs"]
 mod paced;
+#[cfg(feature = "gcp")]
+#[path = "report/observe_gcp.rs"]
+mod observe_gcp;
+#[cfg(feature = "aws")]
+#[path = "report/observe_aws.rs"]
+mod observe_aws;
+#[cfg(feature = "scaleway")]
+#[path = "report/observe_scaleway.rs"]
+mod observe_scaleway;
 #[cfg(feature = "postgres")]
 #[path = "report/records.rs"]
 mod records;
@@ -275,10 +294,28 @@ fn report() {
         growth::runner_plan(n);
         return;
     }
+    #[cfg(feature = "gcp")]
+    if let Some(i) = args.iter().position(|a| a == "--observe-gcp") {
+        let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1000);
+        observe_gcp::o_gcp(&runtime(), n);
+        return;
+    }
     #[cfg(feature = "aws")]
     if let Some(i) = args.iter().position(|a| a == "--aws") {
         let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(200);
         aws::p6(&runtime(), n);
+        return;
+    }
+    #[cfg(feature = "aws")]
+    if let Some(i) = args.iter().position(|a| a == "--observe-aws") {
+        let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1000);
+        observe_aws::o(&runtime(), n);
+        return;
+    }
+    #[cfg(feature = "scaleway")]
+    if let Some(i) = args.iter().position(|a| a == "--observe-scaleway") {
+        let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1000);
+        observe_scaleway::o_line(&runtime(), n);
         return;
     }
     if args.iter().any(|a| a == "--scale") {
@@ -349,10 +386,24 @@ fn report() {
 
     side_by_side::print();
 
+    #[cfg(feature = "gcp")]
+    observe_gcp::o_gcp(&rt, if quick { 100 } else { 1000 });
+    #[cfg(not(feature = "gcp"))]
+    eprintln!("O calls_per_resource cloud=gcp skipped: build with --features gcp");
+
     #[cfg(feature = "aws")]
     aws::p6(&rt, 200);
     #[cfg(not(feature = "aws"))]
     eprintln!("P6 apply_vs_sdk_on_moto skipped: build with --features aws");
+    #[cfg(feature = "aws")]
+    observe_aws::o(&rt, if quick { 100 } else { 1000 });
+    #[cfg(not(feature = "aws"))]
+    eprintln!("O calls_per_resource cloud=aws skipped: build with --features aws");
+
+    #[cfg(feature = "scaleway")]
+    observe_scaleway::o_line(&rt, if quick { 100 } else { 1000 });
+    #[cfg(not(feature = "scaleway"))]
+    eprintln!("O calls_per_resource cloud=scaleway skipped: build with --features scaleway");
 
     #[cfg(feature = "postgres")]
     records::p5(&rt, 1000);

@@ -334,7 +334,8 @@ pub(super) struct RunFlags {
     /// Print the result as JSON (the plan goes to standard error).
     #[arg(long)]
     pub(super) json: bool,
-    /// Provider calls in flight at once.
+    /// Provider calls in flight at once, at most: per provider, region and API, fewer
+    /// while the cloud throttles (halved on a throttle, grown back one by one).
     #[arg(long, default_value_t = 16, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(super) parallelism: u32,
 }

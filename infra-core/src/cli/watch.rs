@@ -15,7 +15,7 @@ pub(super) async fn watch(
     options: &WatchOptions,
     metrics_addr: Option<SocketAddr>,
 ) -> u8 {
-    let counters = Arc::new(Counters::default());
+    let counters = Arc::new(Counters::default().with_concurrency(Arc::clone(engine.concurrency())));
     let clock = SystemClock::new();
     let wall_at_origin = wall_now();
     let server = match metrics_addr {

@@ -51,6 +51,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::backend::{Capabilities, Sighting};
+use crate::sdk::adaptive::{Adaptive, Concurrency};
+use crate::sdk::layer::Layered;
 
 mod calls;
 mod decide;
@@ -230,6 +232,7 @@ type ProgressHook = Arc<dyn Fn(Progress<'_>) + Send + Sync>;
 #[derive(Clone)]
 pub struct Engine {
     backends: Backends,
+    concurrency: Arc<Concurrency>,
     store: Arc<dyn RecordStore>,
     clock: Arc<dyn Clock>,
     progress: Option<ProgressHook>,
@@ -270,9 +273,23 @@ impl Engine {
     /// one fleet takes the fleet's lock around each run that writes records, from its
     /// first read to its last write, with [`crate::lock_fleet`] (as the command-line
     /// runner does).
+    ///
+    /// Each backend is held to [`Concurrency`] windows: per (provider, region, API), as
+    /// many calls in flight as answer without throttling, never more than a run's
+    /// `parallelism` ([`crate::sdk::adaptive`]).
     pub fn new(backends: Backends, store: Arc<dyn RecordStore>) -> Self {
+        let concurrency = Arc::new(Concurrency::default());
+        let mut held = Backends::new();
+        for provider in backends.providers() {
+            let backend = Arc::clone(backends.get(provider).expect("listed above"));
+            held.insert(Layered::wrap(
+                backend,
+                Adaptive::new(provider, Arc::clone(&concurrency)),
+            ));
+        }
         Engine {
-            backends,
+            backends: held,
+            concurrency,
             store,
             clock: Arc::new(SystemClock::new()),
             progress: None,
@@ -317,7 +334,13 @@ impl Engine {
         &self.store
     }
 
-    /// The backends this engine reaches.
+    /// The windows its calls are held to: each (provider, region, API)'s calls in
+    /// flight allowed now, and the throttles seen (for `-v` and metrics).
+    pub fn concurrency(&self) -> &Arc<Concurrency> {
+        &self.concurrency
+    }
+
+    /// The backends this engine reaches (each held to its [`Concurrency`] windows).
     pub fn backends(&self) -> &Backends {
         &self.backends
     }

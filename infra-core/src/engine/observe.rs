@@ -159,12 +159,13 @@ impl Engine {
         // With no records, what carries the fleet's marker and is not declared is
         // looked for among what observation lists anyway: lost records.
         let cached = Self::cached_handles(&caches, &slots);
+        self.concurrency.set_ceiling(options.parallelism);
         let listings = self
             .observe(
                 fleet.name(),
                 &mut slots,
-                &included,
-                &cached,
+                (&included, &cached),
+                options.parallelism,
                 ledger.is_empty(),
             )
             .await;
@@ -194,10 +195,11 @@ impl Engine {
         &self,
         fleet: &str,
         slots: &mut [Slot],
-        included: &[bool],
-        cached: &[Option<String>],
+        (included, cached): (&[bool], &[Option<String>]),
+        parallelism: usize,
         keep_listings: bool,
     ) -> Vec<Listing> {
+        let parallelism = parallelism.max(1);
         let marker = Marker::new(fleet);
         let capabilities = self.capabilities();
         // Which slots each (provider, kind, region) must answer for.
@@ -234,7 +236,7 @@ impl Engine {
             .map(|(scope, backend, expected)| self.list_scope(scope, backend, expected))
             .collect();
         let lists = futures::stream::iter(lists)
-            .buffer_unordered(16)
+            .buffer_unordered(parallelism)
             .collect::<Vec<_>>()
             .await;
 
@@ -324,7 +326,7 @@ impl Engine {
             .map(|read| self.read_scope(read))
             .collect();
         let observed = futures::stream::iter(observed)
-            .buffer_unordered(16)
+            .buffer_unordered(parallelism)
             .collect::<Vec<_>>()
             .await;
         for (i, seen) in observed {

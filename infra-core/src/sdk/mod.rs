@@ -13,6 +13,10 @@
 //! client library's own retry hooks where it has them ([`RetryPolicy::decide`]), or with
 //! [`Retrier`] (and [`layer::Retry`]) where it has none; the engine never retries on top.
 //!
+//! [`adaptive`] holds each (provider, region, API) to as many calls in flight as its
+//! cloud answers without throttling, under the run's `--parallelism`; the engine puts
+//! it around every backend.
+//!
 //! [`layer`] wraps any backend in something that sees every call: recording, scripted
 //! faults, latency, retries, tracing, or a layer of your own.
 //!
@@ -20,6 +24,7 @@
 //! follows; the conformance suite of `infra-testkit` checks a backend against the
 //! **Behavior** sections of [`Backend`].
 
+pub mod adaptive;
 mod generate;
 mod kind_backend;
 pub mod layer;

@@ -186,6 +186,10 @@ impl RetryPolicy {
         elapsed: Duration,
         draw: f64,
     ) -> Decision {
+        if let Failure::Throttled { .. } = failure {
+            // The window of the call in flight, if any, yields to it.
+            super::adaptive::note_throttled();
+        }
         let asked = match failure {
             Failure::Final => return Decision::GiveUp(GiveUp::Final),
             Failure::MaybeSent { .. } if idempotence == Idempotence::NotIdempotent => {

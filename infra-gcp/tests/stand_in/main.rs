@@ -10,10 +10,12 @@
 //! `INFRA_GCP_KINDS=secrets,iam` runs the suite on those kinds only.
 
 mod artifacts;
+mod complete_lists;
 mod dead_letter;
 mod iam;
 mod official_client;
 mod pubsub;
+mod rate;
 mod retry;
 mod run;
 mod schema;

@@ -526,6 +526,21 @@ fn gcs_emulator() -> Option<String> {
     }
 }
 
+/// The reading the list hands over for the bucket `name` is what a read answers.
+async fn listed_is_read(backend: &Router, region: &str, name: &str) {
+    let listed = backend.list(KIND, region).await.expect("listed");
+    let whole = listed
+        .iter()
+        .find(|l| l.name == name)
+        .and_then(|l| l.reading())
+        .unwrap_or_else(|| panic!("bucket {name} is listed with its read"));
+    let read = backend.read(KIND, region, name).await.expect("read");
+    assert_eq!(whole.handle, read.handle);
+    assert_eq!(whole.observed_json(), read.observed_json());
+    assert_eq!(whole.reported(), read.reported());
+    assert_eq!(whole.raw_tags(), read.raw_tags());
+}
+
 /// The bucket as fake-gcs-server holds it.
 async fn emulated(endpoint: &str, name: &str) -> Value {
     raw(
@@ -681,6 +696,8 @@ async fn the_backend_runs_a_bucket_through_fake_gcs_server() {
     assert!(listed.iter().any(|l| l.name == name && l.handle == name));
     let elsewhere = backend.list(KIND, HERE).await.expect("listed");
     assert!(!elsewhere.iter().any(|l| l.name == name));
+    // The list answers the bucket whole: its reading is the read.
+    listed_is_read(&backend, region, &name).await;
     evidence.checked(KIND, "list");
 
     // Update the versioning alone, then the labels and the expiry (the emulator then
@@ -715,6 +732,7 @@ async fn the_backend_runs_a_bucket_through_fake_gcs_server() {
     } else {
         assert_eq!(read.reported()["expireAfterDays"], Value::Null);
     }
+    listed_is_read(&backend, region, &name).await;
     let versioning = read.reported()["versioning"].clone();
     assert!(
         versioning == json!(true) || versioning == json!(false),

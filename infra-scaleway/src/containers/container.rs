@@ -191,13 +191,19 @@ impl Region<'_> {
 
 #[async_trait]
 impl KindBackend<Container> for Containers {
+    /// `ListContainers` answers each container whole, tags included, as `GetContainer`.
+    fn lists_complete(&self) -> bool {
+        true
+    }
+
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         let scope = self.region(region);
         let mut listed = Vec::new();
         for ns in scope.namespaces(None).await? {
             for c in scope.in_namespace(&ns.id, None).await? {
-                listed.push(Listed::new(c.name, c.id));
+                let read = container_reading(&c);
+                listed.push(Listed::new(c.name, c.id).with_reading(read));
             }
         }
         Ok(listed)

@@ -88,13 +88,21 @@ impl ContainerNamespaces {
 
 #[async_trait]
 impl KindBackend<ContainerNamespace> for ContainerNamespaces {
+    /// `ListNamespaces` answers each namespace whole, tags included, as `GetNamespace`.
+    fn lists_complete(&self) -> bool {
+        true
+    }
+
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         let all = self.region(region).namespaces(None).await?;
         Ok(all
             .into_iter()
             .filter(|ns| ns.project_id.is_empty() || ns.project_id == self.clients.project_id())
-            .map(|ns| Listed::new(ns.name, ns.id))
+            .map(|ns| {
+                let read = namespace_reading(&ns);
+                Listed::new(ns.name, ns.id).with_reading(read)
+            })
             .collect())
     }
 

@@ -142,7 +142,7 @@ fn check_runtime(runtime: &str) -> Result<String, BackendError> {
 // ---- Reads and writes -----------------------------------------------------------------
 
 /// The handle of the function `function` in the namespace `namespace`.
-fn handle_of(namespace: &str, function: &str) -> String {
+pub(super) fn handle_of(namespace: &str, function: &str) -> String {
     format!("{namespace}/{function}")
 }
 
@@ -174,7 +174,7 @@ fn in_namespace(f: FunctionWire, namespace: &str) -> Result<FunctionWire, Backen
 }
 
 /// What read reports of `f`, known by `handle`.
-fn reading(handle: &str, f: &FunctionWire) -> Reading<Compute> {
+pub(super) fn reading(handle: &str, f: &FunctionWire) -> Reading<Compute> {
     let raw = f.tags();
     let mut declared = tags::to_map(&raw);
     declared.remove(COMPUTE_TAG_KEY);
@@ -381,6 +381,11 @@ impl Computes {
 
 #[async_trait]
 impl KindBackend<Compute> for Computes {
+    /// `ListFunctions` answers each function whole, tags included, as `GetFunction`.
+    fn lists_complete(&self) -> bool {
+        true
+    }
+
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         let scope = self.region(region);
@@ -392,7 +397,9 @@ impl KindBackend<Compute> for Computes {
             .filter(|ns| ns.is_compute())
         {
             for f in scope.in_namespace(&ns.id, None).await? {
-                listed.push(Listed::new(f.name, handle_of(&ns.id, &f.id)));
+                let handle = handle_of(&ns.id, &f.id);
+                let read = reading(&handle, &f);
+                listed.push(Listed::new(f.name, handle).with_reading(read));
             }
         }
         Ok(listed)

@@ -71,7 +71,7 @@ impl Functions {
 }
 
 /// What read reports of `f`.
-fn reading(f: &FunctionWire) -> Reading<Function> {
+pub(super) fn reading(f: &FunctionWire) -> Reading<Function> {
     let raw = f.tags();
     Reading::new(
         f.id.clone(),
@@ -196,6 +196,11 @@ impl Functions {
 
 #[async_trait]
 impl KindBackend<Function> for Functions {
+    /// `ListFunctions` answers each function whole, tags included, as `GetFunction`.
+    fn lists_complete(&self) -> bool {
+        true
+    }
+
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         let scope = self.region(region);
@@ -207,7 +212,8 @@ impl KindBackend<Function> for Functions {
             .filter(|ns| !ns.is_compute())
         {
             for f in scope.in_namespace(&ns.id, None).await? {
-                listed.push(Listed::new(f.name, f.id));
+                let read = reading(&f);
+                listed.push(Listed::new(f.name, f.id).with_reading(read));
             }
         }
         Ok(listed)

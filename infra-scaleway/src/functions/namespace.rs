@@ -84,7 +84,7 @@ impl NamespaceKind for FunctionNamespace {
 }
 
 /// What read reports of `ns`.
-fn reading(ns: &NamespaceWire) -> Reading<FunctionNamespace> {
+pub(super) fn reading(ns: &NamespaceWire) -> Reading<FunctionNamespace> {
     namespace_reading(ns)
 }
 
@@ -134,13 +134,21 @@ impl FunctionNamespaces {
 
 #[async_trait]
 impl KindBackend<FunctionNamespace> for FunctionNamespaces {
+    /// `ListNamespaces` answers each namespace whole, tags included, as `GetNamespace`.
+    fn lists_complete(&self) -> bool {
+        true
+    }
+
     async fn list(&self, args: ListArgs<'_>) -> Result<Vec<Listed>, BackendError> {
         let ListArgs { region, .. } = args;
         let all = self.region(region).namespaces(None).await?;
         Ok(all
             .into_iter()
             .filter(|ns| !ns.is_compute())
-            .map(|ns| Listed::new(ns.name, ns.id))
+            .map(|ns| {
+                let read = reading(&ns);
+                Listed::new(ns.name, ns.id).with_reading(read)
+            })
             .collect())
     }
 

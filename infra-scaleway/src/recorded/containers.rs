@@ -141,3 +141,66 @@ fn recorded_status_sequences_are_ones_the_backend_waits_through() {
     evidence.checked("container", "await-ready");
     evidence.publish();
 }
+
+/// `ListNamespaces` and `ListContainers` answer each item whole: a listed namespace or
+/// container carries every field the recorded `GET`s answer (the recordings hold no
+/// `GET` of a listed one, so the readings are compared on the fields alone), and its
+/// reading is made by the function `read` uses.
+#[test]
+fn recorded_listings_are_complete() {
+    use super::container::container_reading;
+    use super::namespace::namespace_reading;
+    use crate::recorded::listed_items_carry_what_get_answers;
+    let (namespaces, _) = listed_items_carry_what_get_answers(
+        PRODUCT,
+        "namespace-list",
+        "namespaces",
+        "namespace-get",
+    );
+    for (item, source) in &namespaces {
+        let ns: NamespaceWire = serde_json::from_value(item.clone()).expect("decodes");
+        let read = namespace_reading(&ns);
+        assert_eq!(read.handle(), ns.id, "{source}");
+        assert!(read.raw_tags().is_some(), "{source}: the tags are listed");
+    }
+    let (containers, _) = listed_items_carry_what_get_answers(
+        PRODUCT,
+        "container-list",
+        "containers",
+        "container-get",
+    );
+    for (item, source) in &containers {
+        let c: ContainerWire = serde_json::from_value(item.clone()).expect("decodes");
+        let read = container_reading(&c);
+        assert_eq!(read.handle(), c.id, "{source}");
+        assert!(read.raw_tags().is_some(), "{source}: the tags are listed");
+    }
+}
+
+/// The same namespace and container, listed and fetched in the same state, read alike.
+#[test]
+fn a_listed_namespace_or_container_reads_as_its_get_does() {
+    use super::container::container_reading;
+    use super::namespace::namespace_reading;
+    use crate::recorded::{assert_same_reading, listed_and_fetched};
+    use infra_core::sdk::Sighting;
+    fn decode<T: serde::de::DeserializeOwned>(v: &Value) -> T {
+        serde_json::from_value(v.clone()).expect("decodes")
+    }
+    for (listed, fetched, source) in listed_and_fetched(PRODUCT, "namespace") {
+        let (listed, fetched): (NamespaceWire, NamespaceWire) = (decode(&listed), decode(&fetched));
+        assert_same_reading(
+            &Sighting::from(namespace_reading(&listed)),
+            &Sighting::from(namespace_reading(&fetched)),
+            &source,
+        );
+    }
+    for (listed, fetched, source) in listed_and_fetched(PRODUCT, "container") {
+        let (listed, fetched): (ContainerWire, ContainerWire) = (decode(&listed), decode(&fetched));
+        assert_same_reading(
+            &Sighting::from(container_reading(&listed)),
+            &Sighting::from(container_reading(&fetched)),
+            &source,
+        );
+    }
+}

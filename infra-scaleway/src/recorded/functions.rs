@@ -159,3 +159,82 @@ fn recorded_status_sequences_are_ones_the_backend_waits_through() {
     evidence.checked("function", "await-ready");
     evidence.publish();
 }
+
+/// `ListNamespaces` and `ListFunctions` answer each item whole: a listed namespace or
+/// function carries every field the recorded `GET`s answer, and where the same function
+/// was fetched too, the list's readings of it (as `function` and as `compute`) are the
+/// reads of its `GET`.
+#[test]
+fn recorded_listings_are_complete_and_read_as_get_does() {
+    use super::{compute, function, namespace};
+    use crate::recorded::{assert_same_reading, listed_items_carry_what_get_answers};
+    use infra_core::sdk::Sighting;
+    let (namespaces, _) = listed_items_carry_what_get_answers(
+        PRODUCT,
+        "namespace-list",
+        "namespaces",
+        "namespace-get",
+    );
+    for (item, source) in &namespaces {
+        let ns: NamespaceWire = serde_json::from_value(item.clone()).expect("decodes");
+        let read = namespace::reading(&ns);
+        assert_eq!(read.handle(), ns.id, "{source}");
+        assert!(read.raw_tags().is_some(), "{source}: the tags are listed");
+    }
+    let (functions, gets) =
+        listed_items_carry_what_get_answers(PRODUCT, "function-list", "functions", "function-get");
+    let mut compared = 0;
+    for (item, source) in &functions {
+        let listed: FunctionWire = serde_json::from_value(item.clone()).expect("decodes");
+        for get in gets.iter().filter(|g| g.response["id"] == item["id"]) {
+            let fetched: FunctionWire = get.decode();
+            assert_same_reading(
+                &Sighting::from(function::reading(&listed)),
+                &Sighting::from(function::reading(&fetched)),
+                source,
+            );
+            let handle = compute::handle_of(&listed.namespace_id, &listed.id);
+            assert_same_reading(
+                &Sighting::from(compute::reading(&handle, &listed)),
+                &Sighting::from(compute::reading(&handle, &fetched)),
+                source,
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared > 0, "no recorded GET of a listed function");
+}
+
+/// The same namespace and function, listed and fetched in the same state, read alike
+/// (a function as `function` and as `compute`).
+#[test]
+fn a_listed_namespace_or_function_reads_as_its_get_does() {
+    use super::{compute, function, namespace};
+    use crate::recorded::{assert_same_reading, listed_and_fetched};
+    use infra_core::sdk::Sighting;
+    fn decode<T: serde::de::DeserializeOwned>(v: &Value) -> T {
+        serde_json::from_value(v.clone()).expect("decodes")
+    }
+    for (listed, fetched, source) in listed_and_fetched(PRODUCT, "namespace") {
+        let (listed, fetched): (NamespaceWire, NamespaceWire) = (decode(&listed), decode(&fetched));
+        assert_same_reading(
+            &Sighting::from(namespace::reading(&listed)),
+            &Sighting::from(namespace::reading(&fetched)),
+            &source,
+        );
+    }
+    for (listed, fetched, source) in listed_and_fetched(PRODUCT, "function") {
+        let (listed, fetched): (FunctionWire, FunctionWire) = (decode(&listed), decode(&fetched));
+        assert_same_reading(
+            &Sighting::from(function::reading(&listed)),
+            &Sighting::from(function::reading(&fetched)),
+            &source,
+        );
+        let handle = compute::handle_of(&listed.namespace_id, &listed.id);
+        assert_same_reading(
+            &Sighting::from(compute::reading(&handle, &listed)),
+            &Sighting::from(compute::reading(&handle, &fetched)),
+            &source,
+        );
+    }
+}

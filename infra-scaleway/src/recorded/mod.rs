@@ -7,9 +7,9 @@
 //! module holds what they share: the fixtures, read from the crate's directory, and the
 //! count of the (kind, act) pairs they checked.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use infra_core::sdk::{BackendError, ErrorKind};
+use infra_core::sdk::{BackendError, ErrorKind, Sighting};
 use infra_testkit::evidence::{Evidence, Record};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -170,4 +170,125 @@ pub(crate) fn evidence(suite: &str) -> Evidence {
 pub(crate) fn assert_classified(exchange: &Exchange, not_found: &[&str], kind: ErrorKind) {
     let err = exchange.error(not_found);
     assert_eq!(err.kind, kind, "{}: {err}", exchange.source);
+}
+
+/// Every field of `value` a reader can name, nested objects spelled `a.b` (arrays are
+/// not entered: their items are other objects).
+pub(crate) fn field_paths(value: &Value) -> BTreeSet<String> {
+    fn walk(value: &Value, prefix: &str, into: &mut BTreeSet<String>) {
+        if let Value::Object(map) = value {
+            for (key, inner) in map {
+                let path = format!("{prefix}{key}");
+                walk(inner, &format!("{path}."), into);
+                into.insert(path);
+            }
+        }
+    }
+    let mut paths = BTreeSet::new();
+    walk(value, "", &mut paths);
+    paths
+}
+
+/// Holds a kind's list to being complete, on the recordings: every item of every
+/// recorded `list_act` answer (the array `field`) carries every field that every
+/// recorded successful `get_act` answer carries. Answers the listed items with their
+/// sources, and the successful `get_act` exchanges, for the tests to convert.
+pub(crate) fn listed_items_carry_what_get_answers(
+    product: &str,
+    list_act: &str,
+    field: &str,
+    get_act: &str,
+) -> (Vec<(Value, String)>, Vec<Exchange>) {
+    let gets: Vec<Exchange> = exchanges(product, get_act)
+        .into_iter()
+        .filter(Exchange::ok)
+        .collect();
+    assert!(!gets.is_empty(), "{product}: no successful `{get_act}`");
+    let mut items = Vec::new();
+    for list in exchanges(product, list_act)
+        .into_iter()
+        .filter(Exchange::ok)
+    {
+        let listed = list.response[field]
+            .as_array()
+            .unwrap_or_else(|| panic!("{}: no `{field}` list", list.source));
+        for item in listed {
+            let carried = field_paths(item);
+            for get in &gets {
+                let missing: Vec<String> = field_paths(&get.response)
+                    .difference(&carried)
+                    .cloned()
+                    .collect();
+                assert!(
+                    missing.is_empty(),
+                    "{}: a listed item lacks {missing:?}, which {} answers: the list is not \
+                     complete",
+                    list.source,
+                    get.source
+                );
+            }
+            items.push((item.clone(), list.source.clone()));
+        }
+    }
+    assert!(
+        !items.is_empty(),
+        "{product}: no item recorded in `{list_act}`"
+    );
+    (items, gets)
+}
+
+/// Asserts that the reading a list makes of an item is the one `read` makes of the
+/// recorded `GET` answer of the same resource: observed, reported and raw tags.
+pub(crate) fn assert_same_reading(listed: &Sighting, read: &Sighting, source: &str) {
+    assert_eq!(listed.handle, read.handle, "{source}: the handle");
+    assert_eq!(
+        listed.observed_json(),
+        read.observed_json(),
+        "{source}: the observed state"
+    );
+    assert_eq!(
+        listed.reported(),
+        read.reported(),
+        "{source}: the reported configuration"
+    );
+    assert_eq!(listed.raw_tags(), read.raw_tags(), "{source}: the raw tags");
+}
+
+/// The pairs of `listed-and-fetched.json` of `product` (`container`) and `resource`
+/// (`namespace`): one resource as a recorded listing answered it and as a recorded
+/// `GET` of it answered it in the same state (the same `updated_at` and `status`), with
+/// the source of each pair. At least one; every field the `GET` answered is in the
+/// listed item.
+pub(crate) fn listed_and_fetched(product: &str, resource: &str) -> Vec<(Value, Value, String)> {
+    let path = format!(
+        "{}/tests/recorded/listed-and-fetched.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let all: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let pairs = all["products"][product]["pairs"][resource]
+        .as_array()
+        .unwrap_or_else(|| panic!("{path}: no {product} {resource} pairs"));
+    assert!(!pairs.is_empty(), "{path}: no {product} {resource} pairs");
+    pairs
+        .iter()
+        .map(|pair| {
+            let source = format!(
+                "{product} {resource} ({} #{} and #{})",
+                pair["cassette"].as_str().unwrap_or("?"),
+                pair["list_interaction"],
+                pair["get_interaction"]
+            );
+            let (listed, fetched) = (pair["listed"].clone(), pair["fetched"].clone());
+            let missing: Vec<String> = field_paths(&fetched)
+                .difference(&field_paths(&listed))
+                .cloned()
+                .collect();
+            assert!(
+                missing.is_empty(),
+                "{source}: the listed item lacks {missing:?}"
+            );
+            (listed, fetched, source)
+        })
+        .collect()
 }

@@ -57,3 +57,43 @@ fn recorded_registry_answers_decode_and_read_as_the_kind_expects() {
     evidence.checked("imageRegistry", "list");
     evidence.publish();
 }
+
+/// `ListNamespaces` answers each namespace whole: a listed namespace carries every field
+/// `GetNamespace` answers, and the list's reading of it is the read of its `GET`.
+#[test]
+fn recorded_namespace_listings_are_complete_and_read_as_get_does() {
+    use crate::recorded::{assert_same_reading, listed_items_carry_what_get_answers};
+    use infra_core::sdk::Sighting;
+    let (items, gets) = listed_items_carry_what_get_answers(
+        PRODUCT,
+        "namespace-list",
+        "namespaces",
+        "namespace-get",
+    );
+    let mut compared = 0;
+    for (item, source) in &items {
+        let listed: Namespace = serde_json::from_value(item.clone()).expect("decodes");
+        for get in gets.iter().filter(|g| g.response["id"] == item["id"]) {
+            let read = Sighting::from(reading(&get.decode()));
+            assert_same_reading(&Sighting::from(reading(&listed)), &read, source);
+            compared += 1;
+        }
+    }
+    assert!(compared > 0, "no recorded GET of a listed namespace");
+}
+
+/// The same namespace, listed and fetched in the same state, read alike.
+#[test]
+fn a_listed_namespace_reads_as_its_get_does() {
+    use crate::recorded::{assert_same_reading, listed_and_fetched};
+    use infra_core::sdk::Sighting;
+    for (listed, fetched, source) in listed_and_fetched(PRODUCT, "namespace") {
+        let listed: Namespace = serde_json::from_value(listed).expect("decodes");
+        let fetched: Namespace = serde_json::from_value(fetched).expect("decodes");
+        assert_same_reading(
+            &Sighting::from(reading(&listed)),
+            &Sighting::from(reading(&fetched)),
+            &source,
+        );
+    }
+}

@@ -15,6 +15,8 @@
 //! Object Storage and the queues themselves are not served: use moto's server and
 //! `INFRA_SCALEWAY_S3_ENDPOINT`. Queues' activation and credentials are served, and
 //! `--sqs-endpoint URL` is the `sqs_endpoint_url` they answer (moto's server, say).
+//! `--rate-per-second N` admits at most N calls a second to each API, answering 429
+//! with a `Retry-After` beyond (off by default).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -26,7 +28,8 @@ use infra_testkit::scaleway::{ApiKey, ScalewayOptions, ScalewayServer};
 fn usage() -> ExitCode {
     eprintln!(
         "usage: scaleway-stand-in [--project ID] [--organization ID] [--port PORT] \
-         [--settle-ms MS] [--access-key SCW… --secret-key UUID] [--sqs-endpoint URL]"
+         [--settle-ms MS] [--rate-per-second N] [--access-key SCW… --secret-key UUID] \
+         [--sqs-endpoint URL]"
     );
     ExitCode::from(2)
 }
@@ -37,6 +40,7 @@ async fn main() -> ExitCode {
     let mut organization = "22222222-2222-4222-8222-222222222222".to_owned();
     let mut port = 0u16;
     let mut settle_ms = 300u64;
+    let mut rate = 0u32;
     let (mut access_key, mut secret_key) = (None, None);
     let mut sqs_endpoint = None;
     let mut args = std::env::args().skip(1);
@@ -53,6 +57,10 @@ async fn main() -> ExitCode {
                 Ok(n) => settle_ms = n,
                 Err(_) => return usage(),
             },
+            ("--rate-per-second", Some(v)) => match v.parse() {
+                Ok(n) => rate = n,
+                Err(_) => return usage(),
+            },
             ("--sqs-endpoint", Some(v)) if !v.is_empty() => sqs_endpoint = Some(v),
             ("--access-key", Some(v)) => access_key = Some(v),
             ("--secret-key", Some(v)) => secret_key = Some(v),
@@ -62,7 +70,8 @@ async fn main() -> ExitCode {
     let mut options = ScalewayOptions::new()
         .port(port)
         .clock(Arc::new(SystemClock::new()))
-        .settling(Duration::from_millis(settle_ms));
+        .settling(Duration::from_millis(settle_ms))
+        .rate_per_second(rate);
     match (access_key, secret_key) {
         (None, None) => {}
         (Some(access), Some(secret)) => match ApiKey::new(&access, &secret) {

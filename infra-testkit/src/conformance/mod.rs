@@ -67,7 +67,7 @@ pub use recording::{CallLog, RecordedCall, RecordingBackend};
 pub use report::{CheckOutcome, Report, Verdict};
 pub use sample::{DeclareFn, KindSample, Variant};
 
-use checks::{applier, backend, cleanup, lifecycle, observation};
+use checks::{applier, backend, cleanup, lifecycle, listing, observation};
 
 /// The line name of a skip that covers every check of a kind (or of the backend).
 pub const EVERY_CHECK: &str = "every check";
@@ -110,6 +110,9 @@ fn kind_checks() -> Vec<(&'static str, KindCheck)> {
         }),
         ("list_shows_resources_whatever_their_owner", |c, s| {
             Box::pin(lifecycle::list_shows_resources_whatever_their_owner(c, s))
+        }),
+        ("list_readings_equal_reads", |c, s| {
+            Box::pin(listing::list_readings_equal_reads(c, s))
         }),
         ("read_after_create_eventually_sees_it", |c, s| {
             Box::pin(lifecycle::read_after_create_eventually_sees_it(c, s))

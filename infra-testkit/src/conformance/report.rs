@@ -237,7 +237,9 @@ fn act_of(check: &str) -> Option<&'static str> {
         | "read_reports_the_marker_and_the_engine_strips_it"
         | "reported_fields_round_trip_without_sentinels"
         | "observation_tells_present_from_absent" => "read",
-        "list_answers_only_its_region" | "list_shows_resources_whatever_their_owner" => "list",
+        "list_answers_only_its_region"
+        | "list_shows_resources_whatever_their_owner"
+        | "list_readings_equal_reads" => "list",
         "update_changes_only_mutable_fields" => "update",
         "a_forces_replace_change_is_a_replace" => "replace",
         "delete_of_an_absent_resource_is_not_found" | "prune_deletes_only_owned_orphans" => {

@@ -58,7 +58,7 @@
 //!
 //! | service | not modelled |
 //! |---|---|
-//! | all | authentication and authorisation (any caller may do anything in the project; denials only on cue); quotas and rate limits (throttling only on cue); request validation beyond what each service's docs list (an unknown field in a request body is ignored, not refused); `fields`, `prettyPrint` and other system parameters (ignored); project numbers in names (the id given is answered back); operations that end in an error |
+//! | all | authentication and authorisation (any caller may do anything in the project; denials only on cue); quotas (throttling only on cue, or by a rate armed per API); request validation beyond what each service's docs list (an unknown field in a request body is ignored, not refused); `fields`, `prettyPrint` and other system parameters (ignored); project numbers in names (the id given is answered back); operations that end in an error |
 //! | Cloud Storage | objects; IAM policies, ACLs, CORS, retention, encryption, autoclass, logging, website and the other bucket settings (not stored: a new bucket answers the defaults); `buckets.update` (PUT) |
 //! | Secret Manager | regional secrets (`/locations/`); disabling and destroying versions; rotation and topics acted on; list filters (refused); IAM |
 //! | Artifact Registry | images and packages; remote and virtual repositories; cleanup policies acted on; KMS keys; IAM; list filters and ordering (refused); operations are done by time, never cancelled |
@@ -67,13 +67,15 @@
 //! | IAM and Resource Manager | which predefined roles exist; whether a `user:` or `group:` member is a real account; conditions evaluated; service account keys; undeleting an account; IAM's eventual consistency (the shared `lag` fault stands in) |
 //!
 //! Faults, on cue: [`deny`](GcpServer::deny) a service (403), [`fail_reads`](GcpServer::fail_reads)
-//! of one resource (500), [`throttle`](GcpServer::throttle) the next calls (429
+//! of one resource (500, and its service's lists with it, since they answer it whole), [`throttle`](GcpServer::throttle) the next calls (429
 //! `RESOURCE_EXHAUSTED`), [`lag`](GcpServer::lag) reads after a create (404 for a while:
 //! eventual consistency), [`lose_answers`](GcpServer::lose_answers): the next
 //! writes are carried out but answered 504, so that the client cannot tell,
 //! [`deny_policy_writes`](GcpServer::deny_policy_writes) of resources' IAM policies,
 //! and a throttling [`storm`](GcpServer::storm) on a clock the test gives, refusing with
-//! 429 `RESOURCE_EXHAUSTED`.
+//! 429 `RESOURCE_EXHAUSTED`. Throttling by rate, when armed ([`GcpServer::limit_rate`],
+//! off by default): a token bucket per API, the calls beyond it answered 429
+//! `RESOURCE_EXHAUSTED` with a `Retry-After`.
 //!
 //! The server records every request (method, path, query, body) with secret payloads
 //! replaced by `"<redacted>"`, never a token. Dropping the server stops it.
@@ -83,6 +85,7 @@ pub mod discovery;
 mod iam;
 mod policies;
 mod pubsub;
+mod rate;
 mod run;
 mod secrets;
 mod sql;
@@ -105,6 +108,7 @@ use crate::conformance::ConformanceHooks;
 pub use crate::http::RecordedRequest;
 use crate::http::{Running, decode, parse_query, storm_call};
 use crate::storm::{Storm, StormCall, StormState};
+pub use rate::RateLimit;
 use wire::{Enums, Operations, Reply, Req};
 
 /// The largest request body served (8 MiB).
@@ -199,6 +203,18 @@ impl GcpService {
     }
 }
 
+/// The last path segment of every list the stand-in serves.
+const LISTED_COLLECTIONS: &[&str] = &[
+    "b",
+    "secrets",
+    "repositories",
+    "services",
+    "instances",
+    "serviceAccounts",
+    "topics",
+    "subscriptions",
+];
+
 /// Faults armed on the stand-in.
 #[derive(Debug, Default)]
 struct Faults {
@@ -233,6 +249,10 @@ pub(crate) struct State {
     pub(crate) pubsub: pubsub::PubSub,
     pub(crate) policies: policies::Policies,
     storm: StormState,
+    /// The rate each API admits, when one is armed.
+    rates: rate::Rates,
+    /// How many calls the rate refused.
+    refused_by_rate: u64,
     /// The time: long-running work is done when its time has come on this clock.
     clock: TimeSource,
     /// How long the long-running work started from now takes.
@@ -257,6 +277,8 @@ impl State {
             pubsub: pubsub::PubSub::default(),
             policies: policies::Policies::default(),
             storm: StormState::default(),
+            rates: rate::Rates::default(),
+            refused_by_rate: 0,
             clock: TimeSource(clock),
             settling: DEFAULT_SETTLING,
             last_stamp: 0,
@@ -325,6 +347,20 @@ impl State {
             return refused;
         }
         let service = GcpService::of_path(req.path);
+        if let Some(service) = service
+            && let Err(wait) = self.rates.take(service, self.now())
+        {
+            self.refused_by_rate += 1;
+            return Reply::error(
+                429,
+                "RESOURCE_EXHAUSTED",
+                format!(
+                    "Quota exceeded for quota metric 'Requests' and limit 'Requests per \
+                     second' of service {service:?} (a rate armed on the stand-in)"
+                ),
+            )
+            .with_retry_after(rate::retry_after(wait));
+        }
         if let Some(service) = service
             && let Some(reply) = self.fault(service, req)
         {
@@ -423,8 +459,11 @@ impl State {
         }
         if req.method == "GET" {
             let last = req.path.rsplit('/').next().unwrap_or("");
+            // A list answers its resources whole, as their reads do: while one
+            // resource's reads fail, so do the lists of its service.
+            let listing = LISTED_COLLECTIONS.contains(&last);
             let failing = faults.failing_reads.iter().any(|(s, id)| {
-                *s == service && (last == id || req.path.contains(&format!("/{id}/")))
+                *s == service && (listing || last == id || req.path.contains(&format!("/{id}/")))
             });
             if failing {
                 return Some(Reply::error(
@@ -535,7 +574,8 @@ impl GcpServer {
     }
 
     /// Reads (GETs) of the resource whose last name segment is `id` answer 500
-    /// `INTERNAL` until restored.
+    /// `INTERNAL` until restored, and so do the lists of `service` (a list answers
+    /// each resource whole: it is a read of it too).
     pub fn fail_reads(&self, service: GcpService, id: &str) {
         self.state()
             .faults
@@ -546,6 +586,22 @@ impl GcpServer {
     /// The next `calls` calls to `service` answer 429 `RESOURCE_EXHAUSTED`.
     pub fn throttle(&self, service: GcpService, calls: u32) {
         *self.state().faults.throttled.entry(service).or_default() += calls;
+    }
+
+    /// Throttles by rate from now on: each API (each [`GcpService`]) admits calls as
+    /// a token bucket of `limit` does, and answers the calls beyond it 429
+    /// `RESOURCE_EXHAUSTED` with a `Retry-After` of the whole seconds until its next
+    /// token (at least one), as a quota per minute and API does on Google Cloud, on the
+    /// stand-in's clock. `None` lifts it (the default: no rate). [`restore`](Self::restore)
+    /// leaves it armed.
+    pub fn limit_rate(&self, limit: Option<RateLimit>) {
+        self.state().rates.set(limit);
+    }
+
+    /// How many calls the rate armed by [`limit_rate`](Self::limit_rate) refused so far.
+    #[must_use]
+    pub fn refused_by_rate(&self) -> u64 {
+        self.state().refused_by_rate
     }
 
     /// From now on, each resource created answers its next `reads` GETs with 404, as
@@ -628,7 +684,8 @@ impl GcpServer {
 }
 
 /// [`ConformanceHooks`] over a [`GcpServer`]: `deny` denies the kind's whole service,
-/// `fail_reads` fails the reads of the one resource. Kinds the stand-in does not serve
+/// `fail_reads` fails the reads of the one resource (and its service's lists, which
+/// answer it whole; the hooks may fail every read of the kind). Kinds the stand-in does not serve
 /// (`queues`, on the Pub/Sub emulator) answer `false`, and their checks are skipped.
 #[derive(Debug, Clone)]
 pub struct GcpHooks {
@@ -964,6 +1021,124 @@ mod tests {
                 .read_as_names(&mut bad)
                 .is_err()
         );
+    }
+
+    /// Google's discovery documents give each list method's items the schema its get
+    /// answers (`Buckets.items` is `Bucket`, `ListTopicsResponse.topics` is `Topic`, and
+    /// so on): every list item the stand-in answers is what a get of it answers.
+    #[test]
+    fn every_list_item_is_what_a_get_of_it_answers() {
+        let (mut s, clock) = timed();
+        let created = [
+            (
+                "POST",
+                "/storage/v1/b",
+                vec![("project", "p1")],
+                json!({"name": "b-1", "labels": {"a": "b"}, "versioning": {"enabled": true}}),
+            ),
+            (
+                "POST",
+                "/v1/projects/p1/locations/europe-west1/repositories",
+                vec![("repositoryId", "r-1")],
+                json!({"format": "DOCKER", "labels": {"a": "b"}}),
+            ),
+            (
+                "PUT",
+                "/v1/projects/p1/topics/t-1",
+                vec![],
+                json!({"labels": {"a": "b"}, "messageRetentionDuration": "86400s"}),
+            ),
+            (
+                "PUT",
+                "/v1/projects/p1/subscriptions/t-1",
+                vec![],
+                json!({"topic": "projects/p1/topics/t-1", "ackDeadlineSeconds": 30, "labels": {"a": "b"}}),
+            ),
+            (
+                "POST",
+                "/v1/projects/p1/secrets",
+                vec![("secretId", "s-1")],
+                json!({"replication": {"automatic": {}}, "labels": {"a": "b"}}),
+            ),
+            (
+                "POST",
+                "/v2/projects/p1/locations/europe-west1/services",
+                vec![("serviceId", "web")],
+                json!({"labels": {"a": "b"}, "template": {"containers": [{"image": "us-docker.pkg.dev/x/y"}]}}),
+            ),
+            (
+                "POST",
+                "/v1/projects/p1/instances",
+                vec![],
+                json!({"name": "pg", "region": "europe-west1", "databaseVersion": "POSTGRES_15", "settings": {"tier": "db-f1-micro", "userLabels": {"a": "b"}}}),
+            ),
+            (
+                "POST",
+                "/v1/projects/p1/serviceAccounts",
+                vec![],
+                json!({"accountId": "sa-one", "serviceAccount": {"description": "d"}}),
+            ),
+        ];
+        for (method, path, query, body) in created {
+            let reply = call(&mut s, method, path, &query, body);
+            assert_eq!(reply.status, 200, "{method} {path}: {}", reply.body);
+        }
+        clock.advance(Duration::from_secs(10));
+        let lists = [
+            ("/storage/v1/b", vec![("project", "p1")], "items"),
+            (
+                "/v1/projects/p1/locations/europe-west1/repositories",
+                vec![],
+                "repositories",
+            ),
+            ("/v1/projects/p1/topics", vec![], "topics"),
+            ("/v1/projects/p1/subscriptions", vec![], "subscriptions"),
+            ("/v1/projects/p1/secrets", vec![], "secrets"),
+            (
+                "/v2/projects/p1/locations/europe-west1/services",
+                vec![],
+                "services",
+            ),
+            ("/v1/projects/p1/instances", vec![], "items"),
+            ("/v1/projects/p1/serviceAccounts", vec![], "accounts"),
+        ];
+        for (path, query, field) in lists {
+            let listed = call(&mut s, "GET", path, &query, Value::Null);
+            assert_eq!(listed.status, 200, "{path}: {}", listed.body);
+            let items = listed.body[field].as_array().cloned().unwrap_or_default();
+            assert_eq!(items.len(), 1, "{path}: {}", listed.body);
+            for item in items {
+                let name = item["name"].as_str().expect("a name");
+                let get_path = match path {
+                    "/storage/v1/b" => format!("/storage/v1/b/{name}"),
+                    "/v1/projects/p1/instances" => format!("{path}/{name}"),
+                    _ if path.starts_with("/v2/") => format!("/v2/{name}"),
+                    _ => format!("/v1/{name}"),
+                };
+                let got = call(&mut s, "GET", &get_path, &[], Value::Null);
+                assert_eq!(got.status, 200, "{get_path}: {}", got.body);
+                assert_eq!(item, got.body, "the list item of {get_path} is its get");
+            }
+        }
+    }
+
+    #[test]
+    fn a_rate_armed_refuses_the_calls_beyond_it_with_a_retry_after() {
+        let (mut s, clock) = timed();
+        s.rates.set(Some(RateLimit::per_second(2)));
+        let list = |s: &mut State| call(s, "GET", "/v1/projects/p1/topics", &[], Value::Null);
+        assert_eq!(list(&mut s).status, 200);
+        assert_eq!(list(&mut s).status, 200);
+        let refused = list(&mut s);
+        assert_eq!(refused.status, 429);
+        assert_eq!(refused.body["error"]["status"], "RESOURCE_EXHAUSTED");
+        assert_eq!(refused.retry_after, Some(Duration::from_secs(1)));
+        // Another API is not throttled by this one's calls.
+        let secrets = call(&mut s, "GET", "/v1/projects/p1/secrets", &[], Value::Null);
+        assert_eq!(secrets.status, 200);
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(list(&mut s).status, 200);
+        assert_eq!(s.refused_by_rate, 1);
     }
 
     #[test]

@@ -101,7 +101,10 @@ pub(crate) fn route(state: &mut State, req: &Req<'_>) -> Option<Reply> {
     }
     let name = id.map(|id| format!("projects/{project}/{collection}/{id}"));
     Some(match (req.method, collection, name) {
-        ("GET", "topics", None) => list_topics(state, project, req),
+        ("GET", "topics", None) => list(&state.pubsub.topics, project, "topics", req),
+        ("GET", "subscriptions", None) => {
+            list(&state.pubsub.subscriptions, project, "subscriptions", req)
+        }
         ("PUT", "topics", Some(name)) => create_topic(state, &name, req),
         ("GET", "topics", Some(name)) => get(&state.pubsub.topics, &name, "Topic"),
         ("PATCH", "topics", Some(name)) => update_topic(state, &name, req),
@@ -238,21 +241,28 @@ fn delete_topic(state: &mut State, name: &str) -> Reply {
     Reply::empty()
 }
 
-fn list_topics(state: &mut State, project: &str, req: &Req<'_>) -> Reply {
+/// `topics.list` or `subscriptions.list` (`collection`) of `project`: whole resources,
+/// as a get answers them (the discovery document's list items are the get's schema).
+fn list(
+    stored: &BTreeMap<String, Stored>,
+    project: &str,
+    collection: &str,
+    req: &Req<'_>,
+) -> Reply {
     let size = req
         .param("pageSize")
         .and_then(|s| s.parse::<usize>().ok())
         .filter(|n| *n > 0)
         .unwrap_or(100)
         .min(1000);
-    let prefix = format!("projects/{project}/topics/");
+    let prefix = format!("projects/{project}/{collection}/");
     let start = req.param("pageToken").unwrap_or("");
     if !start.is_empty() && !start.starts_with(&prefix) {
         return Reply::invalid("The page token is not valid.");
     }
     let mut page = Vec::new();
     let mut next = None;
-    for (name, topic) in state.pubsub.topics.range(start.to_owned()..) {
+    for (name, item) in stored.range(start.to_owned()..) {
         if !name.starts_with(&prefix) {
             continue;
         }
@@ -260,9 +270,12 @@ fn list_topics(state: &mut State, project: &str, req: &Req<'_>) -> Reply {
             next = Some(name.clone());
             break;
         }
-        page.push(topic.body.clone());
+        page.push(item.body.clone());
     }
-    let mut out = json!({ "topics": page });
+    let mut out = Value::Object(Map::from_iter([(
+        collection.to_owned(),
+        Value::Array(page),
+    )]));
     if let Some(next) = next {
         out["nextPageToken"] = json!(next);
     }

@@ -55,6 +55,10 @@
 //! every call 429 `too_many_requests` for a length of that clock's time, recording when
 //! each call came ([`storm_calls`](ScalewayServer::storm_calls)).
 //!
+//! A rate limit per API, off by default ([`ScalewayOptions::rate_per_second`], the
+//! binary's `--rate-per-second N`): a token bucket per product, answering 429
+//! `too_many_requests` with a `Retry-After` when empty.
+//!
 //! The server records every request (method, path, query, body) with secret values
 //! (`password`, a version's `data`, secret environment variables) replaced by
 //! `"<redacted>"`, never the token. Dropping the server stops it.
@@ -87,9 +91,11 @@
 
 mod auth;
 mod containers;
+mod fleet;
 mod functions;
 mod iam;
 mod mnq;
+mod rate;
 mod rdb;
 mod registry;
 mod secrets;
@@ -112,6 +118,7 @@ use crate::conformance::ConformanceHooks;
 pub use crate::http::RecordedRequest;
 use crate::http::{Running, decode, parse_query, storm_call};
 use crate::storm::{Storm, StormCall, StormState};
+pub use fleet::complete_list_fleet;
 use wire::{Reply, Req};
 
 /// The largest request body served (64 MiB: function archives are uploaded elsewhere,
@@ -220,6 +227,7 @@ pub(crate) struct State {
     ids: u64,
     faults: Faults,
     storm: StormState,
+    rate: rate::Rate,
     requests: Vec<RecordedRequest>,
 }
 
@@ -242,6 +250,7 @@ impl State {
             ids: 0,
             faults: Faults::default(),
             storm: StormState::default(),
+            rate: rate::Rate::new(options.rate_per_second),
             requests: Vec::new(),
         }
     }
@@ -384,6 +393,14 @@ impl State {
             None
         };
         let Some(refused) = refused else {
+            if let Some(wait) = self.over_rate(req) {
+                let message = format!(
+                    "too many requests, retry after {} s (the stand-in's rate limit)",
+                    wait.as_secs()
+                );
+                let reply = Reply::error(429, "too_many_requests", message, json!({}));
+                return (reply, Some(wait));
+            }
             return (self.answer(req, token), None);
         };
         let asked = refused
@@ -395,6 +412,13 @@ impl State {
             Reply::error(429, "too_many_requests", message, json!({})),
             refused.retry_after,
         )
+    }
+
+    /// The wait the rate limit asks of `req`, when its product's bucket is empty.
+    fn over_rate(&mut self, req: &Req<'_>) -> Option<Duration> {
+        let product = ScalewayProduct::of_path(req.path)?;
+        let now = self.settle.clock().now();
+        self.rate.take(product, now)
     }
 
     /// Lifts every fault and the storm.
@@ -499,6 +523,7 @@ pub struct ScalewayOptions {
     clock: Arc<dyn Clock>,
     settling: Duration,
     keys: auth::Keys,
+    rate_per_second: Option<u32>,
 }
 
 impl std::fmt::Debug for ScalewayOptions {
@@ -507,6 +532,7 @@ impl std::fmt::Debug for ScalewayOptions {
             .field("port", &self.port)
             .field("settling", &self.settling)
             .field("keys", &self.keys)
+            .field("rate_per_second", &self.rate_per_second)
             .finish_non_exhaustive()
     }
 }
@@ -518,6 +544,7 @@ impl Default for ScalewayOptions {
             clock: Arc::new(ManualClock::new()),
             settling: DEFAULT_SETTLING,
             keys: auth::Keys::AnyWellFormed,
+            rate_per_second: None,
         }
     }
 }
@@ -563,6 +590,16 @@ impl ScalewayOptions {
     #[must_use]
     pub fn key(mut self, key: ApiKey) -> Self {
         self.keys = auth::Keys::Only(key);
+        self
+    }
+
+    /// Admits at most `calls` calls a second to each product (its API), as a token
+    /// bucket holding one second's worth, refilled on the stand-in's clock: a call
+    /// finding the bucket empty does nothing and answers 429 `too_many_requests` with a
+    /// `Retry-After` in whole seconds. Off by default (0 is off too).
+    #[must_use]
+    pub fn rate_per_second(mut self, calls: u32) -> Self {
+        self.rate_per_second = Some(calls).filter(|n| *n > 0);
         self
     }
 }

@@ -10,4 +10,5 @@ pub mod applier;
 pub mod backend;
 pub mod cleanup;
 pub mod lifecycle;
+pub mod listing;
 pub mod observation;

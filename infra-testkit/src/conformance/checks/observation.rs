@@ -78,7 +78,9 @@ fn hooks_or_skip(ctx: &Context) -> Result<Arc<dyn ConformanceHooks>, Verdict> {
 
 /// With reads of the resource failing (through the hooks) for a reason other than
 /// absence, `read` does not answer `NotFound`, and the engine plans and applies it as
-/// failed: never as absent, never as a create.
+/// failed: never as absent, never as a create. A resource its list hands over whole
+/// ([`Listed::with_reading`](infra_core::sdk::Listed::with_reading)) is not read at
+/// all: the plan sees it unchanged, and the apply creates nothing.
 pub async fn an_unreadable_resource_is_never_absent(ctx: &Context, sample: &KindSample) -> Verdict {
     let hooks = match hooks_or_skip(ctx) {
         Ok(h) => h,
@@ -101,9 +103,15 @@ async fn unreadable(ctx: &Context, sample: &KindSample, hooks: &dyn ConformanceH
             return Err(format!("the apply failed: {:?}", outcome.result.failed));
         }
         let handle = ctx.handle_of(kind, region, &name).await?;
-        Ok((fleet, handle))
+        let whole = ctx
+            .settle(|| ctx.backend.list(kind, region))
+            .await
+            .map_err(|e| format!("`list` of {kind} failed: {e}"))?
+            .iter()
+            .any(|l| l.name == name && l.reading().is_some());
+        Ok((fleet, handle, whole))
     };
-    let (fleet, handle) = match setup.await {
+    let (fleet, handle, whole) = match setup.await {
         Ok(x) => x,
         Err(e) => return Verdict::fail(e),
     };
@@ -125,8 +133,15 @@ async fn unreadable(ctx: &Context, sample: &KindSample, hooks: &dyn ConformanceH
     }
     let check = async {
         let plan = harness.plan(&fleet).await?;
+        let expected = if whole { "unchanged" } else { "failed" };
         match planned(&plan, &subject).map(|c| c.action) {
-            Some("failed") => {}
+            Some(action) if action == expected => {}
+            other if whole => {
+                return Err(format!(
+                    "with its reads failing and its list handing it over whole, the plan \
+                     says {other:?}, not `unchanged`"
+                ));
+            }
             other => {
                 return Err(format!(
                     "with its reads failing the plan says {other:?}, not `failed`"
@@ -143,7 +158,7 @@ async fn unreadable(ctx: &Context, sample: &KindSample, hooks: &dyn ConformanceH
         if created {
             return Err("with its reads failing, the apply created it again".into());
         }
-        if !outcome.result.failed.iter().any(|f| f.resource == subject) {
+        if !whole && !outcome.result.failed.iter().any(|f| f.resource == subject) {
             return Err(format!(
                 "with its reads failing, the apply did not report it failed: {:?}",
                 outcome.result
