@@ -40,8 +40,7 @@ const FAILED_READS: u64 = 64;
 /// [`ConformanceHooks`] over a [`SimCloud`]: `deny` is [`SimCloud::deny`], and
 /// `fail_reads` arms [`SimCloud::fail_nth_matching`] for the next reads of the kind in
 /// the region (the simulator's filters do not name handles), failing them with
-/// `Other` — and, for a kind whose lists hand over complete reads, its next lists in
-/// the region too (the list is then what reads the resource).
+/// `Other`.
 ///
 /// `restore` lifts the denials these hooks made and clears **every** fault of the
 /// world not yet fired (the simulator has no way to disarm one rule), so do not share
@@ -75,28 +74,13 @@ impl ConformanceHooks for SimHooks {
     }
 
     fn fail_reads(&self, provider: &str, kind: &'static str, region: &str, _handle: &str) -> bool {
-        // Where the kind's list answers whole objects, the list reads the resource too:
-        // its answer fails as a read would.
-        let complete = self
-            .cloud
-            .backend(provider)
-            .capabilities()
-            .complete_lists
-            .contains(kind);
-        let ops: &[Op] = if complete {
-            &[Op::Read, Op::List]
-        } else {
-            &[Op::Read]
-        };
-        for op in ops {
-            let filter = CallFilter::op(*op)
-                .provider(provider)
-                .kind(kind)
-                .region(region);
-            for nth in 1..=FAILED_READS {
-                self.cloud
-                    .fail_nth_matching(filter.clone(), nth, ErrorKind::Other, false);
-            }
+        let filter = CallFilter::op(Op::Read)
+            .provider(provider)
+            .kind(kind)
+            .region(region);
+        for nth in 1..=FAILED_READS {
+            self.cloud
+                .fail_nth_matching(filter.clone(), nth, ErrorKind::Other, false);
         }
         *self
             .armed
