@@ -57,17 +57,17 @@ mod aws;
 mod growth;
 #[path = "report/latency.rs"]
 mod latency;
-#[path = "report/paced.rs"]
-mod paced;
-#[cfg(feature = "gcp")]
-#[path = "report/observe_gcp.rs"]
-mod observe_gcp;
 #[cfg(feature = "aws")]
 #[path = "report/observe_aws.rs"]
 mod observe_aws;
+#[cfg(feature = "gcp")]
+#[path = "report/observe_gcp.rs"]
+mod observe_gcp;
 #[cfg(feature = "scaleway")]
 #[path = "report/observe_scaleway.rs"]
 mod observe_scaleway;
+#[path = "report/paced.rs"]
+mod paced;
 #[cfg(feature = "postgres")]
 #[path = "report/records.rs"]
 mod records;
