@@ -709,3 +709,50 @@ pub(super) async fn recorded_reads(tx: &mut Tx, machine: &str) -> R<Vec<Recorded
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::evidence::ObservationPurpose;
+
+    fn read(json: Option<&str>) -> Vec<ObsRow> {
+        let Ok(rows) = observations_of_json(json) else {
+            panic!("{json:?} did not read");
+        };
+        rows
+    }
+
+    #[test]
+    fn no_observations_read_as_none() {
+        // PostgreSQL aggregates no rows to NULL, SQLite to an empty array.
+        assert!(read(None).is_empty());
+        assert!(read(Some("[]")).is_empty());
+    }
+
+    #[test]
+    fn observations_read_in_basis_order_with_their_values() {
+        let json = r#"[
+            [9, "drift", 300, 310, null, "n", null, "v1.13.6", null, null, null],
+            [4, "evidence", 100, 110, "u", "n", "c", "v1.13.6", "d", 7, "a1"]
+        ]"#;
+        let rows = read(Some(json));
+        assert_eq!(rows.iter().map(|o| o.basis).collect::<Vec<_>>(), vec![4, 9]);
+        let ev = &rows[0];
+        assert_eq!(ev.purpose, ObservationPurpose::Evidence);
+        assert_eq!((ev.started_at_ms, ev.recorded_at_ms), (100, 110));
+        assert_eq!(ev.smbios_uuid.as_deref(), Some("u"));
+        assert_eq!(ev.cluster_id.as_deref(), Some("c"));
+        assert_eq!(ev.digest.as_deref(), Some("d"));
+        assert_eq!(ev.config_version, Some(7));
+        assert_eq!(ev.access_version.as_deref(), Some("a1"));
+        assert_eq!(rows[1].purpose, ObservationPurpose::Drift);
+        assert_eq!(rows[1].smbios_uuid, None);
+    }
+
+    #[test]
+    fn an_unknown_purpose_or_a_malformed_array_is_an_error() {
+        let unknown = r#"[[1, "guess", 1, 1, null, null, null, null, null, null, null]]"#;
+        assert!(observations_of_json(Some(unknown)).is_err());
+        assert!(observations_of_json(Some("[[1, 2]]")).is_err());
+    }
+}
