@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
-use crate::key::{FleetId, KeyId, with_names};
+use crate::key::{FleetId, KeyId, Names, with_names};
 use crate::kinds::{SecretSource, SecretSourceSettled, Secrets, SecretsSettled};
 use crate::{
     Conflict, Dep, Env, FieldInfo, Key, Kind, Merge, NotYet, Provider, Refines, Region,
@@ -231,7 +231,6 @@ pub(crate) struct FleetInner {
     pub(crate) id: FleetId,
     pub(crate) name: String,
     pub(crate) resources: Vec<Declared>,
-    pub(crate) names: Arc<[ResourceRef]>,
     pub(crate) forgets: Vec<Released>,
     /// Resources no run may delete or replace (`prevent_destroy`).
     pub(crate) protected: BTreeSet<ResourceRef>,
@@ -256,7 +255,15 @@ impl fmt::Debug for Fleet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Fleet")
             .field("name", &self.inner.name)
-            .field("resources", &self.inner.names)
+            .field(
+                "resources",
+                &self
+                    .inner
+                    .resources
+                    .iter()
+                    .map(|d| &d.reference)
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -410,7 +417,7 @@ impl Fleet {
 
     /// Runs `f` with this fleet's names in scope, so that keys serialise by name.
     pub(crate) fn with_names<R>(&self, f: impl FnOnce() -> R) -> R {
-        with_names(self.inner.id, Arc::clone(&self.inner.names), f)
+        with_names(self.inner.id, Names::Fleet(Arc::clone(&self.inner)), f)
     }
 
     /// The fleet's declared target for every key.
@@ -857,7 +864,9 @@ impl FleetBuilder {
         for d in &resources {
             if let Status::Present(spec) = &d.target {
                 let mut found = Vec::new();
-                with_names(self.id, Arc::clone(&names), || spec.0.check(&mut found));
+                with_names(self.id, Names::Building(Arc::clone(&names)), || {
+                    spec.0.check(&mut found)
+                });
                 problems.extend(found.into_iter().map(|detail| Problem::Invalid {
                     resource: d.reference.clone(),
                     detail,
@@ -929,7 +938,6 @@ impl FleetBuilder {
                 id: self.id,
                 name: self.name,
                 resources,
-                names,
                 forgets,
                 protected: self.protected,
                 exclusions: {

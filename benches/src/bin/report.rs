@@ -1,8 +1,8 @@
 //! Measures the engine against its limits and prints one line per figure:
 //! `cargo run --release -p benches --bin report` (`--quick` for smaller sizes,
 //! `--detail` for a breakdown of P2 on standard error, `--growth N` for the G lines
-//! alone, from N to 10·N, `--world N` for P1w alone, `--scale` for P1, P1w and P4 at a
-//! million resources).
+//! alone, from N to 10·N, `--world N` for P1w alone, `--p2` for P2 alone with its
+//! breakdown, `--scale` for P1, P1w and P4 at a million resources).
 //!
 //! - P1: planning time against a serde_json round trip of the same plan; P1w the same
 //!   on a world a third unchanged, a third changed and a third missing.
@@ -153,9 +153,43 @@ fn apply_wall(
         wall,
         depth,
         calls: last - first,
+        busy: cloud.busy(),
         engine,
         fleet,
     }
+}
+
+/// P2: an apply of `n` through the benchmark cloud at 20 ms a call and parallelism 16,
+/// against its critical-path bound; with `detail`, where the time went.
+fn p2(rt: &tokio::runtime::Runtime, n: usize, detail: bool) -> Applied {
+    let latency = Duration::from_millis(20);
+    let p = 16;
+    let applied = apply_wall(rt, n, latency, p);
+    let l = latency.as_secs_f64();
+    let bound = (applied.depth as f64 * l).max(n as f64 * l / p as f64);
+    println!(
+        "P2 apply_vs_critical_path n={n} parallelism={p} latency_ms=20 ratio={:.2}",
+        applied.wall.as_secs_f64() / bound
+    );
+    if detail {
+        // Calls are whole: no schedule beats one list and ceil(N/P) rounds of creates.
+        let floor = (1 + n.div_ceil(p)) as f64 * l;
+        eprintln!(
+            "  P2 detail: depth={} bound_ms={:.1} floor_ms={:.1} (ratio {:.3}) calls_ms={:.1} \
+             engine_outside_calls_ms={:.1} calls={} mean_call_ms={:.2} \
+             slots_idle_in_calls={:.1}%",
+            applied.depth,
+            bound * 1000.0,
+            floor * 1000.0,
+            floor / bound,
+            applied.calls.as_secs_f64() * 1000.0,
+            (applied.wall - applied.calls).as_secs_f64() * 1000.0,
+            applied.busy.0,
+            applied.busy.1.as_secs_f64() * 1000.0 / applied.busy.0.max(1) as f64,
+            100.0 * (1.0 - applied.busy.1.as_secs_f64() / (applied.calls.as_secs_f64() * p as f64)),
+        );
+    }
+    applied
 }
 
 /// One apply through the benchmark cloud, timed.
@@ -164,6 +198,8 @@ struct Applied {
     depth: usize,
     /// From the first call's start to the last call's return.
     calls: Duration,
+    /// How many calls were made, and their time summed.
+    busy: (usize, Duration),
     engine: Engine,
     fleet: infra_core::prelude::Fleet,
 }
@@ -260,6 +296,10 @@ fn report() {
         aws::p6(&runtime(), n);
         return;
     }
+    if args.iter().any(|a| a == "--p2") {
+        p2(&runtime(), 1000, true);
+        return;
+    }
     if args.iter().any(|a| a == "--scale") {
         scale();
         return;
@@ -275,27 +315,8 @@ fn report() {
     p1(&rt, big);
     p1_world(&rt, big);
 
-    let applied = apply_wall(&rt, n, latency, p);
+    let applied = p2(&rt, n, detail);
     let l = latency.as_secs_f64();
-    let bound = (applied.depth as f64 * l).max(n as f64 * l / p as f64);
-    println!(
-        "P2 apply_vs_critical_path n={n} parallelism={p} latency_ms=20 ratio={:.2}",
-        applied.wall.as_secs_f64() / bound
-    );
-    if detail {
-        // Calls are whole: no schedule beats one list and ceil(N/P) rounds of creates.
-        let floor = (1 + n.div_ceil(p)) as f64 * l;
-        eprintln!(
-            "  P2 detail: depth={} bound_ms={:.1} floor_ms={:.1} (ratio {:.3}) calls_ms={:.1} \
-             engine_outside_calls_ms={:.1}",
-            applied.depth,
-            bound * 1000.0,
-            floor * 1000.0,
-            floor / bound,
-            applied.calls.as_secs_f64() * 1000.0,
-            (applied.wall - applied.calls).as_secs_f64() * 1000.0,
-        );
-    }
     let (engine, fleet) = (applied.engine, applied.fleet);
 
     let start = now();
