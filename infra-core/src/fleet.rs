@@ -167,16 +167,28 @@ pub struct KindMeta {
 impl KindMeta {
     /// The metadata of kind `K`.
     pub fn of<K: Kind>() -> KindMeta {
-        KindMeta {
-            id: K::ID,
-            fields: K::FIELDS,
-            check_name: K::check_name,
-            decode_observed: |v| {
-                serde_json::from_value::<K::Observed>(v)
-                    .map(|o| Box::new(o) as Box<crate::env::ObservedValue>)
-            },
-        }
+        MetaOf::<K>::META
     }
+}
+
+/// The metadata of kind `K`, made once: each declaration refers to it rather than
+/// holding a copy.
+struct MetaOf<K>(std::marker::PhantomData<K>);
+
+impl<K: Kind> MetaOf<K> {
+    const META: KindMeta = KindMeta {
+        id: K::ID,
+        fields: K::FIELDS,
+        check_name: K::check_name,
+        decode_observed: decode_observed::<K>,
+    };
+}
+
+/// Reads a cached observed state of a `K` back into its type.
+fn decode_observed<K: Kind>(
+    v: serde_json::Value,
+) -> Result<Box<crate::env::ObservedValue>, serde_json::Error> {
+    serde_json::from_value::<K::Observed>(v).map(|o| Box::new(o) as Box<crate::env::ObservedValue>)
 }
 
 impl fmt::Debug for KindMeta {
@@ -188,7 +200,7 @@ impl fmt::Debug for KindMeta {
 pub(crate) struct Declared {
     pub(crate) reference: ResourceRef,
     pub(crate) region: &'static str,
-    pub(crate) kind: KindMeta,
+    pub(crate) kind: &'static KindMeta,
     pub(crate) target: Status<DynSpec>,
 }
 
@@ -458,7 +470,7 @@ impl<'a> ResourceView<'a> {
 
     /// Its kind's metadata.
     pub fn kind(&self) -> KindMeta {
-        self.declared.kind
+        *self.declared.kind
     }
 
     /// Its declared status: `present`, `absent` or `unmanaged`.
@@ -495,7 +507,7 @@ enum Slot {
 struct PendingResource {
     reference: ResourceRef,
     region: &'static str,
-    kind: KindMeta,
+    kind: &'static KindMeta,
     slot: Slot,
 }
 
@@ -532,7 +544,7 @@ impl FleetBuilder {
                 name,
             },
             region: region.code(),
-            kind: KindMeta::of::<K>(),
+            kind: &MetaOf::<K>::META,
             slot,
         });
         Key::new(KeyId {
