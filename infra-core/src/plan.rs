@@ -53,8 +53,11 @@ pub struct Plan {
 /// cycle that prevents one. `None` when no target reads anything the declaration does
 /// not: the fleet's own graph then serves, shared rather than copied.
 struct Graph {
-    own: Option<(Vec<Vec<usize>>, Result<Vec<usize>, Vec<usize>>)>,
+    own: Option<OwnGraph>,
 }
+
+/// A plan's own dependencies, and its build order or the cycle that prevents one.
+type OwnGraph = (Vec<Vec<usize>>, Result<Vec<usize>, Vec<usize>>);
 
 impl fmt::Debug for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
