@@ -231,7 +231,7 @@ impl Engine {
         slots: &[Slot],
         listings: Vec<Listing>,
     ) -> Vec<Subject> {
-        if listings.is_empty() {
+        if listings.iter().all(|l| l.listed.is_empty()) {
             return Vec::new();
         }
         let named: BTreeSet<(&str, &str, &str, &str)> = slots
