@@ -192,6 +192,19 @@ impl Listed {
     pub(crate) fn take_raw_tags(&mut self) -> Option<RawTags> {
         self.raw_tags.take()
     }
+
+    pub(crate) fn set_raw_tags(&mut self, tags: RawTags) {
+        self.raw_tags = Some(tags);
+    }
+
+    /// Takes out what the list handed over, keeping the raw tags it told (alone, or
+    /// with a reading): all that telling whose the resource is needs.
+    pub(crate) fn listed_tags(&mut self) -> Option<RawTags> {
+        let reading = self.reading.take();
+        self.raw_tags
+            .take()
+            .or_else(|| reading.and_then(|r| r.raw_tags().cloned()))
+    }
 }
 
 impl PartialEq for Listed {

@@ -302,9 +302,12 @@ impl Engine {
                         }
                     }
                     if keep_listings {
-                        // Strays are looked for by name and handle alone.
+                        // Strays are looked for by name, handle and the tags a list
+                        // handed over (with a reading or alone).
                         for l in &mut listed {
-                            l.take_reading();
+                            if let Some(tags) = l.listed_tags() {
+                                l.set_raw_tags(tags);
+                            }
                         }
                         listings.push(Listing {
                             provider: scope.0,
