@@ -245,6 +245,8 @@ pub struct BenchCloud {
     latency: Duration,
     nodes: Mutex<BTreeMap<String, (u32, RawTags)>>,
     span: Mutex<Option<(Duration, Duration)>>,
+    /// The calls made, and their time summed.
+    busy: Mutex<(usize, Duration)>,
 }
 
 impl std::fmt::Debug for BenchCloud {
@@ -263,6 +265,7 @@ impl BenchCloud {
             latency,
             nodes: Mutex::new(BTreeMap::new()),
             span: Mutex::new(None),
+            busy: Mutex::new((0, Duration::ZERO)),
         }
     }
 
@@ -271,12 +274,23 @@ impl BenchCloud {
         *self.span.lock().expect("lock")
     }
 
+    /// How many calls were made, and their time summed (each call's own, from its
+    /// start to its return, on the cloud's clock).
+    pub fn busy(&self) -> (usize, Duration) {
+        *self.busy.lock().expect("lock")
+    }
+
     async fn wait(&self) {
         let start = self.clock.now();
         if !self.latency.is_zero() {
             self.clock.sleep(self.latency).await;
         }
         let end = self.clock.now();
+        {
+            let mut busy = self.busy.lock().expect("lock");
+            busy.0 += 1;
+            busy.1 += end.saturating_sub(start);
+        }
         let mut span = self.span.lock().expect("lock");
         *span = Some(span.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
     }

@@ -187,6 +187,24 @@ impl Listed {
     pub fn take_reading(&mut self) -> Option<Sighting> {
         self.reading.take().map(|b| *b)
     }
+
+    /// Takes the raw tags out.
+    pub(crate) fn take_raw_tags(&mut self) -> Option<RawTags> {
+        self.raw_tags.take()
+    }
+
+    pub(crate) fn set_raw_tags(&mut self, tags: RawTags) {
+        self.raw_tags = Some(tags);
+    }
+
+    /// Takes out what the list handed over, keeping the raw tags it told (alone, or
+    /// with a reading): all that telling whose the resource is needs.
+    pub(crate) fn listed_tags(&mut self) -> Option<RawTags> {
+        let reading = self.reading.take();
+        self.raw_tags
+            .take()
+            .or_else(|| reading.and_then(|r| r.raw_tags().cloned()))
+    }
 }
 
 impl PartialEq for Listed {
@@ -211,18 +229,38 @@ impl Ord for Listed {
 
 /// One read of one resource: its handle, what the cloud computed (the kind's
 /// `Observed`), and the configuration in force (the kind's `Reported`).
+///
+/// Cheap to clone: what was read is shared, not copied, and the observed state is
+/// turned into JSON only when something asks for it (the cache, a plan file).
 #[derive(Clone)]
 pub struct Sighting {
     /// The resource's handle.
     pub handle: String,
+    read: Arc<Read>,
+}
+
+/// What a sighting shares between its clones.
+#[derive(Clone)]
+struct Read {
     observed: Arc<dyn Any + Send + Sync>,
-    observed_json: serde_json::Value,
+    /// The observed state as JSON, made from `observed` on first use.
+    observed_json: std::sync::OnceLock<serde_json::Value>,
+    to_json: fn(&(dyn Any + Send + Sync)) -> serde_json::Value,
     reported: serde_json::Map<String, serde_json::Value>,
     raw_tags: Option<RawTags>,
     /// What this fleet last wrote of fields the cloud does not report (kept in the
     /// cache): compared in their place, since a declared change to such a field is
     /// otherwise invisible. Boxed: most sightings recall nothing.
     recalled: Option<Box<serde_json::Map<String, serde_json::Value>>>,
+}
+
+/// The observed state of a `K` as JSON (`null` if it is not one, or does not
+/// serialise).
+fn observed_json<K: Kind>(value: &(dyn Any + Send + Sync)) -> serde_json::Value {
+    value
+        .downcast_ref::<K::Observed>()
+        .and_then(|v| serde_json::to_value(v).ok())
+        .unwrap_or(serde_json::Value::Null)
 }
 
 /// What a sighting that recalls nothing recalls.
@@ -233,8 +271,8 @@ impl fmt::Debug for Sighting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sighting")
             .field("handle", &self.handle)
-            .field("observed", &self.observed_json)
-            .field("reported", &self.reported)
+            .field("observed", self.observed_json())
+            .field("reported", &self.read.reported)
             .finish()
     }
 }
@@ -246,18 +284,20 @@ impl Sighting {
         observed: K::Observed,
         reported: K::Reported,
     ) -> Self {
-        let observed_json = serde_json::to_value(&observed).unwrap_or(serde_json::Value::Null);
         let reported = match serde_json::to_value(&reported) {
             Ok(serde_json::Value::Object(map)) => map,
             _ => serde_json::Map::new(),
         };
         Sighting {
             handle: handle.into(),
-            observed: Arc::new(observed),
-            observed_json,
-            reported,
-            raw_tags: None,
-            recalled: None,
+            read: Arc::new(Read {
+                observed: Arc::new(observed),
+                observed_json: std::sync::OnceLock::new(),
+                to_json: observed_json::<K>,
+                reported,
+                raw_tags: None,
+                recalled: None,
+            }),
         }
     }
 
@@ -266,13 +306,13 @@ impl Sighting {
     /// them instead of calling `ownership` (the marker is still read again right
     /// before any delete).
     pub fn with_raw_tags(mut self, tags: RawTags) -> Self {
-        self.raw_tags = Some(tags);
+        Arc::make_mut(&mut self.read).raw_tags = Some(tags);
         self
     }
 
     /// The raw tags, if the backend gave them with the read.
     pub fn raw_tags(&self) -> Option<&RawTags> {
-        self.raw_tags.as_ref()
+        self.read.raw_tags.as_ref()
     }
 
     /// A sighting of a resource of kind `K` from JSON: the observed state as the kind's
@@ -292,41 +332,46 @@ impl Sighting {
         })?;
         Ok(Sighting {
             handle: handle.into(),
-            observed: Arc::new(typed),
-            observed_json: observed,
-            reported,
-            raw_tags: None,
-            recalled: None,
+            read: Arc::new(Read {
+                observed: Arc::new(typed),
+                observed_json: std::sync::OnceLock::from(observed),
+                to_json: observed_json::<K>,
+                reported,
+                raw_tags: None,
+                recalled: None,
+            }),
         })
     }
 
     /// The observed state, if the sighting is of kind `K`.
     pub fn observed<K: Kind>(&self) -> Option<&K::Observed> {
-        self.observed.downcast_ref()
+        self.read.observed.downcast_ref()
     }
 
     pub(crate) fn observed_arc(&self) -> Arc<dyn Any + Send + Sync> {
-        Arc::clone(&self.observed)
+        Arc::clone(&self.read.observed)
     }
 
     /// The observed state, type-erased (for settling other resources' expressions).
     pub fn observed_any(&self) -> &(dyn Any + Send + Sync) {
-        &*self.observed
+        &*self.read.observed
     }
 
     /// The observed state as JSON (what the cache records).
     pub fn observed_json(&self) -> &serde_json::Value {
-        &self.observed_json
+        let read = &*self.read;
+        read.observed_json
+            .get_or_init(|| (read.to_json)(&*read.observed))
     }
 
     /// The reported configuration as JSON: only the fields the cloud said, camelCase.
     pub fn reported(&self) -> &serde_json::Map<String, serde_json::Value> {
-        &self.reported
+        &self.read.reported
     }
 
     /// What this fleet last wrote of the fields the cloud does not report.
     pub fn recalled(&self) -> &serde_json::Map<String, serde_json::Value> {
-        self.recalled.as_deref().unwrap_or(&NOTHING_RECALLED)
+        self.read.recalled.as_deref().unwrap_or(&NOTHING_RECALLED)
     }
 
     /// The same sighting, remembering `written` for the fields the cloud did not
@@ -335,13 +380,21 @@ impl Sighting {
         mut self,
         written: &serde_json::Map<String, serde_json::Value>,
     ) -> Self {
+        self.recall(written);
+        self
+    }
+
+    /// Remembers `written` for the fields the cloud did not report, in place.
+    pub(crate) fn recall(&mut self, written: &serde_json::Map<String, serde_json::Value>) {
         let recalled: serde_json::Map<String, serde_json::Value> = written
             .iter()
-            .filter(|(k, _)| !self.reported.contains_key(*k))
+            .filter(|(k, _)| !self.read.reported.contains_key(*k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        self.recalled = (!recalled.is_empty()).then(|| Box::new(recalled));
-        self
+        if recalled.is_empty() && self.read.recalled.is_none() {
+            return;
+        }
+        Arc::make_mut(&mut self.read).recalled = (!recalled.is_empty()).then(|| Box::new(recalled));
     }
 
     /// What the comparison with a declaration reads: the configuration the cloud
@@ -349,10 +402,10 @@ impl Sighting {
     pub(crate) fn compared(
         &self,
     ) -> std::borrow::Cow<'_, serde_json::Map<String, serde_json::Value>> {
-        let Some(recalled) = &self.recalled else {
-            return std::borrow::Cow::Borrowed(&self.reported);
+        let Some(recalled) = &self.read.recalled else {
+            return std::borrow::Cow::Borrowed(&self.read.reported);
         };
-        let mut both = self.reported.clone();
+        let mut both = self.read.reported.clone();
         for (k, v) in recalled.iter() {
             both.entry(k.clone()).or_insert_with(|| v.clone());
         }
@@ -361,7 +414,14 @@ impl Sighting {
 
     /// The same sighting with the ownership marker stripped from its reported tags.
     pub(crate) fn without_marker(mut self) -> Self {
-        strip_marker(&mut self.reported);
+        let carries = match self.read.reported.get("tags") {
+            Some(serde_json::Value::Object(tags)) => tags.contains_key(MARKER_KEY),
+            Some(serde_json::Value::Array(_)) => true,
+            _ => false,
+        };
+        if carries {
+            strip_marker(&mut Arc::make_mut(&mut self.read).reported);
+        }
         self
     }
 }

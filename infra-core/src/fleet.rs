@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
-use crate::key::{FleetId, KeyId, with_names};
+use crate::key::{FleetId, KeyId, Names, with_names};
 use crate::kinds::{SecretSource, SecretSourceSettled, Secrets, SecretsSettled};
 use crate::{
     Conflict, Dep, Env, FieldInfo, Key, Kind, Merge, NotYet, Provider, Refines, Region,
@@ -167,16 +167,28 @@ pub struct KindMeta {
 impl KindMeta {
     /// The metadata of kind `K`.
     pub fn of<K: Kind>() -> KindMeta {
-        KindMeta {
-            id: K::ID,
-            fields: K::FIELDS,
-            check_name: K::check_name,
-            decode_observed: |v| {
-                serde_json::from_value::<K::Observed>(v)
-                    .map(|o| Box::new(o) as Box<crate::env::ObservedValue>)
-            },
-        }
+        MetaOf::<K>::META
     }
+}
+
+/// The metadata of kind `K`, made once: each declaration refers to it rather than
+/// holding a copy.
+struct MetaOf<K>(std::marker::PhantomData<K>);
+
+impl<K: Kind> MetaOf<K> {
+    const META: KindMeta = KindMeta {
+        id: K::ID,
+        fields: K::FIELDS,
+        check_name: K::check_name,
+        decode_observed: decode_observed::<K>,
+    };
+}
+
+/// Reads a cached observed state of a `K` back into its type.
+fn decode_observed<K: Kind>(
+    v: serde_json::Value,
+) -> Result<Box<crate::env::ObservedValue>, serde_json::Error> {
+    serde_json::from_value::<K::Observed>(v).map(|o| Box::new(o) as Box<crate::env::ObservedValue>)
 }
 
 impl fmt::Debug for KindMeta {
@@ -188,7 +200,7 @@ impl fmt::Debug for KindMeta {
 pub(crate) struct Declared {
     pub(crate) reference: ResourceRef,
     pub(crate) region: &'static str,
-    pub(crate) kind: KindMeta,
+    pub(crate) kind: &'static KindMeta,
     pub(crate) target: Status<DynSpec>,
 }
 
@@ -231,7 +243,6 @@ pub(crate) struct FleetInner {
     pub(crate) id: FleetId,
     pub(crate) name: String,
     pub(crate) resources: Vec<Declared>,
-    pub(crate) names: Arc<[ResourceRef]>,
     pub(crate) forgets: Vec<Released>,
     /// Resources no run may delete or replace (`prevent_destroy`).
     pub(crate) protected: BTreeSet<ResourceRef>,
@@ -256,7 +267,15 @@ impl fmt::Debug for Fleet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Fleet")
             .field("name", &self.inner.name)
-            .field("resources", &self.inner.names)
+            .field(
+                "resources",
+                &self
+                    .inner
+                    .resources
+                    .iter()
+                    .map(|d| &d.reference)
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -410,7 +429,7 @@ impl Fleet {
 
     /// Runs `f` with this fleet's names in scope, so that keys serialise by name.
     pub(crate) fn with_names<R>(&self, f: impl FnOnce() -> R) -> R {
-        with_names(self.inner.id, Arc::clone(&self.inner.names), f)
+        with_names(self.inner.id, Names::Fleet(Arc::clone(&self.inner)), f)
     }
 
     /// The fleet's declared target for every key.
@@ -451,7 +470,7 @@ impl<'a> ResourceView<'a> {
 
     /// Its kind's metadata.
     pub fn kind(&self) -> KindMeta {
-        self.declared.kind
+        *self.declared.kind
     }
 
     /// Its declared status: `present`, `absent` or `unmanaged`.
@@ -488,7 +507,7 @@ enum Slot {
 struct PendingResource {
     reference: ResourceRef,
     region: &'static str,
-    kind: KindMeta,
+    kind: &'static KindMeta,
     slot: Slot,
 }
 
@@ -525,7 +544,7 @@ impl FleetBuilder {
                 name,
             },
             region: region.code(),
-            kind: KindMeta::of::<K>(),
+            kind: &MetaOf::<K>::META,
             slot,
         });
         Key::new(KeyId {
@@ -857,7 +876,9 @@ impl FleetBuilder {
         for d in &resources {
             if let Status::Present(spec) = &d.target {
                 let mut found = Vec::new();
-                with_names(self.id, Arc::clone(&names), || spec.0.check(&mut found));
+                with_names(self.id, Names::Building(Arc::clone(&names)), || {
+                    spec.0.check(&mut found)
+                });
                 problems.extend(found.into_iter().map(|detail| Problem::Invalid {
                     resource: d.reference.clone(),
                     detail,
@@ -929,7 +950,6 @@ impl FleetBuilder {
                 id: self.id,
                 name: self.name,
                 resources,
-                names,
                 forgets,
                 protected: self.protected,
                 exclusions: {

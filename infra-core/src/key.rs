@@ -173,12 +173,31 @@ impl fmt::Display for ResourceRef {
     }
 }
 
+/// Where the names in scope come from: a fleet being built, or a built fleet (whose
+/// declarations hold them: a fleet keeps one copy of each name).
+#[derive(Clone)]
+pub(crate) enum Names {
+    /// The names of a fleet being built.
+    Building(Arc<[ResourceRef]>),
+    /// A built fleet's.
+    Fleet(Arc<crate::fleet::FleetInner>),
+}
+
+impl Names {
+    fn get(&self, index: usize) -> Option<&ResourceRef> {
+        match self {
+            Names::Building(names) => names.get(index),
+            Names::Fleet(inner) => inner.resources.get(index).map(|d| &d.reference),
+        }
+    }
+}
+
 thread_local! {
-    static NAMES: RefCell<Option<(FleetId, Arc<[ResourceRef]>)>> = const { RefCell::new(None) };
+    static NAMES: RefCell<Option<(FleetId, Names)>> = const { RefCell::new(None) };
 }
 
 /// Runs `f` with a fleet's resource names in scope, so that keys serialise by name.
-pub(crate) fn with_names<R>(fleet: FleetId, names: Arc<[ResourceRef]>, f: impl FnOnce() -> R) -> R {
+pub(crate) fn with_names<R>(fleet: FleetId, names: Names, f: impl FnOnce() -> R) -> R {
     let previous = NAMES.with(|n| n.replace(Some((fleet, names))));
     let out = f();
     NAMES.with(|n| *n.borrow_mut() = previous);

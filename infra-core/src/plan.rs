@@ -50,11 +50,14 @@ pub struct Plan {
 }
 
 /// A plan's reference graph: each resource's dependencies, and a build order or the
-/// cycle that prevents one.
+/// cycle that prevents one. `None` when no target reads anything the declaration does
+/// not: the fleet's own graph then serves, shared rather than copied.
 struct Graph {
-    deps: Vec<Vec<usize>>,
-    order: Result<Vec<usize>, Vec<usize>>,
+    own: Option<OwnGraph>,
 }
+
+/// A plan's own dependencies, and its build order or the cycle that prevents one.
+type OwnGraph = (Vec<Vec<usize>>, Result<Vec<usize>, Vec<usize>>);
 
 impl fmt::Debug for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -181,11 +184,34 @@ impl Plan {
 
     /// [`Plan::dependencies`], borrowed.
     pub(crate) fn deps(&self) -> &[Vec<usize>] {
-        &self.graph().deps
+        match &self.graph().own {
+            Some((deps, _)) => deps,
+            None => &self.fleet.inner.deps,
+        }
+    }
+
+    /// The build order, or the cycle that prevents one.
+    fn order(&self) -> Result<&[usize], &[usize]> {
+        match &self.graph().own {
+            Some((_, Ok(order))) => Ok(order),
+            Some((_, Err(cycle))) => Err(cycle),
+            None => Ok(&self.fleet.inner.order),
+        }
     }
 
     fn graph(&self) -> &Graph {
         self.graph.get_or_init(|| {
+            let more = |(declared, target): (&Vec<usize>, &Status<DynSpec>)| match target {
+                Status::Present(spec) => spec.0.deps().iter().any(|dep| {
+                    self.fleet
+                        .index_of(dep.key())
+                        .is_some_and(|i| !declared.contains(&i))
+                }),
+                _ => false,
+            };
+            if !self.fleet.inner.deps.iter().zip(&self.targets).any(more) {
+                return Arc::new(Graph { own: None });
+            }
             let deps: Vec<Vec<usize>> = self
                 .fleet
                 .inner
@@ -207,18 +233,22 @@ impl Plan {
                 })
                 .collect();
             let order = crate::graph::topological_order(&deps);
-            Arc::new(Graph { deps, order })
+            Arc::new(Graph {
+                own: Some((deps, order)),
+            })
         })
     }
 
     /// A build order of resource indices, or the cycle the plan's references form.
     pub fn build_order(&self) -> Result<Vec<usize>, Problem> {
-        self.graph().order.clone().map_err(|cycle| Problem::Cycle {
-            path: cycle
-                .into_iter()
-                .map(|i| self.fleet.inner.names[i].clone())
-                .collect(),
-        })
+        self.order()
+            .map(<[usize]>::to_vec)
+            .map_err(|cycle| Problem::Cycle {
+                path: cycle
+                    .iter()
+                    .map(|&i| self.fleet.inner.resources[i].reference.clone())
+                    .collect(),
+            })
     }
 
     /// Every problem the checks find in the plan's own specs (a plan may replace the
@@ -290,7 +320,7 @@ impl Plan {
             let merged = fleet
                 .with_names(|| merge_writers(&per_key))
                 .map_err(|conflict| PlanConflict {
-                    resource: fleet.inner.names[index].clone(),
+                    resource: fleet.inner.resources[index].reference.clone(),
                     conflict: Box::new(conflict),
                 })?;
             targets.push(merged.expect("at least one writer"));
@@ -326,7 +356,13 @@ impl Plan {
         let order = self
             .build_order()
             .unwrap_or_else(|_| (0..self.len()).collect());
-        let names = &self.fleet.inner.names;
+        let names: Vec<&ResourceRef> = self
+            .fleet
+            .inner
+            .resources
+            .iter()
+            .map(|d| &d.reference)
+            .collect();
         let width = names.iter().map(|n| n.to_string().len()).max().unwrap_or(0);
         for i in order {
             let d = &self.fleet.inner.resources[i];
@@ -384,18 +420,22 @@ impl Serialize for Plan {
         let inner = &self.fleet.inner;
         let deps = self.deps();
         let mut indices: Vec<usize> = (0..self.len()).collect();
-        indices.sort_by(|&a, &b| inner.names[a].cmp(&inner.names[b]));
+        indices.sort_by(|&a, &b| {
+            inner.resources[a]
+                .reference
+                .cmp(&inner.resources[b].reference)
+        });
         let entries: Vec<Entry<'_>> = self.fleet.with_names(|| {
             indices
                 .iter()
                 .map(|&i| {
                     let mut depends_on: Vec<String> = deps[i]
                         .iter()
-                        .map(|&j| inner.names[j].to_string())
+                        .map(|&j| inner.resources[j].reference.to_string())
                         .collect();
                     depends_on.sort();
                     Entry {
-                        resource: inner.names[i].to_string(),
+                        resource: inner.resources[i].reference.to_string(),
                         region: inner.resources[i].region,
                         target: &self.targets[i],
                         depends_on,

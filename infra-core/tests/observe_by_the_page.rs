@@ -207,3 +207,26 @@ async fn a_recorded_resource_its_list_omits_is_read_before_it_is_called_absent()
         }
     }
 }
+
+#[tokio::test]
+async fn with_records_lost_whole_lists_tell_the_fleets_strays_without_an_ownership_call() {
+    let s = applied(true).await;
+    // A fleet that declares only one of the three, with no records: the other two carry
+    // its marker and are found among what was listed, on the tags the list handed over.
+    let lost = Engine::new(s.engine.backends().clone(), Arc::new(MemoryStore::new()));
+    let mut f = Fleet::builder("pages");
+    f.declare(
+        AwsRegion::EuWest3,
+        "pages-a",
+        ObjectStore {
+            versioning: Partial::Known(Expr::lit(false)),
+            ..ObjectStore::new()
+        },
+    );
+    let fleet = f.build().unwrap();
+    let report = lost.plan(&fleet.plan(), &Options::default()).await.unwrap();
+    let strays: Vec<&str> = report.strays.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(strays, ["pages-b", "pages-c"], "{}", report.render());
+    assert_eq!(ops(&s.recorder, Op::Ownership), Vec::<String>::new());
+    assert_eq!(ops(&s.recorder, Op::Read), Vec::<String>::new());
+}

@@ -94,7 +94,7 @@ impl Engine {
                         ),
                     ),
                     _ => match claim(owner, slot) {
-                        Err(e) => Decision::Fail(Step::Claim, e),
+                        Err(e) => Decision::Fail(Step::Claim, Box::new(e)),
                         Ok(()) => Decision::Prune,
                     },
                 },
@@ -256,7 +256,7 @@ fn refused_claim(plan: &Plan, slot: &Slot, owner: &Owner, e: BackendError) -> De
                 exclusion.reason
             )),
         ),
-        _ => Decision::Fail(Step::Claim, e),
+        _ => Decision::Fail(Step::Claim, Box::new(e)),
     }
 }
 

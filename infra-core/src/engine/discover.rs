@@ -17,6 +17,7 @@ use futures::StreamExt;
 use super::model::{Slot, subject};
 use super::observe::Listing;
 use super::{ApplyError, Engine};
+use crate::backend::RawTags;
 use crate::{
     Backend, BackendError, ErrorKind, Ledger, LedgerRow, Listed, Marker, Ownership, Plan, Subject,
 };
@@ -51,8 +52,20 @@ struct Candidate {
     kind: &'static str,
     row: LedgerRow,
     handle: String,
+    /// The raw tags its list handed over, if it did: no `ownership` call then.
+    tags: Option<RawTags>,
     marker: Marker,
 }
+
+/// A listed resource whose owner is to be told: its backend, kind, row, handle, and
+/// the raw tags its list handed over.
+type Found = (
+    Arc<dyn Backend>,
+    &'static str,
+    LedgerRow,
+    String,
+    Option<RawTags>,
+);
 
 /// What one survey of the clouds found.
 #[derive(Default)]
@@ -122,7 +135,7 @@ impl Engine {
         skip: impl Fn(&LedgerRow) -> bool,
     ) -> Survey {
         let mut survey = Survey::default();
-        let mut candidates: Vec<(Arc<dyn Backend>, &'static str, LedgerRow, String)> = Vec::new();
+        let mut candidates: Vec<Found> = Vec::new();
         for (provider, regions) in regions {
             let Some(backend) = self.backends.get(provider) else {
                 survey
@@ -147,11 +160,18 @@ impl Engine {
                             "{provider}/{kind} in {region}: listing failed: {e}"
                         )),
                         Ok(listed) => {
-                            for l in listed {
+                            for mut l in listed {
                                 let row =
                                     super::model::row_of(&subject(provider, kind, &l.name, region));
                                 if !skip(&row) {
-                                    candidates.push((Arc::clone(backend), kind, row, l.handle));
+                                    let tags = l.listed_tags();
+                                    candidates.push((
+                                        Arc::clone(backend),
+                                        kind,
+                                        row,
+                                        l.handle,
+                                        tags,
+                                    ));
                                 }
                             }
                         }
@@ -170,18 +190,19 @@ impl Engine {
     async fn marked_among(
         &self,
         fleet: &str,
-        candidates: Vec<(Arc<dyn Backend>, &'static str, LedgerRow, String)>,
+        candidates: Vec<Found>,
     ) -> (Vec<LedgerRow>, Vec<String>) {
         let marker = Marker::new(fleet);
         // Owned inputs, and a method rather than a closure: the future stays `Send`.
         let reads: Vec<_> = candidates
             .into_iter()
-            .map(|(backend, kind, row, handle)| {
+            .map(|(backend, kind, row, handle, tags)| {
                 self.ownership_of(Candidate {
                     backend,
                     kind,
                     row,
                     handle,
+                    tags,
                     marker: marker.clone(),
                 })
             })
@@ -204,9 +225,13 @@ impl Engine {
         (found, blind)
     }
 
-    /// Who owns one listed resource, by its marker.
+    /// Who owns one listed resource, by its marker (on the tags its list handed over,
+    /// or asked).
     async fn ownership_of(&self, c: Candidate) -> (LedgerRow, Result<Ownership, BackendError>) {
-        let tags = c.backend.ownership(c.kind, &c.row.region, &c.handle).await;
+        let tags = match c.tags {
+            Some(tags) => Ok(tags),
+            None => c.backend.ownership(c.kind, &c.row.region, &c.handle).await,
+        };
         (c.row, tags.map(|t| c.marker.verdict(&t)))
     }
 
@@ -231,7 +256,7 @@ impl Engine {
         slots: &[Slot],
         listings: Vec<Listing>,
     ) -> Vec<Subject> {
-        if listings.is_empty() {
+        if listings.iter().all(|l| l.listed.is_empty()) {
             return Vec::new();
         }
         let named: BTreeSet<(&str, &str, &str, &str)> = slots
@@ -274,7 +299,13 @@ impl Engine {
                     &l.name,
                     &listing.region,
                 ));
-                candidates.push((Arc::clone(backend), listing.kind, row, l.handle.clone()));
+                candidates.push((
+                    Arc::clone(backend),
+                    listing.kind,
+                    row,
+                    l.handle.clone(),
+                    l.raw_tags().cloned(),
+                ));
             }
         }
         if candidates.is_empty() {

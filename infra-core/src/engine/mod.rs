@@ -348,7 +348,7 @@ impl Engine {
     /// What an apply of `plan` would do. Makes no backend write and changes no record.
     pub async fn plan(&self, plan: &Plan, options: &Options) -> Result<PlanReport, ApplyError> {
         let observation = self.prepare(plan, options).await?;
-        Ok(self.report(plan, &observation))
+        Ok(self.report_owned(plan, observation))
     }
 
     /// Runs the gates and observes what `plan` covers, deciding nothing yet: the first
@@ -367,7 +367,7 @@ impl Engine {
     pub fn plan_observed(&self, plan: &Plan, observed: Observed) -> PlanReport {
         let mut observation = observed.0;
         self.decide(plan, &mut observation);
-        self.report(plan, &observation)
+        self.report_owned(plan, observation)
     }
 
     /// Observes what `plan` covers and writes the observation cache. Never touches the

@@ -39,8 +39,8 @@ pub(super) enum Unobserved {
     /// It was not looked at, for a closed reason, with the sentence that explains it
     /// (for `no-credentials`, the backend's own words).
     Reason(NotAttemptedReason, String),
-    /// Looking failed.
-    Error(BackendError),
+    /// Looking failed (boxed: rare, and a slot per resource holds the room for it).
+    Error(Box<BackendError>),
 }
 
 /// What the apply will do with one resource.
@@ -64,7 +64,8 @@ pub(super) enum Decision {
     AlreadyAbsent,
     /// Not attempted, for a closed reason, with what explains it.
     Skip(NotAttemptedReason, Option<String>),
-    Fail(Step, BackendError),
+    /// Failed (the error boxed: rare, and a slot per resource holds the room for it).
+    Fail(Step, Box<BackendError>),
 }
 
 /// The order of a replace's two steps.
@@ -132,7 +133,11 @@ impl World {
     /// The handles and observed states of every declared resource of `slots` seen
     /// present.
     pub(super) fn of_slots(plan: &Plan, slots: &[Slot]) -> Self {
-        let mut world = World::default();
+        let mut world = World {
+            handles: HashMap::with_capacity(slots.len()),
+            observed: HashMap::with_capacity(slots.len()),
+            secrets: HashMap::new(),
+        };
         for slot in slots {
             if let (Some(i), Seen::Present { sighting, .. }) = (slot.index, &slot.seen) {
                 world.record(key_id(plan, i), sighting);

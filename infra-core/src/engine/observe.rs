@@ -1,12 +1,12 @@
 //! Observation: list, match, read.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
 
 use super::model::{
-    Decision, Observation, Owner, Seen, Slot, Target, Unobserved, row_of, static_kind, subject,
+    Decision, Observation, Owner, Seen, Slot, Target, Unobserved, static_kind, subject,
 };
 use super::{ApplyError, Engine, Options};
 use crate::backend::{Capabilities, Sighting};
@@ -71,34 +71,43 @@ impl Engine {
         let crate::records::Records { ledger, caches } = self.store.load_records(fleet.name())?;
         self.gates(plan, &ledger).await?;
 
-        let forgotten_refs: BTreeSet<(String, String, String)> = fleet
+        // Looked up by borrowed names: a large fleet's plan spent much of its time
+        // copying names into keys it looked up once.
+        let forgotten_refs: HashSet<(&str, &str, &str)> = fleet
             .forgets()
             .iter()
             .map(|r| {
                 (
-                    r.resource.provider.to_owned(),
-                    r.resource.kind.to_owned(),
-                    r.resource.name.clone(),
+                    r.resource.provider,
+                    r.resource.kind,
+                    r.resource.name.as_str(),
+                )
+            })
+            .collect();
+        let recorded: HashSet<(&str, &str, &str, &str)> = ledger
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.provider.as_str(),
+                    r.kind.as_str(),
+                    r.name.as_str(),
+                    r.region.as_str(),
                 )
             })
             .collect();
         // A row is an orphan unless a declaration names the same resource *in the same
         // region*: a resource moved to another region leaves its old one behind, which
         // is deleted (before the new one is created, since names may be unique).
-        let declared_refs: BTreeSet<(String, String, String, String)> = fleet
+        let declared_refs: HashSet<(&str, &str, &str, &str)> = fleet
             .resources()
             .map(|r| {
                 let rf = r.reference();
-                (
-                    rf.provider.to_owned(),
-                    rf.kind.to_owned(),
-                    rf.name.clone(),
-                    r.region().to_owned(),
-                )
+                (rf.provider, rf.kind, rf.name.as_str(), r.region())
             })
             .collect();
 
-        let mut slots = Vec::new();
+        let mut slots = Vec::with_capacity(fleet.len() + ledger.rows.len());
         for (index, r) in fleet.resources().enumerate() {
             let target = match &plan.targets[index] {
                 Status::Unmanaged => continue,
@@ -106,9 +115,11 @@ impl Engine {
                 Status::Present(spec) => Target::Present(spec.clone()),
             };
             let rf = r.reference();
-            let subject = subject(rf.provider, rf.kind, &rf.name, r.region());
+            let region = r.region();
+            let recorded = recorded.contains(&(rf.provider, rf.kind, rf.name.as_str(), region));
+            let subject = subject(rf.provider, rf.kind, &rf.name, region);
             slots.push(Slot {
-                recorded: !ledger.is_empty() && ledger.rows.contains(&row_of(&subject)),
+                recorded,
                 subject,
                 provider: rf.provider,
                 kind: rf.kind,
@@ -121,16 +132,11 @@ impl Engine {
         }
         let mut forgotten = Vec::new();
         for row in &ledger.rows {
-            let id = (row.provider.clone(), row.kind.clone(), row.name.clone());
-            if declared_refs.contains(&(
-                row.provider.clone(),
-                row.kind.clone(),
-                row.name.clone(),
-                row.region.clone(),
-            )) {
+            let (provider, kind, name) = (row.provider.as_str(), row.kind.as_str(), &row.name);
+            if declared_refs.contains(&(provider, kind, name.as_str(), row.region.as_str())) {
                 continue;
             }
-            if forgotten_refs.contains(&id) {
+            if forgotten_refs.contains(&(provider, kind, name.as_str())) {
                 forgotten.push(row.clone());
                 continue;
             }
@@ -195,7 +201,7 @@ impl Engine {
         &self,
         fleet: &str,
         slots: &mut [Slot],
-        (included, cached): (&[bool], &[Option<String>]),
+        (included, cached): (&[bool], &[Option<&str>]),
         parallelism: usize,
         keep_listings: bool,
     ) -> Vec<Listing> {
@@ -247,44 +253,61 @@ impl Engine {
             match result {
                 Err(e) => {
                     for &i in members {
-                        slots[i].seen = Seen::Unobserved(Unobserved::Error(e.clone()));
+                        slots[i].seen = Seen::Unobserved(Unobserved::Error(Box::new(e.clone())));
                     }
                 }
                 Ok(mut listed) => {
-                    let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
-                    for (at, l) in listed.iter().enumerate() {
-                        by_name.entry(l.name.clone()).or_default().push(at);
+                    // Where each name is listed: its first place, and after each place
+                    // the next of the same name (names repeat only where a kind lets
+                    // them), so that matching copies no name.
+                    let mut first: HashMap<&str, usize> = HashMap::with_capacity(listed.len());
+                    let mut next: Vec<Option<usize>> = vec![None; listed.len()];
+                    for (at, l) in listed.iter().enumerate().rev() {
+                        next[at] = first.insert(l.name.as_str(), at);
                     }
-                    for &i in members {
+                    let found: Vec<(usize, Vec<usize>)> = members
+                        .iter()
+                        .map(|&i| {
+                            let start = first.get(slots[i].subject.name.as_str()).copied();
+                            (i, std::iter::successors(start, |&a| next[a]).collect())
+                        })
+                        .collect();
+                    drop(first);
+                    for (i, at) in found {
                         let slot = &slots[i];
-                        match by_name.get(slot.subject.name.as_str()) {
+                        match at.as_slice() {
                             // Missing from a list that may be incomplete: a recorded
                             // resource whose handle is known is read before it is
                             // called absent.
-                            None => match (&cached[i], slot.recorded) {
+                            [] => match (&cached[i], slot.recorded) {
                                 (Some(handle), true) => {
-                                    reads.push((i, vec![handle.clone()], Handed::default()))
+                                    reads.push((i, vec![(*handle).to_owned()], Handed::default()))
                                 }
                                 _ => slots[i].seen = Seen::Absent,
                             },
-                            Some(at) => {
-                                let handles: Vec<String> =
-                                    at.iter().map(|&a| listed[a].handle.clone()).collect();
-                                let handed = match at.as_slice() {
-                                    [one] => Handed {
-                                        reading: listed[*one].reading().cloned(),
-                                        raw_tags: listed[*one].raw_tags().cloned(),
-                                    },
-                                    _ => Handed::default(),
+                            [one] => {
+                                // What the list handed over goes to this resource's read
+                                // (strays are looked for by name and handle alone).
+                                let l = &mut listed[*one];
+                                let handed = Handed {
+                                    reading: l.take_reading(),
+                                    raw_tags: l.take_raw_tags(),
                                 };
-                                reads.push((i, handles, handed));
+                                reads.push((i, vec![l.handle.clone()], handed));
+                            }
+                            many => {
+                                let handles = many.iter().map(|&a| listed[a].handle.clone());
+                                reads.push((i, handles.collect(), Handed::default()));
                             }
                         }
                     }
                     if keep_listings {
-                        // Strays are looked for by name and handle alone.
+                        // Strays are looked for by name, handle and the tags a list
+                        // handed over (with a reading or alone).
                         for l in &mut listed {
-                            l.take_reading();
+                            if let Some(tags) = l.listed_tags() {
+                                l.set_raw_tags(tags);
+                            }
                         }
                         listings.push(Listing {
                             provider: scope.0,
@@ -321,11 +344,10 @@ impl Engine {
                 }
             })
             .collect();
-        let observed: Vec<_> = reads
-            .into_iter()
-            .map(|read| self.read_scope(read))
-            .collect();
-        let observed = futures::stream::iter(observed)
+        // Each read's future is made when it starts, not all of them up front: a
+        // future per resource held at once is what a large fleet's plan spent most of
+        // its time allocating and copying.
+        let observed = futures::stream::iter(reads.into_iter().map(|read| self.read_scope(read)))
             .buffer_unordered(parallelism)
             .collect::<Vec<_>>()
             .await;
@@ -395,7 +417,7 @@ impl Engine {
             [one] => one.clone(),
             many => match self.ours_among(&read, many).await {
                 Ok(handle) => handle,
-                Err(e) => return (read.slot, Seen::Unobserved(Unobserved::Error(e))),
+                Err(e) => return (read.slot, Seen::Unobserved(Unobserved::Error(Box::new(e)))),
             },
         };
         let seen = self
@@ -494,7 +516,7 @@ impl Engine {
             (Ok(s), Some(tags)) if s.raw_tags().is_none() => s.with_raw_tags(tags),
             (Ok(s), _) => s,
             (Err(e), _) if e.kind == ErrorKind::NotFound => return Seen::Absent,
-            (Err(e), _) => return Seen::Unobserved(Unobserved::Error(e)),
+            (Err(e), _) => return Seen::Unobserved(Unobserved::Error(Box::new(e))),
         }
         .without_marker();
         let owner = if let (true, Some(tags)) = (readable, sighting.raw_tags()) {
@@ -510,7 +532,7 @@ impl Engine {
                     other => Owner::Not(other),
                 },
                 Err(e) if e.kind == ErrorKind::NotFound => return Seen::Absent,
-                Err(e) => return Seen::Unobserved(Unobserved::Error(e)),
+                Err(e) => return Seen::Unobserved(Unobserved::Error(Box::new(e))),
             }
         } else {
             Owner::Unreadable { in_ledger }

@@ -102,7 +102,8 @@ impl Engine {
             }
             // Looked up, not searched: a search per resource made a plan of a large
             // fleet cost the square of its size.
-            let mut by_resource: HashMap<(&str, &str, &str), &CacheEntry> = HashMap::new();
+            let mut by_resource: HashMap<(&str, &str, &str), &CacheEntry> =
+                HashMap::with_capacity(entries.len());
             for e in entries {
                 by_resource
                     .entry((e.name.as_str(), e.region.as_str(), e.handle.as_str()))
@@ -119,7 +120,7 @@ impl Engine {
                     sighting.handle.as_str(),
                 );
                 if let Some(entry) = by_resource.get(&key) {
-                    *sighting = sighting.clone().recalling(&entry.written);
+                    sighting.recall(&entry.written);
                 }
             }
         }
@@ -128,11 +129,15 @@ impl Engine {
     /// The handle the cache holds for each slot's resource (by slot), for a recorded
     /// resource its list does not show: it is read by that handle before it is called
     /// absent.
-    pub(super) fn cached_handles(
-        caches: &BTreeMap<(String, String), Vec<CacheEntry>>,
+    pub(super) fn cached_handles<'c>(
+        caches: &'c BTreeMap<(String, String), Vec<CacheEntry>>,
         slots: &[Slot],
-    ) -> Vec<Option<String>> {
+    ) -> Vec<Option<&'c str>> {
         let mut by_resource: HashMap<(&str, &str, &str, &str), &str> = HashMap::new();
+        if !slots.iter().any(|s| s.recorded) {
+            return vec![None; slots.len()];
+        }
+        by_resource.reserve(caches.values().map(Vec::len).sum());
         for ((provider, kind), entries) in caches {
             for e in entries {
                 by_resource.insert(
@@ -158,7 +163,7 @@ impl Engine {
                     slot.subject.name.as_str(),
                     slot.subject.region.as_str(),
                 );
-                by_resource.get(&key).map(|h| (*h).to_owned())
+                by_resource.get(&key).copied()
             })
             .collect()
     }

@@ -7,7 +7,7 @@
 //! resources in the clouds carry this fleet's marker without being declared (lost
 //! records). A report that could not look at everything never says "no changes".
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -429,57 +429,120 @@ impl Engine {
     /// The plan report, in execution order: builds in dependency order, then deletes in
     /// reverse, then orphans.
     pub(super) fn report(&self, plan: &Plan, observation: &Observation) -> PlanReport {
-        let order = plan
-            .build_order()
-            .unwrap_or_else(|_| (0..plan.len()).collect());
-        let position: HashMap<usize, usize> =
-            order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
-        let mut builds = Vec::new();
-        let mut kills = Vec::new();
-        let mut orphans = Vec::new();
-        for slot in &observation.slots {
-            let Line {
-                action,
-                fields,
-                reason,
-                step,
-                detail,
-            } = Line::of(slot);
-            let needs_confirmation = matches!(slot.decision, Decision::Delete | Decision::Prune)
-                && observation.needs_confirmation(&slot.subject);
-            let change = PlannedChange {
-                resource: slot.subject.clone(),
-                action,
-                fields,
-                reason,
-                step,
-                detail,
-                needs_confirmation,
-            };
-            match (slot.index, &slot.target) {
-                (None, _) => orphans.push(change),
-                (Some(i), Target::Absent) => {
-                    kills.push((position.get(&i).copied().unwrap_or(i), change))
-                }
-                (Some(i), _) => builds.push((position.get(&i).copied().unwrap_or(i), change)),
+        let (order, mut report) = Self::report_parts(plan, observation);
+        report.changes = order
+            .into_iter()
+            .map(|(s, needs_confirmation)| {
+                let slot = &observation.slots[s];
+                change(slot.subject.clone(), Line::of(slot), needs_confirmation)
+            })
+            .collect();
+        report
+    }
+
+    /// [`Engine::report`] of an observation no longer needed: each line takes its
+    /// resource and its fields from the slot instead of a copy, so that a plan of a
+    /// large fleet holds them once.
+    pub(super) fn report_owned(&self, plan: &Plan, mut observation: Observation) -> PlanReport {
+        let (order, mut report) = Self::report_parts(plan, &observation);
+        report.changes = order
+            .into_iter()
+            .map(|(s, needs_confirmation)| {
+                let slot = &mut observation.slots[s];
+                let fields = match &mut slot.decision {
+                    Decision::Existing { fields, .. } => std::mem::take(fields),
+                    _ => Vec::new(),
+                };
+                let line = Line {
+                    fields,
+                    ..Line::of(slot)
+                };
+                let subject = std::mem::replace(&mut slot.subject, empty_subject());
+                change(subject, line, needs_confirmation)
+            })
+            .collect();
+        report
+    }
+
+    /// The order of a report's lines (builds in dependency order, then deletes in
+    /// reverse, then orphans), each slot with whether its delete needs a confirmation,
+    /// and the report without its lines.
+    fn report_parts(plan: &Plan, observation: &Observation) -> (Vec<(usize, bool)>, PlanReport) {
+        let slots = &observation.slots;
+        // Each declared resource's place in the build order (its index when the order
+        // is unknown). The lines are put in order before any is made: a plan of a large
+        // fleet holds each line once, not a copy of each on the way.
+        let mut position: Vec<usize> = (0..plan.len()).collect();
+        if let Ok(order) = plan.build_order() {
+            for (p, i) in order.into_iter().enumerate() {
+                position[i] = p;
             }
         }
-        builds.sort_by_key(|(p, _)| *p);
-        kills.sort_by_key(|(p, _)| std::cmp::Reverse(*p));
-        orphans.sort_by(|a, b| a.resource.cmp(&b.resource));
-        PlanReport {
+        // Builds in the build order, then deletes in its reverse, then orphans.
+        let group = |slot: &Slot| match (slot.index, &slot.target) {
+            (Some(i), Target::Absent) => (1u8, usize::MAX - position[i]),
+            (Some(i), _) => (0, position[i]),
+            (None, _) => (2, 0),
+        };
+        let mut order: Vec<usize> = (0..slots.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (sa, sb) = (&slots[a], &slots[b]);
+            group(sa)
+                .cmp(&group(sb))
+                .then_with(|| match (sa.index, sb.index) {
+                    (None, None) => sa.subject.cmp(&sb.subject),
+                    _ => std::cmp::Ordering::Equal,
+                })
+        });
+        let order = order
+            .into_iter()
+            .map(|s| {
+                let slot = &slots[s];
+                let needs_confirmation =
+                    matches!(slot.decision, Decision::Delete | Decision::Prune)
+                        && observation.needs_confirmation(&slot.subject);
+                (s, needs_confirmation)
+            })
+            .collect();
+        let report = PlanReport {
             fleet: plan.fleet().name().to_owned(),
-            changes: builds
-                .into_iter()
-                .map(|(_, c)| c)
-                .chain(kills.into_iter().map(|(_, c)| c))
-                .chain(orphans)
-                .collect(),
+            changes: Vec::new(),
             records: record_changes(observation),
             strays: observation.strays.clone(),
             unmatched_exclusions: unmatched_exclusions(plan, observation),
             prerequisites: observation.prerequisites.clone(),
-        }
+        };
+        (order, report)
+    }
+}
+
+/// A subject that names nothing, left in a slot whose own went to a report line.
+fn empty_subject() -> Subject {
+    Subject {
+        provider: String::new(),
+        kind: String::new(),
+        name: String::new(),
+        region: String::new(),
+    }
+}
+
+/// A report line of `resource`.
+fn change(resource: Subject, line: Line, needs_confirmation: bool) -> PlannedChange {
+    let Line {
+        action,
+        fields,
+        reason,
+        step,
+        detail,
+    } = line;
+    PlannedChange {
+        resource,
+        action,
+        fields,
+        reason,
+        step,
+        detail,
+        needs_confirmation,
     }
 }
 

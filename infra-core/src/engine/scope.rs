@@ -66,10 +66,10 @@ struct Named {
 }
 
 impl Named {
-    fn resolve(
+    fn resolve<S: std::borrow::Borrow<Slot>>(
         flag: &'static str,
         patterns: &[String],
-        slots: &[Slot],
+        slots: &[S],
     ) -> Result<Named, ApplyError> {
         let addresses: Vec<Address> = patterns.iter().map(|p| Address::parse(p)).collect();
         // Bare names are looked up, not scanned: a script naming thousands of
@@ -87,7 +87,7 @@ impl Named {
         let hits = slots
             .iter()
             .map(|slot| {
-                let s = &slot.subject;
+                let s = &slot.borrow().subject;
                 let mut hit = false;
                 if bare.contains(s.name.as_str()) {
                     used.insert(s.name.as_str());
@@ -118,8 +118,8 @@ impl Named {
 
 /// The names in play closest to `wanted` (by edit distance), at most three, for an
 /// address that names nothing.
-fn nearest(wanted: &str, slots: &[Slot]) -> Vec<String> {
-    nearest_among(wanted, slots.iter().map(|s| &s.subject))
+fn nearest<S: std::borrow::Borrow<Slot>>(wanted: &str, slots: &[S]) -> Vec<String> {
+    nearest_among(wanted, slots.iter().map(|s| &s.borrow().subject))
 }
 
 /// [`nearest`] among any subjects.
@@ -166,6 +166,9 @@ impl Engine {
         slots: &[Slot],
         options: &Options,
     ) -> Result<Vec<bool>, ApplyError> {
+        if options.targets.is_empty() && options.excludes.is_empty() {
+            return Ok(vec![true; slots.len()]);
+        }
         let targets = Named::resolve("--target", &options.targets, slots)?;
         let excludes = Named::resolve("--exclude", &options.excludes, slots)?;
         if targets.addresses.is_empty() && excludes.addresses.is_empty() {
@@ -221,6 +224,9 @@ impl Engine {
         slots: &[Slot],
         options: &Options,
     ) -> Result<BTreeSet<LedgerRow>, ApplyError> {
+        if options.allow_delete.is_empty() {
+            return Ok(BTreeSet::new());
+        }
         let named = Named::resolve("--allow-delete", &options.allow_delete, slots)?;
         Ok(slots
             .iter()
@@ -240,11 +246,10 @@ impl Engine {
         slots: &[Slot],
         options: &Options,
     ) -> Result<BTreeSet<LedgerRow>, ApplyError> {
-        let declared: Vec<Slot> = slots
-            .iter()
-            .filter(|s| s.index.is_some())
-            .cloned()
-            .collect();
+        if options.replace.is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        let declared: Vec<&Slot> = slots.iter().filter(|s| s.index.is_some()).collect();
         let named = Named::resolve("--replace", &options.replace, &declared)?;
         Ok(declared
             .iter()

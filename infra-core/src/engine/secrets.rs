@@ -57,7 +57,7 @@ impl Engine {
                          its inputs: {}",
                         e.message
                     );
-                    slot.seen = Seen::Unobserved(Unobserved::Error(e));
+                    slot.seen = Seen::Unobserved(Unobserved::Error(Box::new(e)));
                 }
             }
         }

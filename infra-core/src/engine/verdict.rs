@@ -19,7 +19,7 @@ pub(super) fn collect(
     for (s, slot) in observation.slots.iter().enumerate() {
         let done = match &slot.decision {
             Decision::Skip(reason, detail) => Done::NotAttempted(*reason, detail.clone()),
-            Decision::Fail(step, e) => Done::Failed(*step, e.clone()),
+            Decision::Fail(step, e) => Done::Failed(*step, (**e).clone()),
             Decision::AlreadyAbsent => Done::Pruned {
                 already_absent: true,
             },

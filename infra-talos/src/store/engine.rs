@@ -66,6 +66,15 @@ impl SqlStore {
         Ok(row.try_get::<i64, _>(0)?)
     }
 
+    /// The store's time, given the database's clock `db_now` read inside the
+    /// transaction: that clock, or the test clock.
+    pub(super) fn time_from(&self, db_now: i64) -> i64 {
+        self.settings
+            .clock
+            .as_ref()
+            .map_or(db_now, |clock| i(clock.now().0))
+    }
+
     /// Awaits the test hook at `point`, if there is one.
     pub(super) async fn hook(&self, point: HookPoint) {
         if let Some(hook) = &self.settings.hook {

@@ -23,8 +23,8 @@ use crate::contract::{InstantMs, Role};
 use crate::store::Actor;
 use crate::store::common::*;
 use crate::store::rows::{absent_column, attempt_row, machine_row, obs_row, op_row, plan_row};
-use crate::store::sql::{Tx, query};
-use crate::store::transaction::R;
+use crate::store::sql::{Row, Tx, query};
+use crate::store::transaction::{Fail, R};
 
 // Every column, so that a row of a store not yet migrated to version 5 (recovery scope
 // states) still reads: its scope is then `normal`, as the migration's default says.
@@ -74,6 +74,20 @@ macro_rules! attempt_cols {
     };
 }
 
+// The standing approval of the plan parameter `$plan` with its approver's principal
+// row, without its lock clause.
+macro_rules! standing_approval_sql {
+    ($plan:literal) => {
+        concat!(
+            "SELECT a.approver_id, a.epoch, a.revision, a.revoked, \
+             p.revoked AS identity_revoked \
+             FROM approvals a JOIN principals p ON p.id = a.approver_id WHERE a.plan_id = ",
+            $plan,
+            " ORDER BY a.seq DESC LIMIT 1"
+        )
+    };
+}
+
 /// The machine row, locked `FOR UPDATE` for the rest of the transaction: every act on
 /// a machine takes it first, so acts on one machine are ordered (§4.1).
 pub(super) async fn lock_machine(tx: &mut Tx, id: &str) -> R<MachineRow> {
@@ -87,6 +101,280 @@ pub(super) async fn lock_machine(tx: &mut Tx, id: &str) -> R<MachineRow> {
     .await?
     .ok_or_else(|| not_found("machine", id))?;
     Ok(machine_row(&row)?)
+}
+
+/// The machine row of plan `plan`, locked `FOR UPDATE` as [`lock_machine`] locks it,
+/// found and locked in one statement, with the plan's operation kind (a plan's
+/// machine and kind never change, so a wait for the lock cannot leave them stale).
+pub(super) async fn lock_machine_of_plan(tx: &mut Tx, plan: &str) -> R<(MachineRow, String)> {
+    let row = query(
+        "SELECT *, (SELECT operation_kind FROM plans WHERE id = $1) AS plan_operation_kind \
+         FROM machines WHERE id = (SELECT machine_id FROM plans WHERE id = $1) FOR UPDATE",
+    )
+    .bind(plan)
+    .fetch_optional(tx)
+    .await?
+    .ok_or_else(|| not_found("plan", plan))?;
+    Ok((machine_row(&row)?, row.try_get("plan_operation_kind")?))
+}
+
+/// The machine row of operation `op`, locked `FOR UPDATE` as [`lock_machine`] locks
+/// it, found and locked in one statement, with the operation's plan (neither ever
+/// changes, so a wait for the lock cannot leave them stale).
+pub(super) async fn lock_machine_of_op(tx: &mut Tx, op: &str) -> R<(MachineRow, String)> {
+    let row = query(
+        "SELECT *, (SELECT plan_id FROM operations WHERE id = $1) AS op_plan_id \
+         FROM machines WHERE id = (SELECT machine_id FROM operations WHERE id = $1) FOR UPDATE",
+    )
+    .bind(op)
+    .fetch_optional(tx)
+    .await?
+    .ok_or_else(|| not_found("operation", op))?;
+    Ok((machine_row(&row)?, row.try_get("op_plan_id")?))
+}
+
+/// What a commitment or an attempt compares besides the rows it locks, read in one
+/// statement after the locks ([`guards`]).
+pub(super) struct Guards {
+    /// The plan.
+    pub(super) plan: PlanRow,
+    /// The database's clock when the statement ran.
+    pub(super) db_now: i64,
+    /// The plan's operation, if it has one (comparison 0).
+    pub(super) operation: Option<String>,
+    /// The stored artifact the plan binds: its digest and key version.
+    pub(super) artifact: Option<(String, i64)>,
+    /// The operation holding the plan's machine scope (comparison 4).
+    pub(super) machine_holder: Option<String>,
+    /// The operation holding a slot of the plan's rollout scope (comparison 5).
+    pub(super) slot_holder: Option<String>,
+    /// The controller's latest use-time dependency check for the plan (§3.1 item 2).
+    pub(super) check: Option<DependencyRow>,
+    /// The controller's newest recorded evidence observation for the plan begun
+    /// after the revision asked for (comparison 3).
+    pub(super) evidence: Option<ObsRow>,
+    /// Every recorded observation of the machine newer than the evidence, in basis
+    /// order.
+    pub(super) newer: Vec<ObsRow>,
+}
+
+// The values of an observation, as a JSON array `observation_of_json` reads.
+macro_rules! obs_json_values {
+    () => {
+        "s.basis, s.purpose, s.started_at_ms, o.recorded_at_ms, o.smbios_uuid, o.node_id, \
+         o.cluster_id, o.talos_version, o.digest, o.config_version, o.access_version"
+    };
+}
+
+// The recorded observations of the plan's machine from the controller's ($2) newest
+// recorded evidence for the plan begun after revision $3: the evidence, and every
+// one newer.
+macro_rules! obs_from_evidence {
+    () => {
+        "FROM observations o JOIN observation_starts s \
+         ON s.machine_id = o.machine_id AND s.basis = o.basis \
+         WHERE s.machine_id = plans.machine_id AND s.basis >= (SELECT es.basis \
+         FROM observations eo JOIN observation_starts es \
+         ON es.machine_id = eo.machine_id AND es.basis = eo.basis \
+         WHERE es.machine_id = plans.machine_id AND es.plan_id = plans.id \
+         AND es.controller = $2 AND es.purpose = 'evidence' AND es.basis > $3 \
+         ORDER BY es.basis DESC LIMIT 1)"
+    };
+}
+
+// The guards' statement, around the clock's expression `$now` and the JSON array of
+// observations `$observations` (the two differ between the databases).
+macro_rules! guards_sql {
+    ($now:expr, $observations:expr) => {
+        concat!(
+            "SELECT ",
+            plan_cols!(),
+            ", (SELECT o.id FROM operations o WHERE o.plan_id = plans.id) AS guard_operation, \
+             (SELECT a.digest FROM artifacts a WHERE a.release_id = plans.release_id \
+              AND a.machine_id = plans.machine_id) AS guard_artifact_digest, \
+             (SELECT a.key_version FROM artifacts a WHERE a.release_id = plans.release_id \
+              AND a.machine_id = plans.machine_id) AS guard_artifact_key_version, \
+             (SELECT o.id FROM operations o WHERE o.machine_id = plans.machine_id \
+              AND o.state IN ('committed', 'sending', 'verifying', 'unresolved') LIMIT 1) \
+              AS guard_machine_holder, \
+             (SELECT o.id FROM operations o WHERE o.rollout_scope = plans.rollout_scope \
+              AND o.state IN ('committed', 'sending', 'verifying', 'unresolved') LIMIT 1) \
+              AS guard_slot_holder, \
+             (SELECT d.access_version FROM dependency_checks d \
+              WHERE d.machine_id = plans.machine_id AND d.plan_id = plans.id \
+              AND d.controller = $2 ORDER BY d.revision DESC LIMIT 1) \
+              AS guard_check_access_version, \
+             (SELECT d.artifact_decrypts FROM dependency_checks d \
+              WHERE d.machine_id = plans.machine_id AND d.plan_id = plans.id \
+              AND d.controller = $2 ORDER BY d.revision DESC LIMIT 1) AS guard_check_decrypts, ",
+            $observations,
+            " AS guard_observations, ",
+            $now,
+            " AS guard_now FROM plans WHERE id = $1"
+        )
+    };
+}
+
+/// In one statement, under the locks the caller holds: plan `plan`, the database's
+/// clock, and every other row comparisons 0 and 2–5 read — the plan's operation,
+/// the stored artifact, the scopes' holders (as [`holder`] finds them),
+/// `controller`'s latest use-time check, its newest recorded evidence for the plan
+/// begun after revision `after` and every recorded observation of the machine newer
+/// than that evidence (as [`observations_after`] reads them).
+pub(super) async fn guards(
+    tx: &mut Tx,
+    plan: &str,
+    controller: ControllerId,
+    after: i64,
+) -> R<Guards> {
+    let sql = tx.dialect().pick(
+        guards_sql!(
+            crate::store::sql::pg_now!(),
+            concat!(
+                "(SELECT json_agg(json_build_array(",
+                obs_json_values!(),
+                "))::TEXT ",
+                obs_from_evidence!(),
+                ")"
+            )
+        ),
+        guards_sql!(
+            crate::store::sql::sqlite_now!(),
+            concat!(
+                "(SELECT json_group_array(json_array(",
+                obs_json_values!(),
+                ")) ",
+                obs_from_evidence!(),
+                ")"
+            )
+        ),
+    );
+    let r = query(sql)
+        .bind(plan)
+        .bind(controller_bytes(controller))
+        .bind(after)
+        .fetch_optional(tx)
+        .await?
+        .ok_or_else(|| not_found("plan", plan))?;
+    let digest: Option<String> = r.try_get("guard_artifact_digest")?;
+    let key_version: Option<i64> = r.try_get("guard_artifact_key_version")?;
+    let access_version: Option<String> = r.try_get("guard_check_access_version")?;
+    let decrypts: Option<bool> = r.try_get("guard_check_decrypts")?;
+    let observations: Option<String> = r.try_get("guard_observations")?;
+    let mut observations = observations_of_json(observations.as_deref())?.into_iter();
+    // The first is the evidence itself (a machine's observations have distinct
+    // bases); every other is newer.
+    let evidence = observations.next();
+    Ok(Guards {
+        plan: plan_row(&r)?,
+        db_now: r.try_get("guard_now")?,
+        operation: r.try_get("guard_operation")?,
+        artifact: digest.zip(key_version),
+        machine_holder: r.try_get("guard_machine_holder")?,
+        slot_holder: r.try_get("guard_slot_holder")?,
+        check: access_version
+            .zip(decrypts)
+            .map(|(access_version, artifact_decrypts)| DependencyRow {
+                access_version,
+                artifact_decrypts,
+            }),
+        evidence,
+        newer: observations.collect(),
+    })
+}
+
+/// An observation's values as the guards' statement aggregates them
+/// ([`obs_json_values`]): basis, purpose, start, record, identity, version,
+/// digest, configuration version and access version.
+type ObsJson = (
+    i64,
+    String,
+    i64,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+);
+
+/// The observations of a JSON array of [`ObsJson`] (none for `NULL`, PostgreSQL's
+/// aggregate of no rows), in basis order.
+fn observations_of_json(json: Option<&str>) -> R<Vec<ObsRow>> {
+    let values: Vec<ObsJson> = match json {
+        Some(text) => {
+            serde_json::from_str(text).map_err(|e| Fail::Db(sqlx::Error::Decode(Box::new(e))))?
+        }
+        None => Vec::new(),
+    };
+    let mut rows = values
+        .into_iter()
+        .map(|v| -> R<ObsRow> {
+            Ok(ObsRow {
+                basis: v.0,
+                purpose: purpose_of(&v.1)?,
+                started_at_ms: v.2,
+                recorded_at_ms: v.3,
+                smbios_uuid: v.4,
+                node_id: v.5,
+                cluster_id: v.6,
+                talos_version: v.7,
+                digest: v.8,
+                config_version: v.9,
+                access_version: v.10,
+            })
+        })
+        .collect::<R<Vec<_>>>()?;
+    rows.sort_by_key(|o| o.basis);
+    Ok(rows)
+}
+
+// An operation with its last attempt's revision and its plan's standing approval
+// (as [`standing_approval`] reads it, `$lock` closing its sub-select).
+macro_rules! op_and_approval_sql {
+    ($lock:expr) => {
+        concat!(
+            "SELECT ",
+            op_cols!(),
+            ", (SELECT t.revision FROM attempts t WHERE t.operation_id = $1 \
+             ORDER BY t.attempt_no DESC LIMIT 1) AS last_attempt_revision, \
+             sa.approver_id, sa.epoch, sa.revision, sa.revoked, sa.identity_revoked \
+             FROM operations LEFT JOIN (",
+            standing_approval_sql!("$2"),
+            $lock,
+            ") sa ON TRUE WHERE id = $1"
+        )
+    };
+}
+
+/// Operation `op` with the revision of its last attempt, if it has one, and its
+/// plan `plan`'s standing approval read to share together with its approver's
+/// principal row, as [`standing_approval`] reads them, in one statement.
+pub(super) async fn op_and_standing_approval(
+    tx: &mut Tx,
+    op: &str,
+    plan: &str,
+) -> R<(OperationRow, Option<i64>, Option<ApprovalRow>)> {
+    let sql = tx
+        .dialect()
+        .pick(op_and_approval_sql!(" FOR SHARE"), op_and_approval_sql!(""));
+    let row = query(sql)
+        .bind(op)
+        .bind(plan)
+        .fetch_optional(tx)
+        .await?
+        .ok_or_else(|| not_found("operation", op))?;
+    let approval = match row.try_get::<Option<String>, _>("approver_id")? {
+        Some(_) => Some(approval_row(&row)?),
+        None => None,
+    };
+    Ok((
+        op_row(&row)?,
+        row.try_get("last_attempt_revision")?,
+        approval,
+    ))
 }
 
 /// Every machine row, each locked `FOR UPDATE` in id order (the order every act that
@@ -196,24 +484,22 @@ pub(super) async fn read_plan(tx: &mut Tx, id: &str) -> R<PlanRow> {
 /// The standing approval, read together with its approver's principal row so that a
 /// revocation of either waits for this transaction (FOR SHARE on PostgreSQL).
 pub(super) async fn standing_approval(tx: &mut Tx, plan: &str) -> R<Option<ApprovalRow>> {
-    let row = query(
-        "SELECT a.approver_id, a.epoch, a.revision, a.revoked, p.revoked AS identity_revoked \
-         FROM approvals a JOIN principals p ON p.id = a.approver_id \
-         WHERE a.plan_id = $1 ORDER BY a.seq DESC LIMIT 1 FOR SHARE",
-    )
-    .bind(plan)
-    .fetch_optional(tx)
-    .await?;
-    row.map(|r| -> R<ApprovalRow> {
-        let epoch: Vec<u8> = r.try_get("epoch")?;
-        Ok(ApprovalRow {
-            epoch: epoch_of(&epoch)?,
-            revision: r.try_get("revision")?,
-            revoked: r.try_get("revoked")?,
-            identity_revoked: r.try_get("identity_revoked")?,
-        })
+    let row = query(concat!(standing_approval_sql!("$1"), " FOR SHARE"))
+        .bind(plan)
+        .fetch_optional(tx)
+        .await?;
+    row.as_ref().map(approval_row).transpose()
+}
+
+/// The standing approval's values from a row holding its columns.
+fn approval_row(r: &Row) -> R<ApprovalRow> {
+    let epoch: Vec<u8> = r.try_get("epoch")?;
+    Ok(ApprovalRow {
+        epoch: epoch_of(&epoch)?,
+        revision: r.try_get("revision")?,
+        revoked: r.try_get("revoked")?,
+        identity_revoked: r.try_get("identity_revoked")?,
     })
-    .transpose()
 }
 
 /// An operation row.
@@ -308,67 +594,6 @@ pub(super) async fn latest_restoration(tx: &mut Tx, machine: &str) -> R<Option<O
     .fetch_optional(tx)
     .await?;
     row.as_ref().map(obs_row).transpose()
-}
-
-/// `controller`'s newest recorded evidence observation for `plan` begun after
-/// revision `after`.
-pub(super) async fn latest_evidence(
-    tx: &mut Tx,
-    plan: &PlanRow,
-    controller: ControllerId,
-    after: i64,
-) -> R<Option<ObsRow>> {
-    let row = query(concat!(
-        "SELECT ",
-        obs_cols!(),
-        " WHERE s.machine_id = $1 AND s.plan_id = $2 AND s.controller = $3 \
-         AND s.purpose = 'evidence' AND s.basis > $4 ORDER BY s.basis DESC LIMIT 1"
-    ))
-    .bind(&plan.machine_id)
-    .bind(&plan.id)
-    .bind(controller_bytes(controller))
-    .bind(after)
-    .fetch_optional(tx)
-    .await?;
-    row.as_ref().map(obs_row).transpose()
-}
-
-/// `controller`'s latest use-time dependency check for `plan` (§3.1 item 2).
-pub(super) async fn latest_check(
-    tx: &mut Tx,
-    plan: &PlanRow,
-    controller: ControllerId,
-) -> R<Option<DependencyRow>> {
-    let row = query(
-        "SELECT access_version, artifact_decrypts FROM dependency_checks \
-         WHERE machine_id = $1 AND plan_id = $2 AND controller = $3 \
-         ORDER BY revision DESC LIMIT 1",
-    )
-    .bind(&plan.machine_id)
-    .bind(&plan.id)
-    .bind(controller_bytes(controller))
-    .fetch_optional(tx)
-    .await?;
-    row.map(|r| -> R<DependencyRow> {
-        Ok(DependencyRow {
-            access_version: r.try_get("access_version")?,
-            artifact_decrypts: r.try_get("artifact_decrypts")?,
-        })
-    })
-    .transpose()
-}
-
-/// The digest and key version of the artifact `plan` binds, if it is still stored.
-pub(super) async fn stored_artifact(tx: &mut Tx, plan: &PlanRow) -> R<Option<(String, i64)>> {
-    let row = query(
-        "SELECT digest, key_version FROM artifacts WHERE release_id = $1 AND machine_id = $2",
-    )
-    .bind(&plan.release_id)
-    .bind(&plan.machine_id)
-    .fetch_optional(tx)
-    .await?;
-    row.map(|r| -> R<(String, i64)> { Ok((r.try_get("digest")?, r.try_get("key_version")?)) })
-        .transpose()
 }
 
 /// The operation holding the machine scope of machine `value` (`column_is_machine`)
@@ -483,4 +708,51 @@ pub(super) async fn recorded_reads(tx: &mut Tx, machine: &str) -> R<Vec<Recorded
             config_version: o.config_version.map(u),
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::evidence::ObservationPurpose;
+
+    fn read(json: Option<&str>) -> Vec<ObsRow> {
+        let Ok(rows) = observations_of_json(json) else {
+            panic!("{json:?} did not read");
+        };
+        rows
+    }
+
+    #[test]
+    fn no_observations_read_as_none() {
+        // PostgreSQL aggregates no rows to NULL, SQLite to an empty array.
+        assert!(read(None).is_empty());
+        assert!(read(Some("[]")).is_empty());
+    }
+
+    #[test]
+    fn observations_read_in_basis_order_with_their_values() {
+        let json = r#"[
+            [9, "drift", 300, 310, null, "n", null, "v1.13.6", null, null, null],
+            [4, "evidence", 100, 110, "u", "n", "c", "v1.13.6", "d", 7, "a1"]
+        ]"#;
+        let rows = read(Some(json));
+        assert_eq!(rows.iter().map(|o| o.basis).collect::<Vec<_>>(), vec![4, 9]);
+        let ev = &rows[0];
+        assert_eq!(ev.purpose, ObservationPurpose::Evidence);
+        assert_eq!((ev.started_at_ms, ev.recorded_at_ms), (100, 110));
+        assert_eq!(ev.smbios_uuid.as_deref(), Some("u"));
+        assert_eq!(ev.cluster_id.as_deref(), Some("c"));
+        assert_eq!(ev.digest.as_deref(), Some("d"));
+        assert_eq!(ev.config_version, Some(7));
+        assert_eq!(ev.access_version.as_deref(), Some("a1"));
+        assert_eq!(rows[1].purpose, ObservationPurpose::Drift);
+        assert_eq!(rows[1].smbios_uuid, None);
+    }
+
+    #[test]
+    fn an_unknown_purpose_or_a_malformed_array_is_an_error() {
+        let unknown = r#"[[1, "guess", 1, 1, null, null, null, null, null, null, null]]"#;
+        assert!(observations_of_json(Some(unknown)).is_err());
+        assert!(observations_of_json(Some("[[1, 2]]")).is_err());
+    }
 }

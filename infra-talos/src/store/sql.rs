@@ -14,10 +14,12 @@
 //!   [`Row::try_get`].
 //!
 //! **Lock clauses.** Statement texts are written as PostgreSQL runs them, a row lock
-//! (`FOR UPDATE`, `FOR SHARE`) always as the text's last words. SQLite has no row
-//! locks and would reject the clause; its dialect runs the text without it
-//! ([`Dialect::text`]), which is a slice of the same static text, so nothing is
-//! built or cached per statement. Every other word runs as written on both.
+//! (`FOR UPDATE`, `FOR SHARE`, or several naming their tables, `FOR UPDATE OF m FOR
+//! SHARE OF i`) always as the text's last words. SQLite has no row locks and would
+//! reject the clauses; its dialect runs the text without them ([`Dialect::text`]),
+//! which is a slice of the same static text, so nothing is built or cached per
+//! statement. Every other word runs as written on both, but for the few texts
+//! [`Dialect::pick`] chooses between (the clock's expression differs).
 
 #[cfg(feature = "controls")]
 use sqlx::Column as _;
@@ -32,9 +34,59 @@ use sqlx::{ColumnIndex, Decode, Type};
 use super::migrations::{self, Migration};
 use crate::contract::comparison::Comparison;
 
-/// The row-lock clauses a statement may end with (see the module documentation).
+/// PostgreSQL's clock in milliseconds since the epoch, as an expression.
+macro_rules! pg_now {
+    () => {
+        "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
+    };
+}
+pub(super) use pg_now;
+
+/// SQLite's clock in milliseconds since the epoch, as an expression.
+macro_rules! sqlite_now {
+    () => {
+        "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
+    };
+}
+pub(super) use sqlite_now;
+
+/// The row-lock clauses a statement may end with (see the module documentation),
+/// each perhaps followed by `OF` and the tables it locks.
 #[cfg(feature = "sqlite")]
 const LOCK_CLAUSES: [&str; 2] = [" FOR UPDATE", " FOR SHARE"];
+
+/// `sql` without the lock clauses it closes with: one or more of [`LOCK_CLAUSES`],
+/// each perhaps naming its tables (`FOR UPDATE OF m FOR SHARE OF i`).
+#[cfg(feature = "sqlite")]
+fn without_lock_clauses(sql: &'static str) -> &'static str {
+    let mut cut = sql.len();
+    while let Some((at, len)) = LOCK_CLAUSES
+        .iter()
+        .filter_map(|clause| sql[..cut].rfind(clause).map(|at| (at, clause.len())))
+        .max()
+    {
+        if !names_tables_or_nothing(&sql[at + len..cut]) {
+            break;
+        }
+        cut = at;
+    }
+    &sql[..cut]
+}
+
+/// Whether what follows a lock clause's words is nothing, or `OF` and table names.
+#[cfg(feature = "sqlite")]
+fn names_tables_or_nothing(rest: &str) -> bool {
+    let rest = rest.trim_end();
+    if rest.is_empty() {
+        return true;
+    }
+    rest.strip_prefix(" OF ").is_some_and(|names| {
+        names.split(',').all(|name| {
+            let name = name.trim();
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    })
+}
 
 /// Which database a store runs on, and what differs between the two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,22 +106,42 @@ impl Dialect {
             #[cfg(feature = "postgres")]
             Self::Postgres => sql,
             #[cfg(feature = "sqlite")]
-            Self::Sqlite => LOCK_CLAUSES
-                .iter()
-                .find_map(|clause| sql.strip_suffix(clause))
-                .unwrap_or(sql),
+            Self::Sqlite => without_lock_clauses(sql),
         }
     }
 
     /// The query that reads the database's clock, in milliseconds since the epoch.
     pub(super) fn now_sql(self) -> &'static str {
+        self.pick(
+            concat!("SELECT ", pg_now!()),
+            concat!("SELECT ", sqlite_now!()),
+        )
+    }
+
+    /// `postgres` on PostgreSQL, `sqlite` on SQLite: the two texts of a statement
+    /// whose words differ between the databases (the clock's expression, say).
+    #[cfg_attr(
+        not(all(feature = "postgres", feature = "sqlite")),
+        allow(unused_variables, reason = "one of the two is not built")
+    )]
+    pub(super) fn pick(self, postgres: &'static str, sqlite: &'static str) -> &'static str {
         match self {
             #[cfg(feature = "postgres")]
-            Self::Postgres => "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
+            Self::Postgres => postgres,
             #[cfg(feature = "sqlite")]
-            Self::Sqlite => {
-                "SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
-            }
+            Self::Sqlite => sqlite,
+        }
+    }
+
+    /// Whether a statement may carry data-modifying `WITH` clauses (PostgreSQL), so
+    /// that an act's writes go to the database as one statement; SQLite has none and
+    /// runs them one after another, which costs it no round trip.
+    pub(super) fn writes_in_one_statement(self) -> bool {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres => true,
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite => false,
         }
     }
 
@@ -730,6 +802,19 @@ mod tests {
             "SELECT * FROM i WHERE id = 1"
         );
         assert_eq!(d.text("SELECT 1"), "SELECT 1");
+        assert_eq!(
+            d.text("SELECT m.*, i.epoch FROM m, i WHERE m.id = $1 FOR UPDATE OF m FOR SHARE OF i"),
+            "SELECT m.*, i.epoch FROM m, i WHERE m.id = $1"
+        );
+        assert_eq!(
+            d.text("SELECT * FROM m, i FOR SHARE OF m, i"),
+            "SELECT * FROM m, i"
+        );
+        // Words after a lock clause that name no tables end no lock clause.
+        assert_eq!(
+            d.text("SELECT x FROM m FOR UPDATE OR y"),
+            "SELECT x FROM m FOR UPDATE OR y"
+        );
         // Only the closing clause is a lock clause.
         assert_eq!(
             d.text("SELECT 'FOR UPDATE' AS x"),

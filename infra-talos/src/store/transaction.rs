@@ -18,7 +18,7 @@ use crate::contract::comparison::Comparison;
 use crate::contract::operation::{ControllerId, OwnerToken};
 use crate::store::common::{db_err, role_name, token_text};
 use crate::store::engine::SqlStore;
-use crate::store::sql::{Tx, query};
+use crate::store::sql::{Statement, Tx, query};
 use crate::store::{Actor, StoreError, StoreResult};
 
 /// Why a transaction body stopped; either way the transaction rolls back.
@@ -195,6 +195,45 @@ async fn next_rev(tx: &mut Tx, machine: &str) -> R<i64> {
         .fetch_one(tx)
         .await?;
     Ok(row.try_get(0)?)
+}
+
+/// The head of a statement that appends an entry as [`append`] does and then makes
+/// the act's own writes (PostgreSQL's data-modifying `WITH`): `rev` holds the
+/// entry's revision. Its parameters `$1`–`$9` are bound by [`bind_entry`]; the
+/// rest of the statement (`$rest`, continuing the `WITH` list) numbers its own from
+/// `$10`.
+macro_rules! appending {
+    ($rest:literal) => {
+        concat!(
+            "WITH rev AS (UPDATE machines SET revision = revision + 1 WHERE id = $1 \
+             RETURNING revision), \
+             appended AS (INSERT INTO timeline (machine_id, revision, kind, at_ms, actor, \
+             actor_role, plan_id, operation_id, comparison, detail) \
+             SELECT $1, revision, $2, $3, $4, $5, $6, $7, $8, $9 FROM rev)",
+            $rest
+        )
+    };
+}
+pub(super) use appending;
+
+/// Binds an [`appending`] statement's parameters `$1`–`$9`: entry `e` about
+/// `machine` at `at` (an entry naming a requesting principal is not written this
+/// way).
+pub(super) fn bind_entry(statement: Statement, machine: &str, at: i64, e: Entry<'_>) -> Statement {
+    debug_assert!(
+        e.requested_by.is_none(),
+        "appending writes no requesting principal"
+    );
+    statement
+        .bind(machine)
+        .bind(e.kind)
+        .bind(at)
+        .bind(e.actor)
+        .bind(e.role)
+        .bind(e.plan)
+        .bind(e.operation)
+        .bind(e.comparison.map(|c| i16::from(c.number())))
+        .bind(e.detail)
 }
 
 /// Append an entry at the machine's next revision.

@@ -2,6 +2,12 @@
 //! the one update that records the attempt, so that no request is sent without a
 //! recorded attempt (§8 invariant 2). A refused attempt rolls back, and a second
 //! transaction records the refusal and settles the operation (§4, choice §10.30).
+//!
+//! Statements, in the contract's lock order: one takes the machine row's lock, one
+//! reads the installation to share, one the operation (with its last attempt's
+//! revision) and the standing approval to share, one every other row comparisons 1, 2, 3 and 6
+//! compare ([`guards`]); on PostgreSQL one more writes the entry, the admitting
+//! update and the attempt's row.
 
 use crate::attempt::CommittedAttempt;
 use crate::contract::Revision;
@@ -16,12 +22,12 @@ use crate::store::acts::commitment::{Judged, judge_evidence};
 use crate::store::common::*;
 use crate::store::engine::SqlStore;
 use crate::store::lookups::{
-    authority_now, installation, lock_machine, read_attempts, read_op, read_plan, set_op_state,
-    standing_approval, stored_artifact,
+    Guards, authority_now, guards, installation, lock_machine, lock_machine_of_op,
+    op_and_standing_approval, read_attempts, read_op, read_plan, set_op_state, standing_approval,
 };
 use crate::store::rows::records;
-use crate::store::sql::{Row, Tx, query};
-use crate::store::transaction::{Entry, Fail, R, append};
+use crate::store::sql::{Tx, query};
+use crate::store::transaction::{Entry, Fail, R, append, appending, bind_entry};
 use crate::store::{HookPoint, StoreError, StoreResult};
 
 impl SqlStore {
@@ -45,68 +51,123 @@ impl SqlStore {
         }
     }
 
-    /// The attempt transaction body (§3.3): the rows it compares, read under the
-    /// machine row's lock; comparisons 1, 2, 3 and 6; then the attempt entry and the
-    /// one update that makes comparisons 7–9 and records the attempt.
+    /// The attempt transaction body (§3.3): the machine row's lock, the
+    /// installation read to share, the operation and the standing approval read to
+    /// share; then in one statement the plan and the other rows comparisons 1, 2, 3 and 6 compare ([`guards`]);
+    /// comparisons 1, 2, 3 and 6; then the attempt entry and the one update that
+    /// makes comparisons 7–9 and records the attempt.
     async fn attempt_tx(&self, tx: &mut Tx, op_id: &str, token: OwnerToken) -> R<CommittedAttempt> {
-        let machine_id = read_op(tx, op_id).await?.machine_id;
-        let machine = lock_machine(tx, &machine_id).await?;
+        let (machine, plan_id) = lock_machine_of_op(tx, op_id).await?;
         let inst = installation(tx, true).await?;
-        let op = read_op(tx, op_id).await?;
-        let plan = read_plan(tx, &op.plan_id).await?;
-        let approval = standing_approval(tx, &plan.id).await?;
-        let rows = Compared {
-            machine,
-            inst,
-            op,
-            plan,
-            approval,
-        };
+        let (op, last_attempt, approval) = op_and_standing_approval(tx, op_id, &plan_id).await?;
         self.hook(HookPoint::AttemptLocked {
             operation: op_id.to_owned(),
         })
         .await;
-        let now = self.store_time(tx).await?;
-        attempt_comparisons(tx, &rows, op_id, token, now).await?;
+        // Comparison 3: a retry needs evidence newer than the last attempt.
+        let after = if op.state == OperationState::Unresolved {
+            last_attempt.unwrap_or(op.commit_revision)
+        } else {
+            0
+        };
+        let guards = guards(tx, &plan_id, token.controller, after).await?;
+        let now = self.time_from(guards.db_now);
+        let rows = Compared {
+            machine,
+            inst,
+            op,
+            approval,
+            guards,
+        };
+        attempt_comparisons(&rows, now)?;
         // 7, 8, 9 inside the update that records the attempt.
-        let rev = append(
-            tx,
-            &machine_id,
-            now,
-            Entry::token(&token, "attempt")
-                .plan(&rows.plan.id)
-                .op(op_id),
-        )
-        .await?;
-        let Some(row) = self.admitting_update(tx, &rows, op_id, token).await? else {
+        let entry = Entry::token(&token, "attempt")
+            .plan(&rows.guards.plan.id)
+            .op(op_id);
+        let Some(attempt_no) = self.admitting_update(tx, &rows, entry, token, now).await? else {
             return Err(admission_refusal(&rows, token));
         };
-        let attempt_no: i64 = row.try_get(0)?;
-        insert_attempt(tx, &rows.plan, op_id, attempt_no, rev, token, now).await?;
-        let digest = digest_of(&rows.plan.artifact_digest)?;
+        let plan = &rows.guards.plan;
+        let digest = digest_of(&plan.artifact_digest)?;
         Ok(CommittedAttempt::new(
             op_id.to_owned(),
             u32::try_from(attempt_no).unwrap_or(u32::MAX),
-            machine_id,
+            rows.machine.id.clone(),
             digest,
-            std::time::Duration::from_millis(u(rows.plan.transport_deadline_ms)),
+            std::time::Duration::from_millis(u(plan.transport_deadline_ms)),
         ))
     }
 
-    /// Comparisons 7, 8 and 9 inside the update that records the attempt (§3.3): the
-    /// operation moves to sending only if `token` is its owner in the present epoch
-    /// and it is committed, or unresolved and classified safe to retry by that owner
-    /// with nothing newer since, and attempts are left. With the ownership fence off
-    /// (a test control) only the state and the budget are compared. The row returned
-    /// holds the attempt's number; none means a comparison failed.
+    /// The attempt's entry, then comparisons 7, 8 and 9 inside the update that
+    /// records the attempt (§3.3), then the attempt's row: on PostgreSQL one
+    /// statement. The operation moves to sending only if `token` is its owner in the
+    /// present epoch and it is committed, or unresolved and classified safe to retry
+    /// by that owner with nothing newer since, and attempts are left. With the
+    /// ownership fence off (a test control) only the state and the budget are
+    /// compared. The attempt's number is returned; none means a comparison failed
+    /// (and the entry is rolled back with the transaction).
     async fn admitting_update(
         &self,
         tx: &mut Tx,
         rows: &Compared,
-        op_id: &str,
+        entry: Entry<'_>,
         token: OwnerToken,
-    ) -> R<Option<Row>> {
-        let updated = if self.settings.guards.ownership_fence {
+        now: i64,
+    ) -> R<Option<i64>> {
+        let fenced = self.settings.guards.ownership_fence;
+        let (machine, plan) = (&rows.machine.id, &rows.guards.plan);
+        let op_id = rows.op.id.as_str();
+        if tx.dialect().writes_in_one_statement() {
+            let sql = if fenced {
+                appending!(
+                    ", admitted AS (UPDATE operations SET state = 'sending', \
+                     attempts = attempts + 1, retry_revision = NULL, retry_controller = NULL, \
+                     retry_generation = NULL, retry_epoch = NULL \
+                     WHERE id = $7 AND owner_controller = $10 AND owner_generation = $11 \
+                     AND owner_epoch = $12 AND owner_epoch = $13 \
+                     AND (state = 'committed' OR (state = 'unresolved' \
+                     AND retry_revision IS NOT NULL AND retry_controller = $10 \
+                     AND retry_generation = $11 AND retry_epoch = $12 \
+                     AND (last_fact_revision IS NULL OR last_fact_revision <= retry_revision))) \
+                     AND attempts < $14 RETURNING attempts), \
+                     recorded AS (INSERT INTO attempts (operation_id, attempt_no, revision, \
+                     owner_controller, owner_generation, owner_epoch, route, \
+                     transport_deadline_ms, verification_deadline_ms) \
+                     SELECT $7, attempts, revision, $10, $11, $12, $15, $16, $17 \
+                     FROM admitted, rev) \
+                     SELECT attempts FROM admitted"
+                )
+            } else {
+                // The present epoch ($13) is bound for the fenced text and compared by
+                // nothing here.
+                appending!(
+                    ", admitted AS (UPDATE operations SET state = 'sending', \
+                     attempts = attempts + 1 \
+                     WHERE id = $7 AND state IN ('committed', 'unresolved') AND attempts < $14 \
+                     AND $13::BYTEA IS NOT NULL RETURNING attempts), \
+                     recorded AS (INSERT INTO attempts (operation_id, attempt_no, revision, \
+                     owner_controller, owner_generation, owner_epoch, route, \
+                     transport_deadline_ms, verification_deadline_ms) \
+                     SELECT $7, attempts, revision, $10, $11, $12, $15, $16, $17 \
+                     FROM admitted, rev) \
+                     SELECT attempts FROM admitted"
+                )
+            };
+            let row = bind_entry(query(sql), machine, now, entry)
+                .bind(controller_bytes(token.controller))
+                .bind(i(token.generation))
+                .bind(token.epoch.to_bytes().to_vec())
+                .bind(rows.inst.epoch.to_bytes().to_vec())
+                .bind(plan.max_attempts)
+                .bind(&plan.route)
+                .bind(now.saturating_add(plan.transport_deadline_ms))
+                .bind(now.saturating_add(plan.verification_deadline_ms))
+                .fetch_optional(tx)
+                .await?;
+            return Ok(row.map(|r| r.try_get(0)).transpose()?);
+        }
+        let rev = append(tx, machine, now, entry).await?;
+        let updated = if fenced {
             query(
                 "UPDATE operations SET state = 'sending', attempts = attempts + 1, \
                  retry_revision = NULL, retry_controller = NULL, retry_generation = NULL, \
@@ -125,7 +186,7 @@ impl SqlStore {
             .bind(i(token.generation))
             .bind(token.epoch.to_bytes().to_vec())
             .bind(rows.inst.epoch.to_bytes().to_vec())
-            .bind(rows.plan.max_attempts)
+            .bind(plan.max_attempts)
             .fetch_optional(tx)
             .await?
         } else {
@@ -135,11 +196,16 @@ impl SqlStore {
                  RETURNING attempts",
             )
             .bind(op_id)
-            .bind(rows.plan.max_attempts)
+            .bind(plan.max_attempts)
             .fetch_optional(tx)
             .await?
         };
-        Ok(updated)
+        let Some(row) = updated else {
+            return Ok(None);
+        };
+        let attempt_no: i64 = row.try_get(0)?;
+        insert_attempt(tx, plan, op_id, attempt_no, rev, token, now).await?;
+        Ok(Some(attempt_no))
     }
 
     /// Record an attempt refusal in its own transaction and settle the operation as
@@ -247,55 +313,40 @@ struct Compared {
     machine: MachineRow,
     inst: InstallationRow,
     op: OperationRow,
-    plan: PlanRow,
     approval: Option<ApprovalRow>,
+    guards: Guards,
 }
 
 /// Comparisons 1, 2 (without the Desired term), 3 and 6, as the attempt transaction
 /// repeats them (§3.3).
-async fn attempt_comparisons(
-    tx: &mut Tx,
-    rows: &Compared,
-    op_id: &str,
-    token: OwnerToken,
-    now: i64,
-) -> R<()> {
+fn attempt_comparisons(rows: &Compared, now: i64) -> R<()> {
     let Compared {
         machine,
         inst,
         op,
-        plan,
         approval,
+        guards,
     } = rows;
+    let plan = &guards.plan;
     // 1
     authority_now(plan, approval.as_ref(), now, inst.epoch, Stage::Attempt)
         .map_err(|e| attempt_refused(Comparison::Authority, e.to_string()))?;
     // 2 (without the Desired term)
-    let artifact = stored_artifact(tx, plan).await?;
     if let Some(reason) = bindings_refusal(
         plan,
         machine,
-        artifact.as_ref().map(|(d, v)| (d.as_str(), *v)),
+        guards.artifact.as_ref().map(|(d, v)| (d.as_str(), *v)),
         false,
     ) {
         return Err(attempt_refused(Comparison::Bindings, reason));
     }
-    // 3: a retry needs evidence newer than the last attempt.
-    let attempts = read_attempts(tx, op_id).await?;
-    let retry = op.state == OperationState::Unresolved;
-    let after = if retry {
-        attempts.last().map_or(op.commit_revision, |a| a.revision)
-    } else {
-        0
-    };
+    // 3: a retry judges the evidence newer than the last attempt (read so).
     let judged = Judged {
         plan,
-        controller: token.controller,
-        after,
-        retry,
+        retry: op.state == OperationState::Unresolved,
         now,
     };
-    if let Some(refusal) = judge_evidence(tx, judged, approval.as_ref()).await? {
+    if let Some(refusal) = judge_evidence(judged, guards, approval.as_ref()) {
         return Err(attempt_refused(Comparison::Evidence, refusal.reason));
     }
     // 6
@@ -307,7 +358,10 @@ async fn attempt_comparisons(
 /// the recorded facts fail (`operation::check_admission`), or 7 when they all pass
 /// (the row moved between the read and the update).
 fn admission_refusal(rows: &Compared, token: OwnerToken) -> Fail {
-    let Compared { inst, op, plan, .. } = rows;
+    let Compared {
+        inst, op, guards, ..
+    } = rows;
+    let plan = &guards.plan;
     let facts = AdmissionFacts {
         state: op.state,
         owner: op.owner,

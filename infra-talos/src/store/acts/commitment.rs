@@ -3,7 +3,12 @@
 //! transaction records the refusal, naming the comparison (choice §10.30); an
 //! unexpected digest in the evidence then runs the drift rules (§6.1).
 //!
-//! Comparison 3's reads ([`judge_evidence`]) are shared with the attempt transaction.
+//! Comparison 3's judgement ([`judge_evidence`]) is shared with the attempt transaction.
+//!
+//! Statements, in the contract's lock order: one takes the machine row's lock, one
+//! reads the installation to share, one the standing approval to share, one every
+//! other row comparisons 0–6 compare ([`guards`]); on PostgreSQL one more writes the
+//! entry, the operation and the plan's move.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -18,11 +23,11 @@ use crate::store::acts::observations::drift_rules;
 use crate::store::common::*;
 use crate::store::engine::SqlStore;
 use crate::store::lookups::{
-    authority_now, holder, installation, latest_check, latest_evidence, lock_machine,
-    observations_after, read_plan, set_plan_state, standing_approval, stored_artifact,
+    Guards, authority_now, guards, installation, lock_machine, lock_machine_of_plan, read_plan,
+    set_plan_state, standing_approval,
 };
 use crate::store::sql::{Tx, query};
-use crate::store::transaction::{Entry, Fail, R, append};
+use crate::store::transaction::{Entry, Fail, R, append, appending, bind_entry};
 use crate::store::{Committed, HookPoint, StoreError, StoreResult};
 
 impl SqlStore {
@@ -54,9 +59,10 @@ impl SqlStore {
         }
     }
 
-    /// The commitment transaction body (§3.2): the rows it compares, read under the
-    /// machine row's lock, then comparisons 0–6, then the operation. `digest_seen`
-    /// receives the evidence's basis and digest when comparison 3 fails on the digest.
+    /// The commitment transaction body (§3.2): the machine row's lock, the
+    /// installation and the standing approval read to share; then,
+    /// in one statement, the plan and the other rows comparisons 0–6 compare
+    /// ([`guards`]); then the comparisons and the operation.
     async fn commitment(
         &self,
         tx: &mut Tx,
@@ -64,14 +70,10 @@ impl SqlStore {
         controller: ControllerId,
         digest_seen: &Mutex<Option<(i64, String)>>,
     ) -> R<Committed> {
-        let machine_id = read_plan(tx, plan_id).await?.machine_id;
-        let rows = Compared {
-            machine: lock_machine(tx, &machine_id).await?,
-            inst: installation(tx, true).await?,
-            plan: read_plan(tx, plan_id).await?,
-            approval: standing_approval(tx, plan_id).await?,
-        };
-        if rows.plan.operation_kind == "adopt" {
+        let (machine, operation_kind) = lock_machine_of_plan(tx, plan_id).await?;
+        let inst = installation(tx, true).await?;
+        let approval = standing_approval(tx, plan_id).await?;
+        if operation_kind == "adopt" {
             let reason = "an adopt plan is recorded by the adoption record (§6.3), never committed";
             return Err(refused("committing", reason).into());
         }
@@ -80,9 +82,15 @@ impl SqlStore {
             controller,
         })
         .await;
-        let now = self.store_time(tx).await?;
-        self.commitment_comparisons(tx, &rows, controller, now, digest_seen)
-            .await?;
+        let guards = guards(tx, plan_id, controller, 0).await?;
+        let now = self.time_from(guards.db_now);
+        let rows = Compared {
+            machine,
+            inst,
+            approval,
+            guards,
+        };
+        self.commitment_comparisons(&rows, now, digest_seen)?;
         self.hook(HookPoint::CommitmentChecked {
             plan: plan_id.to_owned(),
             controller,
@@ -94,11 +102,9 @@ impl SqlStore {
     /// Comparisons 0–6 over the rows read under lock, and the §4 table's creation
     /// row; the first that fails refuses (missing evidence decides nothing, choice
     /// §10.28).
-    async fn commitment_comparisons(
+    fn commitment_comparisons(
         &self,
-        tx: &mut Tx,
         rows: &Compared,
-        controller: ControllerId,
         now: i64,
         digest_seen: &Mutex<Option<(i64, String)>>,
     ) -> R<()> {
@@ -106,15 +112,12 @@ impl SqlStore {
         let Compared {
             machine,
             inst,
-            plan,
             approval,
+            guards: read,
         } = rows;
+        let plan = &read.plan;
         // 0: the plan has no operation.
-        let existing = query("SELECT id FROM operations WHERE plan_id = $1")
-            .bind(&plan.id)
-            .fetch_optional(tx)
-            .await?;
-        if existing.is_some() || plan.state == PlanState::Committed.name() {
+        if read.operation.is_some() || plan.state == PlanState::Committed.name() {
             return Err(commitment_refused(
                 Comparison::PlanHasNoOperation,
                 "the plan already has its operation",
@@ -126,11 +129,10 @@ impl SqlStore {
                 .map_err(|e| commitment_refused(Comparison::Authority, e.to_string()))?;
         }
         // 2: bindings, Desired included.
-        let artifact = stored_artifact(tx, plan).await?;
         if let Some(reason) = bindings_refusal(
             plan,
             machine,
-            artifact.as_ref().map(|(d, v)| (d.as_str(), *v)),
+            read.artifact.as_ref().map(|(d, v)| (d.as_str(), *v)),
             true,
         ) {
             return Err(commitment_refused(Comparison::Bindings, reason));
@@ -138,12 +140,10 @@ impl SqlStore {
         // 3: evidence.
         let judged = Judged {
             plan,
-            controller,
-            after: 0,
             retry: false,
             now,
         };
-        if let Some(refusal) = judge_evidence(tx, judged, approval.as_ref()).await? {
+        if let Some(refusal) = judge_evidence(judged, read, approval.as_ref()) {
             if refusal.missing {
                 return Err(Fail::Store(StoreError::EvidenceMissing {
                     reason: refusal.reason,
@@ -154,7 +154,7 @@ impl SqlStore {
         }
         // 4: machine scope.
         if guards.scope_index
-            && let Some(op) = holder(tx, true, &machine.id).await?
+            && let Some(op) = &read.machine_holder
         {
             return Err(commitment_refused(
                 Comparison::MachineScope,
@@ -163,7 +163,7 @@ impl SqlStore {
         }
         // 5: rollout slot (limit one).
         if guards.scope_index
-            && let Some(op) = holder(tx, false, &plan.rollout_scope).await?
+            && let Some(op) = &read.slot_holder
         {
             return Err(commitment_refused(
                 Comparison::RolloutSlot,
@@ -242,13 +242,13 @@ impl SqlStore {
 struct Compared {
     machine: MachineRow,
     inst: InstallationRow,
-    plan: PlanRow,
     approval: Option<ApprovalRow>,
+    guards: Guards,
 }
 
 /// The plan's one operation, committed by `controller` at generation 1 in the present
 /// epoch: its entry, its row (where the unique indexes make comparisons 0, 4 and 5
-/// once more), and the plan's move to committed.
+/// once more), and the plan's move to committed — on PostgreSQL in one statement.
 async fn insert_operation(
     tx: &mut Tx,
     rows: &Compared,
@@ -258,42 +258,57 @@ async fn insert_operation(
     let Compared {
         machine,
         inst,
-        plan,
+        guards: Guards { plan, .. },
         ..
     } = rows;
     let owner = OwnerToken::at_commitment(controller, inst.epoch);
     let op_id = hex16(crate::store::random_128()?);
-    let rev = append(
-        tx,
-        &machine.id,
-        now,
-        Entry::token(&owner, "commitment")
-            .plan(&plan.id)
-            .op(&op_id)
-            .detail(format!("operation {op_id} committed, generation 1")),
-    )
-    .await?;
-    let inserted = query(
-        "INSERT INTO operations (id, plan_id, machine_id, rollout_scope, state, \
-         owner_controller, owner_generation, owner_epoch, commit_revision) \
-         VALUES ($1, $2, $3, $4, 'committed', $5, 1, $6, $7)",
-    )
-    .bind(&op_id)
-    .bind(&plan.id)
-    .bind(&machine.id)
-    .bind(&plan.rollout_scope)
-    .bind(controller_bytes(controller))
-    .bind(inst.epoch.to_bytes().to_vec())
-    .bind(rev)
-    .execute(tx)
-    .await;
+    let entry = Entry::token(&owner, "commitment")
+        .plan(&plan.id)
+        .op(&op_id)
+        .detail(format!("operation {op_id} committed, generation 1"));
+    let inserted = if tx.dialect().writes_in_one_statement() {
+        let statement = query(appending!(
+            ", operation AS (INSERT INTO operations (id, plan_id, machine_id, rollout_scope, \
+             state, owner_controller, owner_generation, owner_epoch, commit_revision) \
+             SELECT $7, $6, $1, $10, 'committed', $11, 1, $12, revision FROM rev), \
+             committed AS (UPDATE plans SET state = 'committed' WHERE id = $6) \
+             SELECT revision FROM rev"
+        ));
+        bind_entry(statement, &machine.id, now, entry)
+            .bind(&plan.rollout_scope)
+            .bind(controller_bytes(controller))
+            .bind(inst.epoch.to_bytes().to_vec())
+            .execute(tx)
+            .await
+            .map(|_| ())
+    } else {
+        let rev = append(tx, &machine.id, now, entry).await?;
+        query(
+            "INSERT INTO operations (id, plan_id, machine_id, rollout_scope, state, \
+             owner_controller, owner_generation, owner_epoch, commit_revision) \
+             VALUES ($1, $2, $3, $4, 'committed', $5, 1, $6, $7)",
+        )
+        .bind(&op_id)
+        .bind(&plan.id)
+        .bind(&machine.id)
+        .bind(&plan.rollout_scope)
+        .bind(controller_bytes(controller))
+        .bind(inst.epoch.to_bytes().to_vec())
+        .bind(rev)
+        .execute(tx)
+        .await
+        .map(|_| ())
+    };
     if let Err(e) = inserted {
         return Err(match tx.dialect().unique_comparison(&e) {
             Some(c) => commitment_refused(c, format!("the unique index refused: {e}")),
             None => Fail::Db(e),
         });
     }
-    set_plan_state(tx, &plan.id, PlanState::Committed).await?;
+    if !tx.dialect().writes_in_one_statement() {
+        set_plan_state(tx, &plan.id, PlanState::Committed).await?;
+    }
     Ok(Committed {
         operation: op_id,
         owner,
@@ -307,38 +322,28 @@ fn commitment_refused(comparison: Comparison, reason: impl Into<String>) -> Fail
     })
 }
 
-/// Which evidence comparison 3 judges: `controller`'s newest evidence for `plan`
-/// begun after revision `after` (a retry's last attempt), at store time `now`.
+/// How comparison 3 judges: for `plan`, at store time `now`, as a retry or not.
 pub(in crate::store) struct Judged<'a> {
     pub(in crate::store) plan: &'a PlanRow,
-    pub(in crate::store) controller: ControllerId,
-    pub(in crate::store) after: i64,
     pub(in crate::store) retry: bool,
     pub(in crate::store) now: i64,
 }
 
-/// Comparison 3 for a commitment or an attempt: reads the evidence, every recorded
-/// observation newer than it and the controller's latest use-time check, under the
-/// machine row's lock the caller holds, and judges them (`evidence_refusal`).
-pub(in crate::store) async fn judge_evidence(
-    tx: &mut Tx,
+/// Comparison 3 for a commitment or an attempt: judges the evidence, the recorded
+/// observations newer than it and the controller's latest use-time check, read under
+/// the machine row's lock the caller holds ([`guards`]), with `evidence_refusal`.
+pub(in crate::store) fn judge_evidence(
     judged: Judged<'_>,
+    read: &Guards,
     approval: Option<&ApprovalRow>,
-) -> R<Option<EvidenceRefusal>> {
-    let plan = judged.plan;
-    let evidence = latest_evidence(tx, plan, judged.controller, judged.after).await?;
-    let newer = match &evidence {
-        Some(ev) => observations_after(tx, &plan.machine_id, ev.basis).await?,
-        None => Vec::new(),
-    };
-    let check = latest_check(tx, plan, judged.controller).await?;
-    Ok(evidence_refusal(
-        plan,
-        evidence.as_ref(),
-        &newer,
-        check.as_ref(),
+) -> Option<EvidenceRefusal> {
+    evidence_refusal(
+        judged.plan,
+        read.evidence.as_ref(),
+        &read.newer,
+        read.check.as_ref(),
         judged.now,
         judged.retry,
         approval.map(|a| a.revision),
-    ))
+    )
 }
