@@ -19,6 +19,11 @@
 //!   one read per resource at parallelism 10, each a whole runner process on the
 //!   simulated cloud (this program, as the paced fleet's runner when
 //!   `INFRA_BENCH_AS_PACED_FLEET` is set); `--latency N` for the L line alone.
+//! - Q: an apply of the paced fleet on a simulated cloud admitting 50 calls a second per
+//!   API, every call taking 50 ms: with the concurrency windows yielding to throttling
+//!   (ceiling 64), against the best of a sweep of fixed parallelisms
+//!   (`--fixed-parallelism`) and a fixed 16, failures and duplicates counted in the
+//!   world; `--throttled N` for the Q line alone.
 //! - T: this engine against Terraform on the same graph, as whole processes, read from
 //!   the last run of `benches/side-by-side/run.py` (this program is its fleet's runner
 //!   when `INFRA_BENCH_AS_GRAPH` is set, writes its Terraform configuration with
@@ -335,6 +340,11 @@ fn report() {
         latency::at_latency(n);
         return;
     }
+    if let Some(i) = args.iter().position(|a| a == "--throttled") {
+        let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(1000);
+        throttled::q(n);
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--runner-plan") {
         let n = args
             .get(i + 1)
@@ -422,6 +432,7 @@ fn report() {
     growth::growth(&rt, if quick { 200 } else { 1000 });
     growth::runner_growth(if quick { 200 } else { 1000 });
     latency::at_latency(if quick { 1000 } else { 10_000 });
+    throttled::q(if quick { 100 } else { 1000 });
 
     side_by_side::print();
 

@@ -338,6 +338,10 @@ pub(super) struct RunFlags {
     /// while the cloud throttles (halved on a throttle, grown back one by one).
     #[arg(long, default_value_t = 16, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(super) parallelism: u32,
+    /// Keep --parallelism calls in flight per API even while a cloud throttles (by
+    /// default the calls in flight halve on a throttle and grow back).
+    #[arg(long)]
+    pub(super) fixed_parallelism: bool,
 }
 
 /// Which resources a run covers.

@@ -539,11 +539,14 @@ async fn run_verb(
             run,
             scope,
         } => {
-            let options = verbs::options(scope, run.parallelism, force).replacing(replace);
+            let options = verbs::options(scope, run.parallelism, force)
+                .replacing(replace)
+                .adaptive(!run.fixed_parallelism);
             verbs::apply(io, engine, &fleet.plan(), options, &run, "apply").await
         }
         Verb::Destroy { run, scope } => {
-            let options = verbs::options(scope, run.parallelism, true);
+            let options =
+                verbs::options(scope, run.parallelism, true).adaptive(!run.fixed_parallelism);
             verbs::apply(
                 io,
                 engine,

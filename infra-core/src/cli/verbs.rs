@@ -15,6 +15,7 @@ pub(super) fn options(scope: Scope, parallelism: u32, force: bool) -> Options {
     Options {
         force,
         parallelism: parallelism as usize,
+        adaptive: true,
         targets: scope.targets,
         excludes: scope.excludes,
         allow_delete: scope.allow_delete,
@@ -258,7 +259,9 @@ pub(super) async fn apply_file(
         fleet.plan()
     };
     let verb = if file.teardown { "destroy" } else { "apply" };
-    let options = file.options(run.parallelism as usize);
+    let options = file
+        .options(run.parallelism as usize)
+        .adaptive(!run.fixed_parallelism);
     let proposal = match engine.propose(&plan, &options).await {
         Ok(p) => p,
         Err(e) => return refused(io, engine, &plan, &e, run.json, verb),

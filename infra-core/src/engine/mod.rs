@@ -120,8 +120,12 @@ use model::{Observation, owned_sighting};
 pub struct Options {
     /// Delete more than half of the ledger while still declaring something.
     pub force: bool,
-    /// Provider calls in flight at once (at least 1).
+    /// Provider calls in flight at once (at least 1): the ceiling of each (provider,
+    /// region, API)'s window.
     pub parallelism: usize,
+    /// Whether the windows yield to throttling (the default) or hold `parallelism`
+    /// whatever the clouds answer.
+    pub adaptive: bool,
     /// Only these resources (by name or `provider/kind/name`) and what they depend on.
     pub targets: Vec<String>,
     /// Not these resources, nor anything that depends on them.
@@ -147,6 +151,13 @@ impl Options {
     #[must_use]
     pub fn parallelism(mut self, parallelism: usize) -> Self {
         self.parallelism = parallelism;
+        self
+    }
+
+    /// Whether the windows yield to throttling (see [`Options::adaptive`]).
+    #[must_use]
+    pub fn adaptive(mut self, adaptive: bool) -> Self {
+        self.adaptive = adaptive;
         self
     }
 
@@ -184,6 +195,7 @@ impl Default for Options {
         Options {
             force: false,
             parallelism: 16,
+            adaptive: true,
             targets: Vec::new(),
             excludes: Vec::new(),
             allow_delete: Vec::new(),

@@ -165,6 +165,7 @@ impl Engine {
         // With no records, what carries the fleet's marker and is not declared is
         // looked for among what observation lists anyway: lost records.
         let cached = Self::cached_handles(&caches, &slots);
+        self.concurrency.set_adaptive(options.adaptive);
         self.concurrency.set_ceiling(options.parallelism);
         let listings = self
             .observe(

@@ -144,6 +144,7 @@ impl PlanFile {
         Options {
             force: self.options.force,
             parallelism,
+            adaptive: true,
             targets: self.options.targets.clone(),
             excludes: self.options.excludes.clone(),
             allow_delete: self.options.allow_delete.clone(),

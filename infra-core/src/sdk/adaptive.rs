@@ -18,7 +18,7 @@
 //! [`RetryPolicy::decide`]: super::RetryPolicy::decide
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -93,6 +93,8 @@ struct Flow {
 #[derive(Debug)]
 pub struct Concurrency {
     ceiling: AtomicUsize,
+    /// Off: every window holds the ceiling, throttled or not (throttles still counted).
+    adaptive: AtomicBool,
     windows: Mutex<BTreeMap<WindowKey, Arc<Window>>>,
 }
 
@@ -107,6 +109,7 @@ impl Concurrency {
     pub fn new(ceiling: usize) -> Self {
         Concurrency {
             ceiling: AtomicUsize::new(ceiling.max(1)),
+            adaptive: AtomicBool::new(true),
             windows: Mutex::new(BTreeMap::new()),
         }
     }
@@ -116,10 +119,33 @@ impl Concurrency {
     pub fn set_ceiling(&self, ceiling: usize) {
         let ceiling = ceiling.max(1);
         self.ceiling.store(ceiling, Ordering::Relaxed);
+        let fixed = !self.is_adaptive();
         for window in self.lock().values() {
             let mut flow = window.flow();
-            flow.limit = flow.limit.min(ceiling as f64);
+            flow.limit = if fixed {
+                ceiling as f64
+            } else {
+                flow.limit.min(ceiling as f64)
+            };
         }
+    }
+
+    /// Whether windows adapt (the default). Off, every window holds the ceiling
+    /// whatever the cloud answers, as a fixed parallelism does: for comparing, or for a
+    /// cloud whose throttling answers mean something else. Throttles are still counted.
+    pub fn set_adaptive(&self, adaptive: bool) {
+        self.adaptive.store(adaptive, Ordering::Relaxed);
+        if !adaptive {
+            let ceiling = self.ceiling() as f64;
+            for window in self.lock().values() {
+                window.flow().limit = ceiling;
+            }
+        }
+    }
+
+    /// Whether windows adapt.
+    pub fn is_adaptive(&self) -> bool {
+        self.adaptive.load(Ordering::Relaxed)
     }
 
     /// The ceiling.
@@ -180,7 +206,7 @@ impl Concurrency {
         let answer = THROTTLES.scope(Arc::clone(&seen), call).await;
         let throttled = seen.load(Ordering::Relaxed) > 0
             || matches!(&answer, Err(e) if e.kind == ErrorKind::Throttled);
-        window.leave(number, throttled, self.ceiling(), &key);
+        window.leave(number, throttled, self.ceiling(), self.is_adaptive(), &key);
         answer
     }
 }
@@ -213,33 +239,44 @@ impl Window {
         }
     }
 
-    fn leave(&self, number: u64, throttled: bool, ceiling: usize, key: &WindowKey) {
+    fn leave(&self, number: u64, throttled: bool, ceiling: usize, adapt: bool, key: &WindowKey) {
         let mut flow = self.flow();
         flow.in_flight -= 1;
         if throttled {
             flow.throttled += 1;
-            if number > flow.cut_at {
-                let before = flow.whole();
-                flow.limit = (flow.limit / 2.0).max(1.0);
-                flow.cut_at = flow.started;
-                flow.cuts += 1;
-                tracing::info!(
-                    "{key}: throttled; calls in flight allowed {before} -> {}",
-                    flow.whole()
-                );
-            }
-        } else {
-            let before = flow.whole();
-            flow.limit = (flow.limit + 1.0 / flow.limit).min(ceiling as f64);
-            if flow.whole() > before {
-                tracing::debug!(
-                    "{key}: answered without throttling; calls in flight allowed {before} -> {}",
-                    flow.whole()
-                );
-            }
+        }
+        if adapt {
+            flow.adapt(number, throttled, ceiling, key);
         }
         drop(flow);
         self.freed.notify_waiters();
+    }
+}
+
+impl Flow {
+    /// Halves the window on a throttle of a call sent since the last cut; grows it by
+    /// a fraction on an answer without one.
+    fn adapt(&mut self, number: u64, throttled: bool, ceiling: usize, key: &WindowKey) {
+        let before = self.whole();
+        if throttled {
+            if number > self.cut_at {
+                self.limit = (self.limit / 2.0).max(1.0);
+                self.cut_at = self.started;
+                self.cuts += 1;
+                tracing::info!(
+                    "{key}: throttled; calls in flight allowed {before} -> {}",
+                    self.whole()
+                );
+            }
+        } else {
+            self.limit = (self.limit + 1.0 / self.limit).min(ceiling as f64);
+            if self.whole() > before {
+                tracing::debug!(
+                    "{key}: answered without throttling; calls in flight allowed {before} -> {}",
+                    self.whole()
+                );
+            }
+        }
     }
 }
 

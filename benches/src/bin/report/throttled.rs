@@ -34,23 +34,22 @@ pub(crate) struct ThrottledRun {
 /// real), every call taking [`LATENCY_MS`], then counts what the world holds. The runner's exit code is not judged: the
 /// world is.
 ///
-/// `adaptive` is not passed on: the runner has no switch for its concurrency's
-/// adaptation yet, so both values run the runner as it is.
-#[allow(dead_code, reason = "called by the Q line")]
+/// Without `adaptive`, the runner is given `--fixed-parallelism`: `parallelism` calls
+/// in flight per API whatever the cloud answers, as before the windows yielded.
 pub(crate) fn throttled_apply(
     n: usize,
     rate_per_api: u32,
     parallelism: usize,
     adaptive: bool,
 ) -> ThrottledRun {
-    let _ = adaptive;
     let runner = Runner::new("throttled", n, None).of_fleet(AS_PACED);
     let parallelism = parallelism.to_string();
     let rate = rate_per_api.to_string();
-    let ran = runner.run(
-        &["apply", "--yes", "--parallelism", &parallelism],
-        &[(RATE_VAR, &rate), (LATENCY_VAR, LATENCY_MS)],
-    );
+    let mut args = vec!["apply", "--yes", "--parallelism", &parallelism];
+    if !adaptive {
+        args.push("--fixed-parallelism");
+    }
+    let ran = runner.run(&args, &[(RATE_VAR, &rate), (LATENCY_VAR, LATENCY_MS)]);
     let cloud = SimCloud::open(runner.world()).expect("the simulated world opens");
     let mut per_name: BTreeMap<(String, String, String, String), (usize, bool)> = BTreeMap::new();
     for r in cloud.resources() {
@@ -69,4 +68,54 @@ pub(crate) fn throttled_apply(
         duplicates,
         created,
     }
+}
+
+/// The calls a second each API admits on the Q line.
+const RATE: u32 = 50;
+
+/// The fixed parallelisms the Q line sweeps for the best one.
+const SWEEP: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// The adaptive run's ceiling: the sweep's largest, so that the windows, not the
+/// ceiling, find the pace.
+const CEILING: usize = 64;
+
+/// Prints `Q throttled_apply` for a fleet of `n`: the apply with the windows yielding
+/// to throttling under a ceiling of [`CEILING`], against the best fixed parallelism of
+/// the sweep and against a fixed 16 (the runner's default before the windows), all in
+/// this run.
+pub(crate) fn q(n: usize) {
+    let adaptive = throttled_apply(n, RATE, CEILING, true);
+    let fixed: Vec<(usize, ThrottledRun)> = SWEEP
+        .iter()
+        .map(|&p| (p, throttled_apply(n, RATE, p, false)))
+        .collect();
+    let clean = |r: &ThrottledRun| r.failures == 0 && r.duplicates == 0;
+    let sweep: Vec<String> = fixed
+        .iter()
+        .map(|(p, r)| format!("{p}:{:.1}", r.wall_s))
+        .collect();
+    eprintln!("  Q sweep (parallelism:seconds, fixed) {}", sweep.join(" "));
+    let Some((best_p, best)) = fixed
+        .iter()
+        .filter(|(_, r)| clean(r))
+        .min_by(|a, b| a.1.wall_s.total_cmp(&b.1.wall_s))
+    else {
+        println!("Q throttled_apply n={n} rate_per_api={RATE} no fixed parallelism converged");
+        return;
+    };
+    let fixed_16 = fixed
+        .iter()
+        .find(|(p, _)| *p == 16)
+        .map_or(f64::NAN, |(_, r)| r.wall_s);
+    println!(
+        "Q throttled_apply n={n} rate_per_api={RATE} latency_ms={LATENCY_MS} ceiling={CEILING} adaptive_s={:.2} \
+         failures={} duplicates={} best_fixed_s={:.2} best_fixed_parallelism={best_p} \
+         fixed_16_s={fixed_16:.2} ratio={:.2} target=1.5",
+        adaptive.wall_s,
+        adaptive.failures,
+        adaptive.duplicates,
+        best.wall_s,
+        adaptive.wall_s / best.wall_s,
+    );
 }

@@ -123,6 +123,30 @@ fn a_lower_ceiling_brings_every_window_down_at_once() {
     });
 }
 
+#[test]
+fn with_adaptation_off_a_window_holds_the_ceiling_and_still_counts_throttles() {
+    runtime().block_on(async {
+        let windows = Concurrency::new(16);
+        windows.set_adaptive(false);
+        for _ in 0..3 {
+            let _ = windows.within(key(), async { throttled() }).await;
+        }
+        let state = &windows.windows()[0];
+        assert_eq!((state.limit, state.throttled, state.cuts), (16, 3, 0));
+        windows.set_ceiling(4);
+        assert_eq!(limit(&windows), 4);
+        windows.set_ceiling(8);
+        assert_eq!(
+            limit(&windows),
+            8,
+            "a fixed window follows the ceiling up too"
+        );
+        windows.set_adaptive(true);
+        let _ = windows.within(key(), async { throttled() }).await;
+        assert_eq!(limit(&windows), 4);
+    });
+}
+
 proptest! {
     /// Whatever the cloud answers, and however many calls are asked for at once, no
     /// more calls are in flight in a window than the ceiling (the run's
