@@ -5,8 +5,8 @@
 //! that rounding alone is several percent of an apply's wall time — a property of the
 //! timer, not of the engine being measured. The benchmark cloud's latency therefore
 //! runs on this clock: one thread holds every pending deadline and wakes each sleeper
-//! when its own deadline passes (a condition variable's timed wait, precise to tens of
-//! microseconds on Linux).
+//! when its own deadline passes (a condition variable's timed wait until just before
+//! it, then a spin of at most a quarter of a millisecond to the deadline itself).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -110,6 +110,12 @@ impl Drop for PreciseClock {
     }
 }
 
+/// How long before a deadline the timer thread stops waiting on the condition variable
+/// and spins instead: a timed wait can return a few hundred microseconds late on a busy
+/// machine, a spin of this length costs a fraction of one core a few dozen times a
+/// second.
+const SPIN: Duration = Duration::from_micros(250);
+
 fn run(shared: &Shared) {
     let mut queue = shared.queue.lock().expect("clock lock");
     loop {
@@ -128,10 +134,18 @@ fn run(shared: &Shared) {
             }
         }
         queue = match queue.pending.peek().map(|Reverse(p)| p.at) {
+            Some(at) if at.saturating_duration_since(now) <= SPIN => {
+                // Near enough: spin without the lock, so sleepers can still queue.
+                drop(queue);
+                while instant_now() < at {
+                    std::hint::spin_loop();
+                }
+                shared.queue.lock().expect("clock lock")
+            }
             Some(at) => {
                 shared
                     .changed
-                    .wait_timeout(queue, at.saturating_duration_since(now))
+                    .wait_timeout(queue, at.saturating_duration_since(now) - SPIN)
                     .expect("clock lock")
                     .0
             }

@@ -7,7 +7,8 @@
 //! - P1: planning time against a serde_json round trip of the same plan; P1w the same
 //!   on a world a third unchanged, a third changed and a third missing.
 //! - P2: an apply's wall time against its critical-path bound, with each call taking a
-//!   real latency: max(depth·L, N·L/P).
+//!   real latency: L + max(depth·L, N·L/P), the list that observes the kind before any
+//!   create and then the creates (without the list, as before, beside it).
 //! - P3: a refresh's wall time against lists + N·L/P.
 //! - P4: peak resident memory growth per resource while a large fleet is planned.
 //! - P2seq: the speedup of parallel apply over one call at a time.
@@ -213,10 +214,15 @@ fn p2(rt: &tokio::runtime::Runtime, n: usize, detail: bool) -> Applied {
     let p = 16;
     let applied = apply_wall(rt, n, latency, p);
     let l = latency.as_secs_f64();
-    let bound = (applied.depth as f64 * l).max(n as f64 * l / p as f64);
+    // Every create waits for the one list that observes the kind first: the critical
+    // path starts with it.
+    let creates = (applied.depth as f64 * l).max(n as f64 * l / p as f64);
+    let bound = l + creates;
     println!(
-        "P2 apply_vs_critical_path n={n} parallelism={p} latency_ms=20 ratio={:.2}",
-        applied.wall.as_secs_f64() / bound
+        "P2 apply_vs_critical_path n={n} parallelism={p} latency_ms=20 ratio={:.3} \
+         ratio_without_the_list={:.3}",
+        applied.wall.as_secs_f64() / bound,
+        applied.wall.as_secs_f64() / creates
     );
     if detail {
         // Calls are whole: no schedule beats one list and ceil(N/P) rounds of creates.

@@ -103,34 +103,107 @@ pub(super) async fn lock_machine(tx: &mut Tx, id: &str) -> R<MachineRow> {
     Ok(machine_row(&row)?)
 }
 
-/// The machine row of plan `plan`, locked `FOR UPDATE` as [`lock_machine`] locks it,
-/// found and locked in one statement, with the plan's operation kind (a plan's
-/// machine and kind never change, so a wait for the lock cannot leave them stale).
-pub(super) async fn lock_machine_of_plan(tx: &mut Tx, plan: &str) -> R<(MachineRow, String)> {
-    let row = query(
-        "SELECT *, (SELECT operation_kind FROM plans WHERE id = $1) AS plan_operation_kind \
-         FROM machines WHERE id = (SELECT machine_id FROM plans WHERE id = $1) FOR UPDATE",
-    )
-    .bind(plan)
-    .fetch_optional(tx)
-    .await?
-    .ok_or_else(|| not_found("plan", plan))?;
-    Ok((machine_row(&row)?, row.try_get("plan_operation_kind")?))
+/// What the machine row is found through: a plan or an operation, each of which
+/// names its machine once and for all.
+#[derive(Clone, Copy)]
+pub(super) enum Via {
+    /// A plan; the lock also returns its operation kind.
+    Plan,
+    /// An operation; the lock also returns its plan.
+    Operation,
 }
 
-/// The machine row of operation `op`, locked `FOR UPDATE` as [`lock_machine`] locks
-/// it, found and locked in one statement, with the operation's plan (neither ever
-/// changes, so a wait for the lock cannot leave them stale).
-pub(super) async fn lock_machine_of_op(tx: &mut Tx, op: &str) -> R<(MachineRow, String)> {
-    let row = query(
-        "SELECT *, (SELECT plan_id FROM operations WHERE id = $1) AS op_plan_id \
-         FROM machines WHERE id = (SELECT machine_id FROM operations WHERE id = $1) FOR UPDATE",
-    )
-    .bind(op)
-    .fetch_optional(tx)
-    .await?
-    .ok_or_else(|| not_found("operation", op))?;
-    Ok((machine_row(&row)?, row.try_get("op_plan_id")?))
+// The machine row of the plan or operation `$1`, locked `FOR UPDATE`, with the column
+// `$column` of `$table`'s row as `named`.
+macro_rules! machine_via_sql {
+    ($table:literal, $column:literal) => {
+        concat!(
+            "SELECT *, (SELECT ",
+            $column,
+            " FROM ",
+            $table,
+            " WHERE id = $1) AS named FROM machines WHERE id = (SELECT machine_id FROM ",
+            $table,
+            " WHERE id = $1) FOR UPDATE"
+        )
+    };
+}
+
+// On PostgreSQL, the machine row as `machine_via_sql` locks it, then the installation
+// row read `FOR SHARE`, as JSON, in the same statement: the locked row comes from a
+// materialized `WITH` the outer query reads first, so that the installation's share
+// lock is taken after the machine's (the contract's order), and a share lock returns the
+// row's newest version even when the statement waited for the machine.
+macro_rules! machine_via_and_installation_sql {
+    ($table:literal, $column:literal) => {
+        concat!(
+            "WITH m AS MATERIALIZED (",
+            machine_via_sql!($table, $column),
+            ") SELECT m.*, (SELECT row_to_json(i)::TEXT FROM \
+             (SELECT * FROM installation WHERE id = 1 FOR SHARE) i) AS installation_json FROM m"
+        )
+    };
+}
+
+impl Via {
+    fn what(self) -> &'static str {
+        match self {
+            Via::Plan => "plan",
+            Via::Operation => "operation",
+        }
+    }
+
+    fn sql(self, dialect: crate::store::sql::Dialect) -> &'static str {
+        match self {
+            Via::Plan => dialect.pick(
+                machine_via_and_installation_sql!("plans", "operation_kind"),
+                machine_via_sql!("plans", "operation_kind"),
+            ),
+            Via::Operation => dialect.pick(
+                machine_via_and_installation_sql!("operations", "plan_id"),
+                machine_via_sql!("operations", "plan_id"),
+            ),
+        }
+    }
+}
+
+/// A machine row locked as [`lock_machine`] locks it, found through a plan or an
+/// operation ([`lock_machine_via`]).
+pub(super) struct LockedVia {
+    /// The machine row.
+    pub(super) machine: MachineRow,
+    /// The plan's operation kind, or the operation's plan (neither ever changes, so a
+    /// wait for the lock cannot leave it stale).
+    pub(super) named: String,
+    /// The installation row, read to share after the machine's lock.
+    pub(super) inst: InstallationRow,
+}
+
+/// The machine row of plan or operation `key`, locked `FOR UPDATE` as [`lock_machine`]
+/// locks it and found and locked in one statement, then the installation row read to
+/// share as [`installation`] reads it: on PostgreSQL in that same statement.
+pub(super) async fn lock_machine_via(tx: &mut Tx, via: Via, key: &str) -> R<LockedVia> {
+    let dialect = tx.dialect();
+    let row = query(via.sql(dialect))
+        .bind(key)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| not_found(via.what(), key))?;
+    let machine = machine_row(&row)?;
+    let named = row.try_get("named")?;
+    let inst = match row
+        .try_get::<Option<String>, _>("installation_json")
+        .or_else(|e| absent_column(e, || None))?
+    {
+        Some(json) => installation_of_json(&json)?,
+        // SQLite's statement locks nothing and reads no installation.
+        None => installation(tx, true).await?,
+    };
+    Ok(LockedVia {
+        machine,
+        named,
+        inst,
+    })
 }
 
 /// What a commitment or an attempt compares besides the rows it locks, read in one
@@ -156,6 +229,9 @@ pub(super) struct Guards {
     /// Every recorded observation of the machine newer than the evidence, in basis
     /// order.
     pub(super) newer: Vec<ObsRow>,
+    /// The plan's standing approval, read to share with its approver's principal row
+    /// (as [`standing_approval`] reads them).
+    pub(super) approval: Option<ApprovalRow>,
 }
 
 // The values of an observation, as a JSON array `observation_of_json` reads.
@@ -182,10 +258,11 @@ macro_rules! obs_from_evidence {
     };
 }
 
-// The guards' statement, around the clock's expression `$now` and the JSON array of
-// observations `$observations` (the two differ between the databases).
+// The guards' statement, around the clock's expression `$now`, the JSON array of
+// observations `$observations` and the standing approval's lock `$lock` (the three
+// differ between the databases).
 macro_rules! guards_sql {
-    ($now:expr, $observations:expr) => {
+    ($now:expr, $observations:expr, $lock:expr) => {
         concat!(
             "SELECT ",
             plan_cols!(),
@@ -210,7 +287,11 @@ macro_rules! guards_sql {
             $observations,
             " AS guard_observations, ",
             $now,
-            " AS guard_now FROM plans WHERE id = $1"
+            " AS guard_now, sa.approver_id, sa.epoch, sa.revision, sa.revoked, \
+             sa.identity_revoked FROM plans LEFT JOIN (",
+            standing_approval_sql!("$1"),
+            $lock,
+            ") sa ON TRUE WHERE id = $1"
         )
     };
 }
@@ -219,8 +300,11 @@ macro_rules! guards_sql {
 /// clock, and every other row comparisons 0 and 2–5 read — the plan's operation,
 /// the stored artifact, the scopes' holders (as [`holder`] finds them),
 /// `controller`'s latest use-time check, its newest recorded evidence for the plan
-/// begun after revision `after` and every recorded observation of the machine newer
-/// than that evidence (as [`observations_after`] reads them).
+/// begun after revision `after`, every recorded observation of the machine newer
+/// than that evidence (as [`observations_after`] reads them), and the plan's standing
+/// approval read to share with its approver's principal row (as
+/// [`standing_approval`] reads them: the snapshot is taken after the machine row's
+/// lock, and whoever writes an approval or revokes an identity holds that lock first).
 pub(super) async fn guards(
     tx: &mut Tx,
     plan: &str,
@@ -236,7 +320,8 @@ pub(super) async fn guards(
                 "))::TEXT ",
                 obs_from_evidence!(),
                 ")"
-            )
+            ),
+            " FOR SHARE"
         ),
         guards_sql!(
             crate::store::sql::sqlite_now!(),
@@ -246,7 +331,8 @@ pub(super) async fn guards(
                 ")) ",
                 obs_from_evidence!(),
                 ")"
-            )
+            ),
+            ""
         ),
     );
     let r = query(sql)
@@ -280,6 +366,10 @@ pub(super) async fn guards(
             }),
         evidence,
         newer: observations.collect(),
+        approval: match r.try_get::<Option<String>, _>("approver_id")? {
+            Some(_) => Some(approval_row(&r)?),
+            None => None,
+        },
     })
 }
 
@@ -331,50 +421,21 @@ fn observations_of_json(json: Option<&str>) -> R<Vec<ObsRow>> {
     Ok(rows)
 }
 
-// An operation with its last attempt's revision and its plan's standing approval
-// (as [`standing_approval`] reads it, `$lock` closing its sub-select).
-macro_rules! op_and_approval_sql {
-    ($lock:expr) => {
-        concat!(
-            "SELECT ",
-            op_cols!(),
-            ", (SELECT t.revision FROM attempts t WHERE t.operation_id = $1 \
-             ORDER BY t.attempt_no DESC LIMIT 1) AS last_attempt_revision, \
-             sa.approver_id, sa.epoch, sa.revision, sa.revoked, sa.identity_revoked \
-             FROM operations LEFT JOIN (",
-            standing_approval_sql!("$2"),
-            $lock,
-            ") sa ON TRUE WHERE id = $1"
-        )
-    };
-}
-
-/// Operation `op` with the revision of its last attempt, if it has one, and its
-/// plan `plan`'s standing approval read to share together with its approver's
-/// principal row, as [`standing_approval`] reads them, in one statement.
-pub(super) async fn op_and_standing_approval(
-    tx: &mut Tx,
-    op: &str,
-    plan: &str,
-) -> R<(OperationRow, Option<i64>, Option<ApprovalRow>)> {
-    let sql = tx
-        .dialect()
-        .pick(op_and_approval_sql!(" FOR SHARE"), op_and_approval_sql!(""));
-    let row = query(sql)
-        .bind(op)
-        .bind(plan)
-        .fetch_optional(tx)
-        .await?
-        .ok_or_else(|| not_found("operation", op))?;
-    let approval = match row.try_get::<Option<String>, _>("approver_id")? {
-        Some(_) => Some(approval_row(&row)?),
-        None => None,
-    };
-    Ok((
-        op_row(&row)?,
-        row.try_get("last_attempt_revision")?,
-        approval,
+/// Operation `op` with the revision of its last attempt, if it has one, in one
+/// statement.
+pub(super) async fn op_and_last_attempt(tx: &mut Tx, op: &str) -> R<(OperationRow, Option<i64>)> {
+    let row = query(concat!(
+        "SELECT ",
+        op_cols!(),
+        ", (SELECT t.revision FROM attempts t WHERE t.operation_id = $1 \
+         ORDER BY t.attempt_no DESC LIMIT 1) AS last_attempt_revision \
+         FROM operations WHERE id = $1"
     ))
+    .bind(op)
+    .fetch_optional(tx)
+    .await?
+    .ok_or_else(|| not_found("operation", op))?;
+    Ok((op_row(&row)?, row.try_get("last_attempt_revision")?))
 }
 
 /// Every machine row, each locked `FOR UPDATE` in id order (the order every act that
@@ -455,6 +516,46 @@ pub(super) async fn installation(tx: &mut Tx, share: bool) -> R<InstallationRow>
             row.try_get("approvals_need_second_person")
                 .or_else(|e| absent_column(e, || false))?,
         ),
+    })
+}
+
+/// The installation row as PostgreSQL's `row_to_json` writes it; the columns of later
+/// migrations read as their defaults when a store predates them, as [`installation`]
+/// reads them.
+#[derive(serde::Deserialize)]
+struct InstallationJson {
+    /// `bytea` as PostgreSQL's JSON writes it: `\x` and hexadecimal digits.
+    epoch: String,
+    recovery_mode: bool,
+    #[serde(default)]
+    recovery_entered_at_ms: Option<i64>,
+    #[serde(default)]
+    recovery_stopped_at_ms: Option<i64>,
+    #[serde(default)]
+    approvals_need_second_person: bool,
+}
+
+/// The installation row from its JSON ([`InstallationJson`]).
+fn installation_of_json(json: &str) -> R<InstallationRow> {
+    let decode = |e: String| Fail::Db(sqlx::Error::Decode(e.into()));
+    let row: InstallationJson = serde_json::from_str(json).map_err(|e| decode(e.to_string()))?;
+    let bytes = row
+        .epoch
+        .strip_prefix("\\x")
+        .filter(|hex| hex.len() % 2 == 0 && hex.is_ascii())
+        .and_then(|hex| {
+            (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+                .collect::<Option<Vec<u8>>>()
+        })
+        .ok_or_else(|| decode("the installation's epoch is not hexadecimal bytea".into()))?;
+    Ok(InstallationRow {
+        epoch: epoch_of(&bytes)?,
+        recovery_mode: row.recovery_mode,
+        recovery_entered_at_ms: row.recovery_entered_at_ms,
+        recovery_stopped_at_ms: row.recovery_stopped_at_ms,
+        approval_policy: approval_policy(row.approvals_need_second_person),
     })
 }
 

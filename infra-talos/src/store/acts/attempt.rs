@@ -3,11 +3,11 @@
 //! recorded attempt (§8 invariant 2). A refused attempt rolls back, and a second
 //! transaction records the refusal and settles the operation (§4, choice §10.30).
 //!
-//! Statements, in the contract's lock order: one takes the machine row's lock, one
-//! reads the installation to share, one the operation (with its last attempt's
-//! revision) and the standing approval to share, one every other row comparisons 1, 2, 3 and 6
-//! compare ([`guards`]); on PostgreSQL one more writes the entry, the admitting
-//! update and the attempt's row.
+//! Statements, in the contract's lock order: one takes the machine row's lock and then
+//! reads the installation to share (on SQLite two), one reads the operation (with its
+//! last attempt's revision), one the standing approval to share and every other row
+//! comparisons 1, 2, 3 and 6 compare ([`guards`]); on PostgreSQL one more writes the
+//! entry, the admitting update and the attempt's row.
 
 use crate::attempt::CommittedAttempt;
 use crate::contract::Revision;
@@ -22,8 +22,8 @@ use crate::store::acts::commitment::{Judged, judge_evidence};
 use crate::store::common::*;
 use crate::store::engine::SqlStore;
 use crate::store::lookups::{
-    Guards, authority_now, guards, installation, lock_machine, lock_machine_of_op,
-    op_and_standing_approval, read_attempts, read_op, read_plan, set_op_state, standing_approval,
+    Guards, LockedVia, Via, authority_now, guards, installation, lock_machine, lock_machine_via,
+    op_and_last_attempt, read_attempts, read_op, read_plan, set_op_state, standing_approval,
 };
 use crate::store::rows::records;
 use crate::store::sql::{Tx, query};
@@ -51,15 +51,18 @@ impl SqlStore {
         }
     }
 
-    /// The attempt transaction body (§3.3): the machine row's lock, the
-    /// installation read to share, the operation and the standing approval read to
-    /// share; then in one statement the plan and the other rows comparisons 1, 2, 3 and 6 compare ([`guards`]);
-    /// comparisons 1, 2, 3 and 6; then the attempt entry and the one update that
-    /// makes comparisons 7–9 and records the attempt.
+    /// The attempt transaction body (§3.3): the machine row's lock and the
+    /// installation read to share, the operation; then in one statement the plan, its
+    /// standing approval read to share and the other rows comparisons 1, 2, 3 and 6
+    /// compare ([`guards`]); comparisons 1, 2, 3 and 6; then the attempt entry and the
+    /// one update that makes comparisons 7–9 and records the attempt.
     async fn attempt_tx(&self, tx: &mut Tx, op_id: &str, token: OwnerToken) -> R<CommittedAttempt> {
-        let (machine, plan_id) = lock_machine_of_op(tx, op_id).await?;
-        let inst = installation(tx, true).await?;
-        let (op, last_attempt, approval) = op_and_standing_approval(tx, op_id, &plan_id).await?;
+        let LockedVia {
+            machine,
+            named: plan_id,
+            inst,
+        } = lock_machine_via(tx, Via::Operation, op_id).await?;
+        let (op, last_attempt) = op_and_last_attempt(tx, op_id).await?;
         self.hook(HookPoint::AttemptLocked {
             operation: op_id.to_owned(),
         })
@@ -76,7 +79,6 @@ impl SqlStore {
             machine,
             inst,
             op,
-            approval,
             guards,
         };
         attempt_comparisons(&rows, now)?;
@@ -313,7 +315,6 @@ struct Compared {
     machine: MachineRow,
     inst: InstallationRow,
     op: OperationRow,
-    approval: Option<ApprovalRow>,
     guards: Guards,
 }
 
@@ -324,13 +325,18 @@ fn attempt_comparisons(rows: &Compared, now: i64) -> R<()> {
         machine,
         inst,
         op,
-        approval,
         guards,
     } = rows;
     let plan = &guards.plan;
     // 1
-    authority_now(plan, approval.as_ref(), now, inst.epoch, Stage::Attempt)
-        .map_err(|e| attempt_refused(Comparison::Authority, e.to_string()))?;
+    authority_now(
+        plan,
+        guards.approval.as_ref(),
+        now,
+        inst.epoch,
+        Stage::Attempt,
+    )
+    .map_err(|e| attempt_refused(Comparison::Authority, e.to_string()))?;
     // 2 (without the Desired term)
     if let Some(reason) = bindings_refusal(
         plan,
@@ -346,7 +352,7 @@ fn attempt_comparisons(rows: &Compared, now: i64) -> R<()> {
         retry: op.state == OperationState::Unresolved,
         now,
     };
-    if let Some(refusal) = judge_evidence(judged, guards, approval.as_ref()) {
+    if let Some(refusal) = judge_evidence(judged, guards) {
         return Err(attempt_refused(Comparison::Evidence, refusal.reason));
     }
     // 6

@@ -5,10 +5,10 @@
 //!
 //! Comparison 3's judgement ([`judge_evidence`]) is shared with the attempt transaction.
 //!
-//! Statements, in the contract's lock order: one takes the machine row's lock, one
-//! reads the installation to share, one the standing approval to share, one every
-//! other row comparisons 0–6 compare ([`guards`]); on PostgreSQL one more writes the
-//! entry, the operation and the plan's move.
+//! Statements, in the contract's lock order: one takes the machine row's lock and then
+//! reads the installation to share (on SQLite two), one reads the standing approval to
+//! share and every other row comparisons 0–6 compare ([`guards`]); on PostgreSQL one
+//! more writes the entry, the operation and the plan's move.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -23,8 +23,8 @@ use crate::store::acts::observations::drift_rules;
 use crate::store::common::*;
 use crate::store::engine::SqlStore;
 use crate::store::lookups::{
-    Guards, authority_now, guards, installation, lock_machine, lock_machine_of_plan, read_plan,
-    set_plan_state, standing_approval,
+    Guards, LockedVia, Via, authority_now, guards, lock_machine, lock_machine_via, read_plan,
+    set_plan_state,
 };
 use crate::store::sql::{Tx, query};
 use crate::store::transaction::{Entry, Fail, R, append, appending, bind_entry};
@@ -59,9 +59,9 @@ impl SqlStore {
         }
     }
 
-    /// The commitment transaction body (§3.2): the machine row's lock, the
-    /// installation and the standing approval read to share; then,
-    /// in one statement, the plan and the other rows comparisons 0–6 compare
+    /// The commitment transaction body (§3.2): the machine row's lock and the
+    /// installation read to share; then, in one statement, the plan, its standing
+    /// approval read to share and the other rows comparisons 0–6 compare
     /// ([`guards`]); then the comparisons and the operation.
     async fn commitment(
         &self,
@@ -70,9 +70,11 @@ impl SqlStore {
         controller: ControllerId,
         digest_seen: &Mutex<Option<(i64, String)>>,
     ) -> R<Committed> {
-        let (machine, operation_kind) = lock_machine_of_plan(tx, plan_id).await?;
-        let inst = installation(tx, true).await?;
-        let approval = standing_approval(tx, plan_id).await?;
+        let LockedVia {
+            machine,
+            named: operation_kind,
+            inst,
+        } = lock_machine_via(tx, Via::Plan, plan_id).await?;
         if operation_kind == "adopt" {
             let reason = "an adopt plan is recorded by the adoption record (§6.3), never committed";
             return Err(refused("committing", reason).into());
@@ -87,7 +89,6 @@ impl SqlStore {
         let rows = Compared {
             machine,
             inst,
-            approval,
             guards,
         };
         self.commitment_comparisons(&rows, now, digest_seen)?;
@@ -112,9 +113,9 @@ impl SqlStore {
         let Compared {
             machine,
             inst,
-            approval,
             guards: read,
         } = rows;
+        let approval = &read.approval;
         let plan = &read.plan;
         // 0: the plan has no operation.
         if read.operation.is_some() || plan.state == PlanState::Committed.name() {
@@ -143,7 +144,7 @@ impl SqlStore {
             retry: false,
             now,
         };
-        if let Some(refusal) = judge_evidence(judged, read, approval.as_ref()) {
+        if let Some(refusal) = judge_evidence(judged, read) {
             if refusal.missing {
                 return Err(Fail::Store(StoreError::EvidenceMissing {
                     reason: refusal.reason,
@@ -242,7 +243,6 @@ impl SqlStore {
 struct Compared {
     machine: MachineRow,
     inst: InstallationRow,
-    approval: Option<ApprovalRow>,
     guards: Guards,
 }
 
@@ -335,7 +335,6 @@ pub(in crate::store) struct Judged<'a> {
 pub(in crate::store) fn judge_evidence(
     judged: Judged<'_>,
     read: &Guards,
-    approval: Option<&ApprovalRow>,
 ) -> Option<EvidenceRefusal> {
     evidence_refusal(
         judged.plan,
@@ -344,6 +343,6 @@ pub(in crate::store) fn judge_evidence(
         read.check.as_ref(),
         judged.now,
         judged.retry,
-        approval.map(|a| a.revision),
+        read.approval.as_ref().map(|a| a.revision),
     )
 }
