@@ -4,6 +4,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use foldhash::HashMapExt as _;
+
 use crate::backend::Sighting;
 use crate::env::ObservedValue;
 use crate::fleet::DynSpec;
@@ -104,12 +106,13 @@ pub(super) struct Slot {
     pub(super) decision: Decision,
 }
 
-/// Handles and observed states of resources, for settling.
+/// Handles and observed states of resources, for settling (keyed by declared keys:
+/// hashed with foldhash, not SipHash, as nothing outside the fleet chooses them).
 #[derive(Clone, Default)]
 pub(super) struct World {
-    pub(super) handles: HashMap<KeyId, String>,
-    pub(super) observed: HashMap<KeyId, Arc<ObservedValue>>,
-    pub(super) secrets: HashMap<KeyId, SecretString>,
+    pub(super) handles: foldhash::HashMap<KeyId, String>,
+    pub(super) observed: foldhash::HashMap<KeyId, Arc<ObservedValue>>,
+    pub(super) secrets: foldhash::HashMap<KeyId, SecretString>,
 }
 
 impl Env for World {
@@ -134,9 +137,9 @@ impl World {
     /// present.
     pub(super) fn of_slots(plan: &Plan, slots: &[Slot]) -> Self {
         let mut world = World {
-            handles: HashMap::with_capacity(slots.len()),
-            observed: HashMap::with_capacity(slots.len()),
-            secrets: HashMap::new(),
+            handles: foldhash::HashMap::with_capacity(slots.len()),
+            observed: foldhash::HashMap::with_capacity(slots.len()),
+            secrets: foldhash::HashMap::new(),
         };
         for slot in slots {
             if let (Some(i), Seen::Present { sighting, .. }) = (slot.index, &slot.seen) {
@@ -182,8 +185,8 @@ impl Slot {
 #[derive(Clone)]
 pub(super) struct Observation {
     pub(super) slots: Vec<Slot>,
-    /// The ledger as the run found it.
-    pub(super) ledger: Ledger,
+    /// The ledger as the run found it (shared with the store that read it).
+    pub(super) ledger: Arc<Ledger>,
     /// Rows released with `forget`.
     pub(super) forgotten: Vec<LedgerRow>,
     /// Resources carrying this fleet's marker that neither the declaration nor the
@@ -206,6 +209,18 @@ impl Observation {
         }
         let row = row_of(subject);
         self.ledger.is_discovered(&row) && !self.confirmed.contains(&row)
+    }
+
+    /// The slot of each declared resource, by its declared index (`None` for a
+    /// resource not in play), for `declared` resources.
+    pub(super) fn slot_by_index(&self, declared: usize) -> Vec<Option<usize>> {
+        let mut slot_of = vec![None; declared];
+        for (s, slot) in self.slots.iter().enumerate() {
+            if let Some(i) = slot.index {
+                slot_of[i] = Some(s);
+            }
+        }
+        slot_of
     }
 
     /// The slot of each declared resource, by its declared index.

@@ -1,6 +1,6 @@
 //! Observation: list, match, read.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -73,7 +73,8 @@ impl Engine {
 
         // Looked up by borrowed names: a large fleet's plan spent much of its time
         // copying names into keys it looked up once.
-        let forgotten_refs: HashSet<(&str, &str, &str)> = fleet
+        // Hashed with foldhash: the fleet and its records choose these keys, not a cloud.
+        let forgotten_refs: foldhash::HashSet<(&str, &str, &str)> = fleet
             .forgets()
             .iter()
             .map(|r| {
@@ -84,7 +85,7 @@ impl Engine {
                 )
             })
             .collect();
-        let recorded: HashSet<(&str, &str, &str, &str)> = ledger
+        let recorded: foldhash::HashSet<(&str, &str, &str, &str)> = ledger
             .rows
             .iter()
             .map(|r| {
@@ -99,7 +100,7 @@ impl Engine {
         // A row is an orphan unless a declaration names the same resource *in the same
         // region*: a resource moved to another region leaves its old one behind, which
         // is deleted (before the new one is created, since names may be unique).
-        let declared_refs: HashSet<(&str, &str, &str, &str)> = fleet
+        let declared_refs: foldhash::HashSet<(&str, &str, &str, &str)> = fleet
             .resources()
             .map(|r| {
                 let rf = r.reference();
@@ -485,10 +486,16 @@ impl Engine {
         region: &str,
         expected: &[String],
     ) -> Result<Vec<crate::Listed>, BackendError> {
+        // Each expected name's number, worked out once for every list (hashed with
+        // foldhash: the records choose these names; a list's names are only looked up).
+        let mut wanted: foldhash::HashMap<&str, usize> = foldhash::HashMap::default();
+        for name in expected {
+            let next = wanted.len();
+            wanted.entry(name.as_str()).or_insert(next);
+        }
         let mut listed = backend.list(kind, region).await?;
         for wait in RELIST_WAITS {
-            let names: HashMap<&str, ()> = listed.iter().map(|l| (l.name.as_str(), ())).collect();
-            if expected.iter().all(|n| names.contains_key(n.as_str())) {
+            if shows_all(&listed, &wanted) {
                 break;
             }
             self.clock.sleep(wait).await;
@@ -540,4 +547,18 @@ impl Engine {
         };
         Seen::Present { sighting, owner }
     }
+}
+
+/// Whether `listed` shows every name of `wanted` (each numbered from 0).
+fn shows_all(listed: &[crate::Listed], wanted: &foldhash::HashMap<&str, usize>) -> bool {
+    let mut seen = vec![false; wanted.len()];
+    let mut found = 0;
+    for l in listed {
+        if let Some(&k) = wanted.get(l.name.as_str())
+            && !std::mem::replace(&mut seen[k], true)
+        {
+            found += 1;
+        }
+    }
+    found == wanted.len()
 }

@@ -484,15 +484,18 @@ impl Engine {
             (Some(i), _) => (0, position[i]),
             (None, _) => (2, 0),
         };
+        // Each slot's group worked out once, not at every comparison. Ties go to the
+        // slots' own order, so that an unstable sort gives what a stable one would.
+        let groups: Vec<(u8, usize)> = slots.iter().map(group).collect();
         let mut order: Vec<usize> = (0..slots.len()).collect();
-        order.sort_by(|&a, &b| {
-            let (sa, sb) = (&slots[a], &slots[b]);
-            group(sa)
-                .cmp(&group(sb))
-                .then_with(|| match (sa.index, sb.index) {
-                    (None, None) => sa.subject.cmp(&sb.subject),
+        order.sort_unstable_by(|&a, &b| {
+            groups[a]
+                .cmp(&groups[b])
+                .then_with(|| match (slots[a].index, slots[b].index) {
+                    (None, None) => slots[a].subject.cmp(&slots[b].subject),
                     _ => std::cmp::Ordering::Equal,
                 })
+                .then(a.cmp(&b))
         });
         let order = order
             .into_iter()
