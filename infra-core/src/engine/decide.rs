@@ -4,8 +4,8 @@ use std::collections::VecDeque;
 
 use super::Engine;
 use super::model::{
-    Decision, Observation, Owner, ReplaceOrder, Seen, Slot, Target, Unobserved, World, key_id,
-    row_of,
+    Decision, Observation, Owner, ReplaceOrder, Seen, Slot, SlotsByIndex, Target, Unobserved,
+    World, key_id, row_of,
 };
 use crate::diverge::divergence_of;
 use crate::{
@@ -20,14 +20,11 @@ impl Engine {
         let order = plan
             .build_order()
             .unwrap_or_else(|_| (0..plan.len()).collect());
-        let slot_of = observation.slot_by_index(plan.len());
+        let slot_of = SlotsByIndex::of(observation, plan.len());
         let deps = plan.deps();
         // Resources whose handle or state will change in this run, by declared index.
         let mut moving = vec![false; plan.len()];
-        let mut visit: Vec<usize> = order
-            .iter()
-            .filter_map(|&i| slot_of.get(i).copied().flatten())
-            .collect();
+        let mut visit: Vec<usize> = order.iter().filter_map(|&i| slot_of.get(i)).collect();
         visit
             .extend((0..observation.slots.len()).filter(|s| observation.slots[*s].index.is_none()));
         for s in visit {
@@ -122,7 +119,7 @@ impl Engine {
         plan: &Plan,
         observation: &mut Observation,
         world: &World,
-        slot_of: &[Option<usize>],
+        slot_of: &SlotsByIndex,
         deps: &[Vec<usize>],
     ) {
         let mut dependants: Vec<Vec<usize>> = vec![Vec::new(); deps.len()];
@@ -164,9 +161,7 @@ impl Engine {
             };
             let x_name = observation.slots[x].subject.to_string();
             for &j in &dependants[xi] {
-                let Some(&Some(ds)) = slot_of.get(j) else {
-                    continue;
-                };
+                let Some(ds) = slot_of.get(j) else { continue };
                 let slot = &observation.slots[ds];
                 let already = slot.replace_order();
                 let cascades = match &slot.decision {

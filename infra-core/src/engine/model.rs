@@ -211,18 +211,6 @@ impl Observation {
         self.ledger.is_discovered(&row) && !self.confirmed.contains(&row)
     }
 
-    /// The slot of each declared resource, by its declared index (`None` for a
-    /// resource not in play), for `declared` resources.
-    pub(super) fn slot_by_index(&self, declared: usize) -> Vec<Option<usize>> {
-        let mut slot_of = vec![None; declared];
-        for (s, slot) in self.slots.iter().enumerate() {
-            if let Some(i) = slot.index {
-                slot_of[i] = Some(s);
-            }
-        }
-        slot_of
-    }
-
     /// The slot of each declared resource, by its declared index.
     pub(super) fn slot_of_index(&self) -> HashMap<usize, usize> {
         self.slots
@@ -230,6 +218,34 @@ impl Observation {
             .enumerate()
             .filter_map(|(s, slot)| slot.index.map(|i| (i, s)))
             .collect()
+    }
+}
+
+/// The slot of each declared resource, by its declared index: four bytes a resource,
+/// as a plan of a large fleet holds it beside everything else.
+pub(super) struct SlotsByIndex(Vec<u32>);
+
+impl SlotsByIndex {
+    /// No slot: the resource is not in play.
+    const NONE: u32 = u32::MAX;
+
+    /// The slots of `observation`'s `declared` resources.
+    pub(super) fn of(observation: &Observation, declared: usize) -> Self {
+        let mut slots = vec![Self::NONE; declared];
+        for (s, slot) in observation.slots.iter().enumerate() {
+            if let Some(i) = slot.index {
+                slots[i] = u32::try_from(s).expect("fewer than 2^32 slots");
+            }
+        }
+        SlotsByIndex(slots)
+    }
+
+    /// The slot of the resource declared at `index`, if it is in play.
+    pub(super) fn get(&self, index: usize) -> Option<usize> {
+        match self.0.get(index) {
+            Some(&s) if s != Self::NONE => usize::try_from(s).ok(),
+            _ => None,
+        }
     }
 }
 
