@@ -250,8 +250,27 @@ struct Read {
     raw_tags: Option<RawTags>,
     /// What this fleet last wrote of fields the cloud does not report (kept in the
     /// cache): compared in their place, since a declared change to such a field is
-    /// otherwise invisible. Boxed: most sightings recall nothing.
-    recalled: Option<Box<serde_json::Map<String, serde_json::Value>>>,
+    /// otherwise invisible.
+    recalled: Option<Recalled>,
+}
+
+/// What a sighting recalls of the fields its cloud does not report.
+#[derive(Clone)]
+enum Recalled {
+    /// Its own copy (boxed: most sightings recall nothing).
+    Own(Box<serde_json::Map<String, serde_json::Value>>),
+    /// The `written` of the cache entry at this place, none of whose fields the cloud
+    /// reports: shared with the records the run read, not copied.
+    Entry(Arc<Vec<crate::CacheEntry>>, usize),
+}
+
+impl Recalled {
+    fn map(&self) -> &serde_json::Map<String, serde_json::Value> {
+        match self {
+            Recalled::Own(map) => map,
+            Recalled::Entry(entries, at) => &entries[*at].written,
+        }
+    }
 }
 
 /// The observed state of a `K` as JSON (`null` if it is not one, or does not
@@ -371,7 +390,10 @@ impl Sighting {
 
     /// What this fleet last wrote of the fields the cloud does not report.
     pub fn recalled(&self) -> &serde_json::Map<String, serde_json::Value> {
-        self.read.recalled.as_deref().unwrap_or(&NOTHING_RECALLED)
+        self.read
+            .recalled
+            .as_ref()
+            .map_or(&NOTHING_RECALLED, Recalled::map)
     }
 
     /// The same sighting, remembering `written` for the fields the cloud did not
@@ -394,22 +416,30 @@ impl Sighting {
         if recalled.is_empty() && self.read.recalled.is_none() {
             return;
         }
-        Arc::make_mut(&mut self.read).recalled = (!recalled.is_empty()).then(|| Box::new(recalled));
+        Arc::make_mut(&mut self.read).recalled =
+            (!recalled.is_empty()).then(|| Recalled::Own(Box::new(recalled)));
     }
 
-    /// What the comparison with a declaration reads: the configuration the cloud
-    /// reports, and for a field it does not report, what this fleet last wrote there.
-    pub(crate) fn compared(
-        &self,
-    ) -> std::borrow::Cow<'_, serde_json::Map<String, serde_json::Value>> {
-        let Some(recalled) = &self.read.recalled else {
-            return std::borrow::Cow::Borrowed(&self.read.reported);
-        };
-        let mut both = self.read.reported.clone();
-        for (k, v) in recalled.iter() {
-            both.entry(k.clone()).or_insert_with(|| v.clone());
+    /// [`Sighting::recall`] of what the cache entry at `at` of `entries` says was
+    /// written, sharing it when the cloud reports none of its fields (what a
+    /// recall would copy is then all of it).
+    pub(crate) fn recall_entry(&mut self, entries: &Arc<Vec<crate::CacheEntry>>, at: usize) {
+        let written = &entries[at].written;
+        if written.is_empty() || written.keys().any(|k| self.read.reported.contains_key(k)) {
+            self.recall(written);
+            return;
         }
-        std::borrow::Cow::Owned(both)
+        Arc::make_mut(&mut self.read).recalled = Some(Recalled::Entry(Arc::clone(entries), at));
+    }
+
+    /// What the comparison with a declaration reads of one field: what the cloud
+    /// reports, and for a field it does not report, what this fleet last wrote there.
+    /// Looked up in both maps in turn, not merged into a copy.
+    pub(crate) fn compared(&self, field: &str) -> Option<&serde_json::Value> {
+        let read = &*self.read;
+        read.reported
+            .get(field)
+            .or_else(|| read.recalled.as_ref().and_then(|r| r.map().get(field)))
     }
 
     /// The same sighting with the ownership marker stripped from its reported tags.

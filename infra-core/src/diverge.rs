@@ -93,10 +93,20 @@ pub fn divergence(
     target: &Map<String, Value>,
     reported: &Map<String, Value>,
 ) -> Vec<Divergence> {
+    divergence_of(fields, target, |name| reported.get(name))
+}
+
+/// [`divergence`], with each reported field looked up by `reported` (so that a
+/// comparison reading two maps need not merge them first).
+pub(crate) fn divergence_of<'r>(
+    fields: &[FieldInfo],
+    target: &Map<String, Value>,
+    reported: impl Fn(&str) -> Option<&'r Value>,
+) -> Vec<Divergence> {
     fields
         .iter()
         .filter_map(|f| {
-            let (Some(want), Some(have)) = (target.get(f.name), reported.get(f.name)) else {
+            let (Some(want), Some(have)) = (target.get(f.name), reported(f.name)) else {
                 return None;
             };
             if f.compare_if_set && is_empty(want) {

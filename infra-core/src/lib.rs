@@ -57,7 +57,7 @@ pub(crate) use backend::{Backends, Listed, Marker, Ownership, Unreachable};
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use clock::{Clock, SystemClock};
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
-pub(crate) use diverge::{Divergence, Repair, divergence, repair_of};
+pub(crate) use diverge::{Divergence, Repair, repair_of};
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]
 pub(crate) use engine::{ApplyError, Engine, Options, Outcome, PlanReport, PlannedChange};
 #[cfg_attr(not(feature = "cli"), allow(unused_imports))]

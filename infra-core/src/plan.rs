@@ -255,27 +255,30 @@ impl Plan {
     /// declaration's specs with [`set`](Self::set)), including cycles.
     pub fn check(&self) -> Vec<Problem> {
         let mut problems = Vec::new();
-        for (declared, target) in self.fleet.inner.resources.iter().zip(&self.targets) {
-            if let Status::Present(spec) = target {
-                let mut found = Vec::new();
-                self.fleet.with_names(|| spec.0.check(&mut found));
-                problems.extend(found.into_iter().map(|detail| Problem::Invalid {
-                    resource: declared.reference.clone(),
-                    detail,
-                }));
-                if spec
-                    .0
-                    .deps()
-                    .iter()
-                    .any(|d| self.fleet.index_of(d.key()).is_none())
-                {
-                    problems.push(Problem::ForeignKey {
-                        resource: Some(declared.reference.clone()),
-                        detail: "it refers to a resource of another fleet".into(),
-                    });
+        // The fleet's names in scope once for every resource's check, not once each.
+        self.fleet.with_names(|| {
+            for (declared, target) in self.fleet.inner.resources.iter().zip(&self.targets) {
+                if let Status::Present(spec) = target {
+                    let mut found = Vec::new();
+                    spec.0.check(&mut found);
+                    problems.extend(found.into_iter().map(|detail| Problem::Invalid {
+                        resource: declared.reference.clone(),
+                        detail,
+                    }));
+                    if spec
+                        .0
+                        .deps()
+                        .iter()
+                        .any(|d| self.fleet.index_of(d.key()).is_none())
+                    {
+                        problems.push(Problem::ForeignKey {
+                            resource: Some(declared.reference.clone()),
+                            detail: "it refers to a resource of another fleet".into(),
+                        });
+                    }
                 }
             }
-        }
+        });
         if let Err(cycle) = self.build_order() {
             problems.push(cycle);
         }

@@ -12,12 +12,13 @@ use super::execute::Done;
 use super::model::{Decision, Seen, Slot, Target, World};
 use super::schedule::Work;
 use crate::backend::{Capabilities, SettledSpec, Sighting};
+use crate::diverge::divergence_of;
 use crate::fleet::DynSpec;
 use crate::key::KeyId;
 use crate::sdk::{Deferral, Written};
 use crate::{
     Backend, BackendError, Change, Dep, Divergence, ErrorKind, FieldInfo, Marker, Mutability,
-    NotYet, Ownership, Plan, Repair, Step, divergence, repair_of,
+    NotYet, Ownership, Plan, Repair, Step, repair_of,
 };
 
 /// What a backend's capabilities say of one node's kind, read once per run rather
@@ -192,18 +193,16 @@ impl Engine {
             .clone()
             .expect("an existing resource was seen");
         let target = spec.0.lenient_json(&call.env);
-        let compared = sighting.compared();
-        let mut fields = divergence(call.fields, &target, &compared);
+        let mut fields = divergence_of(call.fields, &target, |f| sighting.compared(f));
         // Settled again as it was before the run only when something it reads moved.
         if !call.env.same_as(&call.initial) {
             fields.extend(unreported_moves(
                 call.fields,
                 &spec.0.lenient_json(&call.initial),
                 &target,
-                &compared,
+                |f| sighting.compared(f),
             ));
         }
-        drop(compared);
         let composes = spec.0.composes_secret();
         if fields.is_empty() && !composes {
             return Done::Built {
@@ -410,15 +409,15 @@ impl Engine {
 /// dependency was replaced, and the field holds its handle): the comparison cannot see
 /// them, so they are written because their input changed. Without this a resource would
 /// keep pointing at a dependency this run deletes.
-fn unreported_moves(
+fn unreported_moves<'r>(
     fields: &[FieldInfo],
     before: &serde_json::Map<String, serde_json::Value>,
     after: &serde_json::Map<String, serde_json::Value>,
-    reported: &serde_json::Map<String, serde_json::Value>,
+    reported: impl Fn(&str) -> Option<&'r serde_json::Value>,
 ) -> Vec<Divergence> {
     fields
         .iter()
-        .filter(|f| !reported.contains_key(f.name))
+        .filter(|f| reported(f.name).is_none())
         .filter_map(|f| {
             let now = after.get(f.name)?;
             let then = before

@@ -1,15 +1,16 @@
 //! Decisions and the plan report.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::Engine;
 use super::model::{
-    Decision, Observation, Owner, ReplaceOrder, Seen, Slot, Target, Unobserved, World, key_id,
-    row_of,
+    Decision, Observation, Owner, ReplaceOrder, Seen, Slot, SlotsByIndex, Target, Unobserved,
+    World, key_id, row_of,
 };
+use crate::diverge::divergence_of;
 use crate::{
     BackendError, Divergence, ErrorKind, Mutability, NotAttemptedReason, Ownership, Plan, Repair,
-    Step, divergence, repair_of,
+    Step, repair_of,
 };
 
 impl Engine {
@@ -19,19 +20,11 @@ impl Engine {
         let order = plan
             .build_order()
             .unwrap_or_else(|_| (0..plan.len()).collect());
-        let slot_of: HashMap<usize, usize> = observation
-            .slots
-            .iter()
-            .enumerate()
-            .filter_map(|(s, slot)| slot.index.map(|i| (i, s)))
-            .collect();
+        let slot_of = SlotsByIndex::of(observation, plan.len());
         let deps = plan.deps();
-        // Resources whose handle or state will change in this run.
-        let mut moving: BTreeSet<usize> = BTreeSet::new();
-        let mut visit: Vec<usize> = order
-            .iter()
-            .filter_map(|i| slot_of.get(i).copied())
-            .collect();
+        // Resources whose handle or state will change in this run, by declared index.
+        let mut moving = vec![false; plan.len()];
+        let mut visit: Vec<usize> = order.iter().filter_map(|&i| slot_of.get(i)).collect();
         visit
             .extend((0..observation.slots.len()).filter(|s| observation.slots[*s].index.is_none()));
         for s in visit {
@@ -53,13 +46,14 @@ impl Engine {
                                 [slot.index.expect("declared")]
                             .kind
                             .fields;
-                            let mut fields = divergence(kind_fields, &target, &sighting.compared());
+                            let mut fields =
+                                divergence_of(kind_fields, &target, |f| sighting.compared(f));
                             if slot.secret_differs == Some(true) {
                                 fields.push(Divergence::hidden("valueFrom", Mutability::Mutable));
                             }
                             let pending = slot
                                 .index
-                                .is_some_and(|i| deps[i].iter().any(|d| moving.contains(d)));
+                                .is_some_and(|i| deps[i].iter().any(|&d| moving[d]));
                             let requested = !observation.replacing.is_empty()
                                 && observation.replacing.contains(&row_of(&slot.subject));
                             Decision::Existing {
@@ -109,7 +103,7 @@ impl Engine {
                         }
                 )
             {
-                moving.insert(i);
+                moving[i] = true;
             }
             observation.slots[s].decision = decision;
         }
@@ -125,7 +119,7 @@ impl Engine {
         plan: &Plan,
         observation: &mut Observation,
         world: &World,
-        slot_of: &HashMap<usize, usize>,
+        slot_of: &SlotsByIndex,
         deps: &[Vec<usize>],
     ) {
         let mut dependants: Vec<Vec<usize>> = vec![Vec::new(); deps.len()];
@@ -167,7 +161,7 @@ impl Engine {
             };
             let x_name = observation.slots[x].subject.to_string();
             for &j in &dependants[xi] {
-                let Some(&ds) = slot_of.get(&j) else { continue };
+                let Some(ds) = slot_of.get(j) else { continue };
                 let slot = &observation.slots[ds];
                 let already = slot.replace_order();
                 let cascades = match &slot.decision {

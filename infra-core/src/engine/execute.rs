@@ -368,7 +368,7 @@ impl Engine {
     ) -> Result<(ApplyResult, Option<String>), ApplyError> {
         let fleet = plan.fleet().name();
         let mut ledger = super::records::with_intents(observation);
-        if ledger != observation.ledger {
+        if ledger != *observation.ledger {
             self.confirm_lease()
                 .map_err(|why| ApplyError::LockLost { why })?;
             self.store.save_ledger(fleet, &ledger)?;

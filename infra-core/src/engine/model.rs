@@ -4,6 +4,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use foldhash::HashMapExt as _;
+
 use crate::backend::Sighting;
 use crate::env::ObservedValue;
 use crate::fleet::DynSpec;
@@ -104,12 +106,13 @@ pub(super) struct Slot {
     pub(super) decision: Decision,
 }
 
-/// Handles and observed states of resources, for settling.
+/// Handles and observed states of resources, for settling (keyed by declared keys:
+/// hashed with foldhash, not SipHash, as nothing outside the fleet chooses them).
 #[derive(Clone, Default)]
 pub(super) struct World {
-    pub(super) handles: HashMap<KeyId, String>,
-    pub(super) observed: HashMap<KeyId, Arc<ObservedValue>>,
-    pub(super) secrets: HashMap<KeyId, SecretString>,
+    pub(super) handles: foldhash::HashMap<KeyId, String>,
+    pub(super) observed: foldhash::HashMap<KeyId, Arc<ObservedValue>>,
+    pub(super) secrets: foldhash::HashMap<KeyId, SecretString>,
 }
 
 impl Env for World {
@@ -134,9 +137,9 @@ impl World {
     /// present.
     pub(super) fn of_slots(plan: &Plan, slots: &[Slot]) -> Self {
         let mut world = World {
-            handles: HashMap::with_capacity(slots.len()),
-            observed: HashMap::with_capacity(slots.len()),
-            secrets: HashMap::new(),
+            handles: foldhash::HashMap::with_capacity(slots.len()),
+            observed: foldhash::HashMap::with_capacity(slots.len()),
+            secrets: foldhash::HashMap::new(),
         };
         for slot in slots {
             if let (Some(i), Seen::Present { sighting, .. }) = (slot.index, &slot.seen) {
@@ -182,8 +185,8 @@ impl Slot {
 #[derive(Clone)]
 pub(super) struct Observation {
     pub(super) slots: Vec<Slot>,
-    /// The ledger as the run found it.
-    pub(super) ledger: Ledger,
+    /// The ledger as the run found it (shared with the store that read it).
+    pub(super) ledger: Arc<Ledger>,
     /// Rows released with `forget`.
     pub(super) forgotten: Vec<LedgerRow>,
     /// Resources carrying this fleet's marker that neither the declaration nor the
@@ -215,6 +218,34 @@ impl Observation {
             .enumerate()
             .filter_map(|(s, slot)| slot.index.map(|i| (i, s)))
             .collect()
+    }
+}
+
+/// The slot of each declared resource, by its declared index: four bytes a resource,
+/// as a plan of a large fleet holds it beside everything else.
+pub(super) struct SlotsByIndex(Vec<u32>);
+
+impl SlotsByIndex {
+    /// No slot: the resource is not in play.
+    const NONE: u32 = u32::MAX;
+
+    /// The slots of `observation`'s `declared` resources.
+    pub(super) fn of(observation: &Observation, declared: usize) -> Self {
+        let mut slots = vec![Self::NONE; declared];
+        for (s, slot) in observation.slots.iter().enumerate() {
+            if let Some(i) = slot.index {
+                slots[i] = u32::try_from(s).expect("fewer than 2^32 slots");
+            }
+        }
+        SlotsByIndex(slots)
+    }
+
+    /// The slot of the resource declared at `index`, if it is in play.
+    pub(super) fn get(&self, index: usize) -> Option<usize> {
+        match self.0.get(index) {
+            Some(&s) if s != Self::NONE => usize::try_from(s).ok(),
+            _ => None,
+        }
     }
 }
 

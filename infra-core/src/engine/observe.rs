@@ -1,6 +1,6 @@
 //! Observation: list, match, read.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -41,13 +41,13 @@ struct Handed {
     raw_tags: Option<crate::backend::RawTags>,
 }
 
-/// One read to make, with everything it needs owned.
+/// One read to make, with everything it needs owned but the resource's names, which
+/// are read from its slot (no read changes a slot: the answers are written once every
+/// read is done).
 struct Read {
     slot: usize,
     backend: Arc<dyn Backend>,
     kind: &'static str,
-    region: String,
-    name: String,
     /// Every handle listed under the resource's name (more than one where a kind lets
     /// names repeat).
     handles: Vec<String>,
@@ -56,7 +56,14 @@ struct Read {
     listed: Handed,
     readable: bool,
     in_ledger: bool,
-    marker: Marker,
+}
+
+/// What a read borrows from its run: the resource's name and region, and the fleet's
+/// marker.
+struct Names<'a> {
+    name: &'a str,
+    region: &'a str,
+    marker: &'a Marker,
 }
 
 impl Engine {
@@ -73,7 +80,8 @@ impl Engine {
 
         // Looked up by borrowed names: a large fleet's plan spent much of its time
         // copying names into keys it looked up once.
-        let forgotten_refs: HashSet<(&str, &str, &str)> = fleet
+        // Hashed with foldhash: the fleet and its records choose these keys, not a cloud.
+        let forgotten_refs: foldhash::HashSet<(&str, &str, &str)> = fleet
             .forgets()
             .iter()
             .map(|r| {
@@ -84,7 +92,7 @@ impl Engine {
                 )
             })
             .collect();
-        let recorded: HashSet<(&str, &str, &str, &str)> = ledger
+        let recorded: foldhash::HashSet<(&str, &str, &str, &str)> = ledger
             .rows
             .iter()
             .map(|r| {
@@ -99,7 +107,7 @@ impl Engine {
         // A row is an orphan unless a declaration names the same resource *in the same
         // region*: a resource moved to another region leaves its old one behind, which
         // is deleted (before the new one is created, since names may be unique).
-        let declared_refs: HashSet<(&str, &str, &str, &str)> = fleet
+        let declared_refs: foldhash::HashSet<(&str, &str, &str, &str)> = fleet
             .resources()
             .map(|r| {
                 let rf = r.reference();
@@ -224,16 +232,18 @@ impl Engine {
         }
 
         // List every scope, in flight together.
-        // Owned inputs first: the futures below must not borrow through closures, so
-        // that the whole apply stays `Send` for callers who spawn it.
-        let jobs: Vec<(Scope, Arc<dyn Backend>, Vec<String>)> = scopes
+        // Inputs first: the futures below must not borrow through closures, so that the
+        // whole apply stays `Send` for callers who spawn it. The names each list is
+        // expected to show are borrowed from the slots, which no list changes.
+        let view: &[Slot] = slots;
+        let jobs: Vec<(Scope, Arc<dyn Backend>, Vec<&str>)> = scopes
             .iter()
             .map(|(scope, members)| {
                 let backend = Arc::clone(self.backends.get(scope.0).expect("checked above"));
-                let expected: Vec<String> = members
+                let expected: Vec<&str> = members
                     .iter()
-                    .filter(|&&i| slots[i].recorded)
-                    .map(|&i| slots[i].subject.name.clone())
+                    .filter(|&&i| view[i].recorded)
+                    .map(|&i| view[i].subject.name.as_str())
                     .collect();
                 (scope.clone(), backend, expected)
             })
@@ -332,23 +342,33 @@ impl Engine {
                 Read {
                     slot: i,
                     listed,
-                    name: slot.subject.name.clone(),
                     backend: Arc::clone(self.backends.get(slot.provider).expect("checked above")),
                     kind: slot.kind,
-                    region: slot.subject.region.clone(),
                     handles,
                     readable: ownership_kinds
                         .get(slot.provider)
                         .is_some_and(|k| k.contains(slot.kind)),
                     in_ledger: slot.recorded,
-                    marker: marker.clone(),
                 }
             })
             .collect();
         // Each read's future is made when it starts, not all of them up front: a
         // future per resource held at once is what a large fleet's plan spent most of
         // its time allocating and copying.
-        let observed = futures::stream::iter(reads.into_iter().map(|read| self.read_scope(read)))
+        // The closure borrows the slots and the marker, and takes nothing borrowed: a
+        // borrowed argument would keep the run's future from being `Send`.
+        let view: &[Slot] = slots;
+        let marker = &marker;
+        let start = |read: Read| {
+            let subject = &view[read.slot].subject;
+            let names = Names {
+                name: &subject.name,
+                region: &subject.region,
+                marker,
+            };
+            self.read_scope(read, names)
+        };
+        let observed = futures::stream::iter(reads.into_iter().map(start))
             .buffer_unordered(parallelism)
             .collect::<Vec<_>>()
             .await;
@@ -405,7 +425,7 @@ impl Engine {
         &self,
         scope: Scope,
         backend: Arc<dyn Backend>,
-        expected: Vec<String>,
+        expected: Vec<&str>,
     ) -> (Scope, Result<Vec<crate::Listed>, BackendError>) {
         let result = self
             .list_settled(&*backend, scope.1, &scope.2, &expected)
@@ -413,10 +433,10 @@ impl Engine {
         (scope, result)
     }
 
-    async fn read_scope(&self, read: Read) -> (usize, Seen) {
+    async fn read_scope(&self, read: Read, names: Names<'_>) -> (usize, Seen) {
         let handle = match read.handles.as_slice() {
             [one] => one.clone(),
-            many => match self.ours_among(&read, many).await {
+            many => match self.ours_among(&read, &names, many).await {
                 Ok(handle) => handle,
                 Err(e) => return (read.slot, Seen::Unobserved(Unobserved::Error(Box::new(e)))),
             },
@@ -424,11 +444,11 @@ impl Engine {
         let seen = self
             .read_one(
                 &*read.backend,
-                (read.kind, &read.region, &handle),
+                (read.kind, names.region, &handle),
                 read.listed,
                 read.readable,
                 read.in_ledger,
-                &read.marker,
+                names.marker,
             )
             .await;
         (read.slot, seen)
@@ -437,15 +457,20 @@ impl Engine {
     /// Several resources share the declared name: the one carrying this fleet's marker
     /// is the declared one. None of them ours: the first (which the claim then refuses).
     /// More than one ours, or no way to tell: a conflict for a person to resolve.
-    async fn ours_among(&self, read: &Read, handles: &[String]) -> Result<String, BackendError> {
+    async fn ours_among(
+        &self,
+        read: &Read,
+        names: &Names<'_>,
+        handles: &[String],
+    ) -> Result<String, BackendError> {
         let conflict = |why: String| {
             BackendError::new(
                 ErrorKind::Conflict,
                 format!(
                     "{} resources are named {:?} in {} ({}): {why}; delete or rename the extra ones",
                     handles.len(),
-                    read.name,
-                    read.region,
+                    names.name,
+                    names.region,
                     handles.join(", ")
                 ),
             )
@@ -459,9 +484,9 @@ impl Engine {
         for handle in handles {
             let tags = read
                 .backend
-                .ownership(read.kind, &read.region, handle)
+                .ownership(read.kind, names.region, handle)
                 .await?;
-            if read.marker.verdict(&tags) == Ownership::Ours {
+            if names.marker.verdict(&tags) == Ownership::Ours {
                 ours.push(handle.clone());
             }
         }
@@ -483,12 +508,18 @@ impl Engine {
         backend: &dyn Backend,
         kind: &'static str,
         region: &str,
-        expected: &[String],
+        expected: &[&str],
     ) -> Result<Vec<crate::Listed>, BackendError> {
+        // Each expected name's number, worked out once for every list (hashed with
+        // foldhash: the records choose these names; a list's names are only looked up).
+        let mut wanted: foldhash::HashMap<&str, usize> = foldhash::HashMap::default();
+        for &name in expected {
+            let next = wanted.len();
+            wanted.entry(name).or_insert(next);
+        }
         let mut listed = backend.list(kind, region).await?;
         for wait in RELIST_WAITS {
-            let names: HashMap<&str, ()> = listed.iter().map(|l| (l.name.as_str(), ())).collect();
-            if expected.iter().all(|n| names.contains_key(n.as_str())) {
+            if shows_all(&listed, &wanted) {
                 break;
             }
             self.clock.sleep(wait).await;
@@ -540,4 +571,18 @@ impl Engine {
         };
         Seen::Present { sighting, owner }
     }
+}
+
+/// Whether `listed` shows every name of `wanted` (each numbered from 0).
+fn shows_all(listed: &[crate::Listed], wanted: &foldhash::HashMap<&str, usize>) -> bool {
+    let mut seen = vec![false; wanted.len()];
+    let mut found = 0;
+    for l in listed {
+        if let Some(&k) = wanted.get(l.name.as_str())
+            && !std::mem::replace(&mut seen[k], true)
+        {
+            found += 1;
+        }
+    }
+    found == wanted.len()
 }

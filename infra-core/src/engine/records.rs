@@ -1,19 +1,25 @@
 //! What a run writes to the records: the ledger rows of what it adopts, intends,
 //! deletes and forgets, and the observation cache.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use foldhash::HashMapExt as _;
 
 use super::Engine;
 use super::model::{Decision, Observation, Seen, Slot, Target, row_of};
 use crate::backend::Sighting;
 use crate::{ApplyResult, CacheEntry, Ledger, LedgerRow, RecordError, Step};
 
+/// The cached observations a run read, by provider and kind.
+type Caches = BTreeMap<(String, String), Arc<Vec<CacheEntry>>>;
+
 /// The ledger before any call: what exists and is ours is adopted (recorded even when
 /// nothing has to change), a row is written before every create (so that a run killed
 /// between the call and its record finds the resource next time instead of creating a
 /// twin or leaking it), and forgotten rows are dropped.
 pub(super) fn with_intents(observation: &Observation) -> Ledger {
-    let mut ledger = observation.ledger.clone();
+    let mut ledger = Ledger::clone(&observation.ledger);
     for row in &observation.forgotten {
         ledger.remove(row);
     }
@@ -86,7 +92,7 @@ impl Engine {
     /// fields its cloud does not report, from the cache (when the cache holds the same
     /// resource, by handle): a declared change to such a field is then seen. Without
     /// a cache, nothing is recalled, and such a change waits for another change.
-    pub(super) fn recall(caches: &BTreeMap<(String, String), Vec<CacheEntry>>, slots: &mut [Slot]) {
+    pub(super) fn recall(caches: &Caches, slots: &mut [Slot]) {
         let mut pairs: BTreeMap<(&'static str, &'static str), Vec<usize>> = BTreeMap::new();
         for (i, slot) in slots.iter().enumerate() {
             if slot.index.is_some() && matches!(slot.seen, Seen::Present { .. }) {
@@ -102,12 +108,13 @@ impl Engine {
             }
             // Looked up, not searched: a search per resource made a plan of a large
             // fleet cost the square of its size.
-            let mut by_resource: HashMap<(&str, &str, &str), &CacheEntry> =
-                HashMap::with_capacity(entries.len());
-            for e in entries {
+            // (Hashed with foldhash: the records choose these keys, not a cloud.)
+            let mut by_resource: foldhash::HashMap<(&str, &str, &str), usize> =
+                foldhash::HashMap::with_capacity(entries.len());
+            for (at, e) in entries.iter().enumerate() {
                 by_resource
                     .entry((e.name.as_str(), e.region.as_str(), e.handle.as_str()))
-                    .or_insert(e);
+                    .or_insert(at);
             }
             for i in members {
                 let slot = &mut slots[i];
@@ -119,8 +126,8 @@ impl Engine {
                     slot.subject.region.as_str(),
                     sighting.handle.as_str(),
                 );
-                if let Some(entry) = by_resource.get(&key) {
-                    sighting.recall(&entry.written);
+                if let Some(&at) = by_resource.get(&key) {
+                    sighting.recall_entry(entries, at);
                 }
             }
         }
@@ -129,17 +136,16 @@ impl Engine {
     /// The handle the cache holds for each slot's resource (by slot), for a recorded
     /// resource its list does not show: it is read by that handle before it is called
     /// absent.
-    pub(super) fn cached_handles<'c>(
-        caches: &'c BTreeMap<(String, String), Vec<CacheEntry>>,
-        slots: &[Slot],
-    ) -> Vec<Option<&'c str>> {
-        let mut by_resource: HashMap<(&str, &str, &str, &str), &str> = HashMap::new();
+    pub(super) fn cached_handles<'c>(caches: &'c Caches, slots: &[Slot]) -> Vec<Option<&'c str>> {
+        // Hashed with foldhash: the records choose these keys, not a cloud.
+        let mut by_resource: foldhash::HashMap<(&str, &str, &str, &str), &str> =
+            foldhash::HashMap::new();
         if !slots.iter().any(|s| s.recorded) {
             return vec![None; slots.len()];
         }
-        by_resource.reserve(caches.values().map(Vec::len).sum());
+        by_resource.reserve(caches.values().map(|entries| entries.len()).sum());
         for ((provider, kind), entries) in caches {
-            for e in entries {
+            for e in entries.iter() {
                 by_resource.insert(
                     (
                         provider.as_str(),

@@ -472,28 +472,42 @@ impl Engine {
         // Each declared resource's place in the build order (its index when the order
         // is unknown). The lines are put in order before any is made: a plan of a large
         // fleet holds each line once, not a copy of each on the way.
-        let mut position: Vec<usize> = (0..plan.len()).collect();
+        // (Each working vector is dropped as soon as it is done with: a plan of a large
+        // fleet peaks here.)
+        let fits = |p: usize| u32::try_from(p).expect("fewer than 2^32 resources");
+        let mut position: Vec<u32> = (0..plan.len()).map(fits).collect();
         if let Ok(order) = plan.build_order() {
             for (p, i) in order.into_iter().enumerate() {
-                position[i] = p;
+                position[i] = fits(p);
             }
         }
-        // Builds in the build order, then deletes in its reverse, then orphans.
-        let group = |slot: &Slot| match (slot.index, &slot.target) {
-            (Some(i), Target::Absent) => (1u8, usize::MAX - position[i]),
-            (Some(i), _) => (0, position[i]),
-            (None, _) => (2, 0),
-        };
+        // Builds in the build order, then deletes in its reverse, then orphans: each
+        // slot's group and place in it as one number (the group in the top bits),
+        // worked out once, not at every comparison.
+        const GROUP: u32 = 62;
+        let place = |i: usize| u64::from(position[i]);
+        let keys: Vec<u64> = slots
+            .iter()
+            .map(|slot| match (slot.index, &slot.target) {
+                (Some(i), Target::Absent) => (1 << GROUP) | ((1 << GROUP) - 1 - place(i)),
+                (Some(i), _) => place(i),
+                (None, _) => 2 << GROUP,
+            })
+            .collect();
+        drop(position);
+        // Ties go to the slots' own order, so that an unstable sort gives what a stable
+        // one would.
         let mut order: Vec<usize> = (0..slots.len()).collect();
-        order.sort_by(|&a, &b| {
-            let (sa, sb) = (&slots[a], &slots[b]);
-            group(sa)
-                .cmp(&group(sb))
-                .then_with(|| match (sa.index, sb.index) {
-                    (None, None) => sa.subject.cmp(&sb.subject),
+        order.sort_unstable_by(|&a, &b| {
+            keys[a]
+                .cmp(&keys[b])
+                .then_with(|| match (slots[a].index, slots[b].index) {
+                    (None, None) => slots[a].subject.cmp(&slots[b].subject),
                     _ => std::cmp::Ordering::Equal,
                 })
+                .then(a.cmp(&b))
         });
+        drop(keys);
         let order = order
             .into_iter()
             .map(|s| {

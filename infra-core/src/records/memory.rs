@@ -5,13 +5,21 @@ use std::sync::{Arc, Mutex};
 
 use super::{
     CacheEntry, Ledger, LedgerProgress, LockError, LockGuard, LockHolder, RecordError, RecordStore,
+    Records,
 };
 
+/// A list of cached observations' fleet, provider and kind.
+type CacheKey = (String, String, String);
+
 /// Records in memory, for tests and for runs that keep nothing.
+///
+/// Each ledger and each list of cached observations is kept shared: a run reading its
+/// records ([`RecordStore::load_records`]) shares them instead of copying them, and a
+/// write replaces them (or copies them first while a run still holds them).
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    ledgers: Mutex<BTreeMap<String, Ledger>>,
-    caches: Mutex<BTreeMap<(String, String, String), Vec<CacheEntry>>>,
+    ledgers: Mutex<BTreeMap<String, Arc<Ledger>>>,
+    caches: Mutex<BTreeMap<CacheKey, Arc<Vec<CacheEntry>>>>,
     locks: Arc<Mutex<BTreeMap<String, LockHolder>>>,
 }
 
@@ -45,7 +53,7 @@ impl RecordStore for MemoryStore {
             .lock()
             .expect("store lock")
             .get(fleet)
-            .cloned()
+            .map(|l| Ledger::clone(l))
             .unwrap_or_default())
     }
 
@@ -53,17 +61,13 @@ impl RecordStore for MemoryStore {
         self.ledgers
             .lock()
             .expect("store lock")
-            .insert(fleet.to_owned(), ledger.clone());
+            .insert(fleet.to_owned(), Arc::new(ledger.clone()));
         Ok(())
     }
 
     fn record_progress(&self, fleet: &str, progress: &LedgerProgress) -> Result<(), RecordError> {
-        self.ledgers
-            .lock()
-            .expect("store lock")
-            .entry(fleet.to_owned())
-            .or_default()
-            .apply(progress);
+        let mut ledgers = self.ledgers.lock().expect("store lock");
+        Arc::make_mut(ledgers.entry(fleet.to_owned()).or_default()).apply(progress);
         Ok(())
     }
 
@@ -78,7 +82,7 @@ impl RecordStore for MemoryStore {
             .lock()
             .expect("store lock")
             .get(&(fleet.to_owned(), provider.to_owned(), kind.to_owned()))
-            .cloned()
+            .map(|entries| entries.to_vec())
             .unwrap_or_default())
     }
 
@@ -94,7 +98,7 @@ impl RecordStore for MemoryStore {
         if entries.is_empty() {
             caches.remove(&key);
         } else {
-            caches.insert(key, entries.to_vec());
+            caches.insert(key, Arc::new(entries.to_vec()));
         }
         Ok(())
     }
@@ -108,6 +112,26 @@ impl RecordStore for MemoryStore {
             .filter(|(f, _, _)| f == fleet)
             .map(|(_, p, k)| (p.clone(), k.clone()))
             .collect())
+    }
+
+    /// The ledger and the cached observations as they are kept, shared (not copied).
+    fn load_records(&self, fleet: &str) -> Result<Records, RecordError> {
+        let ledger = self
+            .ledgers
+            .lock()
+            .expect("store lock")
+            .get(fleet)
+            .map(Arc::clone)
+            .unwrap_or_default();
+        let caches = self
+            .caches
+            .lock()
+            .expect("store lock")
+            .iter()
+            .filter(|((f, _, _), _)| f == fleet)
+            .map(|((_, p, k), entries)| ((p.clone(), k.clone()), Arc::clone(entries)))
+            .collect();
+        Ok(Records { ledger, caches })
     }
 
     fn try_lock(&self, fleet: &str, holder: &LockHolder) -> Result<LockGuard, LockError> {

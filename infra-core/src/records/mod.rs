@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -208,12 +209,15 @@ impl LedgerProgress {
 }
 
 /// Every record of a fleet, as read and checked together.
+///
+/// Shared, not copied: a store that holds its records in memory hands them over as
+/// they are, and a run that only reads them never copies them.
 #[derive(Clone, Debug, Default)]
 pub struct Records {
     /// The ledger.
-    pub ledger: Ledger,
+    pub ledger: Arc<Ledger>,
     /// The cached observations, by provider and kind.
-    pub caches: BTreeMap<(String, String), Vec<CacheEntry>>,
+    pub caches: BTreeMap<(String, String), Arc<Vec<CacheEntry>>>,
 }
 
 /// What was last observed of one resource.
@@ -423,11 +427,11 @@ pub trait RecordStore: Send + Sync {
     /// Reads and checks every record of the fleet, as [`RecordStore::verify`] does,
     /// and gives back what it read: a run reads each record once.
     fn load_records(&self, fleet: &str) -> Result<Records, RecordError> {
-        let ledger = self.load_ledger(fleet)?;
+        let ledger = Arc::new(self.load_ledger(fleet)?);
         let mut caches = BTreeMap::new();
         for (provider, kind) in self.cached_pairs(fleet)? {
             let entries = self.load_cache(fleet, &provider, &kind)?;
-            caches.insert((provider, kind), entries);
+            caches.insert((provider, kind), Arc::new(entries));
         }
         Ok(Records { ledger, caches })
     }
