@@ -115,6 +115,14 @@ fn ops(recorder: &Recorder, op: Op) -> Vec<String> {
         .collect()
 }
 
+fn lists(recorder: &Recorder) -> usize {
+    recorder
+        .calls()
+        .into_iter()
+        .filter(|c| c.op == Op::List)
+        .count()
+}
+
 fn handle(cloud: &SimCloud, name: &str) -> String {
     let found = cloud.find("aws", KIND, name);
     assert_eq!(found.len(), 1, "{name}: {found:?}");
@@ -180,6 +188,11 @@ async fn a_recorded_resource_its_list_omits_is_read_before_it_is_called_absent()
             .unwrap();
         assert!(!report.has_changes(), "whole={whole}: {}", report.render());
         assert!(ops(&s.recorder, Op::Read).contains(&b), "whole={whole}");
+        assert_eq!(
+            lists(&s.recorder),
+            1,
+            "whole={whole}: the cache holds its handle, so it is read, not waited for"
+        );
 
         // Gone: called absent only after a read said so.
         assert!(s.cloud.remove(&b));
@@ -198,6 +211,7 @@ async fn a_recorded_resource_its_list_omits_is_read_before_it_is_called_absent()
         assert_eq!(changed, [("pages-b", "create")], "whole={whole}");
         let reads = ops(&s.recorder, Op::Read);
         assert!(reads.contains(&b), "whole={whole}: {reads:?}");
+        assert_eq!(lists(&s.recorder), 1, "whole={whole}");
         if whole {
             assert_eq!(
                 reads,

@@ -14,9 +14,10 @@ use crate::{
     Backend, BackendError, ErrorKind, Marker, NotAttemptedReason, Ownership, Plan, Status,
 };
 
-/// The waits before a scope is listed again because a resource the ledger holds was
-/// missing from its list (lists lag creates); a resource still missing after the last is
-/// read by the handle the cache holds for it before it is called absent.
+/// The waits before a scope is listed again because a resource the ledger holds, and
+/// whose handle the cache does not, was missing from its list (lists lag creates). A
+/// resource whose handle the cache holds is not waited for: missing from its list, it
+/// is read by that handle, which answers for it whatever the list lags.
 const RELIST_WAITS: [std::time::Duration; 3] = [
     std::time::Duration::from_millis(200),
     std::time::Duration::from_millis(400),
@@ -242,7 +243,7 @@ impl Engine {
                 let backend = Arc::clone(self.backends.get(scope.0).expect("checked above"));
                 let expected: Vec<&str> = members
                     .iter()
-                    .filter(|&&i| view[i].recorded)
+                    .filter(|&&i| view[i].recorded && cached[i].is_none())
                     .map(|&i| view[i].subject.name.as_str())
                     .collect();
                 (scope.clone(), backend, expected)
@@ -500,9 +501,9 @@ impl Engine {
         }
     }
 
-    /// Lists one scope. A resource the ledger says exists but the list does not show is
-    /// listed again after each of [`RELIST_WAITS`] before it is believed gone: a list may
-    /// lag a create.
+    /// Lists one scope. While a name of `expected` (what the ledger says exists and no
+    /// cached handle can read) is not shown, the scope is listed again after each of
+    /// [`RELIST_WAITS`] before it is believed gone: a list may lag a create.
     async fn list_settled(
         &self,
         backend: &dyn Backend,
