@@ -9,16 +9,19 @@
 //! says so and measures nothing), works in a fresh schema it drops at the end, and
 //! prepares one machine per pair (each in its own rollout scope, so no two pairs
 //! contend on a scope) with a plan, an approval and dispatch evidence. It then times
-//! the pairs across the workers, and then, on the same rows and workers, *bare* pairs:
-//! two transactions that each lock the machine row and bump its revision, the least a
-//! commitment and an attempt must each do. It prints one line:
+//! the pairs across the workers and, on the same rows and workers, *bare* pairs: two
+//! transactions that each lock the machine row and bump its revision, the least a
+//! commitment and an attempt must each do. The machines are taken in `--rounds` slices
+//! (5 unless told), each timed as pairs and then as bare pairs, so that whatever the
+//! database does meanwhile (autovacuum after the preparation's writes, a checkpoint)
+//! falls on both sides alike instead of on whichever ran first. It prints one line:
 //!
 //! ```text
-//! store_throughput pairs=<N> workers=<W> pairs_per_second=<x> p50_ms=<..> p99_ms=<..> bare_pairs_per_second=<y> ratio_to_bare=<y/x>
+//! store_throughput pairs=<N> workers=<W> rounds=<R> pairs_per_second=<x> p50_ms=<..> p99_ms=<..> bare_pairs_per_second=<y> ratio_to_bare=<y/x>
 //! ```
 //!
-//! `--test` (as `cargo bench -- --test` passes it) runs 20 pairs over 2 workers: a
-//! check that the measurement runs, not a figure.
+//! `--test` (as `cargo bench -- --test` passes it) runs 20 pairs over 2 workers in 2
+//! rounds: a check that the measurement runs, not a figure.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -48,12 +51,14 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 struct Options {
     pairs: usize,
     workers: usize,
+    rounds: usize,
     database: Option<String>,
 }
 
 fn options() -> Result<Options, Error> {
     let mut pairs = 1000;
     let mut workers = 8;
+    let mut rounds = 5;
     let mut database = std::env::var(URL_VAR).ok().filter(|u| !u.is_empty());
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -64,19 +69,22 @@ fn options() -> Result<Options, Error> {
             "--test" => {
                 pairs = 20;
                 workers = 2;
+                rounds = 2;
             }
             "--pairs" => pairs = value()?.parse()?,
             "--workers" => workers = value()?.parse()?,
+            "--rounds" => rounds = value()?.parse()?,
             "--database" => database = Some(value()?),
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
-    if pairs == 0 || workers == 0 {
-        return Err("--pairs and --workers must be positive".into());
+    if pairs == 0 || workers == 0 || rounds == 0 {
+        return Err("--pairs, --workers and --rounds must be positive".into());
     }
     Ok(Options {
         pairs,
         workers,
+        rounds,
         database,
     })
 }
@@ -357,18 +365,24 @@ async fn measure(options: &Options, database: &str, schema: &str) -> Result<Stri
         prepare(&s, &id).await
     })
     .await?;
-    let started = clock.now();
-    let mut took = across(&clock, &store, &ids, options.workers, |s, id| async move {
-        pair(&s, &id).await
-    })
-    .await?;
-    let elapsed = clock.now() - started;
-    let started = clock.now();
-    across(&clock, &store, &ids, options.workers, |s, id| async move {
-        bare_pair(&s, &id).await
-    })
-    .await?;
-    let bare = clock.now() - started;
+    let (mut elapsed, mut bare) = (Duration::ZERO, Duration::ZERO);
+    let mut took = Vec::with_capacity(ids.len());
+    for slice in ids.chunks(ids.len().div_ceil(options.rounds)) {
+        let started = clock.now();
+        took.extend(
+            across(&clock, &store, slice, options.workers, |s, id| async move {
+                pair(&s, &id).await
+            })
+            .await?,
+        );
+        elapsed += clock.now() - started;
+        let started = clock.now();
+        across(&clock, &store, slice, options.workers, |s, id| async move {
+            bare_pair(&s, &id).await
+        })
+        .await?;
+        bare += clock.now() - started;
+    }
     store.pool().close().await;
     took.sort_unstable();
     #[allow(clippy::cast_precision_loss, reason = "rates for display")]
@@ -377,9 +391,10 @@ async fn measure(options: &Options, database: &str, schema: &str) -> Result<Stri
         options.pairs as f64 / bare.as_secs_f64(),
     );
     Ok(format!(
-        "store_throughput pairs={} workers={} pairs_per_second={rate:.1} p50_ms={:.2} p99_ms={:.2} bare_pairs_per_second={bare_rate:.1} ratio_to_bare={:.2}",
+        "store_throughput pairs={} workers={} rounds={} pairs_per_second={rate:.1} p50_ms={:.2} p99_ms={:.2} bare_pairs_per_second={bare_rate:.1} ratio_to_bare={:.2}",
         options.pairs,
         options.workers,
+        options.rounds,
         percentile_ms(&took, 0.50),
         percentile_ms(&took, 0.99),
         bare_rate / rate,

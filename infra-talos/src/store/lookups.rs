@@ -22,7 +22,9 @@ use crate::contract::plan::{self, PlanState, Stage};
 use crate::contract::{InstantMs, Role};
 use crate::store::Actor;
 use crate::store::common::*;
-use crate::store::rows::{absent_column, attempt_row, machine_row, obs_row, op_row, plan_row};
+use crate::store::rows::{
+    absent_column, attempt_row, machine_row, obs_row, op_row, op_row_named, plan_row,
+};
 use crate::store::sql::{Row, Tx, query};
 use crate::store::transaction::{Fail, R};
 
@@ -213,8 +215,11 @@ pub(super) struct Guards {
     pub(super) plan: PlanRow,
     /// The database's clock when the statement ran.
     pub(super) db_now: i64,
-    /// The plan's operation, if it has one (comparison 0).
-    pub(super) operation: Option<String>,
+    /// The plan's operation, if it has one (comparison 0; the operation an attempt
+    /// makes).
+    pub(super) operation: Option<OperationRow>,
+    /// The revision of that operation's last attempt, if it has one.
+    pub(super) last_attempt: Option<i64>,
     /// The stored artifact the plan binds: its digest and key version.
     pub(super) artifact: Option<(String, i64)>,
     /// The operation holding the plan's machine scope (comparison 4).
@@ -223,8 +228,9 @@ pub(super) struct Guards {
     pub(super) slot_holder: Option<String>,
     /// The controller's latest use-time dependency check for the plan (§3.1 item 2).
     pub(super) check: Option<DependencyRow>,
-    /// The controller's newest recorded evidence observation for the plan begun
-    /// after the revision asked for (comparison 3).
+    /// The controller's newest recorded evidence observation for the plan
+    /// (comparison 3; [`Guards::evidence_after`] keeps it only if it began after a
+    /// revision).
     pub(super) evidence: Option<ObsRow>,
     /// Every recorded observation of the machine newer than the evidence, in basis
     /// order.
@@ -253,7 +259,7 @@ macro_rules! obs_from_evidence {
          FROM observations eo JOIN observation_starts es \
          ON es.machine_id = eo.machine_id AND es.basis = eo.basis \
          WHERE es.machine_id = plans.machine_id AND es.plan_id = plans.id \
-         AND es.controller = $2 AND es.purpose = 'evidence' AND es.basis > $3 \
+         AND es.controller = $2 AND es.purpose = 'evidence' \
          ORDER BY es.basis DESC LIMIT 1)"
     };
 }
@@ -266,8 +272,7 @@ macro_rules! guards_sql {
         concat!(
             "SELECT ",
             plan_cols!(),
-            ", (SELECT o.id FROM operations o WHERE o.plan_id = plans.id) AS guard_operation, \
-             (SELECT a.digest FROM artifacts a WHERE a.release_id = plans.release_id \
+            ", (SELECT a.digest FROM artifacts a WHERE a.release_id = plans.release_id \
               AND a.machine_id = plans.machine_id) AS guard_artifact_digest, \
              (SELECT a.key_version FROM artifacts a WHERE a.release_id = plans.release_id \
               AND a.machine_id = plans.machine_id) AS guard_artifact_key_version, \
@@ -288,29 +293,34 @@ macro_rules! guards_sql {
             " AS guard_observations, ",
             $now,
             " AS guard_now, sa.approver_id, sa.epoch, sa.revision, sa.revoked, \
-             sa.identity_revoked FROM plans LEFT JOIN (",
+             sa.identity_revoked, op.* FROM plans LEFT JOIN (",
             standing_approval_sql!("$1"),
             $lock,
-            ") sa ON TRUE WHERE id = $1"
+            ") sa ON TRUE LEFT JOIN (SELECT o.id AS op_id, o.plan_id AS op_plan_id, \
+             o.machine_id AS op_machine_id, o.state AS op_state, \
+             o.owner_controller AS op_owner_controller, \
+             o.owner_generation AS op_owner_generation, o.owner_epoch AS op_owner_epoch, \
+             o.attempts AS op_attempts, o.commit_revision AS op_commit_revision, \
+             o.retry_revision AS op_retry_revision, o.retry_controller AS op_retry_controller, \
+             o.retry_generation AS op_retry_generation, o.retry_epoch AS op_retry_epoch, \
+             o.last_fact_revision AS op_last_fact_revision, o.restored AS op_restored, \
+             (SELECT t.revision FROM attempts t WHERE t.operation_id = o.id \
+              ORDER BY t.attempt_no DESC LIMIT 1) AS op_last_attempt_revision \
+             FROM operations o WHERE o.plan_id = $1) op ON TRUE WHERE id = $1"
         )
     };
 }
 
 /// In one statement, under the locks the caller holds: plan `plan`, the database's
-/// clock, and every other row comparisons 0 and 2–5 read — the plan's operation,
-/// the stored artifact, the scopes' holders (as [`holder`] finds them),
-/// `controller`'s latest use-time check, its newest recorded evidence for the plan
-/// begun after revision `after`, every recorded observation of the machine newer
-/// than that evidence (as [`observations_after`] reads them), and the plan's standing
+/// clock, and every other row comparisons 0 and 2–5 read — the plan's operation with
+/// its last attempt's revision, the stored artifact, the scopes' holders (as
+/// [`holder`] finds them), `controller`'s latest use-time check, its newest recorded
+/// evidence for the plan, every recorded observation of the machine newer than that
+/// evidence (as [`observations_after`] reads them), and the plan's standing
 /// approval read to share with its approver's principal row (as
 /// [`standing_approval`] reads them: the snapshot is taken after the machine row's
 /// lock, and whoever writes an approval or revokes an identity holds that lock first).
-pub(super) async fn guards(
-    tx: &mut Tx,
-    plan: &str,
-    controller: ControllerId,
-    after: i64,
-) -> R<Guards> {
+pub(super) async fn guards(tx: &mut Tx, plan: &str, controller: ControllerId) -> R<Guards> {
     let sql = tx.dialect().pick(
         guards_sql!(
             crate::store::sql::pg_now!(),
@@ -338,7 +348,6 @@ pub(super) async fn guards(
     let r = query(sql)
         .bind(plan)
         .bind(controller_bytes(controller))
-        .bind(after)
         .fetch_optional(tx)
         .await?
         .ok_or_else(|| not_found("plan", plan))?;
@@ -354,7 +363,11 @@ pub(super) async fn guards(
     Ok(Guards {
         plan: plan_row(&r)?,
         db_now: r.try_get("guard_now")?,
-        operation: r.try_get("guard_operation")?,
+        operation: match r.try_get::<Option<String>, _>("op_id")? {
+            Some(_) => Some(op_row_named(&r, "op_")?),
+            None => None,
+        },
+        last_attempt: r.try_get("op_last_attempt_revision")?,
         artifact: digest.zip(key_version),
         machine_holder: r.try_get("guard_machine_holder")?,
         slot_holder: r.try_get("guard_slot_holder")?,
@@ -371,6 +384,20 @@ pub(super) async fn guards(
             None => None,
         },
     })
+}
+
+impl Guards {
+    /// These guards with the evidence kept only if it began after revision `after`
+    /// (a retry needs evidence newer than the last attempt). The evidence is the
+    /// newest there is, so none newer than `after` exists if it is not; nor then is
+    /// anything newer than it read.
+    pub(super) fn evidence_after(mut self, after: i64) -> Self {
+        if self.evidence.as_ref().is_some_and(|e| e.basis <= after) {
+            self.evidence = None;
+            self.newer.clear();
+        }
+        self
+    }
 }
 
 /// An observation's values as the guards' statement aggregates them
@@ -419,23 +446,6 @@ fn observations_of_json(json: Option<&str>) -> R<Vec<ObsRow>> {
         .collect::<R<Vec<_>>>()?;
     rows.sort_by_key(|o| o.basis);
     Ok(rows)
-}
-
-/// Operation `op` with the revision of its last attempt, if it has one, in one
-/// statement.
-pub(super) async fn op_and_last_attempt(tx: &mut Tx, op: &str) -> R<(OperationRow, Option<i64>)> {
-    let row = query(concat!(
-        "SELECT ",
-        op_cols!(),
-        ", (SELECT t.revision FROM attempts t WHERE t.operation_id = $1 \
-         ORDER BY t.attempt_no DESC LIMIT 1) AS last_attempt_revision \
-         FROM operations WHERE id = $1"
-    ))
-    .bind(op)
-    .fetch_optional(tx)
-    .await?
-    .ok_or_else(|| not_found("operation", op))?;
-    Ok((op_row(&row)?, row.try_get("last_attempt_revision")?))
 }
 
 /// Every machine row, each locked `FOR UPDATE` in id order (the order every act that

@@ -107,28 +107,35 @@ pub(super) fn token_from(
 
 /// An operation row, with its owner and, when classified safe to retry, who did so.
 pub(super) fn op_row(r: &Row) -> R<OperationRow> {
-    let state: String = r.try_get("state")?;
-    let oc: Vec<u8> = r.try_get("owner_controller")?;
-    let oe: Vec<u8> = r.try_get("owner_epoch")?;
-    let rc: Option<Vec<u8>> = r.try_get("retry_controller")?;
-    let rg: Option<i64> = r.try_get("retry_generation")?;
-    let re: Option<Vec<u8>> = r.try_get("retry_epoch")?;
+    op_row_named(r, "")
+}
+
+/// An operation row whose columns are named with `prefix` before their own names
+/// (as a statement that also reads a plan's columns names them).
+pub(super) fn op_row_named(r: &Row, prefix: &str) -> R<OperationRow> {
+    let col = |name: &str| format!("{prefix}{name}");
+    let state: String = r.try_get(col("state").as_str())?;
+    let oc: Vec<u8> = r.try_get(col("owner_controller").as_str())?;
+    let oe: Vec<u8> = r.try_get(col("owner_epoch").as_str())?;
+    let rc: Option<Vec<u8>> = r.try_get(col("retry_controller").as_str())?;
+    let rg: Option<i64> = r.try_get(col("retry_generation").as_str())?;
+    let re: Option<Vec<u8>> = r.try_get(col("retry_epoch").as_str())?;
     let retry_by = match (rc, rg, re) {
         (Some(c), Some(g), Some(e)) => Some(token_from(&c, g, &e)?),
         _ => None,
     };
     Ok(OperationRow {
-        id: r.try_get("id")?,
-        plan_id: r.try_get("plan_id")?,
-        machine_id: r.try_get("machine_id")?,
+        id: r.try_get(col("id").as_str())?,
+        plan_id: r.try_get(col("plan_id").as_str())?,
+        machine_id: r.try_get(col("machine_id").as_str())?,
         state: state_of(&state)?,
-        owner: token_from(&oc, r.try_get("owner_generation")?, &oe)?,
-        attempts: r.try_get("attempts")?,
-        commit_revision: r.try_get("commit_revision")?,
-        retry_revision: r.try_get("retry_revision")?,
+        owner: token_from(&oc, r.try_get(col("owner_generation").as_str())?, &oe)?,
+        attempts: r.try_get(col("attempts").as_str())?,
+        commit_revision: r.try_get(col("commit_revision").as_str())?,
+        retry_revision: r.try_get(col("retry_revision").as_str())?,
         retry_by,
-        last_fact_revision: r.try_get("last_fact_revision")?,
-        restored: r.try_get("restored")?,
+        last_fact_revision: r.try_get(col("last_fact_revision").as_str())?,
+        restored: r.try_get(col("restored").as_str())?,
     })
 }
 

@@ -4,8 +4,8 @@
 //! transaction records the refusal and settles the operation (§4, choice §10.30).
 //!
 //! Statements, in the contract's lock order: one takes the machine row's lock and then
-//! reads the installation to share (on SQLite two), one reads the operation (with its
-//! last attempt's revision), one the standing approval to share and every other row
+//! reads the installation to share (on SQLite two), one reads the operation with its
+//! last attempt's revision, the standing approval to share and every other row
 //! comparisons 1, 2, 3 and 6 compare ([`guards`]); on PostgreSQL one more writes the
 //! entry, the admitting update and the attempt's row.
 
@@ -23,7 +23,7 @@ use crate::store::common::*;
 use crate::store::engine::SqlStore;
 use crate::store::lookups::{
     Guards, LockedVia, Via, authority_now, guards, installation, lock_machine, lock_machine_via,
-    op_and_last_attempt, read_attempts, read_op, read_plan, set_op_state, standing_approval,
+    read_attempts, read_op, read_plan, set_op_state, standing_approval,
 };
 use crate::store::rows::records;
 use crate::store::sql::{Tx, query};
@@ -52,7 +52,7 @@ impl SqlStore {
     }
 
     /// The attempt transaction body (§3.3): the machine row's lock and the
-    /// installation read to share, the operation; then in one statement the plan, its
+    /// installation read to share; then in one statement the operation, the plan, its
     /// standing approval read to share and the other rows comparisons 1, 2, 3 and 6
     /// compare ([`guards`]); comparisons 1, 2, 3 and 6; then the attempt entry and the
     /// one update that makes comparisons 7–9 and records the attempt.
@@ -62,18 +62,25 @@ impl SqlStore {
             named: plan_id,
             inst,
         } = lock_machine_via(tx, Via::Operation, op_id).await?;
-        let (op, last_attempt) = op_and_last_attempt(tx, op_id).await?;
         self.hook(HookPoint::AttemptLocked {
             operation: op_id.to_owned(),
         })
         .await;
+        let mut guards = guards(tx, &plan_id, token.controller).await?;
+        // The plan's one operation is the one this attempt was asked for (the lock
+        // found the plan through it).
+        let op = guards
+            .operation
+            .take()
+            .filter(|op| op.id == op_id)
+            .ok_or_else(|| not_found("operation", op_id))?;
         // Comparison 3: a retry needs evidence newer than the last attempt.
         let after = if op.state == OperationState::Unresolved {
-            last_attempt.unwrap_or(op.commit_revision)
+            guards.last_attempt.unwrap_or(op.commit_revision)
         } else {
             0
         };
-        let guards = guards(tx, &plan_id, token.controller, after).await?;
+        let guards = guards.evidence_after(after);
         let now = self.time_from(guards.db_now);
         let rows = Compared {
             machine,

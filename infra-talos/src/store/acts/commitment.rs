@@ -84,7 +84,7 @@ impl SqlStore {
             controller,
         })
         .await;
-        let guards = guards(tx, plan_id, controller, 0).await?;
+        let guards = guards(tx, plan_id, controller).await?.evidence_after(0);
         let now = self.time_from(guards.db_now);
         let rows = Compared {
             machine,
