@@ -269,6 +269,11 @@ impl BenchCloud {
         }
     }
 
+    /// The time on the cloud's clock.
+    pub fn now(&self) -> Duration {
+        self.clock.now()
+    }
+
     /// When, on the cloud's clock, its first call began and its last call returned.
     pub fn span(&self) -> Option<(Duration, Duration)> {
         *self.span.lock().expect("lock")

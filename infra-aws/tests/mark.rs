@@ -13,6 +13,10 @@
 //! The server is found through `AWS_ENDPOINT_URL` (`.ci/run` starts one). Without it the
 //! tests print a loud skip, and fail when `CI=true`.
 
+mod moto_support;
+
+use moto_support::{endpoint, sdk};
+
 use infra_aws::AwsBackend;
 use infra_core::sdk::Router;
 use infra_core::sdk::{Backend, ErrorKind, MARKER_KEY, Marker, Ownership, RawTags};
@@ -26,42 +30,10 @@ const OTHER_FLEET: &str = "someone-else";
 /// The unrelated tag every resource is made with.
 const TEAM: (&str, &str) = ("team", "web");
 
-/// The endpoint of the moto server named by `AWS_ENDPOINT_URL`, or `None` after a loud
-/// skip (a failure under `CI=true`).
-fn endpoint() -> Option<String> {
-    let found = std::env::var("AWS_ENDPOINT_URL")
-        .ok()
-        .filter(|e| !e.is_empty());
-    if found.is_none() {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-        eprintln!("\n==================== SKIPPED ====================");
-        eprintln!("AWS_ENDPOINT_URL is not set: no moto server to test Backend::mark against.");
-        eprintln!("Start one (see .ci/run) and set AWS_ENDPOINT_URL to run these tests.");
-        eprintln!("=================================================\n");
-        assert!(
-            !ci,
-            "CI=true and AWS_ENDPOINT_URL is not set: the AWS mark tests did not run"
-        );
-    }
-    found
-}
-
-/// The SDK configuration of the plain clients, on the moto server, in [`REGION`].
-async fn sdk(endpoint: &str) -> aws_types::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(aws_config::Region::new(REGION))
-        .credentials_provider(aws_credential_types::Credentials::new(
-            "test", "test", None, None, "moto",
-        ))
-        .load()
-        .await
-}
-
 /// The backend and the plain SDK configuration, or `None` after a loud skip.
 async fn moto() -> Option<(Router, aws_types::SdkConfig)> {
-    let endpoint = endpoint()?;
-    let config = sdk(&endpoint).await;
+    let endpoint = endpoint("the AWS mark tests")?;
+    let config = sdk(&endpoint, REGION).await;
     Some((AwsBackend::new(config.clone()), config))
 }
 

@@ -4,6 +4,10 @@
 //! The server is found through `AWS_ENDPOINT_URL` (`.ci/run` starts one). Without it the
 //! tests print a loud skip, and fail when `CI=true`.
 
+mod moto_support;
+
+use moto_support::{endpoint, sdk};
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -20,29 +24,8 @@ use infra_testkit::evidence::{Evidence, Record};
 
 /// A backend on the moto server named by `AWS_ENDPOINT_URL`, or `None` after a loud skip.
 async fn moto() -> Option<Arc<Router>> {
-    let Some(endpoint) = std::env::var("AWS_ENDPOINT_URL")
-        .ok()
-        .filter(|e| !e.is_empty())
-    else {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-        eprintln!("\n==================== SKIPPED ====================");
-        eprintln!("AWS_ENDPOINT_URL is not set: no moto server to test the AWS backend against.");
-        eprintln!("Start one (see .ci/run) and set AWS_ENDPOINT_URL to run these tests.");
-        eprintln!("=================================================\n");
-        assert!(
-            !ci,
-            "CI=true and AWS_ENDPOINT_URL is not set: the AWS suite did not run"
-        );
-        return None;
-    };
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_credential_types::Credentials::new(
-            "test", "test", None, None, "moto",
-        ))
-        .load()
-        .await;
+    let endpoint = endpoint("the AWS suite")?;
+    let config = sdk(&endpoint, "us-east-1").await;
     Some(Arc::new(AwsBackend::new(config)))
 }
 

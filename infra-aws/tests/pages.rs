@@ -18,6 +18,10 @@
 //! The server is found through `AWS_ENDPOINT_URL` (`.ci/run` starts one). Without it the
 //! tests print a loud skip, and fail when `CI=true`.
 
+mod moto_support;
+
+use moto_support::{endpoint, sdk};
+
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -35,43 +39,11 @@ const REGION: &str = "eu-west-3";
 /// The kinds whose lists hand over complete reads.
 const COMPLETE: [&str; 3] = ["securityGroup", "secrets", "postgres"];
 
-/// The endpoint of the moto server named by `AWS_ENDPOINT_URL`, or `None` after a loud
-/// skip (a failure under `CI=true`).
-fn endpoint() -> Option<String> {
-    let found = std::env::var("AWS_ENDPOINT_URL")
-        .ok()
-        .filter(|e| !e.is_empty());
-    if found.is_none() {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-        eprintln!("\n==================== SKIPPED ====================");
-        eprintln!("AWS_ENDPOINT_URL is not set: no moto server to observe by the page on.");
-        eprintln!("Start one (see .ci/run) and set AWS_ENDPOINT_URL to run these tests.");
-        eprintln!("=================================================\n");
-        assert!(
-            !ci,
-            "CI=true and AWS_ENDPOINT_URL is not set: the AWS page tests did not run"
-        );
-    }
-    found
-}
-
-/// An SDK configuration at `endpoint`, in [`REGION`], with moto's test keys.
-async fn sdk(endpoint: &str) -> aws_types::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(aws_config::Region::new(REGION))
-        .credentials_provider(aws_credential_types::Credentials::new(
-            "test", "test", None, None, "moto",
-        ))
-        .load()
-        .await
-}
-
 /// A backend at `endpoint` whose retries wait on a manual clock (nothing waits for
 /// real).
 async fn backend(endpoint: &str) -> Arc<Router> {
     Arc::new(
-        AwsBackend::builder(sdk(endpoint).await)
+        AwsBackend::builder(sdk(endpoint, REGION).await)
             .retry_policy(RetryPolicy::default())
             .clock(Arc::new(ManualClock::new()))
             .build(),
@@ -186,7 +158,9 @@ fn listen(said: &Said) -> tracing::subscriber::DefaultGuard {
 
 #[tokio::test]
 async fn a_no_change_plan_reads_nothing_a_complete_list_carried() {
-    let Some(endpoint) = endpoint() else { return };
+    let Some(endpoint) = endpoint("the AWS page tests") else {
+        return;
+    };
     let recorder = Recorder::new();
     let backend: Arc<dyn Backend> = Layered::wrap(backend(&endpoint).await, recorder.clone());
     let engine = Engine::new(Backends::new().with(backend), Arc::new(MemoryStore::new()));
@@ -236,7 +210,9 @@ async fn a_no_change_plan_reads_nothing_a_complete_list_carried() {
 
 #[tokio::test]
 async fn the_tag_index_hands_over_what_ownership_answers() {
-    let Some(endpoint) = endpoint() else { return };
+    let Some(endpoint) = endpoint("the AWS page tests") else {
+        return;
+    };
     let backend = backend(&endpoint).await;
     let engine = Engine::new(
         Backends::new().with(backend.clone()),
@@ -252,7 +228,7 @@ async fn the_tag_index_hands_over_what_ownership_answers() {
     // A bucket of no fleet, with a tag of its own: the index (filtered on the marker
     // key) does not name it, so it is handed over without tags.
     let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&sdk(&endpoint).await)
+        aws_sdk_s3::config::Builder::from(&sdk(&endpoint, REGION).await)
             .force_path_style(true)
             .build(),
     );
@@ -318,7 +294,9 @@ async fn the_tag_index_hands_over_what_ownership_answers() {
 
 #[tokio::test]
 async fn a_refused_tag_index_falls_back_and_says_so_once() {
-    let Some(endpoint) = endpoint() else { return };
+    let Some(endpoint) = endpoint("the AWS page tests") else {
+        return;
+    };
     let said = Said::default();
     let _guard = listen(&said);
     let relay = Relay::start(&endpoint).await.expect("the relay starts");
@@ -379,7 +357,9 @@ async fn a_refused_tag_index_falls_back_and_says_so_once() {
 
 #[tokio::test]
 async fn a_throttled_create_is_retried_and_makes_one_resource() {
-    let Some(endpoint) = endpoint() else { return };
+    let Some(endpoint) = endpoint("the AWS page tests") else {
+        return;
+    };
     let relay = Relay::start(&endpoint).await.expect("the relay starts");
     let refused = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&refused);
@@ -426,7 +406,7 @@ async fn a_throttled_create_is_retried_and_makes_one_resource() {
     assert_eq!(creates.iter().filter(|x| x.fault.is_some()).count(), 3);
 
     // One queue in moto, asked directly, carrying this fleet's marker.
-    let sqs = aws_sdk_sqs::Client::new(&sdk(&endpoint).await);
+    let sqs = aws_sdk_sqs::Client::new(&sdk(&endpoint, REGION).await);
     let urls = sqs
         .list_queues()
         .queue_name_prefix(&prefix)

@@ -13,6 +13,10 @@
 //! The server is found through `AWS_ENDPOINT_URL` (`.ci/run` starts one). Without it the
 //! test prints a loud skip, and fails when `CI=true`.
 
+mod moto_support;
+
+use moto_support::{endpoint, sdk};
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,38 +33,6 @@ use infra_testkit::storm::{Storm, StormFigures};
 const REGION: &str = "eu-west-3";
 /// How long the storm lasts, on the manual clock.
 const STORM: Duration = Duration::from_secs(30);
-
-/// The endpoint of the moto server named by `AWS_ENDPOINT_URL`, or `None` after a loud
-/// skip (a failure under `CI=true`).
-fn endpoint() -> Option<String> {
-    let found = std::env::var("AWS_ENDPOINT_URL")
-        .ok()
-        .filter(|e| !e.is_empty());
-    if found.is_none() {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-        eprintln!("\n==================== SKIPPED ====================");
-        eprintln!("AWS_ENDPOINT_URL is not set: no moto server to run the throttling storm on.");
-        eprintln!("Start one (see .ci/run) and set AWS_ENDPOINT_URL to run this test.");
-        eprintln!("=================================================\n");
-        assert!(
-            !ci,
-            "CI=true and AWS_ENDPOINT_URL is not set: the AWS storm test did not run"
-        );
-    }
-    found
-}
-
-/// An SDK configuration at `endpoint`, in [`REGION`], with moto's test keys.
-async fn sdk(endpoint: &str) -> aws_types::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(aws_config::Region::new(REGION))
-        .credentials_provider(aws_credential_types::Credentials::new(
-            "test", "test", None, None, "moto",
-        ))
-        .load()
-        .await
-}
 
 /// How many of each kind the fleet declares.
 const COUNTS: [(&str, usize); 7] = [
@@ -235,11 +207,13 @@ fn creates_passed_on(exchanges: &[Exchange]) -> BTreeMap<String, usize> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_applied_through_a_throttling_storm_is_made_once_and_nothing_fails() {
-    let Some(endpoint) = endpoint() else { return };
+    let Some(endpoint) = endpoint("the AWS storm test") else {
+        return;
+    };
     let clock = Arc::new(ManualClock::new());
     let relay = Relay::start(&endpoint).await.expect("the relay starts");
     let backend = Arc::new(
-        AwsBackend::builder(sdk(&relay.address()).await)
+        AwsBackend::builder(sdk(&relay.address(), REGION).await)
             .retry_policy(RetryPolicy::default())
             .clock(clock.clone())
             .build(),
@@ -291,7 +265,7 @@ async fn a_fleet_applied_through_a_throttling_storm_is_made_once_and_nothing_fai
     assert!(refused_creates > 0, "no create met the storm: {figures}");
 
     // One of each in moto, and one create of each passed on.
-    let moto = sdk(&endpoint).await;
+    let moto = sdk(&endpoint, REGION).await;
     let held = in_moto(&moto, &prefix).await;
     let declared = |kinds: &[&str]| -> usize {
         COUNTS

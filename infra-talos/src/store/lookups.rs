@@ -193,12 +193,15 @@ pub(super) async fn lock_machine_via(tx: &mut Tx, via: Via, key: &str) -> R<Lock
         .ok_or_else(|| not_found(via.what(), key))?;
     let machine = machine_row(&row)?;
     let named = row.try_get("named")?;
-    let inst = match row
-        .try_get::<Option<String>, _>("installation_json")
-        .or_else(|e| absent_column(e, || None))?
-    {
+    // SQLite's statement locks nothing and reads no installation; PostgreSQL's reads
+    // it as JSON (none only if the row is missing, which `installation` then reports).
+    let json: Option<String> = if dialect.locks_rows() {
+        row.try_get("installation_json")?
+    } else {
+        None
+    };
+    let inst = match json {
         Some(json) => installation_of_json(&json)?,
-        // SQLite's statement locks nothing and reads no installation.
         None => installation(tx, true).await?,
     };
     Ok(LockedVia {

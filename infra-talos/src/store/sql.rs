@@ -145,6 +145,17 @@ impl Dialect {
         }
     }
 
+    /// Whether the database takes row locks (`FOR UPDATE`, `FOR SHARE`): PostgreSQL
+    /// does; SQLite has none, its one writer at a time orders the transactions.
+    pub(super) fn locks_rows(self) -> bool {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres => true,
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite => false,
+        }
+    }
+
     /// Whether the database aborted a transaction for a retry: its error code is one
     /// of [`Dialect::retry_codes`].
     pub(super) fn retryable(self, e: &sqlx::Error) -> bool {

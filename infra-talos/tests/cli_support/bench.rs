@@ -199,12 +199,15 @@ impl Bench {
             input: None,
             env,
         };
-        let code = run(
+        // Boxed: the command line's future is deep, and every test awaiting it through
+        // these helpers would otherwise need a higher recursion limit to be built with
+        // optimisations.
+        let code = Box::pin(run(
             std::iter::once("infra-talos")
                 .chain(acting.iter().map(String::as_str))
                 .chain(args.iter().copied()),
             &mut io,
-        )
+        ))
         .await;
         Ran {
             code,

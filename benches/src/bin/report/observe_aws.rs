@@ -11,12 +11,11 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use infra_core::engine::{Engine, MemoryStore, Options};
 use infra_core::kinds::{ObjectStore, Queues, Rule, Secrets, SecurityGroup};
 use infra_core::prelude::{AwsRegion, Backends, Expr, Fleet, Partial};
-use infra_core::sdk::layer::{Answer, Call, Layer, Layered, Next, Recorder};
-use infra_core::sdk::{Backend, BackendError, Listed};
+use infra_core::sdk::layer::{BareLists, Layered, Recorder};
+use infra_core::sdk::Backend;
 
 const PARALLELISM: usize = 16;
 
@@ -28,25 +27,6 @@ const MIX: [(&str, bool, usize); 4] = [
     ("objectStore", false, 2),
     ("queues", false, 1),
 ];
-
-/// Hands over each listed resource by name and handle alone: what observation had
-/// before lists carried reads and tags.
-struct Bare;
-
-#[async_trait]
-impl Layer for Bare {
-    async fn call(&self, call: Call<'_>, next: Next<'_>) -> Result<Answer, BackendError> {
-        match next.run(call).await? {
-            Answer::List(listed) => Ok(Answer::List(
-                listed
-                    .into_iter()
-                    .map(|l| Listed::new(l.name, l.handle))
-                    .collect(),
-            )),
-            other => Ok(other),
-        }
-    }
-}
 
 /// Prints `O calls_per_resource cloud=aws`, or why not on standard error.
 pub(crate) fn o(rt: &tokio::runtime::Runtime, n: usize) {
@@ -91,7 +71,7 @@ pub(crate) fn o(rt: &tokio::runtime::Runtime, n: usize) {
         recorder.calls()
     };
     let complete = plan_calls(Arc::clone(&backend));
-    let baseline = plan_calls(Layered::wrap(Arc::clone(&backend), Bare));
+    let baseline = plan_calls(Layered::wrap(Arc::clone(&backend), BareLists));
 
     let per = |calls: usize, of: usize| calls as f64 / of.max(1) as f64;
     let complete_kinds: Vec<&str> = MIX.iter().filter(|m| m.1).map(|m| m.0).collect();

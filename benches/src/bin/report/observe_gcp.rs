@@ -14,12 +14,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use infra_core::engine::{Engine, MemoryStore, Options};
 use infra_core::kinds::{ImageRegistry, ObjectStore, Queues};
 use infra_core::prelude::{Backends, Expr, Fleet, GcpRegion, Partial};
-use infra_core::sdk::layer::{Answer, Call, Layer, Layered, Next, Recorder};
-use infra_core::sdk::{Backend, BackendError, Capabilities, Listed, RetryPolicy, SystemClock};
+use infra_core::sdk::layer::{BareLists, Layered, Recorder};
+use infra_core::sdk::{Backend, RetryPolicy, SystemClock};
 use infra_gcp::{GcpBackend, GcpConfig, Polling};
 use infra_testkit::gcp::GcpServer;
 
@@ -27,30 +26,6 @@ const PROJECT: &str = "bench-project";
 
 /// The target of calls per resource for kinds with complete lists.
 const TARGET: f64 = 0.05;
-
-/// Today's observation: each `Listed` stripped to its name and handle, and no kind
-/// said to list complete.
-struct OneReadEach;
-
-#[async_trait]
-impl Layer for OneReadEach {
-    fn capabilities(&self, mut inner: Capabilities) -> Capabilities {
-        inner.complete_lists.clear();
-        inner
-    }
-
-    async fn call(&self, call: Call<'_>, next: Next<'_>) -> Result<Answer, BackendError> {
-        match next.run(call).await? {
-            Answer::List(listed) => Ok(Answer::List(
-                listed
-                    .into_iter()
-                    .map(|l| Listed::new(l.name, l.handle))
-                    .collect(),
-            )),
-            other => Ok(other),
-        }
-    }
-}
 
 fn known<T: infra_core::prelude::Value>(value: T) -> Partial<Expr<T>> {
     Partial::Known(Expr::lit(value))
@@ -161,7 +136,7 @@ pub(crate) fn o_gcp(rt: &tokio::runtime::Runtime, n: usize) {
         assert!(applied.is_success(), "the bench fleet is applied");
         let (complete, complete_http) =
             plan_calls(&server, Arc::clone(&backend), store.clone(), &fleet).await;
-        let stripped: Arc<dyn Backend> = Layered::wrap(backend, OneReadEach);
+        let stripped: Arc<dyn Backend> = Layered::wrap(backend, BareLists);
         let (each, each_http) = plan_calls(&server, stripped, store, &fleet).await;
         let per = |calls: usize| calls as f64 / n as f64;
         println!(

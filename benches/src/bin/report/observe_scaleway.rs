@@ -11,11 +11,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use infra_core::engine::{Engine, ManualClock, MemoryStore, Options};
 use infra_core::prelude::Backends;
-use infra_core::sdk::layer::{Answer, Call, Layer, Layered, Next, Recorder};
-use infra_core::sdk::{Backend, BackendError, Capabilities, Clock, Listed, Polling};
+use infra_core::sdk::layer::{BareLists, Layered, Recorder};
+use infra_core::sdk::{Backend, Clock, Polling};
 use infra_scaleway::{ScalewayBackend, ScalewayConfig};
 use infra_testkit::scaleway::{ScalewayOptions, ScalewayServer, complete_list_fleet};
 
@@ -24,30 +23,6 @@ const ORGANIZATION: &str = "22222222-2222-4222-8222-222222222222";
 
 /// The target, calls per resource, for kinds with complete lists.
 const TARGET: f64 = 0.05;
-
-/// Hands each listed resource over by name and handle alone, and says no list is
-/// complete: every resource is read, as before lists handed readings over.
-struct OneReadEach;
-
-#[async_trait]
-impl Layer for OneReadEach {
-    fn capabilities(&self, mut inner: Capabilities) -> Capabilities {
-        inner.complete_lists.clear();
-        inner
-    }
-
-    async fn call(&self, call: Call<'_>, next: Next<'_>) -> Result<Answer, BackendError> {
-        match next.run(call).await? {
-            Answer::List(listed) => Ok(Answer::List(
-                listed
-                    .into_iter()
-                    .map(|l| Listed::new(l.name, l.handle))
-                    .collect(),
-            )),
-            other => Ok(other),
-        }
-    }
-}
 
 /// Backend calls and stand-in requests of one no-change plan through `backend`.
 fn counted_plan(
@@ -106,7 +81,7 @@ pub(crate) fn o_line(rt: &tokio::runtime::Runtime, n: usize) {
 
     let (complete, complete_http) =
         counted_plan(rt, Arc::clone(&backend), &store, &clock, &server, n);
-    let stripped = Layered::wrap(Arc::clone(&backend), OneReadEach) as Arc<dyn Backend>;
+    let stripped = Layered::wrap(Arc::clone(&backend), BareLists) as Arc<dyn Backend>;
     let (each, each_http) = counted_plan(rt, stripped, &store, &clock, &server, n);
     rt.block_on(server.shutdown());
 

@@ -9,8 +9,9 @@
 //! The layers kept here are the ones tests and users keep writing: [`Recorder`] (every
 //! call and how it ended), [`Faults`] (scripted failures, a lost answer included),
 //! [`Latency`] (a wait before each call, on an injected clock), [`Retry`] (the one retry
-//! policy, for a backend whose client has no retry machinery) and [`Traced`] (a
-//! `tracing` span per call).
+//! policy, for a backend whose client has no retry machinery), [`Traced`] (a
+//! `tracing` span per call) and [`BareLists`] (lists trusted for names and handles
+//! only: every resource read).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -27,6 +28,7 @@
 //! assert_eq!(recorder.calls()[0].op, Op::List);
 //! ```
 
+mod bare_lists;
 mod faults;
 mod latency;
 mod record;
@@ -38,6 +40,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+pub use bare_lists::BareLists;
 pub use faults::{Fault, Faults};
 pub use latency::Latency;
 pub use record::{Ended, Recorded, Recorder};

@@ -346,3 +346,51 @@ async fn an_observing_retry_layer_tries_writes_once() {
     assert!(backend.read("objectStore", "moon-1", "once").await.is_ok());
     assert_eq!(faults.hits(), 2);
 }
+
+/// Lists made whole: each bucket handed over with its read.
+struct Whole;
+
+#[async_trait]
+impl Layer for Whole {
+    fn capabilities(&self, mut inner: Capabilities) -> Capabilities {
+        inner.complete_lists.insert("objectStore");
+        inner
+    }
+
+    async fn call(&self, call: Call<'_>, next: Next<'_>) -> Result<Answer, BackendError> {
+        let Call::List { kind, region } = call else {
+            return next.run(call).await;
+        };
+        let Answer::List(listed) = next.run(call).await? else {
+            return Err(BackendError::invalid("a list answers a list"));
+        };
+        let mut whole = Vec::new();
+        for l in listed {
+            let reading = next.backend().read(kind, region, &l.handle).await?;
+            whole.push(Listed::new(l.name, l.handle).with_reading(reading));
+        }
+        Ok(Answer::List(whole))
+    }
+}
+
+#[tokio::test]
+async fn bare_lists_keep_names_and_handles_and_drop_the_readings_and_the_claim() {
+    let router = router();
+    for name in ["a", "b"] {
+        create(router.as_ref(), name).await.unwrap();
+    }
+    let whole = Layered::wrap(Arc::clone(&router), Whole);
+    assert!(whole.capabilities().complete_lists.contains("objectStore"));
+    let listed = whole.list("objectStore", "moon-1").await.unwrap();
+    assert!(listed.iter().all(|l| l.reading().is_some()));
+
+    let bare = Layered::wrap(whole, BareLists);
+    assert!(bare.capabilities().complete_lists.is_empty());
+    let listed = bare.list("objectStore", "moon-1").await.unwrap();
+    let named: Vec<(&str, &str)> = listed
+        .iter()
+        .map(|l| (l.name.as_str(), l.handle.as_str()))
+        .collect();
+    assert_eq!(named, [("a", "a"), ("b", "b")]);
+    assert!(listed.iter().all(|l| l.reading().is_none()));
+}
