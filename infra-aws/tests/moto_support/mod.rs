@@ -4,7 +4,7 @@
 /// The endpoint of the moto server named by `AWS_ENDPOINT_URL`, or `None` after a loud
 /// skip that says what did not run (`what`, e.g. "the AWS page tests"); under
 /// `CI=true` a missing server fails instead.
-pub fn endpoint(what: &str) -> Option<String> {
+pub(crate) fn endpoint(what: &str) -> Option<String> {
     let found = std::env::var("AWS_ENDPOINT_URL")
         .ok()
         .filter(|e| !e.is_empty());
@@ -23,7 +23,7 @@ pub fn endpoint(what: &str) -> Option<String> {
 }
 
 /// An SDK configuration at `endpoint`, in `region`, with moto's test keys.
-pub async fn sdk(endpoint: &str, region: &'static str) -> aws_types::SdkConfig {
+pub(crate) async fn sdk(endpoint: &str, region: &'static str) -> aws_types::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
         .endpoint_url(endpoint)
         .region(aws_config::Region::new(region))

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use infra_core::engine::{Engine, MemoryStore, Options};
 use infra_core::kinds::{ObjectStore, Queues, Rule, Secrets, SecurityGroup};
 use infra_core::prelude::{AwsRegion, Backends, Expr, Fleet, Partial};
-use infra_core::sdk::layer::{BareLists, Layered, Recorder};
 use infra_core::sdk::Backend;
+use infra_core::sdk::layer::{BareLists, Layered, Recorder};
 
 const PARALLELISM: usize = 16;
 

@@ -377,7 +377,8 @@ impl Layer for Whole {
 async fn bare_lists_keep_names_and_handles_and_drop_the_readings_and_the_claim() {
     let router = router();
     for name in ["a", "b"] {
-        create(router.as_ref(), name).await.unwrap();
+        let made = create(router.as_ref(), name).await.unwrap();
+        assert!(made.done().is_some(), "{name} is made at once");
     }
     let whole = Layered::wrap(Arc::clone(&router), Whole);
     assert!(whole.capabilities().complete_lists.contains("objectStore"));
