@@ -47,12 +47,40 @@ macro_rules! plan_cols {
     };
 }
 
+// The columns `super::rows::op_row` reads, handed to `$then` (after `$args`): the one
+// list both forms below are written from.
+macro_rules! op_columns {
+    ($then:ident $(, $args:tt)*) => {
+        $then!(
+            $($args,)* id, plan_id, machine_id, state, owner_controller, owner_generation,
+            owner_epoch, attempts, commit_revision, retry_revision, retry_controller,
+            retry_generation, retry_epoch, last_fact_revision, restored
+        )
+    };
+}
+
+// Columns as they are named.
+macro_rules! plain_cols {
+    ($first:ident $(, $col:ident)*) => {
+        concat!(stringify!($first) $(, ", ", stringify!($col))*)
+    };
+}
+
+// Columns of table alias `$table`, each named `$prefix` before its own name (as
+// `super::rows::op_row_named` reads them).
+macro_rules! prefixed_cols {
+    ($table:literal, $prefix:literal, $first:ident $(, $col:ident)*) => {
+        concat!(
+            $table, ".", stringify!($first), " AS ", $prefix, stringify!($first)
+            $(, ", ", $table, ".", stringify!($col), " AS ", $prefix, stringify!($col))*
+        )
+    };
+}
+
 // The columns `super::rows::op_row` reads.
 macro_rules! op_cols {
     () => {
-        "id, plan_id, machine_id, state, owner_controller, owner_generation, owner_epoch, \
-         attempts, commit_revision, retry_revision, retry_controller, retry_generation, \
-         retry_epoch, last_fact_revision, restored"
+        op_columns!(plain_cols)
     };
 }
 
@@ -299,15 +327,9 @@ macro_rules! guards_sql {
              sa.identity_revoked, op.* FROM plans LEFT JOIN (",
             standing_approval_sql!("$1"),
             $lock,
-            ") sa ON TRUE LEFT JOIN (SELECT o.id AS op_id, o.plan_id AS op_plan_id, \
-             o.machine_id AS op_machine_id, o.state AS op_state, \
-             o.owner_controller AS op_owner_controller, \
-             o.owner_generation AS op_owner_generation, o.owner_epoch AS op_owner_epoch, \
-             o.attempts AS op_attempts, o.commit_revision AS op_commit_revision, \
-             o.retry_revision AS op_retry_revision, o.retry_controller AS op_retry_controller, \
-             o.retry_generation AS op_retry_generation, o.retry_epoch AS op_retry_epoch, \
-             o.last_fact_revision AS op_last_fact_revision, o.restored AS op_restored, \
-             (SELECT t.revision FROM attempts t WHERE t.operation_id = o.id \
+            ") sa ON TRUE LEFT JOIN (SELECT ",
+            op_columns!(prefixed_cols, "o", "op_"),
+            ", (SELECT t.revision FROM attempts t WHERE t.operation_id = o.id \
               ORDER BY t.attempt_no DESC LIMIT 1) AS op_last_attempt_revision \
              FROM operations o WHERE o.plan_id = $1) op ON TRUE WHERE id = $1"
         )
