@@ -574,19 +574,14 @@ struct InstallationJson {
 fn installation_of_json(json: &str) -> R<InstallationRow> {
     let decode = |e: String| Fail::Db(sqlx::Error::Decode(e.into()));
     let row: InstallationJson = serde_json::from_str(json).map_err(|e| decode(e.to_string()))?;
-    let bytes = row
+    // The epoch's own hexadecimal form, behind bytea's `\x`.
+    let epoch = row
         .epoch
         .strip_prefix("\\x")
-        .filter(|hex| hex.len() % 2 == 0 && hex.is_ascii())
-        .and_then(|hex| {
-            (0..hex.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
-                .collect::<Option<Vec<u8>>>()
-        })
-        .ok_or_else(|| decode("the installation's epoch is not hexadecimal bytea".into()))?;
+        .and_then(|hex| hex.parse::<Epoch>().ok())
+        .ok_or_else(|| decode("the installation's epoch is not a 16-byte bytea".into()))?;
     Ok(InstallationRow {
-        epoch: epoch_of(&bytes)?,
+        epoch,
         recovery_mode: row.recovery_mode,
         recovery_entered_at_ms: row.recovery_entered_at_ms,
         recovery_stopped_at_ms: row.recovery_stopped_at_ms,
@@ -850,6 +845,31 @@ pub(super) async fn recorded_reads(tx: &mut Tx, machine: &str) -> R<Vec<Recorded
 mod tests {
     use super::*;
     use crate::contract::evidence::ObservationPurpose;
+
+    #[test]
+    fn an_installation_reads_from_json_and_a_malformed_epoch_is_an_error() {
+        let Ok(inst) = installation_of_json(
+            r#"{"epoch": "\\x00112233445566778899aabbccddeeff", "recovery_mode": true}"#,
+        ) else {
+            panic!("a well-formed installation did not read");
+        };
+        assert_eq!(
+            inst.epoch,
+            Epoch::from_bytes([
+                0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd,
+                0xee, 0xff
+            ])
+        );
+        assert!(inst.recovery_mode);
+        for epoch in [
+            "00112233445566778899aabbccddeeff",
+            "\\x0011",
+            "\\xzz112233445566778899aabbccddeeff",
+        ] {
+            let json = format!(r#"{{"epoch": "{epoch}", "recovery_mode": false}}"#);
+            assert!(installation_of_json(&json).is_err(), "{json} read");
+        }
+    }
 
     fn read(json: Option<&str>) -> Vec<ObsRow> {
         let Ok(rows) = observations_of_json(json) else {
